@@ -1,0 +1,40 @@
+"""Where the shipped data lives: CRDs, policies and the example cluster state.
+
+A wheel carries them under ``webhook/_data`` (hatch force-include from ``chart/crds``,
+``policies`` and ``examples``); a source checkout or editable install reads the same
+files straight from the repository. Either way there is one source of truth.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_REPO_ROOT = _PACKAGE_DIR.parent
+
+_LOCATIONS = {
+    "crds": ("_data/crds", "chart/crds"),
+    "policies": ("_data/policies", "policies"),
+    "examples": ("_data/examples", "examples"),
+}
+
+
+def data_dir(name: str) -> Path:
+    """Return the directory holding the shipped ``name`` (crds, policies, examples)."""
+    packaged, in_repo = _LOCATIONS[name]
+    candidate = _PACKAGE_DIR / packaged
+    if candidate.is_dir():
+        return candidate
+    return _REPO_ROOT / in_repo
+
+
+def crds_dir() -> Path:
+    return data_dir("crds")
+
+
+def policies_dir() -> Path:
+    return data_dir("policies")
+
+
+def examples_dir() -> Path:
+    return data_dir("examples")
