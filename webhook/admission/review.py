@@ -1,0 +1,104 @@
+"""AdmissionReview (admission.k8s.io/v1 and v1beta1): the typed edge with the apiserver.
+
+The server decodes a request body into :class:`AdmissionReview`, hands
+:class:`AdmissionRequest` to the admission chain and encodes the chain's answer with
+:func:`response_review`, in the apiVersion the apiserver asked for.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+
+class GroupVersionKind(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    group: str = ""
+    version: str = ""
+    kind: str = ""
+
+
+class GroupVersionResource(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    group: str = ""
+    version: str = ""
+    resource: str = ""
+
+
+class UserInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    username: str = ""
+    uid: str = ""
+    groups: list[str] = Field(default_factory=list)
+    extra: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class AdmissionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    uid: str = Field(min_length=1)
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    subResource: str = ""
+    requestKind: GroupVersionKind | None = None
+    requestResource: GroupVersionResource | None = None
+    requestSubResource: str = ""
+    name: str = ""
+    namespace: str = ""
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    userInfo: UserInfo = Field(default_factory=UserInfo)
+    object: dict[str, Any] | None = None
+    oldObject: dict[str, Any] | None = None
+    dryRun: bool = False
+    options: dict[str, Any] | None = None
+
+
+class AdmissionReview(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    apiVersion: Literal["admission.k8s.io/v1", "admission.k8s.io/v1beta1"]
+    kind: Literal["AdmissionReview"]
+    request: AdmissionRequest
+
+
+class AdmissionResult(BaseModel):
+    """What the admission chain decided for one request (independent of the wire version)."""
+
+    allowed: bool
+    status: dict[str, Any] | None = None  # metav1.Status on denial: code, reason, message, details
+    patch: list[dict[str, Any]] = Field(default_factory=list)  # RFC 6902 operations
+    warnings: list[str] = Field(default_factory=list)
+    audit_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+MAX_WARNING_LENGTH = 120
+
+
+def _clip_warning(text: str) -> str:
+    # The apiserver truncates longer warnings itself; clipping here keeps them readable.
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."
+
+
+def response_review(api_version: str, uid: str, result: AdmissionResult, *, with_patch: bool) -> dict[str, Any]:
+    """The AdmissionReview response body for ``result``.
+
+    ``patch``/``patchType`` appear only when ``with_patch`` (the mutating endpoint) and the
+    patch is non-empty; ``status`` only on denial.
+    """
+    response: dict[str, Any] = {"uid": uid, "allowed": result.allowed}
+    if not result.allowed and result.status:
+        response["status"] = result.status
+    if with_patch and result.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(result.patch)).decode("ascii")
+    if result.warnings:
+        response["warnings"] = [_clip_warning(w) for w in result.warnings]
+    if result.audit_annotations:
+        response["auditAnnotations"] = dict(result.audit_annotations)
+    return {"apiVersion": api_version, "kind": "AdmissionReview", "response": response}
