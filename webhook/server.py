@@ -360,10 +360,25 @@ def create_app(
 
 
 def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:
-    """The real admission chain over the configured (or shipped) CRDs, policies and state."""
+    """The real admission chain over the configured (or shipped) CRDs, policies and state,
+    with the state's readiness (a cluster watch must have synced)."""
+    from webhook import resources
     from webhook.admission.chain import AdmissionChain
+    from webhook.policy import PolicySet
+    from webhook.schema import CRDRegistry
+    from webhook.state import FileState
 
-    return AdmissionChain.from_settings(settings), {}
+    registry = CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
+    policies = PolicySet.load(settings.policies_dir or resources.policies_dir())
+    if settings.kube_state:
+        from webhook.state import KubeState
+
+        state = KubeState()
+        state.start()
+    else:
+        state = FileState(settings.state_dir or resources.examples_dir() / "state")
+    checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
+    return AdmissionChain(registry, policies, state), checks
 
 
 def build_cert_keeper(settings: Settings, metrics_: Metrics):
