@@ -181,3 +181,10 @@ def test_examples_readme_lists_every_manifest():
     readme = (EXAMPLES / "README.md").read_text()
     for path in MANIFESTS.rglob("*.yaml"):
         assert f"`{path.relative_to(MANIFESTS)}`" in readme, path
+
+
+def test_the_package_serves_the_state_not_the_manifests():
+    from webhook.resources import example_manifests_dir, examples_dir
+
+    assert examples_dir().resolve() == STATE.resolve()
+    assert example_manifests_dir().resolve() == MANIFESTS.resolve()
