@@ -9,7 +9,6 @@ result becomes a ``field.Error``, and ratcheting: a failing rule that does not u
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from webhook.schema import fielderrors as fe
@@ -18,7 +17,6 @@ from webhook.schema.structural import ABSENT, Node
 
 RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
 
-_FIELD_PATH_TOKEN = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[\s*'((?:[^'\\]|\\.)*)'\s*\]|\[\s*(\d+)\s*\]")
 _REASONS = {
     "FieldValueForbidden": "forbidden",
     "FieldValueRequired": "required",
@@ -33,21 +31,12 @@ def _cel():
 
 
 def apply_field_path(path: str | None, field_path: str) -> str | None:
-    """Append a rule's ``fieldPath`` (``.a.b``, ``['k']``, ``[0]``) as ``field.Path`` would print it."""
-    pos = 0
-    out = path
-    while pos < len(field_path):
-        match = _FIELD_PATH_TOKEN.match(field_path, pos)
-        if not match:
-            return out
-        if match.group(1) is not None:
-            out = f"{out}.{match.group(1)}" if out else match.group(1)
-        elif match.group(2) is not None:
-            out = f"{out or ''}[{match.group(2)}]"
-        else:
-            out = f"{out or ''}[{match.group(3)}]"
-        pos = match.end()
-    return out
+    """Join a rule's (normalised, relative) fieldPath — ``a.b``, ``m[key]``, ``[key]`` — to the node's path."""
+    if not field_path:
+        return path
+    if not path:
+        return field_path
+    return f"{path}{field_path}" if field_path.startswith("[") else f"{path}.{field_path}"
 
 
 def _child(path: str | None, key: str) -> str:
@@ -74,7 +63,10 @@ class CelValidator:
 
     def _rules(self, node: Node, is_root: bool, path: str | None):
         if node.compiled_rules is None:
-            node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
+            try:
+                node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
+            except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
+                node.compiled_rules = exc
         return node.compiled_rules
 
     def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
@@ -95,18 +87,32 @@ class CelValidator:
                         child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
                         self._walk(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
         elif isinstance(value, list) and node.items is not None and node.items.has_rules:
+            self._walk_items(node, value, old, path, correlated)
+
+    def _walk_items(self, node: Node, value: list, old: Any, path: str | None, correlated: bool) -> None:
+        """Map-list items correlate with the old item of the same keys; other lists' items only
+        when the whole list is unchanged (then item i is old item i, for ratcheting)."""
+        if node.list_type == "map":
             items = OldItems(node, old) if old is not ABSENT else None
-            item_correlated = correlated and node.list_type == "map"
-            for i, item in enumerate(value):
-                item_old = items.get(item) if items is not None else ABSENT
-                self._walk(node.items, item, item_old, f"{path or ''}[{i}]", False, item_correlated)
+            olds = [items.get(item) if items is not None else ABSENT for item in value]
+        elif correlated and isinstance(old, list) and json_equal(value, old):
+            olds = old
+        else:
+            olds = [ABSENT] * len(value)
+            correlated = False
+        for i, item in enumerate(value):
+            self._walk(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
 
     def _run(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
         rules = self._rules(node, is_root, path)
+        node_type = _schema_type(node, value)
+        if isinstance(rules, Exception):
+            self.errors.append(fe.invalid(path, node_type, f"rule compiler initialization error: {rules}"))
+            return
         unchanged: bool | None = None
         scalar = not isinstance(value, (dict, list))
-        node_type = _schema_type(node, value)
-        for result in rules.evaluate(value, old, budget=self.budget):
+        cel_old = self._crd.ABSENT if old is ABSENT else old
+        for result in rules.evaluate(value, cel_old, budget=self.budget):
             if result.passed:
                 continue
             if result.error is not None:
@@ -124,10 +130,10 @@ class CelValidator:
 
 
 def _uses_old_self(rules: Any, index: int) -> bool:
-    per_rule = getattr(rules, "rule_uses_old_self", None)
-    if per_rule is not None:
-        return bool(per_rule[index])
-    return bool(getattr(rules, "uses_old_self", False))
+    for rule in rules.rules:
+        if rule.index == index:
+            return rule.uses_old_self
+    return rules.uses_old_self
 
 
 def _schema_type(node: Node, value: Any) -> str:
