@@ -282,9 +282,27 @@ def test_rbac_rules_carry_a_reason_per_verb():
                 assert any("#" in w for w in window), f"{template}:{i + 1}: rule without a reason"
 
 
+def test_controller_flags_are_the_controllers_own():
+    """The rendered args parse with `infergate controller`'s own parser, leader election on."""
+    import argparse
+
+    from webhook.controller.runner import add_arguments
+
+    for name in ("default", "non-default"):
+        (container,) = [o for o in objects(name) if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-controller")][0]["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["infergate"] and container["args"][0] == "controller"
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        add_arguments(parser)
+        args = parser.parse_args(container["args"][1:])
+        assert args.leader_elect and args.lease_namespace == NAMESPACE
+        assert args.identity == "$(POD_NAME)" and {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+        lease_names = {n for _, r in rbac_rules(name) if r["resources"] == ["leases"] for n in r.get("resourceNames", [])}
+        assert lease_names == {args.lease_name}
+    assert args.replan_timeout == 120 and args.replan_limit == 5
+
+
 def test_controller_has_leader_election_and_its_own_lease():
-    (container,) = one("default", "Deployment", "-controller")["spec"]["template"]["spec"]["containers"]
-    assert f"--leader-election-lease={NAMESPACE}/infergate-controller" in container["args"]
     lease_rules = [r for _, r in rbac_rules("default") if r["resources"] == ["leases"]]
     assert {"get", "update"} <= {v for r in lease_rules for v in r["verbs"]}
     assert not [o for o in objects("no-controller") if o["metadata"]["name"].endswith("-controller")]
