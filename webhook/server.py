@@ -60,6 +60,7 @@ class AdmitterSlot:
 
     def fail(self, error: str) -> None:
         self.error = error
+        self._loaded.set()  # nothing to wait for: reviews get the failure mode at once
 
     @property
     def admitter(self) -> Admitter | None:
@@ -234,6 +235,8 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
     admitter = await state.slot.wait(deadline - time.perf_counter())
     if admitter is None:
         state.metrics.policy_errors.labels(endpoint, kind, "not-ready").inc()
+        if state.slot.error is not None:
+            return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
     loop = asyncio.get_running_loop()
     job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
@@ -491,7 +494,7 @@ async def serve(
         except (NotImplementedError, RuntimeError):  # not the main thread (tests)
             pass
 
-    async def load() -> None:
+    async def load_chain() -> None:
         try:
             admitter, extra_checks = await asyncio.to_thread(load, settings)
         except Exception as exc:
@@ -503,7 +506,7 @@ async def serve(
         log.info("admission chain loaded")
 
     tasks = [
-        asyncio.create_task(load()),
+        asyncio.create_task(load_chain()),
         asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
                                        watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
     ]
