@@ -217,7 +217,7 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
     body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
 
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     elapsed = time.perf_counter() - started
     state.metrics.reviews.labels(endpoint, kind, admission.operation, "allowed" if result.allowed else "denied").inc()
     state.metrics.duration.labels(endpoint, kind).observe(elapsed)
@@ -230,7 +230,7 @@ def _too_large(limit: int) -> str:
 
 
 async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float, endpoint: str) -> AdmissionResult:
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     mode = state.config.failure_mode
     admitter = await state.slot.wait(deadline - time.perf_counter())
     if admitter is None:
