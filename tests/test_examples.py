@@ -234,3 +234,54 @@ def test_every_state_class_validates():
     assert classes == names("InferenceServiceClass")
     for name in classes:
         assert statuses[("InferenceServiceClass", name)]["phase"] == "Ready", statuses[("InferenceServiceClass", name)]
+
+
+def validate(args: list[str]) -> tuple[int, list[dict]]:
+    """`infergate validate ... -o json`: (exit code, one entry per document)."""
+    import contextlib
+    import io
+    import json
+
+    from webhook.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["validate", *args, "-o", "json"])
+    return code, json.loads(out.getvalue())
+
+
+_VERDICTS: dict[str, tuple[int, dict[str, dict]]] = {}
+
+
+def crd_verdicts(folder: str) -> tuple[int, dict[str, dict]]:
+    """One `infergate validate --crd-only` over a folder: (exit code, metadata.name -> entry)."""
+    if folder not in _VERDICTS:
+        code, results = validate(["--crd-only", "-f", str(MANIFESTS / folder)])
+        names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in sorted((MANIFESTS / folder).glob("*.yaml"))]
+        by_name = {}
+        for result in results:
+            name = (result["object"] or {}).get("metadata", {}).get("name") or result["status"]["details"]["name"]
+            by_name[name] = result
+        assert sorted(by_name) == sorted(names)
+        _VERDICTS[folder] = code, by_name
+    return _VERDICTS[folder]
+
+
+def test_valid_manifests_are_admitted_by_the_crds():
+    code, results = crd_verdicts("valid")
+    assert code == 0 and all(r["allowed"] and r["warnings"] == [] for r in results.values())
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "invalid").glob("*.yaml")), ids=lambda p: p.name)
+def test_invalid_manifests_are_denied_by_the_crds_as_their_first_line_says(path):
+    field, _, message = expected_denial(path).partition(": ")
+    code, results = crd_verdicts("invalid")
+    result = results[yaml.safe_load(path.read_text())["metadata"]["name"]]
+    assert code == 1 and not result["allowed"]
+    causes = result["status"]["details"]["causes"]
+    assert any(c["field"] == field and message in c["message"] for c in causes), causes
+
+
+def test_webhook_denied_manifests_pass_the_crds():
+    code, results = crd_verdicts("denied-by-webhook")
+    assert code == 0 and all(r["allowed"] for r in results.values()), results
