@@ -460,6 +460,7 @@ AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]
 async def serve(
     settings: Settings, *, load: AdmitterLoader = load_admitter,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
@@ -485,13 +486,10 @@ async def serve(
 
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread (tests)
-            pass
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
 
-    async def load() -> None:
+    async def load_chain() -> None:
         try:
             admitter, extra_checks = await asyncio.to_thread(load, settings)
         except Exception as exc:
@@ -503,7 +501,7 @@ async def serve(
         log.info("admission chain loaded")
 
     tasks = [
-        asyncio.create_task(load()),
+        asyncio.create_task(load_chain()),
         asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
                                        watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
     ]
