@@ -155,3 +155,13 @@ def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
         }
     shipped = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
     assert packaged == shipped
+
+
+@pytest.mark.parametrize("name", sorted([*UPSTREAM, *DECKHOUSE]))
+def test_the_apiserver_would_accept_the_crd(name):
+    """No rejection and no warning when the CRD is created (structural schema, CEL compilation,
+    estimated cost against the apiserver's budget), as webhook.schema.crd_admission judges it."""
+    from webhook.schema.crd_admission import check_crd
+
+    errors, warnings = check_crd(load_crd(CHART_CRDS / name))
+    assert errors == [] and warnings == []

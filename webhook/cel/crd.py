@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
-from webhook.cel.types import DeclType, decl_type
+from webhook.cel.checker import check
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
+from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
@@ -204,7 +206,7 @@ def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path:
 
 def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> NodeRules:
     entries = node_schema.get("x-kubernetes-validations") or []
-    decl = decl_type(node_schema, is_root=is_root) if entries else None
+    decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
     issues: list[RuleIssue] = []
     compiled: list[CompiledRule] = []
     for index, entry in enumerate(entries):
@@ -222,7 +224,50 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
     return NodeRules(tuple(compiled), decl, path)
 
 
-_VARIABLES = ("self", "oldSelf")
+_VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
+SELF_TYPE_NAME = "selfType0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """What compiling one expression against the schema found."""
+
+    errors: str | None          # cel-go's display of the compile errors
+    result_type: Any
+    checked: Any
+    parsed: Any
+
+
+def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
+    """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
+    try:
+        parsed = parse(expression)
+    except CelSyntaxError as err:
+        return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
+    self_type = decl.cel if decl is not None else DYN
+    old_type = optional_of(self_type) if optional_old_self else self_type
+    checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
+    if checked.errors:
+        return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
+    return _Analysis(None, checked.result_type, checked, parsed)
+
+
+def object_types(decl: DeclType | None) -> dict[str, DeclType]:
+    """Every object type reachable from ``decl``, by type name (for field lookups)."""
+    found: dict[str, DeclType] = {}
+    stack = [decl] if decl is not None else []
+    while stack:
+        node = stack.pop()
+        if node.kind == "object":
+            found[node.cel.name] = node
+            stack.extend(node.fields.values())
+        elif node.elem is not None:
+            stack.append(node.elem)
+    return found
+
+
+def _uses_old_self(parsed: Any) -> bool:
+    return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
 
 
 def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
@@ -230,12 +275,12 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     where = f"x-kubernetes-validations[{index}]"
     rule_text = entry.get("rule", "")
     optional_old_self = bool(entry.get("optionalOldSelf"))
-    engine = get_engine()
-    try:
-        program = engine.compile(rule_text, _VARIABLES)
-    except CelCompileError as err:
-        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {err}", go_rule_json(entry))]
-    uses_old_self = references_old_self(rule_text)
+    analysis = analyze(rule_text, decl, optional_old_self=optional_old_self)
+    if analysis.errors is not None:
+        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {analysis.errors}", go_rule_json(entry))]
+    if analysis.result_type != BOOL:
+        return [RuleIssue(f"{where}.rule", "Invalid", "cel expression must evaluate to a bool", go_rule_json(entry))]
+    uses_old_self = _uses_old_self(analysis.parsed)
     issues: list[RuleIssue] = []
     if optional_old_self and not uses_old_self:
         issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
@@ -243,19 +288,27 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     message_program = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
-        try:
-            message_program = engine.compile(message_expression, _VARIABLES)
-        except CelCompileError as err:
+        message_analysis = analyze(message_expression, decl)
+        if message_analysis.errors is not None:
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
-                                    f"messageExpression compilation failed: {err}", go_rule_json(entry)))
+                                    f"messageExpression compilation failed: {message_analysis.errors}",
+                                    go_rule_json(entry)))
+        elif message_analysis.result_type != STRING:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    "messageExpression must evaluate to a string", go_rule_json(entry)))
+        else:
+            message_program = _engine_program(message_expression)
     if issues:
         return issues
+    source = rule_text
+    if optional_old_self:
+        source = _optional_old_self_source(rule_text, analysis.parsed)
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
     return CompiledRule(
         index=index,
         rule=rule_text,
-        program=program,
+        program=_engine_program(source),
         message=message,
         message_program=message_program,
         uses_old_self=uses_old_self,
@@ -264,6 +317,38 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         field_path=normalize_field_path(field_path, node_schema) if field_path else None,
         error_string=(message or rule_text).strip(),
     )
+
+
+class _Uncompilable:
+    """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        raise CelEvalError(self.message)
+
+
+def _engine_program(source: str) -> Any:
+    try:
+        return get_engine().compile(source, _VARIABLES)
+    except CelCompileError as err:
+        return _Uncompilable(f"rule compile error: compilation failed: {err}")
+
+
+def _optional_old_self_source(rule: str, parsed: Any) -> str:
+    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
+    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
+    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
+    pieces, last = [], 0
+    for offset in offsets:
+        pieces.append(rule[last:offset])
+        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
+        last = offset + len("oldSelf")
+    pieces.append(rule[last:])
+    return "".join(pieces)
 
 
 # --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---
@@ -406,8 +491,9 @@ def go_rule_json(entry: Mapping[str, Any]) -> str:
     })
 
 
-_OLD_SELF = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(\boldSelf\b)""", re.S)
-
-
 def references_old_self(expression: str) -> bool:
-    return any(match.group(1) for match in _OLD_SELF.finditer(expression))
+    """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
+    try:
+        return _uses_old_self(parse(expression))
+    except CelSyntaxError:
+        return False

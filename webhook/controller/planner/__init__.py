@@ -21,7 +21,7 @@ from webhook.controller.planner.placement import (
     effective_device_classes,
     plan,
 )
-from webhook.controller.planner.replan import requested_device_classes, stuck_claim
+from webhook.controller.planner.replan import requested_device_classes, seconds_until_stuck, stuck_claim
 
 __all__ = [
     "CLAIM_DEVICE_MISSING",
@@ -42,5 +42,6 @@ __all__ = [
     "memory_need_gib",
     "plan",
     "requested_device_classes",
+    "seconds_until_stuck",
     "stuck_claim",
 ]

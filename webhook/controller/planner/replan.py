@@ -43,3 +43,19 @@ def stuck_claim(
         if created is not None and now - created > timeout:
             stuck.append((created, (claim.get("metadata") or {}).get("name", ""), claim))
     return min(stuck, key=lambda item: item[:2])[2] if stuck else None
+
+
+def seconds_until_stuck(
+    claims: Iterable[Mapping], device_class: str, now: datetime, timeout: timedelta
+) -> float | None:
+    """Seconds until the next unallocated claim for ``device_class`` counts as stuck (None: no
+    claim is still within its timeout; those already stuck were handled by the reconcile)."""
+    waits = []
+    for claim in claims:
+        if (claim.get("status") or {}).get("allocation") or device_class not in requested_device_classes(claim):
+            continue
+        created = parse_time((claim.get("metadata") or {}).get("creationTimestamp"))
+        wait = (created + timeout - now).total_seconds() if created is not None else 0.0
+        if wait > 0:
+            waits.append(wait)
+    return min(waits) if waits else None
