@@ -60,6 +60,7 @@ class AdmitterSlot:
 
     def fail(self, error: str) -> None:
         self.error = error
+        self._loaded.set()  # nothing to wait for: reviews get the failure mode at once
 
     @property
     def admitter(self) -> Admitter | None:
@@ -216,7 +217,7 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
     body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
 
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     elapsed = time.perf_counter() - started
     state.metrics.reviews.labels(endpoint, kind, admission.operation, "allowed" if result.allowed else "denied").inc()
     state.metrics.duration.labels(endpoint, kind).observe(elapsed)
@@ -229,11 +230,13 @@ def _too_large(limit: int) -> str:
 
 
 async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float, endpoint: str) -> AdmissionResult:
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     mode = state.config.failure_mode
     admitter = await state.slot.wait(deadline - time.perf_counter())
     if admitter is None:
         state.metrics.policy_errors.labels(endpoint, kind, "not-ready").inc()
+        if state.slot.error is not None:
+            return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
     loop = asyncio.get_running_loop()
     job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
