@@ -463,6 +463,7 @@ AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]
 async def serve(
     settings: Settings, *, load: AdmitterLoader = load_admitter,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
@@ -488,11 +489,8 @@ async def serve(
 
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread (tests)
-            pass
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
 
     async def load_chain() -> None:
         try:
