@@ -1,0 +1,499 @@
+"""CEL validation rules of CRD schemas (``x-kubernetes-validations``), as the apiserver runs them.
+
+    rules = compile_schema_rules(node_schema, is_root=False, path="spec")
+    for result in rules.evaluate(self_value, old_value, budget=CostBudget()):
+        ...  # failed rules only: message resolved, or the runtime error as the apiserver words it
+
+Compilation happens once per schema node (cached). ``self``/``oldSelf`` are typed from the schema
+for checking (escaped property names, formats, list types, int-or-string as dyn, embedded
+resources) and evaluated with values converted by that same type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
+from webhook.cel.checker import check
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
+from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
+from webhook.cel.values import to_cel
+
+# apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+PER_CALL_LIMIT = 1_000_000
+MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
+
+SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
+OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()   # no old value (CREATE, or the field is new on UPDATE)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleIssue:
+    """One reason the apiserver rejects a rule when the CRD is created."""
+
+    field: str      # path below the schema node, e.g. "x-kubernetes-validations[0].rule"
+    kind: str       # "Invalid" | "Required" | "Unsupported" | "Forbidden"
+    detail: str
+    value: Any = None   # the rendered bad value for Invalid/Unsupported (already formatted)
+
+    def render(self, path: str) -> str:
+        where = f"{path}.{self.field}" if path else self.field
+        if self.kind == "Required":
+            return f"{where}: Required value: {self.detail}"
+        if self.kind == "Forbidden":
+            return f"{where}: Forbidden: {self.detail}"
+        if self.kind == "Unsupported":
+            return f"{where}: Unsupported value: {self.value}: supported values: {self.detail}"
+        return f"{where}: Invalid value: {self.value}: {self.detail}"
+
+
+class CrdRuleError(ValueError):
+    """The schema node's rules are not accepted by the apiserver (the CRD itself is rejected)."""
+
+    def __init__(self, path: str, issues: list[RuleIssue]) -> None:
+        self.path = path
+        self.issues = issues
+        self.errors = [issue.render(path) for issue in issues]
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    index: int
+    passed: bool
+    message: str | None
+    error: str | None
+    reason: str | None
+    field_path: str | None
+
+
+class CostBudget:
+    """The runtime cost budget of one request, shared by every rule it evaluates."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, limit: int = RUNTIME_CEL_COST_BUDGET) -> None:
+        self.remaining = limit
+
+    @property
+    def exhausted(self) -> bool:
+        return self.remaining < 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    index: int
+    rule: str
+    program: Any
+    message: str | None
+    message_program: Any
+    uses_old_self: bool
+    optional_old_self: bool
+    reason: str | None
+    field_path: str | None
+    error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
+
+
+class NodeRules:
+    """The compiled rules of one schema node."""
+
+    __slots__ = ("rules", "decl", "uses_old_self", "path")
+
+    def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
+        self.rules = rules
+        self.decl = decl
+        self.path = path
+        self.uses_old_self = any(rule.uses_old_self for rule in rules)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget) -> list[RuleResult]:
+        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order."""
+        if self_value is None or not self.rules:
+            return []
+        if old_value is None:
+            old_value = ABSENT
+        if budget.remaining <= 0:
+            budget.remaining = -1
+            return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
+        decl = self.decl
+        activation = {"self": to_cel(self_value, decl)}
+        has_old = old_value is not ABSENT
+        if has_old and self.uses_old_self:
+            activation["oldSelf"] = to_cel(old_value, decl)
+        failures: list[RuleResult] = []
+        for rule in self.rules:
+            if rule.uses_old_self and not has_old and not rule.optional_old_self:
+                continue   # transition rules need a comparable old value
+            run_activation = activation
+            if rule.optional_old_self:
+                run_activation = {**activation, "__oldSelfPresent": has_old,
+                                  "oldSelf": activation.get("oldSelf")}
+            try:
+                outcome = rule.program.evaluate(run_activation, cost_limit=PER_CALL_LIMIT)
+            except CelCostExceeded as err:
+                budget.remaining = -1
+                failures.append(_error(rule, f"'{err}': no further validation rules will be run due to "
+                                             f"call cost exceeds limit for rule: {rule.error_string}"))
+                return failures
+            except CelEvalError as err:
+                text = str(err)
+                if text.startswith("no such overload"):
+                    text = (f"'{text}': call arguments did not match a supported operator, function or macro "
+                            f"signature for rule: {rule.error_string}")
+                else:
+                    text = f"{text} evaluating rule: {rule.error_string}"
+                failures.append(_error(rule, text))
+                continue
+            if outcome is True:
+                continue
+            failures.append(RuleResult(rule.index, False, self._message(rule, activation), None,
+                                       rule.reason, rule.field_path))
+        return failures
+
+    @staticmethod
+    def _message(rule: CompiledRule, activation: Mapping[str, Any]) -> str:
+        if rule.message_program is not None:
+            try:
+                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
+            except CelEvalError:
+                text = None
+            if isinstance(text, str):
+                text = text.strip()
+                if text and "\n" not in text and len(text.encode()) <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES:
+                    return text
+        if rule.message:
+            return rule.message.strip()
+        return f"failed rule: {rule.error_string}"
+
+
+def _error(rule: CompiledRule, text: str) -> RuleResult:
+    return RuleResult(rule.index, False, None, text, None, None)
+
+
+_CACHE: dict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = {}
+
+
+def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "") -> NodeRules:
+    """Compile the ``x-kubernetes-validations`` of one schema node (cached per node).
+
+    Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
+    the apiserver reject the CRD.
+    """
+    key = (id(node_schema), is_root)
+    cached = _CACHE.get(key)
+    if cached is not None and cached[0] is node_schema:
+        return cached[1]
+    rules = _compile(node_schema, is_root=is_root, path=path)
+    _CACHE[key] = (node_schema, rules)
+    return rules
+
+
+def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> NodeRules:
+    entries = node_schema.get("x-kubernetes-validations") or []
+    decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
+    issues: list[RuleIssue] = []
+    compiled: list[CompiledRule] = []
+    for index, entry in enumerate(entries):
+        entry_issues = static_rule_issues(index, entry, node_schema)
+        if entry_issues:
+            issues.extend(entry_issues)
+            continue
+        rule_or_issues = _compile_rule(index, entry, decl, node_schema)
+        if isinstance(rule_or_issues, list):
+            issues.extend(rule_or_issues)
+        else:
+            compiled.append(rule_or_issues)
+    if issues:
+        raise CrdRuleError(path, issues)
+    return NodeRules(tuple(compiled), decl, path)
+
+
+_VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
+SELF_TYPE_NAME = "selfType0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """What compiling one expression against the schema found."""
+
+    errors: str | None          # cel-go's display of the compile errors
+    result_type: Any
+    checked: Any
+    parsed: Any
+
+
+def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
+    """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
+    try:
+        parsed = parse(expression)
+    except CelSyntaxError as err:
+        return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
+    self_type = decl.cel if decl is not None else DYN
+    old_type = optional_of(self_type) if optional_old_self else self_type
+    checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
+    if checked.errors:
+        return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
+    return _Analysis(None, checked.result_type, checked, parsed)
+
+
+def object_types(decl: DeclType | None) -> dict[str, DeclType]:
+    """Every object type reachable from ``decl``, by type name (for field lookups)."""
+    found: dict[str, DeclType] = {}
+    stack = [decl] if decl is not None else []
+    while stack:
+        node = stack.pop()
+        if node.kind == "object":
+            found[node.cel.name] = node
+            stack.extend(node.fields.values())
+        elif node.elem is not None:
+            stack.append(node.elem)
+    return found
+
+
+def _uses_old_self(parsed: Any) -> bool:
+    return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
+
+
+def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
+                  node_schema: Mapping[str, Any]) -> CompiledRule | list[RuleIssue]:
+    where = f"x-kubernetes-validations[{index}]"
+    rule_text = entry.get("rule", "")
+    optional_old_self = bool(entry.get("optionalOldSelf"))
+    analysis = analyze(rule_text, decl, optional_old_self=optional_old_self)
+    if analysis.errors is not None:
+        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {analysis.errors}", go_rule_json(entry))]
+    if analysis.result_type != BOOL:
+        return [RuleIssue(f"{where}.rule", "Invalid", "cel expression must evaluate to a bool", go_rule_json(entry))]
+    uses_old_self = _uses_old_self(analysis.parsed)
+    issues: list[RuleIssue] = []
+    if optional_old_self and not uses_old_self:
+        issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
+                                "may not be set if oldSelf is not used in rule", "true"))
+    message_program = None
+    message_expression = entry.get("messageExpression") or ""
+    if message_expression.strip():
+        message_analysis = analyze(message_expression, decl)
+        if message_analysis.errors is not None:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    f"messageExpression compilation failed: {message_analysis.errors}",
+                                    go_rule_json(entry)))
+        elif message_analysis.result_type != STRING:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    "messageExpression must evaluate to a string", go_rule_json(entry)))
+        else:
+            message_program = _engine_program(message_expression)
+    if issues:
+        return issues
+    source = rule_text
+    if optional_old_self:
+        source = _optional_old_self_source(rule_text, analysis.parsed)
+    message = entry.get("message") or None
+    field_path = entry.get("fieldPath") or None
+    return CompiledRule(
+        index=index,
+        rule=rule_text,
+        program=_engine_program(source),
+        message=message,
+        message_program=message_program,
+        uses_old_self=uses_old_self,
+        optional_old_self=optional_old_self,
+        reason=entry.get("reason"),
+        field_path=normalize_field_path(field_path, node_schema) if field_path else None,
+        error_string=(message or rule_text).strip(),
+    )
+
+
+class _Uncompilable:
+    """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        raise CelEvalError(self.message)
+
+
+def _engine_program(source: str) -> Any:
+    try:
+        return get_engine().compile(source, _VARIABLES)
+    except CelCompileError as err:
+        return _Uncompilable(f"rule compile error: compilation failed: {err}")
+
+
+def _optional_old_self_source(rule: str, parsed: Any) -> str:
+    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
+    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
+    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
+    pieces, last = [], 0
+    for offset in offsets:
+        pieces.append(rule[last:offset])
+        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
+        last = offset + len("oldSelf")
+    pieces.append(rule[last:])
+    return "".join(pieces)
+
+
+# --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---
+
+def static_rule_issues(index: int, entry: Mapping[str, Any], node_schema: Mapping[str, Any]) -> list[RuleIssue]:
+    where = f"x-kubernetes-validations[{index}]"
+    issues: list[RuleIssue] = []
+    rule = entry.get("rule") or ""
+    message = entry.get("message") or ""
+    trimmed_rule, trimmed_message = rule.strip(), message.strip()
+    if not trimmed_rule:
+        issues.append(RuleIssue(f"{where}.rule", "Required", "rule is not specified"))
+    elif message and not trimmed_message:
+        issues.append(RuleIssue(f"{where}.message", "Invalid", "must be non-empty if specified", go_quote(message)))
+    elif "\n" in trimmed_message:
+        issues.append(RuleIssue(f"{where}.message", "Invalid", "must not contain line breaks", go_quote(message)))
+    elif "\n" in trimmed_rule and not trimmed_message:
+        issues.append(RuleIssue(f"{where}.message", "Required", "message must be specified if rule contains line breaks"))
+    message_expression = entry.get("messageExpression") or ""
+    if message_expression and not message_expression.strip():
+        issues.append(RuleIssue(f"{where}.messageExpression", "Required",
+                                "messageExpression must be non-empty if specified"))
+    reason = entry.get("reason")
+    if reason is not None and reason not in SUPPORTED_REASONS:
+        issues.append(RuleIssue(f"{where}.reason", "Unsupported", ", ".join(f'"{r}"' for r in SUPPORTED_REASONS),
+                                go_quote(reason)))
+    field_path = entry.get("fieldPath") or ""
+    if field_path:
+        if not field_path.strip():
+            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must be non-empty if specified",
+                                    go_quote(field_path)))
+        elif "\n" in field_path:
+            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must not contain line breaks",
+                                    go_quote(field_path)))
+        elif not valid_field_path(field_path, node_schema):
+            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "must be a valid path", go_quote(field_path)))
+    return issues
+
+
+_FIELD_PATH_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|[.\[\]]|[^.\[\]']+")
+_SINGLE_QUOTE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+                         "'": "'", "\\": "\\"}
+
+
+def _field_path_segments(json_path: str, schema: Mapping[str, Any] | None) -> list[tuple[str, bool]] | None:
+    """Split a rule's fieldPath into (name, is_property) steps valid for ``schema``; None if invalid."""
+    tokens = _FIELD_PATH_TOKEN.findall(json_path)
+    if "".join(tokens) != json_path:
+        return None
+    steps: list[tuple[str, bool]] = []
+    position = 0
+    while position < len(tokens):
+        token = tokens[position]
+        if token == "[":
+            if position + 2 >= len(tokens):
+                return None
+            quoted, closing = tokens[position + 1], tokens[position + 2]
+            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'" or closing != "]":
+                return None
+            name = _unescape_single_quoted(quoted[1:-1])
+            if name is None:
+                return None
+            position += 3
+        elif token == ".":
+            if position + 1 >= len(tokens):
+                return None
+            name = tokens[position + 1]
+            position += 2
+        else:
+            return None
+        if schema is None:
+            return None
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        if properties is not None:
+            if name not in properties:
+                return None
+            schema = properties[name]
+            steps.append((name, True))
+        elif isinstance(additional, Mapping):
+            schema = additional
+            steps.append((name, False))
+        else:
+            return None
+    return steps
+
+
+def _unescape_single_quoted(text: str) -> str | None:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            replacement = _SINGLE_QUOTE_ESCAPES.get(text[i + 1])
+            if replacement is None:
+                return None
+            out.append(replacement)
+            i += 2
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def valid_field_path(json_path: str, schema: Mapping[str, Any]) -> bool:
+    return _field_path_segments(json_path, schema) is not None
+
+
+def normalize_field_path(json_path: str, schema: Mapping[str, Any]) -> str:
+    """The rule's fieldPath as a field.Path string relative to the rule's node ("a.b[key]")."""
+    parts: list[str] = []
+    for name, is_property in _field_path_segments(json_path, schema) or ():
+        if not is_property:
+            parts.append(f"[{name}]")
+        else:
+            parts.append(f".{name}" if parts else name)
+    return "".join(parts)
+
+
+# --- rendering of values in the apiserver's error strings ---
+
+def go_quote(text: str) -> str:
+    """Go's %q of a string (non-ASCII printable runes kept)."""
+    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def go_json(value: Any) -> str:
+    """encoding/json output: <, > and & escaped as \\u003c etc."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def go_rule_json(entry: Mapping[str, Any]) -> str:
+    """The ValidationRule struct as the apiserver prints it in Invalid-value errors."""
+    return go_json({
+        "Rule": entry.get("rule", ""),
+        "Message": entry.get("message", ""),
+        "MessageExpression": entry.get("messageExpression", ""),
+        "Reason": entry.get("reason"),
+        "FieldPath": entry.get("fieldPath", ""),
+        "OptionalOldSelf": entry.get("optionalOldSelf"),
+    })
+
+
+def references_old_self(expression: str) -> bool:
+    """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
+    try:
+        return _uses_old_self(parse(expression))
+    except CelSyntaxError:
+        return False
