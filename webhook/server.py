@@ -396,7 +396,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     on_bundle = None
     if settings.cert_mode == "secret":
         api_client = _kube_api_client()
-        namespace, name = certs.parse_service(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
+        namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
 
@@ -409,7 +409,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
     return certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
-        watch=watch, on_bundle=on_bundle, on_change=lambda b: metrics_.set_expiry(certs.expiry(b)),
+        watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
     )
 
 

@@ -129,7 +129,7 @@ async def start_server(
     keeper = certs.CertKeeper(
         store, sans=certs.serving_sans(), policy=policy, manage=manage, client_ca=client_ca,
         watch=certs.FileWatcher(cert_dir / f for f in certs.FILES), on_bundle=on_bundle,
-        on_change=lambda b: metrics.set_expiry(certs.expiry(b)),
+        on_change=metrics.certificate_served,
     )
     ctx = keeper.start()
     slot = AdmitterSlot(admitter)
