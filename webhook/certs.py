@@ -290,7 +290,9 @@ def _not_after(cert: x509.Certificate) -> dt.datetime:
 
 
 def _trusted_since(cert: x509.Certificate, policy: RotationPolicy) -> dt.datetime:
-    return cert.not_valid_before_utc + policy.backdate  # the moment it was issued
+    """The latest moment it can have been issued: X.509 times drop the fraction of a
+    second, so the true moment may be up to a second after the recorded one."""
+    return cert.not_valid_before_utc + policy.backdate + dt.timedelta(seconds=1)
 
 
 def _due(cert: x509.Certificate, now: dt.datetime, fraction: float) -> bool:

@@ -11,11 +11,17 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
+# Kinds come from the request: any client reaching the port could otherwise grow the label
+# sets (and the memory) without bound. The served kinds are a handful.
+MAX_KIND_LABELS = 32
+
+
 class Metrics:
     content_type = CONTENT_TYPE_LATEST
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._kinds: set[str] = set()
         self.reviews = Counter(
             "infergate_admission_reviews",
             "AdmissionReviews answered, by endpoint, kind, operation and verdict (allowed/denied).",
@@ -52,6 +58,14 @@ class Metrics:
             "Serving certificates loaded into the live TLS context after the first.",
             registry=self.registry,
         )
+
+    def kind_label(self, kind: str) -> str:
+        """``kind`` as a label value: the first MAX_KIND_LABELS kinds seen, then "other"."""
+        if kind not in self._kinds:
+            if len(self._kinds) >= MAX_KIND_LABELS:
+                return "other"
+            self._kinds.add(kind)
+        return kind
 
     def set_expiry(self, expiry: dict[str, dt.datetime]) -> None:
         for name, when in expiry.items():
