@@ -414,3 +414,16 @@ def test_webhook_configurations_equal_infergate_webhook_config(name, capsys):
         assert expected["metadata"]["labels"].items() <= chart_object["metadata"]["labels"].items()
         assert chart_object["webhooks"] == expected["webhooks"]
     assert sorted(o["kind"] for o in printed) == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+
+
+def test_packaged_chart_carries_crds_and_policies_and_renders_the_same(tmp_path):
+    """`helm package` resolves the files/policies link: the .tgz users install is self-contained."""
+    import tarfile
+
+    archive = helm.package(CHART, destination=tmp_path)
+    names = set(tarfile.open(archive).getnames())
+    assert {f"infergate/crds/{p.name}" for p in (CHART / "crds").glob("*.yaml")} <= names
+    assert {f"infergate/files/policies/{p}" for p in shipped_policy_files()} <= names
+    with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART) as source:
+        assert packaged.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE) == \
+            source.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE)
