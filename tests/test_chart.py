@@ -365,3 +365,65 @@ def test_notes_say_how_to_verify():
     with helm.Chart.load(CHART) as chart:
         notes = chart.render({}, name=RELEASE, namespace=NAMESPACE)["infergate/templates/NOTES.txt"]
     assert "helm test infergate" in notes and "rollout status deployment/infergate" in notes
+
+
+# --- agreement with the server: flags and webhook configurations ------------------------
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_webhook_flags_are_the_servers_own(name):
+    """The rendered args parse with `infergate serve`'s parser and make valid Settings."""
+    import argparse
+
+    from webhook.server import add_arguments
+    from webhook.settings import Settings
+
+    (container,) = webhook_deployment(name)["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["infergate"] and container["args"][0] == "serve"
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    given = {k: v for k, v in vars(parser.parse_args(container["args"][1:])).items() if v is not None}
+    settings = Settings(**given)
+    fullname = one(name, "Service")["metadata"]["name"]
+    assert settings.port == container["ports"][0]["containerPort"]
+    assert settings.service == f"{NAMESPACE}/{fullname}" and settings.kube_state
+    if settings.cert_mode == "secret":
+        assert settings.webhook_name == one(name, "ValidatingWebhookConfiguration")["metadata"]["name"]
+        assert settings.cert_secret == f"{NAMESPACE}/{fullname}-tls"
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert str(settings.policies_dir) in mounts
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_webhook_configurations_equal_infergate_webhook_config(name, capsys):
+    """`infergate webhook-config --service NS/NAME` prints exactly what the chart installs."""
+    from webhook.cli import main
+
+    validating = one(name, "ValidatingWebhookConfiguration")
+    (hook,) = validating["webhooks"]
+    fullname = validating["metadata"]["name"]
+    argv = ["webhook-config", "--service", f"{NAMESPACE}/{fullname}", "--port", str(hook["clientConfig"]["service"]["port"]),
+            "--ca-file", "", "--name", fullname, "--failure-policy", hook["failurePolicy"],
+            "--timeout-seconds", str(hook["timeoutSeconds"])]
+    assert main(argv) == 0
+    printed = list(yaml.safe_load_all(capsys.readouterr().out))
+    for expected in printed:
+        chart_object = one(name, expected["kind"])
+        assert chart_object["apiVersion"] == expected["apiVersion"]
+        assert chart_object["metadata"]["name"] == expected["metadata"]["name"]
+        assert expected["metadata"]["labels"].items() <= chart_object["metadata"]["labels"].items()
+        assert chart_object["webhooks"] == expected["webhooks"]
+    assert sorted(o["kind"] for o in printed) == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+
+
+def test_packaged_chart_carries_crds_and_policies_and_renders_the_same(tmp_path):
+    """`helm package` resolves the files/policies link: the .tgz users install is self-contained."""
+    import tarfile
+
+    archive = helm.package(CHART, destination=tmp_path)
+    names = set(tarfile.open(archive).getnames())
+    assert {f"infergate/crds/{p.name}" for p in (CHART / "crds").glob("*.yaml")} <= names
+    assert {f"infergate/files/policies/{p}" for p in shipped_policy_files()} <= names
+    with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART) as source:
+        assert packaged.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE) == \
+            source.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE)
