@@ -112,7 +112,12 @@ class CelValidator:
         unchanged: bool | None = None
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
-        for result in rules.evaluate(value, cel_old, budget=self.budget):
+        try:
+            results = rules.evaluate(value, cel_old, budget=self.budget)
+        except Exception as exc:  # an engine fault must not lose the answer: report it on the node
+            self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
+            return
+        for result in results:
             if result.passed:
                 continue
             if result.error is not None:

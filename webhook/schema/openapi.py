@@ -22,6 +22,10 @@ _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)
 
 
+_TYPE_INFO = {str: ("string", ""), bool: ("boolean", ""), int: ("integer", "int64"), float: ("number", "float64"),
+              list: ("array", ""), dict: ("object", "")}
+
+
 def _info(value: Any) -> tuple[str, str]:
     """kube-openapi's ``schemaInfoForType``: JSON type and Go number format of a value."""
     if isinstance(value, bool):
@@ -120,33 +124,40 @@ class SchemaValidator:
             if node.enum is not None and not any(c is None for c in node.enum):
                 errs.append(fe.not_supported(self._field(path), None, [_enum_text(c) for c in node.enum]))
             return self._ratchet(errs, value, old)
-        sch_type, fmt = _info(value)
+        sch_type, fmt = _TYPE_INFO.get(type(value)) or _info(value)
         types = node.types
-        # type
-        if types:
-            is_float_int = sch_type == "number" and "integer" in types and _is_json_integer(value)
-            is_int_float = sch_type == "integer" and "number" in types
-            if sch_type not in ("string", "array") and node.format and not (
-                    sch_type in types or fmt == node.format or is_float_int or is_int_float):
-                errs.append(self._type_error(path, node.format, fmt))
-            elif not ("number" not in types and "integer" not in types and node.format
-                      and sch_type in ("string", "array")):
-                if not (sch_type in types or is_float_int or is_int_float):
-                    errs.append(self._type_error(path, ",".join(types), sch_type))
-        # allOf / anyOf / oneOf / not
-        if node.all_of or node.any_of or node.one_of or node.not_ is not None:
+        if types and not (sch_type in types and not node.format):
+            self._check_type(node, value, sch_type, fmt, path, errs)
+        if node.has_combinators:
             errs += self._combinators(node, value, path, old)
         if sch_type == "string":
-            errs += self._string(node, value, path)
-        elif sch_type in ("integer", "number"):
-            errs += self._number(node, value, path)
+            if node.has_string_checks:
+                errs += self._string(node, value, path)
+        elif sch_type == "object":
+            pass
         elif sch_type == "array":
             errs += self._array(node, value, path, old)
+        elif sch_type != "boolean":
+            errs += self._number(node, value, path)
         if node.enum is not None and not any(_enum_matches(value, c) for c in node.enum):
             errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
         if sch_type == "object":
             errs += self._object(node, value, path, old)
         return self._ratchet(errs, value, old) if errs else errs
+
+    def _check_type(self, node: Node, value: Any, sch_type: str, fmt: str, path: str,
+                    errs: list[fe.FieldError]) -> None:
+        """kube-openapi's type validator (formats decide for numbers; strings with a format pass)."""
+        types = node.types
+        is_float_int = sch_type == "number" and "integer" in types and _is_json_integer(value)
+        is_int_float = sch_type == "integer" and "number" in types
+        if sch_type not in ("string", "array") and node.format and not (
+                sch_type in types or fmt == node.format or is_float_int or is_int_float):
+            errs.append(self._type_error(path, node.format, fmt))
+        elif "number" not in types and "integer" not in types and node.format and sch_type in ("string", "array"):
+            return
+        elif not (sch_type in types or is_float_int or is_int_float):
+            errs.append(self._type_error(path, ",".join(types), sch_type))
 
     @staticmethod
     def _ratchet(errs: list[fe.FieldError], value: Any, old: Any) -> list[fe.FieldError]:

@@ -16,8 +16,7 @@ import yaml
 
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
-from webhook.schema.decode import (EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune,
-                                   prune_nulls)
+from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
 from webhook.schema.equality import json_equal
 from webhook.schema.fielderrors import FieldError, Outcome
 from webhook.schema.gofmt import go_type_name, go_value
@@ -173,7 +172,6 @@ class CRDRegistry:
         """An object read back from storage: pruned and defaulted under the current schema."""
         stored = copy_json(old)
         prune(stored, served.schema, root=True)
-        prune_nulls(stored, served.schema)
         apply_defaults(stored, served.schema)
         return stored
 
@@ -192,7 +190,6 @@ class CRDRegistry:
             raise RequestError(400, f"{cannot}: {exc}") from None
         if obj.get("kind") == served.kind:  # the apiserver prunes only objects of the served kind
             unknown += prune(obj, served.schema, root=True)
-            prune_nulls(obj, served.schema)
             embedded_unknown: list[str] = []
             try:
                 coerce_embedded(obj, served.schema, "", embedded_unknown)
