@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.checker import check
+from webhook.cel.cost import TypeSizeEstimator, estimate
+from webhook.cel.crd import ABSENT, RUNTIME_CEL_COST_BUDGET, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
+from webhook.cel.syntax import parse
+from webhook.cel.types import STRING
 
 REPO = Path(__file__).resolve().parents[1]
 # shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
@@ -207,3 +212,46 @@ def test_escaping_names(vector: dict) -> None:
         assert unescape(vector["escaped_name"]) is None
     else:
         assert unescape(vector["escaped_name"]) == expect["unescaped"]
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+_JSONPATCH = {  # the cost tests' environment also has jsonpatch.escapeKey (not in CRD rules)
+    "jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),),
+}
+
+
+@pytest.mark.parametrize("vector", [v for v in _library("cost", crd=False)],
+                         ids=_ids(_library("cost", crd=False)))
+def test_estimated_cost(vector: dict) -> None:
+    """cel-go's estimate with Kubernetes' estimators, as in Kubernetes' own cost tests (strings 0..12)."""
+    variables = {name: parse_type(t) for name, t in (vector.get("variable_types") or {}).items()}
+    checked = check(parse(vector["expression"]), variables, {}, validate_literals=False,
+                    extra_functions=_JSONPATCH)
+    assert checked.errors == []
+    expect = vector["expect"]["cost"]
+    assert estimate(checked, TypeSizeEstimator()) == (expect["estimated_min"], expect["estimated_max"])
+
+
+@pytest.mark.parametrize("vector", _library("cost", crd=True), ids=_ids(_library("cost", crd=True)))
+def test_crd_rule_runtime_cost(vector: dict) -> None:
+    def run() -> None:
+        schema = dict(vector["schema"], **{"x-kubernetes-validations": [{"rule": vector["expression"]}]})
+        rules = compile_schema_rules(schema, is_root=False, path="")
+        budget = CostBudget()
+        assert rules.evaluate(vector["variables"]["self"], budget=budget) == []
+        assert budget.remaining == RUNTIME_CEL_COST_BUDGET - vector["expect"]["runtime_cost"]
+
+    if vector["id"] not in RUNTIME_COST_GAPS:
+        run()
+        return
+    try:
+        run()
+    except AssertionError as gap:
+        pytest.xfail(f"runtime cost is charged from estimates, not tracked during evaluation: {gap}")
+    pytest.fail(f"{vector['id']} passes now: remove it from RUNTIME_COST_GAPS")
+
+
+# cel-go tracks runtime cost while evaluating (constant-folded literals are free); the engine does
+# not expose that, so cheap rules are charged their estimated worst case.
+RUNTIME_COST_GAPS = frozenset({"cost-0217", "cost-0218", "cost-0220"})

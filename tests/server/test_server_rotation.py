@@ -11,7 +11,7 @@ import aiohttp
 
 from webhook import certs
 
-from .conftest import ScriptedAdmitter, review, served_certificate, start_server
+from .conftest import ScriptedAdmitter, review, served_certificate, start_server, wait_for
 
 MODEL = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "a"}, "spec": {}}
 
@@ -131,14 +131,18 @@ async def test_serving_cert_replaced_on_disk_is_hot_reloaded(tmp_path):
     try:
         fresh_cert, fresh_key = certs.issue_serving(first.signer, first.ca_key, sans=certs.serving_sans(),
                                                     now=certs.utcnow(), validity=dt.timedelta(days=90))
-        store.save(certs.CertBundle(first.trusted, first.ca_key, fresh_cert, fresh_key))
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            if running.keeper.bundle.cert == fresh_cert:
-                break
+        # caught mid-update: the new key is there, the certificate not yet
+        (tmp_path / "certs" / "tls.key").write_bytes(certs._key_pem(fresh_key))
+        await wait_for(lambda: running.keeper.error is not None)
+        assert "tls.key does not belong to tls.crt" in running.keeper.error
+        assert await served_certificate(running) == first.cert  # still serving the old one
+        (tmp_path / "certs" / "tls.crt").write_bytes(certs.CertBundle(first.trusted, first.ca_key, fresh_cert, fresh_key).to_files()["tls.crt"])
+        await wait_for(lambda: running.keeper.bundle.cert == fresh_cert and running.keeper.error is None)
         assert await served_certificate(running) == fresh_cert
         status, body = await running.post("/validate", review(MODEL))
         assert status == 200 and body["response"]["allowed"]
+        async with running.sessions[0].get(running.url + "/metrics") as r:
+            assert "infergate_certificate_reloads_total 1.0" in await r.text()
     finally:
         task.cancel()
         for s in running.sessions:

@@ -376,15 +376,18 @@ def _qualified_name(expr: Expr) -> str | None:
     return None
 
 
-def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType]) -> Checked:
+def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType], *,
+          validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None) -> Checked:
     """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators."""
     checker = _Checker(variables, objects)
+    if extra_functions:
+        checker.functions = {**checker.functions, **extra_functions}
     checker.result = Checked(expr)
     checker.check(expr)
     result = checker.result
     result.types = {node_id: checker.substitute(t) for node_id, t in result.types.items()}
     result.result_type = checker.substitute(result.types.get(expr.id, DYN), to_dyn=True)
-    if not result.errors:
+    if not result.errors and validate_literals:
         _validate_literals(result)
     return result
 
