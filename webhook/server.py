@@ -385,7 +385,7 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         state = KubeState()
         state.start()
     else:
-        state = FileState(settings.state_dir or resources.examples_dir() / "state")
+        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
     checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), checks
 
