@@ -552,7 +552,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
     a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
-    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/)")
+    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
