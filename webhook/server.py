@@ -15,10 +15,10 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import logging
 import re
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,11 +45,11 @@ class Admitter(Protocol):
 class AdmitterSlot:
     """The admitter, once loaded: the server listens (and answers health checks) while
     the CRDs and policies compile in the background; reviews wait for it within their
-    deadline."""
+    deadline. ``set``/``fail`` are called on the event loop."""
 
     def __init__(self, admitter: Admitter | None = None):
         self._admitter = admitter
-        self._loaded = threading.Event()
+        self._loaded = asyncio.Event()
         self.error: str | None = None
         if admitter is not None:
             self._loaded.set()
@@ -68,7 +68,10 @@ class AdmitterSlot:
 
     async def wait(self, timeout: float) -> Admitter | None:
         if self._admitter is None:
-            await asyncio.to_thread(self._loaded.wait, max(timeout, 0))
+            try:
+                await asyncio.wait_for(self._loaded.wait(), max(timeout, 0))
+            except TimeoutError:
+                pass
         return self._admitter
 
 
@@ -211,7 +214,8 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         log.warning("rejected request", extra={"fields": {"endpoint": endpoint, "code": err.code, "error": err.message}})
         return _error_response(err)
 
-    timeout = parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout
+    # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
+    timeout = min(parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
     budget = max(timeout - state.config.timeout_margin, 0.001)
     deadline = started + budget
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
@@ -266,7 +270,7 @@ def _who(admission: AdmissionRequest) -> dict[str, Any]:
 
 
 def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionResult, elapsed: float, *, mutating: bool) -> None:
-    if result.allowed and not log.isEnabledFor(10):  # DEBUG: skip building the fields
+    if result.allowed and not log.isEnabledFor(logging.DEBUG):  # skip building the fields
         return
     fields = _who(admission) | {
         "endpoint": endpoint,
@@ -379,7 +383,7 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         state = KubeState()
         state.start()
     else:
-        state = FileState(settings.state_dir or resources.examples_dir() / "state")
+        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
     checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), checks
 

@@ -355,3 +355,18 @@ def test_status_message_and_causes():
     }
     one = create(registry({"a": {"type": "string"}}, required=["a"]), {})
     assert one.status["message"] == 'Thing.test.infergate.io "t1" is invalid: spec.a: Required value'
+
+
+def test_ratcheting_correlates_map_lists_by_key_and_never_untyped_objects():
+    reg = registry({
+        "rules": {"type": "array", "maxItems": 1, "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["k"],
+                  "items": {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}}},
+        "free": {"type": "object", "maxProperties": 1, "x-kubernetes-preserve-unknown-fields": True},
+    })
+    old = thing({"rules": [{"k": "a"}, {"k": "b"}]})
+    # reordering a map list is no change: the unchanged (if too long) list is tolerated
+    assert reg.handle("UPDATE", thing({"rules": [{"k": "b"}, {"k": "a"}]}), old).allowed
+    # an object without a schema for its fields never counts as unchanged
+    old = thing({"free": {"a": 1, "b": 2}})
+    assert errors(reg.handle("UPDATE", thing({"free": {"a": 1, "b": 2}}), old)) == [
+        "spec.free: Too many: 2: must have at most 1 items"]

@@ -121,6 +121,12 @@ async def test_denial_carries_the_status_with_field_errors(server):
     assert resp["status"]["details"]["causes"][0]["field"] == "spec"
 
 
+async def test_a_denied_mutation_sends_no_patch(server):
+    _, body = await server.post("/mutate", review(with_notes(deny="no")))
+    resp = body["response"]
+    assert resp["allowed"] is False and "patch" not in resp and "patchType" not in resp
+
+
 async def test_warnings_are_clipped_to_120_characters(server):
     long = "w" * 300
     _, body = await server.post("/validate", review(with_notes(warn=long)))

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from webhook.schema import fielderrors as fe
-from webhook.schema.equality import OldItems, json_equal
+from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.gofmt import go_float, go_json, go_quote, go_value
 from webhook.schema.structural import ABSENT, Node
 
@@ -100,11 +100,13 @@ def _enum_text(value: Any) -> str:
 class SchemaValidator:
     """Validates one value against a compiled schema; ``prefix`` is the field path of the value."""
 
-    __slots__ = ("root", "prefix")
+    __slots__ = ("root", "prefix", "root_of_object")
 
     def __init__(self, root: Node, prefix: str | None = None):
         self.root = root
         self.prefix = prefix
+        # the whole object never counts as unchanged: its metadata always changes on a write
+        self.root_of_object = root if prefix is None else None
 
     # -- error construction -------------------------------------------------------------
     def _field(self, name: str) -> str | None:
@@ -123,7 +125,7 @@ class SchemaValidator:
                 errs.append(self._type_error(path, ",".join(node.types), "null"))
             if node.enum is not None and not any(c is None for c in node.enum):
                 errs.append(fe.not_supported(self._field(path), None, [_enum_text(c) for c in node.enum]))
-            return self._ratchet(errs, value, old)
+            return self._ratchet(node, errs, value, old)
         sch_type, fmt = _TYPE_INFO.get(type(value)) or _info(value)
         types = node.types
         if types and not (sch_type in types and not node.format):
@@ -143,7 +145,7 @@ class SchemaValidator:
             errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
         if sch_type == "object":
             errs += self._object(node, value, path, old)
-        return self._ratchet(errs, value, old) if errs else errs
+        return self._ratchet(node, errs, value, old) if errs else errs
 
     def _check_type(self, node: Node, value: Any, sch_type: str, fmt: str, path: str,
                     errs: list[fe.FieldError]) -> None:
@@ -159,9 +161,9 @@ class SchemaValidator:
         elif not (sch_type in types or is_float_int or is_int_float):
             errs.append(self._type_error(path, ",".join(types), sch_type))
 
-    @staticmethod
-    def _ratchet(errs: list[fe.FieldError], value: Any, old: Any) -> list[fe.FieldError]:
-        if errs and old is not ABSENT and json_equal(value, old):
+    def _ratchet(self, node: Node, errs: list[fe.FieldError], value: Any, old: Any) -> list[fe.FieldError]:
+        """Errors of a value unchanged from its correlated old value are not reported (ratcheting)."""
+        if errs and old is not ABSENT and node is not self.root_of_object and unchanged(node, value, old):
             return []
         return errs
 
