@@ -212,7 +212,8 @@ class Controller:
             selector_string({kinds.INFERENCE_SERVICE_LABEL: name}),
         )
         wait = seconds_until_stuck(claims, device_class, self.clock(), self.settings.replan_timeout)
-        return None if wait is None else wait + 1.0
+        # a claim is stuck once strictly older than the timeout: wake just after that
+        return None if wait is None else wait + 0.1
 
     # -- loops -------------------------------------------------------------------------------
 
@@ -266,11 +267,16 @@ class Controller:
         self.queue.shut_down()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def wait_idle(self, timeout: float = 10.0) -> None:
-        """For tests and benchmarks: until nothing is queued or in flight."""
+    async def wait_idle(self, timeout: float = 10.0, *, scheduled: bool = True) -> None:
+        """For tests and benchmarks: until nothing is queued or in flight (nor, with
+        ``scheduled``, waiting for a retry or a replan check)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while not (self.queue.idle and self.poll_changes() == 0 and self.queue.idle):
+
+        def settled() -> bool:
+            return self.queue.idle if scheduled else self.queue.quiet
+
+        while not (settled() and self.poll_changes() == 0 and settled()):
             if loop.time() > deadline:
                 raise TimeoutError("controller did not become idle")
             await asyncio.sleep(0.02)
