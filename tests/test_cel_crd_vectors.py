@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.checker import check
+from webhook.cel.cost import TypeSizeEstimator, estimate
+from webhook.cel.crd import ABSENT, RUNTIME_CEL_COST_BUDGET, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
+from webhook.cel.syntax import parse
+from webhook.cel.types import STRING
 
 REPO = Path(__file__).resolve().parents[1]
 # shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
@@ -27,25 +32,95 @@ def _vectors() -> list[dict]:
 # Causes: cel-go type-check errors not yet reproduced, engine error wording, timestamps in the
 # engine, set/map-list equality semantics. Shrinks as those land.
 KNOWN_GAPS = frozenset({
-    "crd_values-0009", "crd_values-0098", "crd_values-0099", "crd_values-0100", "crd_values-0101", "crd_values-0114",
-    "crd_values-0115", "crd_values-0116", "crd_values-0117", "crd_values-0118", "crd_values-0119", "crd_values-0120",
-    "crd_values-0121", "crd_values-0122", "crd_values-0123", "crd_values-0124", "crd_values-0125", "crd_values-0126",
-    "crd_values-0127", "crd_values-0128", "crd_values-0129", "crd_values-0130", "crd_values-0131", "crd_values-0132",
-    "crd_values-0133", "crd_values-0134", "crd_values-0135", "crd_values-0136", "crd_values-0137", "crd_values-0138",
-    "crd_values-0139", "crd_values-0140", "crd_values-0141", "crd_values-0142", "crd_values-0145", "crd_values-0146",
-    "crd_values-0147", "crd_values-0148", "crd_values-0149", "crd_values-0150", "crd_values-0151", "crd_values-0152",
-    "crd_values-0153", "crd_values-0154", "crd_values-0155", "crd_values-0156", "crd_values-0157", "crd_values-0158",
-    "crd_values-0159", "crd_values-0160", "crd_values-0161", "crd_values-0162", "crd_values-0163", "crd_values-0170",
-    "crd_values-0171", "crd_values-0172", "crd_values-0176", "crd_values-0177", "crd_values-0213", "crd_values-0214",
-    "crd_values-0215", "crd_values-0217", "crd_values-0218", "crd_values-0220", "crd_values-0225", "crd_values-0227",
-    "crd_values-0234", "crd_values-0235", "crd_values-0236", "crd_values-0256", "crd_values-0257", "crd_values-0258",
-    "crd_values-0259", "crd_values-0260", "crd_values-0285", "crd_values-0286", "crd_values-0287", "crd_values-0288",
-    "crd_values-0289", "crd_values-0306", "crd_values-0322", "crd_values-0328", "crd_values-0333", "crd_values-0334",
-    "crd_values-0340", "crd_values-0346", "crd_values-0362", "crd_values-0372", "crd_values-0373", "crd_values-0374",
-    "crd_values-0375", "crd_values-0376", "crd_values-0385", "crd_values-0394", "crd_values-0395", "crd_values-0396",
-    "crd_values-0397", "crd_values-0398", "crd_values-0399", "crd_values-0410", "crd_values-0420", "crd_values-0421",
-    "crd_values-0422", "crd_values-0423", "crd_values-0424", "crd_values-0425", "crd_values-0426", "escaping-0191",
-    "escaping-0192", "escaping-0193", "escaping-0199",
+    "crd_values-0009",
+    "crd_values-0098",
+    "crd_values-0099",
+    "crd_values-0100",
+    "crd_values-0101",
+    "crd_values-0114",
+    "crd_values-0115",
+    "crd_values-0116",
+    "crd_values-0117",
+    "crd_values-0118",
+    "crd_values-0119",
+    "crd_values-0120",
+    "crd_values-0124",
+    "crd_values-0125",
+    "crd_values-0126",
+    "crd_values-0127",
+    "crd_values-0128",
+    "crd_values-0129",
+    "crd_values-0130",
+    "crd_values-0131",
+    "crd_values-0132",
+    "crd_values-0133",
+    "crd_values-0134",
+    "crd_values-0135",
+    "crd_values-0136",
+    "crd_values-0137",
+    "crd_values-0138",
+    "crd_values-0139",
+    "crd_values-0142",
+    "crd_values-0145",
+    "crd_values-0146",
+    "crd_values-0147",
+    "crd_values-0148",
+    "crd_values-0149",
+    "crd_values-0150",
+    "crd_values-0151",
+    "crd_values-0152",
+    "crd_values-0153",
+    "crd_values-0154",
+    "crd_values-0155",
+    "crd_values-0156",
+    "crd_values-0157",
+    "crd_values-0158",
+    "crd_values-0159",
+    "crd_values-0160",
+    "crd_values-0161",
+    "crd_values-0162",
+    "crd_values-0163",
+    "crd_values-0171",
+    "crd_values-0172",
+    "crd_values-0176",
+    "crd_values-0177",
+    "crd_values-0213",
+    "crd_values-0214",
+    "crd_values-0215",
+    "crd_values-0217",
+    "crd_values-0218",
+    "crd_values-0220",
+    "crd_values-0227",
+    "crd_values-0235",
+    "crd_values-0236",
+    "crd_values-0256",
+    "crd_values-0257",
+    "crd_values-0258",
+    "crd_values-0259",
+    "crd_values-0260",
+    "crd_values-0285",
+    "crd_values-0286",
+    "crd_values-0287",
+    "crd_values-0288",
+    "crd_values-0289",
+    "crd_values-0306",
+    "crd_values-0362",
+    "crd_values-0394",
+    "crd_values-0395",
+    "crd_values-0396",
+    "crd_values-0397",
+    "crd_values-0398",
+    "crd_values-0399",
+    "crd_values-0410",
+    "crd_values-0420",
+    "crd_values-0421",
+    "crd_values-0422",
+    "crd_values-0423",
+    "crd_values-0424",
+    "crd_values-0425",
+    "crd_values-0426",
+    "escaping-0191",
+    "escaping-0199",
 })
 
 
@@ -137,3 +212,46 @@ def test_escaping_names(vector: dict) -> None:
         assert unescape(vector["escaped_name"]) is None
     else:
         assert unescape(vector["escaped_name"]) == expect["unescaped"]
+
+
+# --- cost ---------------------------------------------------------------------------------------
+
+_JSONPATCH = {  # the cost tests' environment also has jsonpatch.escapeKey (not in CRD rules)
+    "jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),),
+}
+
+
+@pytest.mark.parametrize("vector", [v for v in _library("cost", crd=False)],
+                         ids=_ids(_library("cost", crd=False)))
+def test_estimated_cost(vector: dict) -> None:
+    """cel-go's estimate with Kubernetes' estimators, as in Kubernetes' own cost tests (strings 0..12)."""
+    variables = {name: parse_type(t) for name, t in (vector.get("variable_types") or {}).items()}
+    checked = check(parse(vector["expression"]), variables, {}, validate_literals=False,
+                    extra_functions=_JSONPATCH)
+    assert checked.errors == []
+    expect = vector["expect"]["cost"]
+    assert estimate(checked, TypeSizeEstimator()) == (expect["estimated_min"], expect["estimated_max"])
+
+
+@pytest.mark.parametrize("vector", _library("cost", crd=True), ids=_ids(_library("cost", crd=True)))
+def test_crd_rule_runtime_cost(vector: dict) -> None:
+    def run() -> None:
+        schema = dict(vector["schema"], **{"x-kubernetes-validations": [{"rule": vector["expression"]}]})
+        rules = compile_schema_rules(schema, is_root=False, path="")
+        budget = CostBudget()
+        assert rules.evaluate(vector["variables"]["self"], budget=budget) == []
+        assert budget.remaining == RUNTIME_CEL_COST_BUDGET - vector["expect"]["runtime_cost"]
+
+    if vector["id"] not in RUNTIME_COST_GAPS:
+        run()
+        return
+    try:
+        run()
+    except AssertionError as gap:
+        pytest.xfail(f"runtime cost is charged from estimates, not tracked during evaluation: {gap}")
+    pytest.fail(f"{vector['id']} passes now: remove it from RUNTIME_COST_GAPS")
+
+
+# cel-go tracks runtime cost while evaluating (constant-folded literals are free); the engine does
+# not expose that, so cheap rules are charged their estimated worst case.
+RUNTIME_COST_GAPS = frozenset({"cost-0217", "cost-0218", "cost-0220"})

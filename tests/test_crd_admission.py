@@ -17,23 +17,7 @@ SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_d
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
 # they need cel-go's type checker and cost estimator.
 KNOWN_GAPS = frozenset({
-    "cel-messageexpression-not-string",
-    "cel-messageexpression-undefined-field",
-    "cel-rule-not-bool",
-    "cel-metadata-labels",
-    "cel-strings-reverse-v3",
-    "cel-bind",
-    "cel-invalid-regex-literal",
-    "cel-invalid-timestamp-literal",
-    "cel-int-plus-double",
-    "cel-string-int-concat",
-    "cel-has-on-non-field",
-    "cel-cost-optional-orvalue-equality",
-    "cel-cost-lists-range-of-size",
-    "cel-cost-format-errors-join",
-    "cel-cost-unbounded-list-of-unbounded-strings",
-    "cel-cost-pairwise-exists-one",
-    "cluster-scope-ok-rule-on-namespace",
+
 })
 
 

@@ -15,7 +15,8 @@ STATE = EXAMPLES / "state"
 MANIFESTS = EXAMPLES / "manifests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")
-CLUSTER_SCOPED = {"Namespace", "InferenceServiceClass", "ClusterModel", "DeviceClass", "ResourceSlice",
+OTHER_CRD_GROUPS = ("cert-manager.io/",)  # no Kubernetes JSON schema for these
+CLUSTER_SCOPED = {"ClusterIssuer", "Namespace", "InferenceServiceClass", "ClusterModel", "DeviceClass", "ResourceSlice",
                   "PriorityClass", "StorageClass"}
 
 
@@ -51,7 +52,7 @@ def test_object_identity_and_scope(source, obj):
     assert ("namespace" in obj["metadata"]) == (obj["kind"] not in CLUSTER_SCOPED), "namespace iff namespaced"
 
 
-BUILTIN = [(s, o) for s, o in STATE_OBJECTS if not o["apiVersion"].startswith(OWN_GROUPS)]
+BUILTIN = [(s, o) for s, o in STATE_OBJECTS if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS)]
 
 
 @pytest.mark.parametrize(("source", "obj"), BUILTIN, ids=[label(s, o) for s, o in BUILTIN])
@@ -86,6 +87,12 @@ def test_classes_name_objects_that_exist():
         assert set(spec.get("scalingPolicy", {}).get("allowedPriorityClassNames", [])) <= names("PriorityClass")
         if "modelStorageClassName" in spec:
             assert spec["modelStorageClassName"] in names("StorageClass")
+        https = spec["exposurePolicy"].get("https", {})
+        if "certManager" in https:
+            assert https["certManager"]["clusterIssuerName"] in names("ClusterIssuer")
+        if "customCertificate" in https:
+            assert https["customCertificate"]["secretName"] in {s["metadata"]["name"] for s in objects("Secret")
+                                                                 if s["metadata"]["namespace"] == "d8-system"}
 
 
 def test_the_state_covers_what_the_issue_asks_for():
@@ -188,3 +195,93 @@ def test_the_package_serves_the_state_not_the_manifests():
 
     assert examples_dir().resolve() == STATE.resolve()
     assert example_manifests_dir().resolve() == MANIFESTS.resolve()
+
+
+def reconciled(paths: list[Path]) -> dict[tuple[str, str], dict]:
+    """What `infergate reconcile` (the controller, offline, on examples/state) writes for ``paths``."""
+    import contextlib
+    import io
+    import json
+
+    from webhook.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["reconcile", *map(str, paths), "-o", "json", "--now", "2026-11-29T12:00:00Z"]) == 0
+    return {(o["kind"], o["metadata"]["name"]): o["status"] for o in json.loads(out.getvalue())["items"]}
+
+
+def test_valid_orders_are_planned_as_documented():
+    """The example state is coherent: every valid InferenceService resolves its class and model and
+    gets a placement (design notes §11 for hf-embedding: the MPS class, Shared, 25..50 %)."""
+    orders = sorted((MANIFESTS / "valid").glob("inferenceservice-*.yaml"))
+    statuses = reconciled(orders + [MANIFESTS / "valid" / "inferenceserviceclass.yaml"])
+    for path in orders:
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        conditions = {c["type"]: c for c in statuses[("InferenceService", name)]["conditions"]}
+        for kind in ("ClassResolved", "ModelResolved", "Planned"):
+            assert conditions[kind]["status"] == "True", (name, conditions[kind])
+    resolved = statuses[("InferenceService", "hf-embedding")]["resolved"]
+    assert (resolved["deviceClass"], resolved["placementMode"], resolved["sharingMode"]) == \
+        ("nvidia-a30-mig-2g12-mps", "Partition", "Shared")
+    assert 25 <= resolved["sharePercent"] <= 50
+    assert statuses[("InferenceServiceClass", "small-chat-external")]["phase"] == "Ready"
+
+
+def test_every_state_class_validates():
+    statuses = reconciled([])
+    classes = {name for (kind, name) in statuses if kind == "InferenceServiceClass"}
+    assert classes == names("InferenceServiceClass")
+    for name in classes:
+        assert statuses[("InferenceServiceClass", name)]["phase"] == "Ready", statuses[("InferenceServiceClass", name)]
+
+
+def validate(args: list[str]) -> tuple[int, list[dict]]:
+    """`infergate validate ... -o json`: (exit code, one entry per document)."""
+    import contextlib
+    import io
+    import json
+
+    from webhook.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["validate", *args, "-o", "json"])
+    return code, json.loads(out.getvalue())
+
+
+_VERDICTS: dict[str, tuple[int, dict[str, dict]]] = {}
+
+
+def crd_verdicts(folder: str) -> tuple[int, dict[str, dict]]:
+    """One `infergate validate --crd-only` over a folder: (exit code, metadata.name -> entry)."""
+    if folder not in _VERDICTS:
+        code, results = validate(["--crd-only", "-f", str(MANIFESTS / folder)])
+        names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in sorted((MANIFESTS / folder).glob("*.yaml"))]
+        by_name = {}
+        for result in results:
+            name = (result["object"] or {}).get("metadata", {}).get("name") or result["status"]["details"]["name"]
+            by_name[name] = result
+        assert sorted(by_name) == sorted(names)
+        _VERDICTS[folder] = code, by_name
+    return _VERDICTS[folder]
+
+
+def test_valid_manifests_are_admitted_by_the_crds():
+    code, results = crd_verdicts("valid")
+    assert code == 0 and all(r["allowed"] and r["warnings"] == [] for r in results.values())
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "invalid").glob("*.yaml")), ids=lambda p: p.name)
+def test_invalid_manifests_are_denied_by_the_crds_as_their_first_line_says(path):
+    field, _, message = expected_denial(path).partition(": ")
+    code, results = crd_verdicts("invalid")
+    result = results[yaml.safe_load(path.read_text())["metadata"]["name"]]
+    assert code == 1 and not result["allowed"]
+    causes = result["status"]["details"]["causes"]
+    assert any(c["field"] == field and message in c["message"] for c in causes), causes
+
+
+def test_webhook_denied_manifests_pass_the_crds():
+    code, results = crd_verdicts("denied-by-webhook")
+    assert code == 0 and all(r["allowed"] for r in results.values()), results

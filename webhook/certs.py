@@ -127,16 +127,17 @@ def serving_sans(service: str | None = None, extra: Iterable[str] = ()) -> tuple
     """
     names = ["localhost", "127.0.0.1"]
     if service:
-        namespace, name = parse_service(service)
+        namespace, name = parse_namespaced(service)
         names += [name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
     names += [n for n in extra if n]
     return tuple(dict.fromkeys(names))
 
 
-def parse_service(service: str) -> tuple[str, str]:
-    namespace, sep, name = service.partition("/")
+def parse_namespaced(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` (a Service, a Secret) as its two parts."""
+    namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
-        raise ValueError(f"service must be NAMESPACE/NAME, got {service!r}")
+        raise ValueError(f"expected NAMESPACE/NAME, got {text!r}")
     return namespace, name
 
 
@@ -290,7 +291,9 @@ def _not_after(cert: x509.Certificate) -> dt.datetime:
 
 
 def _trusted_since(cert: x509.Certificate, policy: RotationPolicy) -> dt.datetime:
-    return cert.not_valid_before_utc + policy.backdate  # the moment it was issued
+    """The latest moment it can have been issued: X.509 times drop the fraction of a
+    second, so the true moment may be up to a second after the recorded one."""
+    return cert.not_valid_before_utc + policy.backdate + dt.timedelta(seconds=1)
 
 
 def _due(cert: x509.Certificate, now: dt.datetime, fraction: float) -> bool:
@@ -596,6 +599,7 @@ class CertKeeper:
         bundle = self.bundle
         if bundle is None:
             return False
+        reloaded = self.context is not None
         if self.context is None:
             self.context = server_context(bundle, client_ca=self.client_ca)
         elif self._served != bundle.cert:
@@ -604,7 +608,7 @@ class CertKeeper:
             return False
         self._served = bundle.cert
         if self.on_change is not None:
-            self.on_change(bundle)
+            self.on_change(bundle, reloaded)
         return True
 
     def start(self) -> ssl.SSLContext:
@@ -623,28 +627,35 @@ class CertKeeper:
         return None
 
     async def run(self, *, check_interval: float, watch_interval: float, logger: Any) -> None:
-        """Forever: rotate every ``check_interval``, reload on file changes."""
+        """Forever: rotate every ``check_interval``, reload when the files change.
+
+        A failure (store unreachable, files caught mid-update) is logged and retried at
+        the next look; the certificate being served stays until a good one replaces it."""
         next_check = time.monotonic() + check_interval
+        retry = False
         while True:
             await asyncio.sleep(min(watch_interval, max(next_check - time.monotonic(), 0)))
             due = time.monotonic() >= next_check
-            if not due and not (self.watch is not None and self.watch.changed()):
+            if not (due or retry or (self.watch is not None and self.watch.changed())):
                 continue
             if due:
                 next_check = time.monotonic() + check_interval
             try:
                 actions = await asyncio.to_thread(self.refresh)
-                self.error = None
-            except CertError as exc:
-                self.error = str(exc)
-                logger.error("certificate refresh failed", extra={"fields": {"error": str(exc)}})
+                if self.watch is not None:
+                    self.watch.changed()  # our own writes are not news
+                reloaded = self.apply()
+            except Exception as exc:  # CertError, the API client's errors, OSError, ssl.SSLError
+                retry, self.error = True, f"{type(exc).__name__}: {exc}"
+                logger.error("certificate refresh failed; serving the previous certificate",
+                             extra={"fields": {"error": self.error}})
                 continue
+            retry, self.error = False, None
             for action in actions:
                 logger.info("certificates: " + action)
-            if self.watch is not None:
-                self.watch.changed()  # our own writes are not news
-            if self.apply():
-                logger.info("serving certificate reloaded", extra={"fields": {"expires": str(_not_after(self.bundle.cert))}})
+            if reloaded:
+                logger.info("serving certificate reloaded",
+                            extra={"fields": {"expires": _not_after(self.bundle.cert).isoformat()}})
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from webhook.certs import CertBundle, expiry
+
 # Admission is sub-millisecond when healthy; the tail buckets show trouble near the timeout.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+# Kinds come from the request: any client reaching the port could otherwise grow the label
+# sets (and the memory) without bound. The served kinds are a handful.
+MAX_KIND_LABELS = 32
 
 
 class Metrics:
@@ -16,6 +21,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._kinds: set[str] = set()
         self.reviews = Counter(
             "infergate_admission_reviews",
             "AdmissionReviews answered, by endpoint, kind, operation and verdict (allowed/denied).",
@@ -53,9 +59,19 @@ class Metrics:
             registry=self.registry,
         )
 
-    def set_expiry(self, expiry: dict[str, dt.datetime]) -> None:
-        for name, when in expiry.items():
+    def kind_label(self, kind: str) -> str:
+        """``kind`` as a label value: the first MAX_KIND_LABELS kinds seen, then "other"."""
+        if kind not in self._kinds:
+            if len(self._kinds) >= MAX_KIND_LABELS:
+                return "other"
+            self._kinds.add(kind)
+        return kind
+
+    def certificate_served(self, bundle: CertBundle, reloaded: bool) -> None:
+        for name, when in expiry(bundle).items():
             self.cert_expiry.labels(name).set(when.timestamp())
+        if reloaded:
+            self.cert_reloads.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -15,10 +15,10 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import logging
 import re
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,11 +45,11 @@ class Admitter(Protocol):
 class AdmitterSlot:
     """The admitter, once loaded: the server listens (and answers health checks) while
     the CRDs and policies compile in the background; reviews wait for it within their
-    deadline."""
+    deadline. ``set``/``fail`` are called on the event loop."""
 
     def __init__(self, admitter: Admitter | None = None):
         self._admitter = admitter
-        self._loaded = threading.Event()
+        self._loaded = asyncio.Event()
         self.error: str | None = None
         if admitter is not None:
             self._loaded.set()
@@ -60,6 +60,7 @@ class AdmitterSlot:
 
     def fail(self, error: str) -> None:
         self.error = error
+        self._loaded.set()  # nothing to wait for: reviews get the failure mode at once
 
     @property
     def admitter(self) -> Admitter | None:
@@ -67,7 +68,10 @@ class AdmitterSlot:
 
     async def wait(self, timeout: float) -> Admitter | None:
         if self._admitter is None:
-            await asyncio.to_thread(self._loaded.wait, max(timeout, 0))
+            try:
+                await asyncio.wait_for(self._loaded.wait(), max(timeout, 0))
+            except TimeoutError:
+                pass
         return self._admitter
 
 
@@ -210,13 +214,14 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         log.warning("rejected request", extra={"fields": {"endpoint": endpoint, "code": err.code, "error": err.message}})
         return _error_response(err)
 
-    timeout = parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout
+    # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
+    timeout = min(parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
     budget = max(timeout - state.config.timeout_margin, 0.001)
     deadline = started + budget
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
     body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
 
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     elapsed = time.perf_counter() - started
     state.metrics.reviews.labels(endpoint, kind, admission.operation, "allowed" if result.allowed else "denied").inc()
     state.metrics.duration.labels(endpoint, kind).observe(elapsed)
@@ -229,11 +234,13 @@ def _too_large(limit: int) -> str:
 
 
 async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float, endpoint: str) -> AdmissionResult:
-    kind = admission.kind.kind or "-"
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
     mode = state.config.failure_mode
     admitter = await state.slot.wait(deadline - time.perf_counter())
     if admitter is None:
         state.metrics.policy_errors.labels(endpoint, kind, "not-ready").inc()
+        if state.slot.error is not None:
+            return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
     loop = asyncio.get_running_loop()
     job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
@@ -263,7 +270,7 @@ def _who(admission: AdmissionRequest) -> dict[str, Any]:
 
 
 def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionResult, elapsed: float, *, mutating: bool) -> None:
-    if result.allowed and not log.isEnabledFor(10):  # DEBUG: skip building the fields
+    if result.allowed and not log.isEnabledFor(logging.DEBUG):  # skip building the fields
         return
     fields = _who(admission) | {
         "endpoint": endpoint,
@@ -376,7 +383,7 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         state = KubeState()
         state.start()
     else:
-        state = FileState(settings.state_dir or resources.examples_dir() / "state")
+        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
     checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), checks
 
@@ -393,7 +400,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     on_bundle = None
     if settings.cert_mode == "secret":
         api_client = _kube_api_client()
-        namespace, name = certs.parse_service(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
+        namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
 
@@ -406,7 +413,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
     return certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
-        watch=watch, on_bundle=on_bundle, on_change=lambda b: metrics_.set_expiry(certs.expiry(b)),
+        watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
     )
 
 
@@ -460,6 +467,7 @@ AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]
 async def serve(
     settings: Settings, *, load: AdmitterLoader = load_admitter,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
@@ -485,13 +493,10 @@ async def serve(
 
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread (tests)
-            pass
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
 
-    async def load() -> None:
+    async def load_chain() -> None:
         try:
             admitter, extra_checks = await asyncio.to_thread(load, settings)
         except Exception as exc:
@@ -503,7 +508,7 @@ async def serve(
         log.info("admission chain loaded")
 
     tasks = [
-        asyncio.create_task(load()),
+        asyncio.create_task(load_chain()),
         asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
                                        watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
     ]

@@ -17,7 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
-from webhook.cel.types import DeclType, decl_type
+from webhook.cel.checker import check
+from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
+from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
+from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
@@ -27,6 +31,8 @@ MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
 SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
+                          "validation rules will be run")
 
 
 class _Absent:
@@ -62,9 +68,12 @@ class RuleIssue:
 class CrdRuleError(ValueError):
     """The schema node's rules are not accepted by the apiserver (the CRD itself is rejected)."""
 
-    def __init__(self, path: str, issues: list[RuleIssue]) -> None:
+    def __init__(self, path: str, issues: list[RuleIssue], costs: list[RuleCost] | None = None,
+                 max_cardinality: int = 1) -> None:
         self.path = path
         self.issues = issues
+        self.costs = costs or []          # of the rules that did compile
+        self.max_cardinality = max_cardinality
         self.errors = [issue.render(path) for issue in issues]
         super().__init__("; ".join(self.errors))
 
@@ -104,6 +113,36 @@ class CompiledRule:
     reason: str | None
     field_path: str | None
     error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
+    max_cost: int = 0                     # estimated worst-case cost of one evaluation
+    message_max_cost: int | None = None   # same for messageExpression
+    checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
+    message_checked: Any = None
+
+    def charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.max_cost, self.checked, activation)
+
+    def message_charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.message_max_cost or 0, self.message_checked, activation)
+
+
+# Rules whose worst case is at most this are charged their worst case; costlier ones are charged
+# their estimate over the actual object's sizes (never more than the worst case).
+CHEAP_RULE_COST = 1000
+
+
+def _runtime_charge(max_cost: int, checked: Any, activation: Mapping[str, Any]) -> int:
+    if max_cost <= CHEAP_RULE_COST or checked is None:
+        return max_cost
+    return min(max_cost, estimate_cost(checked, ActualSizeEstimator(activation))[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCost:
+    """Estimated worst-case costs of one rule (for the CRD's cost budget)."""
+
+    index: int
+    rule: int
+    message_expression: int | None
 
 
 class NodeRules:
@@ -116,6 +155,15 @@ class NodeRules:
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
+
+    @property
+    def costs(self) -> list[RuleCost]:
+        return [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in self.rules]
+
+    @property
+    def max_cardinality(self) -> int:
+        """How often this node could repeat in a 3 MiB request (its unbounded cardinality)."""
+        return max_cardinality(self.decl)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -142,31 +190,59 @@ class NodeRules:
             if rule.optional_old_self:
                 run_activation = {**activation, "__oldSelfPresent": has_old,
                                   "oldSelf": activation.get("oldSelf")}
+            cost = rule.charge(run_activation)
             try:
+                if cost > PER_CALL_LIMIT:
+                    raise CelCostExceeded()
                 outcome = rule.program.evaluate(run_activation, cost_limit=PER_CALL_LIMIT)
             except CelCostExceeded as err:
+                if min(cost, PER_CALL_LIMIT + 1) > budget.remaining:
+                    return self._out_of_budget(failures, budget)
                 budget.remaining = -1
                 failures.append(_error(rule, f"'{err}': no further validation rules will be run due to "
                                              f"call cost exceeds limit for rule: {rule.error_string}"))
                 return failures
             except CelEvalError as err:
+                if cost > budget.remaining:
+                    return self._out_of_budget(failures, budget)
+                budget.remaining -= cost
                 text = str(err)
-                if text.startswith("no such overload"):
+                if isinstance(err, _CompileFailure):
+                    pass
+                elif text.startswith("no such overload"):
                     text = (f"'{text}': call arguments did not match a supported operator, function or macro "
                             f"signature for rule: {rule.error_string}")
                 else:
                     text = f"{text} evaluating rule: {rule.error_string}"
                 failures.append(_error(rule, text))
                 continue
+            if cost > budget.remaining:
+                return self._out_of_budget(failures, budget)
+            budget.remaining -= cost
             if outcome is True:
                 continue
-            failures.append(RuleResult(rule.index, False, self._message(rule, activation), None,
-                                       rule.reason, rule.field_path))
+            message = self._message(rule, activation, budget)
+            if message is None:
+                failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
+                return failures
+            failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
         return failures
 
     @staticmethod
-    def _message(rule: CompiledRule, activation: Mapping[str, Any]) -> str:
+    def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
+        budget.remaining = -1
+        failures.append(RuleResult(0, False, None, OUT_OF_BUDGET, None, None))
+        return failures
+
+    @staticmethod
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+        """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
+            cost = rule.message_charge(activation)
+            if cost > budget.remaining:
+                budget.remaining = -1
+                return None
+            budget.remaining -= cost
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
             except CelEvalError:
@@ -204,7 +280,7 @@ def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path:
 
 def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> NodeRules:
     entries = node_schema.get("x-kubernetes-validations") or []
-    decl = decl_type(node_schema, is_root=is_root) if entries else None
+    decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
     issues: list[RuleIssue] = []
     compiled: list[CompiledRule] = []
     for index, entry in enumerate(entries):
@@ -218,11 +294,61 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
         else:
             compiled.append(rule_or_issues)
     if issues:
-        raise CrdRuleError(path, issues)
+        costs = [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in compiled]
+        raise CrdRuleError(path, issues, costs, max_cardinality(decl))
     return NodeRules(tuple(compiled), decl, path)
 
 
-_VARIABLES = ("self", "oldSelf")
+def max_cardinality(decl: DeclType | None) -> int:
+    """apiextensions' maxCardinality(minSerializedSize): the unbounded repeat count of a node."""
+    min_size = decl.min_serialized_size if decl is not None else 1
+    return MAX_REQUEST_SIZE_BYTES // (min_size + 1)
+
+
+_VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
+SELF_TYPE_NAME = "selfType0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """What compiling one expression against the schema found."""
+
+    errors: str | None          # cel-go's display of the compile errors
+    result_type: Any
+    checked: Any
+    parsed: Any
+
+
+def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
+    """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
+    try:
+        parsed = parse(expression)
+    except CelSyntaxError as err:
+        return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
+    self_type = decl.cel if decl is not None else DYN
+    old_type = optional_of(self_type) if optional_old_self else self_type
+    checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
+    if checked.errors:
+        return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
+    return _Analysis(None, checked.result_type, checked, parsed)
+
+
+def object_types(decl: DeclType | None) -> dict[str, DeclType]:
+    """Every object type reachable from ``decl``, by type name (for field lookups)."""
+    found: dict[str, DeclType] = {}
+    stack = [decl] if decl is not None else []
+    while stack:
+        node = stack.pop()
+        if node.kind == "object":
+            found[node.cel.name] = node
+            stack.extend(node.fields.values())
+        elif node.elem is not None:
+            stack.append(node.elem)
+    return found
+
+
+def _uses_old_self(parsed: Any) -> bool:
+    return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
 
 
 def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
@@ -230,32 +356,45 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     where = f"x-kubernetes-validations[{index}]"
     rule_text = entry.get("rule", "")
     optional_old_self = bool(entry.get("optionalOldSelf"))
-    engine = get_engine()
-    try:
-        program = engine.compile(rule_text, _VARIABLES)
-    except CelCompileError as err:
-        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {err}", go_rule_json(entry))]
-    uses_old_self = references_old_self(rule_text)
+    analysis = analyze(rule_text, decl, optional_old_self=optional_old_self)
+    if analysis.errors is not None:
+        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {analysis.errors}", go_rule_json(entry))]
+    if analysis.result_type != BOOL:
+        return [RuleIssue(f"{where}.rule", "Invalid", "cel expression must evaluate to a bool", go_rule_json(entry))]
+    uses_old_self = _uses_old_self(analysis.parsed)
     issues: list[RuleIssue] = []
     if optional_old_self and not uses_old_self:
         issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
                                 "may not be set if oldSelf is not used in rule", "true"))
     message_program = None
+    message_cost: int | None = None
+    message_checked = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
-        try:
-            message_program = engine.compile(message_expression, _VARIABLES)
-        except CelCompileError as err:
+        message_analysis = analyze(message_expression, decl)
+        if message_analysis.errors is not None:
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
-                                    f"messageExpression compilation failed: {err}", go_rule_json(entry)))
+                                    f"messageExpression compilation failed: {message_analysis.errors}",
+                                    go_rule_json(entry)))
+        elif message_analysis.result_type != STRING:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    "messageExpression must evaluate to a string", go_rule_json(entry)))
+        else:
+            message_program = _engine_program(message_expression)
+            message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
+            message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
     if issues:
         return issues
+    max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
+    source = rule_text
+    if optional_old_self:
+        source = _optional_old_self_source(rule_text, analysis.parsed)
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
     return CompiledRule(
         index=index,
         rule=rule_text,
-        program=program,
+        program=_engine_program(source),
         message=message,
         message_program=message_program,
         uses_old_self=uses_old_self,
@@ -263,7 +402,47 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         reason=entry.get("reason"),
         field_path=normalize_field_path(field_path, node_schema) if field_path else None,
         error_string=(message or rule_text).strip(),
+        max_cost=max_cost,
+        message_max_cost=message_cost,
+        checked=analysis.checked if max_cost > CHEAP_RULE_COST else None,
+        message_checked=message_checked,
     )
+
+
+class _Uncompilable:
+    """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        raise _CompileFailure(self.message)
+
+
+class _CompileFailure(CelEvalError):
+    """Reported as is (the apiserver's "rule compile error: ..."), without "evaluating rule"."""
+
+
+def _engine_program(source: str) -> Any:
+    try:
+        return get_engine().compile(source, _VARIABLES)
+    except CelCompileError as err:
+        return _Uncompilable(f"rule compile error: compilation failed: {err}")
+
+
+def _optional_old_self_source(rule: str, parsed: Any) -> str:
+    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
+    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
+    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
+    pieces, last = [], 0
+    for offset in offsets:
+        pieces.append(rule[last:offset])
+        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
+        last = offset + len("oldSelf")
+    pieces.append(rule[last:])
+    return "".join(pieces)
 
 
 # --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---
@@ -406,8 +585,9 @@ def go_rule_json(entry: Mapping[str, Any]) -> str:
     })
 
 
-_OLD_SELF = re.compile(r"""'''.*?'''|\"\"\".*?\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|(\boldSelf\b)""", re.S)
-
-
 def references_old_self(expression: str) -> bool:
-    return any(match.group(1) for match in _OLD_SELF.finditer(expression))
+    """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
+    try:
+        return _uses_old_self(parse(expression))
+    except CelSyntaxError:
+        return False

@@ -43,6 +43,10 @@ class CelType:
             return f"optional_type({self.params[0]})"
         if self.kind in ("object", "typeparam"):
             return self.name
+        if self.kind == "timestamp":
+            return "google.protobuf.Timestamp"
+        if self.kind == "duration":
+            return "google.protobuf.Duration"
         if self.kind == "opaque":
             if self.params:
                 return f"{self.name}({', '.join(map(str, self.params))})"
