@@ -80,6 +80,7 @@ class Controller:
         self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
         self.feed = ChangeFeed(state)
         self._inventory: Inventory | None = None
+        self._inventory_generation = 0  # bumped when a DeviceClass or ResourceSlice changes
         self._inventory_lock = asyncio.Lock()
         # what this replica last wrote, by key: (resourceVersion written over, object returned)
         self._written: dict[Key, tuple[str | None, dict]] = {}
@@ -120,6 +121,7 @@ class Controller:
         changes = [change for change in self.feed.poll() if not self._own_write(change)]
         if any(invalidates_inventory(change) for change in changes):
             self._inventory = None
+            self._inventory_generation += 1
         for key in sorted(affected_keys(changes, self.state), key=_order):
             self.queue.add(key)
         return len(changes)
@@ -127,8 +129,12 @@ class Controller:
     def _own_write(self, change) -> bool:
         meta = change.obj.get("metadata") or {}
         key = (change.kind, meta.get("namespace"), meta.get("name", ""))
+        if change.deleted:
+            self._own_versions.pop(key, None)
+            self._written.pop(key, None)
+            return False
         version = self._own_versions.get(key)
-        if version is None or change.deleted:
+        if version is None:
             return False
         if version == meta.get("resourceVersion"):
             # the cache has caught up with our write: no need to remember it any longer
@@ -161,8 +167,11 @@ class Controller:
     async def _ensure_inventory(self) -> None:
         # Evaluating every DeviceClass's selectors takes a while: off the loop, once.
         async with self._inventory_lock:
-            if self._inventory is None:
-                self._inventory = await asyncio.to_thread(build_inventory, self.state)
+            while self._inventory is None:
+                generation = self._inventory_generation
+                inventory = await asyncio.to_thread(build_inventory, self.state)
+                if generation == self._inventory_generation:  # else: devices moved meanwhile
+                    self._inventory = inventory
 
     async def sync(self, key: Key) -> None:
         """Reconcile one object; write its status if it changed.
@@ -171,6 +180,8 @@ class Controller:
         threads. A 409 re-reads the object from the API and reconciles again.
         """
         kind = key[0]
+        if not self.leading:
+            return  # the leader's job; everything is queued again on becoming leader
         obj = self._current(key)
         if obj is None:
             return
