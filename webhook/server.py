@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import os
 import logging
 import re
 import signal
@@ -22,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
@@ -399,7 +401,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
     on_bundle = None
     if settings.cert_mode == "secret":
-        api_client = _kube_api_client()
+        api_client = _kube_api_client(settings.kubeconfig)
         namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
@@ -417,14 +419,16 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     )
 
 
-def _kube_api_client():
+def _kube_api_client(kubeconfig: Path | None):
+    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
     from kubernetes import client, config
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+    configuration = client.Configuration()
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    return client.ApiClient(configuration)
 
 
 def _own_namespace() -> str:
@@ -471,10 +475,10 @@ async def serve(
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
-    keeper = build_cert_keeper(settings, metrics_)
     try:
+        keeper = build_cert_keeper(settings, metrics_)
         ssl_context = await asyncio.to_thread(keeper.start)
-    except Exception as exc:  # CertError, OSError, kube config errors
+    except Exception as exc:  # CertError, OSError, the cluster's config or API errors
         log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
         print(f"infergate serve: cannot set up TLS: {exc}", file=sys.stderr)
         return 1
@@ -544,10 +548,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
     a("--san", dest="extra_sans", action="append", help="extra DNS name or IP for the certificate (repeatable)")
     a("--client-ca-file", help="require client certificates signed by this CA (the apiserver's, for mTLS)")
+    a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
     a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
-    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/)")
+    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")

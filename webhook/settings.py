@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     serving_validity_days: float = Field(90, gt=0)
     rotation_overlap_seconds: float = Field(600, ge=0)
     webhook_name: str = "infergate"
+    kubeconfig: Path | None = None  # outside a pod; in one, its service account is used
 
     # What the webhook judges with: None = the shipped data (webhook.resources).
     crds_dir: Path | None = None

@@ -318,3 +318,26 @@ async def test_mtls_requires_a_client_certificate_from_the_configured_ca(tmp_pat
         for s in running.sessions:
             await s.close()
         await running.runner.cleanup()
+
+
+async def test_logs_are_json_lines_without_objects(server):
+    """Every review at debug, denials at info; names and verdicts, never the object."""
+    import io
+
+    stream = io.StringIO()
+    logs.configure("debug", stream=stream)
+    try:
+        secretish = with_notes(warn="token=s3cr3t-value")
+        await server.post("/validate", review(secretish, uid="allowed-1"))
+        await server.post("/validate", review(with_notes(deny="spec.engine: Unsupported value"), uid="denied-1"))
+        await server.post("/validate", b"{broken", headers={"Content-Type": "application/json"})
+    finally:
+        logs.configure("info")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    by_msg = {e["msg"]: e for e in entries}
+    assert by_msg["review"]["level"] == "debug" and by_msg["review"]["uid"] == "allowed-1"
+    assert by_msg["review"]["kind"] == "Model" and by_msg["review"]["name"] == "qwen" and by_msg["review"]["warnings"] == 1
+    assert by_msg["denied"]["level"] == "info" and by_msg["denied"]["reason"] == "Invalid"
+    assert by_msg["rejected request"]["code"] == 400
+    text = stream.getvalue()
+    assert "s3cr3t" not in text and MODEL["spec"]["url"] not in text

@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
-from webhook.schema.gofmt import go_float, go_json, go_quote, go_value
+from webhook.schema.gofmt import go_float, go_json, go_quote
 from webhook.schema.structural import ABSENT, Node
 
 _FLOAT32_MAX = 3.4028235677973366e38  # values at or beyond this overflow ParseFloat(s, 32)
@@ -44,10 +44,6 @@ def _info(value: Any) -> tuple[str, str]:
 def _is_json_integer(value: float) -> bool:
     return not (math.isnan(value) or math.isinf(value)) and -_MAX_JSON_FLOAT <= value <= _MAX_JSON_FLOAT \
         and value.is_integer()
-
-
-def _number_text(value: Any) -> str:
-    return go_value(value)
 
 
 def _in_range(value: Any, typ: str, fmt: str) -> bool:
