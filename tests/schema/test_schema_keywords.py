@@ -370,3 +370,10 @@ def test_ratcheting_correlates_map_lists_by_key_and_never_untyped_objects():
     old = thing({"free": {"a": 1, "b": 2}})
     assert errors(reg.handle("UPDATE", thing({"free": {"a": 1, "b": 2}}), old)) == [
         "spec.free: Too many: 2: must have at most 1 items"]
+
+
+def test_status_write_without_a_status_subresource_is_not_found():
+    reg = registry({})
+    out = reg.handle("UPDATE", thing({}), thing({}), "status")
+    assert out.code == 404 and out.status["reason"] == "NotFound"
+    assert reg.handle("UPDATE", thing({}), None).code == 400

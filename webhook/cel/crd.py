@@ -115,6 +115,7 @@ class CompiledRule:
     error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
     max_cost: int = 0                     # estimated worst-case cost of one evaluation
     message_max_cost: int | None = None   # same for messageExpression
+    source: str | None = None             # what the engine compiled (None: it could not)
     checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
     message_checked: Any = None
 
@@ -148,10 +149,11 @@ class RuleCost:
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
+        self.batches: dict[tuple[int, ...], Any] = {}
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
@@ -177,48 +179,29 @@ class NodeRules:
         if budget.remaining <= 0:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
-        decl = self.decl
-        activation = {"self": to_cel(self_value, decl)}
         has_old = old_value is not ABSENT
+        activation = {"self": to_cel(self_value, self.decl), "oldSelf": None, "__oldSelfPresent": has_old}
         if has_old and self.uses_old_self:
-            activation["oldSelf"] = to_cel(old_value, decl)
+            activation["oldSelf"] = to_cel(old_value, self.decl)
+        # transition rules need a comparable old value (unless oldSelf is optional)
+        runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+        outcomes = self._run(runnable, activation)
         failures: list[RuleResult] = []
-        for rule in self.rules:
-            if rule.uses_old_self and not has_old and not rule.optional_old_self:
-                continue   # transition rules need a comparable old value
-            run_activation = activation
-            if rule.optional_old_self:
-                run_activation = {**activation, "__oldSelfPresent": has_old,
-                                  "oldSelf": activation.get("oldSelf")}
-            cost = rule.charge(run_activation)
-            try:
-                if cost > PER_CALL_LIMIT:
-                    raise CelCostExceeded()
-                outcome = rule.program.evaluate(run_activation, cost_limit=PER_CALL_LIMIT)
-            except CelCostExceeded as err:
-                if min(cost, PER_CALL_LIMIT + 1) > budget.remaining:
+        for rule, outcome in zip(runnable, outcomes):
+            cost = rule.charge(activation)
+            if cost > PER_CALL_LIMIT:
+                if PER_CALL_LIMIT + 1 > budget.remaining:
                     return self._out_of_budget(failures, budget)
                 budget.remaining = -1
-                failures.append(_error(rule, f"'{err}': no further validation rules will be run due to "
-                                             f"call cost exceeds limit for rule: {rule.error_string}"))
+                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
+                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
                 return failures
-            except CelEvalError as err:
-                if cost > budget.remaining:
-                    return self._out_of_budget(failures, budget)
-                budget.remaining -= cost
-                text = str(err)
-                if isinstance(err, _CompileFailure):
-                    pass
-                elif text.startswith("no such overload"):
-                    text = (f"'{text}': call arguments did not match a supported operator, function or macro "
-                            f"signature for rule: {rule.error_string}")
-                else:
-                    text = f"{text} evaluating rule: {rule.error_string}"
-                failures.append(_error(rule, text))
-                continue
             if cost > budget.remaining:
                 return self._out_of_budget(failures, budget)
             budget.remaining -= cost
+            if isinstance(outcome, CelEvalError):
+                failures.append(_error(rule, _runtime_error_text(outcome, rule)))
+                continue
             if outcome is True:
                 continue
             message = self._message(rule, activation, budget)
@@ -227,6 +210,38 @@ class NodeRules:
                 return failures
             failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
         return failures
+
+    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
+        handing the object to the engine costs more than the rules; rule by rule on any error."""
+        if len(rules) > 1:
+            batch = self._batch(rules)
+            if batch is not None:
+                try:
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules))
+                except CelEvalError:
+                    pass
+                else:
+                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
+                        return outcomes
+        results: list[Any] = []
+        for rule in rules:
+            try:
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT))
+            except CelEvalError as err:
+                results.append(err)
+        return results
+
+    def _batch(self, rules: list[CompiledRule]) -> Any:
+        key = tuple(rule.index for rule in rules)
+        if key not in self.batches:
+            if any(rule.source is None for rule in rules):
+                self.batches[key] = None
+            else:
+                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
+                if isinstance(self.batches[key], _Uncompilable):
+                    self.batches[key] = None
+        return self.batches[key]
 
     @staticmethod
     def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
@@ -254,6 +269,20 @@ class NodeRules:
         if rule.message:
             return rule.message.strip()
         return f"failed rule: {rule.error_string}"
+
+
+def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:
+    """A rule's runtime error as the apiserver reports it."""
+    text = str(err)
+    if isinstance(err, _CompileFailure):
+        return text
+    if isinstance(err, CelCostExceeded):
+        return (f"'{text}': no further validation rules will be run due to call cost exceeds limit for rule: "
+                f"{rule.error_string}")
+    if text.startswith("no such overload"):
+        return (f"'{text}': call arguments did not match a supported operator, function or macro signature "
+                f"for rule: {rule.error_string}")
+    return f"{text} evaluating rule: {rule.error_string}"
 
 
 def _error(rule: CompiledRule, text: str) -> RuleResult:
@@ -391,10 +420,12 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         source = _optional_old_self_source(rule_text, analysis.parsed)
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
+    program = _engine_program(source)
     return CompiledRule(
         index=index,
         rule=rule_text,
-        program=_engine_program(source),
+        program=program,
+        source=None if isinstance(program, _Uncompilable) else source,
         message=message,
         message_program=message_program,
         uses_old_self=uses_old_self,

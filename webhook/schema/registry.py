@@ -17,7 +17,6 @@ import yaml
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
-from webhook.schema.equality import json_equal
 from webhook.schema.fielderrors import FieldError, Outcome
 from webhook.schema.gofmt import go_type_name, go_value
 from webhook.schema.listtype import validate_list_types
@@ -48,6 +47,9 @@ class RequestError(ValueError):
         if self.code == 404:
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                     "message": self.message, "reason": "NotFound", "code": 404}
+        if self.code == 405:
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": "MethodNotAllowed", "code": 405}
         return fe.bad_request_status(self.message)
 
 
@@ -123,10 +125,11 @@ class CRDRegistry:
         """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks)."""
         try:
             served = self._target(obj, resource)
-            prepared, warnings = self._prepare(served, operation, obj, old, subresource, namespace)
+            stored = self._stored(served, operation, old, subresource)
+            prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
         except RequestError as exc:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
-        errors, more = self._validate(served, operation, prepared, old, subresource)
+        errors, more = self._validate(served, operation, prepared, stored, subresource)
         warnings += more
         kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
         name = (prepared.get("metadata") or {}).get("name") or ""
@@ -142,13 +145,14 @@ class CRDRegistry:
                 ) -> tuple[dict[str, Any], list[str]]:
         """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404."""
         served = self._target(obj, None)
-        return self._prepare(served, operation, obj, old, subresource, namespace)
+        stored = self._stored(served, operation, old, subresource)
+        return self._prepare(served, operation, obj, stored, subresource, namespace)
 
     def validate(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                  subresource: str | None = None) -> tuple[list[FieldError], list[str]]:
         """Validate a prepared object (``old`` as stored); returns (errors, warnings)."""
         served = self._target(obj, None)
-        return self._validate(served, operation, obj, old, subresource)
+        return self._validate(served, operation, obj, self._stored(served, operation, old, subresource), subresource)
 
     # -- internals ----------------------------------------------------------------------
     def _target(self, obj: Any, resource: str | None) -> ServedVersion:
@@ -175,12 +179,23 @@ class CRDRegistry:
         apply_defaults(stored, served.schema)
         return stored
 
-    def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
-                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
+    def _stored(self, served: ServedVersion, operation: str, old: Any, subresource: str | None
+                ) -> dict[str, Any] | None:
+        """Check the request's shape; on UPDATE, the old object as read back from storage."""
         if operation not in ("CREATE", "UPDATE"):
             raise RequestError(400, f"unsupported operation {operation!r}: expected CREATE or UPDATE")
-        if operation == "UPDATE" and not isinstance(old, dict):
-            raise RequestError(400, "an UPDATE needs the old object")
+        if subresource not in (None, "", "status") or (subresource == "status" and not served.status_subresource):
+            raise RequestError(404, "the server could not find the requested resource")
+        if subresource == "status" and operation != "UPDATE":
+            raise RequestError(405, "the /status subresource only takes updates")
+        if operation == "CREATE":
+            return None
+        if not isinstance(old, dict):
+            raise RequestError(400, "an UPDATE needs the old object (a mapping)")
+        return self.decode_stored(served, old)
+
+    def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
+                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
         obj = copy_json(obj)
         warnings: list[str] = []
         cannot = f'{obj.get("kind")} in version "{served.version}" cannot be handled as a {obj.get("kind")}'
@@ -223,24 +238,22 @@ class CRDRegistry:
         if operation == "CREATE":
             obj.pop("status", None)
         elif subresource == "status":
-            merged = self.decode_stored(served, old)
+            merged = copy_json(stored)
             if "status" in obj:
                 merged["status"] = obj["status"]
             else:
                 merged.pop("status", None)
             obj = merged
         else:
-            stored = self.decode_stored(served, old)
             if "status" in stored:
-                obj["status"] = stored["status"]
+                obj["status"] = copy_json(stored["status"])
             else:
                 obj.pop("status", None)
         return obj, warnings
 
-    def _validate(self, served: ServedVersion, operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
+    def _validate(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
                   subresource: str | None) -> tuple[list[FieldError], list[str]]:
-        update = operation == "UPDATE"
-        stored = self.decode_stored(served, old) if update and isinstance(old, dict) else None
+        update = stored is not None
         old_value: Any = stored if stored is not None else ABSENT
         errors: list[FieldError] = []
         type_errors = _type_meta_errors(served, obj)
@@ -377,4 +390,4 @@ def _list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] 
     return validate_list_types(schema, obj)
 
 
-__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "Outcome", "FieldError", "json_equal"]
+__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "Outcome", "FieldError"]
