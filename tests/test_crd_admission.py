@@ -17,11 +17,7 @@ SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_d
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
 # they need cel-go's type checker and cost estimator.
 KNOWN_GAPS = frozenset({
-    "cel-cost-format-errors-join",
-    "cel-cost-lists-range-of-size",
-    "cel-cost-optional-orvalue-equality",
-    "cel-cost-pairwise-exists-one",
-    "cel-cost-unbounded-list-of-unbounded-strings",
+
 })
 
 

@@ -74,15 +74,15 @@ class ScriptedAdmitter:
         if "test/raise" in notes:
             raise RuntimeError("policy blew up: secret-token-123")
         warnings = [notes["test/warn"]] if "test/warn" in notes else []
-        if "test/deny" in notes:
-            return AdmissionResult(
-                allowed=False, warnings=warnings,
-                status={"status": "Failure", "code": 422, "reason": "Invalid", "message": notes["test/deny"],
-                        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec", "message": notes["test/deny"]}]}},
-            )
         patch = []
         if request.object is not None and "defaulted" not in request.object.get("spec", {}):
             patch = [{"op": "add", "path": "/spec/defaulted", "value": True}]
+        if "test/deny" in notes:
+            return AdmissionResult(
+                allowed=False, warnings=warnings, patch=patch,
+                status={"status": "Failure", "code": 422, "reason": "Invalid", "message": notes["test/deny"],
+                        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec", "message": notes["test/deny"]}]}},
+            )
         return AdmissionResult(allowed=True, patch=patch, warnings=warnings,
                                audit_annotations={"judged-by": "scripted"} if request.object else {})
 
@@ -124,12 +124,12 @@ async def start_server(
     readiness: dict | None = None, workers: int = 4, on_bundle: Any = None,
 ) -> Running:
     cert_dir = tmp_path / "certs"
-    store = certs.DirectoryStore(cert_dir)
+    store = certs.DirectoryStore(cert_dir, signing=manage)
     metrics = Metrics()
     keeper = certs.CertKeeper(
         store, sans=certs.serving_sans(), policy=policy, manage=manage, client_ca=client_ca,
         watch=certs.FileWatcher(cert_dir / f for f in certs.FILES), on_bundle=on_bundle,
-        on_change=lambda b: metrics.set_expiry(certs.expiry(b)),
+        on_change=metrics.certificate_served,
     )
     ctx = keeper.start()
     slot = AdmitterSlot(admitter)

@@ -121,6 +121,12 @@ async def test_denial_carries_the_status_with_field_errors(server):
     assert resp["status"]["details"]["causes"][0]["field"] == "spec"
 
 
+async def test_a_denied_mutation_sends_no_patch(server):
+    _, body = await server.post("/mutate", review(with_notes(deny="no")))
+    resp = body["response"]
+    assert resp["allowed"] is False and "patch" not in resp and "patchType" not in resp
+
+
 async def test_warnings_are_clipped_to_120_characters(server):
     long = "w" * 300
     _, body = await server.post("/validate", review(with_notes(warn=long)))
@@ -308,6 +314,42 @@ async def test_mtls_requires_a_client_certificate_from_the_configured_ca(tmp_pat
         running.sessions.append(apiserver)
         async with apiserver.post(running.url + "/validate", json=review(MODEL, uid="mtls")) as r:
             assert r.status == 200 and (await r.json())["response"]["uid"] == "mtls"
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+
+
+async def test_logs_are_json_lines_without_objects(server):
+    """Every review at debug, denials at info; names and verdicts, never the object."""
+    import io
+
+    stream = io.StringIO()
+    logs.configure("debug", stream=stream)
+    try:
+        secretish = with_notes(warn="token=s3cr3t-value")
+        await server.post("/validate", review(secretish, uid="allowed-1"))
+        await server.post("/validate", review(with_notes(deny="spec.engine: Unsupported value"), uid="denied-1"))
+        await server.post("/validate", b"{broken", headers={"Content-Type": "application/json"})
+    finally:
+        logs.configure("info")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    by_msg = {e["msg"]: e for e in entries}
+    assert by_msg["review"]["level"] == "debug" and by_msg["review"]["uid"] == "allowed-1"
+    assert by_msg["review"]["kind"] == "Model" and by_msg["review"]["name"] == "qwen" and by_msg["review"]["warnings"] == 1
+    assert by_msg["denied"]["level"] == "info" and by_msg["denied"]["reason"] == "Invalid"
+    assert by_msg["rejected request"]["code"] == 400
+    text = stream.getvalue()
+    assert "s3cr3t" not in text and MODEL["spec"]["url"] not in text
+
+
+async def test_workers_zero_judges_on_the_event_loop(tmp_path):
+    running = await start_server(tmp_path, ScriptedAdmitter(), workers=0)
+    try:
+        status, body = await running.post("/mutate", review(MODEL, uid="inline"))
+        assert status == 200 and body["response"]["uid"] == "inline" and body["response"]["patchType"] == "JSONPatch"
+        status, body = await running.post("/validate", review(with_notes(**{"raise": "1"})))
+        assert status == 200 and body["response"]["status"]["code"] == 500
     finally:
         for s in running.sessions:
             await s.close()

@@ -185,3 +185,63 @@ async def test_keeper_in_secret_mode_rotates_and_injects_the_grown_bundle(api):
     assert len(injected()) == 2 and injected()[0] == second.bundle.signer
     assert await asyncio.to_thread(second.refresh) == ()  # adopts, nothing left to do
     assert second.bundle.to_files() == first.bundle.to_files()
+
+
+async def test_serve_in_secret_mode_keeps_certs_in_the_secret_and_injects_the_bundle(aiohttp_server, tmp_path, monkeypatch):
+    """`infergate serve --cert-mode secret` against the fake API (through a kubeconfig)."""
+    import aiohttp
+
+    from webhook.server import serve
+    from webhook.settings import Settings
+
+    from .conftest import ScriptedAdmitter, review
+
+    fake = FakeApiServer()
+    api = await aiohttp_server(fake.app())
+    install_configurations(fake)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml_kubeconfig(str(api.make_url("")).rstrip("/")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    ports: list[int] = []
+    stop = asyncio.Event()
+    settings = Settings(host="127.0.0.1", port=0, cert_mode="secret", cert_secret="infergate/infergate-certs",
+                        service="infergate/infergate", cert_dir=tmp_path / "unused", kubeconfig=kubeconfig)
+    task = asyncio.create_task(serve(settings, load=lambda s: (ScriptedAdmitter(), {}), on_listening=ports.append,
+                                     stop_event=stop, handle_signals=False))
+    try:
+        while not ports:
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.01)
+        secret = fake.objects["secrets/infergate/infergate-certs"]
+        ca_pem = base64.b64decode(secret["data"]["ca.crt"])
+        hook = fake.objects["mutatingwebhookconfigurations/infergate"]["webhooks"][0]
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+        assert not (tmp_path / "unused").exists()  # nothing written to disk
+        # the apiserver, trusting the injected bundle, reaches the webhook by its Service name
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=certs.client_context(ca_pem))) as s:
+            resolver_free = f"https://localhost:{ports[0]}/validate"
+            async with s.post(resolver_free, json=review({"apiVersion": "kubeai.org/v1", "kind": "Model",
+                                                          "metadata": {"name": "m", "namespace": "a"}})) as r:
+                assert r.status == 200 and (await r.json())["response"]["allowed"]
+        served = certs.CertBundle.from_files({k: base64.b64decode(v) for k, v in secret["data"].items()})
+        assert "infergate.infergate.svc" in certs._sans(served.cert)
+    finally:
+        stop.set()
+        assert await task == 0
+
+
+def yaml_kubeconfig(server: str) -> str:
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {{server: "{server}"}}
+users:
+- name: nobody
+  user: {{}}
+contexts:
+- name: fake
+  context: {{cluster: fake, user: nobody}}
+current-context: fake
+"""

@@ -18,8 +18,10 @@ from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.checker import check
+from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
+from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
-from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
+from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
@@ -29,6 +31,8 @@ MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
 SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
+                          "validation rules will be run")
 
 
 class _Absent:
@@ -64,9 +68,12 @@ class RuleIssue:
 class CrdRuleError(ValueError):
     """The schema node's rules are not accepted by the apiserver (the CRD itself is rejected)."""
 
-    def __init__(self, path: str, issues: list[RuleIssue]) -> None:
+    def __init__(self, path: str, issues: list[RuleIssue], costs: list[RuleCost] | None = None,
+                 max_cardinality: int = 1) -> None:
         self.path = path
         self.issues = issues
+        self.costs = costs or []          # of the rules that did compile
+        self.max_cardinality = max_cardinality
         self.errors = [issue.render(path) for issue in issues]
         super().__init__("; ".join(self.errors))
 
@@ -106,18 +113,59 @@ class CompiledRule:
     reason: str | None
     field_path: str | None
     error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
+    max_cost: int = 0                     # estimated worst-case cost of one evaluation
+    message_max_cost: int | None = None   # same for messageExpression
+    source: str | None = None             # what the engine compiled (None: it could not)
+    checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
+    message_checked: Any = None
+
+    def charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.max_cost, self.checked, activation)
+
+    def message_charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.message_max_cost or 0, self.message_checked, activation)
+
+
+# Rules whose worst case is at most this are charged their worst case; costlier ones are charged
+# their estimate over the actual object's sizes (never more than the worst case).
+CHEAP_RULE_COST = 1000
+
+
+def _runtime_charge(max_cost: int, checked: Any, activation: Mapping[str, Any]) -> int:
+    if max_cost <= CHEAP_RULE_COST or checked is None:
+        return max_cost
+    return min(max_cost, estimate_cost(checked, ActualSizeEstimator(activation))[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCost:
+    """Estimated worst-case costs of one rule (for the CRD's cost budget)."""
+
+    index: int
+    rule: int
+    message_expression: int | None
 
 
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
+        self.batches: dict[tuple[int, ...], Any] = {}
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
+
+    @property
+    def costs(self) -> list[RuleCost]:
+        return [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in self.rules]
+
+    @property
+    def max_cardinality(self) -> int:
+        """How often this node could repeat in a 3 MiB request (its unbounded cardinality)."""
+        return max_cardinality(self.decl)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -131,44 +179,85 @@ class NodeRules:
         if budget.remaining <= 0:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
-        decl = self.decl
-        activation = {"self": to_cel(self_value, decl)}
         has_old = old_value is not ABSENT
+        activation = {"self": to_cel(self_value, self.decl), "oldSelf": None, "__oldSelfPresent": has_old}
         if has_old and self.uses_old_self:
-            activation["oldSelf"] = to_cel(old_value, decl)
+            activation["oldSelf"] = to_cel(old_value, self.decl)
+        # transition rules need a comparable old value (unless oldSelf is optional)
+        runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+        outcomes = self._run(runnable, activation)
         failures: list[RuleResult] = []
-        for rule in self.rules:
-            if rule.uses_old_self and not has_old and not rule.optional_old_self:
-                continue   # transition rules need a comparable old value
-            run_activation = activation
-            if rule.optional_old_self:
-                run_activation = {**activation, "__oldSelfPresent": has_old,
-                                  "oldSelf": activation.get("oldSelf")}
-            try:
-                outcome = rule.program.evaluate(run_activation, cost_limit=PER_CALL_LIMIT)
-            except CelCostExceeded as err:
+        for rule, outcome in zip(runnable, outcomes):
+            cost = rule.charge(activation)
+            if cost > PER_CALL_LIMIT:
+                if PER_CALL_LIMIT + 1 > budget.remaining:
+                    return self._out_of_budget(failures, budget)
                 budget.remaining = -1
-                failures.append(_error(rule, f"'{err}': no further validation rules will be run due to "
-                                             f"call cost exceeds limit for rule: {rule.error_string}"))
+                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
+                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
                 return failures
-            except CelEvalError as err:
-                text = str(err)
-                if text.startswith("no such overload"):
-                    text = (f"'{text}': call arguments did not match a supported operator, function or macro "
-                            f"signature for rule: {rule.error_string}")
-                else:
-                    text = f"{text} evaluating rule: {rule.error_string}"
-                failures.append(_error(rule, text))
+            if cost > budget.remaining:
+                return self._out_of_budget(failures, budget)
+            budget.remaining -= cost
+            if isinstance(outcome, CelEvalError):
+                failures.append(_error(rule, _runtime_error_text(outcome, rule)))
                 continue
             if outcome is True:
                 continue
-            failures.append(RuleResult(rule.index, False, self._message(rule, activation), None,
-                                       rule.reason, rule.field_path))
+            message = self._message(rule, activation, budget)
+            if message is None:
+                failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
+                return failures
+            failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
+        return failures
+
+    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
+        handing the object to the engine costs more than the rules; rule by rule on any error."""
+        if len(rules) > 1:
+            batch = self._batch(rules)
+            if batch is not None:
+                try:
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules))
+                except CelEvalError:
+                    pass
+                else:
+                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
+                        return outcomes
+        results: list[Any] = []
+        for rule in rules:
+            try:
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT))
+            except CelEvalError as err:
+                results.append(err)
+        return results
+
+    def _batch(self, rules: list[CompiledRule]) -> Any:
+        key = tuple(rule.index for rule in rules)
+        if key not in self.batches:
+            if any(rule.source is None for rule in rules):
+                self.batches[key] = None
+            else:
+                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
+                if isinstance(self.batches[key], _Uncompilable):
+                    self.batches[key] = None
+        return self.batches[key]
+
+    @staticmethod
+    def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
+        budget.remaining = -1
+        failures.append(RuleResult(0, False, None, OUT_OF_BUDGET, None, None))
         return failures
 
     @staticmethod
-    def _message(rule: CompiledRule, activation: Mapping[str, Any]) -> str:
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+        """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
+            cost = rule.message_charge(activation)
+            if cost > budget.remaining:
+                budget.remaining = -1
+                return None
+            budget.remaining -= cost
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
             except CelEvalError:
@@ -180,6 +269,20 @@ class NodeRules:
         if rule.message:
             return rule.message.strip()
         return f"failed rule: {rule.error_string}"
+
+
+def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:
+    """A rule's runtime error as the apiserver reports it."""
+    text = str(err)
+    if isinstance(err, _CompileFailure):
+        return text
+    if isinstance(err, CelCostExceeded):
+        return (f"'{text}': no further validation rules will be run due to call cost exceeds limit for rule: "
+                f"{rule.error_string}")
+    if text.startswith("no such overload"):
+        return (f"'{text}': call arguments did not match a supported operator, function or macro signature "
+                f"for rule: {rule.error_string}")
+    return f"{text} evaluating rule: {rule.error_string}"
 
 
 def _error(rule: CompiledRule, text: str) -> RuleResult:
@@ -220,8 +323,15 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
         else:
             compiled.append(rule_or_issues)
     if issues:
-        raise CrdRuleError(path, issues)
+        costs = [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in compiled]
+        raise CrdRuleError(path, issues, costs, max_cardinality(decl))
     return NodeRules(tuple(compiled), decl, path)
+
+
+def max_cardinality(decl: DeclType | None) -> int:
+    """apiextensions' maxCardinality(minSerializedSize): the unbounded repeat count of a node."""
+    min_size = decl.min_serialized_size if decl is not None else 1
+    return MAX_REQUEST_SIZE_BYTES // (min_size + 1)
 
 
 _VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
@@ -286,6 +396,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
                                 "may not be set if oldSelf is not used in rule", "true"))
     message_program = None
+    message_cost: int | None = None
+    message_checked = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
         message_analysis = analyze(message_expression, decl)
@@ -298,17 +410,22 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
                                     "messageExpression must evaluate to a string", go_rule_json(entry)))
         else:
             message_program = _engine_program(message_expression)
+            message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
+            message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
     if issues:
         return issues
+    max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
     source = rule_text
     if optional_old_self:
         source = _optional_old_self_source(rule_text, analysis.parsed)
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
+    program = _engine_program(source)
     return CompiledRule(
         index=index,
         rule=rule_text,
-        program=_engine_program(source),
+        program=program,
+        source=None if isinstance(program, _Uncompilable) else source,
         message=message,
         message_program=message_program,
         uses_old_self=uses_old_self,
@@ -316,6 +433,10 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         reason=entry.get("reason"),
         field_path=normalize_field_path(field_path, node_schema) if field_path else None,
         error_string=(message or rule_text).strip(),
+        max_cost=max_cost,
+        message_max_cost=message_cost,
+        checked=analysis.checked if max_cost > CHEAP_RULE_COST else None,
+        message_checked=message_checked,
     )
 
 
@@ -328,7 +449,11 @@ class _Uncompilable:
         self.message = message
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        raise CelEvalError(self.message)
+        raise _CompileFailure(self.message)
+
+
+class _CompileFailure(CelEvalError):
+    """Reported as is (the apiserver's "rule compile error: ..."), without "evaluating rule"."""
 
 
 def _engine_program(source: str) -> Any:

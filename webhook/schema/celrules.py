@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.schema import fielderrors as fe
-from webhook.schema.equality import OldItems, json_equal
+from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
 
 RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
@@ -109,10 +109,15 @@ class CelValidator:
         if isinstance(rules, Exception):
             self.errors.append(fe.invalid(path, node_type, f"rule compiler initialization error: {rules}"))
             return
-        unchanged: bool | None = None
+        same: bool | None = None
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
-        for result in rules.evaluate(value, cel_old, budget=self.budget):
+        try:
+            results = rules.evaluate(value, cel_old, budget=self.budget)
+        except Exception as exc:  # an engine fault must not lose the answer: report it on the node
+            self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
+            return
+        for result in results:
             if result.passed:
                 continue
             if result.error is not None:
@@ -120,10 +125,10 @@ class CelValidator:
                 continue
             field = apply_field_path(path, result.field_path) if result.field_path else path
             err = _rule_error(field, value if scalar else fe.OMIT, result.message or "", result.reason)
-            if not _uses_old_self(rules, result.index) and old is not ABSENT and correlated:
-                if unchanged is None:
-                    unchanged = json_equal(value, old)
-                if unchanged:
+            if not _uses_old_self(rules, result.index) and old is not ABSENT and correlated and not is_root:
+                if same is None:
+                    same = unchanged(node, value, old)
+                if same:
                     self.warnings.append(str(err))
                     continue
             self.errors.append(err)

@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping
 
+from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, go_json, go_quote, references_old_self
+
+# apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
+STATIC_ESTIMATED_COST_LIMIT = 10_000_000
+STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
+_COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
+              "and strings are declared)")
 
 LIST_TYPES = ("atomic", "set", "map")
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
@@ -82,18 +89,49 @@ def _key(path: str, name: str) -> str:
     return f"{path}.properties[{name}]"
 
 
+def cost_error_message(cost_name: str, cost: int, limit: int) -> str:
+    """apiextensions' getCostErrorMessage, with its factor formatting."""
+    factor = cost / limit
+    if factor > 100.0:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return f"{cost_name} exceeds budget by factor of {shown} {_COST_HINT}"
+
+
 class _SchemaChecker:
     def __init__(self, errors: list[str], warnings: list[str]) -> None:
         self.errors = errors
         self.warnings = warnings
+        self.cost_errors: list[str] = []
+        self.total_cost = 0
+        self.most_expensive: list[tuple[str, int]] = []
+
+    def _observe(self, where: str, cost: int) -> None:
+        self.total_cost = min(self.total_cost + cost, MAX_UINT64)
+        if cost < STATIC_ESTIMATED_CRD_COST_LIMIT // 100:   # rules under 1% of the limit are not named
+            return
+        self.most_expensive.append((where, cost))
+        self.most_expensive.sort(key=lambda item: -item[1])
+        del self.most_expensive[4:]
 
     # --- structure ---------------------------------------------------------------------------
 
     def check_root(self, schema: Mapping[str, Any], path: str) -> None:
-        self._node(schema, path, level="root", uncorrelatable=None)
+        self._node(schema, path, level="root", uncorrelatable=None, cardinality=1)
+        self.errors.extend(self.cost_errors)
+        if self.total_cost > STATIC_ESTIMATED_CRD_COST_LIMIT:
+            for where, _ in self.most_expensive:
+                self.errors.append(f"{where}: Forbidden: contributed to estimated rule cost total exceeding cost "
+                                   "limit for entire OpenAPIv3 schema")
+            message = cost_error_message("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 "
+                                         "schema", self.total_cost, STATIC_ESTIMATED_CRD_COST_LIMIT)
+            self.errors.append(f"{path}: Forbidden: {message}")
 
     def _node(self, schema: Mapping[str, Any], path: str, *, level: str, uncorrelatable: str | None,
-              in_metadata: bool = False) -> None:
+              cardinality: int | None, in_metadata: bool = False) -> None:
         err = self.errors.append
         if "$ref" in schema:
             err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
@@ -121,12 +159,13 @@ class _SchemaChecker:
             item_uncorrelatable = uncorrelatable
             if item_uncorrelatable is None and list_type != "map":
                 item_uncorrelatable = path
-            self._node(items, _child(path, "items"), level="item", uncorrelatable=item_uncorrelatable)
+            self._node(items, _child(path, "items"), level="item", uncorrelatable=item_uncorrelatable,
+                       cardinality=_times(cardinality, schema.get("maxItems")))
         for name in sorted(schema.get("properties") or {}):
             prop = schema["properties"][name]
             if isinstance(prop, Mapping):
                 self._node(prop, _key(path, name), level="field", uncorrelatable=uncorrelatable,
-                           in_metadata=(level == "root" and name == "metadata") or False)
+                           cardinality=cardinality, in_metadata=(level == "root" and name == "metadata"))
                 if level == "root" and name == "metadata":
                     for meta_name in sorted(prop.get("properties") or {}):
                         meta_prop = prop["properties"][meta_name]
@@ -136,7 +175,7 @@ class _SchemaChecker:
         additional = schema.get("additionalProperties")
         if isinstance(additional, Mapping):
             self._node(additional, _child(path, "additionalProperties"), level="field",
-                       uncorrelatable=uncorrelatable if uncorrelatable is not None else None)
+                       uncorrelatable=uncorrelatable, cardinality=_times(cardinality, schema.get("maxProperties")))
         for keyword in VALUE_VALIDATION_KEYS:
             nested = schema.get(keyword)
             if keyword == "not" and isinstance(nested, Mapping):
@@ -149,7 +188,7 @@ class _SchemaChecker:
         self._structural(schema, path, level)
         if schema.get("x-kubernetes-validations"):
             self._rules(schema, path, is_root=level == "root" or bool(schema.get("x-kubernetes-embedded-resource")),
-                        uncorrelatable=uncorrelatable)
+                        uncorrelatable=uncorrelatable, cardinality=cardinality)
 
     def _structural(self, schema: Mapping[str, Any], path: str, level: str) -> None:
         err = self.errors.append
@@ -266,7 +305,8 @@ class _SchemaChecker:
 
     # --- CEL ------------------------------------------------------------------------------------
 
-    def _rules(self, schema: Mapping[str, Any], path: str, *, is_root: bool, uncorrelatable: str | None) -> None:
+    def _rules(self, schema: Mapping[str, Any], path: str, *, is_root: bool, uncorrelatable: str | None,
+               cardinality: int | None) -> None:
         if uncorrelatable is not None:
             for index, entry in enumerate(schema.get("x-kubernetes-validations") or []):
                 rule = (entry or {}).get("rule") or ""
@@ -276,9 +316,30 @@ class _SchemaChecker:
                         f"cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}")
                     return
         try:
-            compile_schema_rules(schema, is_root=is_root, path=path)
+            rules = compile_schema_rules(schema, is_root=is_root, path=path)
+            costs, unbounded = rules.costs, rules.max_cardinality
         except CrdRuleError as rejected:
             self.errors.extend(rejected.errors)
+            costs, unbounded = rejected.costs, rejected.max_cardinality
+        repeat = cardinality if cardinality is not None else unbounded
+        for cost in costs:
+            where = f"{path}.x-kubernetes-validations[{cost.index}]"
+            for field, name, single in (("rule", "estimated rule cost", cost.rule),
+                                        ("messageExpression", "estimated messageExpression cost",
+                                         cost.message_expression)):
+                if single is None:
+                    continue
+                total = min(single * repeat, MAX_UINT64)
+                if total > STATIC_ESTIMATED_COST_LIMIT:
+                    self.cost_errors.append(f"{where}.{field}: Forbidden: "
+                                            f"{cost_error_message(name, total, STATIC_ESTIMATED_COST_LIMIT)}")
+                self._observe(f"{where}.{field}", total)
+
+
+def _times(cardinality: int | None, bound: Any) -> int | None:
+    if cardinality is None or bound is None:
+        return None
+    return min(cardinality * max(int(bound), 0), MAX_UINT64)
 
 
 # --- default values against their own schema ---------------------------------------------------

@@ -78,6 +78,8 @@ class Node:
     has_list_types: bool = False
     has_embedded: bool = False
     compiled_rules: Any = None  # set lazily by the CEL layer
+    has_combinators: bool = False
+    has_string_checks: bool = False
 
     @property
     def type(self) -> str:
@@ -156,6 +158,9 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     if isinstance(schema.get("not"), dict):
         node.not_ = compile_schema(schema["not"], f"{path}.not")
     node.rules = list(schema.get("x-kubernetes-validations") or ())
+    node.has_combinators = bool(node.all_of or node.any_of or node.one_of or node.not_ is not None)
+    node.has_string_checks = bool(node.max_length is not None or node.min_length is not None or node.pattern_text
+                                  or node.format_checker is not None)
 
     children = [*node.properties.values(), *(n for n in (node.additional, node.items) if n is not None)]
     node.has_defaults = any(c.default is not ABSENT or c.has_defaults for c in children)
