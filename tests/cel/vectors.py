@@ -111,7 +111,8 @@ def expected(vector: dict[str, Any]) -> Expected:
         # the apiserver's field error appends the rule; the CEL error is what precedes it
         return Expected("error", text=e["error_contains"].split(" evaluating rule: ")[0])
     if "compile_error_contains" in e:
-        return Expected("compile_error", text=e["compile_error_contains"])
+        # CRD vectors carry the field error's "compilation failed: " prefix
+        return Expected("compile_error", text=e["compile_error_contains"].removeprefix("compilation failed: "))
     if "error_contains" in e:
         return Expected("error", text=e["error_contains"])
     return Expected("value", e.get("value"), e.get("type"), optional=e.get("optional"), check_expression=vector.get("check_expression"))

@@ -72,7 +72,27 @@ def cel_go_overload_errors(expression: str, report: str) -> str:
             return match[0]
         return f"{match[1]}'{types[0]}.({', '.join(types[1:])})'"
 
-    return _NO_OVERLOAD.sub(member, report)
+    report = _NO_OVERLOAD.sub(member, report)
+
+    def duplicate(match: re.Match[str]) -> str:
+        line, column = int(match[2]), int(match[3])
+        source = lines[line - 1] if line - 1 < len(lines) else ""
+        name = re.match(r"\s*(\w+)", source[column - 1 :])
+        return f"{match[1]}duplicate variable name: {name[1] if name else ''}"
+
+    report = _DUPLICATE_VARIABLE.sub(duplicate, report)
+    for pattern, replacement in _MACRO_WORDING:
+        report = pattern.sub(replacement, report)
+    return report
+
+
+# cel-cpp's two-variable comprehension macro errors -> cel-go's wording
+_DUPLICATE_VARIABLE = re.compile(r"^(ERROR: <input>:(\d+):(\d+): )\w+\(\) second variable must be different from the first variable$", re.M)
+_MACRO_WORDING = [
+    (re.compile(r"\w+\(\) (?:first|second) variable name must be a simple identifier"), "argument must be a simple name"),
+    (re.compile(r"\w+\(\) (?:first|second) variable name cannot be __result__"), "iteration variable overwrites accumulator variable"),
+    (re.compile(r"cannot be the range of a comprehension"), "cannot be range of a comprehension"),
+]
 
 
 def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str:

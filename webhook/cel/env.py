@@ -41,7 +41,8 @@ MAP_INSERT_FUNCTION = "@k8s.mapInsert"
 _EXTENSIONS = [{"name": "lists"}, {"name": "sets"}, {"name": "optional"}, {"name": "two-var-comprehensions"}]
 _RUNTIME_EXTENSIONS = [{"name": "strings", "version": 2}, *_EXTENSIONS, {"name": "regex"}]
 
-# cel-go ext.Strings(version 2): (function, overload id, params, result, member)
+# cel-go ext.Strings(version 2): (function, overload id, params, result, member);
+# ``format`` is Kubernetes' formatter, in library/strings_format.py
 _STRINGS_V2 = [
     ("charAt", "string_char_at_int", ["string", "int"], "string", True),
     ("indexOf", "string_index_of_string", ["string", "string"], "int", True),
@@ -59,7 +60,6 @@ _STRINGS_V2 = [
     ("trim", "string_trim", ["string"], "string", True),
     ("join", "list_join", ["list(string)"], "string", True),
     ("join", "list_join_string", ["list(string)", "string"], "string", True),
-    ("format", "string_format", ["string", "list(dyn)"], "string", True),
     ("strings.quote", "strings_quote", ["string"], "string", False),
 ]
 # cel-go optional-types functions cel-cpp lacks (evaluated natively, see optimize.py)

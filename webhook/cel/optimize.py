@@ -27,6 +27,7 @@ from webhook.cel.env import FAIL_FUNCTION, KEY_FIELD, MAP_INSERT_FUNCTION, libra
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
+from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import format_checked, parse_type
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
@@ -228,7 +229,7 @@ class Optimizer:
                 t = t[len("optional_type(") : -1]
             if first is None:
                 first = t
-            elif t != first and "dyn" not in (t + first):
+            elif t != first and "dyn" not in (t, first):
                 # variables are declared dyn here (their schema types are unknown to this
                 # env), so only literal types that disagree are the apiserver's error
                 self.issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
@@ -258,6 +259,8 @@ class Optimizer:
             return node
         if call.function in ("optional.unwrap", "unwrapOpt"):
             return self.native_unwrap(node)
+        if len(ids) == 1 and ids[0] in _STRING_GUARDS:
+            return self.guard_string_call(node, ids[0])
         candidates = [OVERLOAD_BY_ID[i] for i in ids if i in OVERLOAD_BY_ID]
         if not candidates:
             return node
@@ -296,6 +299,12 @@ class Optimizer:
                 compile_pattern(args[0].const_expr.string_value)
             except RegexError as err:
                 self.issues.append(Issue(args[0].id, f"program instantiation failed: {err}"))
+        elif call.function == "format" and call.HasField("target") and _is_string_const(call.target) and args:
+            if args[0].WhichOneof("expr_kind") == "list_expr":
+                types = [self.type_of(e) for e in args[0].list_expr.elements]
+                problem = check_format(call.target.const_expr.string_value, types)
+                if problem:
+                    self.issues.append(Issue(node.id, problem))
         elif call.function == "duration" and len(args) == 1 and _is_string_const(args[0]):
             if not _DURATION_RE.match(args[0].const_expr.string_value):
                 self.issues.append(Issue(args[0].id, "invalid duration argument"))
@@ -439,6 +448,33 @@ class Optimizer:
         rewritten.id = node.id
         return rewritten
 
+    def guard_string_call(self, node: Any, overload_id: str) -> Any:
+        """cel-go's range checks (and messages) around cel-cpp's strings extension calls."""
+        call = node.call_expr
+        names = ["@str", "@a", "@b"][: 1 + len(call.args)]
+        values = [call.target, *call.args]
+
+        def build(refs: list[Callable[[], Any]]) -> Any:
+            native = self.call(call.function, *(r() for r in refs[1:]), target=refs[0]())
+            return _STRING_GUARDS[overload_id](self, refs, native)
+
+        def bind_all(i: int, refs: list[Callable[[], Any]]) -> Any:
+            if i == len(names):
+                return build(refs)
+            return self.bind(names[i], values[i], lambda ref: bind_all(i + 1, [*refs, ref]))
+
+        rewritten = bind_all(0, [])
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def out_of_range(self, index: Any) -> Any:
+        return self.call(FAIL_FUNCTION, self.op("_+_", self.const("index out of range: "), self.call("string", index)))
+
+    def outside(self, index: Callable[[], Any], size: Callable[[], Any], inclusive_end: bool) -> Any:
+        too_big = self.op("_>=_" if inclusive_end else "_>_", index(), size())
+        return self.op("_||_", self.op("_<_", index(), self.const(0)), too_big)
+
     def private_call(self, candidates: list[Overload], args: list[Any]) -> Any:
         overload = candidates[0]
         self.python_calls += 1
@@ -446,6 +482,42 @@ class Optimizer:
         if all(c.id in _OPTIONAL_RESULT for c in candidates):
             return self.call("first", target=call)
         return call
+
+
+def _guard_char_at(o: Optimizer, r: list, native: Any) -> Any:
+    size = lambda: o.call("size", r[0]())  # noqa: E731
+    return o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()), native)
+
+
+def _guard_substring(o: Optimizer, r: list, native: Any) -> Any:
+    size = lambda: o.call("size", r[0]())  # noqa: E731
+    if len(r) == 2:
+        return o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()), native)
+    invalid = o.op("_+_", o.op("_+_", o.op("_+_", o.const("invalid substring range. start: "), o.call("string", r[1]())),
+                                     o.const(", end: ")), o.call("string", r[2]()))
+    return o.cond(
+        o.op("_>_", r[1](), r[2]()), o.call(FAIL_FUNCTION, invalid),
+        o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()),
+               o.cond(o.outside(r[2], size, False), o.out_of_range(r[2]()), native)),
+    )
+
+
+def _guard_index_of(o: Optimizer, r: list, native: Any) -> Any:
+    """cel-go: an empty substring answers the offset; offset < 0 fails; offset >= size is -1."""
+    return o.cond(
+        o.op("_==_", r[1](), o.const("")), r[2](),
+        o.cond(o.op("_<_", r[2](), o.const(0)), o.out_of_range(r[2]()),
+               o.cond(o.op("_>=_", r[2](), o.call("size", r[0]())), o.const(-1), native)),
+    )
+
+
+_STRING_GUARDS = {
+    "string_char_at_int": _guard_char_at,
+    "string_substring_int": _guard_substring,
+    "string_substring_int_int": _guard_substring,
+    "string_index_of_string_int": _guard_index_of,
+    "string_last_index_of_string_int": _guard_index_of,
+}
 
 
 def _children(node: Any) -> list[Any]:

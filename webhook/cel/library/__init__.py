@@ -9,11 +9,11 @@ adapt them to their runtime. Library values are plain Python objects (``Quantity
 
 from __future__ import annotations
 
-from webhook.cel.library import cidr, format, ip, lists, quantity, regex, semver, urls
+from webhook.cel.library import cidr, format, ip, lists, quantity, regex, semver, strings_format, urls
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 
-# every Kubernetes library of the 1.36 base environment implemented here
-MODULES = (lists, regex, urls, quantity, ip, cidr, format, semver)
+# the Kubernetes libraries of the 1.36 base environment, and cel-go's string.format
+MODULES = (lists, regex, urls, quantity, ip, cidr, format, semver, strings_format)
 OVERLOADS: tuple[Overload, ...] = tuple(o for module in MODULES for o in module.OVERLOADS)
 OPAQUE_TYPES: tuple[type[OpaqueValue], ...] = tuple(t for module in MODULES for t in getattr(module, "TYPES", ()))
 
