@@ -411,7 +411,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
             if changed:
                 log.info("caBundle injected", extra={"fields": {"configurations": changed}})
     else:
-        store = certs.DirectoryStore(settings.cert_dir)
+        store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
     return certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
@@ -546,7 +546,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--cert-dir", help="directory of ca.crt, ca.key, tls.crt, tls.key (default certs)")
     a("--cert-secret", help="NAMESPACE/NAME of the Secret holding the certificates (--cert-mode secret)")
     a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
-    a("--san", dest="extra_sans", action="append", help="extra DNS name or IP for the certificate (repeatable)")
+    a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
     a("--client-ca-file", help="require client certificates signed by this CA (the apiserver's, for mTLS)")
     a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")

@@ -46,6 +46,20 @@ def _is_json_integer(value: float) -> bool:
         and value.is_integer()
 
 
+def _swag_is_integer(value: float) -> bool:
+    """go-openapi's ``swag.IsFloat64AJSONInteger``: integral within a relative error of 1e-9."""
+    if math.isnan(value) or math.isinf(value) or not -_MAX_JSON_FLOAT <= value <= _MAX_JSON_FLOAT:
+        return False
+    if value.is_integer():
+        return True
+    if value < 0:  # Go's uint64() of a negative float is far off: the relative error is huge
+        return False
+    whole = float(math.trunc(value))
+    if whole == 0:
+        return False
+    return abs(value - whole) / (value + whole) < 1e-9
+
+
 def _in_range(value: Any, typ: str, fmt: str) -> bool:
     """``IsValueValidAgainstRange`` without the message: can the value be held by type/format?"""
     if typ == "integer":
@@ -124,7 +138,7 @@ class SchemaValidator:
             return self._ratchet(node, errs, value, old)
         sch_type, fmt = _TYPE_INFO.get(type(value)) or _info(value)
         types = node.types
-        if types and not (sch_type in types and not node.format):
+        if (types or node.format) and not (sch_type in types and not node.format):
             self._check_type(node, value, sch_type, fmt, path, errs)
         if node.has_combinators:
             errs += self._combinators(node, value, path, old)
@@ -147,7 +161,7 @@ class SchemaValidator:
                     errs: list[fe.FieldError]) -> None:
         """kube-openapi's type validator (formats decide for numbers; strings with a format pass)."""
         types = node.types
-        is_float_int = sch_type == "number" and "integer" in types and _is_json_integer(value)
+        is_float_int = sch_type == "number" and "integer" in types and _swag_is_integer(value)
         is_int_float = sch_type == "integer" and "number" in types
         if sch_type not in ("string", "array") and node.format and not (
                 sch_type in types or fmt == node.format or is_float_int or is_int_float):
@@ -184,6 +198,7 @@ class SchemaValidator:
         return errs
 
     def _number(self, node: Node, value: int | float, path: str) -> list[fe.FieldError]:
+        """Range of the type/format, then multipleOf, minimum, maximum (kube-openapi's merge order)."""
         errs: list[fe.FieldError] = []
         typ = node.types[0] if node.types else ""
         fmt = node.format
@@ -215,21 +230,6 @@ class SchemaValidator:
                     if not _is_json_integer(mult):
                         errs.append(fe.invalid(self._field(path), value,
                                                f"{path} in body should be a multiple of {go_float(factor)}"))
-        if node.maximum is not None:
-            bound = node.maximum
-            problem = _range_error(bound, typ, fmt, "Maximum boundary", path)
-            if problem:
-                errs.append(fe.invalid(self.prefix, "", problem))
-            if native_int and not problem:
-                bound_i = int(bound)
-                bad = value >= bound_i if node.exclusive_maximum else value > bound_i
-                shown = str(bound_i)
-            else:
-                bad = value >= bound if node.exclusive_maximum else value > bound
-                shown = go_float(float(bound))
-            if bad:
-                word = "less than" if node.exclusive_maximum else "less than or equal to"
-                errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
         if node.minimum is not None:
             bound = node.minimum
             problem = _range_error(bound, typ, fmt, "Minimum boundary", path)
@@ -244,6 +244,21 @@ class SchemaValidator:
                 shown = go_float(float(bound))
             if bad:
                 word = "greater than" if node.exclusive_minimum else "greater than or equal to"
+                errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
+        if node.maximum is not None:
+            bound = node.maximum
+            problem = _range_error(bound, typ, fmt, "Maximum boundary", path)
+            if problem:
+                errs.append(fe.invalid(self.prefix, "", problem))
+            if native_int and not problem:
+                bound_i = int(bound)
+                bad = value >= bound_i if node.exclusive_maximum else value > bound_i
+                shown = str(bound_i)
+            else:
+                bad = value >= bound if node.exclusive_maximum else value > bound
+                shown = go_float(float(bound))
+            if bad:
+                word = "less than" if node.exclusive_maximum else "less than or equal to"
                 errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
         return errs
 
