@@ -244,9 +244,11 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
         if state.slot.error is not None:
             return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
-    loop = asyncio.get_running_loop()
-    job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
     try:
+        if state.executor is None:  # workers=0: on the event loop, no thread hop, not interruptible
+            return admitter.admit(admission, mutating=mutating)
+        job = asyncio.get_running_loop().run_in_executor(
+            state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
         return await asyncio.wait_for(job, timeout=max(deadline - time.perf_counter(), 0))
     except TimeoutError:
         state.metrics.policy_errors.labels(endpoint, kind, "timeout").inc()
@@ -351,9 +353,11 @@ def create_app(
     app[STATE] = state
 
     async def executor_lifecycle(app: web.Application):
-        state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
+        if config.workers:
+            state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
         yield
-        state.executor.shutdown(wait=False, cancel_futures=True)
+        if state.executor is not None:
+            state.executor.shutdown(wait=False, cancel_futures=True)
 
     app.cleanup_ctx.append(executor_lifecycle)
     app.router.add_post("/mutate", mutate)
@@ -557,7 +561,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
-    a("--workers", type=int, help="threads running the admission chain (default 4)")
+    a("--workers", type=int, help="threads running the admission chain (default 4); 0 runs it on the event loop: "
+                                  "no thread hop, but a review that overruns its timeout cannot be cut short")
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
 
