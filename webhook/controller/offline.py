@@ -105,11 +105,12 @@ def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext) -> list[dic
 
 
 def _condition_lines(status: Mapping) -> list[str]:
-    lines = []
-    for condition in status.get("conditions") or ():
-        if condition.get("status") != TRUE:
-            lines.append(f"    {condition['type']}={condition['status']} {condition['reason']}: {condition['message']}")
-    return lines
+    """The conditions that are not True; an order's Ready only when nothing else explains it
+    (it repeats the first condition that is not True)."""
+    pending = [c for c in status.get("conditions") or () if c.get("status") != TRUE]
+    if len(pending) > 1:
+        pending = [c for c in pending if c["type"] != "Ready"]
+    return [f"    {c['type']}={c['status']} {c['reason']}: {c['message']}" for c in pending]
 
 
 def _summary(result: Mapping) -> list[str]:
