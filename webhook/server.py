@@ -244,9 +244,11 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
         if state.slot.error is not None:
             return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
-    loop = asyncio.get_running_loop()
-    job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
     try:
+        if state.executor is None:  # workers=0: on the event loop, no thread hop, not interruptible
+            return admitter.admit(admission, mutating=mutating)
+        job = asyncio.get_running_loop().run_in_executor(
+            state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
         return await asyncio.wait_for(job, timeout=max(deadline - time.perf_counter(), 0))
     except TimeoutError:
         state.metrics.policy_errors.labels(endpoint, kind, "timeout").inc()
@@ -351,9 +353,11 @@ def create_app(
     app[STATE] = state
 
     async def executor_lifecycle(app: web.Application):
-        state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
+        if config.workers:
+            state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
         yield
-        state.executor.shutdown(wait=False, cancel_futures=True)
+        if state.executor is not None:
+            state.executor.shutdown(wait=False, cancel_futures=True)
 
     app.cleanup_ctx.append(executor_lifecycle)
     app.router.add_post("/mutate", mutate)
@@ -411,7 +415,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
             if changed:
                 log.info("caBundle injected", extra={"fields": {"configurations": changed}})
     else:
-        store = certs.DirectoryStore(settings.cert_dir)
+        store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
     return certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
@@ -546,7 +550,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--cert-dir", help="directory of ca.crt, ca.key, tls.crt, tls.key (default certs)")
     a("--cert-secret", help="NAMESPACE/NAME of the Secret holding the certificates (--cert-mode secret)")
     a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
-    a("--san", dest="extra_sans", action="append", help="extra DNS name or IP for the certificate (repeatable)")
+    a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
     a("--client-ca-file", help="require client certificates signed by this CA (the apiserver's, for mTLS)")
     a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
@@ -557,7 +561,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
-    a("--workers", type=int, help="threads running the admission chain (default 4)")
+    a("--workers", type=int, help="threads running the admission chain (default 4); 0 runs it on the event loop: "
+                                  "no thread hop, but a review that overruns its timeout cannot be cut short")
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.schema.helpers import create, crd, errors, registry, thing
-from webhook.schema import CRDRegistry
+from webhook.schema import CRDRegistry, RequestPath
 
 MARKER = ("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
           "correct the existing errors to complete validation")
@@ -318,7 +318,8 @@ def test_scale_replicas():
 
 def test_request_level_answers():
     reg = registry({})
-    wrong = reg.handle("CREATE", {**thing({}), "kind": "Gizmo"}, resource="things")
+    wrong = reg.handle("CREATE", {**thing({}), "kind": "Gizmo"},
+                       request=RequestPath("test.infergate.io/v1", "things", "default"))
     assert errors(wrong) == ['kind: Invalid value: "Gizmo": must be Thing']
     assert wrong.status["message"].startswith('Gizmo.test.infergate.io "t1" is invalid')
     mismatch = reg.handle("CREATE", thing({}), namespace="other")
@@ -326,6 +327,14 @@ def test_request_level_answers():
         "the namespace of the provided object does not match the namespace sent on the request")
     unknown = reg.handle("CREATE", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
     assert unknown.code == 404 and not unknown.allowed
+    renamed = reg.handle("UPDATE", thing({}, name="t2"), thing({}),
+                         request=RequestPath("test.infergate.io/v1", "things", "default", "t1"))
+    assert renamed.code == 400 and renamed.status["message"] == (
+        "the name of the object (t2) does not match the name on the URL (t1)")
+    other_group = reg.handle("CREATE", {**thing({}), "apiVersion": "other.io/v1"},
+                             request=RequestPath("test.infergate.io/v1", "things", "default"))
+    assert other_group.status["message"] == (
+        "the API version in the data (other.io/v1) does not match the expected API version (test.infergate.io/v1)")
 
 
 # -- ratcheting ----------------------------------------------------------------------------------

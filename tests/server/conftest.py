@@ -124,7 +124,7 @@ async def start_server(
     readiness: dict | None = None, workers: int = 4, on_bundle: Any = None,
 ) -> Running:
     cert_dir = tmp_path / "certs"
-    store = certs.DirectoryStore(cert_dir)
+    store = certs.DirectoryStore(cert_dir, signing=manage)
     metrics = Metrics()
     keeper = certs.CertKeeper(
         store, sans=certs.serving_sans(), policy=policy, manage=manage, client_ca=client_ca,

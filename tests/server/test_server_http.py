@@ -341,3 +341,16 @@ async def test_logs_are_json_lines_without_objects(server):
     assert by_msg["rejected request"]["code"] == 400
     text = stream.getvalue()
     assert "s3cr3t" not in text and MODEL["spec"]["url"] not in text
+
+
+async def test_workers_zero_judges_on_the_event_loop(tmp_path):
+    running = await start_server(tmp_path, ScriptedAdmitter(), workers=0)
+    try:
+        status, body = await running.post("/mutate", review(MODEL, uid="inline"))
+        assert status == 200 and body["response"]["uid"] == "inline" and body["response"]["patchType"] == "JSONPatch"
+        status, body = await running.post("/validate", review(with_notes(**{"raise": "1"})))
+        assert status == 200 and body["response"]["status"]["code"] == 500
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()

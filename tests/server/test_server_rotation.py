@@ -148,3 +148,54 @@ async def test_serving_cert_replaced_on_disk_is_hot_reloaded(tmp_path):
         for s in running.sessions:
             await s.close()
         await running.runner.cleanup()
+
+
+async def test_cert_manager_layout_rsa_key_and_intermediate_chain_without_ca_key(tmp_path):
+    """A cert-manager Secret: ``tls.crt`` = leaf + intermediate, an RSA ``tls.key``,
+    ``ca.crt`` = the root, no ``ca.key``. A client trusting only the root verifies,
+    because the intermediate is served with the leaf."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    now = certs.utcnow()
+
+    def ca(name: str, signer=None, signer_key=None):
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        cert = (
+            x509.CertificateBuilder().subject_name(subject).issuer_name(signer.subject if signer else subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=5))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .sign(signer_key or key, hashes.SHA256())
+        )
+        return cert, key
+
+    root, root_key = ca("cert-manager root")
+    intermediate, inter_key = ca("cert-manager intermediate", root, root_key)
+    leaf_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    leaf, _ = certs.issue_serving(intermediate, inter_key, sans=certs.serving_sans(), now=now,
+                                  validity=dt.timedelta(days=1), key=leaf_key)
+    pem = serialization.Encoding.PEM
+    cert_dir = tmp_path / "certs"
+    cert_dir.mkdir()
+    (cert_dir / "tls.crt").write_bytes(leaf.public_bytes(pem) + intermediate.public_bytes(pem))
+    (cert_dir / "tls.key").write_bytes(certs._key_pem(leaf_key))
+    (cert_dir / "ca.crt").write_bytes(root.public_bytes(pem))
+
+    running = await start_server(tmp_path, ScriptedAdmitter(), manage=False)
+    try:
+        assert running.keeper.bundle.ca_key is None and running.keeper.bundle.chain == (intermediate,)
+        assert await served_certificate(running, root.public_bytes(pem)) == leaf
+        status, body = await running.post("/validate", review(MODEL))
+        assert status == 200 and body["response"]["allowed"]
+        assert not (cert_dir / "ca.key").exists()  # nothing generated in someone else's directory
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()

@@ -140,5 +140,5 @@ async def test_tls_that_cannot_be_set_up_is_a_clear_error(tmp_path, capsys):
     files = Settings(host="127.0.0.1", port=0, cert_mode="files", cert_dir=tmp_path / "certs")
     assert await serve(files, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 1
     err = capsys.readouterr().err
-    assert err.count("infergate serve: cannot set up TLS:") == 2 and "missing ca.crt" in err
+    assert err.count("infergate serve: cannot set up TLS:") == 2 and "missing tls.key" in err
     assert "Traceback" not in err

@@ -20,7 +20,8 @@ from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engi
 from webhook.cel.checker import check
 from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
 from webhook.cel.cost import estimate as estimate_cost
-from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
+from webhook.cel.rewrite import engine_source
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
@@ -346,12 +347,13 @@ class _Analysis:
     result_type: Any
     checked: Any
     parsed: Any
+    source: str = ""            # what the engine evaluates (Kubernetes value semantics spelled out)
 
 
 def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
     """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
     try:
-        parsed = parse(expression)
+        parsed, spans = parse_with_spans(expression)
     except CelSyntaxError as err:
         return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
     self_type = decl.cel if decl is not None else DYN
@@ -359,7 +361,8 @@ def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool =
     checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
     if checked.errors:
         return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
-    return _Analysis(None, checked.result_type, checked, parsed)
+    source = engine_source(expression, parsed, spans, decl, optional_old_self=optional_old_self)
+    return _Analysis(None, checked.result_type, checked, parsed, source)
 
 
 def object_types(decl: DeclType | None) -> dict[str, DeclType]:
@@ -409,15 +412,13 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     "messageExpression must evaluate to a string", go_rule_json(entry)))
         else:
-            message_program = _engine_program(message_expression)
+            message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
     if issues:
         return issues
     max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
-    source = rule_text
-    if optional_old_self:
-        source = _optional_old_self_source(rule_text, analysis.parsed)
+    source = analysis.source
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
     program = _engine_program(source)
@@ -461,19 +462,6 @@ def _engine_program(source: str) -> Any:
         return get_engine().compile(source, _VARIABLES)
     except CelCompileError as err:
         return _Uncompilable(f"rule compile error: compilation failed: {err}")
-
-
-def _optional_old_self_source(rule: str, parsed: Any) -> str:
-    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
-    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
-    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
-    pieces, last = [], 0
-    for offset in offsets:
-        pieces.append(rule[last:offset])
-        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
-        last = offset + len("oldSelf")
-    pieces.append(rule[last:])
-    return "".join(pieces)
 
 
 # --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---

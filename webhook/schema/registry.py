@@ -9,6 +9,7 @@ mutating webhooks between.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,6 +29,16 @@ from webhook.schema.structural import ABSENT, Node
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
                                 "the existing errors to complete validation")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class RequestPath:
+    """Where a write was sent: ``/apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>]``."""
+
+    api_version: str
+    plural: str
+    namespace: str | None = None
+    name: str | None = None
 
 
 class CRDLoadError(ValueError):
@@ -121,10 +132,16 @@ class CRDRegistry:
     # -- the pipeline -------------------------------------------------------------------
     def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                subresource: str | None = None, *, namespace: str | None = None,
-               resource: str | None = None) -> Outcome:
-        """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks)."""
+               request: RequestPath | None = None) -> Outcome:
+        """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
+
+        ``namespace`` is the request's namespace; ``request`` the full request path, when known
+        (the endpoint then decides the kind, the namespace and, on UPDATE, the name).
+        """
+        if request is not None and request.namespace is not None:
+            namespace = request.namespace
         try:
-            served = self._target(obj, resource)
+            served = self._target(obj, request)
             stored = self._stored(served, operation, old, subresource)
             prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
         except RequestError as exc:
@@ -155,13 +172,23 @@ class CRDRegistry:
         return self._validate(served, operation, obj, self._stored(served, operation, old, subresource), subresource)
 
     # -- internals ----------------------------------------------------------------------
-    def _target(self, obj: Any, resource: str | None) -> ServedVersion:
+    def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:
         if not isinstance(obj, dict):
             raise RequestError(400, "the object is not a JSON/YAML mapping")
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if resource is not None:
-            served = self.by_resource(api_version if isinstance(api_version, str) else "", resource)
-            if served is not None:
+        if request is not None:
+            served = self.by_resource(request.api_version, request.plural)
+            if served is None:
+                raise RequestError(404, "the server could not find the requested resource")
+            if api_version != served.api_version and self.served(str(api_version), str(kind)) is None:
+                raise RequestError(400, f"the API version in the data ({api_version}) does not match the expected "
+                                        f"API version ({served.api_version})")
+            if request.name is not None and isinstance(obj.get("metadata"), dict):
+                body_name = obj["metadata"].get("name")
+                if body_name and body_name != request.name:
+                    raise RequestError(400, f"the name of the object ({body_name}) does not match the name on "
+                                            f"the URL ({request.name})")
+            if api_version == served.api_version:
                 return served
         if not isinstance(api_version, str) or not api_version:
             raise RequestError(400, "Object 'apiVersion' is missing in the object")
@@ -390,4 +417,4 @@ def _list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] 
     return validate_list_types(schema, obj)
 
 
-__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "Outcome", "FieldError"]
+__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "RequestPath", "Outcome", "FieldError"]
