@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
             known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
             print(f"error: {doc.where}: {exc} (served: {known})", file=sys.stderr)
             return 2
+        except Exception as exc:  # a bug must still end in a message, not a traceback
+            print(f"error: {doc.where}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
         results.append((doc, judgement))
     _print(args.output, results)
     return 0 if all(j.allowed for _, j in results) else 1

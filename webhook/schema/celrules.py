@@ -70,8 +70,8 @@ class CelValidator:
         return node.compiled_rules
 
     def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        if value is None or not node.has_rules:
-            return
+        if value is None or not node.has_rules or self.budget.remaining < 0:
+            return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
             self._run(node, value, old, path, is_root, correlated)
         if isinstance(value, dict):

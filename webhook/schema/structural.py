@@ -80,6 +80,8 @@ class Node:
     compiled_rules: Any = None  # set lazily by the CEL layer
     has_combinators: bool = False
     has_string_checks: bool = False
+    has_number_checks: bool = False
+    enum_strings: frozenset | None = None  # the enum's string members, for a quick string check
 
     @property
     def type(self) -> str:
@@ -161,6 +163,11 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     node.has_combinators = bool(node.all_of or node.any_of or node.one_of or node.not_ is not None)
     node.has_string_checks = bool(node.max_length is not None or node.min_length is not None or node.pattern_text
                                   or node.format_checker is not None)
+    node.has_number_checks = bool(node.multiple_of is not None or node.minimum is not None
+                                  or node.maximum is not None or node.types[:1] == ("integer",)
+                                  or node.format in ("int32", "float"))
+    if node.enum is not None:
+        node.enum_strings = frozenset(v for v in node.enum if isinstance(v, str))
 
     children = [*node.properties.values(), *(n for n in (node.additional, node.items) if n is not None)]
     node.has_defaults = any(c.default is not ABSENT or c.has_defaults for c in children)
