@@ -653,6 +653,15 @@ def _opt_map(p: _Parser, target: Expr, args: list[Expr], offset: int, *, flat: b
                  _call(p, offset, "optional.none"))
 
 
+def _sort_by(p: _Parser, target: Expr, args: list[Expr], offset: int) -> Expr:
+    """``l.sortBy(e, key)``: bind the list, then ``@sortByAssociatedKeys`` with the mapped keys."""
+    bound = "@__sortBy_input__"
+    keys = _map(p, _ident(p, offset, bound), args, offset)
+    call = _call(p, offset, "@sortByAssociatedKeys", keys, target=_ident(p, offset, bound))
+    return Comprehension(p._new_id(), offset, "#unused", CreateList(p._new_id(), offset, []), bound, target,
+                         _lit(p, offset, "bool", False), _ident(p, offset, bound), call)
+
+
 _MACROS: dict[tuple[str, int], Any] = {
     ("all", 2): _all, ("all", 3): _all,
     ("exists", 2): _exists, ("exists", 3): _exists,
@@ -664,6 +673,7 @@ _MACROS: dict[tuple[str, int], Any] = {
     ("transformMapEntry", 3): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("transformMapEntry", 4): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("optMap", 2): _opt_map,
+    ("sortBy", 2): _sort_by,
     ("optFlatMap", 2): lambda p, t, a, o: _opt_map(p, t, a, o, flat=True),
 }
 
