@@ -79,7 +79,10 @@ def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistr
     registry = CRDRegistry.load([Path(p) for p in args.crd]) if args.crd else CRDRegistry.shipped()
     for doc in documents:  # CRDs given with the manifests are served too, as after `kubectl apply`
         if isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND:
-            registry.add(doc.content)
+            try:
+                registry.add(doc.content)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise InputError(f"{doc.where}: not a usable CustomResourceDefinition: {exc}") from None
     return registry
 
 

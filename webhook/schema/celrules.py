@@ -67,6 +67,8 @@ class CelValidator:
                 node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
             except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
                 node.compiled_rules = exc
+            except Exception as exc:  # an engine fault: reported on the node, never a crash
+                node.compiled_rules = RuntimeError(f"{type(exc).__name__}: {exc}")
         return node.compiled_rules
 
     def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
