@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from webhook.cel.checker import Checked
-from webhook.cel.syntax import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select
+from webhook.cel.syntax import (
+    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select,
+)
 from webhook.cel.types import CelType, DeclType
 
 MAX = 2**64 - 1

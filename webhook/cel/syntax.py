@@ -107,7 +107,9 @@ class CelSyntaxError(Exception):
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\n\r\f]+|//[^\n]*)
   | (?P<string>(?:[rR][bB]?|[bB][rR]?|[bB])?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
-  | (?P<num>(?:0[xX][0-9a-fA-F]+[uU]?)|(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|(?:\d+[uU]?))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?
+           |\d+\.\d+(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+
+           |\d+[uU]?)
   | (?P<ident>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<op>==|!=|<=|>=|&&|\|\||[-+*/%!<>?:.,()\[\]{}])
   | (?P<quoted>`[^`]*`)
@@ -136,6 +138,8 @@ def tokenize(source: str) -> list[Token]:
     return tokens
 
 
+_PRIMARY_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
+                  "BYTES, IDENTIFIER}")
 _RESERVED = frozenset({"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
                        "loop", "package", "namespace", "return", "var", "void", "while"})
 _LITERAL_WORDS = {"true": ("bool", True), "false": ("bool", False), "null": ("null", None)}
@@ -371,10 +375,8 @@ class _Parser:
             if token.text == "{":
                 self.advance()
                 return self.span(self.map_literal(token), token.offset)
-        if token.kind == "eof":
-            raise CelSyntaxError(token.offset, "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
-        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{token.text}' expecting "
-                             "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
+        shown = "<EOF>" if token.kind == "eof" else token.text
+        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{shown}' expecting {_PRIMARY_START}")
 
     def ident_or_call(self, token: Token, *, leading_dot: bool) -> Expr:
         name = ("." if leading_dot else "") + token.text

@@ -14,7 +14,8 @@ import re2
 from typing import Any, Iterator, Mapping
 
 from webhook.cel.cost import MAX as MAX_UINT64
-from webhook.cel.crd import CrdRuleError, compile_schema_rules, go_json, go_quote, references_old_self
+from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
+from webhook.cel.rule_entry import go_json, go_quote
 
 # apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
 STATIC_ESTIMATED_COST_LIMIT = 10_000_000
@@ -136,7 +137,8 @@ class _SchemaChecker:
         if "$ref" in schema:
             err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
         if schema.get("x-kubernetes-preserve-unknown-fields") is False:
-            err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: must be true or undefined")
+            err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: "
+                "must be true or undefined")
         kind = schema.get("type")
         self._format_warning(schema)
         pattern = schema.get("pattern")
@@ -208,7 +210,7 @@ class _SchemaChecker:
             else:
                 err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object if "
                     "x-kubernetes-embedded-resource is true")
-        elif not kind and not embedded and not int_or_string and not preserve and "$ref" not in schema:
+        elif not (kind or embedded or int_or_string or preserve or "$ref" in schema):
             where = {"root": "at the root", "item": "for specified array items"}.get(level, "for specified object fields")
             err(f"{_child(path, 'type')}: Required value: must not be empty {where}")
         if level == "root" and kind and kind != "object":
@@ -437,7 +439,8 @@ def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems:
             problems.append(f"{suffix}: Invalid value: {go_json(value)}: must not have unknown fields")
             return
         for name, item in value.items():
-            sub = properties.get(name) if name in properties else (additional if isinstance(additional, Mapping) else None)
+            sub = properties.get(name) if name in properties else (
+                additional if isinstance(additional, Mapping) else None)
             if sub is not None:
                 _validate_value(item, sub, f"{where}.{name}" if where else name, problems, pruning=pruning)
 
