@@ -129,3 +129,12 @@ def test_test_command_on_a_broken_suite_exits_nonzero(tmp_path, capsys):
     _write(tmp_path, "bad.yaml", "suite: x\ncases: [\n")
     assert main(["test", str(tmp_path)]) == 1
     assert "invalid YAML" in capsys.readouterr().err
+
+
+def test_validate_expands_lists_and_reads_stdin(tmp_path, capsys, monkeypatch):
+    import io
+
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(GOOD)]})
+    monkeypatch.setattr("sys.stdin", io.StringIO(listed))
+    assert main(["validate", "-f", "-"]) == 0
+    assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"

@@ -325,18 +325,29 @@ def _api_client(args):
         return kube_config.new_client_from_config(context=args.context)
 
 
-def watched_kinds():
-    from webhook.state import WatchedKind
-
-    return tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in kinds.WATCHED)
+def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
+    """The kinds to watch: those the cluster serves. A missing optional API (no cert-manager,
+    no ai-models catalog, no Deckhouse) is left out, so the watch cache can sync."""
+    served: dict[str, set[str]] = {}
+    for kind in kinds.WATCHED:
+        if kind.api_version not in served:
+            served[kind.api_version] = api.served_resources(kind.api_version)
+    present = tuple(k for k in kinds.WATCHED if k.plural in served[k.api_version])
+    for kind in kinds.WATCHED:
+        if kind not in present:
+            log.info("%s (%s) is not served by this cluster: not watched", kind.kind, kind.api_version)
+    return present
 
 
 async def _serve(args, api_client) -> int:
     from webhook.state import KubeState
 
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    from webhook.state import WatchedKind
+
     api = KubeApi(api_client)
-    state = KubeState(api_client, watched_kinds())
+    watched = await asyncio.to_thread(served_kinds, api)
+    state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))

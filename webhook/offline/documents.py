@@ -47,6 +47,18 @@ def parse_documents(text: str, source: str) -> list[Document]:
     return out
 
 
+def expand_lists(documents: list[Document]) -> list[Document]:
+    """``kind: List`` documents (as ``kubectl get -o yaml`` writes them) become their items."""
+    out: list[Document] = []
+    for doc in documents:
+        content = doc.content
+        if isinstance(content, dict) and content.get("kind") == "List" and isinstance(content.get("items"), list):
+            out += [Document(doc.source, doc.line, item) for item in content["items"] if item is not None]
+        else:
+            out.append(doc)
+    return out
+
+
 def manifest_files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
@@ -58,7 +70,11 @@ def read_sources(sources: Iterable[str]) -> list[Document]:
     out: list[Document] = []
     for source in sources:
         if source == "-":
-            out += parse_documents(sys.stdin.read(), "-")
+            try:
+                text = sys.stdin.read()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"-: cannot read: {exc}") from None
+            out += parse_documents(text, "-")
             continue
         path = Path(source)
         if not path.exists():
@@ -69,4 +85,4 @@ def read_sources(sources: Iterable[str]) -> list[Document]:
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
             out += parse_documents(text, str(file))
-    return out
+    return expand_lists(out)
