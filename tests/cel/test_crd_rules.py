@@ -156,3 +156,10 @@ def test_cost_factor_formatting() -> None:
     assert "factor of 1.000600x" in cost_error_message("estimated rule cost", 10_006_000, 10_000_000)
     assert "factor of 2.3x" in cost_error_message("estimated rule cost", 23_000_000, 10_000_000)
     assert "factor of more than 100x" in cost_error_message("estimated rule cost", 10**10, 10_000_000)
+
+
+def test_embedded_resources_are_resource_roots() -> None:
+    embedded = {"type": "object", "x-kubernetes-embedded-resource": True, "x-kubernetes-preserve-unknown-fields": True}
+    node = rules({"rule": "self.kind == 'ConfigMap' && self.metadata.name.startsWith('cm-')"}, schema=embedded)
+    assert failures(node, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-a"}, "data": {}}) == []
+    assert len(failures(node, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cm-a"}})) == 1

@@ -280,6 +280,8 @@ def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path:
     Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
     the apiserver reject the CRD.
     """
+    # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
+    is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
     key = (id(node_schema), is_root)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] is node_schema:
