@@ -107,7 +107,9 @@ class CelSyntaxError(Exception):
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\n\r\f]+|//[^\n]*)
   | (?P<string>(?:[rR][bB]?|[bB][rR]?|[bB])?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
-  | (?P<num>(?:0[xX][0-9a-fA-F]+[uU]?)|(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|(?:\d+[uU]?))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?
+           |\d+\.\d+(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+
+           |\d+[uU]?)
   | (?P<ident>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<op>==|!=|<=|>=|&&|\|\||[-+*/%!<>?:.,()\[\]{}])
   | (?P<quoted>`[^`]*`)
@@ -136,6 +138,8 @@ def tokenize(source: str) -> list[Token]:
     return tokens
 
 
+_PRIMARY_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
+                  "BYTES, IDENTIFIER}")
 _RESERVED = frozenset({"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
                        "loop", "package", "namespace", "return", "var", "void", "while"})
 _LITERAL_WORDS = {"true": ("bool", True), "false": ("bool", False), "null": ("null", None)}
@@ -371,10 +375,8 @@ class _Parser:
             if token.text == "{":
                 self.advance()
                 return self.span(self.map_literal(token), token.offset)
-        if token.kind == "eof":
-            raise CelSyntaxError(token.offset, "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
-        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{token.text}' expecting "
-                             "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
+        shown = "<EOF>" if token.kind == "eof" else token.text
+        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{shown}' expecting {_PRIMARY_START}")
 
     def ident_or_call(self, token: Token, *, leading_dot: bool) -> Expr:
         name = ("." if leading_dot else "") + token.text
@@ -653,6 +655,15 @@ def _opt_map(p: _Parser, target: Expr, args: list[Expr], offset: int, *, flat: b
                  _call(p, offset, "optional.none"))
 
 
+def _sort_by(p: _Parser, target: Expr, args: list[Expr], offset: int) -> Expr:
+    """``l.sortBy(e, key)``: bind the list, then ``@sortByAssociatedKeys`` with the mapped keys."""
+    bound = "@__sortBy_input__"
+    keys = _map(p, _ident(p, offset, bound), args, offset)
+    call = _call(p, offset, "@sortByAssociatedKeys", keys, target=_ident(p, offset, bound))
+    return Comprehension(p._new_id(), offset, "#unused", CreateList(p._new_id(), offset, []), bound, target,
+                         _lit(p, offset, "bool", False), _ident(p, offset, bound), call)
+
+
 _MACROS: dict[tuple[str, int], Any] = {
     ("all", 2): _all, ("all", 3): _all,
     ("exists", 2): _exists, ("exists", 3): _exists,
@@ -664,6 +675,7 @@ _MACROS: dict[tuple[str, int], Any] = {
     ("transformMapEntry", 3): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("transformMapEntry", 4): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("optMap", 2): _opt_map,
+    ("sortBy", 2): _sort_by,
     ("optFlatMap", 2): lambda p, t, a, o: _opt_map(p, t, a, o, flat=True),
 }
 
