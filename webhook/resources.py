@@ -16,11 +16,14 @@ _LOCATIONS = {
     "crds": ("_data/crds", "chart/crds"),
     "policies": ("_data/policies", "policies"),
     "examples": ("_data/examples", "examples"),
+    # the embedded default cluster state; examples/manifests holds objects to try, not state
+    "example_state": ("_data/examples/state", "examples/state"),
+    "example_manifests": ("_data/examples/manifests", "examples/manifests"),
 }
 
 
 def data_dir(name: str) -> Path:
-    """Return the directory holding the shipped ``name`` (crds, policies, examples)."""
+    """Return the directory holding the shipped ``name`` (a key of ``_LOCATIONS``)."""
     packaged, in_repo = _LOCATIONS[name]
     candidate = _PACKAGE_DIR / packaged
     if candidate.is_dir():
@@ -37,4 +40,11 @@ def policies_dir() -> Path:
 
 
 def examples_dir() -> Path:
-    return data_dir("examples")
+    """The embedded default cluster state (``examples/state``): what ``FileState`` loads when
+    no state is given. (``examples/manifests`` beside it holds objects to try: not state.)"""
+    return data_dir("example_state")
+
+
+def example_manifests_dir() -> Path:
+    """Valid, invalid and webhook-denied example objects (``examples/manifests``)."""
+    return data_dir("example_manifests")

@@ -1,0 +1,115 @@
+{{/* Names: <release>-infergate, or the release name when it already says infergate. */}}
+{{- define "infergate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- else if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "infergate.webhookName" -}}{{ include "infergate.fullname" . }}{{- end -}}
+{{- define "infergate.controllerName" -}}{{ include "infergate.fullname" . }}-controller{{- end -}}
+{{- define "infergate.tlsSecretName" -}}{{ include "infergate.fullname" . }}-tls{{- end -}}
+{{- define "infergate.serviceRef" -}}{{ .Release.Namespace }}/{{ include "infergate.fullname" . }}{{- end -}}
+
+{{- define "infergate.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "infergate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: infergate
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component (webhook, controller). */}}
+{{- define "infergate.selectorLabels" -}}
+app.kubernetes.io/name: infergate
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The restricted container securityContext (Pod Security Standards "restricted"). */}}
+{{- define "infergate.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
+Webhook rules, generated from the CRDs in crds/ exactly as `infergate webhook-config` does
+(webhook/webhook_config.py): one rule per served group/version, its resources sorted, never a
+subresource (status writes belong to the controller).
+*/}}
+{{- define "infergate.webhookRules" -}}
+{{- $byGroupVersion := dict -}}
+{{- range $path, $_ := .root.Files.Glob "crds/*.yaml" -}}
+{{- $crd := $.root.Files.Get $path | fromYaml -}}
+{{- range $crd.spec.versions -}}
+{{- if .served -}}
+{{- $key := printf "%s %s" $crd.spec.group .name -}}
+{{- $_ := set $byGroupVersion $key (append (get $byGroupVersion $key | default list) $crd.spec.names.plural) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := keys $byGroupVersion | sortAlpha }}
+- apiGroups: [{{ splitList " " $key | first | quote }}]
+  apiVersions: [{{ splitList " " $key | last | quote }}]
+  operations: [CREATE, UPDATE]
+  resources: {{ get $byGroupVersion $key | sortAlpha | toJson }}
+  scope: "*"
+{{- end -}}
+{{- end -}}
+
+{{/* One webhook of a Mutating/ValidatingWebhookConfiguration (.endpoint: mutate | validate). */}}
+{{- define "infergate.webhook" -}}
+- name: {{ .endpoint }}.infergate.io
+  admissionReviewVersions: [v1]
+  clientConfig:
+    service:
+      namespace: {{ .root.Release.Namespace }}
+      name: {{ include "infergate.fullname" .root }}
+      path: /{{ .endpoint }}
+      port: {{ .root.Values.service.port }}
+  rules:
+    {{- include "infergate.webhookRules" . | trim | nindent 4 }}
+  failurePolicy: {{ .root.Values.webhook.failurePolicy }}
+  matchPolicy: Equivalent
+  sideEffects: None
+  timeoutSeconds: {{ .root.Values.webhook.timeoutSeconds }}
+  # Never the webhook's own namespace nor kube-system: a broken webhook must not lock out
+  # the namespace it would be repaired from.
+  namespaceSelector:
+    matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: NotIn
+      values: {{ list "kube-system" .root.Release.Namespace | uniq | sortAlpha | toJson }}
+  # Objects being deleted (an UPDATE removing a finalizer) are never judged.
+  matchConditions:
+  - name: not-being-deleted
+    expression: "request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)"
+  {{- if eq .endpoint "mutate" }}
+  reinvocationPolicy: IfNeeded
+  {{- end }}
+{{- end -}}
+
+{{/* ConfigMap key of a shipped policy file: its path below policies/, "/" as "__". */}}
+{{- define "infergate.policyKey" -}}
+{{- trimPrefix "files/policies/" . | replace "/" "__" -}}
+{{- end -}}

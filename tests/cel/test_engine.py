@@ -1,0 +1,43 @@
+"""The engine contract, for both backends."""
+
+import pytest
+
+from webhook.cel import CelCompileError, CelEvalError, get_engine
+
+ENGINES = ["cel-expr", "cel-python"]
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request):
+    return get_engine(request.param)
+
+
+def test_evaluates_with_dynamic_variables(engine):
+    program = engine.compile("self.replicas + 1 <= limit", ["self", "limit"])
+    assert program.evaluate({"self": {"replicas": 3}, "limit": 4}) is True
+    assert program.evaluate({"self": {"replicas": 4}, "limit": 4}) is False
+
+
+def test_plain_values_out(engine):
+    program = engine.compile("{'a': [1, 2.5, 'x', b'y', null, true]}", [])
+    assert program.evaluate({}) == {"a": [1, 2.5, "x", b"y", None, True]}
+
+
+def test_compile_error(engine):
+    with pytest.raises(CelCompileError):
+        engine.compile("self.a +", ["self"])
+
+
+def test_eval_error(engine):
+    program = engine.compile("1 / self.zero", ["self"])
+    with pytest.raises(CelEvalError, match="divide by zero|division by zero"):
+        program.evaluate({"self": {"zero": 0}})
+
+
+def test_compile_is_cached(engine):
+    assert engine.compile("1 + 1", ["a", "b"]) is engine.compile("1 + 1", ["b", "a"])
+
+
+def test_unknown_engine_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown CEL engine"):
+        get_engine("nope")

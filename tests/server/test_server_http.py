@@ -1,0 +1,356 @@
+"""The HTTP contract of /mutate and /validate over real TLS (a client verifying the CA),
+with a scripted admitter standing in for the chain (the real chain: test_server_chain.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import ssl
+
+import aiohttp
+import jsonpatch
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from webhook import certs
+from webhook import logging as logs
+from webhook.server import parse_go_duration
+
+from .conftest import ScriptedAdmitter, review, start_server
+
+MODEL = {
+    "apiVersion": "kubeai.org/v1",
+    "kind": "Model",
+    "metadata": {"name": "qwen", "namespace": "team-a"},
+    "spec": {"features": ["TextGeneration"], "url": "hf://Qwen/Qwen2.5-0.5B", "engine": "VLLM", "resourceProfile": "cpu:1"},
+}
+
+
+def with_notes(**notes: str) -> dict:
+    obj = json.loads(json.dumps(MODEL))
+    obj["metadata"]["annotations"] = {f"test/{k}": v for k, v in notes.items()}
+    return obj
+
+
+async def test_health_ready_and_metrics_over_verified_tls(server):
+    s = server.session()
+    async with s.get(server.url + "/healthz") as r:
+        assert r.status == 200 and await r.text() == "ok"
+    async with s.get(server.url + "/readyz") as r:
+        assert r.status == 200
+        assert (await r.text()).splitlines() == ["[+]certificates ok", "[+]policies ok", "readyz check passed"]
+    await server.post("/validate", review(MODEL))
+    await server.post("/validate", review(with_notes(deny="no")))
+    async with s.get(server.url + "/metrics") as r:
+        text = await r.text()
+    review_labels = {"endpoint": "validate", "kind": "Model", "operation": "CREATE"}
+    assert sample(text, "infergate_admission_reviews_total", verdict="allowed", **review_labels) == 1
+    assert sample(text, "infergate_admission_reviews_total", verdict="denied", **review_labels) == 1
+    assert sample(text, "infergate_admission_review_duration_seconds_count", endpoint="validate", kind="Model") == 2
+    expiry = server.keeper.bundle.cert.not_valid_after_utc.timestamp()
+    assert sample(text, "infergate_certificate_expiry_timestamp_seconds", certificate="serving") == expiry
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    return None
+
+
+async def test_a_client_not_trusting_the_ca_is_refused(server):
+    stranger = certs.plan(None, now=certs.utcnow(), sans=("localhost",), policy=certs.RotationPolicy()).bundle
+    s = server.session(ca_pem=stranger.ca_pem())
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await s.get(server.url + "/healthz")
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3])
+async def test_tls_1_2_and_1_3_negotiate_aead_suites(server, version):
+    ctx = certs.client_context(server.ca_pem)
+    ctx.minimum_version = ctx.maximum_version = version
+    port = int(server.url.rsplit(":", 1)[1])
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+    ssl_object = writer.get_extra_info("ssl_object")
+    assert ssl_object.version() == {"TLSv1_2": "TLSv1.2", "TLSv1_3": "TLSv1.3"}[version.name]
+    assert "GCM" in ssl_object.cipher()[0] or "CHACHA20" in ssl_object.cipher()[0]
+    writer.close()
+
+
+async def test_validate_echoes_uid_and_never_patches(server):
+    status, body = await server.post("/validate", review(MODEL, uid="u-123"))
+    assert status == 200
+    assert body == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": "u-123", "allowed": True, "auditAnnotations": {"judged-by": "scripted"}},
+    }
+
+
+async def test_mutate_returns_a_base64_json_patch_that_applies(server):
+    status, body = await server.post("/mutate", review(MODEL))
+    resp = body["response"]
+    assert status == 200 and resp["allowed"] and resp["patchType"] == "JSONPatch"
+    ops = orjson.loads(base64.b64decode(resp["patch"]))
+    patched = jsonpatch.apply_patch(MODEL, ops)
+    assert patched["spec"]["defaulted"] is True and patched["spec"]["url"] == MODEL["spec"]["url"]
+
+
+async def test_mutate_without_changes_sends_no_patch(server):
+    obj = json.loads(json.dumps(MODEL))
+    obj["spec"]["defaulted"] = True
+    _, body = await server.post("/mutate", review(obj))
+    assert "patch" not in body["response"] and "patchType" not in body["response"]
+
+
+async def test_v1beta1_is_answered_in_v1beta1(server):
+    _, body = await server.post("/mutate", review(MODEL, api_version="admission.k8s.io/v1beta1"))
+    assert body["apiVersion"] == "admission.k8s.io/v1beta1" and body["response"]["patchType"] == "JSONPatch"
+
+
+async def test_denial_carries_the_status_with_field_errors(server):
+    status, body = await server.post("/validate", review(with_notes(deny='spec.url: Invalid value: "x": bad')))
+    resp = body["response"]
+    assert status == 200 and resp["allowed"] is False
+    assert resp["status"]["code"] == 422 and resp["status"]["reason"] == "Invalid"
+    assert resp["status"]["message"] == 'spec.url: Invalid value: "x": bad'
+    assert resp["status"]["details"]["causes"][0]["field"] == "spec"
+
+
+async def test_a_denied_mutation_sends_no_patch(server):
+    _, body = await server.post("/mutate", review(with_notes(deny="no")))
+    resp = body["response"]
+    assert resp["allowed"] is False and "patch" not in resp and "patchType" not in resp
+
+
+async def test_warnings_are_clipped_to_120_characters(server):
+    long = "w" * 300
+    _, body = await server.post("/validate", review(with_notes(warn=long)))
+    (warning,) = body["response"]["warnings"]
+    assert len(warning) <= 120 and warning.startswith("www") and warning.endswith("...")
+
+
+async def test_delete_connect_and_dry_run_are_answered(server):
+    admitter = server.slot.admitter
+    _, body = await server.post("/validate", review(None, old=MODEL, operation="DELETE", uid="del"))
+    assert body["response"] == {"uid": "del", "allowed": True}
+    _, body = await server.post("/validate", review(MODEL, operation="CONNECT", uid="con"))
+    assert body["response"]["uid"] == "con" and body["response"]["allowed"]
+    _, body = await server.post("/mutate", review(MODEL, dry_run=True, uid="dry"))
+    assert body["response"]["allowed"] and body["response"]["patchType"] == "JSONPatch"
+    request, mutating = admitter.seen[-1]
+    assert request.dryRun is True and mutating is True
+
+
+async def test_status_subresource_is_passed_on_as_such(server):
+    obj = dict(MODEL, status={"replicas": {"all": 1}})
+    _, body = await server.post("/validate", review(obj, operation="UPDATE", old=MODEL, subresource="status"))
+    assert body["response"]["allowed"]
+    request, _ = server.slot.admitter.seen[-1]
+    assert request.subResource == "status"
+
+
+@pytest.mark.parametrize("mode", ["deny", "allow"])
+async def test_internal_timeout_answers_before_the_apiservers_deadline_by_failure_mode(tmp_path, mode):
+    running = await start_server(tmp_path, ScriptedAdmitter(), failure_mode=mode)
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        status, body = await running.post("/validate?timeout=1s", review(with_notes(sleep="3"), uid="slow"))
+        elapsed = loop.time() - started
+        assert status == 200 and elapsed < 1.0
+        resp = body["response"]
+        assert resp["uid"] == "slow" and resp["auditAnnotations"] == {"failure": "timeout"}
+        if mode == "deny":
+            assert resp["allowed"] is False and resp["status"]["code"] == 504 and resp["status"]["reason"] == "Timeout"
+        else:
+            assert resp["allowed"] is True and "allowed by its failure mode" in resp["warnings"][0]
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+
+
+async def test_admitter_crash_is_a_failure_mode_answer_never_a_traceback(server, caplog):
+    with caplog.at_level(logging.ERROR, logger="infergate"):
+        logs.get().propagate = True
+        status, body = await server.post("/validate", review(with_notes(**{"raise": "1"})))
+    assert status == 200
+    resp = body["response"]
+    assert resp["allowed"] is False and resp["status"]["code"] == 500
+    assert "Traceback" not in resp["status"]["message"] and "secret-token" not in resp["status"]["message"]
+    assert any("policy blew up" in r.exc_text for r in caplog.records if r.exc_text)
+
+
+# ---------------------------------------------------------------------------------------
+# Bad input: a clear 4xx, a metav1.Status body, the server keeps serving.
+
+
+async def expect_status(server, path: str, data: bytes, code: int, message: str, content_type="application/json"):
+    s = server.session()
+    async with s.post(server.url + path, data=data, headers={"Content-Type": content_type}) as r:
+        body = orjson.loads(await r.read())
+    assert r.status == code, body
+    assert body["kind"] == "Status" and body["code"] == code
+    assert message in body["message"], body["message"]
+    assert "Traceback" not in body["message"]
+
+
+async def test_wrong_content_type_is_415(server):
+    await expect_status(server, "/validate", orjson.dumps(review(MODEL)), 415, "content type must be application/json",
+                        content_type="text/plain")
+
+
+async def test_malformed_and_truncated_json_are_400(server):
+    await expect_status(server, "/validate", b"{not json", 400, "malformed JSON")
+    whole = orjson.dumps(review(MODEL))
+    await expect_status(server, "/mutate", whole[: len(whole) // 2], 400, "malformed JSON")
+    await expect_status(server, "/validate", b"", 400, "empty body")
+    await expect_status(server, "/validate", b"[1, 2]", 400, "got a JSON list")
+
+
+async def test_review_shape_errors_are_400_with_the_reason(server):
+    no_request = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    await expect_status(server, "/validate", orjson.dumps(no_request), 400, "AdmissionReview has no request")
+    no_uid = review(MODEL)
+    del no_uid["request"]["uid"]
+    await expect_status(server, "/validate", orjson.dumps(no_uid), 400, "request has no uid")
+    wrong_version = review(MODEL, api_version="admission.k8s.io/v2")
+    await expect_status(server, "/validate", orjson.dumps(wrong_version), 400, "unsupported apiVersion 'admission.k8s.io/v2'")
+    wrong_kind = dict(review(MODEL), kind="TokenReview")
+    await expect_status(server, "/validate", orjson.dumps(wrong_kind), 400, "expected kind AdmissionReview")
+    bad_op = review(MODEL, operation="PATCH")
+    await expect_status(server, "/validate", orjson.dumps(bad_op), 400, "request.operation")
+
+
+async def test_bodies_over_the_limit_are_413_declared_or_streamed(tmp_path):
+    running = await start_server(tmp_path, ScriptedAdmitter(), max_body_bytes=64 * 1024)
+    try:
+        big = review(with_notes(pad="x" * 100_000))
+        await expect_status(running, "/validate", orjson.dumps(big), 413, "larger than 65536 bytes")
+
+        async def chunks():  # no Content-Length: the limit must hold while reading
+            data = orjson.dumps(big)
+            for i in range(0, len(data), 8192):
+                yield data[i: i + 8192]
+
+        s = running.session()
+        async with s.post(running.url + "/validate", data=chunks(), headers={"Content-Type": "application/json"}) as r:
+            assert r.status == 413
+        status, body = await running.post("/validate", review(MODEL))  # still serving
+        assert status == 200 and body["response"]["allowed"]
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+
+
+async def test_a_client_dropping_mid_body_leaves_the_server_serving(server):
+    port = int(server.url.rsplit(":", 1)[1])
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=certs.client_context(server.ca_pem),
+                                              server_hostname="localhost")
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 5000\r\n\r\n{\"apiVersion\":")
+    await writer.drain()
+    writer.close()
+    status, body = await server.post("/validate", review(MODEL))
+    assert status == 200 and body["response"]["allowed"]
+
+
+async def test_other_methods_and_paths_get_json_errors(server):
+    s = server.session()
+    async with s.get(server.url + "/validate") as r:
+        assert r.status == 405 and (await r.json())["code"] == 405
+    async with s.post(server.url + "/nope", json={}) as r:
+        assert r.status == 404
+
+
+def test_go_durations():
+    assert parse_go_duration("10s") == 10
+    assert parse_go_duration("1m30s") == 90
+    assert parse_go_duration("2.5s") == 2.5
+    assert parse_go_duration("500ms") == 0.5
+    assert parse_go_duration("") is None and parse_go_duration("10") is None and parse_go_duration("10x") is None
+
+
+async def test_mtls_requires_a_client_certificate_from_the_configured_ca(tmp_path):
+    """The apiserver's client certificate (``--client-ca-file``): without one, no review."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = certs.utcnow()
+    client_ca, client_ca_key = certs.issue_ca(now=now, validity=dt.timedelta(days=1))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(client_ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(client_ca_key, hashes.SHA256())
+    )
+    (tmp_path / "client.crt").write_bytes(cert.public_bytes(certs.serialization.Encoding.PEM))
+    (tmp_path / "client.key").write_bytes(certs._key_pem(key))
+
+    running = await start_server(tmp_path, ScriptedAdmitter(),
+                                 client_ca=client_ca.public_bytes(certs.serialization.Encoding.PEM))
+    try:
+        anonymous = running.session()
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+            async with anonymous.post(running.url + "/validate", json=review(MODEL)) as r:
+                await r.read()
+
+        ctx = certs.client_context(running.ca_pem)
+        ctx.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        apiserver = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
+        running.sessions.append(apiserver)
+        async with apiserver.post(running.url + "/validate", json=review(MODEL, uid="mtls")) as r:
+            assert r.status == 200 and (await r.json())["response"]["uid"] == "mtls"
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+
+
+async def test_logs_are_json_lines_without_objects(server):
+    """Every review at debug, denials at info; names and verdicts, never the object."""
+    import io
+
+    stream = io.StringIO()
+    logs.configure("debug", stream=stream)
+    try:
+        secretish = with_notes(warn="token=s3cr3t-value")
+        await server.post("/validate", review(secretish, uid="allowed-1"))
+        await server.post("/validate", review(with_notes(deny="spec.engine: Unsupported value"), uid="denied-1"))
+        await server.post("/validate", b"{broken", headers={"Content-Type": "application/json"})
+    finally:
+        logs.configure("info")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    by_msg = {e["msg"]: e for e in entries}
+    assert by_msg["review"]["level"] == "debug" and by_msg["review"]["uid"] == "allowed-1"
+    assert by_msg["review"]["kind"] == "Model" and by_msg["review"]["name"] == "qwen" and by_msg["review"]["warnings"] == 1
+    assert by_msg["denied"]["level"] == "info" and by_msg["denied"]["reason"] == "Invalid"
+    assert by_msg["rejected request"]["code"] == 400
+    text = stream.getvalue()
+    assert "s3cr3t" not in text and MODEL["spec"]["url"] not in text
+
+
+async def test_workers_zero_judges_on_the_event_loop(tmp_path):
+    running = await start_server(tmp_path, ScriptedAdmitter(), workers=0)
+    try:
+        status, body = await running.post("/mutate", review(MODEL, uid="inline"))
+        assert status == 200 and body["response"]["uid"] == "inline" and body["response"]["patchType"] == "JSONPatch"
+        status, body = await running.post("/validate", review(with_notes(**{"raise": "1"})))
+        assert status == 200 and body["response"]["status"]["code"] == 500
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()

@@ -1,0 +1,491 @@
+"""cel-go's type checker, over ``webhook.cel.syntax`` ASTs, with cel-go's error messages.
+
+    checked = check(parse(source), variables={"self": self_type}, objects=object_fields)
+    checked.errors   # [(offset, message)], empty when the expression type-checks
+    checked.types    # node id -> CelType; checked.overloads: call node id -> overload ids
+
+Followed by the validators Kubernetes enables (homogeneous aggregate literals; timestamp,
+duration and regex literals), which run only when checking succeeded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.declarations import TYPE_IDENTS, Overload, functions
+from webhook.cel.syntax import (
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
+)
+from webhook.cel.types import (
+    BOOL, BYTES, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, CelType, DeclType, list_of, map_of, optional_of,
+)
+from webhook.cel.values import parse_duration, parse_timestamp
+
+_LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
+                  "null": NULL}
+
+
+@dataclass
+class Checked:
+    expr: Expr
+    types: dict[int, CelType] = field(default_factory=dict)
+    overloads: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    # call node ids rewritten to a namespaced global function (``sets.contains(...)``)
+    qualified_calls: dict[int, str] = field(default_factory=dict)
+    # select node ids that resolved as qualified identifiers
+    result_type: CelType = DYN
+
+
+def _is_dyn_or_error(t: CelType) -> bool:
+    return t.kind in ("dyn", "error")
+
+
+class _Checker:
+    def __init__(self, variables: Mapping[str, CelType], objects: Mapping[str, DeclType]) -> None:
+        self.scopes: list[dict[str, CelType]] = [dict(variables)]
+        self.objects = objects
+        self.functions = functions()
+        self.mapping: dict[str, CelType] = {}
+        self.counter = 0
+        self.result = None  # type: ignore[assignment]
+
+    # --- type variables and substitution ---------------------------------------------------------
+
+    def fresh(self) -> CelType:
+        self.counter += 1
+        return CelType("typeparam", name=f"_var{self.counter}")
+
+    def substitute(self, t: CelType, to_dyn: bool = False) -> CelType:
+        if t.kind == "typeparam":
+            bound = self.mapping.get(t.name)
+            if bound is not None:
+                return self.substitute(bound, to_dyn)
+            return DYN if to_dyn else t
+        if t.params:
+            return CelType(t.kind, tuple(self.substitute(p, to_dyn) for p in t.params), t.name)
+        return t
+
+    def _occurs(self, var: CelType, t: CelType) -> bool:
+        if t.kind == "typeparam":
+            if t.name == var.name:
+                return True
+            bound = self.mapping.get(t.name)
+            return bound is not None and self._occurs(var, bound)
+        return any(self._occurs(var, p) for p in t.params)
+
+    def _most_general(self, t1: CelType, t2: CelType) -> CelType:
+        if self._less_specific(t1, t2):
+            return t1
+        return t2
+
+    def _less_specific(self, t1: CelType, t2: CelType) -> bool:
+        if t1 == t2 or t1.kind in ("dyn", "error"):
+            return True
+        if t1.kind == "typeparam" or t2.kind == "typeparam":
+            return False
+        if t1.kind != t2.kind or t1.name != t2.name or len(t1.params) != len(t2.params):
+            return False
+        return all(self._less_specific(a, b) for a, b in zip(t1.params, t2.params))
+
+    def _valid_substitution(self, t1: CelType, t2: CelType) -> tuple[bool, bool]:
+        if t1 == t2:
+            return True, True
+        bound = self.mapping.get(t2.name)
+        if bound is not None:
+            if t1 == bound:
+                return True, True
+            if self.assignable(t1, bound):
+                general = self._most_general(t1, bound)
+                if not self._occurs(t2, general):
+                    self.mapping[t2.name] = general
+                return True, True
+            return False, True
+        if not self._occurs(t2, t1):
+            self.mapping[t2.name] = t1
+            return True, False
+        return False, False
+
+    def assignable(self, t1: CelType, t2: CelType) -> bool:
+        """cel-go's internalIsAssignable(t1, t2): can a t1 value be used where t2 is expected."""
+        if t2.kind == "typeparam":
+            valid, has_sub = self._valid_substitution(t1, t2)
+            if valid:
+                return True
+            if has_sub:
+                return False
+        if t1.kind == "typeparam":
+            valid, _ = self._valid_substitution(t2, t1)
+            return valid
+        if _is_dyn_or_error(t1) or _is_dyn_or_error(t2):
+            return True
+        if t1.kind == "null_type":
+            return _nullable(t2)
+        if t2.kind == "null_type":
+            return _nullable(t1)
+        if t1.kind == "type":
+            return t2.kind == "type"
+        if t1.kind in ("opaque", "list", "map", "optional_type"):
+            return (t1.kind == t2.kind and t1.name == t2.name and len(t1.params) == len(t2.params)
+                    and all(self.assignable(a, b) for a, b in zip(t1.params, t2.params)))
+        return t1.kind == t2.kind and t1.name == t2.name
+
+    # --- traversal -----------------------------------------------------------------------------
+
+    def check(self, expr: Expr) -> None:
+        method = getattr(self, f"_check_{type(expr).__name__}")
+        method(expr)
+
+    def set_type(self, expr: Expr, t: CelType) -> None:
+        self.result.types[expr.id] = t
+
+    def type_of(self, expr: Expr) -> CelType:
+        return self.result.types.get(expr.id, DYN)
+
+    def error(self, offset: int, message: str) -> None:
+        self.result.errors.append((offset, message))
+
+    def lookup(self, name: str) -> CelType | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return TYPE_IDENTS.get(name)
+
+    def _check_Literal(self, expr: Literal) -> None:
+        self.set_type(expr, _LITERAL_TYPES[expr.kind])
+
+    def _check_Ident(self, expr: Ident) -> None:
+        name = expr.name[1:] if expr.name.startswith(".") else expr.name
+        found = self.lookup(name)
+        if found is not None:
+            self.set_type(expr, found)
+            return
+        self.set_type(expr, ERROR)
+        self.error(expr.offset, f"undeclared reference to '{name}' (in container '')")
+
+    def _check_Select(self, expr: Select) -> None:
+        qualified = _qualified_name(expr)
+        if qualified is not None and not expr.test_only:
+            found = self.lookup(qualified)
+            if found is not None and "." in qualified and qualified in TYPE_IDENTS:
+                self.set_type(expr, found)
+                return
+        result = self._select_field(expr, expr.operand, expr.field, expr.optional)
+        if expr.test_only:
+            result = BOOL
+        self.set_type(expr, self.substitute(result))
+
+    def _select_field(self, expr: Expr, operand: Expr, name: str, optional: bool) -> CelType:
+        self.check(operand)
+        operand_type = self.substitute(self.type_of(operand))
+        target, is_optional = operand_type, False
+        if target.kind == "optional_type":
+            target, is_optional = target.params[0], True
+        result = ERROR
+        if target.kind == "map":
+            result = target.params[1]
+        elif target.kind == "object":
+            decl = self.objects.get(target.name)
+            field_type = decl.fields.get(name) if decl is not None else None
+            if field_type is None and decl is not None and name in RESERVED_SYMBOLS:
+                field_type = decl.fields.get(f"__{name}__")   # Kubernetes accepts `self.namespace`
+            if field_type is None:
+                self.error(expr.offset, f"undefined field '{name}'")
+            else:
+                result = field_type.cel
+        elif target.kind == "typeparam":
+            self.assignable(DYN, target)
+            result = DYN
+        else:
+            if not _is_dyn_or_error(target):
+                self.error(expr.offset, f"type '{target}' does not support field selection")
+            result = DYN
+        if is_optional or optional:
+            return optional_of(result)
+        return result
+
+    def _check_Call(self, expr: Call) -> None:
+        for arg in expr.args:
+            self.check(arg)
+        name = expr.function
+        if expr.target is None:
+            overloads = self.functions.get(name)
+            if overloads is None:
+                self.error(expr.offset, f"undeclared reference to '{name}' (in container '')")
+                self.set_type(expr, ERROR)
+                return
+            self._resolve(expr, name, overloads, None)
+            return
+        qualified = _qualified_name(expr.target)
+        if qualified is not None and self.lookup(qualified.split(".")[0]) is None:
+            overloads = self.functions.get(f"{qualified}.{name}")
+            if overloads is not None:
+                self.result.qualified_calls[expr.id] = f"{qualified}.{name}"
+                self._resolve(expr, f"{qualified}.{name}", overloads, None)
+                return
+        self.check(expr.target)
+        overloads = self.functions.get(name)
+        if overloads is None:
+            self.set_type(expr, ERROR)
+            self.error(expr.offset, f"undeclared reference to '{name}' (in container '')")
+            return
+        self._resolve(expr, name, overloads, expr.target)
+
+    def _resolve(self, expr: Call, name: str, overloads: tuple[Overload, ...], target: Expr | None) -> None:
+        arg_types = ([self.type_of(target)] if target is not None else []) + [self.type_of(a) for a in expr.args]
+        result: CelType | None = None
+        matched: list[str] = []
+        for overload in overloads:
+            if overload.member != (target is not None) or len(overload.params) != len(arg_types):
+                continue
+            params, overload_result = self._instantiate(overload)
+            saved = dict(self.mapping)
+            if all(self.assignable(a, p) for a, p in zip(arg_types, params)):
+                matched.append(overload.id)
+                resolved = self.substitute(overload_result)
+                if result is None:
+                    result = resolved
+                elif result.kind != "dyn" and resolved != result:
+                    result = DYN
+            else:
+                self.mapping = saved
+        if result is None:
+            shown = [self.substitute(t, to_dyn=True) for t in arg_types]
+            if target is not None:
+                signature = f"{shown[0]}.({', '.join(map(str, shown[1:]))})"
+            else:
+                signature = f"({', '.join(map(str, shown))})"
+            self.error(expr.offset, f"found no matching overload for '{name}' applied to '{signature}'")
+            self.set_type(expr, ERROR)
+            return
+        self.result.overloads[expr.id] = tuple(matched)
+        self.set_type(expr, result)
+
+    def _instantiate(self, overload: Overload) -> tuple[tuple[CelType, ...], CelType]:
+        names: dict[str, CelType] = {}
+
+        def inst(t: CelType) -> CelType:
+            if t.kind == "typeparam":
+                if t.name not in names:
+                    names[t.name] = self.fresh()
+                return names[t.name]
+            if t.params:
+                return CelType(t.kind, tuple(inst(p) for p in t.params), t.name)
+            return t
+
+        params = tuple(inst(p) for p in overload.params)
+        return params, inst(overload.result)
+
+    def _join(self, expr: Expr, previous: CelType | None, current: CelType) -> CelType:
+        if previous is None:
+            return current
+        if self.assignable(previous, current):
+            return self._most_general(previous, current)
+        return DYN
+
+    def _check_CreateList(self, expr: CreateList) -> None:
+        elem: CelType | None = None
+        for index, element in enumerate(expr.elements):
+            self.check(element)
+            element_type = self.type_of(element)
+            if index in expr.optional_indices:
+                element_type = self.substitute(element_type)
+                if element_type.kind == "optional_type":
+                    element_type = element_type.params[0]
+                elif not _is_dyn_or_error(element_type):
+                    self.error(element.offset, f"expected type 'optional_type' but found '{element_type}'")
+            elem = self._join(element, elem, element_type)
+        self.set_type(expr, list_of(elem if elem is not None else self.fresh()))
+
+    def _check_CreateMap(self, expr: CreateMap) -> None:
+        key_type: CelType | None = None
+        value_type: CelType | None = None
+        for entry in expr.entries:
+            self.check(entry.key)
+            key_type = self._join(entry.key, key_type, self.type_of(entry.key))
+            self.check(entry.value)
+            vt = self.type_of(entry.value)
+            if entry.optional:
+                vt = self.substitute(vt)
+                if vt.kind == "optional_type":
+                    vt = vt.params[0]
+            value_type = self._join(entry.value, value_type, vt)
+        self.set_type(expr, map_of(key_type or self.fresh(), value_type or self.fresh()))
+
+    def _check_CreateStruct(self, expr: CreateStruct) -> None:
+        self.error(expr.offset, f"undeclared reference to '{expr.name}' (in container '')")
+        self.set_type(expr, ERROR)
+
+    def _check_Comprehension(self, expr: Comprehension) -> None:
+        self.check(expr.iter_range)
+        self.check(expr.accu_init)
+        range_type = self.substitute(self.type_of(expr.iter_range))
+        accu_type = self.type_of(expr.accu_init)
+        self.scopes.append({expr.accu_var: accu_type})
+        var2: CelType | None = None
+        if range_type.kind == "list":
+            var = range_type.params[0]
+            if expr.iter_var2 is not None:
+                var, var2 = INT, range_type.params[0]
+        elif range_type.kind == "map":
+            var = range_type.params[0]
+            if expr.iter_var2 is not None:
+                var2 = range_type.params[1]
+        elif range_type.kind in ("dyn", "error", "typeparam"):
+            self.assignable(DYN, range_type)
+            var = DYN
+            var2 = DYN if expr.iter_var2 is not None else None
+        else:
+            self.error(expr.iter_range.offset, f"expression of type '{range_type}' cannot be range of a "
+                                               "comprehension (must be list, map, or dynamic)")
+            var = ERROR
+            var2 = ERROR if expr.iter_var2 is not None else None
+        loop_scope = {expr.iter_var: var}
+        if expr.iter_var2 is not None:
+            loop_scope[expr.iter_var2] = var2 or DYN
+        self.scopes.append(loop_scope)
+        self.check(expr.loop_condition)
+        self._assert(expr.loop_condition, BOOL)
+        self.check(expr.loop_step)
+        self._assert(expr.loop_step, accu_type)
+        self.scopes.pop()
+        self.check(expr.result)
+        self.scopes.pop()
+        self.set_type(expr, self.substitute(self.type_of(expr.result)))
+
+    def _assert(self, expr: Expr, expected: CelType) -> None:
+        actual = self.type_of(expr)
+        if not self.assignable(expected, actual):
+            self.error(expr.offset, f"expected type '{self.substitute(expected, True)}' but found "
+                                    f"'{self.substitute(actual, True)}'")
+
+
+def _nullable(t: CelType) -> bool:
+    return t.kind in ("opaque", "object", "optional_type", "duration", "timestamp", "null_type")
+
+
+def _qualified_name(expr: Expr) -> str | None:
+    if isinstance(expr, Ident):
+        return expr.name.lstrip(".")
+    if isinstance(expr, Select) and not expr.test_only and not expr.optional:
+        prefix = _qualified_name(expr.operand)
+        return f"{prefix}.{expr.field}" if prefix is not None else None
+    return None
+
+
+def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType], *,
+          validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None) -> Checked:
+    """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators."""
+    checker = _Checker(variables, objects)
+    if extra_functions:
+        checker.functions = {**checker.functions, **extra_functions}
+    checker.result = Checked(expr)
+    checker.check(expr)
+    result = checker.result
+    result.types = {node_id: checker.substitute(t) for node_id, t in result.types.items()}
+    result.result_type = checker.substitute(result.types.get(expr.id, DYN), to_dyn=True)
+    if not result.errors and validate_literals:
+        _validate_literals(result)
+    return result
+
+
+# --- Kubernetes' AST validators ----------------------------------------------------------------
+
+_EXEMPT_HOMOGENEOUS = frozenset({"format", "string_format"})
+
+
+def _equivalent(a: CelType, b: CelType) -> bool:
+    if a.kind == "typeparam" or b.kind == "typeparam":
+        return True
+    return a == b
+
+
+def _display(t: CelType) -> CelType:
+    if t.kind == "typeparam":
+        return DYN
+    if t.params:
+        return CelType(t.kind, tuple(_display(p) for p in t.params), t.name)
+    return t
+
+
+def _validate_literals(checked: Checked) -> None:
+    types = checked.types
+    exempt: set[int] = set()
+    for node in walk(checked.expr):
+        if isinstance(node, Call) and node.function in _EXEMPT_HOMOGENEOUS:
+            for sub in node.args:
+                exempt.update(n.id for n in walk(sub))
+        if isinstance(node, CreateList) and node.id not in exempt:
+            first: CelType | None = None
+            for index, element in enumerate(node.elements):
+                et = types.get(element.id, DYN)
+                if index in node.optional_indices and et.kind == "optional_type":
+                    et = et.params[0]
+                if first is None:
+                    first = et
+                    continue
+                if not _equivalent(first, et):
+                    checked.errors.append((element.offset, f"expected type '{_display(first)}' but found "
+                                                           f"'{_display(et)}'"))
+                    break
+        elif isinstance(node, CreateMap) and node.id not in exempt:
+            key_type: CelType | None = None
+            value_type: CelType | None = None
+            for entry in node.entries:
+                kt, vt = types.get(entry.key.id, DYN), types.get(entry.value.id, DYN)
+                if entry.optional and vt.kind == "optional_type":
+                    vt = vt.params[0]
+                if key_type is None and value_type is None:
+                    key_type, value_type = kt, vt
+                    continue
+                if not _equivalent(key_type, kt):
+                    checked.errors.append((entry.key.offset, f"expected type '{_display(key_type)}' but found "
+                                                             f"'{_display(kt)}'"))
+                if not _equivalent(value_type, vt):
+                    checked.errors.append((entry.value.offset, f"expected type '{_display(value_type)}' but "
+                                                               f"found '{_display(vt)}'"))
+        elif isinstance(node, Call):
+            _validate_constant_argument(checked, node)
+
+
+def _validate_constant_argument(checked: Checked, call: Call) -> None:
+    name = call.function
+    if name in ("timestamp", "duration") and call.target is None and len(call.args) == 1:
+        arg = call.args[0]
+        if isinstance(arg, Literal) and arg.kind == "string":
+            ok = (_valid_timestamp(arg.value) if name == "timestamp" else _valid_duration(arg.value))
+            if not ok:
+                checked.errors.append((arg.offset, f"invalid {name} argument"))
+        elif isinstance(arg, Literal) and arg.kind == "int" and name == "timestamp":
+            if not _MIN_UNIX_SECONDS <= arg.value <= _MAX_UNIX_SECONDS:
+                checked.errors.append((arg.offset, "invalid timestamp argument"))
+    elif name == "matches":
+        pattern = call.args[-1] if call.args else None
+        if isinstance(pattern, Literal) and pattern.kind == "string" and not _valid_regex(pattern.value):
+            checked.errors.append((pattern.offset, "invalid matches argument"))
+
+
+def _valid_timestamp(text: str) -> bool:
+    parsed = parse_timestamp(text)
+    return parsed is not None and 1 <= parsed.year <= 9999
+
+
+_DURATION_MAX_SECONDS = 315_576_000_000
+_MIN_UNIX_SECONDS = -62_135_596_800   # 0001-01-01T00:00:00Z
+_MAX_UNIX_SECONDS = 253_402_300_799   # 9999-12-31T23:59:59Z
+
+
+def _valid_duration(text: str) -> bool:
+    parsed = parse_duration(text)
+    return parsed is not None and abs(parsed.total_seconds()) <= _DURATION_MAX_SECONDS
+
+
+def _valid_regex(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error:
+        return False
+    return True

@@ -1,0 +1,464 @@
+"""CEL validation rules of CRD schemas (``x-kubernetes-validations``), as the apiserver runs them.
+
+    rules = compile_schema_rules(node_schema, is_root=False, path="spec")
+    for result in rules.evaluate(self_value, old_value, budget=CostBudget()):
+        ...  # failed rules only: message resolved, or the runtime error as the apiserver words it
+
+Compilation happens once per schema node (cached). ``self``/``oldSelf`` are typed from the schema
+for checking (escaped property names, formats, list types, int-or-string as dyn, embedded
+resources) and evaluated with values converted by that same type.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
+from webhook.cel.checker import check
+from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
+from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.rewrite import engine_source
+from webhook.cel.rule_entry import RuleIssue, go_rule_json, normalize_field_path, static_rule_issues
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, parse_with_spans, walk
+from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
+from webhook.cel.values import to_cel
+
+# apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+PER_CALL_LIMIT = 1_000_000
+MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
+
+OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
+                          "validation rules will be run")
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()   # no old value (CREATE, or the field is new on UPDATE)
+
+
+class CrdRuleError(ValueError):
+    """The schema node's rules are not accepted by the apiserver (the CRD itself is rejected)."""
+
+    def __init__(self, path: str, issues: list[RuleIssue], costs: list[RuleCost] | None = None,
+                 max_cardinality: int = 1) -> None:
+        self.path = path
+        self.issues = issues
+        self.costs = costs or []          # of the rules that did compile
+        self.max_cardinality = max_cardinality
+        self.errors = [issue.render(path) for issue in issues]
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    index: int
+    passed: bool
+    message: str | None
+    error: str | None
+    reason: str | None
+    field_path: str | None
+
+
+class CostBudget:
+    """The runtime cost budget of one request, shared by every rule it evaluates."""
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, limit: int = RUNTIME_CEL_COST_BUDGET) -> None:
+        self.remaining = limit
+
+    @property
+    def exhausted(self) -> bool:
+        return self.remaining < 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledRule:
+    index: int
+    rule: str
+    program: Any
+    message: str | None
+    message_program: Any
+    uses_old_self: bool
+    optional_old_self: bool
+    reason: str | None
+    field_path: str | None
+    error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
+    max_cost: int = 0                     # estimated worst-case cost of one evaluation
+    message_max_cost: int | None = None   # same for messageExpression
+    source: str | None = None             # what the engine compiled (None: it could not)
+    checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
+    message_checked: Any = None
+
+    def charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.max_cost, self.checked, activation)
+
+    def message_charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.message_max_cost or 0, self.message_checked, activation)
+
+
+# Rules whose worst case is at most this are charged their worst case; costlier ones are charged
+# their estimate over the actual object's sizes (never more than the worst case).
+CHEAP_RULE_COST = 1000
+
+
+def _runtime_charge(max_cost: int, checked: Any, activation: Mapping[str, Any]) -> int:
+    if max_cost <= CHEAP_RULE_COST or checked is None:
+        return max_cost
+    return min(max_cost, estimate_cost(checked, ActualSizeEstimator(activation))[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCost:
+    """Estimated worst-case costs of one rule (for the CRD's cost budget)."""
+
+    index: int
+    rule: int
+    message_expression: int | None
+
+
+class NodeRules:
+    """The compiled rules of one schema node."""
+
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches")
+
+    def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
+        self.rules = rules
+        self.batches: dict[tuple[int, ...], Any] = {}
+        self.decl = decl
+        self.path = path
+        self.uses_old_self = any(rule.uses_old_self for rule in rules)
+
+    @property
+    def costs(self) -> list[RuleCost]:
+        return [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in self.rules]
+
+    @property
+    def max_cardinality(self) -> int:
+        """How often this node could repeat in a 3 MiB request (its unbounded cardinality)."""
+        return max_cardinality(self.decl)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget) -> list[RuleResult]:
+        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order."""
+        if self_value is None or not self.rules:
+            return []
+        if old_value is None:
+            old_value = ABSENT
+        if budget.remaining <= 0:
+            budget.remaining = -1
+            return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
+        has_old = old_value is not ABSENT
+        activation = {"self": to_cel(self_value, self.decl), "oldSelf": None, "__oldSelfPresent": has_old}
+        if has_old and self.uses_old_self:
+            activation["oldSelf"] = to_cel(old_value, self.decl)
+        # transition rules need a comparable old value (unless oldSelf is optional)
+        runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+        outcomes = self._run(runnable, activation)
+        failures: list[RuleResult] = []
+        for rule, outcome in zip(runnable, outcomes):
+            cost = rule.charge(activation)
+            if cost > PER_CALL_LIMIT:
+                if PER_CALL_LIMIT + 1 > budget.remaining:
+                    return self._out_of_budget(failures, budget)
+                budget.remaining = -1
+                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
+                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
+                return failures
+            if cost > budget.remaining:
+                return self._out_of_budget(failures, budget)
+            budget.remaining -= cost
+            if isinstance(outcome, CelEvalError):
+                failures.append(_error(rule, _runtime_error_text(outcome, rule)))
+                continue
+            if outcome is True:
+                continue
+            message = self._message(rule, activation, budget)
+            if message is None:
+                failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
+                return failures
+            failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
+        return failures
+
+    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
+        handing the object to the engine costs more than the rules; rule by rule on any error."""
+        if len(rules) > 1:
+            batch = self._batch(rules)
+            if batch is not None:
+                try:
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules))
+                except CelEvalError:
+                    pass
+                else:
+                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
+                        return outcomes
+        results: list[Any] = []
+        for rule in rules:
+            try:
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT))
+            except CelEvalError as err:
+                results.append(err)
+        return results
+
+    def _batch(self, rules: list[CompiledRule]) -> Any:
+        key = tuple(rule.index for rule in rules)
+        if key not in self.batches:
+            if any(rule.source is None for rule in rules):
+                self.batches[key] = None
+            else:
+                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
+                if isinstance(self.batches[key], _Uncompilable):
+                    self.batches[key] = None
+        return self.batches[key]
+
+    @staticmethod
+    def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
+        budget.remaining = -1
+        failures.append(RuleResult(0, False, None, OUT_OF_BUDGET, None, None))
+        return failures
+
+    @staticmethod
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+        """The failure message; None when its messageExpression exhausts the budget."""
+        if rule.message_program is not None:
+            cost = rule.message_charge(activation)
+            if cost > budget.remaining:
+                budget.remaining = -1
+                return None
+            budget.remaining -= cost
+            try:
+                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
+            except CelEvalError:
+                text = None
+            if isinstance(text, str):
+                text = text.strip()
+                if text and "\n" not in text and len(text.encode()) <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES:
+                    return text
+        if rule.message:
+            return rule.message.strip()
+        return f"failed rule: {rule.error_string}"
+
+
+def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:
+    """A rule's runtime error as the apiserver reports it."""
+    text = str(err)
+    if isinstance(err, _CompileFailure):
+        return text
+    if isinstance(err, CelCostExceeded):
+        return (f"'{text}': no further validation rules will be run due to call cost exceeds limit for rule: "
+                f"{rule.error_string}")
+    if text.startswith("no such overload"):
+        return (f"'{text}': call arguments did not match a supported operator, function or macro signature "
+                f"for rule: {rule.error_string}")
+    return f"{text} evaluating rule: {rule.error_string}"
+
+
+def _error(rule: CompiledRule, text: str) -> RuleResult:
+    return RuleResult(rule.index, False, None, text, None, None)
+
+
+# compiled rules by schema node (the node is kept alive with them, so its id stays unique)
+_CACHE: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
+_CACHE_SIZE = 4096
+
+
+def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "") -> NodeRules:
+    """Compile the ``x-kubernetes-validations`` of one schema node (cached per node).
+
+    Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
+    the apiserver reject the CRD.
+    """
+    # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
+    is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
+    key = (id(node_schema), is_root)
+    cached = _CACHE.get(key)
+    if cached is not None and cached[0] is node_schema:
+        _CACHE.move_to_end(key)
+        return cached[1]
+    rules = _compile(node_schema, is_root=is_root, path=path)
+    _CACHE[key] = (node_schema, rules)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return rules
+
+
+def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> NodeRules:
+    entries = node_schema.get("x-kubernetes-validations") or []
+    decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
+    issues: list[RuleIssue] = []
+    compiled: list[CompiledRule] = []
+    for index, entry in enumerate(entries):
+        entry_issues = static_rule_issues(index, entry, node_schema)
+        if entry_issues:
+            issues.extend(entry_issues)
+            continue
+        rule_or_issues = _compile_rule(index, entry, decl, node_schema)
+        if isinstance(rule_or_issues, list):
+            issues.extend(rule_or_issues)
+        else:
+            compiled.append(rule_or_issues)
+    if issues:
+        costs = [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in compiled]
+        raise CrdRuleError(path, issues, costs, max_cardinality(decl))
+    return NodeRules(tuple(compiled), decl, path)
+
+
+def max_cardinality(decl: DeclType | None) -> int:
+    """apiextensions' maxCardinality(minSerializedSize): the unbounded repeat count of a node."""
+    min_size = decl.min_serialized_size if decl is not None else 1
+    return MAX_REQUEST_SIZE_BYTES // (min_size + 1)
+
+
+_VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
+SELF_TYPE_NAME = "selfType0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Analysis:
+    """What compiling one expression against the schema found."""
+
+    errors: str | None          # cel-go's display of the compile errors
+    result_type: Any
+    checked: Any
+    parsed: Any
+    source: str = ""            # what the engine evaluates (Kubernetes value semantics spelled out)
+
+
+def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
+    """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
+    try:
+        parsed, spans = parse_with_spans(expression)
+    except CelSyntaxError as err:
+        return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
+    self_type = decl.cel if decl is not None else DYN
+    old_type = optional_of(self_type) if optional_old_self else self_type
+    checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
+    if checked.errors:
+        return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
+    source = engine_source(expression, parsed, spans, decl, optional_old_self=optional_old_self)
+    return _Analysis(None, checked.result_type, checked, parsed, source)
+
+
+def object_types(decl: DeclType | None) -> dict[str, DeclType]:
+    """Every object type reachable from ``decl``, by type name (for field lookups)."""
+    found: dict[str, DeclType] = {}
+    stack = [decl] if decl is not None else []
+    while stack:
+        node = stack.pop()
+        if node.kind == "object":
+            found[node.cel.name] = node
+            stack.extend(node.fields.values())
+        elif node.elem is not None:
+            stack.append(node.elem)
+    return found
+
+
+def _uses_old_self(parsed: Any) -> bool:
+    return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
+
+
+def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
+                  node_schema: Mapping[str, Any]) -> CompiledRule | list[RuleIssue]:
+    where = f"x-kubernetes-validations[{index}]"
+    rule_text = entry.get("rule", "")
+    optional_old_self = bool(entry.get("optionalOldSelf"))
+    analysis = analyze(rule_text, decl, optional_old_self=optional_old_self)
+    if analysis.errors is not None:
+        return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {analysis.errors}", go_rule_json(entry))]
+    if analysis.result_type != BOOL:
+        return [RuleIssue(f"{where}.rule", "Invalid", "cel expression must evaluate to a bool", go_rule_json(entry))]
+    uses_old_self = _uses_old_self(analysis.parsed)
+    issues: list[RuleIssue] = []
+    if optional_old_self and not uses_old_self:
+        issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
+                                "may not be set if oldSelf is not used in rule", "true"))
+    message_program = None
+    message_cost: int | None = None
+    message_checked = None
+    message_expression = entry.get("messageExpression") or ""
+    if message_expression.strip():
+        message_analysis = analyze(message_expression, decl)
+        if message_analysis.errors is not None:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    f"messageExpression compilation failed: {message_analysis.errors}",
+                                    go_rule_json(entry)))
+        elif message_analysis.result_type != STRING:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    "messageExpression must evaluate to a string", go_rule_json(entry)))
+        else:
+            message_program = _engine_program(message_analysis.source)
+            message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
+            message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
+    if issues:
+        return issues
+    max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
+    source = analysis.source
+    message = entry.get("message") or None
+    field_path = entry.get("fieldPath") or None
+    program = _engine_program(source)
+    return CompiledRule(
+        index=index,
+        rule=rule_text,
+        program=program,
+        source=None if isinstance(program, _Uncompilable) else source,
+        message=message,
+        message_program=message_program,
+        uses_old_self=uses_old_self,
+        optional_old_self=optional_old_self,
+        reason=entry.get("reason"),
+        field_path=normalize_field_path(field_path, node_schema) if field_path else None,
+        error_string=(message or rule_text).strip(),
+        max_cost=max_cost,
+        message_max_cost=message_cost,
+        checked=analysis.checked if max_cost > CHEAP_RULE_COST else None,
+        message_checked=message_checked,
+    )
+
+
+class _Uncompilable:
+    """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        raise _CompileFailure(self.message)
+
+
+class _CompileFailure(CelEvalError):
+    """Reported as is (the apiserver's "rule compile error: ..."), without "evaluating rule"."""
+
+
+def _engine_program(source: str) -> Any:
+    try:
+        return get_engine().compile(source, _VARIABLES)
+    except CelCompileError as err:
+        return _Uncompilable(f"rule compile error: compilation failed: {err}")
+
+
+def references_old_self(expression: str) -> bool:
+    """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
+    try:
+        return _uses_old_self(parse(expression))
+    except CelSyntaxError:
+        return False
+
+
+__all__ = [
+    "ABSENT", "CostBudget", "CrdRuleError", "NodeRules", "RuleCost", "RuleIssue", "RuleResult",
+    "compile_schema_rules", "normalize_field_path", "references_old_self",
+]

@@ -1,0 +1,58 @@
+"""The engine interface: compile once, evaluate many times.
+
+Two backends implement it: ``cel-expr`` (cel-expr-python, the C++ runtime; default) and
+``cel-python`` (pure Python; the fallback named in the design card). Both expose every
+Kubernetes CEL library with Kubernetes' names and semantics.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any, Protocol
+
+DEFAULT_ENGINE = "cel-expr"
+
+# name -> module defining ``ENGINE_CLASS``; imported on first use
+_BACKENDS = {
+    "cel-expr": "webhook.cel.cel_expr",
+    "cel-python": "webhook.cel.cel_python",
+}
+
+
+class Program(Protocol):
+    """A compiled expression."""
+
+    expression: str
+
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        """Evaluate with plain Python values bound to the variables; plain values out.
+
+        Raises ``CelEvalError`` (cel-go wording) or ``CelCostExceeded`` when the runtime
+        bound (``cost_limit``, default the apiserver's per-call limit) trips.
+        """
+
+
+class Engine(Protocol):
+    name: str
+
+    def compile(self, expression: str, variables: Iterable[str]) -> Program:
+        """Parse and type-check ``expression`` with every variable typed ``dyn``.
+
+        Raises ``CelCompileError``. Programs are cached by expression and variable set.
+        """
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(_BACKENDS)
+
+
+@cache
+def get_engine(name: str = DEFAULT_ENGINE) -> Engine:
+    """The shared engine instance for ``name`` ("cel-expr" or "cel-python")."""
+    try:
+        module_name = _BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(_BACKENDS)}") from None
+    return importlib.import_module(module_name).ENGINE_CLASS()

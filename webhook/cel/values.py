@@ -1,0 +1,126 @@
+"""JSON values of a custom resource as CEL sees them (Kubernetes' ``UnstructuredToVal``).
+
+The schema decides the conversion: ``date``/``date-time`` strings become timestamps,
+``duration`` strings durations, ``byte`` strings bytes, integers in ``number`` fields doubles;
+object properties are renamed to their escaped CEL names and null properties are absent
+(``has()`` is false for them). Unknown (preserved) fields are kept so that equality sees them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.types import DeclType
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DATETIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))\Z")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z")
+
+
+def to_cel(value: Any, decl: DeclType | None) -> Any:
+    """Convert one JSON value for CEL evaluation, guided by its schema's DeclType."""
+    if value is None or decl is None:
+        return value
+    kind = decl.kind
+    if kind == "object":
+        if not isinstance(value, dict):
+            return value
+        known = decl.by_property
+        converted = {}
+        for key, item in value.items():
+            if item is None:
+                continue
+            entry = known.get(key)
+            if entry is None:
+                converted[key] = item
+                continue
+            converted[entry[0]] = cel_item = to_cel(item, entry[1])
+            if key in RESERVED_SYMBOLS:
+                # cel-go resolves `self.namespace` to the field escaped as `__namespace__`
+                converted[key] = cel_item
+        return converted
+    if kind == "map":
+        if not isinstance(value, dict):
+            return value
+        elem = decl.elem
+        return {key: to_cel(item, elem) for key, item in value.items()}
+    if kind == "list":
+        if not isinstance(value, list):
+            return value
+        elem = decl.elem
+        if elem is None or elem.kind in ("string", "int", "bool", "dyn"):
+            return value
+        return [to_cel(item, elem) for item in value]
+    if kind == "double":
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if isinstance(value, str):
+        if kind == "timestamp":
+            parsed = parse_timestamp(value) if decl.format == "date-time" else parse_date(value)
+            return value if parsed is None else parsed
+        if kind == "duration":
+            parsed_duration = parse_duration(value)
+            return value if parsed_duration is None else parsed_duration
+        if kind == "bytes":
+            try:
+                return base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                return value
+    return value
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """RFC 3339 date-time (sub-second digits beyond microseconds are truncated)."""
+    match = _DATETIME.match(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, frac, zulu, sign, off_h, off_m = match.groups()
+    micros = int((frac or "0")[:6].ljust(6, "0"))
+    if zulu:
+        tz = timezone.utc
+    else:
+        offset = timedelta(hours=int(off_h), minutes=int(off_m))
+        tz = timezone(-offset if sign == "-" else offset)
+    try:
+        moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, tz)
+    except ValueError:
+        return None
+    return moment.astimezone(timezone.utc)
+
+
+def parse_date(text: str) -> datetime | None:
+    match = _DATE.match(text)
+    if match is None:
+        return None
+    try:
+        return datetime(int(match[1]), int(match[2]), int(match[3]), tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """Go's ``time.ParseDuration`` ("1h2m3s4ms", "-1.5h", "0")."""
+    body = text
+    negative = body.startswith("-")
+    if body[:1] in "+-":
+        body = body[1:]
+    if body == "0":
+        return timedelta(0)
+    if not body:
+        return None
+    total = 0.0
+    position = 0
+    for match in _DURATION_PART.finditer(body):
+        if match.start() != position:
+            return None
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position != len(body) or position == 0:
+        return None
+    return timedelta(seconds=-total if negative else total)

@@ -1,0 +1,107 @@
+"""The controller's writes (and the reads they need) through the official ``kubernetes`` client.
+
+Every call is blocking HTTP; the runner calls them in a worker thread, never on the event
+loop. Status goes through the ``/status`` subresource with the object's resourceVersion, so a
+stale write is refused with 409 Conflict instead of overwriting someone else's change.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from webhook.controller.kinds import Kind
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Conflict(ApiError):
+    """409: the object changed since it was read."""
+
+
+class NotFound(ApiError):
+    """404."""
+
+
+def object_path(kind: Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
+    base = f"/apis/{kind.api_version}" if "/" in kind.api_version else f"/api/{kind.api_version}"
+    scope = f"/namespaces/{namespace}" if kind.namespaced and namespace else ""
+    path = f"{base}{scope}/{kind.plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+class KubeApi:
+    """GET, POST and PUT of plain JSON objects, errors as ``Conflict``/``NotFound``/``ApiError``."""
+
+    def __init__(self, api_client: ApiClient | None = None, *, timeout: float = 30.0):
+        self.api_client = api_client or ApiClient()
+        self.timeout = timeout
+        self.writes = 0  # status writes, for metrics and tests
+
+    def _request(self, method: str, path: str, body: Mapping | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        request = self.api_client.param_serialize(
+            method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        try:
+            response = self.api_client.call_api(*request, _request_timeout=self.timeout)
+            response.read()
+        except ApiException as exc:
+            raise ApiError(exc.status or 0, str(exc.reason or exc)) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # unreachable, reset, timed out
+            raise ApiError(0, str(exc)) from None
+        if not 200 <= response.status <= 299:
+            try:
+                message = json.loads(response.data).get("message", "")
+            except (ValueError, AttributeError):
+                message = (response.data or b"")[:200].decode("utf-8", "replace")
+            error = {409: Conflict, 404: NotFound}.get(response.status, ApiError)
+            raise error(response.status, message)
+        return json.loads(response.data) if response.data else {}
+
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        obj = self._request("GET", object_path(kind, name, namespace))
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+        return obj
+
+    def create(self, kind: Kind, obj: Mapping, namespace: str | None = None) -> dict[str, Any]:
+        return self._request("POST", object_path(kind, None, namespace), obj)
+
+    def replace(self, kind: Kind, obj: Mapping) -> dict[str, Any]:
+        meta = obj.get("metadata") or {}
+        return self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace")), obj)
+
+    def replace_status(self, kind: Kind, obj: Mapping, status: Mapping) -> dict[str, Any]:
+        """PUT ``obj`` with ``status`` to ``/status`` (its resourceVersion guards the write)."""
+        meta = obj.get("metadata") or {}
+        body = {**obj, "status": status}
+        result = self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace"), "status"), body)
+        self.writes += 1
+        return result
+
+    def served_resources(self, api_version: str) -> set[str]:
+        """The resource names (plurals) the apiserver serves for ``api_version``; empty when
+        the group/version is not installed (e.g. cert-manager or the ai-models catalog)."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            listing = self._request("GET", path)
+        except NotFound:
+            return set()
+        return {r.get("name", "") for r in listing.get("resources") or () if "/" not in r.get("name", "")}

@@ -1,0 +1,189 @@
+"""``infergate reconcile``: the status every object would get, offline.
+
+    infergate reconcile --state examples/                 # every owned object in the state
+    infergate reconcile --state examples/ my-order.yaml   # "where would this order land?"
+
+Reads a directory of manifests as the cluster view, runs the same pure reconcilers as the
+controller, prints the statuses (``-o text`` a summary that answers where each
+InferenceService lands and if not why; ``-o yaml``/``-o json`` the objects with their
+status as the controller would write them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import yaml
+
+from webhook.controller import kinds
+from webhook.controller.conditions import TRUE
+from webhook.controller.context import ReconcileContext, Settings
+from webhook.controller.reconcilers import RECONCILERS
+from webhook.controller.snapshot import MemoryState
+from webhook.controller.timeutil import parse_time
+from webhook.resources import examples_dir
+
+
+class InputError(Exception):
+    """Input the command cannot use: reported in one line, never as a traceback."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="*", type=Path, help="manifests to add to the state; only their statuses are printed")
+    parser.add_argument("--state", type=Path, default=None, help="directory of manifests: the cluster view (default: the shipped examples)")
+    parser.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    parser.add_argument("--now", default=None, help="the clock, RFC 3339 (default: now); makes output reproducible")
+    parser.add_argument("--replan-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="a ResourceClaim unallocated this long triggers a replan (default 300)")
+    parser.add_argument("--replan-limit", type=int, default=3, help="replans before Planned=False (default 3)")
+    parser.add_argument("--public-domain-template", default=None,
+                        help="Deckhouse publicDomainTemplate for External endpoints (default: ModuleConfig global)")
+
+
+def _documents(path: Path) -> list[dict]:
+    try:
+        documents = list(yaml.safe_load_all(path.read_text()))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: {exc}") from None
+    objects = []
+    for index, document in enumerate(documents):
+        if document is None:
+            continue
+        is_list = isinstance(document, dict) and str(document.get("kind", "")).endswith("List")
+        for item in (document.get("items") or []) if is_list else [document]:
+            if not isinstance(item, dict) or not item.get("apiVersion") or not item.get("kind"):
+                raise InputError(f"{path}: document {index + 1} is not a Kubernetes object (apiVersion and kind)")
+            objects.append(item)
+    return objects
+
+
+def read_manifests(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return _documents(path)
+
+
+def load_state(directory: Path | None, extra: list[dict]):
+    """The cluster view: the directory's manifests, then ``extra`` (later wins)."""
+    directory = directory if directory is not None else examples_dir()
+    if not directory.is_dir():
+        raise InputError(f"{directory}: not a directory")
+    objects = [
+        obj
+        for path in sorted(p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+        for obj in _documents(path)
+    ]
+    return MemoryState(objects + extra)
+
+
+def owned_objects(state) -> list[dict]:
+    objects = []
+    for kind in kinds.OWNED:
+        objects.extend(state.list(kind.api_version, kind.kind))
+    return objects
+
+
+def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext, problems: list[str] | None = None) -> list[dict]:
+    """Each object with the status the controller would write.
+
+    An object too malformed to reconcile (a field of the wrong type: the apiserver would
+    have refused it) is left out and described in ``problems``.
+    """
+    results = []
+    for obj in objects:
+        kind = kinds.BY_KEY.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+        if kind not in RECONCILERS:
+            continue
+        meta = obj.get("metadata") or {}
+        identity = {k: meta[k] for k in ("name", "namespace") if meta.get(k)}
+        try:
+            status = RECONCILERS[kind](obj, ctx)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            name = "/".join(identity[k] for k in ("namespace", "name") if k in identity)
+            if problems is not None:
+                problems.append(f"{obj['kind']} {name}: malformed, not reconciled ({type(exc).__name__}: {exc})")
+            continue
+        results.append({"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": identity, "status": status})
+    return results
+
+
+def _condition_lines(status: Mapping) -> list[str]:
+    """The conditions that are not True; an order's Ready only when nothing else explains it
+    (it repeats the first condition that is not True)."""
+    pending = [c for c in status.get("conditions") or () if c.get("status") != TRUE]
+    if len(pending) > 1:
+        pending = [c for c in pending if c["type"] != "Ready"]
+    return [f"    {c['type']}={c['status']} {c['reason']}: {c['message']}" for c in pending]
+
+
+def _summary(result: Mapping) -> list[str]:
+    meta, status = result["metadata"], result["status"]
+    name = f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+    head = f"{result['kind']} {name}"
+    if result["kind"] == "InferenceService":
+        lines = [f"{head}: {status.get('phase')}"]
+        resolved = status.get("resolved") or {}
+        if resolved.get("deviceClass"):
+            product = f", {resolved['acceleratorProductName']}" if resolved.get("acceleratorProductName") else ""
+            lines.append(
+                f"    lands on DeviceClass {resolved['deviceClass']}: {resolved['placementMode']}, "
+                f"{resolved['sharingMode']} {resolved['sharePercent']}%, {resolved['acceleratorMemoryGiB']} GiB{product}"
+            )
+        if status.get("endpoint", {}).get("url"):
+            lines.append(f"    endpoint {status['endpoint']['url']} ({status.get('model', {}).get('endpointType')})")
+        return lines + _condition_lines(status)
+    if result["kind"] == "Model" and "replicas" in status:
+        cache = f", cache loaded: {status['cache']['loaded']}" if "cache" in status else ""
+        return [f"{head}: {status['replicas']['ready']}/{status['replicas']['all']} replicas ready{cache}"]
+    phase = f": {status['phase']}" if status.get("phase") else ""
+    conditions = ", ".join(f"{c['type']}={c['status']} ({c['reason']})" for c in status.get("conditions") or ())
+    return [f"{head}{phase} {conditions}".rstrip()] + [
+        line for line in _condition_lines(status) if result["kind"] != "InferenceServiceClass" or "Validated" in line
+    ]
+
+
+def render(results: list[dict], output: str) -> str:
+    if output == "json":
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": results}, indent=2) + "\n"
+    if output == "yaml":
+        return yaml.safe_dump_all(results, sort_keys=False)
+    if not results:
+        return "no InferenceService, InferenceServiceClass, InferenceModel, InferencePool or KubeAI Model found\n"
+    return "\n".join(line for result in results for line in _summary(result)) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        now = datetime.now(timezone.utc)
+        if args.now is not None:
+            now = parse_time(args.now)
+            if now is None:
+                raise InputError(f"--now {args.now!r}: expected an RFC 3339 time such as 2026-01-01T00:00:00Z")
+        if args.replan_limit < 0 or args.replan_timeout < 0:
+            raise InputError("--replan-limit and --replan-timeout must not be negative")
+        extra = [obj for path in args.files for obj in read_manifests(path)]
+        state = load_state(args.state, extra)
+    except InputError as exc:
+        print(f"infergate reconcile: {exc}", file=sys.stderr)
+        return 1
+    settings = Settings(
+        replan_timeout=timedelta(seconds=args.replan_timeout),
+        replan_limit=args.replan_limit,
+        public_domain_template=args.public_domain_template,
+    )
+    ctx = ReconcileContext(state=state, now=now, settings=settings)
+    if args.files:
+        wanted = {kinds.key_of(obj) for obj in extra}
+        objects = [obj for obj in owned_objects(state) if kinds.key_of(obj) in wanted]
+    else:
+        objects = owned_objects(state)
+    problems: list[str] = []
+    sys.stdout.write(render(reconcile_all(objects, ctx, problems), args.output))
+    for problem in problems:
+        print(f"infergate reconcile: {problem}", file=sys.stderr)
+    return 1 if problems else 0

@@ -1,0 +1,385 @@
+"""``infergate controller``: keep the status of every owned object true, in a cluster.
+
+    infergate controller                       # in-cluster (ServiceAccount)
+    infergate controller --kubeconfig ~/.kube/config
+
+The moving parts, each in its own module:
+
+* the cluster view: ``webhook.state.KubeState``, a watch cache (list + watch) of every kind
+  the reconcilers read;
+* ``ChangeFeed`` + ``affected``: which objects need a new status after a change;
+* ``WorkQueue``: de-duplicated keys, per-key exponential backoff on failure;
+* the pure reconcilers: object + view -> desired status;
+* ``KubeApi``: PUT to ``/status`` with the resourceVersion read, only when the desired status
+  differs from the stored one (zero writes at steady state); a 409 re-reads the object,
+  recomputes and tries again;
+* ``EventRecorder``: Events for notable transitions;
+* ``LeaderElector``: only the replica holding the Lease writes.
+
+SIGTERM/SIGINT: stop taking work, finish what is in flight, release the Lease, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from webhook.controller import kinds
+from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
+from webhook.controller.context import ReconcileContext, Settings, build_inventory
+from webhook.controller.events import EventRecorder
+from webhook.controller.kubeapi import Conflict, KubeApi, NotFound
+from webhook.controller.leader import LeaderElector, LeaseConfig
+from webhook.controller.planner import Inventory, seconds_until_stuck
+from webhook.controller.reconcilers import RECONCILERS
+from webhook.controller.snapshot import selector_string
+from webhook.controller.workqueue import ShutDown, WorkQueue
+
+log = logging.getLogger("infergate.controller")
+
+CONFLICT_ATTEMPTS = 3
+
+
+def _order(key: Key) -> tuple:
+    # a deterministic order: classes first, then by kind, namespace, name
+    return (key[0] != kinds.INFERENCE_SERVICE_CLASS, key[0].kind, key[1] or "", key[2])
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    workers: int = 4
+    poll_interval: float = 0.5  # how often the change feed looks at the cache
+    resync_interval: float = 600.0  # full re-reconcile, a safety net
+    base_retry_delay: float = 0.2
+    max_retry_delay: float = 300.0
+
+
+class Controller:
+    def __init__(
+        self,
+        state,
+        api: KubeApi,
+        *,
+        settings: Settings = Settings(),
+        config: RunnerConfig = RunnerConfig(),
+        elector: LeaderElector | None = None,
+        recorder: EventRecorder | None = None,
+        clock=lambda: datetime.now(timezone.utc),
+    ):
+        self.state, self.api, self.settings, self.config = state, api, settings, config
+        self.elector, self.recorder, self.clock = elector, recorder, clock
+        self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
+        self.feed = ChangeFeed(state)
+        self._inventory: Inventory | None = None
+        self._inventory_generation = 0  # bumped when a DeviceClass or ResourceSlice changes
+        self._inventory_lock = asyncio.Lock()
+        # what this replica last wrote, by key: (resourceVersion written over, object returned)
+        self._written: dict[Key, tuple[str | None, dict]] = {}
+        # resourceVersions this replica's writes produced: their change events are no news
+        self._own_versions: dict[Key, str] = {}
+        self.reconciles = 0
+        self.conflicts = 0
+        if elector is not None:
+            elector.on_started, elector.on_stopped = self._started_leading, self._stopped_leading
+
+    # -- leadership -------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading
+
+    def _started_leading(self) -> None:
+        self._written.clear()  # another replica may have written meanwhile
+        self._own_versions.clear()
+        self.enqueue_all()
+
+    def _stopped_leading(self) -> None:
+        log.info("not the leader: no status writes until the Lease is held again")
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def inventory(self) -> Inventory:
+        if self._inventory is None:
+            self._inventory = build_inventory(self.state)
+        return self._inventory
+
+    def enqueue_all(self) -> None:
+        for key in all_owned(self.state):
+            self.queue.add(key)
+
+    def poll_changes(self) -> int:
+        """Queue everything whose status may depend on what changed; returns the change count."""
+        changes = [change for change in self.feed.poll() if not self._own_write(change)]
+        if any(invalidates_inventory(change) for change in changes):
+            self._inventory = None
+            self._inventory_generation += 1
+        for key in sorted(affected_keys(changes, self.state), key=_order):
+            self.queue.add(key)
+        return len(changes)
+
+    def _own_write(self, change) -> bool:
+        meta = change.obj.get("metadata") or {}
+        key = (change.kind, meta.get("namespace"), meta.get("name", ""))
+        if change.deleted:
+            self._own_versions.pop(key, None)
+            self._written.pop(key, None)
+            return False
+        version = self._own_versions.get(key)
+        if version is None:
+            return False
+        if version == meta.get("resourceVersion"):
+            # the cache has caught up with our write: no need to remember it any longer
+            del self._own_versions[key]
+            self._written.pop(key, None)
+            return True
+        return False
+
+    # -- one key -----------------------------------------------------------------------------
+
+    def _current(self, key: Key) -> dict | None:
+        kind, namespace, name = key
+        cached = self.state.get(kind.api_version, kind.kind, name, namespace)
+        if cached is None:
+            self._written.pop(key, None)
+            return None
+        written = self._written.get(key)
+        if written is not None:
+            over, result = written
+            if (cached.get("metadata") or {}).get("resourceVersion") == over:
+                return result  # the cache has not seen our own write yet
+            del self._written[key]
+        return cached
+
+    def desired_status(self, obj: Mapping, kind: kinds.Kind) -> dict:
+        ctx = ReconcileContext(state=self.state, now=self.clock(), settings=self.settings, inventory_source=self.inventory)
+        self.reconciles += 1
+        return RECONCILERS[kind](obj, ctx)
+
+    async def _ensure_inventory(self) -> None:
+        # Evaluating every DeviceClass's selectors takes a while: off the loop, once.
+        async with self._inventory_lock:
+            while self._inventory is None:
+                generation = self._inventory_generation
+                inventory = await asyncio.to_thread(build_inventory, self.state)
+                if generation == self._inventory_generation:  # else: devices moved meanwhile
+                    self._inventory = inventory
+
+    async def sync(self, key: Key) -> None:
+        """Reconcile one object; write its status if it changed.
+
+        The reconcile is pure CPU and short, so it runs on the loop; the HTTP calls run in
+        threads. A 409 re-reads the object from the API and reconciles again.
+        """
+        kind = key[0]
+        if not self.leading:
+            return  # the leader's job; everything is queued again on becoming leader
+        obj = self._current(key)
+        if obj is None:
+            return
+        if kind == kinds.INFERENCE_SERVICE:
+            await self._ensure_inventory()
+        for attempt in range(CONFLICT_ATTEMPTS):
+            desired = self.desired_status(obj, kind)
+            if desired == obj.get("status") or not self.leading:
+                return
+            try:
+                result = await asyncio.to_thread(self.api.replace_status, kind, obj, desired)
+            except Conflict:
+                self.conflicts += 1
+                if attempt + 1 == CONFLICT_ATTEMPTS:
+                    raise
+                obj = await asyncio.to_thread(self.api.get, kind, key[2], key[1])
+                continue
+            except NotFound:
+                return
+            result.setdefault("apiVersion", kind.api_version)
+            result.setdefault("kind", kind.kind)
+            self._written[key] = ((obj.get("metadata") or {}).get("resourceVersion"), result)
+            self._own_versions[key] = (result.get("metadata") or {}).get("resourceVersion")
+            if self.recorder is not None:
+                await asyncio.to_thread(self.recorder.record, kind, result, obj.get("status"), desired)
+            return
+
+    def _replan_check_in(self, key: Key) -> float | None:
+        """Seconds until a pending claim of an order may trigger a replan."""
+        kind, namespace, name = key
+        if kind != kinds.INFERENCE_SERVICE:
+            return None
+        obj = self._current(key)
+        device_class = (((obj or {}).get("status") or {}).get("resolved") or {}).get("deviceClass")
+        if not device_class:
+            return None
+        claims = self.state.list(
+            kinds.RESOURCE_CLAIM.api_version, kinds.RESOURCE_CLAIM.kind, namespace,
+            selector_string({kinds.INFERENCE_SERVICE_LABEL: name}),
+        )
+        wait = seconds_until_stuck(claims, device_class, self.clock(), self.settings.replan_timeout)
+        # a claim is stuck once strictly older than the timeout: wake just after that
+        return None if wait is None else wait + 0.1
+
+    # -- loops -------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.sync(key)
+            except Exception as exc:  # noqa: BLE001 - API errors and bugs alike: one object must not stop the loop
+                delay = self.queue.add_rate_limited(key)
+                log.warning("status of %s %s/%s not written (%s); retry in %.1fs",
+                            key[0].kind, key[1] or "", key[2], exc, delay)
+            else:
+                self.queue.forget(key)
+                wait = self._replan_check_in(key)
+                if wait is not None:
+                    self.queue.add_after(key, wait)
+            finally:
+                self.queue.done(key)
+
+    async def _watch_changes(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        next_resync = loop.time() + self.config.resync_interval
+        while not stop.is_set():
+            self.poll_changes()
+            if loop.time() >= next_resync:
+                self.enqueue_all()
+                next_resync = loop.time() + self.config.resync_interval
+            try:
+                await asyncio.wait_for(stop.wait(), self.config.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until ``stop`` is set; then drain in-flight work and release the Lease."""
+        wait_ready = getattr(self.state, "wait_ready", None)
+        if wait_ready is not None:
+            while not await wait_ready(1.0):
+                if stop.is_set():
+                    return
+        self.feed.poll()  # the first poll sees every object as new: queue each once
+        self.enqueue_all()
+        tasks = [asyncio.create_task(self._watch_changes(stop), name="changes")]
+        tasks += [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.config.workers)]
+        if self.elector is not None:
+            tasks.append(asyncio.create_task(self.elector.run(stop), name="leader-election"))
+        await stop.wait()
+        self.queue.shut_down()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float = 10.0, *, scheduled: bool = True) -> None:
+        """For tests and benchmarks: until nothing is queued or in flight (nor, with
+        ``scheduled``, waiting for a retry or a replan check)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+
+        def settled() -> bool:
+            return self.queue.idle if scheduled else self.queue.quiet
+
+        while not (settled() and self.poll_changes() == 0 and settled()):
+            if loop.time() > deadline:
+                raise TimeoutError("controller did not become idle")
+            await asyncio.sleep(0.02)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
+                        help="hold a Lease so that one replica writes (default: on)")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
+    parser.add_argument("--lease-name", default="infergate-controller")
+    parser.add_argument("--identity", default=None, help="this replica's name in the Lease (default: hostname + random)")
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--replan-timeout", type=float, default=300.0, metavar="SECONDS")
+    parser.add_argument("--replan-limit", type=int, default=3)
+    parser.add_argument("--resync-interval", type=float, default=600.0, metavar="SECONDS")
+    parser.add_argument("--public-domain-template", default=None)
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+
+
+def _api_client(args):
+    from kubernetes import config as kube_config
+    from kubernetes.client import ApiClient
+
+    if args.kubeconfig:
+        return kube_config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+    try:
+        kube_config.load_incluster_config()
+        return ApiClient()
+    except kube_config.ConfigException:
+        return kube_config.new_client_from_config(context=args.context)
+
+
+def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
+    """The kinds to watch: those the cluster serves. A missing optional API (no cert-manager,
+    no ai-models catalog, no Deckhouse) is left out, so the watch cache can sync."""
+    served: dict[str, set[str]] = {}
+    for kind in kinds.WATCHED:
+        if kind.api_version not in served:
+            served[kind.api_version] = api.served_resources(kind.api_version)
+    present = tuple(k for k in kinds.WATCHED if k.plural in served[k.api_version])
+    for kind in kinds.WATCHED:
+        if kind not in present:
+            log.info("%s (%s) is not served by this cluster: not watched", kind.kind, kind.api_version)
+    return present
+
+
+async def _serve(args, api_client) -> int:
+    from webhook.state import KubeState
+
+    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    from webhook.state import WatchedKind
+
+    api = KubeApi(api_client)
+    watched = await asyncio.to_thread(served_kinds, api)
+    state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
+    elector = None
+    if args.leader_elect:
+        elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
+    controller = Controller(
+        state, api,
+        settings=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
+                          public_domain_template=args.public_domain_template),
+        config=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
+        elector=elector, recorder=EventRecorder(api, identity),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    state.start()
+    try:
+        log.info("controller %s started (leader election %s)", identity, "on" if elector else "off")
+        await controller.run(stop)
+    finally:
+        await asyncio.to_thread(state.stop)
+    log.info("controller %s stopped", identity)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
+        print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
+        return 2
+    try:
+        api_client = _api_client(args)
+    except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
+        print(f"infergate controller: cannot load Kubernetes configuration: {exc}", file=sys.stderr)
+        return 1
+    return asyncio.run(_serve(args, api_client))

@@ -1,0 +1,103 @@
+"""Reading manifests: files, directories (recursively) and stdin, YAML or JSON, many documents each."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class ManifestLoader(yaml.SafeLoader):
+    """YAML as kubectl reads it: timestamps stay strings (they reach the apiserver as JSON text)."""
+
+
+ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, timestamps kept as text."""
+    return yaml.load(text, Loader=ManifestLoader)
+
+
+class InputError(ValueError):
+    """A source that cannot be read or parsed (the message names the file and line)."""
+
+
+@dataclass(frozen=True)
+class Document:
+    source: str  # file name or "-"
+    line: int  # 1-based line where the document starts
+    content: Any
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+def parse_documents(text: str, source: str) -> list[Document]:
+    """All non-empty documents of a YAML (or JSON) stream, with the line each starts on."""
+    loader = ManifestLoader(text)
+    out: list[Document] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            content = loader.construct_document(node)
+            if content is not None:
+                out.append(Document(source, node.start_mark.line + 1, content))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"{where}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    return out
+
+
+def expand_lists(documents: list[Document]) -> list[Document]:
+    """``kind: List`` documents (as ``kubectl get -o yaml`` writes them) become their items."""
+    out: list[Document] = []
+    for doc in documents:
+        content = doc.content
+        if isinstance(content, dict) and content.get("kind") == "List" and isinstance(content.get("items"), list):
+            out += [Document(doc.source, doc.line, item) for item in content["items"] if item is not None]
+        else:
+            out.append(doc)
+    return out
+
+
+def manifest_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+    return [path]
+
+
+def read_sources(sources: Iterable[str]) -> list[Document]:
+    """Documents of every source, in order; ``-`` is stdin."""
+    out: list[Document] = []
+    for source in sources:
+        if source == "-":
+            try:
+                text = sys.stdin.read()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"-: cannot read: {exc}") from None
+            out += parse_documents(text, "-")
+            continue
+        path = Path(source)
+        if not path.exists():
+            raise InputError(f"{source}: no such file or directory")
+        for file in manifest_files(path):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            out += parse_documents(text, str(file))
+    return expand_lists(out)

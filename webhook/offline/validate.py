@@ -1,0 +1,163 @@
+"""``infergate validate``: what the cluster would answer to each manifest, before applying it.
+
+Every document is judged by ``judge_document`` — the seam where the admission chain (the
+webhook's policies) joins the apiserver's own handling; ``--crd-only`` keeps to the latter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.offline.documents import Document, InputError, read_sources
+from webhook.schema import CRDLoadError, CRDRegistry, Outcome
+
+_CRD_KIND = "CustomResourceDefinition"
+
+
+@dataclass
+class Judgement:
+    """The answer for one document: as ``-o json`` prints it."""
+
+    allowed: bool
+    status: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+    object: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
+
+
+class UnknownKind(ValueError):
+    """No CRD serves the document's apiVersion/kind."""
+
+
+def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, Any] | None = None,
+                   subresource: str | None = None, *, namespace: str | None = None,
+                   crd_only: bool = False) -> Judgement:
+    """Judge one write as the cluster would: the apiserver's handling of the custom resource.
+
+    This is the one place a document is judged; the webhook's admission chain joins here
+    (it runs between ``CRDRegistry.prepare`` and ``CRDRegistry.validate``) unless ``crd_only``.
+    """
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if registry.served(str(api_version), str(kind)) is None:
+        raise UnknownKind(f"no CustomResourceDefinition serves kind {kind!r} in apiVersion {api_version!r}")
+    outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
+                                       namespace=namespace)
+    return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
+                        help="manifests to validate (YAML or JSON, many documents; directories recursively; "
+                             "- for stdin); repeatable")
+    parser.add_argument("--old", action="append", default=[], metavar="FILE",
+                        help="the objects as stored: documents matching one by kind/namespace/name are UPDATEs")
+    parser.add_argument("--subresource", choices=["status"], help="validate writes to the /status subresource")
+    parser.add_argument("--crd", action="append", default=[], metavar="DIR",
+                        help="CRDs to validate against (default: the shipped chart/crds); repeatable")
+    parser.add_argument("--crd-only", action="store_true",
+                        help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
+    parser.add_argument("-n", "--namespace", default="default",
+                        help="namespace of namespaced objects that name none (default: default)")
+    parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+
+
+def _identity(obj: Any) -> tuple[Any, ...]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
+
+
+def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistry:
+    registry = CRDRegistry.load([Path(p) for p in args.crd]) if args.crd else CRDRegistry.shipped()
+    for doc in documents:  # CRDs given with the manifests are served too, as after `kubectl apply`
+        if isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND:
+            try:
+                registry.add(doc.content)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise InputError(f"{doc.where}: not a usable CustomResourceDefinition: {exc}") from None
+    return registry
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        documents = read_sources(args.filename)
+        old_documents = read_sources(args.old)
+        registry = _registry(args, documents)
+    except (InputError, CRDLoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.subresource and not old_documents:
+        print("error: --subresource status needs --old (the stored objects)", file=sys.stderr)
+        return 2
+    olds = {_identity(d.content): d.content for d in old_documents if isinstance(d.content, dict)}
+    results: list[tuple[Document, Judgement]] = []
+    for doc in documents:
+        obj = doc.content
+        if not isinstance(obj, dict):
+            print(f"error: {doc.where}: a document must be a mapping, got {type(obj).__name__}", file=sys.stderr)
+            return 2
+        if obj.get("kind") == _CRD_KIND:
+            continue
+        old = olds.get(_identity(obj))
+        if args.subresource and old is None:
+            print(f"error: {doc.where}: no stored object in --old matches this document", file=sys.stderr)
+            return 2
+        try:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
+            judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
+                                       crd_only=args.crd_only)
+        except UnknownKind as exc:
+            known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
+            print(f"error: {doc.where}: {exc} (served: {known})", file=sys.stderr)
+            return 2
+        except Exception as exc:  # a bug must still end in a message, not a traceback
+            print(f"error: {doc.where}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        results.append((doc, judgement))
+    _print(args.output, results)
+    return 0 if all(j.allowed for _, j in results) else 1
+
+
+def _print(output: str, results: list[tuple[Document, Judgement]]) -> None:
+    if output == "json":
+        json.dump([j.as_dict() for _, j in results], sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return
+    if output == "yaml":
+        yaml.safe_dump([j.as_dict() for _, j in results], sys.stdout, sort_keys=False, allow_unicode=True)
+        return
+    for doc, judgement in results:
+        for warning in judgement.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        print(describe(doc.content, judgement))
+
+
+def describe(obj: dict[str, Any], judgement: Judgement) -> str:
+    """One verdict the way kubectl reports it."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    kind = str(obj.get("kind"))
+    name = (judgement.object or {}).get("metadata", {}).get("name") or meta.get("name") or ""
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    if judgement.allowed:
+        resource = f"{kind.lower()}.{group}" if group else kind.lower()
+        return f"{resource}/{name} valid"
+    status = judgement.status or {}
+    if status.get("reason") != "Invalid":
+        return f"Error from server ({status.get('reason', 'BadRequest')}): {status.get('message', '')}"
+    details = status.get("details") or {}
+    name = details.get("name", name)
+    causes = details.get("causes") or []
+    lines = [f"{c.get('field')}: {c.get('message')}" for c in causes]
+    unique = list(dict.fromkeys(lines))
+    if len(unique) == 1:
+        return f'The {kind} "{name}" is invalid: {unique[0]}'
+    return f'The {kind} "{name}" is invalid: \n' + "\n".join(f"* {line}" for line in unique)

@@ -1,0 +1,159 @@
+"""Running a schema's ``x-kubernetes-validations`` over an object, as the apiserver walks it.
+
+Rule compilation and evaluation belong to ``webhook.cel.crd``; this module decides where
+rules run (each non-null node: its own rules in rule order, then its children), which
+old value each node sees (by key for maps, by list-map keys or value for lists), how a
+result becomes a ``field.Error``, and ratcheting: a failing rule that does not use
+``oldSelf``, on a node unchanged from the old object, is a warning instead of an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.schema import fielderrors as fe
+from webhook.schema.equality import OldItems, json_equal, unchanged
+from webhook.schema.structural import ABSENT, Node
+
+RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
+
+_REASONS = {
+    "FieldValueForbidden": "forbidden",
+    "FieldValueRequired": "required",
+    "FieldValueDuplicate": "duplicate",
+}
+
+
+def _cel():
+    from webhook.cel import crd  # imported late: the CEL layer is heavy and optional for rule-less schemas
+
+    return crd
+
+
+def apply_field_path(path: str | None, field_path: str) -> str | None:
+    """Join a rule's (normalised, relative) fieldPath — ``a.b``, ``m[key]``, ``[key]`` — to the node's path."""
+    if not field_path:
+        return path
+    if not path:
+        return field_path
+    return f"{path}{field_path}" if field_path.startswith("[") else f"{path}.{field_path}"
+
+
+def _child(path: str | None, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+class CelValidator:
+    """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
+
+    __slots__ = ("root", "errors", "warnings", "budget", "_crd")
+
+    def __init__(self, root: Node):
+        self.root = root
+
+    def validate(self, obj: Any, old: Any = ABSENT, *, path: str | None = None, node: Node | None = None
+                 ) -> tuple[list[fe.FieldError], list[str]]:
+        node = node or self.root
+        self._crd = _cel()
+        self.errors: list[fe.FieldError] = []
+        self.warnings: list[str] = []
+        self.budget = self._crd.CostBudget(RUNTIME_COST_BUDGET)
+        self._walk(node, obj, old, path, node is self.root and path is None, True)
+        return self.errors, self.warnings
+
+    def _rules(self, node: Node, is_root: bool, path: str | None):
+        if node.compiled_rules is None:
+            try:
+                node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
+            except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
+                node.compiled_rules = exc
+            except Exception as exc:  # an engine fault: reported on the node, never a crash
+                node.compiled_rules = RuntimeError(f"{type(exc).__name__}: {exc}")
+        return node.compiled_rules
+
+    def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
+        if value is None or not node.has_rules or self.budget.remaining < 0:
+            return  # nothing to check, or the cost budget ran out: no further rules run
+        if node.rules:
+            self._run(node, value, old, path, is_root, correlated)
+        if isinstance(value, dict):
+            old_map = old if isinstance(old, dict) else None
+            props, additional = node.properties, node.additional
+            for key, child in node.sorted_properties:
+                if child.has_rules and key in value:
+                    child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+                    self._walk(child, value[key], child_old, _child(path, key), False, correlated)
+            if additional is not None and additional.has_rules:
+                for key in sorted(value):
+                    if key not in props:
+                        child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+                        self._walk(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
+        elif isinstance(value, list) and node.items is not None and node.items.has_rules:
+            self._walk_items(node, value, old, path, correlated)
+
+    def _walk_items(self, node: Node, value: list, old: Any, path: str | None, correlated: bool) -> None:
+        """Map-list items correlate with the old item of the same keys; other lists' items only
+        when the whole list is unchanged (then item i is old item i, for ratcheting)."""
+        if node.list_type == "map":
+            items = OldItems(node, old) if old is not ABSENT else None
+            olds = [items.get(item) if items is not None else ABSENT for item in value]
+        elif correlated and isinstance(old, list) and json_equal(value, old):
+            olds = old
+        else:
+            olds = [ABSENT] * len(value)
+            correlated = False
+        for i, item in enumerate(value):
+            self._walk(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
+
+    def _run(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
+        rules = self._rules(node, is_root, path)
+        node_type = _schema_type(node, value)
+        if isinstance(rules, Exception):
+            self.errors.append(fe.invalid(path, node_type, f"rule compiler initialization error: {rules}"))
+            return
+        same: bool | None = None
+        scalar = not isinstance(value, (dict, list))
+        cel_old = self._crd.ABSENT if old is ABSENT else old
+        try:
+            results = rules.evaluate(value, cel_old, budget=self.budget)
+        except Exception as exc:  # an engine fault must not lose the answer: report it on the node
+            self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
+            return
+        for result in results:
+            if result.passed:
+                continue
+            if result.error is not None:
+                self.errors.append(fe.invalid(path, node_type, result.error))
+                continue
+            field = apply_field_path(path, result.field_path) if result.field_path else path
+            err = _rule_error(field, value if scalar else fe.OMIT, result.message or "", result.reason)
+            if not _uses_old_self(rules, result.index) and old is not ABSENT and correlated and not is_root:
+                if same is None:
+                    same = unchanged(node, value, old)
+                if same:
+                    self.warnings.append(str(err))
+                    continue
+            self.errors.append(err)
+
+
+def _uses_old_self(rules: Any, index: int) -> bool:
+    for rule in rules.rules:
+        if rule.index == index:
+            return rule.uses_old_self
+    return rules.uses_old_self
+
+
+def _schema_type(node: Node, value: Any) -> str:
+    """The schema's ``type``, which the apiserver prints as the value of a rule's runtime error."""
+    return node.type
+
+
+def _rule_error(path: str | None, value: Any, message: str, reason: str | None) -> fe.FieldError:
+    kind = _REASONS.get(reason or "")
+    if kind == "forbidden":
+        return fe.forbidden(path, message)
+    if kind == "required":
+        return fe.required(path, message)
+    if kind == "duplicate":
+        return fe.duplicate(path, value)
+    return fe.invalid(path, value, message)

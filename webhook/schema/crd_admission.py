@@ -1,0 +1,479 @@
+"""What kube-apiserver says when a CustomResourceDefinition is created.
+
+    errors, warnings = check_crd(crd)        # [] when the apiserver would accept it
+    message = rejection_message(crd, errors) # the Status message of the 422
+
+Covers the structural-schema rules, forbidden constructs, list types, patterns, defaults that
+break their own schema, CEL rules (static checks, compilation, oldSelf placement) and format
+warnings, with the apiserver's field paths (``spec.validation.openAPIV3Schema.properties[spec]...``).
+"""
+
+from __future__ import annotations
+
+import re2
+from typing import Any, Iterator, Mapping
+
+from webhook.cel.cost import MAX as MAX_UINT64
+from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
+from webhook.cel.rule_entry import go_json, go_quote
+
+# apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
+STATIC_ESTIMATED_COST_LIMIT = 10_000_000
+STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
+_COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
+              "and strings are declared)")
+
+LIST_TYPES = ("atomic", "set", "map")
+VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
+
+# kube-openapi's strfmt registry (names normalized: lower case, no "-"/"_") by schema type
+_STRING_FORMATS = frozenset({
+    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4",
+    "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password",
+    "date", "duration", "datetime", "k8sshortname", "k8slongname",
+})
+_TYPE_FORMATS = {"integer": frozenset({"int32", "int64"}), "number": frozenset({"float", "double"})}
+
+
+class CRDRejected(ValueError):
+    """A CRD the apiserver refuses; ``str()`` is the Status message, ``errors`` its causes."""
+
+    def __init__(self, crd: Mapping[str, Any], errors: list[str]) -> None:
+        self.errors = errors
+        super().__init__(rejection_message(crd, errors))
+
+
+def ensure_crd_acceptable(crd: Mapping[str, Any]) -> list[str]:
+    """Loader hook: raise ``CRDRejected`` as the apiserver would; returns the warnings otherwise."""
+    errors, warnings = check_crd(crd)
+    if errors:
+        raise CRDRejected(crd, errors)
+    return warnings
+
+
+def rejection_message(crd: Mapping[str, Any], errors: list[str]) -> str:
+    name = (crd.get("metadata") or {}).get("name", "")
+    unique = list(dict.fromkeys(errors))
+    body = unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+    return f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: {body}'
+
+
+def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The apiserver's field errors and warnings for creating ``crd``."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for path, schema in _version_schemas(crd):
+        checker = _SchemaChecker(errors, warnings)
+        checker.check_root(schema, path)
+    return errors, warnings
+
+
+def _version_schemas(crd: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    versions = (crd.get("spec") or {}).get("versions") or []
+    schemas = [((v.get("schema") or {}).get("openAPIV3Schema"), i) for i, v in enumerate(versions)]
+    present = [(s, i) for s, i in schemas if isinstance(s, Mapping)]
+    if not present:
+        return
+    # identical per-version schemas are stored (and reported) as the top-level spec.validation
+    if len(present) == len(versions) and all(s == present[0][0] for s, _ in present):
+        yield "spec.validation.openAPIV3Schema", present[0][0]
+        return
+    for schema, index in present:
+        yield f"spec.versions[{index}].schema.openAPIV3Schema", schema
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}"
+
+
+def _key(path: str, name: str) -> str:
+    return f"{path}.properties[{name}]"
+
+
+def cost_error_message(cost_name: str, cost: int, limit: int) -> str:
+    """apiextensions' getCostErrorMessage, with its factor formatting."""
+    factor = cost / limit
+    if factor > 100.0:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return f"{cost_name} exceeds budget by factor of {shown} {_COST_HINT}"
+
+
+class _SchemaChecker:
+    def __init__(self, errors: list[str], warnings: list[str]) -> None:
+        self.errors = errors
+        self.warnings = warnings
+        self.cost_errors: list[str] = []
+        self.total_cost = 0
+        self.most_expensive: list[tuple[str, int]] = []
+
+    def _observe(self, where: str, cost: int) -> None:
+        self.total_cost = min(self.total_cost + cost, MAX_UINT64)
+        if cost < STATIC_ESTIMATED_CRD_COST_LIMIT // 100:   # rules under 1% of the limit are not named
+            return
+        self.most_expensive.append((where, cost))
+        self.most_expensive.sort(key=lambda item: -item[1])
+        del self.most_expensive[4:]
+
+    # --- structure ---------------------------------------------------------------------------
+
+    def check_root(self, schema: Mapping[str, Any], path: str) -> None:
+        self._node(schema, path, level="root", uncorrelatable=None, cardinality=1)
+        self.errors.extend(self.cost_errors)
+        if self.total_cost > STATIC_ESTIMATED_CRD_COST_LIMIT:
+            for where, _ in self.most_expensive:
+                self.errors.append(f"{where}: Forbidden: contributed to estimated rule cost total exceeding cost "
+                                   "limit for entire OpenAPIv3 schema")
+            message = cost_error_message("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 "
+                                         "schema", self.total_cost, STATIC_ESTIMATED_CRD_COST_LIMIT)
+            self.errors.append(f"{path}: Forbidden: {message}")
+
+    def _node(self, schema: Mapping[str, Any], path: str, *, level: str, uncorrelatable: str | None,
+              cardinality: int | None, in_metadata: bool = False) -> None:
+        err = self.errors.append
+        if "$ref" in schema:
+            err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
+        if schema.get("x-kubernetes-preserve-unknown-fields") is False:
+            err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: "
+                "must be true or undefined")
+        kind = schema.get("type")
+        self._format_warning(schema)
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            problem = go_regexp_error(pattern)
+            if problem is not None:
+                err(f"{_child(path, 'pattern')}: Invalid value: {go_quote(pattern)}: must be a valid regular "
+                    f"expression, but isn't: {problem}")
+        self._list_type(schema, path)
+        if in_metadata and "default" in schema:
+            err(f"{_child(path, 'default')}: Forbidden: must not be set in top-level metadata")
+        elif "default" in schema:
+            self._default(schema, path)
+
+        items = schema.get("items")
+        if kind == "array" and not isinstance(items, Mapping):
+            err(f"{_child(path, 'items')}: Required value: must be specified")
+        if isinstance(items, Mapping):
+            list_type = schema.get("x-kubernetes-list-type")
+            item_uncorrelatable = uncorrelatable
+            if item_uncorrelatable is None and list_type != "map":
+                item_uncorrelatable = path
+            self._node(items, _child(path, "items"), level="item", uncorrelatable=item_uncorrelatable,
+                       cardinality=_times(cardinality, schema.get("maxItems")))
+        for name in sorted(schema.get("properties") or {}):
+            prop = schema["properties"][name]
+            if isinstance(prop, Mapping):
+                self._node(prop, _key(path, name), level="field", uncorrelatable=uncorrelatable,
+                           cardinality=cardinality, in_metadata=(level == "root" and name == "metadata"))
+                if level == "root" and name == "metadata":
+                    for meta_name in sorted(prop.get("properties") or {}):
+                        meta_prop = prop["properties"][meta_name]
+                        if isinstance(meta_prop, Mapping) and "default" in meta_prop:
+                            err(f"{_child(_key(_key(path, 'metadata'), meta_name), 'default')}: Forbidden: "
+                                "must not be set in top-level metadata")
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, Mapping):
+            self._node(additional, _child(path, "additionalProperties"), level="field",
+                       uncorrelatable=uncorrelatable, cardinality=_times(cardinality, schema.get("maxProperties")))
+        int_or_string_any_of = _is_int_or_string_any_of(schema)
+        for keyword in VALUE_VALIDATION_KEYS:
+            nested = schema.get(keyword)
+            if int_or_string_any_of and keyword in ("anyOf", "allOf"):
+                continue  # the two int-or-string patterns the apiserver allows
+            if keyword == "not" and isinstance(nested, Mapping):
+                self._value_validation(nested, _child(path, "not"))
+            elif isinstance(nested, list):
+                for index, sub in enumerate(nested):
+                    if isinstance(sub, Mapping):
+                        self._value_validation(sub, f"{path}.{keyword}[{index}]")
+
+        self._structural(schema, path, level)
+        if schema.get("x-kubernetes-validations"):
+            self._rules(schema, path, is_root=level == "root" or bool(schema.get("x-kubernetes-embedded-resource")),
+                        uncorrelatable=uncorrelatable, cardinality=cardinality)
+
+    def _structural(self, schema: Mapping[str, Any], path: str, level: str) -> None:
+        err = self.errors.append
+        kind = schema.get("type")
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
+        if embedded and not preserve and not schema.get("properties"):
+            err(f"{_child(path, 'properties')}: Required value: must not be empty if x-kubernetes-embedded-resource "
+                "is true without x-kubernetes-preserve-unknown-fields")
+        if embedded and kind != "object":
+            if not kind:
+                err(f"{_child(path, 'type')}: Required value: must be object if x-kubernetes-embedded-resource is true")
+            else:
+                err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object if "
+                    "x-kubernetes-embedded-resource is true")
+        elif not (kind or embedded or int_or_string or preserve or "$ref" in schema):
+            where = {"root": "at the root", "item": "for specified array items"}.get(level, "for specified object fields")
+            err(f"{_child(path, 'type')}: Required value: must not be empty {where}")
+        if level == "root" and kind and kind != "object":
+            err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object at the root")
+        if level == "root":
+            metadata = (schema.get("properties") or {}).get("metadata")
+            if isinstance(metadata, Mapping):
+                if metadata.get("type") not in (None, "object"):
+                    err(f"{_child(_key(path, 'metadata'), 'type')}: Invalid value: {go_quote(metadata['type'])}: "
+                        "must be object")
+                extra = set(metadata) - {"type", "properties"}
+                names = set(metadata.get("properties") or {})
+                if extra or names - {"name", "generateName"}:
+                    err(f"{_key(path, 'metadata')}: Forbidden: must not specify anything other than name and "
+                        "generateName, but metadata is implicitly specified")
+
+    def _list_type(self, schema: Mapping[str, Any], path: str) -> None:
+        err = self.errors.append
+        list_type = schema.get("x-kubernetes-list-type")
+        keys = schema.get("x-kubernetes-list-map-keys")
+        kind = schema.get("type")
+        if list_type is not None:
+            if list_type not in LIST_TYPES:
+                err(f"{_child(path, 'x-kubernetes-list-type')}: Unsupported value: {go_quote(list_type)}: "
+                    "supported values: " + ", ".join(f'"{t}"' for t in LIST_TYPES))
+            elif kind != "array":
+                err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind or '')}: must be array if "
+                    "x-kubernetes-list-type is specified")
+        if keys and list_type != "map":
+            err(f"{_child(path, 'x-kubernetes-list-type')}: Invalid value: {go_quote(list_type or '')}: must be map "
+                "if x-kubernetes-list-map-keys is non-empty")
+        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else None
+        if list_type == "set" and items is not None and items.get("type") == "object" \
+                and items.get("x-kubernetes-map-type") != "atomic":
+            value = go_quote(items["x-kubernetes-map-type"]) if "x-kubernetes-map-type" in items else "null"
+            err(f"{path}.items.x-kubernetes-map-type: Invalid value: {value}: must be atomic as item of a list "
+                "with x-kubernetes-list-type=set")
+        if list_type == "map" and items is not None:
+            properties = items.get("properties") or {}
+            if not keys:
+                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Required value: must not be empty if "
+                    "x-kubernetes-list-type is map")
+            elif any(k not in properties for k in keys):
+                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: entries "
+                    "must all be names of item properties")
+            else:
+                required = set(items.get("required") or ())
+                for key in keys:
+                    prop = properties[key]
+                    if key not in required and "default" not in prop:
+                        err(f"{path}.items.properties[{key}].default: Required value: this property is in "
+                            "x-kubernetes-list-map-keys, so it must have a default or be a required property")
+
+    def _value_validation(self, schema: Mapping[str, Any], path: str) -> None:
+        err = self.errors.append
+        for key, detail in (("type", "must be empty to be structural"), ("title", "must be empty to be structural"),
+                            ("description", "must be empty to be structural"),
+                            ("default", "must be undefined to be structural"),
+                            ("nullable", "must be false to be structural")):
+            if key in schema and (key != "nullable" or schema[key]):
+                err(f"{_child(path, key)}: Forbidden: {detail}")
+        for key in ("x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
+                    "x-kubernetes-int-or-string"):
+            if schema.get(key):
+                err(f"{_child(path, key)}: Forbidden: must be false to be structural")
+        for key in ("x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type"):
+            if key in schema:
+                err(f"{_child(path, key)}: Forbidden: must be empty to be structural")
+        for name in sorted(schema.get("properties") or {}):
+            prop = schema["properties"][name]
+            if isinstance(prop, Mapping):
+                self._value_validation(prop, _key(path, name))
+        if isinstance(schema.get("items"), Mapping):
+            self._value_validation(schema["items"], _child(path, "items"))
+
+    def _format_warning(self, schema: Mapping[str, Any]) -> None:
+        fmt = schema.get("format")
+        kind = schema.get("type")
+        if not fmt or not isinstance(fmt, str) or not kind:
+            return
+        if kind == "string":
+            if fmt.replace("-", "").replace("_", "").lower() not in _STRING_FORMATS:
+                self.warnings.append(f"unrecognized format {go_quote(fmt)}")
+        elif fmt not in _TYPE_FORMATS.get(kind, frozenset()):
+            self.warnings.append(f"unrecognized format {go_quote(fmt)}")
+
+    # --- defaults ------------------------------------------------------------------------------
+
+    def _default(self, schema: Mapping[str, Any], path: str) -> None:
+        where = _child(path, "default")
+        value = schema["default"]
+        if value is None:
+            return
+        problems: list[str] = []
+        _validate_value(value, schema, "", problems, pruning=True)
+        self.errors.extend(f"{where}{problem}" for problem in problems)
+
+    # --- CEL ------------------------------------------------------------------------------------
+
+    def _rules(self, schema: Mapping[str, Any], path: str, *, is_root: bool, uncorrelatable: str | None,
+               cardinality: int | None) -> None:
+        if uncorrelatable is not None:
+            for index, entry in enumerate(schema.get("x-kubernetes-validations") or []):
+                rule = (entry or {}).get("rule") or ""
+                if references_old_self(rule):
+                    self.errors.append(
+                        f"{path}.x-kubernetes-validations[{index}].rule: Invalid value: {go_quote(rule)}: oldSelf "
+                        f"cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}")
+                    return
+        try:
+            rules = compile_schema_rules(schema, is_root=is_root, path=path)
+            costs, unbounded = rules.costs, rules.max_cardinality
+        except CrdRuleError as rejected:
+            self.errors.extend(rejected.errors)
+            costs, unbounded = rejected.costs, rejected.max_cardinality
+        repeat = cardinality if cardinality is not None else unbounded
+        for cost in costs:
+            where = f"{path}.x-kubernetes-validations[{cost.index}]"
+            for field, name, single in (("rule", "estimated rule cost", cost.rule),
+                                        ("messageExpression", "estimated messageExpression cost",
+                                         cost.message_expression)):
+                if single is None:
+                    continue
+                total = min(single * repeat, MAX_UINT64)
+                if total > STATIC_ESTIMATED_COST_LIMIT:
+                    self.cost_errors.append(f"{where}.{field}: Forbidden: "
+                                            f"{cost_error_message(name, total, STATIC_ESTIMATED_COST_LIMIT)}")
+                self._observe(f"{where}.{field}", total)
+
+
+_INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
+
+
+def _is_int_or_string_any_of(schema: Mapping[str, Any]) -> bool:
+    """``anyOf: [{type: integer}, {type: string}]`` (or that as ``allOf[0]``) beside int-or-string."""
+    if not schema.get("x-kubernetes-int-or-string"):
+        return False
+    if schema.get("anyOf") == _INT_OR_STRING_ANY_OF:
+        return True
+    all_of = schema.get("allOf")
+    return isinstance(all_of, list) and bool(all_of) and all_of[0] == {"anyOf": _INT_OR_STRING_ANY_OF}
+
+
+def _times(cardinality: int | None, bound: Any) -> int | None:
+    if cardinality is None or bound is None:
+        return None
+    return min(cardinality * max(int(bound), 0), MAX_UINT64)
+
+
+# --- default values against their own schema ---------------------------------------------------
+
+_GO_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "integer" if value.is_integer() else "number"
+    return _GO_TYPE_NAMES.get(type(value), "object")
+
+
+def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems: list[str], *, pruning: bool) -> None:
+    """Validate a default (``where`` is its path inside the default; "" at the default itself)."""
+    suffix = f".{where}" if where and not where.startswith("[") else where
+    if value is None:
+        return
+    kind = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, (int, str)) or isinstance(value, bool):
+            problems.append(f"{suffix}: Invalid value: {go_quote(_json_type(value))}: {where} in body must be of type "
+                            f"integer,string: {go_quote(_json_type(value))}")
+        return
+    actual = _json_type(value)
+    if kind and not (actual == kind or (kind == "number" and actual == "integer")):
+        problems.append(f"{suffix}: Invalid value: {go_quote(actual)}: {where} in body must be of type {kind}: "
+                        f"{go_quote(actual)}")
+        return
+    enum = schema.get("enum")
+    if enum is not None and value not in enum:
+        supported = ", ".join(go_json(e) for e in enum)
+        problems.append(f"{suffix}: Unsupported value: {go_json(value)}: supported values: {supported}")
+    if isinstance(value, str):
+        max_length = schema.get("maxLength")
+        if max_length is not None and len(value) > max_length:
+            problems.append(f"{suffix}: Too long: may not be more than {max_length} bytes")
+        min_length = schema.get("minLength")
+        if min_length is not None and len(value) < min_length:
+            problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should be at least "
+                            f"{min_length} chars long")
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str) and go_regexp_error(pattern) is None:
+            if re2.search(pattern, value, _RE2_OPTIONS) is None:
+                problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should match "
+                                f"'{pattern}'")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        maximum, minimum = schema.get("maximum"), schema.get("minimum")
+        if maximum is not None and value > maximum:
+            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be less than or "
+                            f"equal to {_number(maximum)}")
+        if minimum is not None and value < minimum:
+            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be greater than or "
+                            f"equal to {_number(minimum)}")
+    if isinstance(value, list):
+        max_items = schema.get("maxItems")
+        if max_items is not None and len(value) > max_items:
+            problems.append(f"{suffix}: Too many: {len(value)}: must have at most {max_items} items")
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            for index, item in enumerate(value):
+                _validate_value(item, items, f"{where}[{index}]", problems, pruning=pruning)
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        for name in schema.get("required") or ():
+            if name not in value:
+                child = f"{where}.{name}" if where else name
+                problems.append(f".{child}: Required value" if not where else f"{suffix}.{name}: Required value")
+        unknown = [k for k in value if k not in properties and not isinstance(additional, Mapping)
+                   and additional is not True]
+        if pruning and unknown and not schema.get("x-kubernetes-preserve-unknown-fields") and kind == "object":
+            problems.append(f"{suffix}: Invalid value: {go_json(value)}: must not have unknown fields")
+            return
+        for name, item in value.items():
+            sub = properties.get(name) if name in properties else (
+                additional if isinstance(additional, Mapping) else None)
+            if sub is not None:
+                _validate_value(item, sub, f"{where}.{name}" if where else name, problems, pruning=pruning)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+# --- Go regexp (RE2) syntax errors as Go words them -----------------------------------------
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+# RE2 (C++) error code -> Go regexp/syntax wording
+_RE2_TO_GO = {
+    "missing )": "missing closing )",
+    "missing ]": "missing closing ]",
+    "bad repetition operator": "invalid nested repetition operator",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "pattern too large - compile failed": "expression too large",
+}
+
+
+def go_regexp_error(pattern: str) -> str | None:
+    """None when ``pattern`` compiles as RE2; otherwise Go's ``regexp.Compile`` error text."""
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as problem:
+        text = problem.args[0].decode() if problem.args and isinstance(problem.args[0], bytes) else str(problem)
+        code, _, fragment = text.partition(": ")
+        return f"error parsing regexp: {_RE2_TO_GO.get(code, code)}: `{fragment or pattern}`"
+    return None

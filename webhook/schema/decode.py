@@ -1,0 +1,176 @@
+"""What decoding does to a custom resource: prune unknown fields and nulls, apply defaults.
+
+Mirrors apiextensions-apiserver's ``pruning.PruneWithOptions``,
+``defaulting.PruneNonNullableNullsWithoutDefaults``, ``objectmeta.CoerceWithOptions`` and
+``defaulting.Default``. All functions mutate the object in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from webhook.schema.objectmeta import MetadataDecodeError, coerce_object_meta
+from webhook.schema.structural import ABSENT, Node
+
+_META_FIELDS = frozenset(("apiVersion", "kind", "metadata"))
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def copy_json(value: Any) -> Any:
+    """Deep copy of decoded JSON as Go would hold it (keys strings, integers beyond int64 floats)."""
+    try:  # the fast path; it refuses integers beyond 53 bits, non-string keys and non-JSON values
+        return orjson.loads(orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER))
+    except (TypeError, orjson.JSONEncodeError):
+        return _copy_slow(value)
+
+
+def _copy_slow(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else _key_text(k): _copy_slow(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_slow(v) for v in value]
+    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+        return float(value)
+    if not isinstance(value, (str, int, float, bool, type(None))):
+        return str(value)  # dates and other YAML scalars arrive as their text
+    return value
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def prune(value: Any, node: Node | None, *, root: bool = False, path: str = "", out: list[str] | None = None
+          ) -> list[str]:
+    """Remove fields the schema does not know, and ``null`` where the schema is neither nullable
+    nor defaulted (``PruneWithOptions`` then ``PruneNonNullableNullsWithoutDefaults``, in one walk).
+
+    Returns the paths of the unknown fields, sorted.
+    """
+    unknown: list[str] = [] if out is None else out
+    _prune(value, node, root, path, unknown)
+    if out is None:
+        unknown.sort()
+    return unknown
+
+
+def _drops_null(child: Node) -> bool:
+    return not child.nullable and child.default is ABSENT
+
+
+def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
+    if node is not None and node.preserve_unknown:
+        _skip_prune(value, node, embedded or node.embedded, path, unknown)
+        return
+    if isinstance(value, dict):
+        if node is None:
+            unknown.extend(_join(path, k) for k in value)
+            value.clear()
+            return
+        embedded = embedded or node.embedded
+        props, additional = node.properties, node.additional
+        for key in list(value):
+            child = props.get(key)
+            if embedded and key in _META_FIELDS:
+                if child is not None and value[key] is None and _drops_null(child):
+                    del value[key]
+                continue
+            if child is None:
+                child = additional
+                if child is None:
+                    if key not in _META_FIELDS or path:
+                        unknown.append(_join(path, key))
+                    del value[key]
+                    continue
+            item = value[key]
+            if item is None:
+                if _drops_null(child):
+                    del value[key]
+            elif isinstance(item, (dict, list)):
+                _prune(item, child, False, f"{path}.{key}" if path else key, unknown)
+    elif isinstance(value, list):
+        items = node.items if node is not None else None
+        for i, item in enumerate(value):
+            if isinstance(item, (dict, list)):
+                _prune(item, items, False, f"{path}[{i}]", unknown)
+
+
+def _skip_prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
+    if node is None:
+        return
+    if isinstance(value, dict):
+        for key in list(value):
+            child = node.properties.get(key, node.additional)
+            if child is None:
+                continue
+            item = value[key]
+            if item is None:
+                if _drops_null(child):
+                    del value[key]
+            elif not (embedded and key in _META_FIELDS):
+                _prune(item, child, False, _join(path, key), unknown)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _skip_prune(item, node.items, False, f"{path}[{i}]", unknown)
+
+
+def apply_defaults(value: Any, node: Node | None) -> None:
+    """Fill defaults; a default is itself defaulted further down (nested defaults materialise)."""
+    if node is None:
+        return
+    if isinstance(value, dict):
+        if node.has_defaults:
+            for key, child in node.sorted_properties:
+                if child.default is not ABSENT:
+                    current = value.get(key, ABSENT)
+                    if current is ABSENT or (current is None and not child.nullable):
+                        value[key] = copy_json(child.default)
+            for key, item in value.items():
+                child = node.properties.get(key, node.additional)
+                if child is not None and child.has_defaults:
+                    apply_defaults(item, child)
+    elif isinstance(value, list):
+        items = node.items
+        if items is not None and items.has_defaults:
+            for item in value:
+                apply_defaults(item, items)
+
+
+class EmbeddedMetadataError(ValueError):
+    """Malformed ``metadata`` of an embedded resource: the request cannot be decoded."""
+
+    def __init__(self, path: str, value: Any, message: str):
+        super().__init__(message)
+        self.path, self.value, self.message = path, value, message
+
+
+def coerce_embedded(value: Any, node: Node | None, path: str, unknown: list[str]) -> None:
+    """Round-trip ``metadata`` of embedded resources through ObjectMeta (unknown fields dropped)."""
+    if node is None or not node.has_embedded:
+        return
+    if isinstance(value, dict):
+        if node.embedded and "metadata" in value:
+            try:
+                meta, paths = coerce_object_meta(value["metadata"], path)
+            except MetadataDecodeError as exc:
+                raise EmbeddedMetadataError(_join(path, "metadata"), value["metadata"], str(exc)) from None
+            unknown.extend(paths)
+            if meta is None:
+                del value["metadata"]
+            else:
+                value["metadata"] = meta
+        for key, item in value.items():
+            child = node.properties.get(key, node.additional)
+            if child is not None and child.has_embedded:
+                coerce_embedded(item, child, _join(path, key), unknown)
+    elif isinstance(value, list) and node.items is not None:
+        for i, item in enumerate(value):
+            coerce_embedded(item, node.items, f"{path}[{i}]", unknown)

@@ -1,0 +1,125 @@
+"""Kubernetes' name and label checks (``k8s.io/apimachinery/pkg/util/validation``), same messages."""
+
+from __future__ import annotations
+
+import re
+
+DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
+DNS1035_LABEL_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
+QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+LABEL_VALUE_FMT = "(" + QUALIFIED_NAME_FMT + ")?"
+
+_DNS1123_LABEL = re.compile(f"^{DNS1123_LABEL_FMT}$")
+_DNS1123_SUBDOMAIN = re.compile(f"^{DNS1123_SUBDOMAIN_FMT}$")
+_DNS1035_LABEL = re.compile(f"^{DNS1035_LABEL_FMT}$")
+_QUALIFIED_NAME = re.compile(f"^{QUALIFIED_NAME_FMT}$")
+_LABEL_VALUE = re.compile(f"^{LABEL_VALUE_FMT}$")
+
+_DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
+                      "start and end with an alphanumeric character")
+_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                          "'.', and must start and end with an alphanumeric character")
+_DNS1035_LABEL_MSG = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+                      "alphabetic character, and end with an alphanumeric character")
+_QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                       "alphanumeric character")
+_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character")
+
+
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    msg += " (e.g. "
+    for i, example in enumerate(examples):
+        if i > 0:
+            msg += " or "
+        msg += f"'{example}', "
+    return msg + f"regex used for validation is '{fmt}')"
+
+
+def max_len_error(length: int) -> str:
+    return f"must be no more than {length} characters"
+
+
+EMPTY_ERROR = "must be non-empty"
+
+
+def dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _DNS1123_LABEL.match(value):
+        errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+    return errs
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(max_len_error(253))
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def dns1035_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _DNS1035_LABEL.match(value):
+        errs.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
+    return errs
+
+
+def qualified_name(value: str) -> list[str]:
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part " + EMPTY_ERROR)
+        else:
+            errs.extend("prefix part " + m for m in dns1123_subdomain(prefix))
+    else:
+        return [("a qualified name " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                    "123-abc")
+                 + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")]
+    if not name:
+        errs.append("name part " + EMPTY_ERROR)
+    elif len(name) > 63:
+        errs.append("name part " + max_len_error(63))
+    if not _QUALIFIED_NAME.match(name):
+        errs.append("name part " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                               "123-abc"))
+    return errs
+
+
+def label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(max_len_error(63))
+    if not _LABEL_VALUE.match(value):
+        errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
+    """``NameIsDNSSubdomain``: a generateName prefix may end in '-'."""
+    if prefix and len(name) > 1 and name.endswith("-"):  # maskTrailingDash, as Go does it
+        name = name[:-2] + "a"
+    return dns1123_subdomain(name)
+
+
+def path_segment_name(name: str, prefix: bool) -> list[str]:
+    """``path.ValidatePathSegmentName``."""
+    errs = []
+    if not prefix and name in (".", ".."):
+        errs.append(f"may not be '{name}'")
+    for illegal in ("/", "%"):
+        if illegal in name:
+            errs.append(f"may not contain '{illegal}'")
+    return errs

@@ -1,0 +1,424 @@
+"""``CRDRegistry``: the apiserver's handling of a custom resource write, offline.
+
+``handle`` runs the whole pipeline; ``prepare`` (decode: prune, nulls, defaults, status
+subresource rules) and ``validate`` (metadata, structural schema, scale, embedded
+resources, list types, CEL, ratcheting) are the two phases an admission chain runs
+mutating webhooks between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from webhook.schema import fielderrors as fe
+from webhook.schema.crd import ServedVersion, served_versions
+from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
+from webhook.schema.fielderrors import FieldError, Outcome
+from webhook.schema.gofmt import go_type_name, go_value
+from webhook.schema.listtype import validate_list_types
+from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, finalizer_warnings,
+                                       validate_embedded_resource, validate_object_meta,
+                                       validate_object_meta_update)
+from webhook.schema.structural import ABSENT, Node
+
+MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
+                                "the existing errors to complete validation")
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class RequestPath:
+    """Where a write was sent: ``/apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>]``."""
+
+    api_version: str
+    plural: str
+    namespace: str | None = None
+    name: str | None = None
+
+
+class CRDLoadError(ValueError):
+    """A CRD file could not be read or parsed."""
+
+
+class RequestError(ValueError):
+    """The apiserver refuses the request before validating it (HTTP 400/404)."""
+
+    def __init__(self, code: int, message: str, warnings: list[str] | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.warnings = list(warnings or ())
+
+    def status(self) -> dict[str, Any]:
+        if self.code == 404:
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": "NotFound", "code": 404}
+        if self.code == 405:
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": "MethodNotAllowed", "code": 405}
+        return fe.bad_request_status(self.message)
+
+
+def _read_documents(path: Path) -> list[Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CRDLoadError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise CRDLoadError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+
+
+def _crd_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+    if not path.exists():
+        raise CRDLoadError(f"{path}: no such file or directory")
+    return [path]
+
+
+class CRDRegistry:
+    """Custom resource definitions by group/version/kind, compiled once."""
+
+    def __init__(self, crds: Iterable[dict[str, Any]] = ()):
+        self.crds: list[dict[str, Any]] = []
+        self._served: dict[tuple[str, str], ServedVersion] = {}
+        self._by_plural: dict[tuple[str, str], ServedVersion] = {}
+        for crd in crds:
+            self.add(crd)
+
+    @classmethod
+    def load(cls, paths: Iterable[str | Path]) -> "CRDRegistry":
+        """CRDs from YAML/JSON files and directories (searched recursively)."""
+        registry = cls()
+        for raw in paths:
+            for file in _crd_files(Path(raw)):
+                for doc in _read_documents(file):
+                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                        try:
+                            registry.add(doc)
+                        except (TypeError, ValueError, AttributeError) as exc:
+                            raise CRDLoadError(f"{file}: not a usable CustomResourceDefinition: {exc}") from None
+        return registry
+
+    @classmethod
+    def shipped(cls) -> "CRDRegistry":
+        """The CRDs the project ships (``chart/crds``)."""
+        from webhook.resources import crds_dir
+
+        return cls.load([crds_dir()])
+
+    def add(self, crd: dict[str, Any]) -> None:
+        self.crds.append(crd)
+        for served in served_versions(crd):
+            self._served[(served.api_version, served.kind)] = served
+            self._by_plural[(served.api_version, served.plural)] = served
+
+    def served(self, api_version: str, kind: str) -> ServedVersion | None:
+        """The version serving ``apiVersion``/``kind``, or None when no CRD serves it."""
+        return self._served.get((api_version, kind))
+
+    def by_resource(self, api_version: str, plural: str) -> ServedVersion | None:
+        return self._by_plural.get((api_version, plural))
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return sorted(self._served)
+
+    # -- the pipeline -------------------------------------------------------------------
+    def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+               subresource: str | None = None, *, namespace: str | None = None,
+               request: RequestPath | None = None) -> Outcome:
+        """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
+
+        ``namespace`` is the request's namespace; ``request`` the full request path, when known
+        (the endpoint then decides the kind, the namespace and, on UPDATE, the name).
+        """
+        if request is not None and request.namespace is not None:
+            namespace = request.namespace
+        try:
+            served = self._target(obj, request)
+            stored = self._stored(served, operation, old, subresource)
+            prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
+        except RequestError as exc:
+            return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
+        errors, more = self._validate(served, operation, prepared, stored, subresource)
+        warnings += more
+        warnings = list(dict.fromkeys(warnings))  # the apiserver sends each warning text once
+        kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
+        name = (prepared.get("metadata") or {}).get("name") or ""
+        if errors:
+            status = fe.invalid_status(kind, _group_of(prepared.get("apiVersion")), name, errors)
+            return Outcome(False, 422, status, warnings, None, errors)
+        old_meta = (old or {}).get("metadata") if operation == "UPDATE" else None
+        warnings += [w for w in finalizer_warnings(prepared.get("metadata") or {}, old_meta) if w not in warnings]
+        return Outcome(True, 201 if operation == "CREATE" else 200, None, warnings, prepared, [])
+
+    def prepare(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+                subresource: str | None = None, *, namespace: str | None = None
+                ) -> tuple[dict[str, Any], list[str]]:
+        """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404."""
+        served = self._target(obj, None)
+        stored = self._stored(served, operation, old, subresource)
+        return self._prepare(served, operation, obj, stored, subresource, namespace)
+
+    def validate(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
+                 subresource: str | None = None) -> tuple[list[FieldError], list[str]]:
+        """Validate a prepared object (``old`` as stored); returns (errors, warnings)."""
+        served = self._target(obj, None)
+        return self._validate(served, operation, obj, self._stored(served, operation, old, subresource), subresource)
+
+    # -- internals ----------------------------------------------------------------------
+    def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:
+        if not isinstance(obj, dict):
+            raise RequestError(400, "the object is not a JSON/YAML mapping")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if request is not None:
+            served = self.by_resource(request.api_version, request.plural)
+            if served is None:
+                raise RequestError(404, "the server could not find the requested resource")
+            if api_version != served.api_version and self.served(str(api_version), str(kind)) is None:
+                raise RequestError(400, f"the API version in the data ({api_version}) does not match the expected "
+                                        f"API version ({served.api_version})")
+            if request.name is not None and isinstance(obj.get("metadata"), dict):
+                body_name = obj["metadata"].get("name")
+                if body_name and body_name != request.name:
+                    raise RequestError(400, f"the name of the object ({body_name}) does not match the name on "
+                                            f"the URL ({request.name})")
+            if api_version == served.api_version:
+                return served
+        if not isinstance(api_version, str) or not api_version:
+            raise RequestError(400, "Object 'apiVersion' is missing in the object")
+        if not isinstance(kind, str) or not kind:
+            raise RequestError(400, "Object 'Kind' is missing in the object")
+        served = self.served(api_version, kind)
+        if served is None:
+            raise RequestError(404, f"no CustomResourceDefinition serves {kind} in {api_version}")
+        return served
+
+    def decode_stored(self, served: ServedVersion, old: dict[str, Any]) -> dict[str, Any]:
+        """An object read back from storage: pruned and defaulted under the current schema."""
+        stored = copy_json(old)
+        prune(stored, served.schema, root=True)
+        apply_defaults(stored, served.schema)
+        return stored
+
+    def _stored(self, served: ServedVersion, operation: str, old: Any, subresource: str | None
+                ) -> dict[str, Any] | None:
+        """Check the request's shape; on UPDATE, the old object as read back from storage."""
+        if operation not in ("CREATE", "UPDATE"):
+            raise RequestError(400, f"unsupported operation {operation!r}: expected CREATE or UPDATE")
+        if subresource not in (None, "", "status") or (subresource == "status" and not served.status_subresource):
+            raise RequestError(404, "the server could not find the requested resource")
+        if subresource == "status" and operation != "UPDATE":
+            raise RequestError(405, "the /status subresource only takes updates")
+        if operation == "CREATE":
+            return None
+        if not isinstance(old, dict):
+            raise RequestError(400, "an UPDATE needs the old object (a mapping)")
+        return self.decode_stored(served, old)
+
+    def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
+                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
+        obj = copy_json(obj)
+        warnings: list[str] = []
+        cannot = f'{obj.get("kind")} in version "{served.version}" cannot be handled as a {obj.get("kind")}'
+        try:
+            meta, unknown = coerce_object_meta(obj.get("metadata"), "")
+        except MetadataDecodeError as exc:
+            raise RequestError(400, f"{cannot}: {exc}") from None
+        if obj.get("kind") == served.kind:  # the apiserver prunes only objects of the served kind
+            unknown += prune(obj, served.schema, root=True)
+            embedded_unknown: list[str] = []
+            try:
+                coerce_embedded(obj, served.schema, "", embedded_unknown)
+            except EmbeddedMetadataError as exc:
+                error = fe.invalid(exc.path, exc.value, exc.message)
+                raise RequestError(400, f"{cannot}: {error}", _unknown_field_warnings(unknown)) from None
+            unknown += sorted(embedded_unknown)
+        warnings += _unknown_field_warnings(unknown)
+        if meta is None:
+            obj.pop("metadata", None)
+        else:
+            obj["metadata"] = meta
+        if obj.get("kind") == served.kind:
+            apply_defaults(obj, served.schema)
+        meta = obj.setdefault("metadata", {})
+        if served.namespaced:
+            if namespace is not None:
+                if meta.get("namespace") and meta["namespace"] != namespace:
+                    raise RequestError(
+                        400, "the namespace of the provided object does not match the namespace sent on the request",
+                        warnings)
+                meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName") and operation == "CREATE":
+            meta["name"] = meta["generateName"] + _name_suffix(obj)
+        if not meta:
+            obj.pop("metadata")
+        if not served.status_subresource:
+            return obj, warnings
+        if operation == "CREATE":
+            obj.pop("status", None)
+        elif subresource == "status":
+            merged = copy_json(stored)
+            if "status" in obj:
+                merged["status"] = obj["status"]
+            else:
+                merged.pop("status", None)
+            obj = merged
+        else:
+            if "status" in stored:
+                obj["status"] = copy_json(stored["status"])
+            else:
+                obj.pop("status", None)
+        return obj, warnings
+
+    def _validate(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
+                  subresource: str | None) -> tuple[list[FieldError], list[str]]:
+        update = stored is not None
+        old_value: Any = stored if stored is not None else ABSENT
+        errors: list[FieldError] = []
+        type_errors = _type_meta_errors(served, obj)
+        status_write = update and subresource == "status" and served.status_subresource
+        if type_errors:
+            errors += type_errors
+        else:
+            meta = obj.get("metadata") or {}
+            if stored is not None:
+                errors += validate_object_meta_update(meta, stored.get("metadata") or {})
+            else:
+                errors += validate_object_meta(meta, namespaced=served.namespaced)
+            if status_write:
+                if "status" in obj and served.status_validator is not None:
+                    errors += served.status_validator.validate(obj["status"], stored.get("status", ABSENT))
+            else:
+                errors += served.validator.validate(obj, old_value)
+                errors += _scale_errors(served.scale, obj, spec=True)
+            errors += _scale_errors(served.scale, obj, spec=False)
+        if status_write:
+            errors += _list_type_errors(served.schema, obj, stored)
+            errors += _embedded_errors(served.schema, obj, None)
+        else:
+            errors += _embedded_errors(served.schema, obj, None)
+            errors += _list_type_errors(served.schema, obj, stored)
+        warnings: list[str] = []
+        if served.cel is not None:
+            if any(err.blocking for err in errors):
+                errors.append(MARKER)
+            else:
+                cel_errors, warnings = served.cel.validate(obj, old_value)
+                errors += cel_errors
+        return errors, warnings
+
+
+def _unknown_field_warnings(paths: list[str]) -> list[str]:
+    return [f'unknown field "{path}"' for path in paths]
+
+
+def _group_of(api_version: Any) -> str:
+    if not isinstance(api_version, str) or "/" not in api_version:
+        return ""
+    return api_version.split("/", 1)[0]
+
+
+def _name_suffix(obj: dict[str, Any]) -> str:
+    """Five characters from the apiserver's alphabet; derived from the object, so runs repeat."""
+    digest = hashlib.sha256(repr(sorted((obj.get("metadata") or {}).items())).encode()).digest()
+    return "".join(_NAME_ALPHABET[b % len(_NAME_ALPHABET)] for b in digest[:5])
+
+
+def _type_meta_errors(served: ServedVersion, obj: dict[str, Any]) -> list[FieldError]:
+    errs = []
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if kind != served.kind:
+        errs.append(fe.invalid("kind", kind, f"must be {served.kind}"))
+    if api_version != served.api_version:
+        errs.append(fe.invalid("apiVersion", api_version, f"must be {served.api_version}"))
+    return errs
+
+
+def _nested(obj: dict[str, Any], json_path: str, expected: str) -> tuple[Any, bool, str | None]:
+    """``unstructured.NestedFieldNoCopy`` plus the final type check of ``NestedInt64``/``NestedString``."""
+    fields = json_path.lstrip(".").split(".")
+    value: Any = obj
+    for i, name in enumerate(fields):
+        if value is None:
+            return None, False, None
+        if not isinstance(value, dict):
+            where = "." + ".".join(fields[:i + 1])
+            return None, False, (f"{where} accessor error: {go_value(value)} is of the type {go_type_name(value)}, "
+                                 "expected map[string]interface{}")
+        if name not in value:
+            return None, False, None
+        value = value[name]
+    if value is None:
+        return None, False, None
+    where = "." + ".".join(fields)
+    if expected == "int64" and (isinstance(value, bool) or not isinstance(value, int)):
+        return None, True, f"{where} accessor error: {go_value(value)} is of the type {go_type_name(value)}, " \
+                           "expected int64"
+    if expected == "string" and not isinstance(value, str):
+        return None, True, f"{where} accessor error: {go_value(value)} is of the type {go_type_name(value)}, " \
+                           "expected string"
+    return value, True, None
+
+
+def _scale_errors(scale: dict[str, Any] | None, obj: dict[str, Any], *, spec: bool) -> list[FieldError]:
+    if not scale:
+        return []
+    errs: list[FieldError] = []
+    paths = [scale.get("specReplicasPath")] if spec else [scale.get("statusReplicasPath")]
+    for json_path in paths:
+        if not json_path:
+            continue
+        value, _, problem = _nested(obj, json_path, "int64")
+        if problem:
+            errs.append(fe.invalid(json_path, 0, problem))
+        elif value is not None and value < 0:
+            errs.append(fe.invalid(json_path, value, "should be a non-negative integer"))
+        elif value is not None and value > 2 ** 31 - 1:
+            errs.append(fe.invalid(json_path, value, "should be less than or equal to 2147483647"))
+    selector = scale.get("labelSelectorPath")
+    if not spec and selector:
+        _, _, problem = _nested(obj, selector, "string")
+        if problem:
+            errs.append(fe.invalid(selector, "", problem))
+    return errs
+
+
+def _embedded_errors(node: Node, value: Any, path: str | None) -> list[FieldError]:
+    if not node.has_embedded:
+        return []
+    errs: list[FieldError] = []
+    if isinstance(value, dict):
+        if node.embedded:
+            errs += validate_embedded_resource(path or "", value)
+        for key in sorted(value):
+            child = node.properties.get(key)
+            if child is not None:
+                errs += _embedded_errors(child, value[key], f"{path}.{key}" if path else key)
+            elif node.additional is not None:
+                errs += _embedded_errors(node.additional, value[key], f"{path or ''}[{key}]")
+    elif isinstance(value, list) and node.items is not None:
+        for i, item in enumerate(value):
+            errs += _embedded_errors(node.items, item, f"{path or ''}[{i}]")
+    return errs
+
+
+def _list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] | None) -> list[FieldError]:
+    """List-type checks; skipped on UPDATE when the stored object already fails them (ratcheting)."""
+    if stored is not None and validate_list_types(schema, stored):
+        return []
+    return validate_list_types(schema, obj)
+
+
+__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "RequestPath", "Outcome", "FieldError"]

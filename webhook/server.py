@@ -1,0 +1,582 @@
+"""``infergate serve``: the admission webhook over HTTPS (aiohttp).
+
+The request path is: limits and content type → decode (:mod:`webhook.admission.review`)
+→ the admission chain, run in a worker thread against the apiserver's deadline → encode
+in the AdmissionReview version asked. The chain is pure CPU work behind a one-method
+interface (:class:`Admitter`), so everything here is the edge: HTTP, TLS, health,
+metrics, logs and shutdown. Every well-formed review gets HTTP 200; anything else gets a
+``metav1.Status`` with a clear message (never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import datetime
+import functools
+import os
+import logging
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from webhook import logging as logs
+from webhook.admission.review import SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, AdmissionReview, response_review
+from webhook.metrics import Metrics
+from webhook.settings import Settings
+
+log = logs.get("server")
+
+
+class Admitter(Protocol):
+    """What the server needs from the admission chain: a pure decision, no I/O."""
+
+    def admit(self, request: AdmissionRequest, *, mutating: bool) -> AdmissionResult: ...
+
+
+class AdmitterSlot:
+    """The admitter, once loaded: the server listens (and answers health checks) while
+    the CRDs and policies compile in the background; reviews wait for it within their
+    deadline. ``set``/``fail`` are called on the event loop."""
+
+    def __init__(self, admitter: Admitter | None = None):
+        self._admitter = admitter
+        self._loaded = asyncio.Event()
+        self.error: str | None = None
+        if admitter is not None:
+            self._loaded.set()
+
+    def set(self, admitter: Admitter) -> None:
+        self._admitter = admitter
+        self._loaded.set()
+
+    def fail(self, error: str) -> None:
+        self.error = error
+        self._loaded.set()  # nothing to wait for: reviews get the failure mode at once
+
+    @property
+    def admitter(self) -> Admitter | None:
+        return self._admitter
+
+    async def wait(self, timeout: float) -> Admitter | None:
+        if self._admitter is None:
+            try:
+                await asyncio.wait_for(self._loaded.wait(), max(timeout, 0))
+            except TimeoutError:
+                pass
+        return self._admitter
+
+
+# A readiness check returns None when fine, else why not.
+ReadinessCheck = Callable[[], "str | None"]
+
+
+@dataclass
+class ServerConfig:
+    max_body_bytes: int
+    default_timeout: float
+    timeout_margin: float
+    failure_mode: str
+    workers: int = 4
+
+
+@dataclass
+class ServerState:
+    slot: AdmitterSlot
+    config: ServerConfig
+    metrics: Metrics
+    readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
+    executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+STATE = web.AppKey("infergate", ServerState)
+
+
+# ---------------------------------------------------------------------------------------
+# Decoding: everything that is not a well-formed review becomes a 4xx with a message.
+
+
+class BadReview(Exception):
+    def __init__(self, code: int, reason: str, message: str):
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
+    """The apiVersion asked and the request; raises :class:`BadReview` with a clear message."""
+    if not body:
+        raise BadReview(400, "BadRequest", "empty body: expected an AdmissionReview")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BadReview(400, "BadRequest", f"malformed JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadReview(400, "BadRequest", f"expected an AdmissionReview object, got a JSON {type(data).__name__}")
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if kind != "AdmissionReview":
+        raise BadReview(400, "BadRequest", f"expected kind AdmissionReview, got {kind!r}")
+    if api_version not in SUPPORTED_VERSIONS:
+        raise BadReview(
+            400, "BadRequest",
+            f"unsupported apiVersion {api_version!r}: expected one of {', '.join(SUPPORTED_VERSIONS)}",
+        )
+    request = data.get("request")
+    if not isinstance(request, dict):
+        raise BadReview(400, "BadRequest", "AdmissionReview has no request")
+    if not request.get("uid"):
+        raise BadReview(400, "BadRequest", "AdmissionReview request has no uid")
+    try:
+        review = AdmissionReview.model_validate(data)
+    except ValidationError as exc:
+        raise BadReview(400, "BadRequest", f"invalid AdmissionReview: {_summarize(exc)}") from None
+    return api_version, review.request
+
+
+def _summarize(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(p) for p in error["loc"])
+        parts.append(f"{where}: {error['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str) -> float | None:
+    """Seconds in a Go duration (``10s``, ``1m30s``, ``2.5s``, ``500ms``), None if not one."""
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _UNIT[match.group(2)]
+        pos = match.end()
+    return total if text and pos == len(text) else None
+
+
+def status_body(code: int, reason: str, message: str) -> bytes:
+    return orjson.dumps(
+        {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": reason, "code": code}
+    )
+
+
+def _error_response(err: BadReview) -> web.Response:
+    return web.Response(status=err.code, body=status_body(err.code, err.reason, err.message), content_type="application/json")
+
+
+# ---------------------------------------------------------------------------------------
+# The review path.
+
+
+def failure_result(mode: str, cause: str, message: str) -> AdmissionResult:
+    """What the configured failure mode answers when the chain cannot judge in time."""
+    if mode == "allow":
+        return AdmissionResult(
+            allowed=True,
+            warnings=[f"infergate did not judge this request ({cause}); allowed by its failure mode"],
+            audit_annotations={"failure": cause},
+        )
+    code, reason = (504, "Timeout") if cause == "timeout" else (500, "InternalError")
+    return AdmissionResult(
+        allowed=False,
+        status={"status": "Failure", "code": code, "reason": reason, "message": message},
+        audit_annotations={"failure": cause},
+    )
+
+
+async def _review(request: web.Request, *, mutating: bool) -> web.Response:
+    state = request.app[STATE]
+    endpoint = "mutate" if mutating else "validate"
+    started = time.perf_counter()
+    try:
+        if request.content_type != "application/json":
+            raise BadReview(415, "UnsupportedMediaType", f"content type must be application/json, got {request.content_type!r}")
+        if request.content_length is not None and request.content_length > state.config.max_body_bytes:
+            raise BadReview(413, "RequestEntityTooLarge", _too_large(state.config.max_body_bytes))
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise BadReview(413, "RequestEntityTooLarge", _too_large(state.config.max_body_bytes)) from None
+        api_version, admission = decode_review(body)
+    except BadReview as err:
+        state.metrics.bad_requests.labels(err.reason).inc()
+        log.warning("rejected request", extra={"fields": {"endpoint": endpoint, "code": err.code, "error": err.message}})
+        return _error_response(err)
+
+    # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
+    timeout = min(parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
+    budget = max(timeout - state.config.timeout_margin, 0.001)
+    deadline = started + budget
+    result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
+    body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
+
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
+    elapsed = time.perf_counter() - started
+    state.metrics.reviews.labels(endpoint, kind, admission.operation, "allowed" if result.allowed else "denied").inc()
+    state.metrics.duration.labels(endpoint, kind).observe(elapsed)
+    _log_review(endpoint, admission, result, elapsed, mutating=mutating)
+    return web.Response(body=body, content_type="application/json")
+
+
+def _too_large(limit: int) -> str:
+    return f"request body larger than {limit} bytes"
+
+
+async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float, endpoint: str) -> AdmissionResult:
+    kind = state.metrics.kind_label(admission.kind.kind or "-")
+    mode = state.config.failure_mode
+    admitter = await state.slot.wait(deadline - time.perf_counter())
+    if admitter is None:
+        state.metrics.policy_errors.labels(endpoint, kind, "not-ready").inc()
+        if state.slot.error is not None:
+            return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
+        return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
+    try:
+        if state.executor is None:  # workers=0: on the event loop, no thread hop, not interruptible
+            return admitter.admit(admission, mutating=mutating)
+        job = asyncio.get_running_loop().run_in_executor(
+            state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
+        return await asyncio.wait_for(job, timeout=max(deadline - time.perf_counter(), 0))
+    except TimeoutError:
+        state.metrics.policy_errors.labels(endpoint, kind, "timeout").inc()
+        log.error("admission timed out", extra={"fields": _who(admission) | {"endpoint": endpoint}})
+        return failure_result(mode, "timeout", "infergate could not judge this request before the apiserver's timeout")
+    except Exception:
+        state.metrics.policy_errors.labels(endpoint, kind, "error").inc()
+        log.exception("admission failed", extra={"fields": _who(admission) | {"endpoint": endpoint}})
+        return failure_result(mode, "error", "infergate failed to judge this request (internal error; see its logs)")
+
+
+def _who(admission: AdmissionRequest) -> dict[str, Any]:
+    return {
+        "uid": admission.uid,
+        "kind": admission.kind.kind,
+        "namespace": admission.namespace or None,
+        "name": admission.name or None,
+        "operation": admission.operation,
+        "subresource": admission.subResource or None,
+        "user": admission.userInfo.username or None,
+        "dry_run": admission.dryRun,
+    }
+
+
+def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionResult, elapsed: float, *, mutating: bool) -> None:
+    if result.allowed and not log.isEnabledFor(logging.DEBUG):  # skip building the fields
+        return
+    fields = _who(admission) | {
+        "endpoint": endpoint,
+        "allowed": result.allowed,
+        "duration_ms": round(elapsed * 1000, 3),
+    }
+    if mutating and result.patch:
+        fields["patched_paths"] = [op.get("path") for op in result.patch]
+    if result.warnings:
+        fields["warnings"] = len(result.warnings)
+    if result.allowed:
+        log.debug("review", extra={"fields": fields})
+    else:
+        status = result.status or {}
+        fields |= {"code": status.get("code"), "reason": status.get("reason"), "message": status.get("message")}
+        log.info("denied", extra={"fields": fields})
+
+
+async def mutate(request: web.Request) -> web.Response:
+    return await _review(request, mutating=True)
+
+
+async def validate(request: web.Request) -> web.Response:
+    return await _review(request, mutating=False)
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Kubernetes-style: one ``[+]name ok`` / ``[-]name failed: why`` line per check."""
+    state = request.app[STATE]
+    lines, ready = [], True
+    for name, check in state.readiness.items():
+        try:
+            problem = check()
+        except Exception as exc:  # a broken check is a failed check, never a 500
+            problem = f"check raised {type(exc).__name__}"
+        ready &= problem is None
+        lines.append(f"[+]{name} ok" if problem is None else f"[-]{name} failed: {problem}")
+    lines.append("readyz check passed" if ready else "readyz check failed")
+    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.Response(body=state.metrics.render(), headers={"Content-Type": state.metrics.content_type})
+
+
+@web.middleware
+async def never_a_traceback(request: web.Request, handler: Callable) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.Response(status=exc.status, body=status_body(exc.status, exc.reason.replace(" ", ""), exc.reason),
+                            content_type="application/json", headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error", extra={"fields": {"path": request.path}})
+        return web.Response(status=500, body=status_body(500, "InternalError", "internal error (see the webhook's logs)"),
+                            content_type="application/json")
+
+
+def create_app(
+    slot: AdmitterSlot, config: ServerConfig, *, metrics_: Metrics | None = None,
+    readiness: dict[str, ReadinessCheck] | None = None,
+) -> web.Application:
+    """The aiohttp application (no TLS, no sockets: the caller runs it)."""
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[never_a_traceback])
+    state = ServerState(slot=slot, config=config, metrics=metrics_ or Metrics(), readiness=dict(readiness or {}))
+    state.readiness.setdefault("policies", lambda: None if slot.admitter is not None else (slot.error or "loading"))
+    app[STATE] = state
+
+    async def executor_lifecycle(app: web.Application):
+        if config.workers:
+            state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
+        yield
+        if state.executor is not None:
+            state.executor.shutdown(wait=False, cancel_futures=True)
+
+    app.cleanup_ctx.append(executor_lifecycle)
+    app.router.add_post("/mutate", mutate)
+    app.router.add_post("/validate", validate)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+# ---------------------------------------------------------------------------------------
+# `infergate serve`
+
+
+def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:
+    """The real admission chain over the configured (or shipped) CRDs, policies and state,
+    with the state's readiness (a cluster watch must have synced)."""
+    from webhook import resources
+    from webhook.admission.chain import AdmissionChain
+    from webhook.policy import PolicySet
+    from webhook.schema import CRDRegistry
+    from webhook.state import FileState
+
+    registry = CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
+    policies = PolicySet.load(settings.policies_dir or resources.policies_dir())
+    if settings.kube_state:
+        from webhook.state import KubeState
+
+        state = KubeState()
+        state.start()
+    else:
+        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
+    checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
+    return AdmissionChain(registry, policies, state), checks
+
+
+def build_cert_keeper(settings: Settings, metrics_: Metrics):
+    from webhook import certs
+
+    sans = certs.serving_sans(settings.service, settings.extra_sans)
+    policy = certs.RotationPolicy(
+        ca_validity=settings.ca_validity, serving_validity=settings.serving_validity,
+        overlap=datetime.timedelta(seconds=settings.rotation_overlap_seconds),
+    )
+    client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
+    on_bundle = None
+    if settings.cert_mode == "secret":
+        api_client = _kube_api_client(settings.kubeconfig)
+        namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
+        store: Any = certs.SecretStore(api_client, namespace, name)
+        watch = None
+
+        def on_bundle(bundle: certs.CertBundle) -> None:
+            changed = certs.inject_ca_bundle(api_client, settings.webhook_name, bundle.ca_pem())
+            if changed:
+                log.info("caBundle injected", extra={"fields": {"configurations": changed}})
+    else:
+        store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
+        watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
+    return certs.CertKeeper(
+        store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
+        watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
+    )
+
+
+def _kube_api_client(kubeconfig: Path | None):
+    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def _own_namespace() -> str:
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip()
+    except OSError:
+        return "infergate"
+
+
+def try_it(settings: Settings) -> str:
+    """Copy-paste commands for the embedded default (a denied KubeAI Model)."""
+    host = "localhost" if settings.host in ("0.0.0.0", "::", "127.0.0.1", "") else settings.host
+    base = f"https://{host}:{settings.port}"
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "try-1",
+            "kind": {"group": "kubeai.org", "version": "v1", "kind": "Model"},
+            "resource": {"group": "kubeai.org", "version": "v1", "resource": "models"},
+            "namespace": "default", "name": "demo", "operation": "CREATE",
+            "object": {
+                "apiVersion": "kubeai.org/v1", "kind": "Model",
+                "metadata": {"name": "demo", "namespace": "default"},
+                "spec": {"features": ["TextGeneration"], "url": "ollama://qwen2:0.5b", "engine": "VLLM", "resourceProfile": "cpu:1"},
+            },
+        },
+    }
+    ca = settings.cert_dir / "ca.crt"
+    return (
+        f"  curl --cacert {ca} {base}/readyz\n"
+        f"  curl --cacert {ca} -H 'Content-Type: application/json' {base}/validate -d '{orjson.dumps(review).decode()}'"
+    )
+
+
+AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]]"]
+
+
+async def serve(
+    settings: Settings, *, load: AdmitterLoader = load_admitter,
+    on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
+    metrics_ = Metrics()
+    try:
+        keeper = build_cert_keeper(settings, metrics_)
+        ssl_context = await asyncio.to_thread(keeper.start)
+    except Exception as exc:  # CertError, OSError, the cluster's config or API errors
+        log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
+        print(f"infergate serve: cannot set up TLS: {exc}", file=sys.stderr)
+        return 1
+
+    slot = AdmitterSlot()
+    readiness: dict[str, ReadinessCheck] = {"certificates": keeper.problem}
+    config = ServerConfig(
+        max_body_bytes=settings.max_body_bytes, default_timeout=settings.default_timeout,
+        timeout_margin=settings.timeout_margin, failure_mode=settings.failure_mode, workers=settings.workers,
+    )
+    app = create_app(slot, config, metrics_=metrics_, readiness=readiness)
+    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ssl_context, reuse_address=True)
+    await site.start()
+
+    stop = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
+
+    async def load_chain() -> None:
+        try:
+            admitter, extra_checks = await asyncio.to_thread(load, settings)
+        except Exception as exc:
+            slot.fail(f"{type(exc).__name__}: {exc}")
+            log.exception("cannot load the admission chain")
+            return
+        app[STATE].readiness.update(extra_checks)
+        slot.set(admitter)
+        log.info("admission chain loaded")
+
+    tasks = [
+        asyncio.create_task(load_chain()),
+        asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
+                                       watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
+    ]
+    port = runner.addresses[0][1]
+    settings_shown = settings.model_copy(update={"port": port})
+    log.info("listening", extra={"fields": {"url": f"https://{settings.host}:{port}", "sans": list(keeper.sans),
+                                            "cert_mode": settings.cert_mode}})
+    print(f"infergate serving https://{settings.host}:{port} (certificate for {', '.join(keeper.sans)}; "
+          f"CA bundle in {settings.cert_dir / 'ca.crt'})\ntry it:\n{try_it(settings_shown)}", flush=True)
+    if on_listening is not None:
+        on_listening(port)
+    await stop.wait()
+
+    log.info("shutting down: no new connections, finishing in-flight reviews",
+             extra={"fields": {"grace_seconds": settings.shutdown_timeout}})
+    for task in tasks:
+        task.cancel()
+    await runner.cleanup()
+    log.info("stopped")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags mirror :class:`Settings` (also settable as INFERGATE_<NAME> variables)."""
+    a = parser.add_argument
+    a("--host", help="address to listen on (default 0.0.0.0)")
+    a("--port", type=int, help="port to listen on (default 8443; 0 picks a free one)")
+    a("--cert-mode", choices=["self", "files", "secret"],
+      help="self: generate and rotate in --cert-dir (default); files: serve and reload files managed elsewhere; "
+           "secret: keep them in a Secret and inject the caBundle")
+    a("--cert-dir", help="directory of ca.crt, ca.key, tls.crt, tls.key (default certs)")
+    a("--cert-secret", help="NAMESPACE/NAME of the Secret holding the certificates (--cert-mode secret)")
+    a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
+    a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
+    a("--client-ca-file", help="require client certificates signed by this CA (the apiserver's, for mTLS)")
+    a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
+    a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
+    a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
+    a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
+    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
+    a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
+    a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
+    a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
+    a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
+    a("--workers", type=int, help="threads running the admission chain (default 4); 0 runs it on the event loop: "
+                                  "no thread hop, but a review that overruns its timeout cannot be cut short")
+    a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
+    a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
+
+
+def run(args: argparse.Namespace) -> int:
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    try:
+        settings = Settings(**given)
+    except ValidationError as exc:
+        print(f"infergate serve: {_summarize(exc)}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_level)
+    try:
+        import uvloop
+    except ImportError:  # Windows
+        return asyncio.run(serve(settings))
+    return uvloop.run(serve(settings))

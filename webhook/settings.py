@@ -1,0 +1,71 @@
+"""Settings of ``infergate serve``: flags override ``INFERGATE_*`` environment variables,
+which override the embedded default (local certificates, shipped policies, example state)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="INFERGATE_", extra="forbid")
+
+    host: str = "0.0.0.0"
+    port: int = Field(8443, ge=0, le=65535)
+
+    # Certificates. "self": generated and rotated in cert_dir (the embedded default);
+    # "files": provided by someone else (cert-manager, a mounted Secret), reloaded on change;
+    # "secret": generated, rotated and kept in the Secret `cert_secret` (NAMESPACE/NAME),
+    # with the bundle injected into the webhook configurations named `webhook_name`.
+    cert_mode: Literal["self", "files", "secret"] = "self"
+    cert_dir: Path = Path("certs")
+    cert_secret: str | None = None
+    service: str | None = None  # NAMESPACE/NAME: adds the Service's DNS names to the SANs
+    extra_sans: list[str] = Field(default_factory=list)
+    client_ca_file: Path | None = None  # require client certificates signed by this CA (mTLS)
+    cert_check_interval: float = Field(60.0, gt=0)  # seconds between rotation checks
+    cert_watch_interval: float = Field(2.0, gt=0)  # seconds between looks at mounted files
+    ca_validity_days: float = Field(365 * 5, gt=0)
+    serving_validity_days: float = Field(90, gt=0)
+    rotation_overlap_seconds: float = Field(600, ge=0)
+    webhook_name: str = "infergate"
+    kubeconfig: Path | None = None  # outside a pod; in one, its service account is used
+
+    # What the webhook judges with: None = the shipped data (webhook.resources).
+    crds_dir: Path | None = None
+    policies_dir: Path | None = None
+    state_dir: Path | None = None  # None: the example cluster state (examples/)
+    kube_state: bool = False  # watch the cluster instead of reading state_dir
+
+    # Request handling.
+    max_body_bytes: int = Field(7 * MiB, gt=0)
+    default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
+    timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
+    failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
+    workers: int = Field(4, ge=0)  # threads running the admission chain; 0: on the event loop
+    shutdown_timeout: float = Field(25.0, ge=0)  # finish in-flight reviews this long on SIGTERM
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("cert_secret", "service")
+    @classmethod
+    def _namespaced(cls, value: str | None) -> str | None:
+        if value is not None:
+            namespace, sep, name = value.partition("/")
+            if not (sep and namespace and name and "/" not in name):
+                raise ValueError(f"must be NAMESPACE/NAME, got {value!r}")
+        return value
+
+    @property
+    def ca_validity(self) -> dt.timedelta:
+        return dt.timedelta(days=self.ca_validity_days)
+
+    @property
+    def serving_validity(self) -> dt.timedelta:
+        return dt.timedelta(days=self.serving_validity_days)

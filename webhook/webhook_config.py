@@ -1,0 +1,198 @@
+"""The Mutating- and ValidatingWebhookConfiguration that register infergate.
+
+:func:`build_webhook_configurations` is the one definition of these objects: ``infergate
+webhook-config`` prints it and the chart's templates render the same (its tests compare).
+The rules come from the CRDs the webhook serves (``chart/crds``): every served version of
+every kind, the operations the webhook judges, never the ``/status`` subresource (status
+writes belong to the controller and carry no spec to judge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
+WEBHOOK_PATHS = {"mutate": "/mutate", "validate": "/validate"}
+OPERATIONS = {"mutate": ("CREATE", "UPDATE"), "validate": ("CREATE", "UPDATE")}
+# The apiserver's webhook timeout is 10s by default; a slow webhook blocks every write,
+# so infergate asks for at most 5.
+MAX_TIMEOUT_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class ServedResource:
+    group: str
+    versions: tuple[str, ...]
+    plural: str
+    kind: str
+    namespaced: bool
+
+
+def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
+    """Every CRD in ``crds_dir`` (default: the shipped ``chart/crds``), sorted by group and plural."""
+    from webhook.resources import crds_dir as shipped
+
+    directory = crds_dir or shipped()
+    found = []
+    for path in sorted(Path(directory).glob("*.y*ml")):
+        for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = doc["spec"]
+            versions = tuple(v["name"] for v in spec.get("versions", []) if v.get("served", True))
+            found.append(ServedResource(
+                group=spec["group"], versions=versions, plural=spec["names"]["plural"],
+                kind=spec["names"]["kind"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+            ))
+    if not found:
+        raise ValueError(f"no CustomResourceDefinition in {directory}")
+    return sorted(found, key=lambda r: (r.group, r.plural))
+
+
+def rules(resources: Iterable[ServedResource], operations: Sequence[str]) -> list[dict[str, Any]]:
+    """One rule per group and version (the resources of a group share their version)."""
+    grouped: dict[tuple[str, str], list[ServedResource]] = {}
+    for r in resources:
+        for version in r.versions:
+            grouped.setdefault((r.group, version), []).append(r)
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "operations": list(operations),
+            "resources": sorted(r.plural for r in members),
+            "scope": "*",
+        }
+        for (group, version), members in sorted(grouped.items())
+    ]
+
+
+def client_config(endpoint: str, *, url: str | None, service: str | None, port: int, ca_bundle: bytes | None) -> dict[str, Any]:
+    path = WEBHOOK_PATHS[endpoint]
+    if (url is None) == (service is None):
+        raise ValueError("give exactly one of url and service")
+    config: dict[str, Any]
+    if url is not None:
+        if not url.startswith("https://"):
+            raise ValueError(f"the apiserver calls webhooks over https only, got {url!r}")
+        config = {"url": url.rstrip("/") + path}
+    else:
+        namespace, _, name = service.partition("/")
+        if not namespace or not name:
+            raise ValueError(f"service must be NAMESPACE/NAME, got {service!r}")
+        config = {"service": {"namespace": namespace, "name": name, "path": path, "port": port}}
+    if ca_bundle:
+        config["caBundle"] = base64.b64encode(ca_bundle).decode("ascii")
+    return config
+
+
+def build_webhook_configurations(
+    *,
+    url: str | None = None,
+    service: str | None = None,
+    port: int = 443,
+    ca_bundle: bytes | None = None,
+    name: str = "infergate",
+    namespace: str = "infergate",
+    failure_policy: str = "Fail",
+    timeout_seconds: int = MAX_TIMEOUT_SECONDS,
+    resources: Sequence[ServedResource] | None = None,
+    labels: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for the webhook at
+    ``url`` or the Service ``service`` (NAMESPACE/NAME; ``namespace`` defaults to its).
+
+    The webhook's own namespace and kube-system are excluded, so a broken webhook can
+    never lock out the namespace it would be repaired from. Objects being deleted (an
+    UPDATE that removes a finalizer) are never judged: a policy tightened since their
+    creation must not keep them from going away.
+    """
+    if failure_policy not in ("Fail", "Ignore"):
+        raise ValueError(f"failurePolicy must be Fail or Ignore, got {failure_policy!r}")
+    if not 1 <= timeout_seconds <= MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"timeoutSeconds must be within 1..{MAX_TIMEOUT_SECONDS}, got {timeout_seconds}")
+    if service is not None:
+        namespace = service.partition("/")[0] or namespace
+    served = list(resources) if resources is not None else served_resources()
+
+    def webhook(endpoint: str) -> dict[str, Any]:
+        hook: dict[str, Any] = {
+            "name": f"{endpoint}.infergate.io",
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config(endpoint, url=url, service=service, port=port, ca_bundle=ca_bundle),
+            "rules": rules(served, OPERATIONS[endpoint]),
+            "failurePolicy": failure_policy,
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None",
+            "timeoutSeconds": timeout_seconds,
+            "namespaceSelector": {
+                "matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": sorted({"kube-system", namespace}),
+                }]
+            },
+            "matchConditions": [{
+                "name": "not-being-deleted",
+                "expression": "request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)",
+            }],
+        }
+        if endpoint == "mutate":
+            hook["reinvocationPolicy"] = "IfNeeded"  # defaults again if a later webhook changed the object
+        return hook
+
+    metadata = {"name": name, "labels": {"app.kubernetes.io/name": "infergate", **(labels or {})}}
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": dict(metadata),
+        "webhooks": [webhook("mutate")],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": dict(metadata),
+        "webhooks": [webhook("validate")],
+    }
+    return mutating, validating
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="https URL the apiserver calls (the webhook outside the cluster)")
+    where.add_argument("--service", help="NAMESPACE/NAME of the webhook's Service")
+    parser.add_argument("--port", type=int, default=443, help="the Service's port (default 443)")
+    parser.add_argument("--ca-file", type=Path, default=Path("certs/ca.crt"),
+                        help="CA bundle (PEM) to put into caBundle (default certs/ca.crt; '' to leave it out)")
+    parser.add_argument("--name", default="infergate", help="name of both configurations (default infergate)")
+    parser.add_argument("--failure-policy", default="Fail", choices=["Fail", "Ignore"])
+    parser.add_argument("--timeout-seconds", type=int, default=MAX_TIMEOUT_SECONDS)
+    parser.add_argument("--crds-dir", type=Path, help="CRDs the webhook serves (default: the shipped chart/crds)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ca_bundle = args.ca_file.read_bytes() if str(args.ca_file) not in ("", ".") else None
+    except OSError as exc:
+        print(f"infergate webhook-config: cannot read CA bundle {args.ca_file}: {exc.strerror} "
+              "(run `infergate certs generate` or pass --ca-file '')", file=sys.stderr)
+        return 1
+    try:
+        objects = build_webhook_configurations(
+            url=args.url, service=args.service, port=args.port, ca_bundle=ca_bundle, name=args.name,
+            failure_policy=args.failure_policy, timeout_seconds=args.timeout_seconds,
+            resources=served_resources(args.crds_dir) if args.crds_dir else None,
+        )
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        print(f"infergate webhook-config: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0
