@@ -80,15 +80,6 @@ KNOWN_GAPS = frozenset({
     "crd_values-0161",
     "crd_values-0162",
     "crd_values-0163",
-    "crd_values-0171",
-    "crd_values-0172",
-    "crd_values-0176",
-    "crd_values-0177",
-    "crd_values-0213",
-    "crd_values-0214",
-    "crd_values-0215",
-    "crd_values-0217",
-    "crd_values-0218",
     "crd_values-0235",
     "crd_values-0256",
     "crd_values-0257",
@@ -109,7 +100,6 @@ KNOWN_GAPS = frozenset({
     "crd_values-0424",
     "crd_values-0425",
     "crd_values-0426",
-    "escaping-0199",
 })
 
 

@@ -312,3 +312,15 @@ async def test_a_claim_left_unallocated_is_replanned_when_its_timeout_passes(clu
         "replanCount": 1, "excludedDeviceClasses": ["nvidia-a30-mig-2g12-mps"]}
     assert len(cluster.fake.writes()) == writes + 1
     await running.shutdown()
+
+
+async def test_only_served_kinds_are_watched(cluster):
+    from webhook.controller.runner import served_kinds
+
+    optional = {kinds.CLUSTER_ISSUER, kinds.MODULE_CONFIG, kinds.CATALOG_MODEL, kinds.CATALOG_CLUSTER_MODEL}
+    for kind in kinds.WATCHED:
+        if kind not in optional:
+            cluster.fake.served.setdefault(kind.api_version, {})[kind.plural] = (kind.kind, kind.namespaced)
+    cluster.fake.served["v1"]["pods/status"] = ("Pod", True)  # subresources are not kinds
+    watched = await asyncio.to_thread(served_kinds, cluster.api())
+    assert set(watched) == set(kinds.WATCHED) - optional

@@ -62,3 +62,35 @@ def test_any_json_gets_an_outcome(kind_index, spec, status, metadata, subresourc
 @given(JSON)
 def test_any_document_gets_an_outcome(document):
     assert isinstance(REGISTRY.handle("CREATE", document), Outcome)
+
+
+KEYWORD_VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3))
+SCHEMA = st.recursive(
+    st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["object", "array", "string", "integer", "number", "boolean", 5]),
+        "format": st.sampled_from(["int32", "float", "date-time", "byte", "uri", 7]),
+        "enum": st.lists(SCALARS, max_size=3), "pattern": st.sampled_from(["^a", "(", "\\p{Lu}"]),
+        "minimum": KEYWORD_VALUES, "maximum": KEYWORD_VALUES, "multipleOf": st.sampled_from([0, 0.1, 3, -1, "x"]),
+        "minLength": KEYWORD_VALUES, "maxLength": KEYWORD_VALUES, "maxItems": KEYWORD_VALUES,
+        "nullable": st.booleans(), "default": JSON, "x-kubernetes-int-or-string": st.booleans(),
+        "x-kubernetes-preserve-unknown-fields": st.booleans(), "x-kubernetes-embedded-resource": st.booleans(),
+        "x-kubernetes-list-type": st.sampled_from(["set", "map", "atomic", 1]),
+        "x-kubernetes-list-map-keys": st.lists(KEYS, max_size=2), "required": st.lists(KEYS, max_size=2),
+    }),
+    lambda inner: st.fixed_dictionaries({}, optional={
+        "type": st.sampled_from(["object", "array"]), "properties": st.dictionaries(KEYS, inner, max_size=3),
+        "items": inner, "additionalProperties": st.one_of(inner, st.booleans()),
+        "allOf": st.lists(inner, max_size=2), "anyOf": st.lists(inner, max_size=2),
+        "oneOf": st.lists(inner, max_size=2), "not": inner, "required": st.lists(KEYS, max_size=2),
+    }),
+    max_leaves=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(SCHEMA, JSON, JSON)
+def test_any_schema_and_value_get_an_outcome(schema, spec, old_spec):
+    from tests.schema.helpers import crd, thing
+
+    registry = CRDRegistry([crd(schema)])
+    assert isinstance(registry.handle("CREATE", thing(spec)), Outcome)
+    assert isinstance(registry.handle("UPDATE", thing(spec), thing(old_spec)), Outcome)

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from webhook.cel.checker import Checked
-from webhook.cel.syntax import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select
+from webhook.cel.syntax import (
+    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select,
+)
 from webhook.cel.types import CelType, DeclType
 
 MAX = 2**64 - 1
@@ -69,9 +71,6 @@ class Node:
     type: CelType
     expr: Expr | None
     size: Estimate | None
-
-
-_GLOBAL = Node(None, CelType("dyn"), None, None)   # the nil AstNode behind a global call's target
 
 
 class SizeEstimator(Protocol):
@@ -308,8 +307,7 @@ class _Coster:
         if not overloads:
             return (0, 0)
         total = (0, 0)
-        # cel-go hands estimators a non-nil target pointer even for global calls (to a nil node)
-        target: Node = _GLOBAL
+        target: Node | None = None
         is_member = e.target is not None and e.id not in self.checked.qualified_calls
         if is_member:
             total = _add(total, self.cost(e.target))
@@ -542,7 +540,7 @@ def _slice(c: _Coster, target: Node | None, args: list[Node]):
 
 
 def _range(c: _Coster, target: Node | None, args: list[Node]):
-    if target is not None or len(args) != 1:   # never true in cel-go v0.26: target is always set
+    if target is not None or len(args) != 1:
         return None
     return _list_call(1, _fixed(_int_literal(args[0], MAX)))
 
@@ -680,20 +678,19 @@ def _kubernetes_estimate(c: _Coster, function: str, overload: str, target: Node 
             regex_cost = _factor(size(args[0]), REGEX_LENGTH)
             return _mul(string_cost, regex_cost), (0, sz[1])
         return None
+    # parsers are global functions: their cost is a traversal of the argument
     if function in ("cidr", "isIP", "isCIDR", "quantity", "isQuantity", "semver", "isSemver"):
-        if target is not None:
+        if args:
             return _factor(size(args[0]), STRING_TRAVERSAL), None
         return None
     if function == "ip":
-        if target is not None and args:
-            if overload == "cidr_ip":
-                return (1, 1), None
-            return _factor(size(args[0]), STRING_TRAVERSAL), None
-        if target is not None:
+        if overload == "cidr_ip":
             return (1, 1), None
+        if args:
+            return _factor(size(args[0]), STRING_TRAVERSAL), None
         return None
     if function == "ip.isCanonical":
-        if target is not None and args:
+        if args:
             return _factor(size(args[0]), 2 * STRING_TRAVERSAL), None
         return None
     if function in ("containsIP", "containsCIDR"):

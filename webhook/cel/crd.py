@@ -11,8 +11,7 @@ resources) and evaluated with values converted by that same type.
 
 from __future__ import annotations
 
-import json
-import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -20,7 +19,9 @@ from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engi
 from webhook.cel.checker import check
 from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
 from webhook.cel.cost import estimate as estimate_cost
-from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
+from webhook.cel.rewrite import engine_source
+from webhook.cel.rule_entry import RuleIssue, go_rule_json, normalize_field_path, static_rule_issues
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
@@ -29,7 +30,6 @@ RUNTIME_CEL_COST_BUDGET = 10_000_000
 PER_CALL_LIMIT = 1_000_000
 MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
-SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 _MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
                           "validation rules will be run")
@@ -43,26 +43,6 @@ class _Absent:
 
 
 ABSENT: Any = _Absent()   # no old value (CREATE, or the field is new on UPDATE)
-
-
-@dataclass(frozen=True, slots=True)
-class RuleIssue:
-    """One reason the apiserver rejects a rule when the CRD is created."""
-
-    field: str      # path below the schema node, e.g. "x-kubernetes-validations[0].rule"
-    kind: str       # "Invalid" | "Required" | "Unsupported" | "Forbidden"
-    detail: str
-    value: Any = None   # the rendered bad value for Invalid/Unsupported (already formatted)
-
-    def render(self, path: str) -> str:
-        where = f"{path}.{self.field}" if path else self.field
-        if self.kind == "Required":
-            return f"{where}: Required value: {self.detail}"
-        if self.kind == "Forbidden":
-            return f"{where}: Forbidden: {self.detail}"
-        if self.kind == "Unsupported":
-            return f"{where}: Unsupported value: {self.value}: supported values: {self.detail}"
-        return f"{where}: Invalid value: {self.value}: {self.detail}"
 
 
 class CrdRuleError(ValueError):
@@ -289,7 +269,9 @@ def _error(rule: CompiledRule, text: str) -> RuleResult:
     return RuleResult(rule.index, False, None, text, None, None)
 
 
-_CACHE: dict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = {}
+# compiled rules by schema node (the node is kept alive with them, so its id stays unique)
+_CACHE: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
+_CACHE_SIZE = 4096
 
 
 def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "") -> NodeRules:
@@ -298,12 +280,17 @@ def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path:
     Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
     the apiserver reject the CRD.
     """
+    # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
+    is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
     key = (id(node_schema), is_root)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] is node_schema:
+        _CACHE.move_to_end(key)
         return cached[1]
     rules = _compile(node_schema, is_root=is_root, path=path)
     _CACHE[key] = (node_schema, rules)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
     return rules
 
 
@@ -346,12 +333,13 @@ class _Analysis:
     result_type: Any
     checked: Any
     parsed: Any
+    source: str = ""            # what the engine evaluates (Kubernetes value semantics spelled out)
 
 
 def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
     """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
     try:
-        parsed = parse(expression)
+        parsed, spans = parse_with_spans(expression)
     except CelSyntaxError as err:
         return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
     self_type = decl.cel if decl is not None else DYN
@@ -359,7 +347,8 @@ def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool =
     checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
     if checked.errors:
         return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
-    return _Analysis(None, checked.result_type, checked, parsed)
+    source = engine_source(expression, parsed, spans, decl, optional_old_self=optional_old_self)
+    return _Analysis(None, checked.result_type, checked, parsed, source)
 
 
 def object_types(decl: DeclType | None) -> dict[str, DeclType]:
@@ -409,15 +398,13 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     "messageExpression must evaluate to a string", go_rule_json(entry)))
         else:
-            message_program = _engine_program(message_expression)
+            message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
     if issues:
         return issues
     max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
-    source = rule_text
-    if optional_old_self:
-        source = _optional_old_self_source(rule_text, analysis.parsed)
+    source = analysis.source
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
     program = _engine_program(source)
@@ -463,162 +450,15 @@ def _engine_program(source: str) -> Any:
         return _Uncompilable(f"rule compile error: compilation failed: {err}")
 
 
-def _optional_old_self_source(rule: str, parsed: Any) -> str:
-    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
-    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
-    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
-    pieces, last = [], 0
-    for offset in offsets:
-        pieces.append(rule[last:offset])
-        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
-        last = offset + len("oldSelf")
-    pieces.append(rule[last:])
-    return "".join(pieces)
-
-
-# --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---
-
-def static_rule_issues(index: int, entry: Mapping[str, Any], node_schema: Mapping[str, Any]) -> list[RuleIssue]:
-    where = f"x-kubernetes-validations[{index}]"
-    issues: list[RuleIssue] = []
-    rule = entry.get("rule") or ""
-    message = entry.get("message") or ""
-    trimmed_rule, trimmed_message = rule.strip(), message.strip()
-    if not trimmed_rule:
-        issues.append(RuleIssue(f"{where}.rule", "Required", "rule is not specified"))
-    elif message and not trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Invalid", "must be non-empty if specified", go_quote(message)))
-    elif "\n" in trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Invalid", "must not contain line breaks", go_quote(message)))
-    elif "\n" in trimmed_rule and not trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Required", "message must be specified if rule contains line breaks"))
-    message_expression = entry.get("messageExpression") or ""
-    if message_expression and not message_expression.strip():
-        issues.append(RuleIssue(f"{where}.messageExpression", "Required",
-                                "messageExpression must be non-empty if specified"))
-    reason = entry.get("reason")
-    if reason is not None and reason not in SUPPORTED_REASONS:
-        issues.append(RuleIssue(f"{where}.reason", "Unsupported", ", ".join(f'"{r}"' for r in SUPPORTED_REASONS),
-                                go_quote(reason)))
-    field_path = entry.get("fieldPath") or ""
-    if field_path:
-        if not field_path.strip():
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must be non-empty if specified",
-                                    go_quote(field_path)))
-        elif "\n" in field_path:
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must not contain line breaks",
-                                    go_quote(field_path)))
-        elif not valid_field_path(field_path, node_schema):
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "must be a valid path", go_quote(field_path)))
-    return issues
-
-
-_FIELD_PATH_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|[.\[\]]|[^.\[\]']+")
-_SINGLE_QUOTE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-                         "'": "'", "\\": "\\"}
-
-
-def _field_path_segments(json_path: str, schema: Mapping[str, Any] | None) -> list[tuple[str, bool]] | None:
-    """Split a rule's fieldPath into (name, is_property) steps valid for ``schema``; None if invalid."""
-    tokens = _FIELD_PATH_TOKEN.findall(json_path)
-    if "".join(tokens) != json_path:
-        return None
-    steps: list[tuple[str, bool]] = []
-    position = 0
-    while position < len(tokens):
-        token = tokens[position]
-        if token == "[":
-            if position + 2 >= len(tokens):
-                return None
-            quoted, closing = tokens[position + 1], tokens[position + 2]
-            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'" or closing != "]":
-                return None
-            name = _unescape_single_quoted(quoted[1:-1])
-            if name is None:
-                return None
-            position += 3
-        elif token == ".":
-            if position + 1 >= len(tokens):
-                return None
-            name = tokens[position + 1]
-            position += 2
-        else:
-            return None
-        if schema is None:
-            return None
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if properties is not None:
-            if name not in properties:
-                return None
-            schema = properties[name]
-            steps.append((name, True))
-        elif isinstance(additional, Mapping):
-            schema = additional
-            steps.append((name, False))
-        else:
-            return None
-    return steps
-
-
-def _unescape_single_quoted(text: str) -> str | None:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            replacement = _SINGLE_QUOTE_ESCAPES.get(text[i + 1])
-            if replacement is None:
-                return None
-            out.append(replacement)
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def valid_field_path(json_path: str, schema: Mapping[str, Any]) -> bool:
-    return _field_path_segments(json_path, schema) is not None
-
-
-def normalize_field_path(json_path: str, schema: Mapping[str, Any]) -> str:
-    """The rule's fieldPath as a field.Path string relative to the rule's node ("a.b[key]")."""
-    parts: list[str] = []
-    for name, is_property in _field_path_segments(json_path, schema) or ():
-        if not is_property:
-            parts.append(f"[{name}]")
-        else:
-            parts.append(f".{name}" if parts else name)
-    return "".join(parts)
-
-
-# --- rendering of values in the apiserver's error strings ---
-
-def go_quote(text: str) -> str:
-    """Go's %q of a string (non-ASCII printable runes kept)."""
-    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def go_json(value: Any) -> str:
-    """encoding/json output: <, > and & escaped as \\u003c etc."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def go_rule_json(entry: Mapping[str, Any]) -> str:
-    """The ValidationRule struct as the apiserver prints it in Invalid-value errors."""
-    return go_json({
-        "Rule": entry.get("rule", ""),
-        "Message": entry.get("message", ""),
-        "MessageExpression": entry.get("messageExpression", ""),
-        "Reason": entry.get("reason"),
-        "FieldPath": entry.get("fieldPath", ""),
-        "OptionalOldSelf": entry.get("optionalOldSelf"),
-    })
-
-
 def references_old_self(expression: str) -> bool:
     """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
     try:
         return _uses_old_self(parse(expression))
     except CelSyntaxError:
         return False
+
+
+__all__ = [
+    "ABSENT", "CostBudget", "CrdRuleError", "NodeRules", "RuleCost", "RuleIssue", "RuleResult",
+    "compile_schema_rules", "normalize_field_path", "references_old_self",
+]

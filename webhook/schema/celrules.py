@@ -67,11 +67,13 @@ class CelValidator:
                 node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
             except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
                 node.compiled_rules = exc
+            except Exception as exc:  # an engine fault: reported on the node, never a crash
+                node.compiled_rules = RuntimeError(f"{type(exc).__name__}: {exc}")
         return node.compiled_rules
 
     def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        if value is None or not node.has_rules:
-            return
+        if value is None or not node.has_rules or self.budget.remaining < 0:
+            return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
             self._run(node, value, old, path, is_root, correlated)
         if isinstance(value, dict):

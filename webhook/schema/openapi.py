@@ -149,9 +149,10 @@ class SchemaValidator:
             pass
         elif sch_type == "array":
             errs += self._array(node, value, path, old)
-        elif sch_type != "boolean":
+        elif sch_type != "boolean" and node.has_number_checks:
             errs += self._number(node, value, path)
-        if node.enum is not None and not any(_enum_matches(value, c) for c in node.enum):
+        if node.enum is not None and not (value in node.enum_strings if sch_type == "string"
+                                          else any(_enum_matches(value, c) for c in node.enum)):
             errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
         if sch_type == "object":
             errs += self._object(node, value, path, old)
@@ -202,7 +203,7 @@ class SchemaValidator:
         errs: list[fe.FieldError] = []
         typ = node.types[0] if node.types else ""
         fmt = node.format
-        problem = _range_error(value, typ, fmt, "Checked", path)
+        problem = None if type(value) is int and fmt != "int32" else _range_error(value, typ, fmt, "Checked", path)
         if problem:
             errs.append(fe.invalid(self.prefix, "", problem))
         native_int = isinstance(value, int)
@@ -306,12 +307,14 @@ class SchemaValidator:
                     child_path = f"{path}.{key}" if path else key
                     child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
                     errs += self._node(node.additional, value[key], child_path, child_old)
-        for key, child in node.sorted_properties:
-            item = value.get(key, ABSENT)
-            if item is not ABSENT:
-                child_path = f"{path}.{key}" if path else key
-                child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                errs += self._node(child, item, child_path, child_old)
+        if len(value) < len(props):  # visit what is there, in the same (sorted) order
+            present = [(key, props[key]) for key in sorted(value) if key in props]
+        else:
+            present = [(key, child) for key, child in node.sorted_properties if key in value]
+        for key, child in present:
+            child_path = f"{path}.{key}" if path else key
+            child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+            errs += self._node(child, value[key], child_path, child_old)
         for key in node.required:
             if key not in value:
                 errs.append(fe.required(self._field(f"{path}.{key}" if path else key)))

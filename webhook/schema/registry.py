@@ -98,13 +98,16 @@ class CRDRegistry:
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> "CRDRegistry":
         """CRDs from YAML/JSON files and directories (searched recursively)."""
-        crds = []
+        registry = cls()
         for raw in paths:
             for file in _crd_files(Path(raw)):
                 for doc in _read_documents(file):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                        crds.append(doc)
-        return cls(crds)
+                        try:
+                            registry.add(doc)
+                        except (TypeError, ValueError, AttributeError) as exc:
+                            raise CRDLoadError(f"{file}: not a usable CustomResourceDefinition: {exc}") from None
+        return registry
 
     @classmethod
     def shipped(cls) -> "CRDRegistry":
@@ -148,13 +151,14 @@ class CRDRegistry:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
         errors, more = self._validate(served, operation, prepared, stored, subresource)
         warnings += more
+        warnings = list(dict.fromkeys(warnings))  # the apiserver sends each warning text once
         kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
         name = (prepared.get("metadata") or {}).get("name") or ""
         if errors:
             status = fe.invalid_status(kind, _group_of(prepared.get("apiVersion")), name, errors)
             return Outcome(False, 422, status, warnings, None, errors)
         old_meta = (old or {}).get("metadata") if operation == "UPDATE" else None
-        warnings += finalizer_warnings(prepared.get("metadata") or {}, old_meta)
+        warnings += [w for w in finalizer_warnings(prepared.get("metadata") or {}, old_meta) if w not in warnings]
         return Outcome(True, 201 if operation == "CREATE" else 200, None, warnings, prepared, [])
 
     def prepare(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
