@@ -312,7 +312,7 @@ def test_controller_has_leader_election_and_its_own_lease():
 
 
 def shipped_policy_files() -> dict[str, bytes]:
-    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in sorted(POLICIES.rglob("*.yaml"))}
+    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in sorted(POLICIES.rglob("*")) if p.suffix in (".yaml", ".yml")}
 
 
 def test_shipped_policies_configmap_holds_policies_byte_for_byte():
