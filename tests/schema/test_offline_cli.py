@@ -138,3 +138,10 @@ def test_validate_expands_lists_and_reads_stdin(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(listed))
     assert main(["validate", "-f", "-"]) == 0
     assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"
+
+
+def test_manifest_yaml_keeps_timestamps_as_text():
+    from webhook.offline.documents import parse_documents
+
+    (doc,) = parse_documents("when: 2024-01-01T00:00:00Z\nday: 2024-06-02\nflag: yes\n", "x.yaml")
+    assert doc.content == {"when": "2024-01-01T00:00:00Z", "day": "2024-06-02", "flag": True}

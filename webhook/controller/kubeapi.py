@@ -20,7 +20,7 @@ from webhook.controller.kinds import Kind
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str):
-        super().__init__(f"{status}: {message}")
+        super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
 

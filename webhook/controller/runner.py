@@ -37,7 +37,7 @@ from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
 from webhook.controller.events import EventRecorder
-from webhook.controller.kubeapi import Conflict, KubeApi, NotFound
+from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
@@ -340,13 +340,11 @@ def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
 
 
 async def _serve(args, api_client) -> int:
-    from webhook.state import KubeState
-
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    from webhook.state import WatchedKind
-
-    api = KubeApi(api_client)
+    api = KubeApi(api_client, timeout=10)
     watched = await asyncio.to_thread(served_kinds, api)
+    from webhook.state import KubeState, WatchedKind  # the watch cache: imported only to run it
+
     state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
     elector = None
     if args.leader_elect:
@@ -377,9 +375,16 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
         print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
         return 2
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"infergate controller: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 1
     try:
         api_client = _api_client(args)
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
         print(f"infergate controller: cannot load Kubernetes configuration: {exc}", file=sys.stderr)
         return 1
-    return asyncio.run(_serve(args, api_client))
+    try:
+        return asyncio.run(_serve(args, api_client))
+    except ApiError as exc:  # the API server unreachable or refusing discovery at start
+        print(f"infergate controller: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
+        return 1

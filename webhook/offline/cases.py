@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
+from webhook.offline.documents import load_yaml
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"
@@ -66,7 +67,7 @@ class Suite:
 
 def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:

@@ -12,6 +12,21 @@ import yaml
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
+class ManifestLoader(yaml.SafeLoader):
+    """YAML as kubectl reads it: timestamps stay strings (they reach the apiserver as JSON text)."""
+
+
+ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, timestamps kept as text."""
+    return yaml.load(text, Loader=ManifestLoader)
+
+
 class InputError(ValueError):
     """A source that cannot be read or parsed (the message names the file and line)."""
 
@@ -29,7 +44,7 @@ class Document:
 
 def parse_documents(text: str, source: str) -> list[Document]:
     """All non-empty documents of a YAML (or JSON) stream, with the line each starts on."""
-    loader = yaml.SafeLoader(text)
+    loader = ManifestLoader(text)
     out: list[Document] = []
     try:
         while loader.check_node():

@@ -20,8 +20,8 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 def copy_json(value: Any) -> Any:
     """Deep copy of decoded JSON as Go would hold it (keys strings, integers beyond int64 floats)."""
-    try:  # the fast path; it refuses integers beyond 64 bits and non-string keys
-        return orjson.loads(orjson.dumps(value))
+    try:  # the fast path; it refuses integers beyond 53 bits, non-string keys and non-JSON values
+        return orjson.loads(orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER))
     except (TypeError, orjson.JSONEncodeError):
         return _copy_slow(value)
 
