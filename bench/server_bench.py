@@ -3,6 +3,7 @@
 Runs, in one go and with the same load generator:
   * baseline: a bare aiohttp HTTPS server (uvloop, the same TLS settings) that
     reads each body and echoes it back: the physical limit of this stack;
+  * server only: `serve()` with an allow-all admitter (the server's own cost);
   * infergate /validate and /mutate with a realistic object of each family
     (``examples/manifests/valid``), through the real admission chain;
   * the time from spawning `infergate serve` to a green /readyz.
@@ -61,6 +62,22 @@ app.router.add_post("/echo", echo)
 bundle = certs.DirectoryStore(__import__("pathlib").Path(sys.argv[2])).load()
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=certs.server_context(bundle),
             access_log=None, print=None, loop=uvloop.new_event_loop())
+'''
+
+
+# `infergate serve` itself with an admitter that allows everything: what the server path
+# (TLS, limits, decoding, the worker thread, encoding, metrics) costs without the chain.
+SERVER_ONLY = r'''
+import sys, uvloop
+sys.path.insert(0, sys.argv[3])
+from webhook.admission.review import AdmissionResult
+from webhook.server import serve
+from webhook.settings import Settings
+class AllowAll:
+    def admit(self, request, *, mutating):
+        return AdmissionResult(allowed=True)
+settings = Settings(host="127.0.0.1", port=int(sys.argv[1]), cert_dir=sys.argv[2], log_level="warning")
+uvloop.run(serve(settings, load=lambda s: (AllowAll(), {})))
 '''
 
 
@@ -186,34 +203,39 @@ def main() -> int:
             return 1
         results["readyz_seconds"] = round(ready - spawned, 3)
 
-        base_port = free_port()
+        base_port, bare_port = free_port(), free_port()
         baseline = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert_dir), str(REPO)],
                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        bare = subprocess.Popen([sys.executable, "-c", SERVER_ONLY, str(bare_port), str(cert_dir), str(REPO)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            if wait_listening(base_port, ctx, time.monotonic() + 30) is None:
-                print("baseline never started:\n" + baseline.stderr.read().decode()[-3000:], file=sys.stderr)
-                return 1
-            # Interleaved per family (baseline, validate, mutate): a neighbour's load on a
-            # shared machine hits the three runs alike, so the ratios stay meaningful.
+            for proc, p in ((baseline, base_port), (bare, bare_port)):
+                if wait_listening(p, ctx, time.monotonic() + 30) is None:
+                    print("a comparison server never started:\n" + proc.stderr.read().decode()[-3000:], file=sys.stderr)
+                    return 1
+            # Interleaved per family: a neighbour's load on a shared machine hits the runs
+            # of one family alike, so the ratios stay meaningful.
+            allowed = lambda resp: b'"allowed":true' in resp  # noqa: E731
             for family, manifest in FAMILIES.items():
                 body = orjson.dumps(review_for(REPO / "examples/manifests/valid" / manifest))
                 runs = (
                     ("baseline", base_port, "/echo", lambda resp, b=body: resp == b),
-                    ("validate", port, "/validate?timeout=10s", lambda resp: b'"allowed":true' in resp),
-                    ("mutate", port, "/mutate?timeout=10s", lambda resp: b'"allowed":true' in resp),
+                    ("server_only", bare_port, "/validate?timeout=10s", allowed),
+                    ("validate", port, "/validate?timeout=10s", allowed),
+                    ("mutate", port, "/mutate?timeout=10s", allowed),
                 )
                 for name, target, path, check in runs:
                     r = uvloop.run(load(target, ctx, http_request(path, body), connections=args.connections,
                                         seconds=args.seconds, warmup=args.warmup, check=check))
                     r["body_bytes"] = len(body)
                     results.setdefault(name, {})[family] = r
-                    print(f"{name:8s} {family:24s} {r}", flush=True)
+                    print(f"{name:11s} {family:24s} {r}", flush=True)
         finally:
-            for proc in (server, baseline):
+            for proc in (server, baseline, bare):
                 proc.terminate()
                 proc.wait(30)
 
-    for endpoint in ("validate", "mutate"):
+    for endpoint in ("server_only", "validate", "mutate"):
         for family, r in results[endpoint].items():
             r["of_baseline"] = round(r["rps"] / results["baseline"][family]["rps"], 3)
     print(json.dumps(results, indent=2))

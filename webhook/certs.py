@@ -170,7 +170,9 @@ def plan(current: CertBundle | None, *, now: dt.datetime, sans: Sequence[str], p
     """The next state of the certificates (see the module docstring for the stages)."""
     if current is None:
         ca, ca_key = issue_ca(now=now, validity=policy.ca_validity, backdate=policy.backdate)
-        cert, key = issue_serving(ca, ca_key, sans=sans, now=now, validity=policy.serving_validity, backdate=policy.backdate)
+        cert, key = issue_serving(
+            ca, ca_key, sans=sans, now=now, validity=policy.serving_validity, backdate=policy.backdate
+        )
         return Plan(CertBundle((ca,), ca_key, cert, key), ("created CA and serving certificate",))
 
     actions: list[str] = []
@@ -214,7 +216,8 @@ def plan(current: CertBundle | None, *, now: dt.datetime, sans: Sequence[str], p
         actions.append(reason)
 
     # Stage 3: an older CA leaves once the serving certificate from the new one has spread.
-    if bundle.issuer_of_cert == bundle.signer and len(bundle.trusted) > 1 and _trusted_since(bundle.cert, policy) + policy.overlap <= now:
+    cert_spread = _trusted_since(bundle.cert, policy) + policy.overlap <= now
+    if len(bundle.trusted) > 1 and bundle.issuer_of_cert == bundle.signer and cert_spread:
         bundle = dataclasses.replace(bundle, trusted=(bundle.signer,))
         actions.append("removed the previous CA from the bundle")
 

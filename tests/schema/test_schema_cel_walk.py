@@ -77,3 +77,14 @@ def test_blocking_schema_errors_replace_rules_with_the_marker():
     # a pattern-like (non-blocking) error lets the rules run
     assert errors(create(reg, {"a": -1, "items": [{"k": "a"}, {"k": "a"}]})) == [
         'spec.items[1]: Duplicate value: {"k":"a"}', "spec.a: Invalid value: -1: a >= 0"]
+
+
+def test_one_registry_answers_concurrent_writes_independently():
+    from concurrent.futures import ThreadPoolExecutor
+
+    reg = _spec_rules()
+    specs = [{"a": i % 9 - 2, "labels": {"k": "" if i % 3 else "v"}} for i in range(60)]
+    expected = [errors(create(reg, spec)) for spec in specs]
+    with ThreadPoolExecutor(8) as pool:
+        actual = list(pool.map(lambda spec: errors(create(reg, spec)), specs))
+    assert actual == expected

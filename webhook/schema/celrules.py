@@ -46,20 +46,28 @@ def _child(path: str | None, key: str) -> str:
 class CelValidator:
     """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
 
-    __slots__ = ("root", "errors", "warnings", "budget", "_crd")
+    __slots__ = ("root",)
 
     def __init__(self, root: Node):
         self.root = root
 
-    def validate(self, obj: Any, old: Any = ABSENT, *, path: str | None = None, node: Node | None = None
-                 ) -> tuple[list[fe.FieldError], list[str]]:
-        node = node or self.root
-        self._crd = _cel()
+    def validate(self, obj: Any, old: Any = ABSENT) -> tuple[list[fe.FieldError], list[str]]:
+        """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE."""
+        walk = _Walk(_cel())
+        walk.node(self.root, obj, old, None, True, True)
+        return walk.errors, walk.warnings
+
+
+class _Walk:
+    """The state of one validation (results so far, the request's cost budget)."""
+
+    __slots__ = ("errors", "warnings", "budget", "_crd")
+
+    def __init__(self, crd: Any):
+        self._crd = crd
         self.errors: list[fe.FieldError] = []
         self.warnings: list[str] = []
-        self.budget = self._crd.CostBudget(RUNTIME_COST_BUDGET)
-        self._walk(node, obj, old, path, node is self.root and path is None, True)
-        return self.errors, self.warnings
+        self.budget = crd.CostBudget(RUNTIME_COST_BUDGET)
 
     def _rules(self, node: Node, is_root: bool, path: str | None):
         if node.compiled_rules is None:
@@ -71,7 +79,7 @@ class CelValidator:
                 node.compiled_rules = RuntimeError(f"{type(exc).__name__}: {exc}")
         return node.compiled_rules
 
-    def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
+    def node(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
         if value is None or not node.has_rules or self.budget.remaining < 0:
             return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
@@ -82,12 +90,12 @@ class CelValidator:
             for key, child in node.sorted_properties:
                 if child.has_rules and key in value:
                     child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                    self._walk(child, value[key], child_old, _child(path, key), False, correlated)
+                    self.node(child, value[key], child_old, _child(path, key), False, correlated)
             if additional is not None and additional.has_rules:
                 for key in sorted(value):
                     if key not in props:
                         child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                        self._walk(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
+                        self.node(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
         elif isinstance(value, list) and node.items is not None and node.items.has_rules:
             self._walk_items(node, value, old, path, correlated)
 
@@ -103,7 +111,7 @@ class CelValidator:
             olds = [ABSENT] * len(value)
             correlated = False
         for i, item in enumerate(value):
-            self._walk(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
+            self.node(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
 
     def _run(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
         rules = self._rules(node, is_root, path)
