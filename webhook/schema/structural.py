@@ -13,6 +13,7 @@ from typing import Any
 import re2
 
 from webhook.schema.formats import FORMAT_CHECKERS
+from webhook.schema.goregexp import GoRegexp
 
 ABSENT: Any = object()  # "no default", "no old value"
 
@@ -20,9 +21,9 @@ ABSENT: Any = object()  # "no default", "no old value"
 _NUMERIC_FORMATS = {"int32", "int64", "float", "double"}
 
 
-def _compile_pattern(pattern: str):
+def _compile_pattern(pattern: str) -> GoRegexp | None:
     try:
-        return re2.compile(pattern)
+        return GoRegexp(pattern)
     except re2.error:  # the apiserver would have rejected the CRD; never match
         return None
 
