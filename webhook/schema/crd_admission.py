@@ -349,8 +349,7 @@ class _SchemaChecker:
             return
         if _has_unknown_fields(value, schema):   # the apiserver prunes a copy and compares
             self.errors.append(f"{where}: Invalid value: {go_json(value)}: must not have unknown fields")
-            return
-        # validated as an object's value is, with paths relative to the default ("  in body ...")
+        # then validated as an object's value is, with paths relative to the default (" in body ...")
         validator = SchemaValidator(compile_schema(dict(schema)), prefix=where)
         self.errors.extend(str(error) for error in validator.validate(value))
 
