@@ -17,14 +17,26 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def copy_json(value: Any) -> Any:
-    """Deep copy of decoded JSON, with integers outside int64 turned to floats as Go decodes them."""
-    if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copy_json(v) for v in value]
-    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
-        return float(value)
-    return value
+    """Deep copy of decoded JSON, with integers outside int64 turned to floats as Go decodes them.
+
+    Iterative: a request may nest values a thousand levels deep, past Python's recursion limit.
+    """
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (source, target container, key in it)
+    while stack:
+        source, target, key = stack.pop()
+        if isinstance(source, dict):
+            copied: Any = dict.fromkeys(source)
+            stack.extend((v, copied, k) for k, v in source.items())
+        elif isinstance(source, list):
+            copied = [None] * len(source)
+            stack.extend((v, copied, i) for i, v in enumerate(source))
+        elif type(source) is int and not _INT64_MIN <= source <= _INT64_MAX:
+            copied = float(source)
+        else:
+            copied = source
+        target[key] = copied
+    return root[0]
 
 
 def _join(path: str, key: str) -> str:
