@@ -414,3 +414,38 @@ def test_webhook_configurations_equal_infergate_webhook_config(name, capsys):
         assert expected["metadata"]["labels"].items() <= chart_object["metadata"]["labels"].items()
         assert chart_object["webhooks"] == expected["webhooks"]
     assert sorted(o["kind"] for o in printed) == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+
+
+def test_packaged_chart_carries_crds_and_policies_and_renders_the_same(tmp_path):
+    """`helm package` resolves the files/policies link: the .tgz users install is self-contained."""
+    import tarfile
+
+    archive = helm.package(CHART, destination=tmp_path)
+    names = set(tarfile.open(archive).getnames())
+    assert {f"infergate/crds/{p.name}" for p in (CHART / "crds").glob("*.yaml")} <= names
+    assert {f"infergate/files/policies/{p}" for p in shipped_policy_files()} <= names
+    with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART) as source:
+        assert packaged.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE) == \
+            source.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE)
+
+
+def grants(name: str, role_suffix: str) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource, verb) granted by the ClusterRole named *role_suffix."""
+    (role,) = [o for o in objects(name) if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith(role_suffix)]
+    return {(g, r, v) for rule in role["rules"] if not rule.get("resourceNames")
+            for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes():
+    from webhook.controller import kinds
+
+    granted = grants("default", "-controller")
+    for kind in kinds.WATCHED:
+        for verb in ("get", "list", "watch"):
+            assert (kind.group, kind.plural, verb) in granted, (kind, verb)
+    for kind in kinds.OWNED:
+        assert (kind.group, f"{kind.plural}/status", "update") in granted, kind
+    writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
+    assert writes == {(k.group, f"{k.plural}/status", "update") for k in kinds.OWNED} | {("", "events", "create")}
+    reads = {(g, r) for g, r, v in granted if v == "watch"}
+    assert reads == {(k.group, k.plural) for k in kinds.WATCHED}  # nothing more than it watches

@@ -165,3 +165,108 @@ def test_the_apiserver_would_accept_the_crd(name):
 
     errors, warnings = check_crd(load_crd(CHART_CRDS / name))
     assert errors == [] and warnings == []
+
+
+# --- the ai.deckhouse.io rules, as the apiserver (webhook.schema) applies them -------------
+
+_REGISTRY = []
+
+
+def registry():
+    from webhook.schema import CRDRegistry
+
+    if not _REGISTRY:
+        _REGISTRY.append(CRDRegistry.load([CHART_CRDS]))
+    return _REGISTRY[0]
+
+
+def order(spec: dict, name: str = "o") -> dict:
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": "ml-team"}, "spec": spec}
+
+
+def service_class(spec: dict, name: str = "c") -> dict:
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceServiceClass",
+            "metadata": {"name": name}, "spec": {"exposurePolicy": {"type": "ClusterLocal", "authentication": "None"}, **spec}}
+
+
+CATALOG = {"src": "ai-models", "ref": {"kind": "Model", "name": "qwen3-8b"}}
+HUGGINGFACE = {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen3-8B"}}
+
+
+def errors_of(operation: str, obj: dict, old: dict | None = None) -> list[str]:
+    outcome = registry().handle(operation, obj, old)
+    return [str(e) for e in outcome.errors]
+
+
+def test_order_immutable_class_name_and_model_source():
+    old = order({"inferenceServiceClassName": "a", "model": CATALOG})
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": CATALOG}), old) == []
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "b", "model": CATALOG}), old) == [
+        "spec.inferenceServiceClassName: Invalid value: inferenceServiceClassName is immutable"]
+    assert errors_of("UPDATE", order({"model": CATALOG}), old) == [
+        "spec.inferenceServiceClassName: Invalid value: inferenceServiceClassName is immutable"]
+    # an order created without a class (webhook down) may get one once
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": CATALOG}), order({"model": CATALOG})) == []
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": HUGGINGFACE}), old) == [
+        'spec.model.src: Invalid value: model.src is immutable']
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    (CATALOG, []),
+    (HUGGINGFACE, []),
+    ({**HUGGINGFACE, "parameterCount": "1.5B", "authSecretRef": {"name": "hf"}}, []),
+    ({"src": "ai-models", "ref": {"name": "qwen3-8b"}},
+     ["spec.model.ref: Invalid value: ref.kind is required for src ai-models; ref.kind and ref.namespace are not allowed for src HuggingFace"]),
+    ({**CATALOG, "parameterCount": "8B"},
+     ['spec.model.parameterCount: Invalid value: parameterCount is only allowed for src HuggingFace; catalog orders use catalog facts']),
+    ({"src": "ai-models", "ref": {"kind": "Model", "name": "Qwen_8B"}},
+     ['spec.model.ref.name: Invalid value: catalog ref.name must be a DNS-1123 subdomain (metadata.name of a Model or ClusterModel)']),
+    ({**HUGGINGFACE, "parameterCount": "8K"},
+     ['spec.model.parameterCount: Invalid value: "8K": spec.model.parameterCount in body should match \'^[0-9]+(\\.[0-9]+)?[MmBb]$\'']),
+], ids=lambda v: str(v)[:60])
+def test_order_model_rules(model, expected):
+    assert errors_of("CREATE", order({"model": model})) == expected
+
+
+def test_order_device_classes_are_a_non_empty_set():
+    def with_classes(classes):
+        return order({"model": CATALOG, "resources": {"accelerator": {"deviceClasses": classes}}})
+
+    assert errors_of("CREATE", with_classes(["a", "b"])) == []
+    assert errors_of("CREATE", with_classes(["a", "a"])) == ['spec.resources.accelerator.deviceClasses[1]: Duplicate value: "a"']
+    assert errors_of("CREATE", with_classes([])) == [
+        "spec.resources.accelerator.deviceClasses: Invalid value: 0: spec.resources.accelerator.deviceClasses in body should have at least 1 items"]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"acceleratorPolicy": {"allowedPlacementTypes": ["Partition"], "allowedSharingModes": ["Shared"],
+                            "maxAcceleratorCount": 1, "minSharePercent": 25, "maxSharePercent": 50}}, []),
+    ({"scalingPolicy": {"minReplicas": 3, "maxReplicas": 2}},
+     ["spec.scalingPolicy.minReplicas: Invalid value: minReplicas must be less than or equal to maxReplicas"]),
+    ({"modelPolicy": {"allowedEndpointTypes": ["Chat", "Chat"]}},
+     ['spec.modelPolicy.allowedEndpointTypes[1]: Duplicate value: "Chat"']),
+    ({"modelPolicy": {"allowedEndpointTypes": []}},
+     ["spec.modelPolicy.allowedEndpointTypes: Invalid value: 0: spec.modelPolicy.allowedEndpointTypes in body should have at least 1 items"]),
+    ({"admissionPolicy": {"allowedNamespaces": ["*", "team-a"]}}, []),
+    ({"exposurePolicy": {"type": "External", "authentication": "Token",
+                         "https": {"mode": "CustomCertificate", "customCertificate": {"secretName": "tls"}}}}, []),
+    ({"exposurePolicy": {"type": "External", "authentication": "Token",
+                         "https": {"mode": "Disabled", "customCertificate": {"secretName": "tls"}}}},
+     ["spec.exposurePolicy.https: Invalid value: https.customCertificate is required for, and only allowed with, mode CustomCertificate"]),
+    # https on a ClusterLocal class is admitted (decision 9: the webhook warns)
+    ({"exposurePolicy": {"type": "ClusterLocal", "authentication": "Token", "https": {"mode": "OnlyInURI"}}}, []),
+], ids=lambda v: str(v)[:60])
+def test_class_rules(spec, expected):
+    assert errors_of("CREATE", service_class(spec)) == expected
+
+
+def test_status_writes_skip_spec_rules_and_keep_status_schema():
+    stored = order({"model": CATALOG})
+    status = {**stored, "status": {"phase": "Pending", "resolved": {"placementMode": "Partition", "sharePercent": 26}}}
+    assert registry().handle("UPDATE", status, stored, subresource="status").allowed
+    bad = {**stored, "status": {"resolved": {"placementMode": "Half"}}}
+    outcome = registry().handle("UPDATE", bad, stored, subresource="status")
+    assert 'status.resolved.placementMode: Unsupported value: "Half": supported values: "Partition", "WholeDevice"' in [
+        str(e) for e in outcome.errors]
+    assert not [e for e in outcome.errors if str(e).startswith("spec")]

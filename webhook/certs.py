@@ -42,6 +42,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes as PrivateKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_FILE = "ca.crt"  # the trust bundle: every CA the clients should accept, oldest first
@@ -72,12 +73,17 @@ class RotationPolicy:
 
 @dataclass(frozen=True)
 class CertBundle:
-    """Everything the webhook needs: the trust bundle, the signer's key, the serving pair."""
+    """Everything the webhook needs: the trust bundle, the signer's key, the serving pair.
+
+    Certificates managed elsewhere (cert-manager, a mounted Secret) come without the CA's
+    key (``ca_key`` None), possibly without ``ca.crt``, with any key type and with
+    intermediates after the leaf in ``tls.crt`` (kept in ``chain`` and served)."""
 
     trusted: tuple[x509.Certificate, ...]  # oldest first; the last one owns ``ca_key``
-    ca_key: ec.EllipticCurvePrivateKey
+    ca_key: ec.EllipticCurvePrivateKey | None
     cert: x509.Certificate
-    key: ec.EllipticCurvePrivateKey
+    key: PrivateKey
+    chain: tuple[x509.Certificate, ...] = ()
 
     @property
     def signer(self) -> x509.Certificate:
@@ -91,29 +97,34 @@ class CertBundle:
         return b"".join(ca.public_bytes(serialization.Encoding.PEM) for ca in self.trusted)
 
     def to_files(self) -> dict[str, bytes]:
-        return {
-            CA_FILE: self.ca_pem(),
-            CA_KEY_FILE: _key_pem(self.ca_key),
-            CERT_FILE: self.cert.public_bytes(serialization.Encoding.PEM),
+        files = {
+            CERT_FILE: b"".join(c.public_bytes(serialization.Encoding.PEM) for c in (self.cert, *self.chain)),
             KEY_FILE: _key_pem(self.key),
         }
+        if self.trusted:
+            files[CA_FILE] = self.ca_pem()
+        if self.ca_key is not None:
+            files[CA_KEY_FILE] = _key_pem(self.ca_key)
+        return files
 
     @classmethod
-    def from_files(cls, files: dict[str, bytes]) -> CertBundle:
-        missing = [name for name in FILES if not files.get(name)]
+    def from_files(cls, files: dict[str, bytes], *, signing: bool = True) -> CertBundle:
+        """``signing``: the CA and its key must be there (the webhook issues certificates)."""
+        required = FILES if signing else (CERT_FILE, KEY_FILE)
+        missing = [name for name in required if not files.get(name)]
         if missing:
             raise CertError(f"missing {', '.join(missing)}")
         try:
-            trusted = tuple(x509.load_pem_x509_certificates(files[CA_FILE]))
-            ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE], password=None)
-            cert = x509.load_pem_x509_certificates(files[CERT_FILE])[0]
+            trusted = tuple(x509.load_pem_x509_certificates(files[CA_FILE])) if files.get(CA_FILE) else ()
+            ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE], password=None) if signing else None
+            cert, *chain = x509.load_pem_x509_certificates(files[CERT_FILE])
             key = serialization.load_pem_private_key(files[KEY_FILE], password=None)
         except ValueError as exc:
             raise CertError(f"unreadable certificate or key: {exc}") from None
-        if not isinstance(ca_key, ec.EllipticCurvePrivateKey) or not isinstance(key, ec.EllipticCurvePrivateKey):
+        if signing and not (isinstance(ca_key, ec.EllipticCurvePrivateKey) and isinstance(key, ec.EllipticCurvePrivateKey)):
             raise CertError("keys must be ECDSA keys")
-        bundle = cls(trusted, ca_key, cert, key)
-        if not _same_key(bundle.signer, ca_key):
+        bundle = cls(trusted, ca_key, cert, key, tuple(chain))
+        if signing and not _same_key(bundle.signer, ca_key):
             raise CertError(f"{CA_KEY_FILE} does not belong to the newest CA in {CA_FILE}")
         if not _same_key(cert, key):
             raise CertError(f"{KEY_FILE} does not belong to {CERT_FILE}")
@@ -127,16 +138,17 @@ def serving_sans(service: str | None = None, extra: Iterable[str] = ()) -> tuple
     """
     names = ["localhost", "127.0.0.1"]
     if service:
-        namespace, name = parse_service(service)
+        namespace, name = parse_namespaced(service)
         names += [name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local"]
     names += [n for n in extra if n]
     return tuple(dict.fromkeys(names))
 
 
-def parse_service(service: str) -> tuple[str, str]:
-    namespace, sep, name = service.partition("/")
+def parse_namespaced(text: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` (a Service, a Secret) as its two parts."""
+    namespace, sep, name = text.partition("/")
     if not sep or not namespace or not name or "/" in name:
-        raise ValueError(f"service must be NAMESPACE/NAME, got {service!r}")
+        raise ValueError(f"expected NAMESPACE/NAME, got {text!r}")
     return namespace, name
 
 
@@ -158,7 +170,9 @@ def plan(current: CertBundle | None, *, now: dt.datetime, sans: Sequence[str], p
     """The next state of the certificates (see the module docstring for the stages)."""
     if current is None:
         ca, ca_key = issue_ca(now=now, validity=policy.ca_validity, backdate=policy.backdate)
-        cert, key = issue_serving(ca, ca_key, sans=sans, now=now, validity=policy.serving_validity, backdate=policy.backdate)
+        cert, key = issue_serving(
+            ca, ca_key, sans=sans, now=now, validity=policy.serving_validity, backdate=policy.backdate
+        )
         return Plan(CertBundle((ca,), ca_key, cert, key), ("created CA and serving certificate",))
 
     actions: list[str] = []
@@ -202,7 +216,8 @@ def plan(current: CertBundle | None, *, now: dt.datetime, sans: Sequence[str], p
         actions.append(reason)
 
     # Stage 3: an older CA leaves once the serving certificate from the new one has spread.
-    if bundle.issuer_of_cert == bundle.signer and len(bundle.trusted) > 1 and _trusted_since(bundle.cert, policy) + policy.overlap <= now:
+    cert_spread = _trusted_since(bundle.cert, policy) + policy.overlap <= now
+    if len(bundle.trusted) > 1 and bundle.issuer_of_cert == bundle.signer and cert_spread:
         bundle = dataclasses.replace(bundle, trusted=(bundle.signer,))
         actions.append("removed the previous CA from the bundle")
 
@@ -244,12 +259,13 @@ def issue_ca(
 
 
 def issue_serving(
-    ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, *, sans: Sequence[str], now: dt.datetime,
-    validity: dt.timedelta, backdate: dt.timedelta = dt.timedelta(minutes=5),
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    ca: x509.Certificate, ca_key: PrivateKey, *, sans: Sequence[str], now: dt.datetime,
+    validity: dt.timedelta, backdate: dt.timedelta = dt.timedelta(minutes=5), key: PrivateKey | None = None,
+) -> tuple[x509.Certificate, PrivateKey]:
+    """A serving certificate for ``sans`` signed by ``ca`` (a new P-256 key unless ``key``)."""
     if not sans:
         raise CertError("a serving certificate needs at least one name")
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = key or ec.generate_private_key(ec.SECP256R1())
     not_after = min(now + validity, _not_after(ca))
     cert = (
         x509.CertificateBuilder()
@@ -290,7 +306,9 @@ def _not_after(cert: x509.Certificate) -> dt.datetime:
 
 
 def _trusted_since(cert: x509.Certificate, policy: RotationPolicy) -> dt.datetime:
-    return cert.not_valid_before_utc + policy.backdate  # the moment it was issued
+    """The latest moment it can have been issued: X.509 times drop the fraction of a
+    second, so the true moment may be up to a second after the recorded one."""
+    return cert.not_valid_before_utc + policy.backdate + dt.timedelta(seconds=1)
 
 
 def _due(cert: x509.Certificate, now: dt.datetime, fraction: float) -> bool:
@@ -308,17 +326,20 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     return True
 
 
-def _same_key(cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> bool:
+def _same_key(cert: x509.Certificate, key: PrivateKey) -> bool:
     return cert.public_key() == key.public_key()
 
 
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+def _key_pem(key: PrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def expiry(bundle: CertBundle) -> dict[str, dt.datetime]:
     """When each part expires (for metrics and logs)."""
-    return {"serving": _not_after(bundle.cert), "ca": min(_not_after(ca) for ca in bundle.trusted)}
+    when = {"serving": _not_after(bundle.cert)}
+    if bundle.trusted:
+        when["ca"] = min(_not_after(ca) for ca in bundle.trusted)
+    return when
 
 
 def utcnow() -> dt.datetime:
@@ -376,9 +397,12 @@ def client_context(ca_pem: bytes) -> ssl.SSLContext:
 
 @dataclass
 class DirectoryStore:
-    """``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` in a directory (``certs/`` or a mount)."""
+    """``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` in a directory (``certs/`` or a mount).
+
+    ``signing=False``: files managed elsewhere (a cert-manager Secret has no ``ca.key``)."""
 
     path: Path
+    signing: bool = True
 
     def read_files(self) -> dict[str, bytes]:
         files = {}
@@ -393,14 +417,14 @@ class DirectoryStore:
 
     def load(self) -> CertBundle | None:
         files = self.read_files()
-        return CertBundle.from_files(files) if files else None
+        return CertBundle.from_files(files, signing=self.signing) if files else None
 
     def save(self, bundle: CertBundle) -> None:
         """Write every file atomically (keys first, owner-only)."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             files = bundle.to_files()
-            for name in (CA_KEY_FILE, KEY_FILE, CA_FILE, CERT_FILE):
+            for name in (n for n in (CA_KEY_FILE, KEY_FILE, CA_FILE, CERT_FILE) if n in files):
                 _atomic_write(self.path / name, files[name], private=name.endswith(".key"))
         except OSError as exc:
             raise CertError(f"cannot write certificates to {self.path}: {exc.strerror}") from None
@@ -596,6 +620,7 @@ class CertKeeper:
         bundle = self.bundle
         if bundle is None:
             return False
+        reloaded = self.context is not None
         if self.context is None:
             self.context = server_context(bundle, client_ca=self.client_ca)
         elif self._served != bundle.cert:
@@ -604,7 +629,7 @@ class CertKeeper:
             return False
         self._served = bundle.cert
         if self.on_change is not None:
-            self.on_change(bundle)
+            self.on_change(bundle, reloaded)
         return True
 
     def start(self) -> ssl.SSLContext:
@@ -623,28 +648,35 @@ class CertKeeper:
         return None
 
     async def run(self, *, check_interval: float, watch_interval: float, logger: Any) -> None:
-        """Forever: rotate every ``check_interval``, reload on file changes."""
+        """Forever: rotate every ``check_interval``, reload when the files change.
+
+        A failure (store unreachable, files caught mid-update) is logged and retried at
+        the next look; the certificate being served stays until a good one replaces it."""
         next_check = time.monotonic() + check_interval
+        retry = False
         while True:
             await asyncio.sleep(min(watch_interval, max(next_check - time.monotonic(), 0)))
             due = time.monotonic() >= next_check
-            if not due and not (self.watch is not None and self.watch.changed()):
+            if not (due or retry or (self.watch is not None and self.watch.changed())):
                 continue
             if due:
                 next_check = time.monotonic() + check_interval
             try:
                 actions = await asyncio.to_thread(self.refresh)
-                self.error = None
-            except CertError as exc:
-                self.error = str(exc)
-                logger.error("certificate refresh failed", extra={"fields": {"error": str(exc)}})
+                if self.watch is not None:
+                    self.watch.changed()  # our own writes are not news
+                reloaded = self.apply()
+            except Exception as exc:  # CertError, the API client's errors, OSError, ssl.SSLError
+                retry, self.error = True, f"{type(exc).__name__}: {exc}"
+                logger.error("certificate refresh failed; serving the previous certificate",
+                             extra={"fields": {"error": self.error}})
                 continue
+            retry, self.error = False, None
             for action in actions:
                 logger.info("certificates: " + action)
-            if self.watch is not None:
-                self.watch.changed()  # our own writes are not news
-            if self.apply():
-                logger.info("serving certificate reloaded", extra={"fields": {"expires": str(_not_after(self.bundle.cert))}})
+            if reloaded:
+                logger.info("serving certificate reloaded",
+                            extra={"fields": {"expires": _not_after(self.bundle.cert).isoformat()}})
 
 
 # ---------------------------------------------------------------------------------------

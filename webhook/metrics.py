@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from webhook.certs import CertBundle, expiry
 
 # Admission is sub-millisecond when healthy; the tail buckets show trouble near the timeout.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -67,9 +67,11 @@ class Metrics:
             self._kinds.add(kind)
         return kind
 
-    def set_expiry(self, expiry: dict[str, dt.datetime]) -> None:
-        for name, when in expiry.items():
+    def certificate_served(self, bundle: CertBundle, reloaded: bool) -> None:
+        for name, when in expiry(bundle).items():
             self.cert_expiry.labels(name).set(when.timestamp())
+        if reloaded:
+            self.cert_reloads.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -15,13 +15,15 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import os
+import logging
 import re
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
@@ -45,11 +47,11 @@ class Admitter(Protocol):
 class AdmitterSlot:
     """The admitter, once loaded: the server listens (and answers health checks) while
     the CRDs and policies compile in the background; reviews wait for it within their
-    deadline."""
+    deadline. ``set``/``fail`` are called on the event loop."""
 
     def __init__(self, admitter: Admitter | None = None):
         self._admitter = admitter
-        self._loaded = threading.Event()
+        self._loaded = asyncio.Event()
         self.error: str | None = None
         if admitter is not None:
             self._loaded.set()
@@ -68,7 +70,10 @@ class AdmitterSlot:
 
     async def wait(self, timeout: float) -> Admitter | None:
         if self._admitter is None:
-            await asyncio.to_thread(self._loaded.wait, max(timeout, 0))
+            try:
+                await asyncio.wait_for(self._loaded.wait(), max(timeout, 0))
+            except TimeoutError:
+                pass
         return self._admitter
 
 
@@ -211,7 +216,8 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         log.warning("rejected request", extra={"fields": {"endpoint": endpoint, "code": err.code, "error": err.message}})
         return _error_response(err)
 
-    timeout = parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout
+    # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
+    timeout = min(parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
     budget = max(timeout - state.config.timeout_margin, 0.001)
     deadline = started + budget
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint)
@@ -238,9 +244,11 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
         if state.slot.error is not None:
             return failure_result(mode, "not-ready", "infergate could not load its policies (see its logs)")
         return failure_result(mode, "not-ready", "infergate is still loading its policies; try again")
-    loop = asyncio.get_running_loop()
-    job = loop.run_in_executor(state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
     try:
+        if state.executor is None:  # workers=0: on the event loop, no thread hop, not interruptible
+            return admitter.admit(admission, mutating=mutating)
+        job = asyncio.get_running_loop().run_in_executor(
+            state.executor, functools.partial(admitter.admit, admission, mutating=mutating))
         return await asyncio.wait_for(job, timeout=max(deadline - time.perf_counter(), 0))
     except TimeoutError:
         state.metrics.policy_errors.labels(endpoint, kind, "timeout").inc()
@@ -266,7 +274,7 @@ def _who(admission: AdmissionRequest) -> dict[str, Any]:
 
 
 def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionResult, elapsed: float, *, mutating: bool) -> None:
-    if result.allowed and not log.isEnabledFor(10):  # DEBUG: skip building the fields
+    if result.allowed and not log.isEnabledFor(logging.DEBUG):  # skip building the fields
         return
     fields = _who(admission) | {
         "endpoint": endpoint,
@@ -345,9 +353,11 @@ def create_app(
     app[STATE] = state
 
     async def executor_lifecycle(app: web.Application):
-        state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
+        if config.workers:
+            state.executor = concurrent.futures.ThreadPoolExecutor(config.workers, thread_name_prefix="admit")
         yield
-        state.executor.shutdown(wait=False, cancel_futures=True)
+        if state.executor is not None:
+            state.executor.shutdown(wait=False, cancel_futures=True)
 
     app.cleanup_ctx.append(executor_lifecycle)
     app.router.add_post("/mutate", mutate)
@@ -379,7 +389,7 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         state = KubeState()
         state.start()
     else:
-        state = FileState(settings.state_dir or resources.examples_dir() / "state")
+        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
     checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), checks
 
@@ -395,8 +405,8 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
     on_bundle = None
     if settings.cert_mode == "secret":
-        api_client = _kube_api_client()
-        namespace, name = certs.parse_service(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
+        api_client = _kube_api_client(settings.kubeconfig)
+        namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
 
@@ -405,22 +415,24 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
             if changed:
                 log.info("caBundle injected", extra={"fields": {"configurations": changed}})
     else:
-        store = certs.DirectoryStore(settings.cert_dir)
+        store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
     return certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
-        watch=watch, on_bundle=on_bundle, on_change=lambda b: metrics_.set_expiry(certs.expiry(b)),
+        watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
     )
 
 
-def _kube_api_client():
+def _kube_api_client(kubeconfig: Path | None):
+    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
     from kubernetes import client, config
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+    configuration = client.Configuration()
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    return client.ApiClient(configuration)
 
 
 def _own_namespace() -> str:
@@ -463,13 +475,14 @@ AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]
 async def serve(
     settings: Settings, *, load: AdmitterLoader = load_admitter,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
-    keeper = build_cert_keeper(settings, metrics_)
     try:
+        keeper = build_cert_keeper(settings, metrics_)
         ssl_context = await asyncio.to_thread(keeper.start)
-    except Exception as exc:  # CertError, OSError, kube config errors
+    except Exception as exc:  # CertError, OSError, the cluster's config or API errors
         log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
         print(f"infergate serve: cannot set up TLS: {exc}", file=sys.stderr)
         return 1
@@ -488,11 +501,8 @@ async def serve(
 
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread (tests)
-            pass
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
 
     async def load_chain() -> None:
         try:
@@ -540,17 +550,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--cert-dir", help="directory of ca.crt, ca.key, tls.crt, tls.key (default certs)")
     a("--cert-secret", help="NAMESPACE/NAME of the Secret holding the certificates (--cert-mode secret)")
     a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
-    a("--san", dest="extra_sans", action="append", help="extra DNS name or IP for the certificate (repeatable)")
+    a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
     a("--client-ca-file", help="require client certificates signed by this CA (the apiserver's, for mTLS)")
+    a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
     a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
-    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/)")
+    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
-    a("--workers", type=int, help="threads running the admission chain (default 4)")
+    a("--workers", type=int, help="threads running the admission chain (default 4); 0 runs it on the event loop: "
+                                  "no thread hop, but a review that overruns its timeout cannot be cut short")
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
 

@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     serving_validity_days: float = Field(90, gt=0)
     rotation_overlap_seconds: float = Field(600, ge=0)
     webhook_name: str = "infergate"
+    kubeconfig: Path | None = None  # outside a pod; in one, its service account is used
 
     # What the webhook judges with: None = the shipped data (webhook.resources).
     crds_dir: Path | None = None
@@ -47,7 +48,7 @@ class Settings(BaseSettings):
     default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
     timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
-    workers: int = Field(4, ge=1)  # threads running the admission chain
+    workers: int = Field(4, ge=0)  # threads running the admission chain; 0: on the event loop
     shutdown_timeout: float = Field(25.0, ge=0)  # finish in-flight reviews this long on SIGTERM
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
 WEBHOOK_PATHS = {"mutate": "/mutate", "validate": "/validate"}
 OPERATIONS = {"mutate": ("CREATE", "UPDATE"), "validate": ("CREATE", "UPDATE")}
 # The apiserver's webhook timeout is 10s by default; a slow webhook blocks every write,
@@ -42,7 +43,7 @@ def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
     directory = crds_dir or shipped()
     found = []
     for path in sorted(Path(directory).glob("*.y*ml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
             spec = doc["spec"]

@@ -19,7 +19,7 @@ def test_evaluates_with_dynamic_variables(engine):
 
 
 def test_plain_values_out(engine):
-    program = engine.compile("{'a': [1, 2.5, 'x', b'y', null, true]}", [])
+    program = engine.compile("{'a': [dyn(1), dyn(2.5), dyn('x'), dyn(b'y'), dyn(null), dyn(true)]}", [])
     assert program.evaluate({}) == {"a": [1, 2.5, "x", b"y", None, True]}
 
 

@@ -57,6 +57,8 @@ class FakeApiServer:
     events: list[tuple[int, str, tuple, dict]] = field(default_factory=list)  # (rv, type, key, object)
     resource_version: int = 100
     on_change: Callable[[str, dict], None] | None = None
+    # discovery: api_version -> {plural: (kind, namespaced)}; what GET /apis/<g>/<v> lists
+    served: dict[str, dict[str, tuple[str, bool]]] = field(default_factory=dict)
 
     def __post_init__(self):
         self._changed = asyncio.Condition()
@@ -114,6 +116,9 @@ class FakeApiServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        discovery = self._discovery(request.path)
+        if discovery is not None:
+            return discovery
         route = parse_path(request.path)
         if route is None:
             return status_error(404, "NotFound", f"the server could not find the requested resource ({request.path})")
@@ -131,6 +136,24 @@ class FakeApiServer:
         if request.method == "PUT" and route.name is not None:
             return self._replace(route, await request.json())
         return status_error(405, "MethodNotAllowed", f"{request.method} is not supported here")
+
+    def _discovery(self, path: str) -> web.Response | None:
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["api"] and len(parts) == 2:
+            api_version = parts[1]
+        elif parts[:1] == ["apis"] and len(parts) == 3:
+            api_version = f"{parts[1]}/{parts[2]}"
+        else:
+            return None
+        resources = self.served.get(api_version)
+        if not resources:
+            return status_error(404, "NotFound", "the server could not find the requested resource")
+        return web.json_response({
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": api_version,
+            "resources": [{"name": plural, "singularName": "", "namespaced": namespaced, "kind": kind,
+                           "verbs": ["get", "list", "watch", "create", "update"]}
+                          for plural, (kind, namespaced) in sorted(resources.items())],
+        })
 
     def _list(self, route: Route) -> web.Response:
         items = [copy.deepcopy(o) for (v, p, ns, _), o in sorted(self.objects.items(), key=lambda kv: str(kv[0]))
@@ -163,7 +186,7 @@ class FakeApiServer:
                         await asyncio.wait_for(self._changed.wait(), max(0.01, deadline - loop.time()))
                     except asyncio.TimeoutError:
                         pass
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:  # the client went away
             pass
         return response
 

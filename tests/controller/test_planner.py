@@ -255,3 +255,66 @@ def test_stuck_claim_needs_the_class_the_age_and_no_allocation():
     assert stuck_claim([claim("a", "y", timedelta(minutes=6))], "x", NOW, timeout) is None
     found = stuck_claim([claim("b", "x", timedelta(minutes=6)), claim("a", "x", timedelta(minutes=9))], "x", NOW, timeout)
     assert found["metadata"]["name"] == "a"
+
+
+# -- properties: whatever the inputs, a placement keeps every bound and is the smallest ---------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def planning_inputs(draw):
+    count = draw(st.integers(1, 5))
+    offers = {}
+    for i in range(count):
+        name = f"dc-{i}"
+        offers[name] = DeviceClassOffer(
+            name=name, devices=(), placement_mode=draw(st.sampled_from([PARTITION, WHOLE_DEVICE])),
+            sharing_mode=draw(st.sampled_from([SHARED, DEDICATED])),
+            memory_bytes=Decimal(draw(st.integers(1024, 200 * 1024))) * 2**20, product_name="p",
+            max_devices_per_node=draw(st.integers(1, 8)),
+        )
+    low = draw(st.integers(1, 100))
+    chosen = policy(
+        allowed_device_classes=tuple(draw(st.lists(st.sampled_from(sorted(offers)), unique=True))),
+        placement_types=frozenset(draw(st.sets(st.sampled_from([PARTITION, WHOLE_DEVICE]), min_size=1))),
+        sharing_modes=frozenset(draw(st.sets(st.sampled_from([SHARED, DEDICATED]), min_size=1))),
+        max_count=draw(st.integers(1, 8)), min_share=low, max_share=draw(st.integers(low, 100)),
+    )
+    need = draw(st.one_of(st.none(), st.integers(1, 600)))
+    return Inventory(offers), chosen, need
+
+
+@settings(max_examples=300, deadline=None)
+@given(planning_inputs())
+def test_a_placement_keeps_every_bound_and_is_the_smallest(inputs):
+    inventory, chosen, need = inputs
+    result = plan(None, chosen, inventory, need)
+    if isinstance(result, PlanFailure):
+        assert result.reason == "NoFeasiblePlacement"
+        for name in chosen.allowed_device_classes or inventory.names():  # brute force: none fits
+            offer = inventory.get(name)
+            if offer.placement_mode not in chosen.placement_types or offer.sharing_mode not in chosen.sharing_modes:
+                continue
+            device_gib = Decimal(offer.memory_bytes) / GIB
+            most = (device_gib * min(chosen.max_count, offer.max_devices_per_node) if offer.sharing_mode == DEDICATED
+                    else device_gib * chosen.max_share / 100)
+            assert need is not None and most < need
+        return
+    offer = inventory.get(result.device_class)
+    assert not chosen.allowed_device_classes or result.device_class in chosen.allowed_device_classes
+    assert result.placement_mode in chosen.placement_types and result.sharing_mode in chosen.sharing_modes
+    device_gib = Decimal(offer.memory_bytes) / GIB
+    if result.sharing_mode == DEDICATED:
+        assert result.share_percent == 100
+        assert 1 <= result.count <= min(chosen.max_count, offer.max_devices_per_node)
+        if need:
+            assert result.count * device_gib >= need
+            assert result.count == 1 or (result.count - 1) * device_gib < need  # the fewest
+    else:
+        assert result.count == 1 and chosen.min_share <= result.share_percent <= chosen.max_share
+        if need:
+            assert device_gib * result.share_percent / 100 >= need
+            assert result.share_percent == chosen.min_share or device_gib * (result.share_percent - 1) / 100 < need
+    assert result.accelerator_memory_gib == int(device_gib * result.count * result.share_percent / 100)

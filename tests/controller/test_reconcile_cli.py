@@ -103,3 +103,17 @@ def test_the_installed_command():
     )
     assert out.returncode == 0
     assert out.stdout.splitlines()[0] == "InferenceService hardfest-demo/hf-embedding: Failed"
+
+
+def test_a_malformed_object_is_reported_and_the_rest_reconciled(capsys, tmp_path):
+    broken = tmp_path / "broken-order.yaml"
+    broken.write_text(
+        "apiVersion: ai.deckhouse.io/v1alpha1\nkind: InferenceService\n"
+        "metadata: {name: broken, namespace: hardfest-demo}\nspec: [not, a, mapping]\n---\n"
+        + (ORDERS / "hf-embedding.yaml").read_text()
+    )
+    code, out, err = reconcile(capsys, broken)
+    assert code == 1
+    assert "lands on DeviceClass nvidia-a30-mig-2g12-mps" in out
+    assert err.startswith("infergate reconcile: InferenceService hardfest-demo/broken: malformed, not reconciled")
+    assert "Traceback" not in err

@@ -280,3 +280,47 @@ async def test_two_runners_one_writer_and_failover(cluster):
     assert follower.controller.api.writes == 1 and len(cluster.fake.writes()) == 3
     await follower.shutdown()
     assert lease(cluster)["spec"]["holderIdentity"] == ""
+
+
+async def test_a_claim_left_unallocated_is_replanned_when_its_timeout_passes(cluster):
+    from datetime import timedelta
+
+    from webhook.controller.context import Settings
+
+    widened = order()
+    widened["spec"]["resources"]["accelerator"]["deviceClasses"] = ["nvidia-a30-mig-2g12-mps", "nvidia-a30-mig-2g12"]
+    cluster.put(widened)
+    # the fake server stamps every object created at 2026-01-01T00:00:00Z
+    cluster.put({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "hf-embedding-gpu", "namespace": "hardfest-demo",
+                              "labels": {kinds.INFERENCE_SERVICE_LABEL: "hf-embedding"}},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "nvidia-a30-mig-2g12-mps"}}]}}})
+    now = [datetime(2026, 1, 1, 0, 4, 59, tzinfo=timezone.utc)]  # the claim is 299 s old
+    running = Running(controller(cluster, settings=Settings(replan_timeout=timedelta(seconds=300)), clock=lambda: now[0]))
+    await running.controller.wait_idle(scheduled=False)
+    assert cluster.status()["resolved"]["deviceClass"] == "nvidia-a30-mig-2g12-mps"  # not stuck yet
+    assert cluster.status()["resolved"]["replanCount"] == 0
+    writes = len(cluster.fake.writes())
+    now[0] += timedelta(seconds=2)  # time passes; nothing in the cluster changes
+    for _ in range(200):  # only the check the runner scheduled for the claim's timeout can replan
+        if cluster.status()["resolved"]["replanCount"]:
+            break
+        await asyncio.sleep(0.05)
+    assert cluster.status()["resolved"] == {
+        "deviceClass": "nvidia-a30-mig-2g12", "placementMode": "Partition", "sharingMode": "Dedicated",
+        "sharePercent": 100, "acceleratorMemoryGiB": 11, "acceleratorProductName": "a30-pcie",
+        "replanCount": 1, "excludedDeviceClasses": ["nvidia-a30-mig-2g12-mps"]}
+    assert len(cluster.fake.writes()) == writes + 1
+    await running.shutdown()
+
+
+async def test_only_served_kinds_are_watched(cluster):
+    from webhook.controller.runner import served_kinds
+
+    optional = {kinds.CLUSTER_ISSUER, kinds.MODULE_CONFIG, kinds.CATALOG_MODEL, kinds.CATALOG_CLUSTER_MODEL}
+    for kind in kinds.WATCHED:
+        if kind not in optional:
+            cluster.fake.served.setdefault(kind.api_version, {})[kind.plural] = (kind.kind, kind.namespaced)
+    cluster.fake.served["v1"]["pods/status"] = ("Pod", True)  # subresources are not kinds
+    watched = await asyncio.to_thread(served_kinds, cluster.api())
+    assert set(watched) == set(kinds.WATCHED) - optional

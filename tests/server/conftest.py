@@ -74,15 +74,15 @@ class ScriptedAdmitter:
         if "test/raise" in notes:
             raise RuntimeError("policy blew up: secret-token-123")
         warnings = [notes["test/warn"]] if "test/warn" in notes else []
-        if "test/deny" in notes:
-            return AdmissionResult(
-                allowed=False, warnings=warnings,
-                status={"status": "Failure", "code": 422, "reason": "Invalid", "message": notes["test/deny"],
-                        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec", "message": notes["test/deny"]}]}},
-            )
         patch = []
         if request.object is not None and "defaulted" not in request.object.get("spec", {}):
             patch = [{"op": "add", "path": "/spec/defaulted", "value": True}]
+        if "test/deny" in notes:
+            return AdmissionResult(
+                allowed=False, warnings=warnings, patch=patch,
+                status={"status": "Failure", "code": 422, "reason": "Invalid", "message": notes["test/deny"],
+                        "details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec", "message": notes["test/deny"]}]}},
+            )
         return AdmissionResult(allowed=True, patch=patch, warnings=warnings,
                                audit_annotations={"judged-by": "scripted"} if request.object else {})
 
@@ -121,15 +121,15 @@ class Running:
 async def start_server(
     tmp_path: Path, admitter: Any = None, *, failure_mode: str = "deny", max_body_bytes: int = 7 * 1024 * 1024,
     client_ca: bytes | None = None, policy: certs.RotationPolicy = TEST_POLICY, manage: bool = True,
-    readiness: dict | None = None, workers: int = 4,
+    readiness: dict | None = None, workers: int = 4, on_bundle: Any = None,
 ) -> Running:
     cert_dir = tmp_path / "certs"
-    store = certs.DirectoryStore(cert_dir)
+    store = certs.DirectoryStore(cert_dir, signing=manage)
     metrics = Metrics()
     keeper = certs.CertKeeper(
         store, sans=certs.serving_sans(), policy=policy, manage=manage, client_ca=client_ca,
-        watch=certs.FileWatcher(cert_dir / f for f in certs.FILES),
-        on_change=lambda b: metrics.set_expiry(certs.expiry(b)),
+        watch=certs.FileWatcher(cert_dir / f for f in certs.FILES), on_bundle=on_bundle,
+        on_change=metrics.certificate_served,
     )
     ctx = keeper.start()
     slot = AdmitterSlot(admitter)
@@ -164,3 +164,15 @@ async def wait_for(predicate, timeout: float = 5.0, interval: float = 0.02) -> N
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+async def served_certificate(running: Running, ca_pem: bytes | None = None):
+    """The certificate a fresh TLS handshake gets (verified against ``ca_pem``)."""
+    from cryptography import x509
+
+    port = int(running.url.rsplit(":", 1)[1])
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=certs.client_context(ca_pem or running.ca_pem),
+                                              server_hostname="localhost")
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    return x509.load_der_x509_certificate(der)

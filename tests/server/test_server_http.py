@@ -121,6 +121,12 @@ async def test_denial_carries_the_status_with_field_errors(server):
     assert resp["status"]["details"]["causes"][0]["field"] == "spec"
 
 
+async def test_a_denied_mutation_sends_no_patch(server):
+    _, body = await server.post("/mutate", review(with_notes(deny="no")))
+    resp = body["response"]
+    assert resp["allowed"] is False and "patch" not in resp and "patchType" not in resp
+
+
 async def test_warnings_are_clipped_to_120_characters(server):
     long = "w" * 300
     _, body = await server.post("/validate", review(with_notes(warn=long)))
@@ -269,3 +275,82 @@ def test_go_durations():
     assert parse_go_duration("2.5s") == 2.5
     assert parse_go_duration("500ms") == 0.5
     assert parse_go_duration("") is None and parse_go_duration("10") is None and parse_go_duration("10x") is None
+
+
+async def test_mtls_requires_a_client_certificate_from_the_configured_ca(tmp_path):
+    """The apiserver's client certificate (``--client-ca-file``): without one, no review."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = certs.utcnow()
+    client_ca, client_ca_key = certs.issue_ca(now=now, validity=dt.timedelta(days=1))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(client_ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(client_ca_key, hashes.SHA256())
+    )
+    (tmp_path / "client.crt").write_bytes(cert.public_bytes(certs.serialization.Encoding.PEM))
+    (tmp_path / "client.key").write_bytes(certs._key_pem(key))
+
+    running = await start_server(tmp_path, ScriptedAdmitter(),
+                                 client_ca=client_ca.public_bytes(certs.serialization.Encoding.PEM))
+    try:
+        anonymous = running.session()
+        with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+            async with anonymous.post(running.url + "/validate", json=review(MODEL)) as r:
+                await r.read()
+
+        ctx = certs.client_context(running.ca_pem)
+        ctx.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        apiserver = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
+        running.sessions.append(apiserver)
+        async with apiserver.post(running.url + "/validate", json=review(MODEL, uid="mtls")) as r:
+            assert r.status == 200 and (await r.json())["response"]["uid"] == "mtls"
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+
+
+async def test_logs_are_json_lines_without_objects(server):
+    """Every review at debug, denials at info; names and verdicts, never the object."""
+    import io
+
+    stream = io.StringIO()
+    logs.configure("debug", stream=stream)
+    try:
+        secretish = with_notes(warn="token=s3cr3t-value")
+        await server.post("/validate", review(secretish, uid="allowed-1"))
+        await server.post("/validate", review(with_notes(deny="spec.engine: Unsupported value"), uid="denied-1"))
+        await server.post("/validate", b"{broken", headers={"Content-Type": "application/json"})
+    finally:
+        logs.configure("info")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    by_msg = {e["msg"]: e for e in entries}
+    assert by_msg["review"]["level"] == "debug" and by_msg["review"]["uid"] == "allowed-1"
+    assert by_msg["review"]["kind"] == "Model" and by_msg["review"]["name"] == "qwen" and by_msg["review"]["warnings"] == 1
+    assert by_msg["denied"]["level"] == "info" and by_msg["denied"]["reason"] == "Invalid"
+    assert by_msg["rejected request"]["code"] == 400
+    text = stream.getvalue()
+    assert "s3cr3t" not in text and MODEL["spec"]["url"] not in text
+
+
+async def test_workers_zero_judges_on_the_event_loop(tmp_path):
+    running = await start_server(tmp_path, ScriptedAdmitter(), workers=0)
+    try:
+        status, body = await running.post("/mutate", review(MODEL, uid="inline"))
+        assert status == 200 and body["response"]["uid"] == "inline" and body["response"]["patchType"] == "JSONPatch"
+        status, body = await running.post("/validate", review(with_notes(**{"raise": "1"})))
+        assert status == 200 and body["response"]["status"]["code"] == 500
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()

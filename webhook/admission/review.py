@@ -88,13 +88,13 @@ def _clip_warning(text: str) -> str:
 def response_review(api_version: str, uid: str, result: AdmissionResult, *, with_patch: bool) -> dict[str, Any]:
     """The AdmissionReview response body for ``result``.
 
-    ``patch``/``patchType`` appear only when ``with_patch`` (the mutating endpoint) and the
-    patch is non-empty; ``status`` only on denial.
+    ``patch``/``patchType`` appear only when ``with_patch`` (the mutating endpoint), the
+    request is allowed and the patch is non-empty; ``status`` only on denial.
     """
     response: dict[str, Any] = {"uid": uid, "allowed": result.allowed}
     if not result.allowed and result.status:
         response["status"] = result.status
-    if with_patch and result.patch:
+    if with_patch and result.allowed and result.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(result.patch)).decode("ascii")
     if result.warnings:

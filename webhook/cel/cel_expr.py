@@ -1,78 +1,218 @@
-"""The default backend: cel-expr-python (Google's C++ CEL runtime)."""
+"""The default backend: cel-expr-python (Google's C++ CEL runtime).
+
+``compile`` type-checks against the Kubernetes declarations (``env.new_env``), runs the
+checked AST through ``optimize`` and plans the result in the runtime env; ``evaluate``
+is then one C++ call plus the conversion of the result.
+"""
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
+from google.protobuf import duration_pb2, timestamp_pb2
 
-from webhook.cel.env import new_env
+from webhook.cel import protos
+from webhook.cel.env import from_runtime, new_env, runtime_env
 from webhook.cel.errors import CelCompileError, CelEvalError
+from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.optimize import Issue, optimize
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
 _STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
+# cel-cpp wording -> cel-go wording for the runtime errors users meet most
+_EVAL_WORDING = [
+    (re.compile(r'^Key not found in map : "?(.*?)"?$'), r"no such key: \1"),
+    (re.compile(r"^No matching overloads found : .*"), "no such overload"),
+    (re.compile(r"^Index out of bounds.*index=(-?\d+).*"), r"index out of bounds: \1"),
+    (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
+]
 
 
-def _clean(message: str) -> str:
-    return _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+def clean_message(message: str) -> str:
+    message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+    for pattern, replacement in _EVAL_WORDING:
+        if pattern.match(message):
+            return pattern.sub(replacement, message)
+    return message
+
+
+_NO_OVERLOAD = re.compile(r"^(ERROR: <input>:(\d+):(\d+): found no matching overload for '([^']+)' applied to )'\((.*)\)'$", re.M)
+
+
+def _split_types(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    return parts + [last] if last or parts else parts
+
+
+def cel_go_overload_errors(expression: str, report: str) -> str:
+    """cel-cpp prints a member call's receiver as the first argument; cel-go as ``T.(args)``."""
+    lines = expression.split("\n")
+
+    def member(match: re.Match[str]) -> str:
+        line, column, function = int(match[2]), int(match[3]), match[4]
+        source = lines[line - 1] if line - 1 < len(lines) else ""
+        name_start = column - 1 - len(function.rsplit(".", 1)[-1])
+        is_member = name_start > 0 and source[name_start - 1 : name_start] == "." and source[name_start:column - 1] == function.rsplit(".", 1)[-1]
+        types = _split_types(match[5])
+        if not is_member or not types:
+            return match[0]
+        return f"{match[1]}'{types[0]}.({', '.join(types[1:])})'"
+
+    report = _NO_OVERLOAD.sub(member, report)
+
+    def duplicate(match: re.Match[str]) -> str:
+        line, column = int(match[2]), int(match[3])
+        source = lines[line - 1] if line - 1 < len(lines) else ""
+        name = re.match(r"\s*(\w+)", source[column - 1 :])
+        return f"{match[1]}duplicate variable name: {name[1] if name else ''}"
+
+    report = _DUPLICATE_VARIABLE.sub(duplicate, report)
+    for pattern, replacement in _MACRO_WORDING:
+        report = pattern.sub(replacement, report)
+    return report
+
+
+# cel-cpp's two-variable comprehension macro errors -> cel-go's wording
+_DUPLICATE_VARIABLE = re.compile(r"^(ERROR: <input>:(\d+):(\d+): )\w+\(\) second variable must be different from the first variable$", re.M)
+_MACRO_WORDING = [
+    (re.compile(r"\w+\(\) (?:first|second) variable name must be a simple identifier"), "argument must be a simple name"),
+    (re.compile(r"\w+\(\) (?:first|second) variable name cannot be __result__"), "iteration variable overwrites accumulator variable"),
+    (re.compile(r"cannot be the range of a comprehension"), "cannot be range of a comprehension"),
+]
+
+
+def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str:
+    """cel-go's error report: ``ERROR: <input>:line:col: msg`` with the source line and a caret."""
+    lines = expression.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    out = []
+    for issue in issues:
+        offset = source_info.positions.get(issue.node_id, 0)
+        line_no = max(i for i, start in enumerate(starts) if start <= offset)
+        column = offset - starts[line_no]
+        out.append(f"ERROR: <input>:{line_no + 1}:{column + 1}: {issue.message}\n | {lines[line_no]}\n | {'.' * column}^")
+    return "\n".join(out)
 
 
 class CelExprProgram:
-    __slots__ = ("expression", "_expr")
+    __slots__ = ("expression", "_program", "_optional_root", "python_calls")
 
-    def __init__(self, expression: str, expr: cel.Expression) -> None:
+    def __init__(self, expression: str, program: cel.Expression, optional_root: bool, python_calls: int) -> None:
         self.expression = expression
-        self._expr = expr
+        self._program = program
+        self._optional_root = optional_root
+        self.python_calls = python_calls  # library calls evaluated in Python per evaluation
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        result = self._expr.eval(data=activation)
+        result = self._eval(activation)
+        if result.type() == cel.Type.ERROR and _NON_CEL_VALUE in result.value():
+            # dynamically typed values take timestamps/durations only as protobuf well-known types
+            result = self._eval({name: well_known(value) for name, value in activation.items()})
         if result.type() == cel.Type.ERROR:
-            raise CelEvalError(_clean(result.value()))
-        return _to_python(result)
+            raise CelEvalError(clean_message(result.value()))
+        value = from_runtime(result.plain_value())
+        if self._optional_root:
+            return OptionalValue.of(value[0]) if value else NONE
+        return value
+
+    def _eval(self, activation: Mapping[str, Any]) -> cel.Value:
+        try:
+            return self._program.eval(data=activation)
+        except (RuntimeError, TypeError, ValueError) as err:
+            raise CelEvalError(clean_message(str(err))) from None
 
     def __repr__(self) -> str:
         return f"<CelExprProgram {self.expression!r}>"
 
 
-def _to_python(value: cel.Value) -> Any:
-    plain = value.plain_value()
-    return _fix_bytes(plain)
+_NON_CEL_VALUE = "Non-CEL value type"
 
 
-def _fix_bytes(plain: Any) -> Any:
-    if isinstance(plain, bytearray):
-        return bytes(plain)
-    if isinstance(plain, list):
-        return [_fix_bytes(item) for item in plain]
-    if isinstance(plain, dict):
-        return {_fix_bytes(k): _fix_bytes(v) for k, v in plain.items()}
-    return plain
+def well_known(value: Any) -> Any:
+    """``datetime``/``timedelta`` anywhere in ``value`` as protobuf Timestamp/Duration."""
+    if isinstance(value, datetime.datetime):
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc))
+        return stamp
+    if isinstance(value, datetime.timedelta):
+        duration = duration_pb2.Duration()
+        duration.FromTimedelta(value)
+        return duration
+    if isinstance(value, dict):
+        return {k: well_known(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [well_known(v) for v in value]
+    return value
+
+
+def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExprProgram:
+    """Compile against typed variable declarations (``webhook.cel.crd`` uses this)."""
+    key = tuple(sorted((name, _type_key(t)) for name, t in variables.items()))
+    return _compile(expression, key, _Decls(variables))
+
+
+class _Decls:
+    """Carries the ``cel.Type`` objects past the cache key (which holds their names)."""
+
+    def __init__(self, variables: Mapping[str, cel.Type]) -> None:
+        self.variables = dict(variables)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+def _type_key(t: cel.Type) -> str:
+    return t.name()
+
+
+_ENVS: dict[tuple, tuple[cel.Env, cel.Env]] = {}
+
+
+def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
+    envs = _ENVS.get(key)
+    if envs is None:
+        envs = _ENVS[key] = (new_env(decls.variables), runtime_env(decls.variables))
+    return envs
+
+
+@lru_cache(maxsize=4096)
+def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
+    checking, runtime = _envs(key, decls)
+    try:
+        checked = protos.decode(checking.compile(expression))
+    except RuntimeError as err:
+        raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
+    result = optimize(checked)
+    if result.issues:
+        raise CelCompileError(format_issues(expression, checked.source_info, result.issues))
+    program = runtime.deserialize(protos.encode(result.checked))
+    return CelExprProgram(expression, program, result.optional_root, result.python_calls)
 
 
 class CelExprEngine:
     name = "cel-expr"
 
     def compile(self, expression: str, variables: Iterable[str]) -> CelExprProgram:
-        return _compile(expression, tuple(sorted(set(variables))))
-
-
-@lru_cache(maxsize=None)
-def _env(variables: tuple[str, ...]) -> cel.Env:
-    return new_env({name: cel.Type.DYN for name in variables})
-
-
-@lru_cache(maxsize=4096)
-def _compile(expression: str, variables: tuple[str, ...]) -> CelExprProgram:
-    try:
-        expr = _env(variables).compile(expression)
-    except RuntimeError as err:
-        raise CelCompileError(_clean(str(err))) from None
-    return CelExprProgram(expression, expr)
+        return compile_typed(expression, {name: cel.Type.DYN for name in variables})
 
 
 ENGINE_CLASS = CelExprEngine

@@ -376,15 +376,18 @@ def _qualified_name(expr: Expr) -> str | None:
     return None
 
 
-def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType]) -> Checked:
+def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType], *,
+          validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None) -> Checked:
     """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators."""
     checker = _Checker(variables, objects)
+    if extra_functions:
+        checker.functions = {**checker.functions, **extra_functions}
     checker.result = Checked(expr)
     checker.check(expr)
     result = checker.result
     result.types = {node_id: checker.substitute(t) for node_id, t in result.types.items()}
     result.result_type = checker.substitute(result.types.get(expr.id, DYN), to_dyn=True)
-    if not result.errors:
+    if not result.errors and validate_literals:
         _validate_literals(result)
     return result
 
@@ -456,6 +459,9 @@ def _validate_constant_argument(checked: Checked, call: Call) -> None:
             ok = (_valid_timestamp(arg.value) if name == "timestamp" else _valid_duration(arg.value))
             if not ok:
                 checked.errors.append((arg.offset, f"invalid {name} argument"))
+        elif isinstance(arg, Literal) and arg.kind == "int" and name == "timestamp":
+            if not _MIN_UNIX_SECONDS <= arg.value <= _MAX_UNIX_SECONDS:
+                checked.errors.append((arg.offset, "invalid timestamp argument"))
     elif name == "matches":
         pattern = call.args[-1] if call.args else None
         if isinstance(pattern, Literal) and pattern.kind == "string" and not _valid_regex(pattern.value):
@@ -468,6 +474,8 @@ def _valid_timestamp(text: str) -> bool:
 
 
 _DURATION_MAX_SECONDS = 315_576_000_000
+_MIN_UNIX_SECONDS = -62_135_596_800   # 0001-01-01T00:00:00Z
+_MAX_UNIX_SECONDS = 253_402_300_799   # 9999-12-31T23:59:59Z
 
 
 def _valid_duration(text: str) -> bool:

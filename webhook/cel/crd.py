@@ -11,15 +11,18 @@ resources) and evaluated with values converted by that same type.
 
 from __future__ import annotations
 
-import json
-import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.checker import check
-from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, walk
-from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
+from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
+from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.rewrite import engine_source
+from webhook.cel.rule_entry import RuleIssue, go_rule_json, normalize_field_path, static_rule_issues
+from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, parse_with_spans, walk
+from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
@@ -27,8 +30,9 @@ RUNTIME_CEL_COST_BUDGET = 10_000_000
 PER_CALL_LIMIT = 1_000_000
 MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
-SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
+_MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
+                          "validation rules will be run")
 
 
 class _Absent:
@@ -41,32 +45,15 @@ class _Absent:
 ABSENT: Any = _Absent()   # no old value (CREATE, or the field is new on UPDATE)
 
 
-@dataclass(frozen=True, slots=True)
-class RuleIssue:
-    """One reason the apiserver rejects a rule when the CRD is created."""
-
-    field: str      # path below the schema node, e.g. "x-kubernetes-validations[0].rule"
-    kind: str       # "Invalid" | "Required" | "Unsupported" | "Forbidden"
-    detail: str
-    value: Any = None   # the rendered bad value for Invalid/Unsupported (already formatted)
-
-    def render(self, path: str) -> str:
-        where = f"{path}.{self.field}" if path else self.field
-        if self.kind == "Required":
-            return f"{where}: Required value: {self.detail}"
-        if self.kind == "Forbidden":
-            return f"{where}: Forbidden: {self.detail}"
-        if self.kind == "Unsupported":
-            return f"{where}: Unsupported value: {self.value}: supported values: {self.detail}"
-        return f"{where}: Invalid value: {self.value}: {self.detail}"
-
-
 class CrdRuleError(ValueError):
     """The schema node's rules are not accepted by the apiserver (the CRD itself is rejected)."""
 
-    def __init__(self, path: str, issues: list[RuleIssue]) -> None:
+    def __init__(self, path: str, issues: list[RuleIssue], costs: list[RuleCost] | None = None,
+                 max_cardinality: int = 1) -> None:
         self.path = path
         self.issues = issues
+        self.costs = costs or []          # of the rules that did compile
+        self.max_cardinality = max_cardinality
         self.errors = [issue.render(path) for issue in issues]
         super().__init__("; ".join(self.errors))
 
@@ -106,18 +93,59 @@ class CompiledRule:
     reason: str | None
     field_path: str | None
     error_string: str      # how the apiserver names the rule in errors (message or rule, trimmed)
+    max_cost: int = 0                     # estimated worst-case cost of one evaluation
+    message_max_cost: int | None = None   # same for messageExpression
+    source: str | None = None             # what the engine compiled (None: it could not)
+    checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
+    message_checked: Any = None
+
+    def charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.max_cost, self.checked, activation)
+
+    def message_charge(self, activation: Mapping[str, Any]) -> int:
+        return _runtime_charge(self.message_max_cost or 0, self.message_checked, activation)
+
+
+# Rules whose worst case is at most this are charged their worst case; costlier ones are charged
+# their estimate over the actual object's sizes (never more than the worst case).
+CHEAP_RULE_COST = 1000
+
+
+def _runtime_charge(max_cost: int, checked: Any, activation: Mapping[str, Any]) -> int:
+    if max_cost <= CHEAP_RULE_COST or checked is None:
+        return max_cost
+    return min(max_cost, estimate_cost(checked, ActualSizeEstimator(activation))[1])
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCost:
+    """Estimated worst-case costs of one rule (for the CRD's cost budget)."""
+
+    index: int
+    rule: int
+    message_expression: int | None
 
 
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
+        self.batches: dict[tuple[int, ...], Any] = {}
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
+
+    @property
+    def costs(self) -> list[RuleCost]:
+        return [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in self.rules]
+
+    @property
+    def max_cardinality(self) -> int:
+        """How often this node could repeat in a 3 MiB request (its unbounded cardinality)."""
+        return max_cardinality(self.decl)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -131,44 +159,85 @@ class NodeRules:
         if budget.remaining <= 0:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
-        decl = self.decl
-        activation = {"self": to_cel(self_value, decl)}
         has_old = old_value is not ABSENT
+        activation = {"self": to_cel(self_value, self.decl), "oldSelf": None, "__oldSelfPresent": has_old}
         if has_old and self.uses_old_self:
-            activation["oldSelf"] = to_cel(old_value, decl)
+            activation["oldSelf"] = to_cel(old_value, self.decl)
+        # transition rules need a comparable old value (unless oldSelf is optional)
+        runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+        outcomes = self._run(runnable, activation)
         failures: list[RuleResult] = []
-        for rule in self.rules:
-            if rule.uses_old_self and not has_old and not rule.optional_old_self:
-                continue   # transition rules need a comparable old value
-            run_activation = activation
-            if rule.optional_old_self:
-                run_activation = {**activation, "__oldSelfPresent": has_old,
-                                  "oldSelf": activation.get("oldSelf")}
-            try:
-                outcome = rule.program.evaluate(run_activation, cost_limit=PER_CALL_LIMIT)
-            except CelCostExceeded as err:
+        for rule, outcome in zip(runnable, outcomes):
+            cost = rule.charge(activation)
+            if cost > PER_CALL_LIMIT:
+                if PER_CALL_LIMIT + 1 > budget.remaining:
+                    return self._out_of_budget(failures, budget)
                 budget.remaining = -1
-                failures.append(_error(rule, f"'{err}': no further validation rules will be run due to "
-                                             f"call cost exceeds limit for rule: {rule.error_string}"))
+                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
+                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
                 return failures
-            except CelEvalError as err:
-                text = str(err)
-                if text.startswith("no such overload"):
-                    text = (f"'{text}': call arguments did not match a supported operator, function or macro "
-                            f"signature for rule: {rule.error_string}")
-                else:
-                    text = f"{text} evaluating rule: {rule.error_string}"
-                failures.append(_error(rule, text))
+            if cost > budget.remaining:
+                return self._out_of_budget(failures, budget)
+            budget.remaining -= cost
+            if isinstance(outcome, CelEvalError):
+                failures.append(_error(rule, _runtime_error_text(outcome, rule)))
                 continue
             if outcome is True:
                 continue
-            failures.append(RuleResult(rule.index, False, self._message(rule, activation), None,
-                                       rule.reason, rule.field_path))
+            message = self._message(rule, activation, budget)
+            if message is None:
+                failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
+                return failures
+            failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
+        return failures
+
+    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
+        handing the object to the engine costs more than the rules; rule by rule on any error."""
+        if len(rules) > 1:
+            batch = self._batch(rules)
+            if batch is not None:
+                try:
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules))
+                except CelEvalError:
+                    pass
+                else:
+                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
+                        return outcomes
+        results: list[Any] = []
+        for rule in rules:
+            try:
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT))
+            except CelEvalError as err:
+                results.append(err)
+        return results
+
+    def _batch(self, rules: list[CompiledRule]) -> Any:
+        key = tuple(rule.index for rule in rules)
+        if key not in self.batches:
+            if any(rule.source is None for rule in rules):
+                self.batches[key] = None
+            else:
+                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
+                if isinstance(self.batches[key], _Uncompilable):
+                    self.batches[key] = None
+        return self.batches[key]
+
+    @staticmethod
+    def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
+        budget.remaining = -1
+        failures.append(RuleResult(0, False, None, OUT_OF_BUDGET, None, None))
         return failures
 
     @staticmethod
-    def _message(rule: CompiledRule, activation: Mapping[str, Any]) -> str:
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+        """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
+            cost = rule.message_charge(activation)
+            if cost > budget.remaining:
+                budget.remaining = -1
+                return None
+            budget.remaining -= cost
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
             except CelEvalError:
@@ -182,11 +251,27 @@ class NodeRules:
         return f"failed rule: {rule.error_string}"
 
 
+def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:
+    """A rule's runtime error as the apiserver reports it."""
+    text = str(err)
+    if isinstance(err, _CompileFailure):
+        return text
+    if isinstance(err, CelCostExceeded):
+        return (f"'{text}': no further validation rules will be run due to call cost exceeds limit for rule: "
+                f"{rule.error_string}")
+    if text.startswith("no such overload"):
+        return (f"'{text}': call arguments did not match a supported operator, function or macro signature "
+                f"for rule: {rule.error_string}")
+    return f"{text} evaluating rule: {rule.error_string}"
+
+
 def _error(rule: CompiledRule, text: str) -> RuleResult:
     return RuleResult(rule.index, False, None, text, None, None)
 
 
-_CACHE: dict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = {}
+# compiled rules by schema node (the node is kept alive with them, so its id stays unique)
+_CACHE: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
+_CACHE_SIZE = 4096
 
 
 def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "") -> NodeRules:
@@ -195,12 +280,17 @@ def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path:
     Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
     the apiserver reject the CRD.
     """
+    # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
+    is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
     key = (id(node_schema), is_root)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] is node_schema:
+        _CACHE.move_to_end(key)
         return cached[1]
     rules = _compile(node_schema, is_root=is_root, path=path)
     _CACHE[key] = (node_schema, rules)
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
     return rules
 
 
@@ -220,8 +310,15 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
         else:
             compiled.append(rule_or_issues)
     if issues:
-        raise CrdRuleError(path, issues)
+        costs = [RuleCost(r.index, r.max_cost, r.message_max_cost) for r in compiled]
+        raise CrdRuleError(path, issues, costs, max_cardinality(decl))
     return NodeRules(tuple(compiled), decl, path)
+
+
+def max_cardinality(decl: DeclType | None) -> int:
+    """apiextensions' maxCardinality(minSerializedSize): the unbounded repeat count of a node."""
+    min_size = decl.min_serialized_size if decl is not None else 1
+    return MAX_REQUEST_SIZE_BYTES // (min_size + 1)
 
 
 _VARIABLES = ("self", "oldSelf", "__oldSelfPresent")
@@ -236,12 +333,13 @@ class _Analysis:
     result_type: Any
     checked: Any
     parsed: Any
+    source: str = ""            # what the engine evaluates (Kubernetes value semantics spelled out)
 
 
 def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool = False) -> _Analysis:
     """Parse and type-check an expression with ``self``/``oldSelf`` typed by ``decl``."""
     try:
-        parsed = parse(expression)
+        parsed, spans = parse_with_spans(expression)
     except CelSyntaxError as err:
         return _Analysis(format_errors(expression, [(err.offset, err.message)]), None, None, None)
     self_type = decl.cel if decl is not None else DYN
@@ -249,7 +347,8 @@ def analyze(expression: str, decl: DeclType | None, *, optional_old_self: bool =
     checked = check(parsed, {"self": self_type, "oldSelf": old_type}, object_types(decl))
     if checked.errors:
         return _Analysis(format_errors(expression, checked.errors), None, checked, parsed)
-    return _Analysis(None, checked.result_type, checked, parsed)
+    source = engine_source(expression, parsed, spans, decl, optional_old_self=optional_old_self)
+    return _Analysis(None, checked.result_type, checked, parsed, source)
 
 
 def object_types(decl: DeclType | None) -> dict[str, DeclType]:
@@ -286,6 +385,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
                                 "may not be set if oldSelf is not used in rule", "true"))
     message_program = None
+    message_cost: int | None = None
+    message_checked = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
         message_analysis = analyze(message_expression, decl)
@@ -297,18 +398,21 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     "messageExpression must evaluate to a string", go_rule_json(entry)))
         else:
-            message_program = _engine_program(message_expression)
+            message_program = _engine_program(message_analysis.source)
+            message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
+            message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
     if issues:
         return issues
-    source = rule_text
-    if optional_old_self:
-        source = _optional_old_self_source(rule_text, analysis.parsed)
+    max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
+    source = analysis.source
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
+    program = _engine_program(source)
     return CompiledRule(
         index=index,
         rule=rule_text,
-        program=_engine_program(source),
+        program=program,
+        source=None if isinstance(program, _Uncompilable) else source,
         message=message,
         message_program=message_program,
         uses_old_self=uses_old_self,
@@ -316,6 +420,10 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         reason=entry.get("reason"),
         field_path=normalize_field_path(field_path, node_schema) if field_path else None,
         error_string=(message or rule_text).strip(),
+        max_cost=max_cost,
+        message_max_cost=message_cost,
+        checked=analysis.checked if max_cost > CHEAP_RULE_COST else None,
+        message_checked=message_checked,
     )
 
 
@@ -328,7 +436,11 @@ class _Uncompilable:
         self.message = message
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        raise CelEvalError(self.message)
+        raise _CompileFailure(self.message)
+
+
+class _CompileFailure(CelEvalError):
+    """Reported as is (the apiserver's "rule compile error: ..."), without "evaluating rule"."""
 
 
 def _engine_program(source: str) -> Any:
@@ -338,162 +450,15 @@ def _engine_program(source: str) -> Any:
         return _Uncompilable(f"rule compile error: compilation failed: {err}")
 
 
-def _optional_old_self_source(rule: str, parsed: Any) -> str:
-    """The rule with ``oldSelf`` as an optional: the engine sees ``oldSelf`` as a plain value and a
-    presence flag, so each reference becomes ``(present ? optional.of(oldSelf) : optional.none())``."""
-    offsets = sorted(node.offset for node in walk(parsed) if isinstance(node, Ident) and node.name == "oldSelf")
-    pieces, last = [], 0
-    for offset in offsets:
-        pieces.append(rule[last:offset])
-        pieces.append("(__oldSelfPresent ? optional.of(oldSelf) : optional.none())")
-        last = offset + len("oldSelf")
-    pieces.append(rule[last:])
-    return "".join(pieces)
-
-
-# --- static checks of one rule entry (apiextensions validation of x-kubernetes-validations) ---
-
-def static_rule_issues(index: int, entry: Mapping[str, Any], node_schema: Mapping[str, Any]) -> list[RuleIssue]:
-    where = f"x-kubernetes-validations[{index}]"
-    issues: list[RuleIssue] = []
-    rule = entry.get("rule") or ""
-    message = entry.get("message") or ""
-    trimmed_rule, trimmed_message = rule.strip(), message.strip()
-    if not trimmed_rule:
-        issues.append(RuleIssue(f"{where}.rule", "Required", "rule is not specified"))
-    elif message and not trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Invalid", "must be non-empty if specified", go_quote(message)))
-    elif "\n" in trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Invalid", "must not contain line breaks", go_quote(message)))
-    elif "\n" in trimmed_rule and not trimmed_message:
-        issues.append(RuleIssue(f"{where}.message", "Required", "message must be specified if rule contains line breaks"))
-    message_expression = entry.get("messageExpression") or ""
-    if message_expression and not message_expression.strip():
-        issues.append(RuleIssue(f"{where}.messageExpression", "Required",
-                                "messageExpression must be non-empty if specified"))
-    reason = entry.get("reason")
-    if reason is not None and reason not in SUPPORTED_REASONS:
-        issues.append(RuleIssue(f"{where}.reason", "Unsupported", ", ".join(f'"{r}"' for r in SUPPORTED_REASONS),
-                                go_quote(reason)))
-    field_path = entry.get("fieldPath") or ""
-    if field_path:
-        if not field_path.strip():
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must be non-empty if specified",
-                                    go_quote(field_path)))
-        elif "\n" in field_path:
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "fieldPath must not contain line breaks",
-                                    go_quote(field_path)))
-        elif not valid_field_path(field_path, node_schema):
-            issues.append(RuleIssue(f"{where}.fieldPath", "Invalid", "must be a valid path", go_quote(field_path)))
-    return issues
-
-
-_FIELD_PATH_TOKEN = re.compile(r"'(?:[^'\\]|\\.)*'|[.\[\]]|[^.\[\]']+")
-_SINGLE_QUOTE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-                         "'": "'", "\\": "\\"}
-
-
-def _field_path_segments(json_path: str, schema: Mapping[str, Any] | None) -> list[tuple[str, bool]] | None:
-    """Split a rule's fieldPath into (name, is_property) steps valid for ``schema``; None if invalid."""
-    tokens = _FIELD_PATH_TOKEN.findall(json_path)
-    if "".join(tokens) != json_path:
-        return None
-    steps: list[tuple[str, bool]] = []
-    position = 0
-    while position < len(tokens):
-        token = tokens[position]
-        if token == "[":
-            if position + 2 >= len(tokens):
-                return None
-            quoted, closing = tokens[position + 1], tokens[position + 2]
-            if len(quoted) < 2 or quoted[0] != "'" or quoted[-1] != "'" or closing != "]":
-                return None
-            name = _unescape_single_quoted(quoted[1:-1])
-            if name is None:
-                return None
-            position += 3
-        elif token == ".":
-            if position + 1 >= len(tokens):
-                return None
-            name = tokens[position + 1]
-            position += 2
-        else:
-            return None
-        if schema is None:
-            return None
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if properties is not None:
-            if name not in properties:
-                return None
-            schema = properties[name]
-            steps.append((name, True))
-        elif isinstance(additional, Mapping):
-            schema = additional
-            steps.append((name, False))
-        else:
-            return None
-    return steps
-
-
-def _unescape_single_quoted(text: str) -> str | None:
-    out, i = [], 0
-    while i < len(text):
-        if text[i] == "\\" and i + 1 < len(text):
-            replacement = _SINGLE_QUOTE_ESCAPES.get(text[i + 1])
-            if replacement is None:
-                return None
-            out.append(replacement)
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def valid_field_path(json_path: str, schema: Mapping[str, Any]) -> bool:
-    return _field_path_segments(json_path, schema) is not None
-
-
-def normalize_field_path(json_path: str, schema: Mapping[str, Any]) -> str:
-    """The rule's fieldPath as a field.Path string relative to the rule's node ("a.b[key]")."""
-    parts: list[str] = []
-    for name, is_property in _field_path_segments(json_path, schema) or ():
-        if not is_property:
-            parts.append(f"[{name}]")
-        else:
-            parts.append(f".{name}" if parts else name)
-    return "".join(parts)
-
-
-# --- rendering of values in the apiserver's error strings ---
-
-def go_quote(text: str) -> str:
-    """Go's %q of a string (non-ASCII printable runes kept)."""
-    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def go_json(value: Any) -> str:
-    """encoding/json output: <, > and & escaped as \\u003c etc."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def go_rule_json(entry: Mapping[str, Any]) -> str:
-    """The ValidationRule struct as the apiserver prints it in Invalid-value errors."""
-    return go_json({
-        "Rule": entry.get("rule", ""),
-        "Message": entry.get("message", ""),
-        "MessageExpression": entry.get("messageExpression", ""),
-        "Reason": entry.get("reason"),
-        "FieldPath": entry.get("fieldPath", ""),
-        "OptionalOldSelf": entry.get("optionalOldSelf"),
-    })
-
-
 def references_old_self(expression: str) -> bool:
     """Whether an expression refers to ``oldSelf`` (False when it does not parse)."""
     try:
         return _uses_old_self(parse(expression))
     except CelSyntaxError:
         return False
+
+
+__all__ = [
+    "ABSENT", "CostBudget", "CrdRuleError", "NodeRules", "RuleCost", "RuleIssue", "RuleResult",
+    "compile_schema_rules", "normalize_field_path", "references_old_self",
+]

@@ -241,6 +241,21 @@ optional_type(<V>).or(optional_type(<V>)) | optional_type(<V>) | optional_or_opt
 optional_type(<V>).orValue(<V>) | <V> | optional_orValue_value
 list(optional_type(<V>)).unwrapOpt() | list(<V>) | optional_unwrapOpt
 optional_type(<V>).value() | <V> | optional_value
+kubernetes.authorization.Decision.allowed() | bool | decision_allowed
+kubernetes.authorization.PathCheck.check(string) | kubernetes.authorization.Decision | pathcheck_check
+kubernetes.authorization.ResourceCheck.check(string) | kubernetes.authorization.Decision | resourcecheck_check
+kubernetes.authorization.Decision.error() | string | decision_error
+kubernetes.authorization.Decision.errored() | bool | decision_errored
+kubernetes.authorization.Authorizer.group(string) | kubernetes.authorization.GroupCheck | authorizer_group
+kubernetes.authorization.ResourceCheck.name(string) | kubernetes.authorization.ResourceCheck | resourcecheck_name
+kubernetes.authorization.ResourceCheck.namespace(string) | kubernetes.authorization.ResourceCheck | resourcecheck_namespace
+kubernetes.authorization.Authorizer.path(string) | kubernetes.authorization.PathCheck | authorizer_path
+kubernetes.authorization.Decision.reason() | string | decision_reason
+kubernetes.authorization.GroupCheck.resource(string) | kubernetes.authorization.ResourceCheck | groupcheck_resource
+kubernetes.authorization.Authorizer.serviceAccount(string, string) | kubernetes.authorization.Authorizer | authorizer_serviceaccount
+kubernetes.authorization.ResourceCheck.subresource(string) | kubernetes.authorization.ResourceCheck | resourcecheck_subresource
+kubernetes.authorization.ResourceCheck.fieldSelector(string) | kubernetes.authorization.ResourceCheck | authorizer_fieldselector
+kubernetes.authorization.ResourceCheck.labelSelector(string) | kubernetes.authorization.ResourceCheck | authorizer_labelselector
 """
 
 _FORMATS = ("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName", "dns1123LabelPrefix",
@@ -301,6 +316,14 @@ def _library() -> list[tuple[str, Overload]]:
             out.append((name, Overload(oid, (parse_type(receiver),) + params, parse_type(result), True)))
         else:
             out.append((name, Overload(oid, params, parse_type(result), False)))
+    comparable = {"bool": BOOL, "bytes": BYTES, "double": DOUBLE, "duration": DURATION, "int": INT,
+                  "string": STRING, "timestamp": TIMESTAMP, "uint": UINT}
+    for short, t in comparable.items():
+        out.append(("isSorted", Overload(f"list_{short}_is_sorted_bool", (list_of(t),), BOOL, True)))
+        out.append(("max", Overload(f"list_{short}_max_{short}", (list_of(t),), t, True)))
+        out.append(("min", Overload(f"list_{short}_min_{short}", (list_of(t),), t, True)))
+        if short in ("double", "duration", "int", "uint"):
+            out.append(("sum", Overload(f"list_{short}_sum_{short}", (list_of(t),), t, True)))
     named_format = opaque("kubernetes.NamedFormat")
     for fmt in _FORMATS:
         out.append((f"format.{fmt}", Overload(f"format-{fmt}", (), named_format, False)))

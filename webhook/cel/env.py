@@ -1,30 +1,316 @@
-"""Low-level factory: a cel-expr-python ``Env`` with the Kubernetes 1.36 base environment.
+"""cel-expr-python environments with the Kubernetes 1.36 base libraries.
 
-``new_env(variables)`` is what the ``cel-expr`` backend compiles against; ``webhook.cel.crd``
-uses it with typed declarations (``cel.Type``) derived from OpenAPI schemas.
+Two environments per variable declaration:
+
+* the **checking** env (``new_env``) declares every Kubernetes function with Kubernetes'
+  overloads and types (optional types included, declared through cel-cpp's YAML config),
+  cross-type numeric comparisons, and the cel-cpp extensions Kubernetes enables; programs
+  are type-checked against it, so compile errors read as Kubernetes' do;
+* the **runtime** env (``runtime_env``) plans the optimised checked AST (``optimize.py``):
+  each Kubernetes function is a private ``@k8s.<name>`` function implemented in Python.
+
+Library values with their own CEL type (``kubernetes.Quantity``, ``net.IP``, ...) travel
+through the C++ runtime as one-field protobuf messages holding the value's canonical key;
+message equality is then exactly Kubernetes' equality of those values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from functools import cache, lru_cache
+from typing import Any
 
+import yaml
 from cel_expr_python import cel
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-# cel-cpp's own extensions, at the versions the Kubernetes base env enables
-# (strings v2: no ``reverse``; lists: cel-go lists v3 functions; sets; optional;
-# two-variable comprehensions).
-_EXTENSIONS_YAML = """
-extensions:
-  - name: strings
-    version: 2
-  - name: lists
-  - name: sets
-  - name: optional
-  - name: two-var-comprehensions
-"""
+from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, OpaqueValue, Overload
+from webhook.cel.library.base import OptionalValue
+from webhook.cel.typenames import DURATION, TIMESTAMP, TypeName, parse_type, yaml_type
+
+KEY_FIELD = "canonical_form"
+PRIVATE_PREFIX = "@k8s."
+FAIL_FUNCTION = "@k8s.fail"
+MAP_INSERT_FUNCTION = "@k8s.mapInsert"
+
+# cel-cpp extensions at the versions of the Kubernetes base env. The strings extension
+# (v2) is declared by hand in the checking env (``_STRINGS_V2``) because Kubernetes' list
+# ``indexOf``/``lastIndexOf`` share its function names; ``regex`` is only in the runtime
+# env (native ``find``/``findAll``): Kubernetes users cannot call ``regex.*``.
+_EXTENSIONS = [{"name": "lists"}, {"name": "sets"}, {"name": "optional"}, {"name": "two-var-comprehensions"}]
+_RUNTIME_EXTENSIONS = [{"name": "strings", "version": 2}, *_EXTENSIONS, {"name": "regex"}]
+
+# cel-go ext.Strings(version 2): (function, overload id, params, result, member);
+# ``format`` is Kubernetes' formatter, in library/strings_format.py
+_STRINGS_V2 = [
+    ("charAt", "string_char_at_int", ["string", "int"], "string", True),
+    ("indexOf", "string_index_of_string", ["string", "string"], "int", True),
+    ("indexOf", "string_index_of_string_int", ["string", "string", "int"], "int", True),
+    ("lastIndexOf", "string_last_index_of_string", ["string", "string"], "int", True),
+    ("lastIndexOf", "string_last_index_of_string_int", ["string", "string", "int"], "int", True),
+    ("lowerAscii", "string_lower_ascii", ["string"], "string", True),
+    ("upperAscii", "string_upper_ascii", ["string"], "string", True),
+    ("replace", "string_replace_string_string", ["string", "string", "string"], "string", True),
+    ("replace", "string_replace_string_string_int", ["string", "string", "string", "int"], "string", True),
+    ("split", "string_split_string", ["string", "string"], "list(string)", True),
+    ("split", "string_split_string_int", ["string", "string", "int"], "list(string)", True),
+    ("substring", "string_substring_int", ["string", "int"], "string", True),
+    ("substring", "string_substring_int_int", ["string", "int", "int"], "string", True),
+    ("trim", "string_trim", ["string"], "string", True),
+    ("join", "list_join", ["list(string)"], "string", True),
+    ("join", "list_join_string", ["list(string)", "string"], "string", True),
+    ("strings.quote", "strings_quote", ["string"], "string", False),
+]
+# cel-go optional-types functions cel-cpp lacks (evaluated natively, see optimize.py)
+_OPTIONAL_EXTRAS = [
+    ("optional.unwrap", "optional_unwrap", ["list(optional_type(V))"], "list(V)", False),
+    ("unwrapOpt", "optional_unwrapOpt", ["list(optional_type(V))"], "list(V)", True),
+]
+
+_COMPARABLE = ["int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION]
+_CROSS_NUMERIC = [("int", "double"), ("double", "int"), ("int", "uint"), ("uint", "int"), ("uint", "double"), ("double", "uint")]
+_STRING_FROM = ["string", "int", "uint", "double", "bytes", "bool", TIMESTAMP, DURATION]
+
+
+# --- opaque library values as protobuf messages ------------------------------------------
+
+
+@cache
+def descriptor_pool_with_library_types() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    by_package: dict[str, list[str]] = defaultdict(list)
+    for opaque in OPAQUE_TYPES:
+        package, _, name = opaque.cel_type.rpartition(".")
+        by_package[package].append(name)
+    for package, names in by_package.items():
+        file = descriptor_pb2.FileDescriptorProto(name=f"infergate/{package}.proto", package=package, syntax="proto3")
+        for name in names:
+            message = file.message_type.add(name=name)
+            message.field.add(name=KEY_FIELD, number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+        pool.Add(file)
+    return pool
+
+
+@cache
+def _message_classes() -> dict[str, type]:
+    pool = descriptor_pool_with_library_types()
+    return {t.cel_type: message_factory.GetMessageClass(pool.FindMessageTypeByName(t.cel_type)) for t in OPAQUE_TYPES}
+
+
+_OPAQUE_BY_NAME = {t.cel_type: t for t in OPAQUE_TYPES}
+
+
+def to_message(value: OpaqueValue) -> Any:
+    return _message_classes()[value.cel_type](**{KEY_FIELD: value.key})
+
+
+@lru_cache(maxsize=8192)
+def library_value(cel_type: str, key: str) -> OpaqueValue:
+    """The library value of type ``cel_type`` with canonical ``key``."""
+    return _OPAQUE_BY_NAME[cel_type].from_key(key)
+
+
+def from_message(message: Any) -> OpaqueValue:
+    return library_value(message.DESCRIPTOR.full_name, getattr(message, KEY_FIELD))
+
+
+def is_library_message(value: Any) -> bool:
+    descriptor = getattr(value, "DESCRIPTOR", None)
+    return descriptor is not None and descriptor.full_name in _OPAQUE_BY_NAME
+
+
+def to_runtime(value: Any) -> Any:
+    """A library function's Python result as the C++ runtime takes it."""
+    if isinstance(value, OpaqueValue):
+        return to_message(value)
+    if isinstance(value, OptionalValue):  # rewritten to ``[...].first()`` by optimize.py
+        return [to_runtime(value.value)] if value.has_value else []
+    if isinstance(value, list):
+        return [to_runtime(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_runtime(v) for k, v in value.items()}
+    return value
+
+
+def from_runtime(value: Any) -> Any:
+    """A value handed over by the C++ runtime as the library modules take it."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list):
+        return [from_runtime(v) for v in value]
+    if isinstance(value, dict):
+        return {from_runtime(k): from_runtime(v) for k, v in value.items()}
+    if is_library_message(value):
+        return from_message(value)
+    return value
+
+
+# --- declarations (the checking env) -----------------------------------------------------
+
+
+def _overload_yaml(oid: str, params: list[str], result: str, member: bool) -> dict[str, Any]:
+    types = [yaml_type(parse_type(p)) for p in params]
+    entry: dict[str, Any] = {"id": oid}
+    if member:
+        entry["target"], types = types[0], types[1:]
+    if types:
+        entry["args"] = types
+    entry["return"] = yaml_type(parse_type(result))
+    return entry
+
+
+def _standard_redeclarations() -> dict[str, list[dict[str, Any]]]:
+    """Standard functions Kubernetes extends: cross-type numeric comparisons, ``string()``."""
+    functions: dict[str, list[dict[str, Any]]] = {}
+    for op, word in (("_<_", "less"), ("_<=_", "less_equals"), ("_>_", "greater"), ("_>=_", "greater_equals")):
+        pairs = [(t, t) for t in _COMPARABLE] + _CROSS_NUMERIC
+        functions[op] = [
+            _overload_yaml(f"{word}_{a.split('.')[-1].lower()}_{b.split('.')[-1].lower()}", [a, b], "bool", False)
+            for a, b in pairs
+        ]
+    functions["string"] = [
+        _overload_yaml(f"{t.split('.')[-1].lower()}_to_string", [t], "string", False) for t in _STRING_FROM
+    ]
+    return functions
+
+
+@cache
+def _config_yaml(runtime: bool) -> str:
+    functions: dict[str, list[dict[str, Any]]] = {} if runtime else _standard_redeclarations()
+    if not runtime:
+        for function, oid, params, result, member in _STRINGS_V2 + _OPTIONAL_EXTRAS:
+            functions.setdefault(function, []).append(_overload_yaml(oid, params, result, member))
+        for overload in OVERLOADS:
+            functions.setdefault(overload.function, []).append(
+                _overload_yaml(overload.id, list(overload.params), overload.result, overload.member)
+            )
+    config: dict[str, Any] = {
+        "extensions": _RUNTIME_EXTENSIONS if runtime else _EXTENSIONS,
+    }
+    if not runtime:
+        config["stdlib"] = {"exclude_functions": [{"name": name} for name in _standard_redeclarations()]}
+        config["functions"] = [{"name": name, "overloads": overloads} for name, overloads in functions.items()]
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def new_env(variables: Mapping[str, cel.Type]) -> cel.Env:
-    """A fresh ``Env`` declaring ``variables`` with the Kubernetes libraries enabled."""
-    config = cel.NewEnvConfigFromYaml(_EXTENSIONS_YAML)
-    return cel.NewEnv(config=config, variables=dict(variables))
+    """The checking env: Kubernetes' declarations, ``variables`` declared as given."""
+    return cel.NewEnv(
+        descriptor_pool=descriptor_pool_with_library_types(),
+        config=cel.NewEnvConfigFromYaml(_config_yaml(runtime=False)),
+        variables=dict(variables),
+    )
+
+
+# --- implementations (the runtime env) ---------------------------------------------------
+
+_KIND_TYPES = {
+    "int": cel.Type.INT,
+    "uint": cel.Type.UINT,
+    "double": cel.Type.DOUBLE,
+    "bool": cel.Type.BOOL,
+    "string": cel.Type.STRING,
+    "bytes": cel.Type.BYTES,
+    "list": cel.Type.LIST,
+    "map": cel.Type.MAP,
+    TIMESTAMP: cel.Type.TIMESTAMP,
+    DURATION: cel.Type.DURATION,
+}
+
+
+def private_name(function: str, member: bool) -> str:
+    """The runtime env's name for a Kubernetes function (member calls become global)."""
+    return f"{PRIVATE_PREFIX}{'member.' if member else ''}{function}"
+
+
+# the one runtime parameter type that matches values of every kind
+ANY_KIND = cel.Type("google.protobuf.Any")
+
+
+def _runtime_type(t: TypeName) -> cel.Type:
+    if t.name in _OPAQUE_BY_NAME:
+        return cel.Type(t.name)
+    if t.is_type_param or t.name == "dyn":
+        return ANY_KIND
+    return _KIND_TYPES[t.name]
+
+
+def _accepts(t: TypeName, value: Any) -> bool:
+    if t.name in _OPAQUE_BY_NAME:
+        return isinstance(value, _OPAQUE_BY_NAME[t.name])
+    return True  # the runtime already matched the kind
+
+
+def _dispatcher(overloads: list[Overload]) -> Callable[..., Any]:
+    """One runtime function for overloads the C++ runtime cannot tell apart (same kinds)."""
+    typed = [(o, [parse_type(p) for p in o.params]) for o in overloads]
+
+    def call(*args: Any) -> Any:
+        values = [from_runtime(a) for a in args]
+        for overload, params in typed:
+            if all(_accepts(t, v) for t, v in zip(params, values)):
+                try:
+                    return to_runtime(overload.impl(*values))
+                except LibraryError as err:
+                    raise ValueError(str(err)) from None
+        raise ValueError("no such overload")
+
+    return call
+
+
+def _fail(message: str) -> None:
+    raise ValueError(message)
+
+
+def _map_insert(mapping: dict, key: Any, value: Any = None) -> dict:
+    """``cel.@mapInsert`` (transformMap / transformMapEntry)."""
+    entries = key if value is None and isinstance(key, dict) else {key: value}
+    result = dict(mapping)
+    for k, v in entries.items():
+        if k in result:
+            raise ValueError(f"insert failed: key {k} already exists")
+        result[k] = v
+    return result
+
+
+@cache
+def _runtime_functions() -> list[cel.FunctionDecl]:
+    groups: dict[tuple[str, bool], dict[tuple[str, ...], list[Overload]]] = defaultdict(lambda: defaultdict(list))
+    for overload in OVERLOADS:
+        params = [parse_type(p) for p in overload.params]
+        kinds = tuple("message" if p.name in _OPAQUE_BY_NAME else "any" if p.is_type_param else p.name for p in params)
+        groups[(overload.function, overload.member)][kinds].append(overload)
+    decls = []
+    for (function, member), by_kinds in groups.items():
+        cel_overloads = [
+            cel.Overload(
+                f"{private_name(function, member)}/{'/'.join(kinds)}",
+                cel.Type.DYN,
+                [_runtime_type(parse_type(p)) for p in overloads[0].params],
+                impl=_dispatcher(overloads),
+            )
+            for kinds, overloads in by_kinds.items()
+        ]
+        decls.append(cel.FunctionDecl(private_name(function, member), cel_overloads))
+    decls.append(cel.FunctionDecl(FAIL_FUNCTION, [cel.Overload("@k8s.fail/string", cel.Type.DYN, [cel.Type.STRING], impl=_fail)]))
+    decls.append(
+        cel.FunctionDecl(
+            MAP_INSERT_FUNCTION,
+            [
+                cel.Overload("@k8s.mapInsert/3", cel.Type.MAP, [cel.Type.MAP, ANY_KIND, ANY_KIND], impl=_map_insert),
+                cel.Overload("@k8s.mapInsert/2", cel.Type.MAP, [cel.Type.MAP, cel.Type.MAP], impl=_map_insert),
+            ],
+        )
+    )
+    return decls
+
+
+def runtime_env(variables: Mapping[str, cel.Type]) -> cel.Env:
+    """The runtime env: plans optimised ASTs; ``variables`` as in the checking env."""
+    return cel.NewEnv(
+        descriptor_pool=descriptor_pool_with_library_types(),
+        config=cel.NewEnvConfigFromYaml(_config_yaml(runtime=True)),
+        variables=dict(variables),
+        functions=_runtime_functions(),
+    )

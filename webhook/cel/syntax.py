@@ -107,7 +107,9 @@ class CelSyntaxError(Exception):
 _TOKEN = re.compile(r"""
     (?P<ws>[ \t\n\r\f]+|//[^\n]*)
   | (?P<string>(?:[rR][bB]?|[bB][rR]?|[bB])?(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))
-  | (?P<num>(?:0[xX][0-9a-fA-F]+[uU]?)|(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)|(?:\d+[uU]?))
+  | (?P<num>0[xX][0-9a-fA-F]+[uU]?
+           |\d+\.\d+(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+
+           |\d+[uU]?)
   | (?P<ident>[_a-zA-Z][_a-zA-Z0-9]*)
   | (?P<op>==|!=|<=|>=|&&|\|\||[-+*/%!<>?:.,()\[\]{}])
   | (?P<quoted>`[^`]*`)
@@ -136,6 +138,8 @@ def tokenize(source: str) -> list[Token]:
     return tokens
 
 
+_PRIMARY_START = ("{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, "
+                  "BYTES, IDENTIFIER}")
 _RESERVED = frozenset({"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
                        "loop", "package", "namespace", "return", "var", "void", "while"})
 _LITERAL_WORDS = {"true": ("bool", True), "false": ("bool", False), "null": ("null", None)}
@@ -149,6 +153,8 @@ class _Parser:
         self.tokens = tokenize(source)
         self.position = 0
         self.next_id = 1
+        self.last_end = 0                        # end offset of the last consumed token
+        self.spans: dict[int, tuple[int, int]] = {}   # node id -> source [start, end)
 
     # helpers
     def _new_id(self) -> int:
@@ -162,7 +168,16 @@ class _Parser:
     def advance(self) -> Token:
         token = self.tokens[self.position]
         self.position += 1
+        self.last_end = token.offset + len(token.text)
         return token
+
+    def span(self, node: Expr, start: int) -> Expr:
+        """Record that ``node`` covers the source from ``start`` to the last consumed token."""
+        self.spans[node.id] = (start, self.last_end)
+        return node
+
+    def start_of(self, node: Expr) -> int:
+        return self.spans.get(node.id, (node.offset, node.offset))[0]
 
     def at(self, text: str) -> bool:
         token = self.peek()
@@ -193,7 +208,8 @@ class _Parser:
             if_true = self.conditional_or()
             self.expect(":")
             if_false = self.expr()
-            return Call(self._new_id(), op.offset, "_?_:_", [condition, if_true, if_false])
+            return self.span(Call(self._new_id(), op.offset, "_?_:_", [condition, if_true, if_false]),
+                             self.start_of(condition))
         return condition
 
     def conditional_or(self) -> Expr:
@@ -201,7 +217,7 @@ class _Parser:
         while self.at("||"):
             op = self.advance()
             right = self.conditional_and()
-            left = Call(self._new_id(), op.offset, "_||_", [left, right])
+            left = self.span(Call(self._new_id(), op.offset, "_||_", [left, right]), self.start_of(left))
         return left
 
     def conditional_and(self) -> Expr:
@@ -209,7 +225,7 @@ class _Parser:
         while self.at("&&"):
             op = self.advance()
             right = self.relation()
-            left = Call(self._new_id(), op.offset, "_&&_", [left, right])
+            left = self.span(Call(self._new_id(), op.offset, "_&&_", [left, right]), self.start_of(left))
         return left
 
     _RELATIONS = {"<": "_<_", "<=": "_<=_", ">": "_>_", ">=": "_>=_", "==": "_==_", "!=": "_!=_"}
@@ -226,14 +242,15 @@ class _Parser:
                 return left
             self.advance()
             right = self.addition()
-            left = Call(self._new_id(), token.offset, function, [left, right])
+            left = self.span(Call(self._new_id(), token.offset, function, [left, right]), self.start_of(left))
 
     def addition(self) -> Expr:
         left = self.multiplication()
         while self.at("+") or self.at("-"):
             op = self.advance()
             right = self.multiplication()
-            left = Call(self._new_id(), op.offset, "_+_" if op.text == "+" else "_-_", [left, right])
+            left = self.span(Call(self._new_id(), op.offset, "_+_" if op.text == "+" else "_-_", [left, right]),
+                             self.start_of(left))
         return left
 
     def multiplication(self) -> Expr:
@@ -241,7 +258,8 @@ class _Parser:
         while self.at("*") or self.at("/") or self.at("%"):
             op = self.advance()
             right = self.unary()
-            left = Call(self._new_id(), op.offset, {"*": "_*_", "/": "_/_", "%": "_%_"}[op.text], [left, right])
+            left = self.span(Call(self._new_id(), op.offset, {"*": "_*_", "/": "_/_", "%": "_%_"}[op.text],
+                                  [left, right]), self.start_of(left))
         return left
 
     def unary(self) -> Expr:
@@ -252,7 +270,7 @@ class _Parser:
             operand = self.member()
             if len(ops) % 2 == 0:
                 return operand
-            return Call(self._new_id(), ops[0].offset, "!_", [operand])
+            return self.span(Call(self._new_id(), ops[0].offset, "!_", [operand]), ops[0].offset)
         if self.at("-"):
             # a single '-' directly before a number literal is part of the literal
             if self.peek(1).kind == "num" and not (self.peek(2).kind == "op" and self.peek(2).text in (".", "[")):
@@ -264,11 +282,12 @@ class _Parser:
             operand = self.member()
             if len(ops) % 2 == 0:
                 return operand
-            return Call(self._new_id(), ops[0].offset, "-_", [operand])
+            return self.span(Call(self._new_id(), ops[0].offset, "-_", [operand]), ops[0].offset)
         return self.member()
 
     def member(self, negative_literal: Token | None = None) -> Expr:
         expr = self.primary(negative_literal)
+        start = self.start_of(expr)
         while True:
             if self.at("."):
                 dot = self.advance()
@@ -288,9 +307,9 @@ class _Parser:
                 if self.at("(") and not optional:
                     open_paren = self.advance()
                     args = self.expr_list(")")
-                    expr = self.member_call(expr, name, args, open_paren.offset)
+                    expr = self.span(self.member_call(expr, name, args, open_paren.offset), start)
                 else:
-                    expr = Select(self._new_id(), dot.offset, expr, name, optional=optional)
+                    expr = self.span(Select(self._new_id(), dot.offset, expr, name, optional=optional), start)
             elif self.at("["):
                 bracket = self.advance()
                 optional = False
@@ -299,7 +318,8 @@ class _Parser:
                     optional = True
                 index = self.expr()
                 self.expect("]")
-                expr = Call(self._new_id(), bracket.offset, "_[?_]" if optional else "_[_]", [expr, index])
+                expr = self.span(Call(self._new_id(), bracket.offset, "_[?_]" if optional else "_[_]",
+                                      [expr, index]), start)
             else:
                 return expr
 
@@ -320,22 +340,22 @@ class _Parser:
         token = self.peek()
         if negative_literal is not None:
             self.advance()
-            return self.number(token, negative_literal)
+            return self.span(self.number(token, negative_literal), negative_literal.offset)
         if token.kind == "num":
             self.advance()
-            return self.number(token, None)
+            return self.span(self.number(token, None), token.offset)
         if token.kind == "string":
             self.advance()
-            return self.string(token)
+            return self.span(self.string(token), token.offset)
         if token.kind == "ident":
             if token.text in _LITERAL_WORDS:
                 self.advance()
                 kind, value = _LITERAL_WORDS[token.text]
-                return Literal(self._new_id(), token.offset, kind, value)
+                return self.span(Literal(self._new_id(), token.offset, kind, value), token.offset)
             if token.text == "in":
                 raise self._mismatch(token, "IDENTIFIER")
             self.advance()
-            return self.ident_or_call(token, leading_dot=False)
+            return self.span(self.ident_or_call(token, leading_dot=False), token.offset)
         if token.kind == "op":
             if token.text == ".":
                 self.advance()
@@ -343,22 +363,20 @@ class _Parser:
                 if name.kind != "ident":
                     raise self._mismatch(name, "IDENTIFIER")
                 self.advance()
-                return self.ident_or_call(name, leading_dot=True)
+                return self.span(self.ident_or_call(name, leading_dot=True), token.offset)
             if token.text == "(":
                 self.advance()
                 inner = self.expr()
                 self.expect(")")
-                return inner
+                return self.span(inner, token.offset)
             if token.text == "[":
                 self.advance()
-                return self.list_literal(token)
+                return self.span(self.list_literal(token), token.offset)
             if token.text == "{":
                 self.advance()
-                return self.map_literal(token)
-        if token.kind == "eof":
-            raise CelSyntaxError(token.offset, "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
-        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{token.text}' expecting "
-                             "{'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}")
+                return self.span(self.map_literal(token), token.offset)
+        shown = "<EOF>" if token.kind == "eof" else token.text
+        raise CelSyntaxError(token.offset, f"Syntax error: mismatched input '{shown}' expecting {_PRIMARY_START}")
 
     def ident_or_call(self, token: Token, *, leading_dot: bool) -> Expr:
         name = ("." if leading_dot else "") + token.text
@@ -637,6 +655,15 @@ def _opt_map(p: _Parser, target: Expr, args: list[Expr], offset: int, *, flat: b
                  _call(p, offset, "optional.none"))
 
 
+def _sort_by(p: _Parser, target: Expr, args: list[Expr], offset: int) -> Expr:
+    """``l.sortBy(e, key)``: bind the list, then ``@sortByAssociatedKeys`` with the mapped keys."""
+    bound = "@__sortBy_input__"
+    keys = _map(p, _ident(p, offset, bound), args, offset)
+    call = _call(p, offset, "@sortByAssociatedKeys", keys, target=_ident(p, offset, bound))
+    return Comprehension(p._new_id(), offset, "#unused", CreateList(p._new_id(), offset, []), bound, target,
+                         _lit(p, offset, "bool", False), _ident(p, offset, bound), call)
+
+
 _MACROS: dict[tuple[str, int], Any] = {
     ("all", 2): _all, ("all", 3): _all,
     ("exists", 2): _exists, ("exists", 3): _exists,
@@ -648,6 +675,7 @@ _MACROS: dict[tuple[str, int], Any] = {
     ("transformMapEntry", 3): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("transformMapEntry", 4): lambda p, t, a, o: _transform_map(p, t, a, o, entry=True),
     ("optMap", 2): _opt_map,
+    ("sortBy", 2): _sort_by,
     ("optFlatMap", 2): lambda p, t, a, o: _opt_map(p, t, a, o, flat=True),
 }
 
@@ -655,6 +683,13 @@ _MACROS: dict[tuple[str, int], Any] = {
 def parse(source: str) -> Expr:
     """Parse ``source``; raises ``CelSyntaxError``."""
     return _Parser(source).parse()
+
+
+def parse_with_spans(source: str) -> tuple[Expr, dict[int, tuple[int, int]]]:
+    """Parse ``source``; also return each source-level node's [start, end) offsets."""
+    parser = _Parser(source)
+    expr = parser.parse()
+    return expr, parser.spans
 
 
 def location(source: str, offset: int) -> tuple[int, int]:

@@ -43,6 +43,8 @@ class CelType:
             return f"optional_type({self.params[0]})"
         if self.kind in ("object", "typeparam"):
             return self.name
+        if self.kind == "null_type":
+            return "null"
         if self.kind == "timestamp":
             return "google.protobuf.Timestamp"
         if self.kind == "duration":

@@ -27,84 +27,139 @@ class Change:
     kind: Kind
     obj: Mapping[str, Any]  # the new object, or the last one seen when deleted
     deleted: bool = False
+    old: Mapping[str, Any] | None = None  # the previous version of a modified object
+
+    @property
+    def status_only(self) -> bool:
+        """Only the status moved (e.g. this controller's own write): nothing else depends on it."""
+        if self.old is None or self.deleted:
+            return False
+        old_meta, new_meta = self.old.get("metadata") or {}, self.obj.get("metadata") or {}
+        return self.old.get("spec") == self.obj.get("spec") and all(
+            old_meta.get(k) == new_meta.get(k) for k in ("labels", "annotations", "deletionTimestamp")
+        )
 
 
 def _version(obj: Mapping) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion") or id(obj)
+    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 class ChangeFeed:
+    """Polls a cluster view for changed objects.
+
+    The state layer stores a new dict for every new version of an object (and keeps it
+    unmodified), so a kind whose list holds the very same objects as last time is unchanged:
+    that check is an identity walk, cheap enough to run every poll over tens of thousands of
+    objects. Only kinds that moved are diffed by key and resourceVersion.
+    """
+
     def __init__(self, state, watched: Iterable[Kind] = kinds.WATCHED):
         self.state = state
         self.watched = tuple(watched)
-        self._seen: dict[Kind, dict[tuple, tuple[Any, Mapping]]] = {}
+        self._lists: dict[Kind, list[Mapping]] = {}
+        self._seen: dict[Kind, dict[tuple, Mapping]] = {}
 
     def poll(self) -> list[Change]:
         changes = []
         for kind in self.watched:
+            objects = self.state.list(kind.api_version, kind.kind)
+            previous = self._lists.get(kind)
+            if previous is not None and len(previous) == len(objects) and all(
+                a is b for a, b in zip(previous, objects)
+            ):
+                continue
+            self._lists[kind] = objects
             before = self._seen.get(kind, {})
-            now: dict[tuple, tuple[Any, Mapping]] = {}
-            for obj in self.state.list(kind.api_version, kind.kind):
+            now: dict[tuple, Mapping] = {}
+            for obj in objects:
                 meta = obj.get("metadata") or {}
                 key = (meta.get("namespace"), meta.get("name"))
-                version = _version(obj)
-                now[key] = (version, obj)
+                now[key] = obj
                 old = before.get(key)
-                if old is None or old[0] != version:
+                if old is None:
                     changes.append(Change(kind, obj))
-            for key, (_, obj) in before.items():
+                elif old is not obj and (_version(old) != _version(obj) or _version(obj) is None):
+                    changes.append(Change(kind, obj, old=old))
+            for key, obj in before.items():
                 if key not in now:
                     changes.append(Change(kind, obj, deleted=True))
             self._seen[kind] = now
         return changes
 
 
-def _keys(kind: Kind, objects: Iterable[Mapping]) -> Iterator[Key]:
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        yield kind, meta.get("namespace"), meta.get("name", "")
+@dataclass(frozen=True)
+class Scope:
+    """Every owned object of ``kind`` (in ``namespace``; of class ``class_name`` or of no
+    class, for orders): one change of a shared input touches many objects, and several such
+    changes in one poll expand to the same keys only once."""
+
+    kind: Kind
+    namespace: str | None = None
+    class_name: str | None = None
+
+    def keys(self, state) -> Iterator[Key]:
+        objects = state.list(self.kind.api_version, self.kind.kind, self.namespace)
+        if self.class_name is not None:
+            objects = [o for o in objects
+                       if (o.get("spec") or {}).get("inferenceServiceClassName") in (self.class_name, None, "")]
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            yield self.kind, meta.get("namespace"), meta.get("name", "")
 
 
 def all_owned(state, only: Iterable[Kind] = kinds.OWNED) -> Iterator[Key]:
     for kind in only:
-        yield from _keys(kind, state.list(kind.api_version, kind.kind))
+        yield from Scope(kind).keys(state)
 
 
-def _list(state, kind: Kind, namespace: str | None = None, selector: str | None = None) -> list[dict]:
-    return state.list(kind.api_version, kind.kind, namespace, selector)
+ALL_CLASSES, ALL_ORDERS = Scope(kinds.INFERENCE_SERVICE_CLASS), Scope(kinds.INFERENCE_SERVICE)
 
 
-def affected(change: Change, state) -> Iterator[Key]:
-    kind, obj = change.kind, change.obj
-    meta = obj.get("metadata") or {}
+def affected(change: Change) -> Iterator[Key | Scope]:
+    """The keys, or scopes of keys, whose status may depend on the changed object."""
+    kind, meta = change.kind, change.obj.get("metadata") or {}
     namespace, name = meta.get("namespace"), meta.get("name", "")
     if kind in kinds.OWNED:
         yield kind, namespace, name
+        if change.status_only:
+            return
     if kind == kinds.INFERENCE_SERVICE_CLASS:
         # its orders; orders naming no class follow the default class, which this may be
-        yield from _keys(kinds.INFERENCE_SERVICE, (
-            o for o in _list(state, kinds.INFERENCE_SERVICE)
-            if (o.get("spec") or {}).get("inferenceServiceClassName") in (name, None, "")
-        ))
+        yield Scope(kinds.INFERENCE_SERVICE, class_name=name)
     elif kind in (kinds.INFERENCE_MODEL, kinds.INFERENCE_POOL):
-        yield from _keys(kinds.INFERENCE_MODEL, _list(state, kinds.INFERENCE_MODEL, namespace))
+        yield Scope(kinds.INFERENCE_MODEL, namespace)
     elif kind == kinds.POD:
-        yield from _keys(kinds.KUBEAI_MODEL, _list(state, kinds.KUBEAI_MODEL, namespace))
-        yield from _keys(kinds.INFERENCE_POOL, _list(state, kinds.INFERENCE_POOL, namespace))
+        yield Scope(kinds.KUBEAI_MODEL, namespace)
+        yield Scope(kinds.INFERENCE_POOL, namespace)
     elif kind == kinds.PVC:
-        yield from _keys(kinds.KUBEAI_MODEL, _list(state, kinds.KUBEAI_MODEL, namespace))
+        yield Scope(kinds.KUBEAI_MODEL, namespace)
     elif kind in (kinds.DEVICE_CLASS, kinds.RESOURCE_SLICE, kinds.PRIORITY_CLASS, kinds.STORAGE_CLASS,
                   kinds.CLUSTER_ISSUER) or (kind == kinds.SECRET and namespace == CERTIFICATE_NAMESPACE):
         # class validity or the inventory: every class and every order
-        yield from all_owned(state, (kinds.INFERENCE_SERVICE_CLASS, kinds.INFERENCE_SERVICE))
+        yield ALL_CLASSES
+        yield ALL_ORDERS
     elif kind in (kinds.SECRET, kinds.CATALOG_MODEL):
-        yield from _keys(kinds.INFERENCE_SERVICE, _list(state, kinds.INFERENCE_SERVICE, namespace))
+        yield Scope(kinds.INFERENCE_SERVICE, namespace)
     elif kind in (kinds.CATALOG_CLUSTER_MODEL, kinds.MODULE_CONFIG):
-        yield from all_owned(state, (kinds.INFERENCE_SERVICE,))
+        yield ALL_ORDERS
     elif kind in (kinds.STATEFUL_SET, kinds.DEPLOYMENT, kinds.SERVICE, kinds.RESOURCE_CLAIM):
         order = (meta.get("labels") or {}).get(kinds.INFERENCE_SERVICE_LABEL)
         if order:
             yield kinds.INFERENCE_SERVICE, namespace, order
+
+
+def affected_keys(changes: Iterable[Change], state) -> set[Key]:
+    """Every key the changes touch, each scope expanded once."""
+    keys: set[Key] = set()
+    scopes: set[Scope] = set()
+    for change in changes:
+        for item in affected(change):
+            (scopes if isinstance(item, Scope) else keys).add(item)
+    if ALL_ORDERS in scopes:  # subsumes every narrower scope of orders
+        scopes = {s for s in scopes if s.kind != kinds.INFERENCE_SERVICE} | {ALL_ORDERS}
+    for scope in scopes:
+        keys.update(scope.keys(state))
+    return keys
 
 
 def invalidates_inventory(change: Change) -> bool:

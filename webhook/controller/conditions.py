@@ -15,6 +15,7 @@ from datetime import datetime
 from webhook.controller.timeutil import rfc3339
 
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
+MAX_MESSAGE = 32768  # metav1.Condition.message maxLength
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,8 @@ def merge_conditions(
             "type": condition.type,
             "status": condition.status,
             "reason": condition.reason,
-            "message": condition.message,
+            "message": condition.message if len(condition.message) <= MAX_MESSAGE
+            else condition.message[: MAX_MESSAGE - 3] + "...",
             "lastTransitionTime": since or stamp,
         }
         if generation is not None:

@@ -30,9 +30,10 @@ class ClusterState(Protocol):
 class Settings:
     replan_timeout: timedelta = timedelta(minutes=5)
     replan_limit: int = 3
-    # Deckhouse global settings when no ModuleConfig "global" is in the cluster view.
+    # Deckhouse global settings when no ModuleConfig "global" is in the cluster view
+    # (DKP's own default for global.modules.https.mode is CertManager).
     public_domain_template: str | None = None
-    https_mode: str = "Disabled"
+    https_mode: str = "CertManager"
 
 
 def build_inventory(state: ClusterState) -> Inventory:

@@ -20,7 +20,7 @@ from webhook.controller.kinds import Kind
 
 class ApiError(Exception):
     def __init__(self, status: int, message: str):
-        super().__init__(f"{status}: {message}")
+        super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
 
@@ -95,3 +95,13 @@ class KubeApi:
         result = self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace"), "status"), body)
         self.writes += 1
         return result
+
+    def served_resources(self, api_version: str) -> set[str]:
+        """The resource names (plurals) the apiserver serves for ``api_version``; empty when
+        the group/version is not installed (e.g. cert-manager or the ai-models catalog)."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            listing = self._request("GET", path)
+        except NotFound:
+            return set()
+        return {r.get("name", "") for r in listing.get("resources") or () if "/" not in r.get("name", "")}

@@ -88,8 +88,12 @@ def owned_objects(state) -> list[dict]:
     return objects
 
 
-def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext) -> list[dict]:
-    """Each object with the status the controller would write."""
+def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext, problems: list[str] | None = None) -> list[dict]:
+    """Each object with the status the controller would write.
+
+    An object too malformed to reconcile (a field of the wrong type: the apiserver would
+    have refused it) is left out and described in ``problems``.
+    """
     results = []
     for obj in objects:
         kind = kinds.BY_KEY.get((obj.get("apiVersion", ""), obj.get("kind", "")))
@@ -97,19 +101,24 @@ def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext) -> list[dic
             continue
         meta = obj.get("metadata") or {}
         identity = {k: meta[k] for k in ("name", "namespace") if meta.get(k)}
-        results.append(
-            {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": identity,
-             "status": RECONCILERS[kind](obj, ctx)}
-        )
+        try:
+            status = RECONCILERS[kind](obj, ctx)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            name = "/".join(identity[k] for k in ("namespace", "name") if k in identity)
+            if problems is not None:
+                problems.append(f"{obj['kind']} {name}: malformed, not reconciled ({type(exc).__name__}: {exc})")
+            continue
+        results.append({"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": identity, "status": status})
     return results
 
 
 def _condition_lines(status: Mapping) -> list[str]:
-    lines = []
-    for condition in status.get("conditions") or ():
-        if condition.get("status") != TRUE:
-            lines.append(f"    {condition['type']}={condition['status']} {condition['reason']}: {condition['message']}")
-    return lines
+    """The conditions that are not True; an order's Ready only when nothing else explains it
+    (it repeats the first condition that is not True)."""
+    pending = [c for c in status.get("conditions") or () if c.get("status") != TRUE]
+    if len(pending) > 1:
+        pending = [c for c in pending if c["type"] != "Ready"]
+    return [f"    {c['type']}={c['status']} {c['reason']}: {c['message']}" for c in pending]
 
 
 def _summary(result: Mapping) -> list[str]:
@@ -173,5 +182,8 @@ def run(args: argparse.Namespace) -> int:
         objects = [obj for obj in owned_objects(state) if kinds.key_of(obj) in wanted]
     else:
         objects = owned_objects(state)
-    sys.stdout.write(render(reconcile_all(objects, ctx), args.output))
-    return 0
+    problems: list[str] = []
+    sys.stdout.write(render(reconcile_all(objects, ctx, problems), args.output))
+    for problem in problems:
+        print(f"infergate reconcile: {problem}", file=sys.stderr)
+    return 1 if problems else 0

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from webhook.controller import kinds
-from webhook.controller.changes import ChangeFeed, Key, affected, all_owned, invalidates_inventory
+from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
 from webhook.controller.events import EventRecorder
-from webhook.controller.kubeapi import Conflict, KubeApi, NotFound
+from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
@@ -47,6 +47,11 @@ from webhook.controller.workqueue import ShutDown, WorkQueue
 log = logging.getLogger("infergate.controller")
 
 CONFLICT_ATTEMPTS = 3
+
+
+def _order(key: Key) -> tuple:
+    # a deterministic order: classes first, then by kind, namespace, name
+    return (key[0] != kinds.INFERENCE_SERVICE_CLASS, key[0].kind, key[1] or "", key[2])
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,12 @@ class Controller:
         self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
         self.feed = ChangeFeed(state)
         self._inventory: Inventory | None = None
+        self._inventory_generation = 0  # bumped when a DeviceClass or ResourceSlice changes
+        self._inventory_lock = asyncio.Lock()
         # what this replica last wrote, by key: (resourceVersion written over, object returned)
         self._written: dict[Key, tuple[str | None, dict]] = {}
+        # resourceVersions this replica's writes produced: their change events are no news
+        self._own_versions: dict[Key, str] = {}
         self.reconciles = 0
         self.conflicts = 0
         if elector is not None:
@@ -90,6 +99,7 @@ class Controller:
 
     def _started_leading(self) -> None:
         self._written.clear()  # another replica may have written meanwhile
+        self._own_versions.clear()
         self.enqueue_all()
 
     def _stopped_leading(self) -> None:
@@ -108,13 +118,30 @@ class Controller:
 
     def poll_changes(self) -> int:
         """Queue everything whose status may depend on what changed; returns the change count."""
-        changes = self.feed.poll()
+        changes = [change for change in self.feed.poll() if not self._own_write(change)]
         if any(invalidates_inventory(change) for change in changes):
             self._inventory = None
-        for change in changes:
-            for key in affected(change, self.state):
-                self.queue.add(key)
+            self._inventory_generation += 1
+        for key in sorted(affected_keys(changes, self.state), key=_order):
+            self.queue.add(key)
         return len(changes)
+
+    def _own_write(self, change) -> bool:
+        meta = change.obj.get("metadata") or {}
+        key = (change.kind, meta.get("namespace"), meta.get("name", ""))
+        if change.deleted:
+            self._own_versions.pop(key, None)
+            self._written.pop(key, None)
+            return False
+        version = self._own_versions.get(key)
+        if version is None:
+            return False
+        if version == meta.get("resourceVersion"):
+            # the cache has caught up with our write: no need to remember it any longer
+            del self._own_versions[key]
+            self._written.pop(key, None)
+            return True
+        return False
 
     # -- one key -----------------------------------------------------------------------------
 
@@ -137,33 +164,49 @@ class Controller:
         self.reconciles += 1
         return RECONCILERS[kind](obj, ctx)
 
-    def sync(self, key: Key) -> None:
-        """Reconcile one object and write its status if it changed (blocking: runs in a thread)."""
+    async def _ensure_inventory(self) -> None:
+        # Evaluating every DeviceClass's selectors takes a while: off the loop, once.
+        async with self._inventory_lock:
+            while self._inventory is None:
+                generation = self._inventory_generation
+                inventory = await asyncio.to_thread(build_inventory, self.state)
+                if generation == self._inventory_generation:  # else: devices moved meanwhile
+                    self._inventory = inventory
+
+    async def sync(self, key: Key) -> None:
+        """Reconcile one object; write its status if it changed.
+
+        The reconcile is pure CPU and short, so it runs on the loop; the HTTP calls run in
+        threads. A 409 re-reads the object from the API and reconciles again.
+        """
         kind = key[0]
+        if not self.leading:
+            return  # the leader's job; everything is queued again on becoming leader
         obj = self._current(key)
         if obj is None:
             return
+        if kind == kinds.INFERENCE_SERVICE:
+            await self._ensure_inventory()
         for attempt in range(CONFLICT_ATTEMPTS):
             desired = self.desired_status(obj, kind)
-            if desired == obj.get("status"):
-                return
-            if not self.leading:
+            if desired == obj.get("status") or not self.leading:
                 return
             try:
-                result = self.api.replace_status(kind, obj, desired)
+                result = await asyncio.to_thread(self.api.replace_status, kind, obj, desired)
             except Conflict:
                 self.conflicts += 1
                 if attempt + 1 == CONFLICT_ATTEMPTS:
                     raise
-                obj = self.api.get(kind, key[2], key[1])  # re-read, recompute
+                obj = await asyncio.to_thread(self.api.get, kind, key[2], key[1])
                 continue
             except NotFound:
                 return
             result.setdefault("apiVersion", kind.api_version)
             result.setdefault("kind", kind.kind)
             self._written[key] = ((obj.get("metadata") or {}).get("resourceVersion"), result)
+            self._own_versions[key] = (result.get("metadata") or {}).get("resourceVersion")
             if self.recorder is not None:
-                self.recorder.record(kind, result, obj.get("status"), desired)
+                await asyncio.to_thread(self.recorder.record, kind, result, obj.get("status"), desired)
             return
 
     def _replan_check_in(self, key: Key) -> float | None:
@@ -180,7 +223,8 @@ class Controller:
             selector_string({kinds.INFERENCE_SERVICE_LABEL: name}),
         )
         wait = seconds_until_stuck(claims, device_class, self.clock(), self.settings.replan_timeout)
-        return None if wait is None else wait + 1.0
+        # a claim is stuck once strictly older than the timeout: wake just after that
+        return None if wait is None else wait + 0.1
 
     # -- loops -------------------------------------------------------------------------------
 
@@ -191,7 +235,7 @@ class Controller:
             except ShutDown:
                 return
             try:
-                await asyncio.to_thread(self.sync, key)
+                await self.sync(key)
             except Exception as exc:  # noqa: BLE001 - API errors and bugs alike: one object must not stop the loop
                 delay = self.queue.add_rate_limited(key)
                 log.warning("status of %s %s/%s not written (%s); retry in %.1fs",
@@ -224,7 +268,8 @@ class Controller:
             while not await wait_ready(1.0):
                 if stop.is_set():
                     return
-        self.poll_changes()  # the first poll sees every object: all of them are queued
+        self.feed.poll()  # the first poll sees every object as new: queue each once
+        self.enqueue_all()
         tasks = [asyncio.create_task(self._watch_changes(stop), name="changes")]
         tasks += [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.config.workers)]
         if self.elector is not None:
@@ -233,14 +278,19 @@ class Controller:
         self.queue.shut_down()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def wait_idle(self, timeout: float = 10.0) -> None:
-        """For tests and benchmarks: until nothing is queued or in flight."""
+    async def wait_idle(self, timeout: float = 10.0, *, scheduled: bool = True) -> None:
+        """For tests and benchmarks: until nothing is queued or in flight (nor, with
+        ``scheduled``, waiting for a retry or a replan check)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self.poll_changes() or not self.queue.idle:
+
+        def settled() -> bool:
+            return self.queue.idle if scheduled else self.queue.quiet
+
+        while not (settled() and self.poll_changes() == 0 and settled()):
             if loop.time() > deadline:
                 raise TimeoutError("controller did not become idle")
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.02)
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -275,18 +325,27 @@ def _api_client(args):
         return kube_config.new_client_from_config(context=args.context)
 
 
-def watched_kinds():
-    from webhook.state import WatchedKind
-
-    return tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in kinds.WATCHED)
+def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
+    """The kinds to watch: those the cluster serves. A missing optional API (no cert-manager,
+    no ai-models catalog, no Deckhouse) is left out, so the watch cache can sync."""
+    served: dict[str, set[str]] = {}
+    for kind in kinds.WATCHED:
+        if kind.api_version not in served:
+            served[kind.api_version] = api.served_resources(kind.api_version)
+    present = tuple(k for k in kinds.WATCHED if k.plural in served[k.api_version])
+    for kind in kinds.WATCHED:
+        if kind not in present:
+            log.info("%s (%s) is not served by this cluster: not watched", kind.kind, kind.api_version)
+    return present
 
 
 async def _serve(args, api_client) -> int:
-    from webhook.state import KubeState
-
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-    api = KubeApi(api_client)
-    state = KubeState(api_client, watched_kinds())
+    api = KubeApi(api_client, timeout=10)
+    watched = await asyncio.to_thread(served_kinds, api)
+    from webhook.state import KubeState, WatchedKind  # the watch cache: imported only to run it
+
+    state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
@@ -316,9 +375,16 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
         print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
         return 2
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"infergate controller: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
+        return 1
     try:
         api_client = _api_client(args)
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
         print(f"infergate controller: cannot load Kubernetes configuration: {exc}", file=sys.stderr)
         return 1
-    return asyncio.run(_serve(args, api_client))
+    try:
+        return asyncio.run(_serve(args, api_client))
+    except ApiError as exc:  # the API server unreachable or refusing discovery at start
+        print(f"infergate controller: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
+        return 1

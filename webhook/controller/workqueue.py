@@ -37,7 +37,12 @@ class WorkQueue:
     @property
     def idle(self) -> bool:
         """Nothing queued, nothing in progress, nothing scheduled."""
-        return not self._queue and not self._processing and not self._timers
+        return self.quiet and not self._timers
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing queued, nothing in progress (something may be scheduled for later)."""
+        return not self._queue and not self._processing
 
     def add(self, key: Hashable) -> None:
         if self._shutting_down:

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from webhook.schema import CRDLoadError, CRDRegistry
+from webhook.offline.documents import load_yaml
+from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"
                       r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
@@ -66,7 +67,7 @@ class Suite:
 
 def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
@@ -127,22 +128,25 @@ def suite_files(paths: Iterable[Path]) -> list[Path]:
 
 # -- running -------------------------------------------------------------------------------
 
-def request_target(case: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(namespace, plural) from the recorded request line, when the case carries one."""
+def request_path(case: dict[str, Any]) -> RequestPath | None:
+    """Where the recorded request went (``about.request``), when the case says."""
     request = ((case.get("about") or {}).get("request") or "") if isinstance(case.get("about"), dict) else ""
     match = _REQUEST.match(str(request).strip())
     if not match:
-        return None, None
-    return match.group("namespace"), match.group("plural")
+        return None
+    name = match.group("name")
+    if match.group("verb") == "POST" or name == "status":
+        name = None
+    return RequestPath(f"{match.group('group')}/{match.group('version')}", match.group("plural"),
+                       match.group("namespace"), name)
 
 
 def run_object_case(case: Case) -> CaseResult:
     data = case.data
     expect = data.get("expect") or {}
-    namespace, plural = request_target(data)
     outcome = case.suite.registry.handle(
         str(data.get("operation", "CREATE")), data.get("object"), data.get("old"), data.get("subresource"),
-        namespace=namespace, resource=plural)
+        request=request_path(data))
     result = CaseResult(case.suite.title, case.name)
     problems = result.problems
     if "allowed" in expect and bool(expect["allowed"]) != outcome.allowed:

@@ -12,6 +12,21 @@ import yaml
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
+class ManifestLoader(yaml.SafeLoader):
+    """YAML as kubectl reads it: timestamps stay strings (they reach the apiserver as JSON text)."""
+
+
+ManifestLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def load_yaml(text: str) -> Any:
+    """One YAML document, timestamps kept as text."""
+    return yaml.load(text, Loader=ManifestLoader)
+
+
 class InputError(ValueError):
     """A source that cannot be read or parsed (the message names the file and line)."""
 
@@ -29,7 +44,7 @@ class Document:
 
 def parse_documents(text: str, source: str) -> list[Document]:
     """All non-empty documents of a YAML (or JSON) stream, with the line each starts on."""
-    loader = yaml.SafeLoader(text)
+    loader = ManifestLoader(text)
     out: list[Document] = []
     try:
         while loader.check_node():
@@ -47,6 +62,18 @@ def parse_documents(text: str, source: str) -> list[Document]:
     return out
 
 
+def expand_lists(documents: list[Document]) -> list[Document]:
+    """``kind: List`` documents (as ``kubectl get -o yaml`` writes them) become their items."""
+    out: list[Document] = []
+    for doc in documents:
+        content = doc.content
+        if isinstance(content, dict) and content.get("kind") == "List" and isinstance(content.get("items"), list):
+            out += [Document(doc.source, doc.line, item) for item in content["items"] if item is not None]
+        else:
+            out.append(doc)
+    return out
+
+
 def manifest_files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
@@ -58,7 +85,11 @@ def read_sources(sources: Iterable[str]) -> list[Document]:
     out: list[Document] = []
     for source in sources:
         if source == "-":
-            out += parse_documents(sys.stdin.read(), "-")
+            try:
+                text = sys.stdin.read()
+            except UnicodeDecodeError as exc:
+                raise InputError(f"-: cannot read: {exc}") from None
+            out += parse_documents(text, "-")
             continue
         path = Path(source)
         if not path.exists():
@@ -69,4 +100,4 @@ def read_sources(sources: Iterable[str]) -> list[Document]:
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
             out += parse_documents(text, str(file))
-    return out
+    return expand_lists(out)

@@ -79,7 +79,10 @@ def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistr
     registry = CRDRegistry.load([Path(p) for p in args.crd]) if args.crd else CRDRegistry.shipped()
     for doc in documents:  # CRDs given with the manifests are served too, as after `kubectl apply`
         if isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND:
-            registry.add(doc.content)
+            try:
+                registry.add(doc.content)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise InputError(f"{doc.where}: not a usable CustomResourceDefinition: {exc}") from None
     return registry
 
 
@@ -115,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         except UnknownKind as exc:
             known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
             print(f"error: {doc.where}: {exc} (served: {known})", file=sys.stderr)
+            return 2
+        except Exception as exc:  # a bug must still end in a message, not a traceback
+            print(f"error: {doc.where}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
         results.append((doc, judgement))
     _print(args.output, results)

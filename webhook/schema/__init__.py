@@ -5,6 +5,6 @@ the stored object); ``prepare`` and ``validate`` are its two phases for the admi
 """
 
 from webhook.schema.fielderrors import FieldError, Outcome
-from webhook.schema.registry import CRDLoadError, CRDRegistry, RequestError
+from webhook.schema.registry import CRDLoadError, CRDRegistry, RequestError, RequestPath
 
-__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "Outcome", "FieldError"]
+__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "RequestPath", "Outcome", "FieldError"]

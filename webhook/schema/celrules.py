@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.schema import fielderrors as fe
-from webhook.schema.equality import OldItems, json_equal
+from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
 
 RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
@@ -46,20 +46,28 @@ def _child(path: str | None, key: str) -> str:
 class CelValidator:
     """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
 
-    __slots__ = ("root", "errors", "warnings", "budget", "_crd")
+    __slots__ = ("root",)
 
     def __init__(self, root: Node):
         self.root = root
 
-    def validate(self, obj: Any, old: Any = ABSENT, *, path: str | None = None, node: Node | None = None
-                 ) -> tuple[list[fe.FieldError], list[str]]:
-        node = node or self.root
-        self._crd = _cel()
+    def validate(self, obj: Any, old: Any = ABSENT) -> tuple[list[fe.FieldError], list[str]]:
+        """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE."""
+        walk = _Walk(_cel())
+        walk.node(self.root, obj, old, None, True, True)
+        return walk.errors, walk.warnings
+
+
+class _Walk:
+    """The state of one validation (results so far, the request's cost budget)."""
+
+    __slots__ = ("errors", "warnings", "budget", "_crd")
+
+    def __init__(self, crd: Any):
+        self._crd = crd
         self.errors: list[fe.FieldError] = []
         self.warnings: list[str] = []
-        self.budget = self._crd.CostBudget(RUNTIME_COST_BUDGET)
-        self._walk(node, obj, old, path, node is self.root and path is None, True)
-        return self.errors, self.warnings
+        self.budget = crd.CostBudget(RUNTIME_COST_BUDGET)
 
     def _rules(self, node: Node, is_root: bool, path: str | None):
         if node.compiled_rules is None:
@@ -67,11 +75,13 @@ class CelValidator:
                 node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
             except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
                 node.compiled_rules = exc
+            except Exception as exc:  # an engine fault: reported on the node, never a crash
+                node.compiled_rules = RuntimeError(f"{type(exc).__name__}: {exc}")
         return node.compiled_rules
 
-    def _walk(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        if value is None or not node.has_rules:
-            return
+    def node(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
+        if value is None or not node.has_rules or self.budget.remaining < 0:
+            return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
             self._run(node, value, old, path, is_root, correlated)
         if isinstance(value, dict):
@@ -80,12 +90,12 @@ class CelValidator:
             for key, child in node.sorted_properties:
                 if child.has_rules and key in value:
                     child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                    self._walk(child, value[key], child_old, _child(path, key), False, correlated)
+                    self.node(child, value[key], child_old, _child(path, key), False, correlated)
             if additional is not None and additional.has_rules:
                 for key in sorted(value):
                     if key not in props:
                         child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                        self._walk(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
+                        self.node(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
         elif isinstance(value, list) and node.items is not None and node.items.has_rules:
             self._walk_items(node, value, old, path, correlated)
 
@@ -101,7 +111,7 @@ class CelValidator:
             olds = [ABSENT] * len(value)
             correlated = False
         for i, item in enumerate(value):
-            self._walk(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
+            self.node(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
 
     def _run(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
         rules = self._rules(node, is_root, path)
@@ -109,10 +119,15 @@ class CelValidator:
         if isinstance(rules, Exception):
             self.errors.append(fe.invalid(path, node_type, f"rule compiler initialization error: {rules}"))
             return
-        unchanged: bool | None = None
+        same: bool | None = None
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
-        for result in rules.evaluate(value, cel_old, budget=self.budget):
+        try:
+            results = rules.evaluate(value, cel_old, budget=self.budget)
+        except Exception as exc:  # an engine fault must not lose the answer: report it on the node
+            self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
+            return
+        for result in results:
             if result.passed:
                 continue
             if result.error is not None:
@@ -120,10 +135,10 @@ class CelValidator:
                 continue
             field = apply_field_path(path, result.field_path) if result.field_path else path
             err = _rule_error(field, value if scalar else fe.OMIT, result.message or "", result.reason)
-            if not _uses_old_self(rules, result.index) and old is not ABSENT and correlated:
-                if unchanged is None:
-                    unchanged = json_equal(value, old)
-                if unchanged:
+            if not _uses_old_self(rules, result.index) and old is not ABSENT and correlated and not is_root:
+                if same is None:
+                    same = unchanged(node, value, old)
+                if same:
                     self.warnings.append(str(err))
                     continue
             self.errors.append(err)

@@ -43,13 +43,13 @@ class ServedVersion:
 
 def served_versions(crd: dict[str, Any]) -> list[ServedVersion]:
     """The served versions of a CRD (``apiextensions.k8s.io/v1``), schemas compiled."""
-    spec = crd.get("spec") or {}
-    names = spec.get("names") or {}
+    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
     out = []
     top_schema = (spec.get("validation") or {}).get("openAPIV3Schema")
     top_subresources = spec.get("subresources")
     for version in spec.get("versions") or ():
-        if not version.get("served", True):
+        if not isinstance(version, dict) or not version.get("served", True):
             continue
         schema = ((version.get("schema") or {}).get("openAPIV3Schema")) or top_schema or {}
         subresources = version.get("subresources", top_subresources) or {}

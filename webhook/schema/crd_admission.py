@@ -10,10 +10,18 @@ warnings, with the apiserver's field paths (``spec.validation.openAPIV3Schema.pr
 
 from __future__ import annotations
 
-import re
+import re2
 from typing import Any, Iterator, Mapping
 
-from webhook.cel.crd import CrdRuleError, compile_schema_rules, go_json, go_quote, references_old_self
+from webhook.cel.cost import MAX as MAX_UINT64
+from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
+from webhook.cel.rule_entry import go_json, go_quote
+
+# apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
+STATIC_ESTIMATED_COST_LIMIT = 10_000_000
+STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
+_COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
+              "and strings are declared)")
 
 LIST_TYPES = ("atomic", "set", "map")
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
@@ -22,7 +30,7 @@ VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
 _STRING_FORMATS = frozenset({
     "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4",
     "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password",
-    "date", "duration", "datetime",
+    "date", "duration", "datetime", "k8sshortname", "k8slongname",
 })
 _TYPE_FORMATS = {"integer": frozenset({"int32", "int64"}), "number": frozenset({"float", "double"})}
 
@@ -82,23 +90,55 @@ def _key(path: str, name: str) -> str:
     return f"{path}.properties[{name}]"
 
 
+def cost_error_message(cost_name: str, cost: int, limit: int) -> str:
+    """apiextensions' getCostErrorMessage, with its factor formatting."""
+    factor = cost / limit
+    if factor > 100.0:
+        shown = "more than 100x"
+    elif factor < 1.5:
+        shown = f"{factor:f}x"
+    else:
+        shown = f"{factor:.1f}x"
+    return f"{cost_name} exceeds budget by factor of {shown} {_COST_HINT}"
+
+
 class _SchemaChecker:
     def __init__(self, errors: list[str], warnings: list[str]) -> None:
         self.errors = errors
         self.warnings = warnings
+        self.cost_errors: list[str] = []
+        self.total_cost = 0
+        self.most_expensive: list[tuple[str, int]] = []
+
+    def _observe(self, where: str, cost: int) -> None:
+        self.total_cost = min(self.total_cost + cost, MAX_UINT64)
+        if cost < STATIC_ESTIMATED_CRD_COST_LIMIT // 100:   # rules under 1% of the limit are not named
+            return
+        self.most_expensive.append((where, cost))
+        self.most_expensive.sort(key=lambda item: -item[1])
+        del self.most_expensive[4:]
 
     # --- structure ---------------------------------------------------------------------------
 
     def check_root(self, schema: Mapping[str, Any], path: str) -> None:
-        self._node(schema, path, level="root", uncorrelatable=None)
+        self._node(schema, path, level="root", uncorrelatable=None, cardinality=1)
+        self.errors.extend(self.cost_errors)
+        if self.total_cost > STATIC_ESTIMATED_CRD_COST_LIMIT:
+            for where, _ in self.most_expensive:
+                self.errors.append(f"{where}: Forbidden: contributed to estimated rule cost total exceeding cost "
+                                   "limit for entire OpenAPIv3 schema")
+            message = cost_error_message("x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 "
+                                         "schema", self.total_cost, STATIC_ESTIMATED_CRD_COST_LIMIT)
+            self.errors.append(f"{path}: Forbidden: {message}")
 
     def _node(self, schema: Mapping[str, Any], path: str, *, level: str, uncorrelatable: str | None,
-              in_metadata: bool = False) -> None:
+              cardinality: int | None, in_metadata: bool = False) -> None:
         err = self.errors.append
         if "$ref" in schema:
             err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
         if schema.get("x-kubernetes-preserve-unknown-fields") is False:
-            err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: must be true or undefined")
+            err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: "
+                "must be true or undefined")
         kind = schema.get("type")
         self._format_warning(schema)
         pattern = schema.get("pattern")
@@ -121,12 +161,13 @@ class _SchemaChecker:
             item_uncorrelatable = uncorrelatable
             if item_uncorrelatable is None and list_type != "map":
                 item_uncorrelatable = path
-            self._node(items, _child(path, "items"), level="item", uncorrelatable=item_uncorrelatable)
+            self._node(items, _child(path, "items"), level="item", uncorrelatable=item_uncorrelatable,
+                       cardinality=_times(cardinality, schema.get("maxItems")))
         for name in sorted(schema.get("properties") or {}):
             prop = schema["properties"][name]
             if isinstance(prop, Mapping):
                 self._node(prop, _key(path, name), level="field", uncorrelatable=uncorrelatable,
-                           in_metadata=(level == "root" and name == "metadata") or False)
+                           cardinality=cardinality, in_metadata=(level == "root" and name == "metadata"))
                 if level == "root" and name == "metadata":
                     for meta_name in sorted(prop.get("properties") or {}):
                         meta_prop = prop["properties"][meta_name]
@@ -136,9 +177,12 @@ class _SchemaChecker:
         additional = schema.get("additionalProperties")
         if isinstance(additional, Mapping):
             self._node(additional, _child(path, "additionalProperties"), level="field",
-                       uncorrelatable=uncorrelatable if uncorrelatable is not None else None)
+                       uncorrelatable=uncorrelatable, cardinality=_times(cardinality, schema.get("maxProperties")))
+        int_or_string_any_of = _is_int_or_string_any_of(schema)
         for keyword in VALUE_VALIDATION_KEYS:
             nested = schema.get(keyword)
+            if int_or_string_any_of and keyword in ("anyOf", "allOf"):
+                continue  # the two int-or-string patterns the apiserver allows
             if keyword == "not" and isinstance(nested, Mapping):
                 self._value_validation(nested, _child(path, "not"))
             elif isinstance(nested, list):
@@ -149,7 +193,7 @@ class _SchemaChecker:
         self._structural(schema, path, level)
         if schema.get("x-kubernetes-validations"):
             self._rules(schema, path, is_root=level == "root" or bool(schema.get("x-kubernetes-embedded-resource")),
-                        uncorrelatable=uncorrelatable)
+                        uncorrelatable=uncorrelatable, cardinality=cardinality)
 
     def _structural(self, schema: Mapping[str, Any], path: str, level: str) -> None:
         err = self.errors.append
@@ -166,7 +210,7 @@ class _SchemaChecker:
             else:
                 err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object if "
                     "x-kubernetes-embedded-resource is true")
-        elif not kind and not embedded and not int_or_string and not preserve and "$ref" not in schema:
+        elif not (kind or embedded or int_or_string or preserve or "$ref" in schema):
             where = {"root": "at the root", "item": "for specified array items"}.get(level, "for specified object fields")
             err(f"{_child(path, 'type')}: Required value: must not be empty {where}")
         if level == "root" and kind and kind != "object":
@@ -266,7 +310,8 @@ class _SchemaChecker:
 
     # --- CEL ------------------------------------------------------------------------------------
 
-    def _rules(self, schema: Mapping[str, Any], path: str, *, is_root: bool, uncorrelatable: str | None) -> None:
+    def _rules(self, schema: Mapping[str, Any], path: str, *, is_root: bool, uncorrelatable: str | None,
+               cardinality: int | None) -> None:
         if uncorrelatable is not None:
             for index, entry in enumerate(schema.get("x-kubernetes-validations") or []):
                 rule = (entry or {}).get("rule") or ""
@@ -276,9 +321,43 @@ class _SchemaChecker:
                         f"cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}")
                     return
         try:
-            compile_schema_rules(schema, is_root=is_root, path=path)
+            rules = compile_schema_rules(schema, is_root=is_root, path=path)
+            costs, unbounded = rules.costs, rules.max_cardinality
         except CrdRuleError as rejected:
             self.errors.extend(rejected.errors)
+            costs, unbounded = rejected.costs, rejected.max_cardinality
+        repeat = cardinality if cardinality is not None else unbounded
+        for cost in costs:
+            where = f"{path}.x-kubernetes-validations[{cost.index}]"
+            for field, name, single in (("rule", "estimated rule cost", cost.rule),
+                                        ("messageExpression", "estimated messageExpression cost",
+                                         cost.message_expression)):
+                if single is None:
+                    continue
+                total = min(single * repeat, MAX_UINT64)
+                if total > STATIC_ESTIMATED_COST_LIMIT:
+                    self.cost_errors.append(f"{where}.{field}: Forbidden: "
+                                            f"{cost_error_message(name, total, STATIC_ESTIMATED_COST_LIMIT)}")
+                self._observe(f"{where}.{field}", total)
+
+
+_INT_OR_STRING_ANY_OF = [{"type": "integer"}, {"type": "string"}]
+
+
+def _is_int_or_string_any_of(schema: Mapping[str, Any]) -> bool:
+    """``anyOf: [{type: integer}, {type: string}]`` (or that as ``allOf[0]``) beside int-or-string."""
+    if not schema.get("x-kubernetes-int-or-string"):
+        return False
+    if schema.get("anyOf") == _INT_OR_STRING_ANY_OF:
+        return True
+    all_of = schema.get("allOf")
+    return isinstance(all_of, list) and bool(all_of) and all_of[0] == {"anyOf": _INT_OR_STRING_ANY_OF}
+
+
+def _times(cardinality: int | None, bound: Any) -> int | None:
+    if cardinality is None or bound is None:
+        return None
+    return min(cardinality * max(int(bound), 0), MAX_UINT64)
 
 
 # --- default values against their own schema ---------------------------------------------------
@@ -328,11 +407,7 @@ def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems:
                             f"{min_length} chars long")
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and go_regexp_error(pattern) is None:
-            try:
-                matched = re.search(pattern, value) is not None
-            except re.error:
-                matched = True
-            if not matched:
+            if re2.search(pattern, value, _RE2_OPTIONS) is None:
                 problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should match "
                                 f"'{pattern}'")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -364,7 +439,8 @@ def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems:
             problems.append(f"{suffix}: Invalid value: {go_json(value)}: must not have unknown fields")
             return
         for name, item in value.items():
-            sub = properties.get(name) if name in properties else (additional if isinstance(additional, Mapping) else None)
+            sub = properties.get(name) if name in properties else (
+                additional if isinstance(additional, Mapping) else None)
             if sub is not None:
                 _validate_value(item, sub, f"{where}.{name}" if where else name, problems, pruning=pruning)
 
@@ -377,28 +453,27 @@ def _number(value: Any) -> str:
 
 # --- Go regexp (RE2) syntax errors as Go words them -----------------------------------------
 
-_PY_TO_GO = (
-    (re.compile(r"missing \), unterminated subpattern"), "missing closing )"),
-    (re.compile(r"unbalanced parenthesis"), "unexpected )"),
-    (re.compile(r"unterminated character set"), "missing closing ]"),
-    (re.compile(r"nothing to repeat"), "missing argument to repetition operator"),
-    (re.compile(r"multiple repeat"), "invalid nested repetition operator"),
-    (re.compile(r"bad escape"), "invalid escape sequence"),
-    (re.compile(r"bad character range"), "invalid character class range"),
-)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+# RE2 (C++) error code -> Go regexp/syntax wording
+_RE2_TO_GO = {
+    "missing )": "missing closing )",
+    "missing ]": "missing closing ]",
+    "bad repetition operator": "invalid nested repetition operator",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "invalid named capture group": "invalid named capture",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "pattern too large - compile failed": "expression too large",
+}
 
 
 def go_regexp_error(pattern: str) -> str | None:
-    """None when ``pattern`` compiles; otherwise Go's ``regexp.Compile`` error text (best effort)."""
+    """None when ``pattern`` compiles as RE2; otherwise Go's ``regexp.Compile`` error text."""
     try:
-        re.compile(pattern)
-    except re.error as problem:
-        text = str(problem)
-        for py, go in _PY_TO_GO:
-            if py.search(text):
-                if go == "missing closing )":
-                    return f"error parsing regexp: {go}: `{pattern}`"
-                fragment = pattern[problem.pos:] if problem.pos is not None else pattern
-                return f"error parsing regexp: {go}: `{fragment}`"
-        return f"error parsing regexp: {text}: `{pattern}`"
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as problem:
+        text = problem.args[0].decode() if problem.args and isinstance(problem.args[0], bytes) else str(problem)
+        code, _, fragment = text.partition(": ")
+        return f"error parsing regexp: {_RE2_TO_GO.get(code, code)}: `{fragment or pattern}`"
     return None

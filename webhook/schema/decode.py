@@ -1,4 +1,4 @@
-"""What decoding does to a custom resource: prune unknown fields, prune nulls, apply defaults.
+"""What decoding does to a custom resource: prune unknown fields and nulls, apply defaults.
 
 Mirrors apiextensions-apiserver's ``pruning.PruneWithOptions``,
 ``defaulting.PruneNonNullableNullsWithoutDefaults``, ``objectmeta.CoerceWithOptions`` and
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from webhook.schema.objectmeta import MetadataDecodeError, coerce_object_meta
 from webhook.schema.structural import ABSENT, Node
 
@@ -17,26 +19,43 @@ _INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 def copy_json(value: Any) -> Any:
-    """Deep copy of decoded JSON, with integers outside int64 turned to floats as Go decodes them.
+    """Deep copy of decoded JSON as Go would hold it (keys strings, integers beyond int64 floats)."""
+    try:  # the fast path; it refuses integers beyond 53 bits, non-string keys and non-JSON values
+        return orjson.loads(orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER))
+    except (TypeError, orjson.JSONEncodeError):
+        return _copy_slow(value)
 
-    Iterative: a request may nest values a thousand levels deep, past Python's recursion limit.
-    """
+
+def _copy_slow(value: Any) -> Any:
+    # Iterative: values nested past orjson's 255 levels land here, and may go past Python's
+    # recursion limit too (the server lets up to 1021 levels through).
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (source, target container, key in it)
     while stack:
         source, target, key = stack.pop()
         if isinstance(source, dict):
-            copied: Any = dict.fromkeys(source)
-            stack.extend((v, copied, k) for k, v in source.items())
+            copied: Any = {}
+            for k, v in source.items():
+                k = k if isinstance(k, str) else _key_text(k)
+                copied[k] = None
+                stack.append((v, copied, k))
         elif isinstance(source, list):
             copied = [None] * len(source)
             stack.extend((v, copied, i) for i, v in enumerate(source))
         elif type(source) is int and not _INT64_MIN <= source <= _INT64_MAX:
             copied = float(source)
+        elif not isinstance(source, (str, int, float, bool, type(None))):
+            copied = str(source)  # dates and other YAML scalars arrive as their text
         else:
             copied = source
         target[key] = copied
     return root[0]
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)
 
 
 def _join(path: str, key: str) -> str:
@@ -45,12 +64,20 @@ def _join(path: str, key: str) -> str:
 
 def prune(value: Any, node: Node | None, *, root: bool = False, path: str = "", out: list[str] | None = None
           ) -> list[str]:
-    """Remove fields the schema does not know; returns their paths, sorted."""
+    """Remove fields the schema does not know, and ``null`` where the schema is neither nullable
+    nor defaulted (``PruneWithOptions`` then ``PruneNonNullableNullsWithoutDefaults``, in one walk).
+
+    Returns the paths of the unknown fields, sorted.
+    """
     unknown: list[str] = [] if out is None else out
     _prune(value, node, root, path, unknown)
     if out is None:
         unknown.sort()
     return unknown
+
+
+def _drops_null(child: Node) -> bool:
+    return not child.nullable and child.default is ABSENT
 
 
 def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
@@ -65,62 +92,48 @@ def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: li
         embedded = embedded or node.embedded
         props, additional = node.properties, node.additional
         for key in list(value):
-            if embedded and key in _META_FIELDS:
-                continue
             child = props.get(key)
-            if child is not None:
-                _prune(value[key], child, False, _join(path, key), unknown)
-            elif additional is not None:
-                _prune(value[key], additional, False, _join(path, key), unknown)
-            else:
-                if key not in _META_FIELDS or path:
-                    unknown.append(_join(path, key))
-                del value[key]
+            if embedded and key in _META_FIELDS:
+                if child is not None and value[key] is None and _drops_null(child):
+                    del value[key]
+                continue
+            if child is None:
+                child = additional
+                if child is None:
+                    if key not in _META_FIELDS or path:
+                        unknown.append(_join(path, key))
+                    del value[key]
+                    continue
+            item = value[key]
+            if item is None:
+                if _drops_null(child):
+                    del value[key]
+            elif isinstance(item, (dict, list)):
+                _prune(item, child, False, f"{path}.{key}" if path else key, unknown)
     elif isinstance(value, list):
         items = node.items if node is not None else None
         for i, item in enumerate(value):
-            _prune(item, items, False, f"{path}[{i}]", unknown)
+            if isinstance(item, (dict, list)):
+                _prune(item, items, False, f"{path}[{i}]", unknown)
 
 
 def _skip_prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
     if node is None:
         return
     if isinstance(value, dict):
-        for key, item in value.items():
-            if embedded and key in _META_FIELDS:
-                continue
-            child = node.properties.get(key)
-            if child is not None:
-                _prune(item, child, False, _join(path, key), unknown)
-            elif node.additional is not None:
-                _prune(item, node.additional, False, _join(path, key), unknown)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _skip_prune(item, node.items, False, f"{path}[{i}]", unknown)
-
-
-def prune_nulls(value: Any, node: Node | None) -> None:
-    """Drop ``null`` where the schema is neither nullable nor defaulted (defaults come later)."""
-    if node is None:
-        return
-    if isinstance(value, dict):
-        props, additional = node.properties, node.additional
         for key in list(value):
-            child = props.get(key, additional)
+            child = node.properties.get(key, node.additional)
             if child is None:
                 continue
             item = value[key]
             if item is None:
-                if not child.nullable and child.default is ABSENT:
+                if _drops_null(child):
                     del value[key]
-            else:
-                prune_nulls(item, child)
+            elif not (embedded and key in _META_FIELDS):
+                _prune(item, child, False, _join(path, key), unknown)
     elif isinstance(value, list):
-        items = node.items
-        if items is not None:
-            for item in value:
-                if item is not None:
-                    prune_nulls(item, items)
+        for i, item in enumerate(value):
+            _skip_prune(item, node.items, False, f"{path}[{i}]", unknown)
 
 
 def apply_defaults(value: Any, node: Node | None) -> None:

@@ -66,3 +66,38 @@ class OldItems:
             return ABSENT
         key = self._key(item)
         return ABSENT if key is None else self._index.get(key, ABSENT)
+
+
+def unchanged(node: Node | None, new: Any, old: Any) -> bool:
+    """Whether a value counts as unchanged for ratcheting (``CorrelatedObject.CachedDeepEqual``).
+
+    Like Go's DeepEqual, except that map-list items are compared by key (reordering is no
+    change) and a field with no schema is not correlatable (its object never counts as unchanged).
+    """
+    if old is ABSENT:
+        return False
+    if new is None or old is None:
+        return new is None and old is None
+    if isinstance(new, dict):
+        if not isinstance(old, dict) or len(new) != len(old) or node is None:
+            return False
+        props, additional = node.properties, node.additional
+        for key, value in new.items():
+            if key not in old:
+                return False
+            child = props.get(key, additional)
+            if child is None or not unchanged(child, value, old[key]):
+                return False
+        return True
+    if isinstance(new, list):
+        if not isinstance(old, list) or len(new) != len(old):
+            return False
+        if node is not None and node.list_type == "map" and node.list_map_keys:
+            items = OldItems(node, old)
+            for item in new:
+                match = items.get(item)
+                if match is ABSENT or not unchanged(node.items, item, match):
+                    return False
+            return True
+        return json_equal(new, old)
+    return json_equal(new, old)

@@ -142,6 +142,7 @@ def invalid_status(kind: str, group: str, name: str, errors: list[FieldError]) -
         message += ": " + aggregate_message(errors)
     details: dict[str, Any] = {"name": name, "group": group, "kind": kind,
                                "causes": [err.cause() for err in errors]}
+    details = {k: v for k, v in details.items() if v}  # metav1.StatusDetails fields are omitempty
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": "Invalid", "details": details, "code": 422}
 

@@ -6,9 +6,6 @@ kube-openapi registers (govalidator, net, net/mail, time), not Python's notions.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import calendar
 import re
 import unicodedata
 from typing import Callable
@@ -44,17 +41,21 @@ _SCALA_UNITS = (("ns", "nano"), ("us", "µs", "micro"), ("ms", "milli"), ("s", "
                 ("h", "hr", "hour"), ("d", "day"), ("w", "wk", "week"))
 
 
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
 def is_full_date(text: str) -> bool:
-    """``time.Parse("2006-01-02", s)``."""
+    """``time.Parse("2006-01-02", s)`` (proleptic Gregorian, year 0000 included)."""
     if len(text) != 10 or text[4] != "-" or text[7] != "-":
         return False
     y, m, d = text[:4], text[5:7], text[8:]
-    if not (y.isascii() and y.isdigit() and m.isascii() and m.isdigit() and d.isascii() and d.isdigit()):
+    if not all(part.isascii() and part.isdigit() for part in (y, m, d)):
         return False
     year, month, day = int(y), int(m), int(d)
     if not 1 <= month <= 12:
         return False
-    return 1 <= day <= calendar.monthrange(year, month)[1] if year > 0 else 1 <= day <= 31
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    return 1 <= day <= _DAYS_IN_MONTH[month - 1] + (1 if month == 2 and leap else 0)
 
 
 def is_datetime(text: str) -> bool:
@@ -70,35 +71,37 @@ def is_datetime(text: str) -> bool:
     return match.group(1) <= "23" and match.group(2) <= "59" and match.group(3) <= "59"
 
 
+_GO_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
+               "m": 60_000_000_000, "h": 3_600_000_000_000}
+_MAX_DURATION = 2 ** 63 - 1
+
+
 def is_go_duration(text: str) -> bool:
-    """``time.ParseDuration``."""
+    """``time.ParseDuration``: ``[-+]`` then ``<number><unit>`` pairs, at most ~292 years."""
     s = text
-    if s[:1] in "+-" and s:
+    if s[:1] in ("+", "-"):
         s = s[1:]
     if s == "0":
         return True
     if not s:
         return False
+    total = 0.0
     while s:
-        i = 0
-        while i < len(s) and s[i].isascii() and s[i].isdigit():
-            i += 1
-        pre = i
-        frac = 0
-        if i < len(s) and s[i] == ".":
-            i += 1
-            j = i
-            while i < len(s) and s[i].isascii() and s[i].isdigit():
-                i += 1
-            frac = i - j
-        if pre == 0 and frac == 0:
+        match = re.match(r"([0-9]*)(\.[0-9]*)?", s)
+        whole, frac = match.group(1), match.group(2) or ""
+        if not whole and len(frac) <= 1:
             return False
-        j = i
-        while i < len(s) and s[i] != "." and not (s[i].isascii() and s[i].isdigit()):
-            i += 1
-        if s[j:i] not in _GO_DURATION_UNITS:
+        s = s[match.end():]
+        unit_end = 0
+        while unit_end < len(s) and s[unit_end] != "." and not ("0" <= s[unit_end] <= "9"):
+            unit_end += 1
+        unit = s[:unit_end]
+        if unit not in _GO_UNIT_NS:
             return False
-        s = s[i:]
+        s = s[unit_end:]
+        total += float((whole or "0") + (frac if len(frac) > 1 else "")) * _GO_UNIT_NS[unit]
+        if total > _MAX_DURATION:
+            return False
     return True
 
 
@@ -113,8 +116,10 @@ def is_duration(text: str) -> bool:
         if negative:
             value = value[1:]
         try:
-            int(value.strip())
+            factor = int(value.strip())
         except ValueError:
+            return False
+        if factor > _MAX_DURATION:  # strconv.Atoi overflows
             return False
         unit = match[2].strip().lower()
         for variants in _SCALA_UNITS:
@@ -182,7 +187,7 @@ def is_ipv6(text: str) -> bool:
 def is_cidr(text: str) -> bool:
     """``netutils.ParseCIDRSloppy``."""
     addr, sep, prefix = text.partition("/")
-    if not sep or not prefix.isascii() or not prefix.isdigit() or (len(prefix) > 1 and prefix[0] == "0"):
+    if not sep or not prefix.isascii() or not prefix.isdigit():  # leading zeros are fine (Go 1.16 dtoi)
         return False
     bits = int(prefix)
     if _parse_ipv4(addr, sloppy=True):
@@ -246,13 +251,46 @@ def is_email(text: str) -> bool:
         c in atext or c in "[]:" or ord(c) > 127 for c in domain)
 
 
-def is_request_uri(text: str) -> bool:
-    """``url.ParseRequestURI``: an absolute URI or an absolute path, no spaces or controls."""
-    if not text or any(ord(c) < 0x20 or c == " " or ord(c) == 0x7F for c in text):
+_HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=%")
+
+
+def _valid_authority(authority: str) -> bool:
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return False
+        port = host[end + 1:]
+        host = host[1:end]
+        return (port == "" or (port.startswith(":") and port[1:].isdigit() or port == ":")) and \
+            all(c in _HOST_CHARS or c == ":" for c in host)
+    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
+    if colon and port and not (port.isascii() and port.isdigit()):
         return False
-    if text.startswith("/"):
+    return all(c in _HOST_CHARS or ord(c) > 127 for c in name)
+
+
+def is_request_uri(text: str) -> bool:
+    """``url.ParseRequestURI``: an absolute URI (scheme, then ``//authority`` or an opaque part)
+    or an absolute path; no control characters, a well-formed host."""
+    if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return False
+    if text == "*":
         return True
-    return bool(_SCHEME.match(text))
+    rest = text
+    scheme = _SCHEME.match(text)
+    if scheme:
+        rest = text[scheme.end():]
+    elif text[0] == ":":
+        return False  # missing protocol scheme
+    rest = rest.partition("?")[0]
+    if not scheme:
+        return rest.startswith("/")
+    if not rest.startswith("/"):
+        return True  # opaque, like mailto:someone
+    if rest.startswith("//") and not rest.startswith("///"):
+        return _valid_authority(rest[2:].partition("/")[0])
+    return True
 
 
 def _hostname_skeleton(text: str) -> str:
@@ -305,13 +343,8 @@ def is_creditcard(text: str) -> bool:
 
 
 def is_base64(text: str) -> bool:
-    if not _BASE64.match(text):
-        return False
-    try:
-        base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    return True
+    """govalidator's ``IsBase64``: the shape only (padded standard alphabet)."""
+    return bool(_BASE64.match(text))
 
 
 def _dns_label(text: str) -> bool:

@@ -24,7 +24,7 @@ def validate_list_types(node: Node, value: Any, path: str | None = None) -> list
     return errs
 
 
-def _walk(node: Node, value: Any, path: str | None, errs: list[fe.FieldError], key_path: bool = False) -> None:
+def _walk(node: Node, value: Any, path: str | None, errs: list[fe.FieldError]) -> None:
     if not node.has_list_types:
         return
     if isinstance(value, list):

@@ -12,14 +12,18 @@ import math
 from typing import Any
 
 from webhook.schema import fielderrors as fe
-from webhook.schema.equality import OldItems, json_equal
-from webhook.schema.gofmt import go_float, go_json, go_quote, go_value
+from webhook.schema.equality import OldItems, json_equal, unchanged
+from webhook.schema.gofmt import go_float, go_json, go_quote
 from webhook.schema.structural import ABSENT, Node
 
 _FLOAT32_MAX = 3.4028235677973366e38  # values at or beyond this overflow ParseFloat(s, 32)
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)
+
+
+_TYPE_INFO = {str: ("string", ""), bool: ("boolean", ""), int: ("integer", "int64"), float: ("number", "float64"),
+              list: ("array", ""), dict: ("object", "")}
 
 
 def _info(value: Any) -> tuple[str, str]:
@@ -42,8 +46,18 @@ def _is_json_integer(value: float) -> bool:
         and value.is_integer()
 
 
-def _number_text(value: Any) -> str:
-    return go_value(value)
+def _swag_is_integer(value: float) -> bool:
+    """go-openapi's ``swag.IsFloat64AJSONInteger``: integral within a relative error of 1e-9."""
+    if math.isnan(value) or math.isinf(value) or not -_MAX_JSON_FLOAT <= value <= _MAX_JSON_FLOAT:
+        return False
+    if value.is_integer():
+        return True
+    if value < 0:  # Go's uint64() of a negative float is far off: the relative error is huge
+        return False
+    whole = float(math.trunc(value))
+    if whole == 0:
+        return False
+    return abs(value - whole) / (value + whole) < 1e-9
 
 
 def _in_range(value: Any, typ: str, fmt: str) -> bool:
@@ -96,11 +110,13 @@ def _enum_text(value: Any) -> str:
 class SchemaValidator:
     """Validates one value against a compiled schema; ``prefix`` is the field path of the value."""
 
-    __slots__ = ("root", "prefix")
+    __slots__ = ("root", "prefix", "root_of_object")
 
     def __init__(self, root: Node, prefix: str | None = None):
         self.root = root
         self.prefix = prefix
+        # the whole object never counts as unchanged: its metadata always changes on a write
+        self.root_of_object = root if prefix is None else None
 
     # -- error construction -------------------------------------------------------------
     def _field(self, name: str) -> str | None:
@@ -119,38 +135,46 @@ class SchemaValidator:
                 errs.append(self._type_error(path, ",".join(node.types), "null"))
             if node.enum is not None and not any(c is None for c in node.enum):
                 errs.append(fe.not_supported(self._field(path), None, [_enum_text(c) for c in node.enum]))
-            return self._ratchet(errs, value, old)
-        sch_type, fmt = _info(value)
+            return self._ratchet(node, errs, value, old)
+        sch_type, fmt = _TYPE_INFO.get(type(value)) or _info(value)
         types = node.types
-        # type
-        if types:
-            is_float_int = sch_type == "number" and "integer" in types and _is_json_integer(value)
-            is_int_float = sch_type == "integer" and "number" in types
-            if sch_type not in ("string", "array") and node.format and not (
-                    sch_type in types or fmt == node.format or is_float_int or is_int_float):
-                errs.append(self._type_error(path, node.format, fmt))
-            elif not ("number" not in types and "integer" not in types and node.format
-                      and sch_type in ("string", "array")):
-                if not (sch_type in types or is_float_int or is_int_float):
-                    errs.append(self._type_error(path, ",".join(types), sch_type))
-        # allOf / anyOf / oneOf / not
-        if node.all_of or node.any_of or node.one_of or node.not_ is not None:
+        if (types or node.format) and not (sch_type in types and not node.format):
+            self._check_type(node, value, sch_type, fmt, path, errs)
+        if node.has_combinators:
             errs += self._combinators(node, value, path, old)
         if sch_type == "string":
-            errs += self._string(node, value, path)
-        elif sch_type in ("integer", "number"):
-            errs += self._number(node, value, path)
+            if node.has_string_checks:
+                errs += self._string(node, value, path)
+        elif sch_type == "object":
+            pass
         elif sch_type == "array":
             errs += self._array(node, value, path, old)
-        if node.enum is not None and not any(_enum_matches(value, c) for c in node.enum):
+        elif sch_type != "boolean" and node.has_number_checks:
+            errs += self._number(node, value, path)
+        if node.enum is not None and not (value in node.enum_strings if sch_type == "string"
+                                          else any(_enum_matches(value, c) for c in node.enum)):
             errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
         if sch_type == "object":
             errs += self._object(node, value, path, old)
-        return self._ratchet(errs, value, old) if errs else errs
+        return self._ratchet(node, errs, value, old) if errs else errs
 
-    @staticmethod
-    def _ratchet(errs: list[fe.FieldError], value: Any, old: Any) -> list[fe.FieldError]:
-        if errs and old is not ABSENT and json_equal(value, old):
+    def _check_type(self, node: Node, value: Any, sch_type: str, fmt: str, path: str,
+                    errs: list[fe.FieldError]) -> None:
+        """kube-openapi's type validator (formats decide for numbers; strings with a format pass)."""
+        types = node.types
+        is_float_int = sch_type == "number" and "integer" in types and _swag_is_integer(value)
+        is_int_float = sch_type == "integer" and "number" in types
+        if sch_type not in ("string", "array") and node.format and not (
+                sch_type in types or fmt == node.format or is_float_int or is_int_float):
+            errs.append(self._type_error(path, node.format, fmt))
+        elif "number" not in types and "integer" not in types and node.format and sch_type in ("string", "array"):
+            return
+        elif not (sch_type in types or is_float_int or is_int_float):
+            errs.append(self._type_error(path, ",".join(types), sch_type))
+
+    def _ratchet(self, node: Node, errs: list[fe.FieldError], value: Any, old: Any) -> list[fe.FieldError]:
+        """Errors of a value unchanged from its correlated old value are not reported (ratcheting)."""
+        if errs and old is not ABSENT and node is not self.root_of_object and unchanged(node, value, old):
             return []
         return errs
 
@@ -175,10 +199,11 @@ class SchemaValidator:
         return errs
 
     def _number(self, node: Node, value: int | float, path: str) -> list[fe.FieldError]:
+        """Range of the type/format, then multipleOf, minimum, maximum (kube-openapi's merge order)."""
         errs: list[fe.FieldError] = []
         typ = node.types[0] if node.types else ""
         fmt = node.format
-        problem = _range_error(value, typ, fmt, "Checked", path)
+        problem = None if type(value) is int and fmt != "int32" else _range_error(value, typ, fmt, "Checked", path)
         if problem:
             errs.append(fe.invalid(self.prefix, "", problem))
         native_int = isinstance(value, int)
@@ -206,21 +231,6 @@ class SchemaValidator:
                     if not _is_json_integer(mult):
                         errs.append(fe.invalid(self._field(path), value,
                                                f"{path} in body should be a multiple of {go_float(factor)}"))
-        if node.maximum is not None:
-            bound = node.maximum
-            problem = _range_error(bound, typ, fmt, "Maximum boundary", path)
-            if problem:
-                errs.append(fe.invalid(self.prefix, "", problem))
-            if native_int and not problem:
-                bound_i = int(bound)
-                bad = value >= bound_i if node.exclusive_maximum else value > bound_i
-                shown = str(bound_i)
-            else:
-                bad = value >= bound if node.exclusive_maximum else value > bound
-                shown = go_float(float(bound))
-            if bad:
-                word = "less than" if node.exclusive_maximum else "less than or equal to"
-                errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
         if node.minimum is not None:
             bound = node.minimum
             problem = _range_error(bound, typ, fmt, "Minimum boundary", path)
@@ -235,6 +245,21 @@ class SchemaValidator:
                 shown = go_float(float(bound))
             if bad:
                 word = "greater than" if node.exclusive_minimum else "greater than or equal to"
+                errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
+        if node.maximum is not None:
+            bound = node.maximum
+            problem = _range_error(bound, typ, fmt, "Maximum boundary", path)
+            if problem:
+                errs.append(fe.invalid(self.prefix, "", problem))
+            if native_int and not problem:
+                bound_i = int(bound)
+                bad = value >= bound_i if node.exclusive_maximum else value > bound_i
+                shown = str(bound_i)
+            else:
+                bad = value >= bound if node.exclusive_maximum else value > bound
+                shown = go_float(float(bound))
+            if bad:
+                word = "less than" if node.exclusive_maximum else "less than or equal to"
                 errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
         return errs
 
@@ -282,12 +307,14 @@ class SchemaValidator:
                     child_path = f"{path}.{key}" if path else key
                     child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
                     errs += self._node(node.additional, value[key], child_path, child_old)
-        for key, child in node.sorted_properties:
-            item = value.get(key, ABSENT)
-            if item is not ABSENT:
-                child_path = f"{path}.{key}" if path else key
-                child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-                errs += self._node(child, item, child_path, child_old)
+        if len(value) < len(props):  # visit what is there, in the same (sorted) order
+            present = [(key, props[key]) for key in sorted(value) if key in props]
+        else:
+            present = [(key, child) for key, child in node.sorted_properties if key in value]
+        for key, child in present:
+            child_path = f"{path}.{key}" if path else key
+            child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
+            errs += self._node(child, value[key], child_path, child_old)
         for key in node.required:
             if key not in value:
                 errs.append(fe.required(self._field(f"{path}.{key}" if path else key)))

@@ -9,6 +9,7 @@ mutating webhooks between.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -16,9 +17,7 @@ import yaml
 
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
-from webhook.schema.decode import (EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune,
-                                   prune_nulls)
-from webhook.schema.equality import json_equal
+from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
 from webhook.schema.fielderrors import FieldError, Outcome
 from webhook.schema.gofmt import go_type_name, go_value
 from webhook.schema.listtype import validate_list_types
@@ -30,6 +29,16 @@ from webhook.schema.structural import ABSENT, Node
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
                                 "the existing errors to complete validation")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class RequestPath:
+    """Where a write was sent: ``/apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>]``."""
+
+    api_version: str
+    plural: str
+    namespace: str | None = None
+    name: str | None = None
 
 
 class CRDLoadError(ValueError):
@@ -49,6 +58,9 @@ class RequestError(ValueError):
         if self.code == 404:
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                     "message": self.message, "reason": "NotFound", "code": 404}
+        if self.code == 405:
+            return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                    "message": self.message, "reason": "MethodNotAllowed", "code": 405}
         return fe.bad_request_status(self.message)
 
 
@@ -86,13 +98,16 @@ class CRDRegistry:
     @classmethod
     def load(cls, paths: Iterable[str | Path]) -> "CRDRegistry":
         """CRDs from YAML/JSON files and directories (searched recursively)."""
-        crds = []
+        registry = cls()
         for raw in paths:
             for file in _crd_files(Path(raw)):
                 for doc in _read_documents(file):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                        crds.append(doc)
-        return cls(crds)
+                        try:
+                            registry.add(doc)
+                        except (TypeError, ValueError, AttributeError) as exc:
+                            raise CRDLoadError(f"{file}: not a usable CustomResourceDefinition: {exc}") from None
+        return registry
 
     @classmethod
     def shipped(cls) -> "CRDRegistry":
@@ -120,22 +135,30 @@ class CRDRegistry:
     # -- the pipeline -------------------------------------------------------------------
     def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                subresource: str | None = None, *, namespace: str | None = None,
-               resource: str | None = None) -> Outcome:
-        """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks)."""
+               request: RequestPath | None = None) -> Outcome:
+        """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
+
+        ``namespace`` is the request's namespace; ``request`` the full request path, when known
+        (the endpoint then decides the kind, the namespace and, on UPDATE, the name).
+        """
+        if request is not None and request.namespace is not None:
+            namespace = request.namespace
         try:
-            served = self._target(obj, resource)
-            prepared, warnings = self._prepare(served, operation, obj, old, subresource, namespace)
+            served = self._target(obj, request)
+            stored = self._stored(served, operation, old, subresource)
+            prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
         except RequestError as exc:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
-        errors, more = self._validate(served, operation, prepared, old, subresource)
+        errors, more = self._validate(served, operation, prepared, stored, subresource)
         warnings += more
+        warnings = list(dict.fromkeys(warnings))  # the apiserver sends each warning text once
         kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
         name = (prepared.get("metadata") or {}).get("name") or ""
         if errors:
             status = fe.invalid_status(kind, _group_of(prepared.get("apiVersion")), name, errors)
             return Outcome(False, 422, status, warnings, None, errors)
         old_meta = (old or {}).get("metadata") if operation == "UPDATE" else None
-        warnings += finalizer_warnings(prepared.get("metadata") or {}, old_meta)
+        warnings += [w for w in finalizer_warnings(prepared.get("metadata") or {}, old_meta) if w not in warnings]
         return Outcome(True, 201 if operation == "CREATE" else 200, None, warnings, prepared, [])
 
     def prepare(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
@@ -143,22 +166,33 @@ class CRDRegistry:
                 ) -> tuple[dict[str, Any], list[str]]:
         """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404."""
         served = self._target(obj, None)
-        return self._prepare(served, operation, obj, old, subresource, namespace)
+        stored = self._stored(served, operation, old, subresource)
+        return self._prepare(served, operation, obj, stored, subresource, namespace)
 
     def validate(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                  subresource: str | None = None) -> tuple[list[FieldError], list[str]]:
         """Validate a prepared object (``old`` as stored); returns (errors, warnings)."""
         served = self._target(obj, None)
-        return self._validate(served, operation, obj, old, subresource)
+        return self._validate(served, operation, obj, self._stored(served, operation, old, subresource), subresource)
 
     # -- internals ----------------------------------------------------------------------
-    def _target(self, obj: Any, resource: str | None) -> ServedVersion:
+    def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:
         if not isinstance(obj, dict):
             raise RequestError(400, "the object is not a JSON/YAML mapping")
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if resource is not None:
-            served = self.by_resource(api_version if isinstance(api_version, str) else "", resource)
-            if served is not None:
+        if request is not None:
+            served = self.by_resource(request.api_version, request.plural)
+            if served is None:
+                raise RequestError(404, "the server could not find the requested resource")
+            if api_version != served.api_version and self.served(str(api_version), str(kind)) is None:
+                raise RequestError(400, f"the API version in the data ({api_version}) does not match the expected "
+                                        f"API version ({served.api_version})")
+            if request.name is not None and isinstance(obj.get("metadata"), dict):
+                body_name = obj["metadata"].get("name")
+                if body_name and body_name != request.name:
+                    raise RequestError(400, f"the name of the object ({body_name}) does not match the name on "
+                                            f"the URL ({request.name})")
+            if api_version == served.api_version:
                 return served
         if not isinstance(api_version, str) or not api_version:
             raise RequestError(400, "Object 'apiVersion' is missing in the object")
@@ -173,16 +207,26 @@ class CRDRegistry:
         """An object read back from storage: pruned and defaulted under the current schema."""
         stored = copy_json(old)
         prune(stored, served.schema, root=True)
-        prune_nulls(stored, served.schema)
         apply_defaults(stored, served.schema)
         return stored
 
-    def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
-                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
+    def _stored(self, served: ServedVersion, operation: str, old: Any, subresource: str | None
+                ) -> dict[str, Any] | None:
+        """Check the request's shape; on UPDATE, the old object as read back from storage."""
         if operation not in ("CREATE", "UPDATE"):
             raise RequestError(400, f"unsupported operation {operation!r}: expected CREATE or UPDATE")
-        if operation == "UPDATE" and not isinstance(old, dict):
-            raise RequestError(400, "an UPDATE needs the old object")
+        if subresource not in (None, "", "status") or (subresource == "status" and not served.status_subresource):
+            raise RequestError(404, "the server could not find the requested resource")
+        if subresource == "status" and operation != "UPDATE":
+            raise RequestError(405, "the /status subresource only takes updates")
+        if operation == "CREATE":
+            return None
+        if not isinstance(old, dict):
+            raise RequestError(400, "an UPDATE needs the old object (a mapping)")
+        return self.decode_stored(served, old)
+
+    def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
+                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
         obj = copy_json(obj)
         warnings: list[str] = []
         cannot = f'{obj.get("kind")} in version "{served.version}" cannot be handled as a {obj.get("kind")}'
@@ -192,7 +236,6 @@ class CRDRegistry:
             raise RequestError(400, f"{cannot}: {exc}") from None
         if obj.get("kind") == served.kind:  # the apiserver prunes only objects of the served kind
             unknown += prune(obj, served.schema, root=True)
-            prune_nulls(obj, served.schema)
             embedded_unknown: list[str] = []
             try:
                 coerce_embedded(obj, served.schema, "", embedded_unknown)
@@ -226,24 +269,22 @@ class CRDRegistry:
         if operation == "CREATE":
             obj.pop("status", None)
         elif subresource == "status":
-            merged = self.decode_stored(served, old)
+            merged = copy_json(stored)
             if "status" in obj:
                 merged["status"] = obj["status"]
             else:
                 merged.pop("status", None)
             obj = merged
         else:
-            stored = self.decode_stored(served, old)
             if "status" in stored:
-                obj["status"] = stored["status"]
+                obj["status"] = copy_json(stored["status"])
             else:
                 obj.pop("status", None)
         return obj, warnings
 
-    def _validate(self, served: ServedVersion, operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
+    def _validate(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
                   subresource: str | None) -> tuple[list[FieldError], list[str]]:
-        update = operation == "UPDATE"
-        stored = self.decode_stored(served, old) if update and isinstance(old, dict) else None
+        update = stored is not None
         old_value: Any = stored if stored is not None else ABSENT
         errors: list[FieldError] = []
         type_errors = _type_meta_errors(served, obj)
@@ -380,4 +421,4 @@ def _list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] 
     return validate_list_types(schema, obj)
 
 
-__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "Outcome", "FieldError", "json_equal"]
+__all__ = ["CRDRegistry", "CRDLoadError", "RequestError", "RequestPath", "Outcome", "FieldError"]

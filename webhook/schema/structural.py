@@ -78,6 +78,10 @@ class Node:
     has_list_types: bool = False
     has_embedded: bool = False
     compiled_rules: Any = None  # set lazily by the CEL layer
+    has_combinators: bool = False
+    has_string_checks: bool = False
+    has_number_checks: bool = False
+    enum_strings: frozenset | None = None  # the enum's string members, for a quick string check
 
     @property
     def type(self) -> str:
@@ -96,9 +100,15 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _schemas(schema: dict[str, Any], key: str) -> list[Any]:
+    value = schema.get(key)
+    return value if isinstance(value, list) else []
+
+
 def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     """Compile an ``openAPIV3Schema`` (or any sub-schema) into a ``Node`` tree."""
-    schema = schema or {}
+    if not isinstance(schema, dict):  # a malformed schema constrains nothing (the apiserver would refuse it)
+        schema = {}
     node = Node(path=path, raw=schema)
     typ = schema.get("type")
     node.int_or_string = bool(schema.get("x-kubernetes-int-or-string"))
@@ -109,11 +119,12 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     elif isinstance(typ, list):
         node.types = tuple(t for t in typ if isinstance(t, str))
     node.nullable = bool(schema.get("nullable"))
-    fmt = schema.get("format") or ""
+    fmt = schema.get("format") if isinstance(schema.get("format"), str) else ""
     if fmt in _NUMERIC_FORMATS or fmt.replace("-", "") in FORMAT_CHECKERS:
         node.format = fmt
         node.format_checker = FORMAT_CHECKERS.get(fmt.replace("-", ""))
-    props = schema.get("properties") or {}
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
     node.properties = {k: compile_schema(v, f"{path}.properties[{k}]") for k, v in props.items()}
     node.sorted_properties = tuple(sorted(node.properties.items()))
     addl = schema.get("additionalProperties")
@@ -124,7 +135,8 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     items = schema.get("items")
     if isinstance(items, dict):
         node.items = compile_schema(items, f"{path}.items")
-    node.required = tuple(schema.get("required") or ())
+    node.required = tuple(r for r in (schema.get("required") or ()) if isinstance(r, str)) \
+        if isinstance(schema.get("required"), list) else ()
     if "enum" in schema and isinstance(schema["enum"], list):
         node.enum = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in schema["enum"]]
     if schema.get("default") is not None:  # a null default is no default
@@ -132,7 +144,8 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     node.preserve_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
     node.embedded = bool(schema.get("x-kubernetes-embedded-resource"))
     node.list_type = schema.get("x-kubernetes-list-type")
-    node.list_map_keys = tuple(schema.get("x-kubernetes-list-map-keys") or ())
+    keys = schema.get("x-kubernetes-list-map-keys")
+    node.list_map_keys = tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else ()
     node.map_type = schema.get("x-kubernetes-map-type")
     if isinstance(schema.get("pattern"), str):
         node.pattern_text = schema["pattern"]
@@ -150,12 +163,21 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     multiple = _number(schema.get("multipleOf"))
     node.multiple_of = float(multiple) if multiple is not None else None
     node.unique_items = bool(schema.get("uniqueItems"))
-    node.all_of = tuple(compile_schema(s, f"{path}.allOf[{i}]") for i, s in enumerate(schema.get("allOf") or ()))
-    node.any_of = tuple(compile_schema(s, f"{path}.anyOf[{i}]") for i, s in enumerate(schema.get("anyOf") or ()))
-    node.one_of = tuple(compile_schema(s, f"{path}.oneOf[{i}]") for i, s in enumerate(schema.get("oneOf") or ()))
+    node.all_of = tuple(compile_schema(s, f"{path}.allOf[{i}]") for i, s in enumerate(_schemas(schema, "allOf")))
+    node.any_of = tuple(compile_schema(s, f"{path}.anyOf[{i}]") for i, s in enumerate(_schemas(schema, "anyOf")))
+    node.one_of = tuple(compile_schema(s, f"{path}.oneOf[{i}]") for i, s in enumerate(_schemas(schema, "oneOf")))
     if isinstance(schema.get("not"), dict):
         node.not_ = compile_schema(schema["not"], f"{path}.not")
-    node.rules = list(schema.get("x-kubernetes-validations") or ())
+    rules = schema.get("x-kubernetes-validations")
+    node.rules = [r for r in rules if isinstance(r, dict)] if isinstance(rules, list) else []
+    node.has_combinators = bool(node.all_of or node.any_of or node.one_of or node.not_ is not None)
+    node.has_string_checks = bool(node.max_length is not None or node.min_length is not None or node.pattern_text
+                                  or node.format_checker is not None)
+    node.has_number_checks = bool(node.multiple_of is not None or node.minimum is not None
+                                  or node.maximum is not None or node.types[:1] == ("integer",)
+                                  or node.format in ("int32", "float"))
+    if node.enum is not None:
+        node.enum_strings = frozenset(v for v in node.enum if isinstance(v, str))
 
     children = [*node.properties.values(), *(n for n in (node.additional, node.items) if n is not None)]
     node.has_defaults = any(c.default is not ABSENT or c.has_defaults for c in children)

@@ -1,0 +1,31 @@
+"""The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
+(a watch cache), both behind :class:`ClusterState`."""
+
+from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize
+from webhook.state.files import FileState, StateLoadError
+from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
+
+__all__ = [
+    "ClusterState",
+    "FileState",
+    "KubeState",
+    "ObjectStore",
+    "Selector",
+    "SelectorError",
+    "StateLoadError",
+    "WEBHOOK_KINDS",
+    "WatchedKind",
+    "from_label_selector",
+    "group_of",
+    "parse_selector",
+    "sanitize",
+]
+
+
+def __getattr__(name: str):
+    # the watch cache pulls in the kubernetes client: import it only when asked for
+    if name in ("KubeState", "WatchedKind", "WEBHOOK_KINDS"):
+        from webhook.state import kube
+
+        return getattr(kube, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

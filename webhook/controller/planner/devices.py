@@ -10,6 +10,7 @@ devices), the memory of one device and the product name (decisions.md, dra_notes
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -158,13 +159,26 @@ def _selectors(device_class: Mapping) -> list[str]:
     ]
 
 
-def offer_of(
-    device_class: Mapping, devices: list[Device], engine, activations: list[dict] | None = None
-) -> DeviceClassOffer:
-    """Evaluate the class's selectors against every device and summarise what matched.
+def _profile_key(device: Device) -> str:
+    return json.dumps(device.cel_value(), sort_keys=True)
 
-    ``activations`` (one ``{"device": ...}`` per device) may be shared between classes.
+
+class DeviceProfiles:
+    """Devices grouped by what CEL sees of them (driver, attributes, capacity, sharing).
+
+    A selector is a pure function of that value, so it is evaluated once per distinct
+    profile, not once per device: a cluster of 1,000 identical GPUs is one evaluation.
     """
+
+    def __init__(self, devices: Iterable[Device]):
+        groups: dict[str, list[Device]] = {}
+        for device in devices:
+            groups.setdefault(_profile_key(device), []).append(device)
+        self.groups = [(members[0], {"device": members[0].cel_value()}, members) for members in groups.values()]
+
+
+def offer_of(device_class: Mapping, profiles: DeviceProfiles, engine) -> DeviceClassOffer:
+    """Evaluate the class's selectors against every device profile and summarise what matched."""
     from webhook.cel import CelCompileError, CelError
 
     name = (device_class.get("metadata") or {}).get("name", "")
@@ -177,17 +191,16 @@ def offer_of(
             problems.append(f"selectors[{index}]: {exc}")
     candidates: list[Device] = []
     if not problems:
-        if activations is None:
-            activations = [{"device": device.cel_value()} for device in devices]
-        for device, activation in zip(devices, activations):
+        for first, activation, members in profiles.groups:
             try:
                 if all(program.evaluate(activation) is True for program in programs):
-                    candidates.append(device)
+                    candidates.extend(members)
             except CelError as exc:
                 # The scheduler fails the allocation on a selector error; the device is no
                 # candidate, and the first such error is kept for the message.
-                if len(problems) < 1:
-                    problems.append(f"device {device.pool}/{device.name}: {exc}")
+                if not problems:
+                    problems.append(f"device {first.pool}/{first.name}: {exc}")
+    candidates.sort(key=lambda d: (d.pool, d.node, d.name))
     with_memory = [d for d in candidates if d.memory_bytes is not None]
     if len(with_memory) < len(candidates):
         problems.append(f"{len(candidates) - len(with_memory)} candidate device(s) publish no memory capacity")
@@ -213,6 +226,7 @@ class Inventory:
 
     def __init__(self, offers: Mapping[str, DeviceClassOffer]):
         self.offers = dict(offers)
+        self._names = sorted(self.offers)
 
     @classmethod
     def build(cls, device_classes: Iterable[Mapping], slices: Iterable[Mapping], engine=None) -> "Inventory":
@@ -220,16 +234,15 @@ class Inventory:
             from webhook.cel import get_engine
 
             engine = get_engine()
-        devices = devices_from_slices(slices)
-        activations = [{"device": device.cel_value()} for device in devices]
+        profiles = DeviceProfiles(devices_from_slices(slices))
         offers = {}
         for device_class in device_classes:
-            offer = offer_of(device_class, devices, engine, activations)
+            offer = offer_of(device_class, profiles, engine)
             offers[offer.name] = offer
         return cls(offers)
 
     def names(self) -> list[str]:
-        return sorted(self.offers)
+        return self._names
 
     def get(self, name: str) -> DeviceClassOffer | None:
         return self.offers.get(name)

@@ -450,7 +450,8 @@ def reconcile_inference_service(order: Mapping, ctx: ReconcileContext) -> dict:
         previous.get("conditions"), [conditions[t] for t in CONDITION_TYPES],
         generation=meta.get("generation"), now=ctx.now,
     )
-    status["observedGeneration"] = meta.get("generation")
+    if meta.get("generation") is not None:
+        status["observedGeneration"] = meta["generation"]  # last: everything above is for it
     return status
 
 

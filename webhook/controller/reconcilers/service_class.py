@@ -105,11 +105,13 @@ def reconcile_service_class(service_class: Mapping, ctx: ReconcileContext) -> di
         ready = Condition("Ready", FALSE, verdict.reason, "the class is not valid: " + verdict.message)
         phase = "Failed"
     previous = (service_class.get("status") or {}).get("conditions")
-    return {
+    status = {
         "conditions": merge_conditions(previous, [validated, ready], generation=meta.get("generation"), now=ctx.now),
         "phase": phase,
-        "observedGeneration": meta.get("generation"),
     }
+    if meta.get("generation") is not None:
+        status["observedGeneration"] = meta["generation"]
+    return status
 
 
 def default_classes(ctx: ReconcileContext) -> list[dict]:

@@ -1,0 +1,259 @@
+"""Throughput and latency of `infergate serve` over TLS on loopback, against a baseline.
+
+Runs, in one go and with the same load generator:
+  * baseline: a bare aiohttp HTTPS server (uvloop, the same TLS settings) that
+    reads each body and echoes it back: the physical limit of this stack;
+  * server only: `serve()` with an allow-all admitter (the server's own cost);
+  * infergate /validate and /mutate with a realistic object of each family
+    (``examples/manifests/valid``), through the real admission chain;
+  * the time from spawning `infergate serve` to a green /readyz.
+
+Each server runs in its own process. The load generator is a closed loop of N
+keep-alive TLS connections on uvloop with pre-encoded requests (far cheaper per request
+than any server), measuring each request's latency.
+
+    python bench/server_bench.py [--seconds 4] [--connections 16] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from webhook import certs  # noqa: E402
+
+FAMILIES = {
+    "Model (kubeai.org)": "kubeai-model-vllm.yaml",
+    "InferenceModel": "inferencemodel.yaml",
+    "InferencePool": "inferencepool.yaml",
+    "InferenceServiceClass": "inferenceserviceclass.yaml",
+    "InferenceService": "inferenceservice-catalog.yaml",
+}
+
+PLURALS = {"Model": "models", "InferenceModel": "inferencemodels", "InferencePool": "inferencepools",
+           "InferenceServiceClass": "inferenceserviceclasses", "InferenceService": "inferenceservices"}
+
+BASELINE_SERVER = r'''
+import sys, ssl, uvloop
+from aiohttp import web
+sys.path.insert(0, sys.argv[3])
+from webhook import certs
+async def echo(request):
+    return web.Response(body=await request.read(), content_type="application/json")
+app = web.Application(client_max_size=7 * 1024 * 1024)
+app.router.add_post("/echo", echo)
+bundle = certs.DirectoryStore(__import__("pathlib").Path(sys.argv[2])).load()
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), ssl_context=certs.server_context(bundle),
+            access_log=None, print=None, loop=uvloop.new_event_loop())
+'''
+
+
+# `infergate serve` itself with an admitter that allows everything: what the server path
+# (TLS, limits, decoding, the worker thread, encoding, metrics) costs without the chain.
+SERVER_ONLY = r'''
+import sys, uvloop
+sys.path.insert(0, sys.argv[3])
+from webhook.admission.review import AdmissionResult
+from webhook.server import serve
+from webhook.settings import Settings
+class AllowAll:
+    def admit(self, request, *, mutating):
+        return AdmissionResult(allowed=True)
+settings = Settings(host="127.0.0.1", port=int(sys.argv[1]), cert_dir=sys.argv[2], log_level="warning")
+uvloop.run(serve(settings, load=lambda s: (AllowAll(), {})))
+'''
+
+
+def review_for(path: Path) -> dict:
+    obj = yaml.safe_load(path.read_text())
+    group, _, version = obj["apiVersion"].rpartition("/")
+    meta = obj.get("metadata", {})
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": obj["kind"]},
+            "resource": {"group": group, "version": version, "resource": PLURALS[obj["kind"]]},
+            "requestKind": {"group": group, "version": version, "kind": obj["kind"]},
+            "requestResource": {"group": group, "version": version, "resource": PLURALS[obj["kind"]]},
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": obj,
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "fieldManager": "kubectl-client-side-apply"},
+        },
+    }
+
+
+def http_request(path: str, body: bytes) -> bytes:
+    return (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line[:15].lower() == b"content-length:":
+            length = int(line[15:])
+    return status, await reader.readexactly(length)
+
+
+async def load(port: int, ctx: ssl.SSLContext, request: bytes, *, connections: int, seconds: float,
+               warmup: float, check) -> dict:
+    latencies: list[float] = []
+    errors = 0
+    start = time.perf_counter()  # uvloop's loop.time() ticks in milliseconds
+    measure_from, stop_at = start + warmup, start + warmup + seconds
+
+    async def worker():
+        nonlocal errors
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop_at:
+                break
+            writer.write(request)
+            status, body = await read_response(reader)
+            t1 = time.perf_counter()
+            if status != 200 or not check(body):
+                errors += 1
+            if t0 >= measure_from:
+                latencies.append(t1 - t0)
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    latencies.sort()
+    q = statistics.quantiles(latencies, n=100, method="inclusive") if len(latencies) > 1 else [0.0] * 99
+    return {"rps": round(len(latencies) / seconds), "p50_ms": round(q[49] * 1000, 3),
+            "p99_ms": round(q[98] * 1000, 3), "requests": len(latencies), "errors": errors}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port: int, ctx: ssl.SSLContext, path: str, deadline: float) -> float | None:
+    import urllib.request
+
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"https://localhost:{port}{path}", context=ctx, timeout=1) as r:
+                if r.status == 200:
+                    return time.monotonic()
+        except OSError:
+            pass
+        time.sleep(0.01)
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    import uvloop
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    results: dict = {"connections": args.connections, "seconds": args.seconds, "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir = Path(tmp, "certs")
+        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
+        certs.DirectoryStore(cert_dir).save(bundle)
+        ctx = certs.client_context(bundle.ca_pem())
+
+        # /readyz: from spawning `infergate serve` to green (imports, certificates, chain).
+        port = free_port()
+        spawned = time.monotonic()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--cert-dir", str(cert_dir), "--log-level", "warning"],
+            cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        ready = wait_ready(port, ctx, "/readyz", spawned + 30)
+        if ready is None:
+            server.kill()
+            print("infergate serve never became ready:\n" + server.stderr.read().decode()[-3000:], file=sys.stderr)
+            return 1
+        results["readyz_seconds"] = round(ready - spawned, 3)
+
+        base_port, bare_port = free_port(), free_port()
+        baseline = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert_dir), str(REPO)],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        bare = subprocess.Popen([sys.executable, "-c", SERVER_ONLY, str(bare_port), str(cert_dir), str(REPO)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            for proc, p in ((baseline, base_port), (bare, bare_port)):
+                if wait_listening(p, ctx, time.monotonic() + 30) is None:
+                    print("a comparison server never started:\n" + proc.stderr.read().decode()[-3000:], file=sys.stderr)
+                    return 1
+            # Interleaved per family: a neighbour's load on a shared machine hits the runs
+            # of one family alike, so the ratios stay meaningful.
+            allowed = lambda resp: b'"allowed":true' in resp  # noqa: E731
+            for family, manifest in FAMILIES.items():
+                body = orjson.dumps(review_for(REPO / "examples/manifests/valid" / manifest))
+                runs = (
+                    ("baseline", base_port, "/echo", lambda resp, b=body: resp == b),
+                    ("server_only", bare_port, "/validate?timeout=10s", allowed),
+                    ("validate", port, "/validate?timeout=10s", allowed),
+                    ("mutate", port, "/mutate?timeout=10s", allowed),
+                )
+                for name, target, path, check in runs:
+                    r = uvloop.run(load(target, ctx, http_request(path, body), connections=args.connections,
+                                        seconds=args.seconds, warmup=args.warmup, check=check))
+                    r["body_bytes"] = len(body)
+                    results.setdefault(name, {})[family] = r
+                    print(f"{name:11s} {family:24s} {r}", flush=True)
+        finally:
+            for proc in (server, baseline, bare):
+                proc.terminate()
+                proc.wait(30)
+
+    for endpoint in ("server_only", "validate", "mutate"):
+        for family, r in results[endpoint].items():
+            r["of_baseline"] = round(r["rps"] / results["baseline"][family]["rps"], 3)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def wait_listening(port: int, ctx: ssl.SSLContext, deadline: float) -> float | None:
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as raw, \
+                    ctx.wrap_socket(raw, server_hostname="localhost"):
+                return time.monotonic()
+        except OSError:
+            time.sleep(0.02)
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

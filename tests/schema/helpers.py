@@ -1,0 +1,50 @@
+"""Small CRDs built in tests, one schema keyword at a time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.schema import CRDRegistry, Outcome
+
+API = "test.infergate.io/v1"
+
+
+def crd(spec_schema: dict[str, Any], *, root_extra: dict[str, Any] | None = None, scope: str = "Namespaced",
+        subresources: dict[str, Any] | None = None, status_schema: dict[str, Any] | None = None,
+        kind: str = "Thing") -> dict[str, Any]:
+    properties: dict[str, Any] = {"spec": spec_schema}
+    if status_schema is not None:
+        properties["status"] = status_schema
+    root = {"type": "object", "properties": properties, **(root_extra or {})}
+    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": root}}
+    if subresources is not None:
+        version["subresources"] = subresources
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.test.infergate.io"},
+        "spec": {"group": "test.infergate.io", "scope": scope,
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": kind + "List"},
+                 "versions": [version]},
+    }
+
+
+def registry(spec_props: dict[str, Any], **kwargs: Any) -> CRDRegistry:
+    required = kwargs.pop("required", None)
+    spec_schema = {"type": "object", "properties": spec_props}
+    if required:
+        spec_schema["required"] = required
+    return CRDRegistry([crd(spec_schema, **kwargs)])
+
+
+def thing(spec: Any, name: str = "t1", **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "Thing", "metadata": {"name": name, "namespace": "default", **meta},
+            "spec": spec}
+
+
+def create(reg: CRDRegistry, spec: Any, **meta: Any) -> Outcome:
+    return reg.handle("CREATE", thing(spec, **meta))
+
+
+def errors(outcome: Outcome) -> list[str]:
+    return [str(e) for e in outcome.errors]

@@ -1,0 +1,147 @@
+"""``infergate validate`` and ``infergate test`` end to end, through the real command."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from webhook.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+apiVersion: kubeai.org/v1
+kind: Model
+metadata:
+  name: good
+spec:
+  features: [TextGeneration]
+  url: hf://org/model
+  engine: VLLM
+  resourceProfile: cpu:1
+"""
+BAD = """\
+apiVersion: kubeai.org/v1
+kind: Model
+metadata:
+  name: bad
+spec:
+  features: [TextGeneration]
+  url: hf://org/model
+  engine: Nope
+  bogus: 1
+"""
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_validate_valid_manifest(tmp_path, capsys):
+    path = _write(tmp_path, "good.yaml", GOOD)
+    assert main(["validate", "-f", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"
+
+
+def test_validate_reports_like_kubectl(tmp_path, capsys):
+    path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
+    assert main(["validate", "-f", str(path)]) == 1
+    out = capsys.readouterr()
+    assert 'Warning: unknown field "spec.bogus"' in out.err
+    assert out.out.splitlines() == [
+        "model.kubeai.org/good valid",
+        'The Model "bad" is invalid: ',
+        '* spec.engine: Unsupported value: "Nope": supported values: "OLlama", "VLLM", "FasterWhisper", "Infinity"',
+        "* <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
+        "correct the existing errors to complete validation",
+    ]
+
+
+def test_validate_json_output(tmp_path, capsys):
+    path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd", str(REPO / "chart" / "crds")]) == 1
+    answers = json.loads(capsys.readouterr().out)
+    assert [a["allowed"] for a in answers] == [True, False]
+    assert set(answers[0]) == {"allowed", "status", "warnings", "object"}
+    assert answers[0]["object"]["spec"]["targetRequests"] == 100  # the CRD's default
+    assert answers[0]["object"]["metadata"]["namespace"] == "default"
+    assert answers[1]["status"]["code"] == 422 and answers[1]["warnings"] == ['unknown field "spec.bogus"']
+
+
+def test_validate_update_and_status(tmp_path, capsys):
+    old = _write(tmp_path, "old.yaml", GOOD)
+    new = _write(tmp_path, "new.yaml", GOOD.replace("hf://org/model", "hf://org/other"))
+    assert main(["validate", "-f", str(new), "--old", str(old)]) == 1
+    assert 'spec.url: Invalid value: "hf://org/other": url is immutable.' in capsys.readouterr().out
+    status = _write(tmp_path, "status.yaml", GOOD + "status:\n  replicas: {all: 2, ready: 1}\n")
+    assert main(["validate", "-f", str(status), "--old", str(old), "--subresource", "status", "-o", "yaml"]) == 0
+    (answer,) = yaml.safe_load(capsys.readouterr().out)
+    assert answer["object"]["status"] == {"replicas": {"all": 2, "ready": 1}}
+
+
+def test_validate_input_errors_exit_2(tmp_path, capsys):
+    broken = _write(tmp_path, "broken.yaml", "apiVersion: v1\nkind: [\n")
+    assert main(["validate", "-f", str(broken)]) == 2
+    assert f"{broken}:3: invalid YAML" in capsys.readouterr().err
+    cm = _write(tmp_path, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main(["validate", "-f", str(cm)]) == 2
+    assert "no CustomResourceDefinition serves kind 'ConfigMap'" in capsys.readouterr().err
+    assert main(["validate", "-f", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+SUITE = """\
+suite: tiny
+crds: [{crd}]
+cases:
+- name: ok
+  operation: CREATE
+  object: {{apiVersion: kubeai.org/v1, kind: Model, metadata: {{name: m, namespace: d}},
+           spec: {{features: [TextGeneration], url: "hf://a/b", engine: VLLM}}}}
+  expect: {{allowed: true, code: 201}}
+- name: wrong-expectation
+  operation: CREATE
+  object: {{apiVersion: kubeai.org/v1, kind: Model, metadata: {{name: m, namespace: d}},
+           spec: {{features: [TextGeneration], url: "hf://a/b", engine: VLLM}}}}
+  expect:
+    allowed: false
+    code: 422
+    errors: ["spec.engine: Required value"]
+"""
+
+
+def test_test_command_reports_each_failure_and_a_summary(tmp_path, capsys):
+    suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=REPO / "chart" / "crds" / "kubeai.org_models.yaml"))
+    assert main(["test", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL suite.yaml: wrong-expectation" in out
+    assert "errors: missing  spec.engine: Required value" in out
+    assert out.strip().splitlines()[-1] == "1 passed, 1 failed"
+    assert main(["test", str(suite), "--crd", str(REPO / "chart" / "crds")]) == 1
+
+
+def test_test_command_on_a_broken_suite_exits_nonzero(tmp_path, capsys):
+    _write(tmp_path, "bad.yaml", "suite: x\ncases: [\n")
+    assert main(["test", str(tmp_path)]) == 1
+    assert "invalid YAML" in capsys.readouterr().err
+
+
+def test_validate_expands_lists_and_reads_stdin(tmp_path, capsys, monkeypatch):
+    import io
+
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(GOOD)]})
+    monkeypatch.setattr("sys.stdin", io.StringIO(listed))
+    assert main(["validate", "-f", "-"]) == 0
+    assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"
+
+
+def test_manifest_yaml_keeps_timestamps_as_text():
+    from webhook.offline.documents import parse_documents
+
+    (doc,) = parse_documents("when: 2024-01-01T00:00:00Z\nday: 2024-06-02\nflag: yes\n", "x.yaml")
+    assert doc.content == {"when": "2024-01-01T00:00:00Z", "day": "2024-06-02", "flag": True}

@@ -1,0 +1,247 @@
+"""In a cluster: certificates kept in a Secret, caBundle injected into the webhook
+configurations, through the real ``kubernetes`` client against a small fake API server
+that speaks the API's wire format (resourceVersion conflicts, JSON patch with ``test``)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import datetime as dt
+import itertools
+
+import jsonpatch
+import pytest
+from aiohttp import web
+from kubernetes import client as kube
+
+from webhook import certs
+from webhook.webhook_config import build_webhook_configurations
+
+SANS = certs.serving_sans("infergate/infergate")
+POLICY = certs.RotationPolicy(ca_validity=dt.timedelta(days=30), serving_validity=dt.timedelta(days=9))
+
+
+class FakeApiServer:
+    """Secrets and webhook configurations, as kube-apiserver stores and versions them."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict] = {}
+        self.versions = itertools.count(100)
+        self.requests: list[tuple[str, str, str]] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        secrets = "/api/v1/namespaces/{ns}/secrets"
+        hooks = "/apis/admissionregistration.k8s.io/v1/{plural}"
+        app.router.add_get(secrets + "/{name}", self.get)
+        app.router.add_post(secrets, self.create)
+        app.router.add_put(secrets + "/{name}", self.replace)
+        app.router.add_get(hooks + "/{name}", self.get)
+        app.router.add_patch(hooks + "/{name}", self.patch)
+        return app
+
+    def key(self, request: web.Request, name: str | None = None) -> str:
+        kind = request.match_info.get("plural") or f"secrets/{request.match_info['ns']}"
+        return f"{kind}/{name or request.match_info['name']}"
+
+    def put(self, key: str, obj: dict) -> dict:
+        obj = copy.deepcopy(obj)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(next(self.versions))
+        self.objects[key] = obj
+        return obj
+
+    @staticmethod
+    def status(code: int, reason: str, message: str) -> web.Response:
+        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                                  "reason": reason, "message": message}, status=code)
+
+    async def get(self, request: web.Request) -> web.Response:
+        self.requests.append(("GET", request.path, request.content_type))
+        obj = self.objects.get(self.key(request))
+        return web.json_response(obj) if obj else self.status(404, "NotFound", "not found")
+
+    async def create(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(("POST", request.path, request.content_type))
+        key = self.key(request, body["metadata"]["name"])
+        if key in self.objects:
+            return self.status(409, "AlreadyExists", "already exists")
+        return web.json_response(self.put(key, body), status=201)
+
+    async def replace(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests.append(("PUT", request.path, request.content_type))
+        key = self.key(request)
+        current = self.objects.get(key)
+        if current is None:
+            return self.status(404, "NotFound", "not found")
+        if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            return self.status(409, "Conflict", "the object has been modified; please apply your changes to the latest version")
+        return web.json_response(self.put(key, body))
+
+    async def patch(self, request: web.Request) -> web.Response:
+        self.requests.append(("PATCH", request.path, request.content_type))
+        if request.content_type != "application/json-patch+json":
+            return self.status(415, "UnsupportedMediaType", request.content_type)
+        key = self.key(request)
+        current = self.objects.get(key)
+        if current is None:
+            return self.status(404, "NotFound", "not found")
+        try:
+            patched = jsonpatch.apply_patch(current, await request.json())
+        except jsonpatch.JsonPatchTestFailed:
+            return self.status(409, "Conflict", "the server rejected our request due to an error in our request")
+        except jsonpatch.JsonPatchException as exc:
+            return self.status(422, "Invalid", str(exc))
+        return web.json_response(self.put(key, patched))
+
+
+@pytest.fixture
+async def api(aiohttp_server):
+    fake = FakeApiServer()
+    server = await aiohttp_server(fake.app())
+    configuration = kube.Configuration(host=str(server.make_url("")).rstrip("/"))
+    api_client = kube.ApiClient(configuration)
+    yield fake, api_client
+    api_client.close()
+
+
+def install_configurations(fake: FakeApiServer) -> None:
+    mutating, validating = build_webhook_configurations(service="infergate/infergate")
+    fake.put("mutatingwebhookconfigurations/infergate", mutating)
+    fake.put("validatingwebhookconfigurations/infergate", validating)
+
+
+async def test_secret_store_creates_then_replaces_with_optimistic_concurrency(api):
+    fake, api_client = api
+    store = certs.SecretStore(api_client, "infergate", "infergate-certs")
+    assert await asyncio.to_thread(store.load) is None
+    first = certs.plan(None, now=certs.utcnow(), sans=SANS, policy=POLICY).bundle
+    await asyncio.to_thread(store.save, first)
+    secret = fake.objects["secrets/infergate/infergate-certs"]
+    assert secret["type"] == "kubernetes.io/tls"
+    assert base64.b64decode(secret["data"]["tls.crt"]) == first.to_files()["tls.crt"]
+
+    loaded = await asyncio.to_thread(store.load)
+    assert loaded.to_files() == first.to_files()
+    renewed = certs.plan(loaded, now=certs.utcnow(), sans=("localhost",), policy=POLICY).bundle
+    await asyncio.to_thread(store.save, renewed)
+    assert [m for m, _, _ in fake.requests] == ["GET", "POST", "GET", "PUT"]
+
+    # another replica wrote meanwhile: ours is refused, nothing is overwritten
+    other = certs.SecretStore(api_client, "infergate", "infergate-certs")
+    await asyncio.to_thread(other.load)
+    await asyncio.to_thread(store.load)
+    await asyncio.to_thread(other.save, first)
+    with pytest.raises(certs.CertError, match="changed meanwhile"):
+        await asyncio.to_thread(store.save, renewed)
+    assert base64.b64decode(fake.objects["secrets/infergate/infergate-certs"]["data"]["tls.crt"]) == first.to_files()["tls.crt"]
+
+
+async def test_ca_bundle_injected_into_every_webhook_and_only_when_changed(api):
+    fake, api_client = api
+    bundle = certs.plan(None, now=certs.utcnow(), sans=SANS, policy=POLICY).bundle
+    assert await asyncio.to_thread(certs.inject_ca_bundle, api_client, "infergate", bundle.ca_pem()) == []  # none installed
+    install_configurations(fake)
+    changed = await asyncio.to_thread(certs.inject_ca_bundle, api_client, "infergate", bundle.ca_pem())
+    assert changed == ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]
+    for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+        (hook,) = fake.objects[f"{plural}/infergate"]["webhooks"]
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == bundle.ca_pem()
+        assert hook["clientConfig"]["service"]["name"] == "infergate"  # the rest untouched
+    assert {ct for m, _, ct in fake.requests if m == "PATCH"} == {"application/json-patch+json"}
+    patches = sum(m == "PATCH" for m, _, _ in fake.requests)
+    assert await asyncio.to_thread(certs.inject_ca_bundle, api_client, "infergate", bundle.ca_pem()) == []
+    assert sum(m == "PATCH" for m, _, _ in fake.requests) == patches
+
+
+async def test_keeper_in_secret_mode_rotates_and_injects_the_grown_bundle(api):
+    """Two replicas share the Secret: the first creates it, the second adopts it; when
+    the CA nears expiry the bundle injected holds both CAs."""
+    fake, api_client = api
+    install_configurations(fake)
+    clock = [certs.utcnow()]
+
+    def keeper() -> certs.CertKeeper:
+        return certs.CertKeeper(
+            certs.SecretStore(api_client, "infergate", "infergate-certs"), sans=SANS, manage=True,
+            policy=certs.RotationPolicy(ca_validity=dt.timedelta(days=30), serving_validity=dt.timedelta(days=30)),
+            on_bundle=lambda b: certs.inject_ca_bundle(api_client, "infergate", b.ca_pem()), clock=lambda: clock[0],
+        )
+
+    first, second = keeper(), keeper()
+    await asyncio.to_thread(first.start)
+    await asyncio.to_thread(second.start)
+    assert first.bundle.to_files() == second.bundle.to_files()
+
+    def injected() -> list:
+        hook = fake.objects["validatingwebhookconfigurations/infergate"]["webhooks"][0]
+        return certs.x509.load_pem_x509_certificates(base64.b64decode(hook["clientConfig"]["caBundle"]))
+
+    assert injected() == list(first.bundle.trusted)
+    clock[0] += dt.timedelta(days=21)  # CA: less than a third of 30 days left
+    assert await asyncio.to_thread(first.refresh) == ("appended a new CA to the bundle",)
+    assert len(injected()) == 2 and injected()[0] == second.bundle.signer
+    assert await asyncio.to_thread(second.refresh) == ()  # adopts, nothing left to do
+    assert second.bundle.to_files() == first.bundle.to_files()
+
+
+async def test_serve_in_secret_mode_keeps_certs_in_the_secret_and_injects_the_bundle(aiohttp_server, tmp_path, monkeypatch):
+    """`infergate serve --cert-mode secret` against the fake API (through a kubeconfig)."""
+    import aiohttp
+
+    from webhook.server import serve
+    from webhook.settings import Settings
+
+    from .conftest import ScriptedAdmitter, review
+
+    fake = FakeApiServer()
+    api = await aiohttp_server(fake.app())
+    install_configurations(fake)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml_kubeconfig(str(api.make_url("")).rstrip("/")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+    ports: list[int] = []
+    stop = asyncio.Event()
+    settings = Settings(host="127.0.0.1", port=0, cert_mode="secret", cert_secret="infergate/infergate-certs",
+                        service="infergate/infergate", cert_dir=tmp_path / "unused", kubeconfig=kubeconfig)
+    task = asyncio.create_task(serve(settings, load=lambda s: (ScriptedAdmitter(), {}), on_listening=ports.append,
+                                     stop_event=stop, handle_signals=False))
+    try:
+        while not ports:
+            assert not task.done(), task.result()
+            await asyncio.sleep(0.01)
+        secret = fake.objects["secrets/infergate/infergate-certs"]
+        ca_pem = base64.b64decode(secret["data"]["ca.crt"])
+        hook = fake.objects["mutatingwebhookconfigurations/infergate"]["webhooks"][0]
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+        assert not (tmp_path / "unused").exists()  # nothing written to disk
+        # the apiserver, trusting the injected bundle, reaches the webhook by its Service name
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=certs.client_context(ca_pem))) as s:
+            resolver_free = f"https://localhost:{ports[0]}/validate"
+            async with s.post(resolver_free, json=review({"apiVersion": "kubeai.org/v1", "kind": "Model",
+                                                          "metadata": {"name": "m", "namespace": "a"}})) as r:
+                assert r.status == 200 and (await r.json())["response"]["allowed"]
+        served = certs.CertBundle.from_files({k: base64.b64decode(v) for k, v in secret["data"].items()})
+        assert "infergate.infergate.svc" in certs._sans(served.cert)
+    finally:
+        stop.set()
+        assert await task == 0
+
+
+def yaml_kubeconfig(server: str) -> str:
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {{server: "{server}"}}
+users:
+- name: nobody
+  user: {{}}
+contexts:
+- name: fake
+  context: {{cluster: fake, user: nobody}}
+current-context: fake
+"""

@@ -1,0 +1,144 @@
+"""`infergate serve` as a whole: the embedded default, readiness, graceful shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from webhook import certs
+from webhook.server import serve
+from webhook.settings import Settings
+
+from .conftest import ScriptedAdmitter, review
+
+MODEL = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "a"}, "spec": {}}
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def start(tmp_path: Path, loader, **settings):
+    ports: list[int] = []
+    stop = asyncio.Event()
+    config = Settings(host="127.0.0.1", port=0, cert_dir=tmp_path / "certs", **settings)
+    task = asyncio.create_task(serve(config, load=loader, on_listening=ports.append, stop_event=stop,
+                                     handle_signals=False))
+    while not ports:
+        await asyncio.sleep(0.01)
+        if task.done():
+            raise AssertionError(f"serve exited with {task.result()}")
+    ca = (tmp_path / "certs" / "ca.crt").read_bytes()
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=certs.client_context(ca)))
+    return f"https://localhost:{ports[0]}", session, stop, task
+
+
+async def test_readyz_turns_green_when_the_chain_and_state_are_loaded(tmp_path):
+    loaded = asyncio.Event()
+    state_synced = [False]
+
+    def slow_loader(settings):
+        time.sleep(0.5)  # compiling policies
+        return ScriptedAdmitter(), {"cluster-state": lambda: None if state_synced[0] else "not synced"}
+
+    url, session, stop, task = await start(tmp_path, slow_loader)
+    try:
+        async with session.get(url + "/readyz") as r:
+            assert r.status == 503 and "[-]policies failed: loading" in await r.text()
+        async with session.get(url + "/healthz") as r:
+            assert r.status == 200
+        # a review arriving meanwhile waits for the chain instead of failing
+        async with session.post(url + "/validate", json=review(MODEL)) as r:
+            assert (await r.json())["response"]["allowed"] is True
+        async with session.get(url + "/readyz") as r:
+            assert r.status == 503 and "[-]cluster-state failed: not synced" in await r.text()
+        state_synced[0] = True
+        async with session.get(url + "/readyz") as r:
+            assert r.status == 200 and "[+]certificates ok" in await r.text()
+    finally:
+        loaded.set()
+        stop.set()
+        await session.close()
+        assert await task == 0
+
+
+async def test_a_chain_that_cannot_load_is_reported_by_readyz(tmp_path):
+    def broken(settings):
+        raise FileNotFoundError("policies/ missing")
+
+    url, session, stop, task = await start(tmp_path, broken)
+    try:
+        for _ in range(50):
+            async with session.get(url + "/readyz") as r:
+                text = await r.text()
+            if "FileNotFoundError" in text:
+                break
+            await asyncio.sleep(0.02)
+        assert r.status == 503 and "[-]policies failed: FileNotFoundError: policies/ missing" in text
+    finally:
+        stop.set()
+        await session.close()
+        await task
+
+
+async def test_shutdown_finishes_in_flight_reviews_and_refuses_new_connections(tmp_path):
+    url, session, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}))
+    slow = dict(MODEL, metadata={"name": "m", "namespace": "a", "annotations": {"test/sleep": "0.8"}})
+    in_flight = asyncio.create_task(session.post(url + "/validate", json=review(slow, uid="in-flight")))
+    await asyncio.sleep(0.3)
+    stop.set()
+    await asyncio.sleep(0.1)
+    fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=session.connector._ssl, force_close=True))
+    with pytest.raises(aiohttp.ClientConnectorError):
+        await fresh.get(url + "/healthz")
+    await fresh.close()
+    resp = await in_flight
+    assert resp.status == 200 and (await resp.json())["response"]["uid"] == "in-flight"
+    await session.close()
+    assert await task == 0
+
+
+def test_serve_with_no_flags_creates_certs_prints_how_to_try_and_stops_on_sigterm(tmp_path):
+    """The embedded default from a fresh directory, as the README runs it."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "webhook", "serve", "--port", "0"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        banner = proc.stdout.readline() + proc.stdout.readline()
+        assert banner.startswith("infergate serving https://0.0.0.0:"), banner + proc.stderr.read()
+        port = int(banner.split(":", 2)[2].split(" ")[0])
+        assert "localhost, 127.0.0.1" in banner and "try it:" in banner
+        curl = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
+        assert curl[0] == f"curl --cacert certs/ca.crt https://localhost:{port}/readyz"
+        assert curl[1].startswith("curl --cacert certs/ca.crt -H 'Content-Type: application/json'")
+        bundle = certs.DirectoryStore(tmp_path / "certs").load()
+        assert set(certs.serving_sans()) <= set(certs._sans(bundle.cert))
+        ctx = certs.client_context(bundle.ca_pem())
+        import urllib.request
+
+        with urllib.request.urlopen(f"https://localhost:{port}/healthz", context=ctx, timeout=5) as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    entries = [json.loads(line) for line in err.splitlines()]  # structured logs only
+    assert entries[-1]["msg"] == "stopped"
+
+
+async def test_tls_that_cannot_be_set_up_is_a_clear_error(tmp_path, capsys):
+    no_cluster = Settings(host="127.0.0.1", port=0, cert_mode="secret", kubeconfig=tmp_path / "missing")
+    assert await serve(no_cluster, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 1
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "tls.crt").write_text("not a certificate")
+    files = Settings(host="127.0.0.1", port=0, cert_mode="files", cert_dir=tmp_path / "certs")
+    assert await serve(files, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 1
+    err = capsys.readouterr().err
+    assert err.count("infergate serve: cannot set up TLS:") == 2 and "missing tls.key" in err
+    assert "Traceback" not in err

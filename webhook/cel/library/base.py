@@ -1,0 +1,100 @@
+"""Shared vocabulary of the library modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+class LibraryError(Exception):
+    """A CEL evaluation error raised by a library function; the message is Kubernetes'."""
+
+
+@dataclass(frozen=True)
+class Overload:
+    """One overload of a library function, as Kubernetes declares it.
+
+    ``params``/``result`` are CEL type names as cel-go prints them (``string``,
+    ``list(int)``, ``kubernetes.Quantity``, ``optional_type(list(string))``; ``A`` is a
+    type parameter). ``member`` functions take the receiver as first parameter.
+    ``pure`` overloads are folded at compile time when every argument is a constant.
+    """
+
+    function: str
+    id: str
+    params: tuple[str, ...]
+    result: str
+    impl: Callable[..., Any]
+    member: bool = False
+    pure: bool = True
+
+
+class OpaqueValue:
+    """A library value with its own CEL type (``type(quantity("1")) == kubernetes.Quantity``).
+
+    ``key`` is a canonical string: two values are equal in CEL exactly when their keys are
+    equal, and ``from_key`` rebuilds the value from it (that is how the values cross into
+    and out of the C++ runtime).
+    """
+
+    cel_type: ClassVar[str]
+
+    @property
+    def key(self) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def from_key(cls, key: str) -> OpaqueValue:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.key))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key!r})"
+
+
+def go_quote(s: str) -> str:
+    """Go's ``strconv.Quote`` (``%q``): what Kubernetes error messages embed."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif not ch.isprintable() and code > 0x7F:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+@dataclass(frozen=True)
+class OptionalValue:
+    """A CEL ``optional_type`` value crossing the Python boundary."""
+
+    value: Any = None
+    has_value: bool = False
+
+    @classmethod
+    def of(cls, value: Any) -> OptionalValue:
+        return cls(value, True)
+
+    def __repr__(self) -> str:
+        return f"optional.of({self.value!r})" if self.has_value else "optional.none()"
+
+
+NONE = OptionalValue()

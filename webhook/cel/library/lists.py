@@ -1,0 +1,106 @@
+"""Kubernetes' list functions (``library/lists.go``): isSorted, sum, min, max, indexOf, lastIndexOf."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from webhook.cel.library.base import LibraryError, Overload
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def cel_equals(a: Any, b: Any) -> bool:
+    """CEL equality: numbers compare across int/uint/double; bool is not a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(cel_equals(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return len(a) == len(b) and all(any(cel_equals(k, k2) and cel_equals(v, b[k2]) for k2 in b) for k, v in a.items())
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    for kind in (str, bytes, datetime.datetime, datetime.timedelta):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
+def _comparable(values: list[Any]) -> None:
+    kinds = {_kind(v) for v in values}
+    if len(kinds) > 1 or kinds & {"list", "dict", "NoneType"}:
+        raise LibraryError("no such overload")
+
+
+def is_sorted(values: list[Any]) -> bool:
+    _comparable(values)
+    return all(a <= b for a, b in zip(values, values[1:]))
+
+
+def sum_(values: list[Any]) -> Any:
+    if not values:
+        return 0
+    _comparable(values)
+    total = values[0]
+    for value in values[1:]:
+        total = total + value
+        if isinstance(total, int) and not _INT64_MIN <= total <= _INT64_MAX:
+            raise LibraryError("integer overflow")
+    return total
+
+
+def min_(values: list[Any]) -> Any:
+    if not values:
+        raise LibraryError("min called on empty list")
+    _comparable(values)
+    return min(values)
+
+
+def max_(values: list[Any]) -> Any:
+    if not values:
+        raise LibraryError("max called on empty list")
+    _comparable(values)
+    return max(values)
+
+
+def index_of(values: list[Any], item: Any) -> int:
+    return next((i for i, value in enumerate(values) if cel_equals(value, item)), -1)
+
+
+def last_index_of(values: list[Any], item: Any) -> int:
+    return next((i for i in range(len(values) - 1, -1, -1) if cel_equals(values[i], item)), -1)
+
+
+_COMPARABLE = ("bool", "int", "uint", "double", "bytes", "string", "google.protobuf.Duration", "google.protobuf.Timestamp")
+_SHORT = {"google.protobuf.Duration": "duration", "google.protobuf.Timestamp": "timestamp"}
+_SNAKE = {"isSorted": "is_sorted", "sum": "sum", "min": "min", "max": "max"}
+_SUMMABLE = ("int", "uint", "double", "google.protobuf.Duration")
+
+
+def _per_type(function: str, impl: Any, types: tuple[str, ...], result: str | None) -> list[Overload]:
+    overloads = []
+    for t in types:
+        short = _SHORT.get(t, t)
+        suffix = "bool" if result == "bool" else short
+        overloads.append(
+            Overload(function, f"list_{short}_{_SNAKE[function]}_{suffix}", (f"list({t})",), result or t, impl, member=True)
+        )
+    return overloads
+
+
+OVERLOADS = (
+    *_per_type("isSorted", is_sorted, _COMPARABLE, "bool"),
+    *_per_type("sum", sum_, _SUMMABLE, None),
+    *_per_type("min", min_, _COMPARABLE, None),
+    *_per_type("max", max_, _COMPARABLE, None),
+    Overload("indexOf", "list_a_index_of_int", ("list(A)", "A"), "int", index_of, member=True),
+    Overload("lastIndexOf", "list_a_last_index_of_int", ("list(A)", "A"), "int", last_index_of, member=True),
+)

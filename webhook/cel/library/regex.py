@@ -1,0 +1,84 @@
+"""Regular expressions (``library/regex.go``): ``find`` and ``findAll`` with RE2 semantics.
+
+Patterns compile with RE2 (as Go's ``regexp`` accepts the same syntax); compile errors are
+reported in Go's wording (``error parsing regexp: missing closing ): `(a`"``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import re2
+
+from webhook.cel.library.base import LibraryError, Overload
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False
+
+# RE2's error codes as Go's regexp/syntax words them
+_GO_CODES = {
+    "missing )": "missing closing )",
+    "missing ]": "missing closing ]",
+    "unexpected )": "unexpected )",
+    "bad repetition operator": "invalid nested repetition operator",
+    "missing argument to repetition operator": "missing argument to repetition operator",
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class range": "invalid character class range",
+    "invalid character class": "invalid character class",
+    "bad repetition count": "invalid repeat count",
+    "trailing \\": "trailing backslash at end of expression",
+    "invalid named capture group": "invalid named capture",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid UTF-8": "invalid UTF-8",
+}
+
+
+class RegexError(LibraryError):
+    """An invalid pattern, worded as Go's ``regexp.Compile`` error."""
+
+
+@lru_cache(maxsize=1024)
+def compile_pattern(pattern: str) -> re2._Regexp:
+    try:
+        return re2.compile(pattern, options=_OPTIONS)
+    except re2.error as err:
+        raise RegexError(go_regexp_error(pattern, err)) from None
+
+
+def go_regexp_error(pattern: str, err: Exception) -> str:
+    text = err.args[0].decode() if err.args and isinstance(err.args[0], bytes) else str(err)
+    code, _, arg = text.partition(": ")
+    code = _GO_CODES.get(code, code)
+    if code in ("missing closing )", "unexpected )"):
+        arg = pattern
+    return f"error parsing regexp: {code}: `{arg}`"
+
+
+def _compile_at_runtime(pattern: str) -> re2._Regexp:
+    try:
+        return compile_pattern(pattern)
+    except RegexError as err:
+        raise LibraryError(f"Illegal regex: {str(err).removeprefix('error parsing regexp: ')}") from None
+
+
+def find(text: str, pattern: str) -> str:
+    match = _compile_at_runtime(pattern).search(text)
+    return match.group(0) if match else ""
+
+
+def find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    found = []
+    for match in _compile_at_runtime(pattern).finditer(text):
+        found.append(match.group(0))
+        if len(found) == limit:
+            break
+    return found
+
+
+OVERLOADS = (
+    Overload("find", "string_find_string", ("string", "string"), "string", find, member=True),
+    Overload("findAll", "string_find_all_string", ("string", "string"), "list(string)", find_all, member=True),
+    Overload("findAll", "string_find_all_string_int", ("string", "string", "int"), "list(string)", find_all, member=True),
+)

@@ -1,0 +1,604 @@
+"""Checked-AST passes for the cel-expr backend: Kubernetes' extra compile-time checks and
+the rewrite of Kubernetes library calls into what the C++ runtime evaluates.
+
+* **validate**: homogeneous aggregate literals, constant regexes (``matches``, ``find``,
+  ``findAll``) and constant ``duration``/``timestamp`` literals, as the apiserver rejects them;
+* **fold**: a library call whose arguments are all constants is evaluated once, here
+  (Kubernetes' ``OptOptimize`` does the same), so it costs no Python call per evaluation;
+* **native**: ``isSorted``/``sum``/``min``/``max``/``indexOf``/``lastIndexOf``,
+  ``optional.unwrap``/``unwrapOpt`` and ``find``/``findAll`` with a constant pattern become
+  plain CEL (comprehensions, cel-cpp's ``regex`` extension): no Python call at all;
+* **private**: any other library call becomes a call of the runtime env's ``@k8s.<name>``.
+
+Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so the first three
+keep steady-state evaluation in C++.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.cel import protos
+from webhook.cel.env import FAIL_FUNCTION, KEY_FIELD, MAP_INSERT_FUNCTION, library_value, private_name
+from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
+from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
+from webhook.cel.library.regex import RegexError, compile_pattern
+from webhook.cel.library.strings_format import check_format
+from webhook.cel.typenames import format_checked, parse_type
+
+OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
+_OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
+_NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
+_OPTIONAL_RESULT = {"format-named", "format-validate"}
+_DURATION_RE = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$|^-?0$")
+_ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
+
+
+@dataclass
+class Issue:
+    node_id: int
+    message: str
+
+
+@dataclass
+class Result:
+    checked: Any
+    issues: list[Issue] = field(default_factory=list)
+    optional_root: bool = False
+    python_calls: int = 0  # library calls left to Python at runtime (per evaluation, statically)
+
+
+class Optimizer:
+    def __init__(self, checked: Any) -> None:
+        self.checked = checked
+        self.types = checked.type_map
+        self.refs = checked.reference_map
+        self.issues: list[Issue] = []
+        self.python_calls = 0
+        self._next_id = max([0, *self._ids(checked.expr)]) + 1
+
+    # -- node construction -----------------------------------------------------------
+
+    def _ids(self, expr: Any) -> list[int]:
+        ids = [expr.id]
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            for child in _children(node):
+                ids.append(child.id)
+                stack.append(child)
+        return ids
+
+    def new(self) -> Any:
+        node = protos.Expr(id=self._next_id)
+        self._next_id += 1
+        return node
+
+    def ident(self, name: str) -> Any:
+        node = self.new()
+        node.ident_expr.name = name
+        return node
+
+    def const(self, value: Any) -> Any:
+        node = self.new()
+        c = node.const_expr
+        if value is None:
+            c.null_value = 0
+        elif isinstance(value, bool):
+            c.bool_value = value
+        elif isinstance(value, tuple) and value[0] == "uint":
+            c.uint64_value = value[1]
+        elif isinstance(value, int):
+            c.int64_value = value
+        elif isinstance(value, float):
+            c.double_value = value
+        elif isinstance(value, str):
+            c.string_value = value
+        elif isinstance(value, bytes):
+            c.bytes_value = value
+        else:
+            raise TypeError(f"not a constant: {value!r}")
+        return node
+
+    def call(self, function: str, *args: Any, target: Any = None) -> Any:
+        node = self.new()
+        node.call_expr.function = function
+        if target is not None:
+            node.call_expr.target.CopyFrom(target)
+        for arg in args:
+            node.call_expr.args.add().CopyFrom(arg)
+        return node
+
+    def list_of(self, *elements: Any) -> Any:
+        node = self.new()
+        node.list_expr.SetInParent()
+        for element in elements:
+            node.list_expr.elements.add().CopyFrom(element)
+        return node
+
+    def comprehension(self, iter_var: str, iter_range: Any, accu_var: str, accu_init: Any, condition: Any, step: Any, result: Any) -> Any:
+        node = self.new()
+        c = node.comprehension_expr
+        c.iter_var, c.accu_var = iter_var, accu_var
+        c.iter_range.CopyFrom(iter_range)
+        c.accu_init.CopyFrom(accu_init)
+        c.loop_condition.CopyFrom(condition)
+        c.loop_step.CopyFrom(step)
+        c.result.CopyFrom(result)
+        return node
+
+    def bind(self, name: str, value: Any, body: Callable[[Callable[[], Any]], Any]) -> Any:
+        """``cel.bind(name, value, body)``: ``body`` receives a factory of ``name`` references."""
+        return self.comprehension("#unused", self.list_of(), name, value, self.const(False), self.ident(name), body(lambda: self.ident(name)))
+
+    def fold(self, items: Any, init: Any, step: Callable[[Any, Any], Any], result: Callable[[Any], Any]) -> Any:
+        """A left fold over ``items`` (what ``sum``/``min``/``max`` need; CEL has no macro for it)."""
+        return self.comprehension(
+            "@x", items, "@acc", init, self.const(True),
+            step(self.ident("@acc"), self.ident("@x")), result(self.ident("@acc")),
+        )
+
+    def op(self, function: str, *args: Any) -> Any:
+        return self.call(function, *args)
+
+    def cond(self, test: Any, then: Any, otherwise: Any) -> Any:
+        return self.call("_?_:_", test, then, otherwise)
+
+    def value_node(self, value: Any) -> Any:
+        """A folded Python value as an AST node."""
+        if isinstance(value, OpaqueValue):
+            node = self.new()
+            node.struct_expr.message_name = value.cel_type
+            entry = node.struct_expr.entries.add(id=self._next_id, field_key=KEY_FIELD)
+            self._next_id += 1
+            entry.value.CopyFrom(self.const(value.key))
+            return node
+        if isinstance(value, OptionalValue):
+            if value.has_value:
+                return self.call("optional.of", self.value_node(value.value))
+            return self.call("optional.none")
+        if isinstance(value, list):
+            return self.list_of(*(self.value_node(v) for v in value))
+        if isinstance(value, dict):
+            node = self.new()
+            node.struct_expr.SetInParent()
+            for key, item in value.items():
+                entry = node.struct_expr.entries.add(id=self._next_id)
+                self._next_id += 1
+                entry.map_key.CopyFrom(self.const(key))
+                entry.value.CopyFrom(self.value_node(item))
+            return node
+        return self.const(value)
+
+    # -- the pass --------------------------------------------------------------------
+
+    def type_of(self, node: Any) -> str:
+        return format_checked(self.types[node.id]) if node.id in self.types else "dyn"
+
+    def run(self) -> Result:
+        root_type = self.type_of(self.checked.expr)
+        expr = self.visit(self.checked.expr)
+        optional_root = root_type.startswith("optional_type")
+        if optional_root:
+            expr = self.bind("@root", expr, lambda o: self.cond(
+                self.call("hasValue", target=o()), self.list_of(self.call("value", target=o())), self.list_of()))
+        self.checked.expr.CopyFrom(expr)
+        return Result(self.checked, self.issues, optional_root, self.python_calls)
+
+    def visit(self, node: Any) -> Any:
+        kind = node.WhichOneof("expr_kind")
+        if kind == "select_expr":
+            operand = self.visit(node.select_expr.operand)
+            node.select_expr.operand.CopyFrom(operand)
+            if self.type_of(operand) in _OPAQUE_NAMES:
+                self.issues.append(Issue(node.id, f"undefined field '{node.select_expr.field}'"))
+        elif kind == "call_expr":
+            return self.visit_call(node)
+        elif kind == "list_expr":
+            for element in node.list_expr.elements:
+                element.CopyFrom(self.visit(element))
+            self.check_homogeneous([e for e in node.list_expr.elements], node.list_expr.optional_indices, "list")
+        elif kind == "struct_expr":
+            for entry in node.struct_expr.entries:
+                if entry.HasField("map_key"):
+                    entry.map_key.CopyFrom(self.visit(entry.map_key))
+                entry.value.CopyFrom(self.visit(entry.value))
+            if not node.struct_expr.message_name:
+                entries = list(node.struct_expr.entries)
+                self.check_homogeneous([e.map_key for e in entries], [], "key")
+                values = [e.value for e in entries]
+                optional = [i for i, e in enumerate(entries) if e.optional_entry]
+                self.check_homogeneous(values, optional, "value")
+        elif kind == "comprehension_expr":
+            c = node.comprehension_expr
+            for part in ("iter_range", "accu_init", "loop_condition", "loop_step", "result"):
+                getattr(c, part).CopyFrom(self.visit(getattr(c, part)))
+        return node
+
+    def check_homogeneous(self, elements: list[Any], optional_indices: Any, _what: str) -> None:
+        if self._exempt:
+            return
+        first = None
+        for i, element in enumerate(elements):
+            t = self.type_of(element)
+            if i in optional_indices and t.startswith("optional_type("):
+                t = t[len("optional_type(") : -1]
+            if first is None:
+                first = t
+            elif t != first and "dyn" not in (t, first):
+                # variables are declared dyn here (their schema types are unknown to this
+                # env), so only literal types that disagree are the apiserver's error
+                self.issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
+                return
+
+    _exempt = False
+
+    def visit_call(self, node: Any) -> Any:
+        call = node.call_expr
+        exempt = call.function == "format" and call.HasField("target")
+        saved, self._exempt = self._exempt, self._exempt or exempt
+        if call.HasField("target"):
+            call.target.CopyFrom(self.visit(call.target))
+        self._exempt = saved
+        saved, self._exempt = self._exempt, self._exempt or exempt
+        for arg in call.args:
+            arg.CopyFrom(self.visit(arg))
+        self._exempt = saved
+        self.check_literals(node)
+        ref = self.refs.get(node.id)
+        ids = list(ref.overload_id) if ref is not None else []
+        if call.function == "cel.@mapInsert":
+            # the two-variable comprehension macros' helper has no runtime in cel-expr-python
+            self.refs.pop(node.id, None)
+            self.python_calls += 1
+            call.function = MAP_INSERT_FUNCTION
+            return node
+        if call.function in ("optional.unwrap", "unwrapOpt"):
+            return self.native_unwrap(node)
+        if len(ids) == 1 and ids[0] in _STRING_GUARDS:
+            return self.guard_string_call(node, ids[0])
+        candidates = [OVERLOAD_BY_ID[i] for i in ids if i in OVERLOAD_BY_ID]
+        if not candidates:
+            return node
+        if len(candidates) < len(ids):
+            return self.mixed_call(node, candidates)
+        args = ([call.target] if call.HasField("target") else []) + list(call.args)
+        folded = self.try_fold(candidates, args)
+        if folded is not None:
+            folded.id = node.id
+            return folded
+        function = candidates[0].function
+        if function in _NATIVE_LISTS:
+            rewritten = self.native_list(function, args, node)
+        elif function in ("find", "findAll"):
+            rewritten = self.native_regex(function, args)
+        else:
+            rewritten = None
+        if rewritten is None:
+            rewritten = self.private_call(candidates, args)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    # -- Kubernetes' compile-time literal checks ------------------------------------
+
+    def check_literals(self, node: Any) -> None:
+        call = node.call_expr
+        args = list(call.args)
+        if call.function == "matches" and args and _is_string_const(args[-1]):
+            try:
+                compile_pattern(args[-1].const_expr.string_value)
+            except RegexError:
+                self.issues.append(Issue(args[-1].id, "invalid matches argument"))
+        elif call.function in ("find", "findAll") and call.HasField("target") and args and _is_string_const(args[0]):
+            try:
+                compile_pattern(args[0].const_expr.string_value)
+            except RegexError as err:
+                self.issues.append(Issue(args[0].id, f"program instantiation failed: {err}"))
+        elif call.function == "format" and call.HasField("target") and _is_string_const(call.target) and args:
+            if args[0].WhichOneof("expr_kind") == "list_expr":
+                types = [self.type_of(e) for e in args[0].list_expr.elements]
+                problem = check_format(call.target.const_expr.string_value, types)
+                if problem:
+                    self.issues.append(Issue(node.id, problem))
+        elif call.function == "duration" and len(args) == 1 and _is_string_const(args[0]):
+            if not _DURATION_RE.match(args[0].const_expr.string_value):
+                self.issues.append(Issue(args[0].id, "invalid duration argument"))
+        elif call.function == "timestamp" and len(args) == 1 and _is_string_const(args[0]):
+            if not _valid_timestamp(args[0].const_expr.string_value):
+                self.issues.append(Issue(args[0].id, "invalid timestamp argument"))
+
+    # -- folding ---------------------------------------------------------------------
+
+    def try_fold(self, candidates: list[Overload], args: list[Any]) -> Any | None:
+        values = []
+        for arg in args:
+            ok, value = _constant_value(arg)
+            if not ok:
+                return None
+            values.append(value)
+        overload = _select(candidates, values)
+        if overload is None or not overload.pure:
+            return None
+        try:
+            result = overload.impl(*values)
+        except LibraryError:
+            return None  # the runtime call raises it, with the same message
+        return self.value_node(result)
+
+    # -- native rewrites -------------------------------------------------------------
+
+    def native_list(self, function: str, args: list[Any], node: Any) -> Any:
+        receiver = args[0]
+        element = self.type_of(receiver)
+        element = element[5:-1] if element.startswith("list(") else "dyn"
+        if function in ("indexOf", "lastIndexOf"):
+            last = function == "lastIndexOf"
+            return self.bind("@l", receiver, lambda l: self.bind("@v", args[1], lambda v: self.bind(
+                "@hits",
+                self.filter_indices(l, lambda i: self.op("_==_", self.op("_[_]", l(), i()), v())),
+                lambda hits: self.cond(
+                    self.op("_==_", self.call("size", hits()), self.const(0)),
+                    self.const(-1),
+                    self.op("_[_]", hits(), self.op("_-_", self.call("size", hits()), self.const(1)) if last else self.const(0)),
+                ),
+            )))
+        if function == "isSorted":
+            return self.bind("@l", receiver, lambda l: self.all_indices(l, lambda i: self.op(
+                "_||_", self.op("_==_", i(), self.const(0)),
+                self.op("_<=_", self.op("_[_]", l(), self.op("_-_", i(), self.const(1))), self.op("_[_]", l(), i())),
+            )))
+        if function == "sum":
+            if element in _ZERO or element == "google.protobuf.Duration":
+                zero = self.call("duration", self.const("0s")) if element == "google.protobuf.Duration" else self.const(_ZERO[element])
+                return self.fold(receiver, zero, lambda acc, x: self.op("_+_", acc, x), lambda acc: acc)
+            return self.fold(
+                receiver, self.const(None),
+                lambda acc, x: self.cond(self.op("_==_", acc, self.const(None)), x, self.op("_+_", acc, x)),
+                lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc),
+            )
+        # min / max: the first element wins ties, as in Kubernetes
+        better = "_<_" if function == "min" else "_>_"
+        return self.bind("@l", receiver, lambda l: self.cond(
+            self.op("_==_", self.call("size", l()), self.const(0)),
+            self.call(FAIL_FUNCTION, self.const(f"{function} called on empty list")),
+            self.fold(
+                l(), self.op("_[_]", l(), self.const(0)),
+                lambda acc, x: self.cond(self.op(better, x, acc), x, acc),
+                lambda acc: acc,
+            ),
+        ))
+
+    def filter_indices(self, items: Callable[[], Any], keep: Callable[[Callable[[], Any]], Any]) -> Any:
+        """``lists.range(size(items)).filter(i, keep(i))``."""
+        indices = self.call("lists.range", self.call("size", items()))
+        return self.comprehension(
+            "@i", indices, "@out", self.list_of(), self.const(True),
+            self.cond(keep(lambda: self.ident("@i")), self.op("_+_", self.ident("@out"), self.list_of(self.ident("@i"))), self.ident("@out")),
+            self.ident("@out"),
+        )
+
+    def all_indices(self, items: Callable[[], Any], test: Callable[[Callable[[], Any]], Any]) -> Any:
+        indices = self.call("lists.range", self.call("size", items()))
+        return self.comprehension(
+            "@i", indices, "@ok", self.const(True), self.call("@not_strictly_false", self.ident("@ok")),
+            self.op("_&&_", self.ident("@ok"), test(lambda: self.ident("@i"))), self.ident("@ok"),
+        )
+
+    def native_unwrap(self, node: Any) -> Any:
+        call = node.call_expr
+        items = call.target if call.HasField("target") else call.args[0]
+        rewritten = self.comprehension(
+            "@o", items, "@out", self.list_of(), self.const(True),
+            self.cond(
+                self.call("hasValue", target=self.ident("@o")),
+                self.op("_+_", self.ident("@out"), self.list_of(self.call("value", target=self.ident("@o")))),
+                self.ident("@out"),
+            ),
+            self.ident("@out"),
+        )
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def native_regex(self, function: str, args: list[Any]) -> Any | None:
+        """``find``/``findAll`` with a constant, group-free pattern: cel-cpp's RE2 extension."""
+        if not _is_string_const(args[1]):
+            return None
+        try:
+            pattern = compile_pattern(args[1].const_expr.string_value)
+        except RegexError:
+            return None
+        if pattern.groups:
+            return None
+        if function == "find":
+            return self.call("orValue", self.const(""), target=self.call("regex.extract", args[0], args[1]))
+        found = self.call("regex.extractAll", args[0], args[1])
+        if len(args) == 2:
+            return found
+        ok, limit = _constant_value(args[2])
+        if not ok or not isinstance(limit, int):
+            return None
+        if limit < 0:
+            return found
+        return self.bind("@found", found, lambda f: self.cond(
+            self.op("_<=_", self.call("size", f()), self.const(limit)), f(),
+            self.call("slice", self.const(0), self.const(limit), target=f()),
+        ))
+
+    def mixed_call(self, node: Any, candidates: list[Overload]) -> Any:
+        """A dyn receiver matched both a Kubernetes list function and a strings-extension one
+        (``indexOf``/``lastIndexOf``): decide by the receiver's runtime type."""
+        call = node.call_expr
+        if not call.HasField("target") or candidates[0].function not in _NATIVE_LISTS:
+            return node
+        self.refs.pop(node.id, None)
+        args = list(call.args)
+
+        def choose(receiver: Callable[[], Any]) -> Any:
+            as_string = self.call(call.function, *args, target=receiver())
+            as_list = self.native_list(candidates[0].function, [receiver(), *args], node)
+            return self.cond(self.op("_==_", self.call("type", receiver()), self.ident("list")), as_list, as_string)
+
+        rewritten = self.bind("@recv", call.target, choose)
+        rewritten.id = node.id
+        return rewritten
+
+    def guard_string_call(self, node: Any, overload_id: str) -> Any:
+        """cel-go's range checks (and messages) around cel-cpp's strings extension calls."""
+        call = node.call_expr
+        names = ["@str", "@a", "@b"][: 1 + len(call.args)]
+        values = [call.target, *call.args]
+
+        def build(refs: list[Callable[[], Any]]) -> Any:
+            native = self.call(call.function, *(r() for r in refs[1:]), target=refs[0]())
+            return _STRING_GUARDS[overload_id](self, refs, native)
+
+        def bind_all(i: int, refs: list[Callable[[], Any]]) -> Any:
+            if i == len(names):
+                return build(refs)
+            return self.bind(names[i], values[i], lambda ref: bind_all(i + 1, [*refs, ref]))
+
+        rewritten = bind_all(0, [])
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def out_of_range(self, index: Any) -> Any:
+        return self.call(FAIL_FUNCTION, self.op("_+_", self.const("index out of range: "), self.call("string", index)))
+
+    def outside(self, index: Callable[[], Any], size: Callable[[], Any], inclusive_end: bool) -> Any:
+        too_big = self.op("_>=_" if inclusive_end else "_>_", index(), size())
+        return self.op("_||_", self.op("_<_", index(), self.const(0)), too_big)
+
+    def private_call(self, candidates: list[Overload], args: list[Any]) -> Any:
+        overload = candidates[0]
+        self.python_calls += 1
+        call = self.call(private_name(overload.function, overload.member), *args)
+        if all(c.id in _OPTIONAL_RESULT for c in candidates):
+            return self.call("first", target=call)
+        return call
+
+
+def _guard_char_at(o: Optimizer, r: list, native: Any) -> Any:
+    size = lambda: o.call("size", r[0]())  # noqa: E731
+    return o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()), native)
+
+
+def _guard_substring(o: Optimizer, r: list, native: Any) -> Any:
+    size = lambda: o.call("size", r[0]())  # noqa: E731
+    if len(r) == 2:
+        return o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()), native)
+    invalid = o.op("_+_", o.op("_+_", o.op("_+_", o.const("invalid substring range. start: "), o.call("string", r[1]())),
+                                     o.const(", end: ")), o.call("string", r[2]()))
+    return o.cond(
+        o.op("_>_", r[1](), r[2]()), o.call(FAIL_FUNCTION, invalid),
+        o.cond(o.outside(r[1], size, False), o.out_of_range(r[1]()),
+               o.cond(o.outside(r[2], size, False), o.out_of_range(r[2]()), native)),
+    )
+
+
+def _guard_index_of(o: Optimizer, r: list, native: Any) -> Any:
+    """cel-go: an empty substring answers the offset; offset < 0 fails; offset >= size is -1."""
+    return o.cond(
+        o.op("_==_", r[1](), o.const("")), r[2](),
+        o.cond(o.op("_<_", r[2](), o.const(0)), o.out_of_range(r[2]()),
+               o.cond(o.op("_>=_", r[2](), o.call("size", r[0]())), o.const(-1), native)),
+    )
+
+
+_STRING_GUARDS = {
+    "string_char_at_int": _guard_char_at,
+    "string_substring_int": _guard_substring,
+    "string_substring_int_int": _guard_substring,
+    "string_index_of_string_int": _guard_index_of,
+    "string_last_index_of_string_int": _guard_index_of,
+}
+
+
+def _children(node: Any) -> list[Any]:
+    kind = node.WhichOneof("expr_kind")
+    if kind == "select_expr":
+        return [node.select_expr.operand]
+    if kind == "call_expr":
+        return ([node.call_expr.target] if node.call_expr.HasField("target") else []) + list(node.call_expr.args)
+    if kind == "list_expr":
+        return list(node.list_expr.elements)
+    if kind == "struct_expr":
+        return [x for e in node.struct_expr.entries for x in ((e.map_key, e.value) if e.HasField("map_key") else (e.value,))]
+    if kind == "comprehension_expr":
+        c = node.comprehension_expr
+        return [c.iter_range, c.accu_init, c.loop_condition, c.loop_step, c.result]
+    return []
+
+
+def _is_string_const(node: Any) -> bool:
+    return node.WhichOneof("expr_kind") == "const_expr" and node.const_expr.WhichOneof("constant_kind") == "string_value"
+
+
+def _constant_value(node: Any) -> tuple[bool, Any]:
+    """(True, value) when ``node`` is a literal or a folded library value."""
+    kind = node.WhichOneof("expr_kind")
+    if kind == "const_expr":
+        c = node.const_expr
+        which = c.WhichOneof("constant_kind")
+        if which in ("int64_value", "double_value", "string_value", "bool_value", "bytes_value"):
+            return True, getattr(c, which)
+        if which == "null_value":
+            return True, None
+        return False, None
+    if kind == "struct_expr" and node.struct_expr.message_name in _OPAQUE_NAMES:
+        entries = list(node.struct_expr.entries)
+        if len(entries) == 1 and _is_string_const(entries[0].value):
+            return True, library_value(node.struct_expr.message_name, entries[0].value.const_expr.string_value)
+        return False, None
+    if kind == "list_expr" and not node.list_expr.optional_indices:
+        values = []
+        for element in node.list_expr.elements:
+            ok, value = _constant_value(element)
+            if not ok:
+                return False, None
+            values.append(value)
+        return True, values
+    if kind == "call_expr" and node.call_expr.function == "optional.none" and not node.call_expr.args:
+        return True, NONE
+    return False, None
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "int": (int,), "uint": (int,), "double": (float,), "bool": (bool,), "bytes": (bytes,),
+}
+
+
+def _accepts(type_name: str, value: Any) -> bool:
+    t = parse_type(type_name)
+    if t.name in _OPAQUE_NAMES:
+        return isinstance(value, OpaqueValue) and value.cel_type == t.name
+    if t.name in _PY_TYPES:
+        return isinstance(value, _PY_TYPES[t.name]) and (t.name == "bool" or not isinstance(value, bool))
+    if t.name == "list":
+        return isinstance(value, list)
+    return True  # dyn and type parameters
+
+
+def _select(candidates: list[Overload], values: list[Any]) -> Overload | None:
+    for overload in candidates:
+        if len(overload.params) == len(values) and all(_accepts(p, v) for p, v in zip(overload.params, values)):
+            return overload
+    return None
+
+
+def _valid_timestamp(text: str) -> bool:
+    try:
+        datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in text.upper()
+
+
+def optimize(checked: Any) -> Result:
+    return Optimizer(checked).run()

@@ -1,0 +1,152 @@
+"""What the engine evaluates for a CRD rule: the rule's source with Kubernetes' value semantics
+that plain CEL values cannot carry spelled out.
+
+- ``x-kubernetes-list-type: set`` / ``map`` lists compare without regard to order (``a == b`` is
+  ``size(a) == size(b) && sets.contains(a, b)``; a map list's elements are unique by key, so
+  element containment is key-and-value containment);
+- ``+`` on such a list merges: a set gains the other list's elements it lacks; a map list keeps
+  its order, takes the other list's element for a shared key and appends the rest;
+- with ``optionalOldSelf``, ``oldSelf`` is an optional (the engine gets the value and a flag).
+
+Rewrites are spliced into the original text by source span, so everything else stays verbatim.
+"""
+
+from __future__ import annotations
+
+from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.syntax import Call, Comprehension, Expr, Ident, Select, walk
+from webhook.cel.types import DeclType
+
+OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
+
+
+def engine_source(source: str, expr: Expr, spans: dict[int, tuple[int, int]], decl: DeclType | None,
+                  *, optional_old_self: bool = False) -> str:
+    """``source`` rewritten for evaluation with plain values (unchanged when nothing applies)."""
+    writer = _Rewriter(source, spans, decl, optional_old_self)
+    return writer.render(expr) if writer.plan(expr) else source
+
+
+class _Rewriter:
+    def __init__(self, source: str, spans: dict[int, tuple[int, int]], decl: DeclType | None,
+                 optional_old_self: bool) -> None:
+        self.source = source
+        self.spans = spans
+        self.root = decl
+        self.optional_old_self = optional_old_self
+        self.templates: dict[int, object] = {}   # node id -> how to render it
+        self.decls: dict[int, DeclType | None] = {}
+
+    # --- which nodes change -------------------------------------------------------------------
+
+    def plan(self, expr: Expr) -> bool:
+        for node in walk(expr):
+            if isinstance(node, Ident) and node.name == "oldSelf" and self.optional_old_self:
+                self.templates[node.id] = "optional-old-self"
+            elif isinstance(node, Call) and node.target is None and len(node.args) == 2 \
+                    and node.function in ("_==_", "_!=_", "_+_"):
+                left = self.decl_of(node.args[0])
+                if left is not None and left.kind == "list" and left.list_type in ("set", "map"):
+                    self.templates[node.id] = node.function
+        return bool(self.templates) and all(node_id in self.spans for node_id in self._spanned())
+
+    def _spanned(self):
+        return [node_id for node_id, kind in self.templates.items()]
+
+    def decl_of(self, node: Expr) -> DeclType | None:
+        if node.id in self.decls:
+            return self.decls[node.id]
+        found: DeclType | None = None
+        if isinstance(node, Ident):
+            if node.name == "self" or (node.name == "oldSelf" and not self.optional_old_self):
+                found = self.root
+        elif isinstance(node, Select) and not node.test_only and not node.optional:
+            operand = self.decl_of(node.operand)
+            if operand is not None and operand.kind == "object":
+                found = operand.fields.get(node.field)
+                if found is None and node.field in RESERVED_SYMBOLS:
+                    found = operand.fields.get(f"__{node.field}__")
+            elif operand is not None and operand.kind == "map":
+                found = operand.elem
+        elif isinstance(node, Call) and node.target is None and len(node.args) == 2:
+            left = self.decl_of(node.args[0])
+            if node.function == "_[_]" and left is not None and left.kind in ("list", "map"):
+                found = left.elem
+            elif node.function == "_+_" and left is not None and left.list_type in ("set", "map"):
+                found = left
+        self.decls[node.id] = found
+        return found
+
+    # --- rendering ----------------------------------------------------------------------------
+
+    def render(self, node: Expr) -> str:
+        kind = self.templates.get(node.id)
+        if kind == "optional-old-self":
+            return OPTIONAL_OLD_SELF
+        if kind is not None:
+            assert isinstance(node, Call)
+            left, right = (self.render(arg) for arg in node.args)
+            decl = self.decl_of(node.args[0])
+            assert decl is not None
+            if kind == "_+_":
+                return _merge(left, right, decl)
+            equal = f"(size({left}) == size({right}) && sets.contains({left}, {right}))"
+            return equal if kind == "_==_" else f"!{equal}"
+        return self._verbatim(node)
+
+    def _verbatim(self, node: Expr) -> str:
+        """The node's own text with every rewritten node inside it replaced."""
+        start, end = self.spans[node.id]
+        pieces, position = [], start
+        for child in self._rewritten_children(node):
+            child_start, child_end = self.spans[child.id]
+            pieces.append(self.source[position:child_start])
+            pieces.append(self.render(child))
+            position = child_end
+        pieces.append(self.source[position:end])
+        return "".join(pieces)
+
+    def _rewritten_children(self, node: Expr) -> list[Expr]:
+        """The outermost rewritten nodes strictly inside ``node``, in source order."""
+        found: list[Expr] = []
+        stack = list(_children(node))
+        while stack:
+            child = stack.pop()
+            if child.id in self.templates:
+                found.append(child)
+            else:
+                stack.extend(_children(child))
+        return sorted(found, key=lambda child: self.spans[child.id][0])
+
+
+def _children(node: Expr) -> list[Expr]:
+    return [child for child in walk(node) if child is not node and _is_direct(node, child)]
+
+
+def _is_direct(parent: Expr, child: Expr) -> bool:
+    if isinstance(parent, Select):
+        return child is parent.operand
+    if isinstance(parent, Call):
+        return child is parent.target or any(child is arg for arg in parent.args)
+    if isinstance(parent, Comprehension):
+        return any(child is part for part in (parent.iter_range, parent.accu_init, parent.loop_condition,
+                                              parent.loop_step, parent.result))
+    from webhook.cel.syntax import CreateList, CreateMap, CreateStruct
+    if isinstance(parent, CreateList):
+        return any(child is element for element in parent.elements)
+    if isinstance(parent, CreateMap):
+        return any(child is entry.key or child is entry.value for entry in parent.entries)
+    if isinstance(parent, CreateStruct):
+        return any(child is value for _, value in parent.fields)
+    return False
+
+
+def _merge(left: str, right: str, decl: DeclType) -> str:
+    if decl.list_type == "set":
+        return f"({left} + ({right}).filter(__e, !(__e in {left})))"
+    keys = [decl.elem.by_property[key][0] if decl.elem is not None and key in decl.elem.by_property else key
+            for key in decl.map_keys]
+    same = " && ".join(f"__x.{key} == __y.{key}" for key in keys) or "true"
+    replaced = f"({left}).map(__x, ({right}).exists(__y, {same}) ? ({right}).filter(__y, {same})[0] : __x)"
+    appended = f"({right}).filter(__y, !({left}).exists(__x, {same}))"
+    return f"({replaced} + {appended})"

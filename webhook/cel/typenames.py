@@ -1,0 +1,94 @@
+"""CEL type names: parsing cel-go's spelling (``list(int)``) and printing checked types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TIMESTAMP = "google.protobuf.Timestamp"
+DURATION = "google.protobuf.Duration"
+_PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
+_WELL_KNOWN = {1: "any", 2: TIMESTAMP, 3: DURATION}
+
+
+@dataclass(frozen=True)
+class TypeName:
+    """``name(params...)``; single upper-case names are type parameters."""
+
+    name: str
+    params: tuple[TypeName, ...] = ()
+
+    @property
+    def is_type_param(self) -> bool:
+        return len(self.name) == 1 and self.name.isupper()
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(map(str, self.params))})" if self.params else self.name
+
+
+def parse_type(text: str) -> TypeName:
+    parsed, rest = _parse(text.replace(" ", ""))
+    if rest:
+        raise ValueError(f"trailing text in type {text!r}")
+    return parsed
+
+
+def _parse(text: str) -> tuple[TypeName, str]:
+    i = 0
+    while i < len(text) and text[i] not in "(),":
+        i += 1
+    name, rest = text[:i], text[i:]
+    if not rest.startswith("("):
+        return TypeName(name), rest
+    params = []
+    rest = rest[1:]
+    while True:
+        param, rest = _parse(rest)
+        params.append(param)
+        if rest.startswith(","):
+            rest = rest[1:]
+            continue
+        if rest.startswith(")"):
+            return TypeName(name, tuple(params)), rest[1:]
+        raise ValueError(f"bad type syntax near {rest!r}")
+
+
+def yaml_type(t: TypeName) -> dict[str, Any]:
+    """The env-config YAML form (``type_name``/``params``/``is_type_param``)."""
+    node: dict[str, Any] = {"type_name": t.name}
+    if t.is_type_param:
+        node["is_type_param"] = True
+    if t.params:
+        node["params"] = [yaml_type(p) for p in t.params]
+    return node
+
+
+def format_checked(t: Any) -> str:
+    """A ``cel.expr.Type`` as cel-go's ``FormatCELType`` prints it."""
+    kind = t.WhichOneof("type_kind")
+    if kind == "primitive":
+        return _PRIMITIVES.get(t.primitive, "unknown")
+    if kind == "well_known":
+        return _WELL_KNOWN.get(t.well_known, "unknown")
+    if kind == "list_type":
+        return f"list({format_checked(t.list_type.elem_type)})"
+    if kind == "map_type":
+        return f"map({format_checked(t.map_type.key_type)}, {format_checked(t.map_type.value_type)})"
+    if kind == "message_type":
+        return t.message_type
+    if kind == "dyn":
+        return "dyn"
+    if kind == "null":
+        return "null_type"
+    if kind == "type_param":
+        return t.type_param
+    if kind == "abstract_type":
+        params = ", ".join(format_checked(p) for p in t.abstract_type.parameter_types)
+        return f"{t.abstract_type.name}({params})" if params else t.abstract_type.name
+    if kind == "type":
+        return f"type({format_checked(t.type)})"
+    if kind == "wrapper":
+        return f"wrapper({_PRIMITIVES.get(t.wrapper, 'unknown')})"
+    if kind == "error":
+        return "*error*"
+    return "unknown"

@@ -1,0 +1,141 @@
+"""The cluster view shared by the admission chain and the controller.
+
+:class:`ClusterState` is the read interface; :class:`ObjectStore` is the in-memory
+index both backends fill (files once, the watch cache continuously). Objects are keyed
+by API *group* and kind, not version: a DeviceClass read as ``resource.k8s.io/v1beta1``
+is the same object as ``resource.k8s.io/v1``.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from typing import Any, Iterable, Mapping
+
+from webhook.state.selectors import parse_selector
+
+__all__ = ["ClusterState", "ObjectStore", "group_of", "sanitize"]
+
+GroupKind = tuple[str, str]
+ObjectKey = tuple[str, str]  # (namespace or "", name)
+
+
+def group_of(api_version: str) -> str:
+    """``apps/v1`` -> ``apps``; ``v1`` -> ``""`` (the core group)."""
+    return api_version.rpartition("/")[0]
+
+
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the state keeps of an object: Secrets keep metadata and type only.
+
+    A Secret's data never enters the cache, and neither does kubectl's last-applied
+    annotation, which would carry the same data in clear.
+    """
+    if obj.get("kind") != "Secret" or group_of(obj.get("apiVersion", "v1")) != "":
+        return obj
+    metadata = dict(obj.get("metadata") or {})
+    annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != _LAST_APPLIED}
+    if annotations:
+        metadata["annotations"] = annotations
+    else:
+        metadata.pop("annotations", None)
+    # the key names are metadata (which keys exist), the values are not
+    keys = sorted({*(obj.get("data") or {}), *(obj.get("stringData") or {})})
+    kept = {"apiVersion": obj.get("apiVersion", "v1"), "kind": "Secret", "metadata": metadata}
+    if "type" in obj:
+        kept["type"] = obj["type"]
+    if keys:
+        kept["dataKeys"] = keys
+    return kept
+
+
+def _key(obj: Mapping[str, Any]) -> ObjectKey:
+    metadata = obj.get("metadata") or {}
+    return (metadata.get("namespace") or "", metadata.get("name") or "")
+
+
+class ObjectStore:
+    """A thread-safe index ``(group, kind) -> {(namespace, name): object}``.
+
+    Writers replace whole kinds (a list/relist) or single objects (watch events);
+    readers get the stored objects themselves (never mutated after insertion: a change
+    is a new dict), so a read copies no object, only the list of references.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kinds: dict[GroupKind, dict[ObjectKey, dict[str, Any]]] = {}
+
+    def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]]) -> None:
+        fresh = {_key(o): sanitize(o) for o in objects}
+        with self._lock:
+            self._kinds[(group, kind)] = fresh
+
+    def put(self, obj: dict[str, Any]) -> None:
+        gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
+        kept = sanitize(obj)
+        with self._lock:
+            self._kinds.setdefault(gk, {})[_key(obj)] = kept
+
+    def delete(self, obj: Mapping[str, Any]) -> None:
+        gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
+        with self._lock:
+            self._kinds.get(gk, {}).pop(_key(obj), None)
+
+    def get(self, group: str, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        return self._kinds.get((group, kind), {}).get((namespace or "", name))
+
+    def list(self, group: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        with self._lock:
+            items = list(self._kinds.get((group, kind), {}).items())
+        if namespace is not None:
+            items = [kv for kv in items if kv[0][0] == namespace]
+        items.sort(key=lambda kv: kv[0])
+        return [obj for _, obj in items]
+
+    def kinds(self) -> list[GroupKind]:
+        with self._lock:
+            return sorted(self._kinds)
+
+
+class ClusterState(abc.ABC):
+    """Read access to the objects admission and the controller depend on."""
+
+    def __init__(self) -> None:
+        self._store = ObjectStore()
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object, or ``None``; ``namespace`` is ``None`` for cluster-scoped kinds."""
+        return self._store.get(group_of(api_version), kind, name, namespace)
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Objects of a kind, in (namespace, name) order; ``namespace=None`` means all."""
+        objects = self._store.list(group_of(api_version), kind, namespace)
+        if label_selector:
+            selector = parse_selector(label_selector)
+            objects = [o for o in objects if selector.matches((o.get("metadata") or {}).get("labels"))]
+        return objects
+
+    @property
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """True once every kind the backend serves has been loaded at least once."""
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until :attr:`ready` (or ``timeout`` seconds); returns :attr:`ready`."""
+        return self.ready
+
+    def start(self) -> None:
+        """Begin loading/watching; a no-op for static backends."""
+
+    def stop(self) -> None:
+        """Stop background work; a no-op for static backends."""

@@ -1,0 +1,273 @@
+"""The cluster view in a cluster: a watch cache on the official ``kubernetes`` client.
+
+One daemon thread per watched kind runs the informer loop of client-go, reduced to
+what admission needs: list (paged) and replace, then watch from the list's
+resourceVersion with bookmarks; a 410 Gone (expired resourceVersion, on the request or
+as an ERROR event) relists; any other failure reconnects with exponential backoff.
+The HTTP client is blocking, so it lives in those threads and never on the event loop;
+readers only touch the in-memory :class:`~webhook.state.base.ObjectStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from webhook.state.base import ClusterState, group_of
+
+__all__ = ["KubeState", "WatchedKind", "WEBHOOK_KINDS"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedKind:
+    api_version: str
+    kind: str
+    plural: str
+    namespace: str | None = None  # watch one namespace only
+    field_selector: str | None = None
+    label_selector: str | None = None
+
+    @property
+    def path(self) -> str:
+        base = f"/apis/{self.api_version}" if group_of(self.api_version) else f"/api/{self.api_version}"
+        scope = f"/namespaces/{self.namespace}" if self.namespace else ""
+        return f"{base}{scope}/{self.plural}"
+
+    def __str__(self) -> str:
+        return f"{self.kind}.{group_of(self.api_version) or 'core'}"
+
+
+# What the admission policies read. The controller adds its own kinds.
+WEBHOOK_KINDS: tuple[WatchedKind, ...] = (
+    WatchedKind("ai.deckhouse.io/v1alpha1", "InferenceServiceClass", "inferenceserviceclasses"),
+    WatchedKind("ai.deckhouse.io/v1alpha1", "Model", "models"),
+    WatchedKind("ai.deckhouse.io/v1alpha1", "ClusterModel", "clustermodels"),
+    WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools"),
+    WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferenceModel", "inferencemodels"),
+    WatchedKind("resource.k8s.io/v1", "DeviceClass", "deviceclasses"),
+    WatchedKind("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),
+    WatchedKind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses"),
+    WatchedKind("v1", "Namespace", "namespaces"),
+    WatchedKind("v1", "Secret", "secrets"),  # metadata only: the store drops data
+    WatchedKind("v1", "ConfigMap", "configmaps", field_selector="metadata.name=kubeai-config"),
+)
+
+
+def _interrupt(resp: Any) -> None:
+    """Wake a thread blocked reading ``resp``: shut its socket down.
+
+    (Closing the response from another thread would wait on the reader's buffer lock.)
+    """
+    sock = getattr(getattr(resp, "connection", None), "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed
+            pass
+
+
+class _Gone(Exception):
+    """The resourceVersion is too old: relist."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def delays(self):
+        delay = self.initial
+        while True:
+            yield delay * random.uniform(0.8, 1.2)
+            delay = min(delay * 2, self.maximum)
+
+
+class KubeState(ClusterState):
+    """A watch cache of ``kinds``; :attr:`ready` after every kind's first list."""
+
+    def __init__(
+        self,
+        api_client: ApiClient | None = None,
+        kinds: tuple[WatchedKind, ...] = WEBHOOK_KINDS,
+        *,
+        watch_timeout_s: int = 300,
+        page_size: int = 500,
+        backoff: Backoff = Backoff(),
+    ) -> None:
+        super().__init__()
+        self._api = api_client or ApiClient()
+        self.kinds = tuple(kinds)
+        self._watch_timeout_s = watch_timeout_s
+        self._page_size = page_size
+        self._backoff = backoff
+        self._stopping = threading.Event()
+        self._ready_event = threading.Event()
+        self._lock = threading.Lock()
+        self._synced: set[WatchedKind] = set()
+        self._open: dict[WatchedKind, Any] = {}  # the response each thread is reading, for stop()
+        self._threads: list[threading.Thread] = []
+        self.lists = 0  # counters, for metrics and tests
+        self.relists_on_gone = 0
+
+    # -- lifecycle --------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self._ready_event.is_set()
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        return await asyncio.to_thread(self._ready_event.wait, timeout)
+
+    def start(self) -> None:
+        if self._threads:
+            return
+        self._stopping.clear()
+        for kind in self.kinds:
+            thread = threading.Thread(target=self._run, args=(kind,), name=f"watch-{kind}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stopping.set()
+        with self._lock:
+            responses = list(self._open.values())
+        for resp in responses:
+            _interrupt(resp)
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads.clear()
+
+    # -- the informer loop --------------------------------------------------------
+    def _run(self, kind: WatchedKind) -> None:
+        resource_version: str | None = None
+        delays = self._backoff.delays()
+        while not self._stopping.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._list(kind)
+                resource_version = self._watch(kind, resource_version)
+                delays = self._backoff.delays()  # a clean end of stream: reconnect at once
+            except _Gone:
+                self.relists_on_gone += 1
+                resource_version = None
+            except ApiException as exc:
+                if exc.status == 410:
+                    self.relists_on_gone += 1
+                    resource_version = None
+                    continue
+                if exc.status == 404:  # kind not served (CRD not installed yet): empty until it is
+                    self._store.replace(group_of(kind.api_version), kind.kind, ())
+                    self._mark_synced(kind)
+                    resource_version = None
+                log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
+                self._stopping.wait(next(delays))
+            except Exception as exc:  # noqa: BLE001 - network errors of every kind: reconnect
+                if self._stopping.is_set():
+                    break
+                log.warning("watch %s: %s; retrying", kind, exc)
+                self._stopping.wait(next(delays))
+
+    def _mark_synced(self, kind: WatchedKind) -> None:
+        with self._lock:
+            self._synced.add(kind)
+            if len(self._synced) == len(self.kinds):
+                self._ready_event.set()
+
+    def _query(self, kind: WatchedKind, **params: Any) -> list[tuple[str, Any]]:
+        query = [(k, v) for k, v in params.items() if v is not None]
+        if kind.field_selector:
+            query.append(("fieldSelector", kind.field_selector))
+        if kind.label_selector:
+            query.append(("labelSelector", kind.label_selector))
+        return query
+
+    def _get(self, kind: WatchedKind, query: list[tuple[str, Any]], timeout: Any):
+        request = self._api.param_serialize(
+            method="GET",
+            resource_path=kind.path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(*request, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response.response
+
+    def _list(self, kind: WatchedKind) -> str:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            resp = self._get(kind, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
+            try:
+                body = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+            for item in body.get("items") or ():
+                # typed lists omit each item's apiVersion/kind
+                item.setdefault("apiVersion", kind.api_version)
+                item.setdefault("kind", kind.kind)
+                items.append(item)
+            metadata = body.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                break
+        self._store.replace(group_of(kind.api_version), kind.kind, items)
+        self.lists += 1
+        self._mark_synced(kind)
+        return metadata.get("resourceVersion") or ""
+
+    def _watch(self, kind: WatchedKind, resource_version: str) -> str:
+        query = self._query(
+            kind,
+            watch="true",
+            resourceVersion=resource_version or None,
+            allowWatchBookmarks="true",
+            timeoutSeconds=self._watch_timeout_s,
+        )
+        resp = self._get(kind, query, (10, self._watch_timeout_s + 30))
+        with self._lock:
+            # stop() sets the flag before it looks at _open: one of the two sees the other
+            self._open[kind] = resp
+            stopping = self._stopping.is_set()
+        if stopping:
+            _interrupt(resp)
+        try:
+            for line in iter_resp_lines(resp):
+                if self._stopping.is_set():
+                    break
+                if not line.strip():
+                    continue
+                resource_version = self._apply(kind, json.loads(line), resource_version)
+        finally:
+            with self._lock:
+                self._open.pop(kind, None)
+            resp.release_conn()
+        return resource_version
+
+    def _apply(self, kind: WatchedKind, event: dict[str, Any], resource_version: str) -> str:
+        kind_of_event, obj = event.get("type"), event.get("object") or {}
+        if kind_of_event == "ERROR":
+            if obj.get("code") == 410:
+                raise _Gone(obj.get("message", "resourceVersion too old"))
+            raise RuntimeError(f"watch error: {obj.get('message') or obj}")
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+        if kind_of_event in ("ADDED", "MODIFIED"):
+            self._store.put(obj)
+        elif kind_of_event == "DELETED":
+            self._store.delete(obj)
+        # BOOKMARK carries only a resourceVersion to resume from
+        return (obj.get("metadata") or {}).get("resourceVersion") or resource_version
