@@ -312,7 +312,7 @@ def test_controller_has_leader_election_and_its_own_lease():
 
 
 def shipped_policy_files() -> dict[str, bytes]:
-    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in sorted(POLICIES.rglob("*.yaml"))}
+    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in sorted(POLICIES.rglob("*")) if p.suffix in (".yaml", ".yml")}
 
 
 def test_shipped_policies_configmap_holds_policies_byte_for_byte():
@@ -449,3 +449,24 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes()
     assert writes == {(k.group, f"{k.plural}/status", "update") for k in kinds.OWNED} | {("", "events", "create")}
     reads = {(g, r) for g, r, v in granted if v == "watch"}
     assert reads == {(k.group, k.plural) for k in kinds.WATCHED}  # nothing more than it watches
+
+
+def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
+    """The webhook's ClusterRole grants list/watch on every kind its KubeState watches (by name
+    where the watch is by name: RBAC authorizes a metadata.name field selector as that name) and
+    reads nothing else."""
+    from webhook.state.kube import WEBHOOK_KINDS
+    from webhook.state.base import group_of
+
+    (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]
+    reads: dict[tuple[str, str], list[str] | None] = {}
+    for rule in role["rules"]:
+        if {"list", "watch"} <= set(rule["verbs"]):
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    reads[(group, resource)] = rule.get("resourceNames")
+    expected = {}
+    for kind in WEBHOOK_KINDS:
+        by_name = (kind.field_selector or "").removeprefix("metadata.name=")
+        expected[(group_of(kind.api_version), kind.plural)] = [by_name] if by_name else None
+    assert reads == expected

@@ -285,3 +285,12 @@ def test_invalid_manifests_are_denied_by_the_crds_as_their_first_line_says(path)
 def test_webhook_denied_manifests_pass_the_crds():
     code, results = crd_verdicts("denied-by-webhook")
     assert code == 0 and all(r["allowed"] for r in results.values()), results
+
+
+def test_readme_first_policy_is_the_example_file():
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme[readme.index("### Your first policy"):readme.index("### Troubleshooting")]
+    shown = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    example = yaml.safe_load((EXAMPLES / "policies" / "production-min-replicas.yaml").read_text())
+    del example["spec"]["description"]
+    assert shown == example

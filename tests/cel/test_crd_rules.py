@@ -104,7 +104,6 @@ def test_escaped_property_names() -> None:
     assert [r.index for r in failures(node, {"foo-bar": "x"})] == [0]
 
 
-@pytest.mark.xfail(reason="the engine takes datetime values once webhook.cel's timestamp input lands", strict=False)
 def test_date_time_strings_are_timestamps() -> None:
     node = rules({"rule": "self.since < timestamp('2030-01-01T00:00:00Z')"})
     assert failures(node, {"since": "2020-05-01T10:00:00Z"}) == []

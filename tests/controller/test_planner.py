@@ -318,3 +318,25 @@ def test_a_placement_keeps_every_bound_and_is_the_smallest(inputs):
             assert device_gib * result.share_percent / 100 >= need
             assert result.share_percent == chosen.min_share or device_gib * (result.share_percent - 1) / 100 < need
     assert result.accelerator_memory_gib == int(device_gib * result.count * result.share_percent / 100)
+
+
+def test_selectors_see_quantities_and_semvers():
+    slices = [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1"}, "devices": [
+            {"name": "big", "attributes": {"type": {"string": "gpu"}, "driverVersion": {"version": "570.86.15"}},
+             "capacity": {"memory": {"value": "80Gi"}}},
+            {"name": "small", "attributes": {"type": {"string": "gpu"}, "driverVersion": {"version": "535.1.0"}},
+             "capacity": {"memory": {"value": "24Gi"}}},
+        ]},
+    }]
+    classes = [{"metadata": {"name": "at-least-40gi"}, "spec": {"selectors": [{"cel": {"expression":
+                "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}},
+               {"metadata": {"name": "under-32g"}, "spec": {"selectors": [{"cel": {"expression":
+                "device.capacity['gpu.nvidia.com'].memory.isLessThan(quantity('32G'))"}}]}},
+               {"metadata": {"name": "driver-550-plus"}, "spec": {"selectors": [{"cel": {"expression":
+                "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))"}}]}}]
+    inventory = Inventory.build(classes, slices)
+    assert [d.name for d in inventory.get("at-least-40gi").devices] == ["big"]
+    assert [d.name for d in inventory.get("under-32g").devices] == ["small"]
+    assert [d.name for d in inventory.get("driver-550-plus").devices] == ["big"]

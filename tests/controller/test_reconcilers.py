@@ -327,9 +327,9 @@ def test_huggingface_path():
 def test_huggingface_auth_secret():
     ref = {"authSecretRef": {"name": "hf-token"}}
     assert conditions(run(huggingface_order(**ref), cluster_objects()))["ModelResolved"] == ("False", "AuthSecretNotFound")
-    # as the state layer keeps Secrets: key names only
+    # the state layer keeps a Secret's key names only (dataKeys), never the values
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": "hardfest-demo"},
-              "dataKeys": ["HF_TOKEN"]}
+              "data": {"HF_TOKEN": "c2VjcmV0"}}
     assert conditions(run(huggingface_order(**ref), cluster_objects() + [secret]))["ModelResolved"] == (
         "False", "AuthSecretKeyMissing")
     keyed = {"authSecretRef": {"name": "hf-token", "key": "HF_TOKEN"}}

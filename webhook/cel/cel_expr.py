@@ -30,7 +30,8 @@ _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 _EVAL_WORDING = [
     (re.compile(r'^Key not found in map : "?(.*?)"?$'), r"no such key: \1"),
     (re.compile(r"^No matching overloads found : .*"), "no such overload"),
-    (re.compile(r"^Index out of bounds.*index=(-?\d+).*"), r"index out of bounds: \1"),
+    (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
+    (re.compile(r"^divide by zero$"), "division by zero"),
     (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
 ]
 

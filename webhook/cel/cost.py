@@ -104,42 +104,80 @@ class CrdSizeEstimator:
         return (0, current.max_elements)
 
 
-class ActualSizeEstimator:
-    """Sizes of the values an evaluation actually sees (variables bound in ``activation``)."""
+class RuntimeCharge:
+    """What one evaluation of an expensive rule is charged: its estimate over the sizes of the
+    values it actually sees, cached by those sizes (objects of one shape cost one estimate)."""
+
+    __slots__ = ("checked", "max_cost", "paths", "cache")
+
+    def __init__(self, checked: Checked, max_cost: int) -> None:
+        self.checked = checked
+        self.max_cost = max_cost
+        self.paths: tuple[tuple[str, ...], ...] | None = None
+        self.cache: dict[tuple[int, ...], int] = {}
+
+    def __call__(self, activation: Mapping[str, Any]) -> int:
+        if self.paths is None:
+            recorder = _PathRecorder(activation)
+            _Coster(self.checked, recorder).cost(self.checked.expr)
+            self.paths = tuple(recorder.paths)
+        sizes = tuple(_path_size(activation, path) for path in self.paths)
+        charge = self.cache.get(sizes)
+        if charge is None:
+            known = _KnownSizes(dict(zip(self.paths, sizes)), max(sizes, default=0))
+            charge = min(self.max_cost, _Coster(self.checked, known).cost(self.checked.expr)[1])
+            if len(self.cache) < 256:
+                self.cache[sizes] = charge
+        return charge
+
+
+class _PathRecorder:
+    """Collects the variable paths whose sizes an estimate depends on."""
+
+    unknown = UNKNOWN
 
     def __init__(self, activation: Mapping[str, Any]) -> None:
-        self.activation = activation
-        # sizes CEL cannot derive statically (results of calls) are bounded by the largest input
-        self.unknown: Estimate = (0, max((_largest(v) for v in activation.values()), default=0))
+        self.variables = set(activation)
+        self.paths: dict[tuple[str, ...], None] = {}
 
     def estimate_size(self, node: Node) -> Estimate | None:
-        if not node.path or node.path[0] not in self.activation:
-            return None
-        values = [self.activation[node.path[0]]]
-        for name in node.path[1:]:
-            nxt: list[Any] = []
-            for value in values:
-                if name in ("@items", "@values"):
-                    nxt.extend(value.values() if isinstance(value, dict) else value if isinstance(value, list) else ())
-                elif name == "@keys":
-                    nxt.extend(value if isinstance(value, dict) else ())
-                elif name == "@indices":
-                    nxt.extend(range(len(value)) if isinstance(value, list) else ())
-                elif isinstance(value, dict) and name in value:
-                    nxt.append(value[name])
-            values = nxt
-        sizes = [len(v) for v in values if isinstance(v, (str, bytes, list, dict))]
-        return (0, max(sizes, default=0))
+        if node.path and node.path[0] in self.variables:
+            self.paths[tuple(node.path)] = None
+        return None
 
 
-def _largest(value: Any) -> int:
-    if isinstance(value, (str, bytes)):
-        return len(value)
-    if isinstance(value, list):
-        return max([len(value)] + [_largest(v) for v in value])
-    if isinstance(value, dict):
-        return max([len(value)] + [_largest(v) for v in value.values()])
-    return 0
+class _KnownSizes:
+    def __init__(self, sizes: dict[tuple[str, ...], int], largest: int) -> None:
+        self.sizes = sizes
+        # sizes CEL cannot derive statically (results of calls) are bounded by the largest input
+        self.unknown: Estimate = (0, largest)
+
+    def estimate_size(self, node: Node) -> Estimate | None:
+        size = self.sizes.get(tuple(node.path)) if node.path else None
+        return None if size is None else (0, size)
+
+
+def _path_size(activation: Mapping[str, Any], path: tuple[str, ...]) -> int:
+    """The largest size (characters, bytes, entries) among the values at ``path``."""
+    values = [activation.get(path[0])]
+    for name in path[1:]:
+        found: list[Any] = []
+        for value in values:
+            if name in ("@items", "@values"):
+                if isinstance(value, dict):
+                    found.extend(value.values())
+                elif isinstance(value, list):
+                    found.extend(value)
+            elif name == "@keys":
+                if isinstance(value, dict):
+                    found.extend(value)
+            elif name == "@indices":
+                if isinstance(value, list):
+                    found.extend(range(len(value)))
+            elif isinstance(value, dict) and name in value:
+                found.append(value[name])
+        values = found
+    return max((len(v) for v in values if isinstance(v, (str, bytes, list, dict))), default=0)
 
 
 class TypeSizeEstimator:

@@ -17,11 +17,11 @@ from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.checker import check
-from webhook.cel.cost import ActualSizeEstimator, CrdSizeEstimator
+from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, normalize_field_path, static_rule_issues
-from webhook.cel.syntax import CelSyntaxError, Ident, format_errors, parse, parse_with_spans, walk
+from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
 
@@ -96,14 +96,19 @@ class CompiledRule:
     max_cost: int = 0                     # estimated worst-case cost of one evaluation
     message_max_cost: int | None = None   # same for messageExpression
     source: str | None = None             # what the engine compiled (None: it could not)
-    checked: Any = None                   # the checked AST, kept for expensive rules (runtime charge)
-    message_checked: Any = None
+    fields: frozenset[str] | None = None  # the fields of self/oldSelf it reads (None: the whole value)
+    runtime_charge: RuntimeCharge | None = None           # expensive rules: charged by actual sizes
+    message_runtime_charge: RuntimeCharge | None = None
 
     def charge(self, activation: Mapping[str, Any]) -> int:
-        return _runtime_charge(self.max_cost, self.checked, activation)
+        if self.runtime_charge is None:
+            return self.max_cost
+        return self.runtime_charge(activation)
 
     def message_charge(self, activation: Mapping[str, Any]) -> int:
-        return _runtime_charge(self.message_max_cost or 0, self.message_checked, activation)
+        if self.message_runtime_charge is None:
+            return self.message_max_cost or 0
+        return self.message_runtime_charge(activation)
 
 
 # Rules whose worst case is at most this are charged their worst case; costlier ones are charged
@@ -111,10 +116,14 @@ class CompiledRule:
 CHEAP_RULE_COST = 1000
 
 
-def _runtime_charge(max_cost: int, checked: Any, activation: Mapping[str, Any]) -> int:
-    if max_cost <= CHEAP_RULE_COST or checked is None:
-        return max_cost
-    return min(max_cost, estimate_cost(checked, ActualSizeEstimator(activation))[1])
+def _union_fields(*sets: frozenset[str] | None) -> frozenset[str] | None:
+    if any(fields is None for fields in sets):
+        return None
+    return frozenset().union(*sets)  # type: ignore[arg-type]
+
+
+def _charge_for(checked: Any, max_cost: int) -> RuntimeCharge | None:
+    return RuntimeCharge(checked, max_cost) if max_cost > CHEAP_RULE_COST else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +138,13 @@ class RuleCost:
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches", "properties")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
         self.batches: dict[tuple[int, ...], Any] = {}
+        # only the properties the rules read are handed to the engine (None: the whole object)
+        self.properties = _read_properties(decl, _union_fields(*(rule.fields for rule in rules)))
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
@@ -160,9 +171,9 @@ class NodeRules:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
         has_old = old_value is not ABSENT
-        activation = {"self": to_cel(self_value, self.decl), "oldSelf": None, "__oldSelfPresent": has_old}
+        activation = {"self": self._to_cel(self_value), "oldSelf": None, "__oldSelfPresent": has_old}
         if has_old and self.uses_old_self:
-            activation["oldSelf"] = to_cel(old_value, self.decl)
+            activation["oldSelf"] = self._to_cel(old_value)
         # transition rules need a comparable old value (unless oldSelf is optional)
         runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
         outcomes = self._run(runnable, activation)
@@ -190,6 +201,12 @@ class NodeRules:
                 return failures
             failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
         return failures
+
+    def _to_cel(self, value: Any) -> Any:
+        properties = self.properties
+        if properties is not None and isinstance(value, dict):
+            value = {key: item for key, item in value.items() if key in properties}
+        return to_cel(value, self.decl)
 
     def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
         """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
@@ -315,6 +332,19 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
     return NodeRules(tuple(compiled), decl, path)
 
 
+def _read_properties(decl: DeclType | None, fields: frozenset[str] | None) -> frozenset[str] | None:
+    """The object properties behind the CEL fields the rules read (None: keep every property)."""
+    if fields is None or decl is None or decl.kind != "object":
+        return None
+    properties = set()
+    for name in fields:
+        escaped = name if name in decl.fields else f"__{name}__"   # `self.namespace` reads `__namespace__`
+        if escaped not in decl.field_names:
+            return None
+        properties.add(decl.field_names[escaped])
+    return frozenset(properties)
+
+
 def max_cardinality(decl: DeclType | None) -> int:
     """apiextensions' maxCardinality(minSerializedSize): the unbounded repeat count of a node."""
     min_size = decl.min_serialized_size if decl is not None else 1
@@ -365,6 +395,18 @@ def object_types(decl: DeclType | None) -> dict[str, DeclType]:
     return found
 
 
+def _accessed_fields(parsed: Any) -> frozenset[str] | None:
+    """The fields of ``self``/``oldSelf`` an expression selects, or None when it uses them whole."""
+    fields: set[str] = set()
+    selected = 0
+    for node in walk(parsed):
+        if isinstance(node, Select) and isinstance(node.operand, Ident) and node.operand.name in _VARIABLES[:2]:
+            fields.add(node.field)
+            selected += 1
+    uses = sum(1 for node in walk(parsed) if isinstance(node, Ident) and node.name in _VARIABLES[:2])
+    return frozenset(fields) if uses == selected else None
+
+
 def _uses_old_self(parsed: Any) -> bool:
     return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
 
@@ -386,7 +428,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
                                 "may not be set if oldSelf is not used in rule", "true"))
     message_program = None
     message_cost: int | None = None
-    message_checked = None
+    message_charge = None
+    message_parsed = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
         message_analysis = analyze(message_expression, decl)
@@ -400,7 +443,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         else:
             message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
-            message_checked = message_analysis.checked if message_cost > CHEAP_RULE_COST else None
+            message_charge = _charge_for(message_analysis.checked, message_cost)
+            message_parsed = message_analysis.parsed
     if issues:
         return issues
     max_cost = estimate_cost(analysis.checked, CrdSizeEstimator(decl))[1]
@@ -422,8 +466,10 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         error_string=(message or rule_text).strip(),
         max_cost=max_cost,
         message_max_cost=message_cost,
-        checked=analysis.checked if max_cost > CHEAP_RULE_COST else None,
-        message_checked=message_checked,
+        fields=_union_fields(_accessed_fields(analysis.parsed),
+                             _accessed_fields(message_parsed) if message_parsed is not None else frozenset()),
+        runtime_charge=_charge_for(analysis.checked, max_cost),
+        message_runtime_charge=message_charge,
     )
 
 

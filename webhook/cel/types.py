@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from webhook.cel.escaping import escape
+from webhook.cel.escaping import RESERVED_SYMBOLS, escape
 
 # 3 MiB request limit: the bound of every unbounded list, map and string (apiserver's
 # DefaultMaxRequestSizeBytes).
@@ -105,6 +105,7 @@ class DeclType:
     map_keys: tuple[str, ...] = ()        # listType=map keys
     format: str | None = None             # strings converted to timestamp/duration/bytes
     int_or_string: bool = False
+    plain: bool = False                   # JSON values of this type need no conversion for CEL
 
     @property
     def kind(self) -> str:
@@ -119,7 +120,7 @@ def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "
     if schema.get("x-kubernetes-int-or-string"):
         max_length = schema.get("maxLength")
         bound = _zero_if_negative(max_length) * 4 if max_length is not None else MAX_REQUEST_SIZE_BYTES - 2
-        return DeclType(DYN, max_elements=bound, min_serialized_size=1, int_or_string=True)
+        return DeclType(DYN, max_elements=bound, min_serialized_size=1, int_or_string=True, plain=True)
     if is_root:
         schema = with_type_and_object_meta(schema)
     kind = schema.get("type")
@@ -135,7 +136,7 @@ def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "
             (MAX_REQUEST_SIZE_BYTES - 2) // (elem.min_serialized_size + 1))
         return DeclType(list_of(elem.cel), max_elements=bound, min_serialized_size=2, elem=elem,
                         list_type=schema.get("x-kubernetes-list-type"),
-                        map_keys=tuple(schema.get("x-kubernetes-list-map-keys") or ()))
+                        map_keys=tuple(schema.get("x-kubernetes-list-map-keys") or ()), plain=elem.plain)
     if kind == "object":
         additional = schema.get("additionalProperties")
         if isinstance(additional, Mapping):
@@ -146,7 +147,8 @@ def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "
             max_props = schema.get("maxProperties")
             bound = _zero_if_negative(max_props) if max_props is not None else (
                 (MAX_REQUEST_SIZE_BYTES - 2) // (elem.min_serialized_size + 6))
-            return DeclType(map_of(STRING, elem.cel), max_elements=bound, min_serialized_size=2, elem=elem)
+            return DeclType(map_of(STRING, elem.cel), max_elements=bound, min_serialized_size=2, elem=elem,
+                            plain=elem.plain)
         required = set(schema.get("required") or ())
         fields: dict[str, DeclType] = {}
         names: dict[str, str] = {}
@@ -162,9 +164,14 @@ def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "
                 names[escaped] = prop_name
             if prop_name in required and prop.get("default") is None:
                 min_size += len(prop_name) + prop_type.min_serialized_size + 4
+        # plain: property names are CEL names, no field needs conversion, no null can stand in
+        plain = all(escaped == prop and prop not in RESERVED_SYMBOLS for escaped, prop in names.items()) and all(
+            field.plain for field in fields.values()) and not any(
+            isinstance(prop, Mapping) and prop.get("nullable") for prop in (schema.get("properties") or {}).values())
         return DeclType(CelType("object", name=name), min_serialized_size=min_size, fields=fields,
                         field_names=names, required=frozenset(required),
-                        by_property={prop: (escaped, fields[escaped]) for escaped, prop in names.items()})
+                        by_property={prop: (escaped, fields[escaped]) for escaped, prop in names.items()},
+                        plain=plain)
     if kind == "string":
         fmt = schema.get("format")
         if fmt == "byte":
@@ -186,10 +193,10 @@ def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "
             bound = max((len(v.encode()) for v in schema["enum"] if isinstance(v, str)), default=0)
         else:
             bound = MAX_REQUEST_SIZE_BYTES - 2
-        return DeclType(STRING, max_elements=bound, min_serialized_size=MIN_STRING_SIZE)
+        return DeclType(STRING, max_elements=bound, min_serialized_size=MIN_STRING_SIZE, plain=True)
     simple = _SIMPLE.get(kind)  # type: ignore[arg-type]
     if simple is not None:
-        return DeclType(simple[0], min_serialized_size=simple[1])
+        return DeclType(simple[0], min_serialized_size=simple[1], plain=simple[0] is not DOUBLE)
     return None
 
 

@@ -26,7 +26,7 @@ _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z")
 
 def to_cel(value: Any, decl: DeclType | None) -> Any:
     """Convert one JSON value for CEL evaluation, guided by its schema's DeclType."""
-    if value is None or decl is None:
+    if value is None or decl is None or decl.plain:
         return value
     kind = decl.kind
     if kind == "object":

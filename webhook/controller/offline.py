@@ -69,16 +69,15 @@ def read_manifests(path: Path) -> list[dict]:
 
 
 def load_state(directory: Path | None, extra: list[dict]):
-    """The cluster view: the directory's manifests, then ``extra`` (later wins)."""
-    directory = directory if directory is not None else examples_dir()
-    if not directory.is_dir():
-        raise InputError(f"{directory}: not a directory")
-    objects = [
-        obj
-        for path in sorted(p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
-        for obj in _documents(path)
-    ]
-    return MemoryState(objects + extra)
+    """The cluster view: the directory's manifests (the state layer's ``FileState``), with
+    ``extra`` laid over them."""
+    from webhook.state import FileState, StateLoadError
+
+    try:
+        base = FileState(directory if directory is not None else examples_dir())
+    except StateLoadError as exc:
+        raise InputError(str(exc)) from None
+    return MemoryState.overlay(base, extra, kinds.WATCHED) if extra else base
 
 
 def owned_objects(state) -> list[dict]:

@@ -47,7 +47,9 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
     (it runs between ``CRDRegistry.prepare`` and ``CRDRegistry.validate``) unless ``crd_only``.
     """
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if registry.served(str(api_version), str(kind)) is None:
+    if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
+        raise UnknownKind("the document has no apiVersion and kind")
+    if registry.served(api_version, kind) is None:
         raise UnknownKind(f"no CustomResourceDefinition serves kind {kind!r} in apiVersion {api_version!r}")
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
                                        namespace=namespace)

@@ -19,7 +19,7 @@ from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
 from webhook.schema.fielderrors import FieldError, Outcome
-from webhook.schema.gofmt import go_type_name, go_value
+from webhook.schema.gofmt import go_json, go_type_name, go_value
 from webhook.schema.listtype import validate_list_types
 from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, finalizer_warnings,
                                        validate_embedded_resource, validate_object_meta,
@@ -177,14 +177,20 @@ class CRDRegistry:
 
     # -- internals ----------------------------------------------------------------------
     def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:
+        """The served version a write goes to (the endpoint's, when the request path is known)."""
         if not isinstance(obj, dict):
             raise RequestError(400, "the object is not a JSON/YAML mapping")
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        # unstructured decoding needs both, and says so with the object's JSON
+        if not isinstance(kind, str) or not kind:
+            raise RequestError(400, f"Object 'Kind' is missing in '{go_json(obj)}'")
+        if not isinstance(api_version, str) or not api_version:
+            raise RequestError(400, f"Object 'apiVersion' is missing in '{go_json(obj)}'")
         if request is not None:
             served = self.by_resource(request.api_version, request.plural)
             if served is None:
                 raise RequestError(404, "the server could not find the requested resource")
-            if api_version != served.api_version and self.served(str(api_version), str(kind)) is None:
+            if api_version != served.api_version and self.served(api_version, kind) is None:
                 raise RequestError(400, f"the API version in the data ({api_version}) does not match the expected "
                                         f"API version ({served.api_version})")
             if request.name is not None and isinstance(obj.get("metadata"), dict):
@@ -194,10 +200,6 @@ class CRDRegistry:
                                             f"the URL ({request.name})")
             if api_version == served.api_version:
                 return served
-        if not isinstance(api_version, str) or not api_version:
-            raise RequestError(400, "Object 'apiVersion' is missing in the object")
-        if not isinstance(kind, str) or not kind:
-            raise RequestError(400, "Object 'Kind' is missing in the object")
         served = self.served(api_version, kind)
         if served is None:
             raise RequestError(404, f"no CustomResourceDefinition serves {kind} in {api_version}")

@@ -72,22 +72,65 @@ class Device:
         return None
 
     def cel_value(self) -> dict:
+        """The device as a DeviceClass selector sees it: capacities are quantities and
+        version attributes semvers, as in the DRA scheduler's CEL environment."""
         return {
             "driver": self.driver,
-            "attributes": self.attributes,
-            "capacity": self.capacity,
+            "attributes": {
+                domain: {name: _cel_attribute(value) for name, value in values.items()}
+                for domain, values in self.attributes.items()
+            },
+            "capacity": {
+                domain: {name: _cel_quantity(text) for name, text in values.items()}
+                for domain, values in self.capacity.items()
+            },
             "allowMultipleAllocations": self.allow_multiple_allocations,
         }
+
+    def profile_key(self) -> str:
+        """Equal for devices no selector can tell apart (name, pool and node are not visible)."""
+        return json.dumps(
+            [self.driver, self.attributes, self.capacity, self.allow_multiple_allocations], sort_keys=True, default=str
+        )
+
+
+def _cel_quantity(text: str) -> Any:
+    from webhook.cel.env import to_runtime
+    from webhook.cel.library.quantity import Quantity
+
+    try:
+        return to_runtime(Quantity(parse_quantity(text)))
+    except FactError:
+        return text  # not a quantity: a selector comparing it fails, as in the scheduler
+
+
+class VersionAttribute(str):
+    """A ``version`` attribute: a semantic version string, a ``semver`` value in CEL."""
 
 
 def _attribute_value(raw: Any) -> Any:
     # resource.k8s.io/v1 DeviceAttribute is a one-of {int, bool, string, version}; design
     # documents often write the bare value, which is accepted as is.
     if isinstance(raw, Mapping):
-        for key in ("string", "int", "bool", "version"):
+        if "version" in raw:
+            return VersionAttribute(raw["version"])
+        for key in ("string", "int", "bool"):
             if key in raw:
                 return raw[key]
     return raw
+
+
+def _cel_attribute(value: Any) -> Any:
+    if not isinstance(value, VersionAttribute):
+        return value
+    from webhook.cel.env import to_runtime
+    from webhook.cel.library.base import LibraryError
+    from webhook.cel.library.semver import Semver
+
+    try:
+        return to_runtime(Semver.from_key(str(value)))
+    except LibraryError:
+        return str(value)
 
 
 def _capacity_value(raw: Any) -> str:
@@ -159,10 +202,6 @@ def _selectors(device_class: Mapping) -> list[str]:
     ]
 
 
-def _profile_key(device: Device) -> str:
-    return json.dumps(device.cel_value(), sort_keys=True)
-
-
 class DeviceProfiles:
     """Devices grouped by what CEL sees of them (driver, attributes, capacity, sharing).
 
@@ -173,7 +212,7 @@ class DeviceProfiles:
     def __init__(self, devices: Iterable[Device]):
         groups: dict[str, list[Device]] = {}
         for device in devices:
-            groups.setdefault(_profile_key(device), []).append(device)
+            groups.setdefault(device.profile_key(), []).append(device)
         self.groups = [(members[0], {"device": members[0].cel_value()}, members) for members in groups.values()]
 
 

@@ -1,0 +1,84 @@
+"""``infergate controller`` as a user runs it: a process with a kubeconfig, against an API
+server over HTTP (list + watch through the state layer, discovery, /status writes, the
+Lease), stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from webhook.controller import kinds
+from webhook.controller.leader import LEASE
+
+from tests.controller.fakeapi import FakeApiServer
+from tests.controller.helpers import cluster_objects, order
+
+REPO = Path(__file__).resolve().parents[2]
+OPTIONAL = {kinds.CLUSTER_ISSUER, kinds.MODULE_CONFIG}  # not installed in this cluster
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: tester, user: {token: not-a-secret}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: tester}}]\n"
+        "current-context: fake\n"
+    )
+    return path
+
+
+async def eventually(check, timeout=30.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_server, tmp_path):
+    fake = FakeApiServer()
+    for kind in kinds.WATCHED:
+        if kind not in OPTIONAL:
+            fake.served.setdefault(kind.api_version, {})[kind.plural] = (kind.kind, kind.namespaced)
+    for obj in cluster_objects() + [order()]:
+        fake.put(obj, kinds.BY_KEY[(obj["apiVersion"], obj["kind"])].plural)
+    server = await aiohttp_server(fake.app())
+    config = kubeconfig(tmp_path / "kubeconfig", str(server.make_url("")).rstrip("/"))
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "controller", "--kubeconfig", str(config),
+        "--lease-namespace", "infergate-system", "--identity", "replica-1",
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        def status():
+            obj = fake.get(kinds.INFERENCE_SERVICE.api_version, "inferenceservices", "hf-embedding", "hardfest-demo")
+            return (obj or {}).get("status")
+
+        await eventually(lambda: status() is not None)
+        assert status()["resolved"]["deviceClass"] == "nvidia-a30-mig-2g12-mps"
+        lease = fake.get(LEASE.api_version, LEASE.plural, "infergate-controller", "infergate-system")
+        assert lease["spec"]["holderIdentity"] == "replica-1"
+
+        # a change arrives through the watch: the order is narrowed to a class it may not use
+        narrowed = order("hf-embedding-h100")
+        narrowed["status"] = status()
+        fake.put(narrowed, "inferenceservices")
+        await eventually(lambda: status()["phase"] == "Failed")
+        writes = len(fake.writes())
+        await asyncio.sleep(1.5)  # steady: nothing more to write
+        assert len(fake.writes()) == writes
+        # the optional kinds were never listed or watched
+        assert not any("clusterissuers" in path or "moduleconfigs" in path for _, path in fake.requests)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 0, output.decode()
+    lease = fake.get(LEASE.api_version, LEASE.plural, "infergate-controller", "infergate-system")
+    assert lease["spec"]["holderIdentity"] == ""
+    assert b"Traceback" not in output

@@ -1,0 +1,180 @@
+"""The admission chain: policies' mutations -> JSON patch -> the apiserver's schema/CEL
+step -> validating policies.
+
+``admit`` answers one endpoint of the webhook (``mutating`` or validating), as the
+apiserver calls them; ``run`` is the whole write offline (decode, mutating webhook,
+schema and CRD rules, validating webhook) for ``infergate validate``. Both are pure CPU
+work over in-memory policies and cluster state: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpatch
+
+from webhook.admission.patch import make_patch
+from webhook.admission.review import AdmissionRequest, AdmissionResult
+from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
+from webhook.schema import RequestError
+from webhook.schema.fielderrors import invalid_status
+from webhook.state import ClusterState
+
+_JUDGED = ("CREATE", "UPDATE")
+_STATUS_CODES = {"Forbidden": 403, "Unauthorized": 401, "InternalError": 500, "BadRequest": 400}
+
+
+@dataclass
+class ChainOutcome:
+    """The whole write, offline: what ``infergate validate`` prints."""
+
+    allowed: bool
+    status: dict[str, Any] | None
+    warnings: list[str] = field(default_factory=list)
+    object: dict[str, Any] | None = None  # as it would be stored
+    patch: list[dict[str, Any]] = field(default_factory=list)  # the mutating webhook's patch
+    audit_annotations: dict[str, str] = field(default_factory=dict)
+    traces: list[Trace] = field(default_factory=list)
+    denied_by: str = ""  # "apiserver" or "webhook" when denied
+
+
+def denial_status(request: AdmissionRequest, denials: list[Denial]) -> dict[str, Any]:
+    """A metav1.Status naming every denial; reason and code from the first."""
+    reason = denials[0].reason
+    causes = [{"reason": d.reason, "message": d.message, **({"field": d.field_path} if d.field_path else {})}
+              for d in denials]
+    details = {"name": request.name, "group": request.kind.group, "kind": request.kind.kind, "causes": causes}
+    return {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "; ".join(dict.fromkeys(d.message for d in denials)),
+        "reason": reason,
+        "details": {k: v for k, v in details.items() if v},
+        "code": _STATUS_CODES.get(reason, 422),
+    }
+
+
+class AdmissionChain:
+    def __init__(self, registry: Any, policies: PolicySetProvider, state: ClusterState) -> None:
+        self.registry = registry  # webhook.schema.CRDRegistry, or None for policies alone
+        self.policies = policies
+        self.state = state
+
+    # -- the two webhook endpoints -----------------------------------------------------
+    def admit(self, request: AdmissionRequest, *, mutating: bool, explain: bool = False) -> AdmissionResult:
+        if mutating:
+            result, _ = self._mutate(request, explain=explain)
+            return result
+        return self._validate(request, explain=explain)[0]
+
+    def _input(self, request: AdmissionRequest, obj: dict[str, Any] | None) -> PolicyInput:
+        namespace_object = self.state.get("v1", "Namespace", request.namespace) if request.namespace else None
+        return PolicyInput(
+            request=request.model_dump(exclude={"object", "oldObject"}),
+            object=obj,
+            old_object=request.oldObject,
+            namespace_object=namespace_object,
+            state=self.state,
+        )
+
+    def _mutate(self, request: AdmissionRequest, *, explain: bool) -> tuple[AdmissionResult, list[Trace]]:
+        traces: list[Trace] = []
+        if request.operation not in _JUDGED or request.object is None:
+            return AdmissionResult(allowed=True), traces
+        obj = request.object
+        warnings: list[str] = []
+        denials: list[Denial] = []
+        for policy in self.policies.current().policies:
+            if not policy.mutating_stage:
+                continue
+            verdict = policy.evaluate(self._input(request, obj), mutating=True, explain=explain)
+            if verdict is None:
+                continue
+            traces += verdict.traces
+            warnings += verdict.warnings
+            denials += verdict.denials
+            if verdict.object is not None:
+                obj = verdict.object
+        if denials:
+            return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings), traces
+        return AdmissionResult(allowed=True, patch=make_patch(request.object, obj), warnings=warnings), traces
+
+    def _validate(self, request: AdmissionRequest, *, explain: bool) -> tuple[AdmissionResult, list[Trace]]:
+        traces: list[Trace] = []
+        warnings: list[str] = []
+        if request.operation in _JUDGED and request.object is not None and self._serves(request.object):
+            # the apiserver's schema and CRD rules, as it ran them before calling us
+            errors, schema_warnings = self.registry.validate(
+                request.operation, request.object, request.oldObject, request.subResource or None)
+            warnings += schema_warnings
+            if [e for e in errors if getattr(e, "blocking", True)]:
+                obj = request.object
+                status = invalid_status(str(obj.get("kind")), request.kind.group,
+                                        (obj.get("metadata") or {}).get("name") or request.name, errors)
+                return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
+        denials: list[Denial] = []
+        audit: dict[str, str] = {}
+        inp = self._input(request, request.object)
+        for policy in self.policies.current().policies:
+            verdict = policy.evaluate(inp, mutating=False, explain=explain)
+            if verdict is None:
+                continue
+            traces += verdict.traces
+            warnings += verdict.warnings
+            denials += verdict.denials
+            audit.update(verdict.audit_annotations)
+        warnings = list(dict.fromkeys(warnings))
+        if denials:
+            return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
+                                   audit_annotations=audit), traces
+        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces
+
+    def _serves(self, obj: dict[str, Any]) -> bool:
+        return self.registry is not None and self.registry.served(str(obj.get("apiVersion")), str(obj.get("kind"))) is not None
+
+    # -- the whole write, offline ------------------------------------------------------------
+    def run(self, request: AdmissionRequest, *, explain: bool = False, crd_only: bool = False) -> ChainOutcome:
+        """What the cluster answers to ``request``: the apiserver decodes the object, calls the
+        mutating webhook, validates schema and CRD rules, then calls the validating webhook."""
+        warnings: list[str] = []
+        obj = request.object
+        served = obj is not None and self._serves(obj)
+        subresource = request.subResource or None
+        if request.operation in _JUDGED and served:
+            try:
+                obj, decode_warnings = self.registry.prepare(request.operation, obj, request.oldObject, subresource,
+                                                             namespace=request.namespace or None)
+            except RequestError as exc:
+                return ChainOutcome(False, exc.status(), list(exc.warnings), denied_by="apiserver")
+            warnings += decode_warnings
+        patch: list[dict[str, Any]] = []
+        traces: list[Trace] = []
+        if not crd_only:
+            mutated, traces = self._mutate(request.model_copy(update={"object": obj}), explain=explain)
+            warnings += mutated.warnings
+            if not mutated.allowed:
+                return ChainOutcome(False, mutated.status, _unique(warnings), obj, traces=traces, denied_by="webhook")
+            patch = mutated.patch
+            if patch:
+                obj = jsonpatch.apply_patch(obj, patch)
+        if request.operation in _JUDGED and served:
+            outcome = self.registry.handle(request.operation, obj, request.oldObject, subresource,
+                                           namespace=request.namespace or None)
+            warnings += outcome.warnings
+            if not outcome.allowed:
+                return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
+                                    denied_by="apiserver")
+            obj = outcome.object
+        if crd_only:
+            return ChainOutcome(True, None, _unique(warnings), obj)
+        # the apiserver already validated the schema: the validating webhook adds only policies
+        validated, more = AdmissionChain(None, self.policies, self.state)._validate(
+            request.model_copy(update={"object": obj}), explain=explain)
+        traces += more
+        warnings += validated.warnings
+        return ChainOutcome(validated.allowed, validated.status, _unique(warnings), obj, patch,
+                            validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

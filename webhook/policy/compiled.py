@@ -1,0 +1,317 @@
+"""A loaded policy, compiled: matching and evaluation against one request."""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import jsonpatch
+import yaml
+
+from webhook.cel import CelError
+from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
+from webhook.policy.verdict import Denial, Trace, Verdict
+from webhook.state import ClusterState, from_label_selector
+from webhook.state.selectors import Selector
+
+# Every expression sees the same names; unused ones cost nothing.
+CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
+COST_LIMIT = 10_000_000  # per expression, as the apiserver's per-expression bound for admission policies
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """The request as policies see it (built once per request by the chain)."""
+
+    request: Mapping[str, Any]  # the AdmissionRequest minus object/oldObject
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None
+    namespace_object: dict[str, Any] | None
+    state: ClusterState
+
+    @property
+    def group(self) -> str:
+        return (self.request.get("kind") or {}).get("group", "")
+
+    @property
+    def kind(self) -> str:
+        return (self.request.get("kind") or {}).get("kind", "")
+
+
+class Expression:
+    """A compiled CEL expression with the place it came from."""
+
+    def __init__(self, program: Any, source: str, where: str) -> None:
+        self.program, self.source, self.where = program, source, where
+        self._refs = _references(source)
+
+    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+        return self.program.evaluate(activation, cost_limit=COST_LIMIT)
+
+    def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of the paths the expression names (for --explain)."""
+        return {ref: _resolve(activation, ref) for ref in self._refs}
+
+
+_REF = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+_MISSING = "<absent>"
+
+
+def _references(source: str) -> list[str]:
+    refs: list[str] = []
+    for m in _REF.finditer(source):
+        ref = m.group(0)
+        if ref not in refs and not any(r.startswith(ref + ".") for r in refs):
+            refs = [r for r in refs if not ref.startswith(r + ".")] + [ref]
+    return refs
+
+
+def _resolve(activation: Mapping[str, Any], ref: str) -> Any:
+    value: Any = activation
+    for part in ref.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def merge_apply(target: Any, patch: Any) -> Any:
+    """Apply-configuration merge: maps merge key by key, anything else replaces."""
+    if not isinstance(target, dict) or not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    merged = dict(target)
+    for key, value in patch.items():
+        merged[key] = merge_apply(target.get(key), value) if key in target else copy.deepcopy(value)
+    return merged
+
+
+class CompiledPolicy:
+    """An :class:`AdmissionPolicy` with every expression compiled (see ``loader``)."""
+
+    def __init__(self, spec: AdmissionPolicy, compile_: Callable[[str, tuple[Any, ...]], Expression],
+                 file: str) -> None:
+        self.name = spec.metadata.name
+        self.file = file
+        self.definition = spec
+        s = spec.spec
+        self.fail_closed = s.failurePolicy == "Fail"
+        self.validates_when_mutating = s.validationStage == "Mutating"
+        self.rules = s.matchConstraints.resourceRules
+        self.namespace_selector = _selector(s.matchConstraints.namespaceSelector)
+        self.object_selector = _selector(s.matchConstraints.objectSelector)
+        self.param_ref = s.paramRef
+        self.lookups = [(lk, self._compile_lookup(lk, i, compile_)) for i, lk in enumerate(s.lookups)]
+        self.match_conditions = [(m.name, compile_(m.expression, ("spec", "matchConditions", i, "expression")))
+                                 for i, m in enumerate(s.matchConditions)]
+        self.variables = [(v.name, compile_(v.expression, ("spec", "variables", i, "expression")))
+                          for i, v in enumerate(s.variables)]
+        self.mutations = [(m.patchType, compile_(m.expression, ("spec", "mutations", i, "expression")))
+                          for i, m in enumerate(s.mutations)]
+        self.validations = [(v, compile_(v.expression, ("spec", "validations", i, "expression")),
+                             compile_(v.messageExpression, ("spec", "validations", i, "messageExpression"))
+                             if v.messageExpression else None) for i, v in enumerate(s.validations)]
+        self.warnings = [(w, compile_(w.expression, ("spec", "warnings", i, "expression")),
+                          compile_(w.messageExpression, ("spec", "warnings", i, "messageExpression"))
+                          if w.messageExpression else None) for i, w in enumerate(s.warnings)]
+        self.audit_annotations = [(a.key, compile_(a.valueExpression, ("spec", "auditAnnotations", i, "valueExpression")))
+                                  for i, a in enumerate(s.auditAnnotations)]
+        self._params_cache: tuple[Any, Any] | None = None
+
+    @staticmethod
+    def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
+        source = lookup.get or lookup.list
+        section = "get" if lookup.get else "list"
+        fields = ("name", "namespace") if lookup.get else ("namespace", "labelSelector")
+        return {f: compile_(getattr(source, f), ("spec", "lookups", i, section, f))
+                for f in fields if getattr(source, f) is not None}
+
+    @property
+    def mutating_stage(self) -> bool:
+        """Whether the policy has work in the mutating webhook."""
+        return bool(self.mutations) or self.validates_when_mutating
+
+    # -- matching ---------------------------------------------------------------------
+    def matches(self, inp: PolicyInput) -> bool:
+        operation = inp.request.get("operation")
+        sub = inp.request.get("subResource") or ""
+        for rule in self.rules:
+            if ("*" in rule.apiGroups or inp.group in rule.apiGroups) \
+                    and ("*" in rule.kinds or inp.kind in rule.kinds) \
+                    and ("*" in rule.operations or operation in rule.operations) \
+                    and (not sub or sub in rule.subresources or "*" in rule.subresources):
+                break
+        else:
+            return False
+        subject = inp.object if inp.object is not None else inp.old_object
+        if not self.object_selector.empty and not self.object_selector.matches(_labels(subject)):
+            return False
+        if not self.namespace_selector.empty:
+            if inp.kind == "Namespace" and inp.group == "":
+                return self.namespace_selector.matches(_labels(subject))
+            namespace = inp.request.get("namespace")
+            if namespace:  # cluster-scoped objects are not filtered by namespace
+                labels = _labels(inp.namespace_object) or {"kubernetes.io/metadata.name": namespace}
+                return self.namespace_selector.matches(labels)
+        return True
+
+    # -- evaluation ---------------------------------------------------------------------
+    def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
+        """None when the policy does not apply (rules, selectors, matchConditions)."""
+        stage_has_work = self.mutating_stage if mutating else not self.validates_when_mutating
+        if not stage_has_work or not self.matches(inp):
+            return None
+        verdict = Verdict(self.name, object=inp.object)
+        trace = verdict.traces.append if explain else None
+        activation: dict[str, Any] = {
+            "object": inp.object,
+            "oldObject": inp.old_object,
+            "request": inp.request,
+            "namespaceObject": inp.namespace_object,
+            "params": self._params(inp.state),
+            "lookups": {},
+            "variables": {},
+        }
+        try:
+            for lookup, exprs in self.lookups:
+                activation["lookups"] = {**activation["lookups"], lookup.name: self._lookup(lookup, exprs, activation, inp.state, trace)}
+            for name, expr in self.match_conditions:
+                value = self._eval(expr, activation, f"matchConditions.{name}", trace)
+                if value is not True:
+                    return None
+            for name, expr in self.variables:
+                activation["variables"] = {**activation["variables"], name: self._eval(expr, activation, f"variables.{name}", trace)}
+            if mutating:
+                self._mutate(activation, verdict, trace)
+            if mutating == self.validates_when_mutating:
+                self._validate(activation, verdict, trace)
+        except _RuleError as exc:
+            if self.fail_closed:
+                verdict.denials.append(Denial(self.name, exc.message, "InternalError"))
+            else:
+                verdict.warnings.append(f"policy {self.name} not applied: {exc.message}")
+        return verdict
+
+    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
+        try:
+            value = expr.evaluate(activation)
+        except CelError as exc:
+            if trace:
+                trace(Trace(self.name, rule, expr.source, expr.seen(activation), f"error: {exc}"))
+            raise _RuleError(f"policy {self.name}: {rule}: expression {expr.source.strip()!r} "
+                             f"resulted in error: {exc}") from exc
+        if trace:
+            trace(Trace(self.name, rule, expr.source, expr.seen(activation), _verdict_text(value)))
+        return value
+
+    def _lookup(self, lookup: Lookup, exprs: dict[str, Expression], activation, state: ClusterState, trace) -> Any:
+        rule = f"lookups.{lookup.name}"
+        values = {f: self._eval(e, activation, f"{rule}.{f}", trace) for f, e in exprs.items()}
+        if lookup.get is not None:
+            name = values.get("name")
+            if not isinstance(name, str) or not name:
+                return None
+            namespace = values.get("namespace")
+            return state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
+        return state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
+                          values.get("labelSelector") or None)
+
+    def _params(self, state: ClusterState) -> Any:
+        ref = self.param_ref
+        if ref is None:
+            return None
+        if ref.namespace:
+            source = state.get(ref.apiVersion, ref.kind, ref.name, ref.namespace)
+        else:
+            source = next((o for o in state.list(ref.apiVersion, ref.kind)
+                           if (o.get("metadata") or {}).get("name") == ref.name), None)
+        if source is None or not ref.dataKey:
+            return source
+        cached = self._params_cache
+        if cached is not None and cached[0] is source:  # stored objects are never mutated in place
+            return cached[1]
+        text = (source.get("data") or {}).get(ref.dataKey)
+        try:
+            parsed = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError:
+            parsed = None  # an unreadable config is an unknown config
+        self._params_cache = (source, parsed)
+        return parsed
+
+    def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace, where: str) -> str:
+        if expr is not None:
+            try:
+                value = expr.evaluate(activation)
+                if isinstance(value, str) and value.strip():
+                    if trace:
+                        trace(Trace(self.name, where, expr.source, expr.seen(activation), repr(value)))
+                    return value
+            except CelError:
+                pass  # as the apiserver: a failing messageExpression falls back to message
+        return rule.message or default
+
+    def _validate(self, activation, verdict: Verdict, trace) -> None:
+        for i, (rule, expr, message_expr) in enumerate(self.validations):
+            where = f"validations[{i}]"
+            if self._eval(expr, activation, where, trace) is True:
+                continue
+            message = self._message(rule, message_expr, activation,
+                                    f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
+            if rule.fieldPath and not message.startswith(rule.fieldPath):
+                message = f"{rule.fieldPath}: {message}"
+            verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
+        for i, (rule, expr, message_expr) in enumerate(self.warnings):
+            where = f"warnings[{i}]"
+            if self._eval(expr, activation, where, trace) is True:
+                continue
+            verdict.warnings.append(self._message(rule, message_expr, activation,
+                                                  f"failed expression: {expr.source.strip()}", trace,
+                                                  f"{where}.messageExpression"))
+        for key, expr in self.audit_annotations:
+            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace)
+            if value is not None:
+                verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+
+    def _mutate(self, activation, verdict: Verdict, trace) -> None:
+        for i, (patch_type, expr) in enumerate(self.mutations):
+            where = f"mutations[{i}]"
+            patch = self._eval(expr, activation, where, trace)
+            obj = activation["object"]
+            try:
+                if patch_type == "JSONPatch":
+                    if patch:
+                        obj = jsonpatch.apply_patch(obj, list(patch))
+                elif patch is not None:
+                    obj = merge_apply(obj, patch)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
+                raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+            activation["object"] = obj  # later mutations see earlier ones
+        verdict.object = activation["object"]
+
+
+class _RuleError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _verdict_text(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _selector(selector: LabelSelector | None) -> Selector:
+    return from_label_selector(selector.model_dump() if selector is not None else None)

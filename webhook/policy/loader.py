@@ -1,0 +1,109 @@
+"""Loading ``policies/``: YAML -> validated model -> compiled policy, or a precise error.
+
+A load error names the file and line, the field (and expression) and why, e.g.::
+
+    policies/kubeai.yaml:42: spec.validations[1].expression: ERROR: <input>:1:5: Syntax error ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from webhook.cel import CelCompileError, get_engine
+from webhook.policy.compiled import CEL_VARIABLES, CompiledPolicy, Expression
+from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
+from webhook.policy.source import SourceDocument, SourceError, read_documents
+
+SUFFIXES = (".yaml", ".yml")
+
+
+class PolicyLoadError(ValueError):
+    """One or more policy files are wrong; ``problems`` lists each as ``file:line: what``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def policy_files(directory: Path) -> list[Path]:
+    """The policy files of ``directory`` (recursively, in name order); JSON schema files excluded."""
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+
+
+def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
+    data = doc.data
+    if not isinstance(data, dict) or data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
+        raise PolicyLoadError([f"{doc.where()}: not an {KIND} (expected apiVersion: {API_VERSION}, kind: {KIND})"])
+    try:
+        model = AdmissionPolicy.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            problems.append(f"{doc.where(loc)}: {_dotted(loc) or '(document)'}: {err['msg']}")
+        raise PolicyLoadError(problems) from None
+
+    problems: list[str] = []
+
+    def compile_(source: str, path: tuple[Any, ...]) -> Expression:
+        where = f"{doc.where(path)}: {_dotted(path)}"
+        try:
+            program = engine.compile(source, CEL_VARIABLES)
+        except CelCompileError as exc:
+            problems.append(f"{where}: expression {source.strip()!r} does not compile: {exc}")
+            program = None
+        return Expression(program, source, where)
+
+    compiled = CompiledPolicy(model, compile_, str(doc.file))
+    if problems:
+        raise PolicyLoadError(problems)
+    return compiled
+
+
+def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
+    engine = engine or get_engine()
+    try:
+        docs = read_documents(file)
+    except SourceError as exc:
+        raise PolicyLoadError([str(exc)]) from None
+    policies, problems = [], []
+    for doc in docs:
+        if doc.data is None:
+            continue
+        try:
+            policies.append(_compile_document(doc, engine))
+        except PolicyLoadError as exc:
+            problems += exc.problems
+    if problems:
+        raise PolicyLoadError(problems)
+    return policies
+
+
+def load_directory(directory: Path, engine=None) -> list[CompiledPolicy]:
+    """All policies under ``directory``; every problem of every file in one error."""
+    if not directory.is_dir():
+        raise PolicyLoadError([f"{directory}: not a directory"])
+    policies, problems = [], []
+    for file in policy_files(directory):
+        try:
+            policies += load_file(file, engine)
+        except PolicyLoadError as exc:
+            problems += exc.problems
+    seen: dict[str, str] = {}
+    for policy in policies:
+        if policy.name in seen:
+            problems.append(f"{policy.file}: policy name {policy.name!r} is also used in {seen[policy.name]}")
+        seen[policy.name] = policy.file
+    if problems:
+        raise PolicyLoadError(problems)
+    return policies
