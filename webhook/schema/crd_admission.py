@@ -24,6 +24,14 @@ _COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and
               "and strings are declared)")
 
 LIST_TYPES = ("atomic", "set", "map")
+# JSON-schema keywords a CRD schema must not use, with the apiserver's reason
+_UNSUPPORTED = (
+    ("$ref", "$ref is not supported"),
+    ("definitions", "definitions are not supported"),
+    ("dependencies", "dependencies are not supported"),
+    ("patternProperties", "patternProperties is not supported"),
+    ("uniqueItems", "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"),
+)
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
 
 # kube-openapi's strfmt registry (names normalized: lower case, no "-"/"_") by schema type
@@ -134,8 +142,16 @@ class _SchemaChecker:
     def _node(self, schema: Mapping[str, Any], path: str, *, level: str, uncorrelatable: str | None,
               cardinality: int | None, in_metadata: bool = False) -> None:
         err = self.errors.append
-        if "$ref" in schema:
-            err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
+        for keyword, detail in _UNSUPPORTED:
+            if schema.get(keyword):
+                err(f"{_child(path, keyword)}: Forbidden: {detail}")
+        if schema.get("type") == "null":
+            err(f"{_child(path, 'type')}: Forbidden: type cannot be set to null, use nullable as an alternative")
+        if isinstance(schema.get("items"), list):
+            err(f"{_child(path, 'items')}: Forbidden: items must be a schema object and not an array")
+        if schema.get("properties") and "additionalProperties" in schema and schema["additionalProperties"] is not True:
+            err(f"{_child(path, 'additionalProperties')}: Forbidden: additionalProperties and properties are mutual "
+                "exclusive")
         if schema.get("x-kubernetes-preserve-unknown-fields") is False:
             err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: "
                 "must be true or undefined")
@@ -240,22 +256,47 @@ class _SchemaChecker:
                 err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind or '')}: must be array if "
                     "x-kubernetes-list-type is specified")
         if keys and list_type != "map":
-            err(f"{_child(path, 'x-kubernetes-list-type')}: Invalid value: {go_quote(list_type or '')}: must be map "
+            shown = go_quote(list_type) if list_type is not None else "null"
+            err(f"{_child(path, 'x-kubernetes-list-type')}: Invalid value: {shown}: must be map "
                 "if x-kubernetes-list-map-keys is non-empty")
+        map_type = schema.get("x-kubernetes-map-type")
+        if map_type is not None:
+            if kind != "object":
+                if not kind:
+                    err(f"{_child(path, 'type')}: Required value: must be object if x-kubernetes-map-type is specified")
+                else:
+                    err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object if "
+                        "x-kubernetes-map-type is specified")
+            if map_type not in ("atomic", "granular"):
+                err(f"{_child(path, 'x-kubernetes-map-type')}: Unsupported value: {go_quote(str(map_type))}: "
+                    'supported values: "atomic", "granular"')
         items = schema.get("items") if isinstance(schema.get("items"), Mapping) else None
         if list_type == "set" and items is not None and items.get("type") == "object" \
                 and items.get("x-kubernetes-map-type") != "atomic":
             value = go_quote(items["x-kubernetes-map-type"]) if "x-kubernetes-map-type" in items else "null"
             err(f"{path}.items.x-kubernetes-map-type: Invalid value: {value}: must be atomic as item of a list "
                 "with x-kubernetes-list-type=set")
-        if list_type == "map" and items is not None:
+        if list_type == "map" and kind == "array" and not keys:
+            err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Required value: must not be empty if "
+                "x-kubernetes-list-type is map")
+        if list_type == "map" and kind == "array" and items is None and not isinstance(schema.get("items"), list):
+            err(f"{_child(path, 'items')}: Required value: must have a schema if x-kubernetes-list-type is map")
+        if list_type == "map" and items is not None and items.get("type") != "object":
+            err(f"{path}.items.type: Invalid value: {go_quote(items.get('type') or '')}: must be object if parent "
+                "array's x-kubernetes-list-type is map")
+        elif list_type == "map" and items is not None and keys:
             properties = items.get("properties") or {}
-            if not keys:
-                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Required value: must not be empty if "
-                    "x-kubernetes-list-type is map")
-            elif any(k not in properties for k in keys):
+            for key in keys:
+                prop = properties.get(key)
+                if isinstance(prop, Mapping) and prop.get("type") in ("array", "object"):
+                    err(f"{path}.items.properties[{key}].type: Invalid value: \"object\": must be a scalar type if "
+                        "parent array's x-kubernetes-list-type is map")
+            if any(k not in properties for k in keys):
                 err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: entries "
                     "must all be names of item properties")
+            elif len(set(keys)) != len(keys):
+                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: must not "
+                    "contain duplicate entries")
             else:
                 required = set(items.get("required") or ())
                 for key in keys:
