@@ -642,6 +642,8 @@ class CertKeeper:
         """The first load, before the server listens (blocking, milliseconds)."""
         self.refresh()
         self.apply()
+        if self.watch is not None:
+            self.watch.changed()  # the files as served (maybe just written) are the baseline
         assert self.context is not None
         return self.context
 
