@@ -156,3 +156,19 @@ def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_p
     _write(tmp_path, "suite.yaml", one_case)
     assert main(["test", str(tmp_path), "-q"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
+    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    broken = json.loads(json.dumps(crd))
+    spec_schema = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["bad"] = {"type": "array"}
+    probes = {"suite": "probes", "probes": [
+        {"name": "shipped-accepted", "kind": "crd-accepted", "crd": crd, "expect": {"code": 201, "warnings": []}},
+        {"name": "array-without-items", "kind": "crd-rejection", "crd": broken, "expect": {"code": 422, "errors": [
+            "spec.validation.openAPIV3Schema.properties[spec].properties[bad].items: Required value: must be specified"
+        ]}},
+    ]}
+    (tmp_path / "probes.yaml").write_text(yaml.safe_dump(probes))
+    assert main(["test", str(tmp_path / "probes.yaml")]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "2 passed, 0 failed"

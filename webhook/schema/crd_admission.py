@@ -16,6 +16,8 @@ from typing import Any, Iterator, Mapping
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
 from webhook.cel.rule_entry import go_json, go_quote
+from webhook.schema.openapi import SchemaValidator
+from webhook.schema.structural import compile_schema
 
 # apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
 STATIC_ESTIMATED_COST_LIMIT = 10_000_000
@@ -67,7 +69,14 @@ def rejection_message(crd: Mapping[str, Any], errors: list[str]) -> str:
 
 
 def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """The apiserver's field errors and warnings for creating ``crd``."""
+    """The apiserver's field errors and warnings for creating ``crd``.
+
+    A CRD whose fields have the wrong JSON types (which the apiserver cannot even decode) gets
+    one error per such field instead, naming the field and the expected type.
+    """
+    malformed = malformed_fields(crd)
+    if malformed:
+        return malformed, []
     errors: list[str] = []
     warnings: list[str] = []
     for path, schema in _version_schemas(crd):
@@ -92,6 +101,103 @@ def _version_schemas(crd: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str,
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}"
+
+
+# --- JSON shapes the apiserver's decoder requires ------------------------------------------------
+
+_STRING, _BOOL, _INT, _NUMBER, _LIST, _OBJECT = "string", "boolean", "integer", "number", "array", "object"
+_KEYWORD_TYPES: dict[str, str] = {
+    "type": _STRING, "format": _STRING, "pattern": _STRING, "title": _STRING, "description": _STRING,
+    "$ref": _STRING, "x-kubernetes-list-type": _STRING, "x-kubernetes-map-type": _STRING,
+    "nullable": _BOOL, "uniqueItems": _BOOL, "exclusiveMinimum": _BOOL, "exclusiveMaximum": _BOOL,
+    "x-kubernetes-preserve-unknown-fields": _BOOL, "x-kubernetes-embedded-resource": _BOOL,
+    "x-kubernetes-int-or-string": _BOOL,
+    "maxLength": _INT, "minLength": _INT, "maxItems": _INT, "minItems": _INT, "maxProperties": _INT,
+    "minProperties": _INT,
+    "minimum": _NUMBER, "maximum": _NUMBER, "multipleOf": _NUMBER,
+    "enum": _LIST, "required": _LIST, "x-kubernetes-list-map-keys": _LIST, "x-kubernetes-validations": _LIST,
+    "allOf": _LIST, "anyOf": _LIST, "oneOf": _LIST,
+    "properties": _OBJECT, "not": _OBJECT, "definitions": _OBJECT, "patternProperties": _OBJECT,
+}
+_RULE_FIELD_TYPES = {"rule": _STRING, "message": _STRING, "messageExpression": _STRING, "reason": _STRING,
+                     "fieldPath": _STRING, "optionalOldSelf": _BOOL}
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == _STRING:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _INT:
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    if kind == _NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _LIST:
+        return isinstance(value, list)
+    return isinstance(value, Mapping)
+
+
+def malformed_fields(crd: Any) -> list[str]:
+    """Fields whose JSON type the CustomResourceDefinition API does not accept."""
+    problems: list[str] = []
+
+    def expect(value: Any, kind: str, where: str) -> bool:
+        if _is(value, kind):
+            return True
+        problems.append(f"{where}: Invalid value: {go_json(value)}: must be of type {kind}")
+        return False
+
+    if not expect(crd, _OBJECT, "<nil>"):
+        return problems
+    spec = crd.get("spec", {})
+    if not expect(spec, _OBJECT, "spec"):
+        return problems
+    versions = spec.get("versions", [])
+    if not expect(versions, _LIST, "spec.versions"):
+        return problems
+    for index, version in enumerate(versions):
+        where = f"spec.versions[{index}]"
+        if not expect(version, _OBJECT, where):
+            continue
+        schema = version.get("schema", {})
+        if expect(schema, _OBJECT, f"{where}.schema") and "openAPIV3Schema" in schema:
+            _malformed_schema(schema["openAPIV3Schema"], f"{where}.schema.openAPIV3Schema", expect)
+    return problems
+
+
+def _malformed_schema(schema: Any, where: str, expect: Any) -> None:
+    if not expect(schema, _OBJECT, where):
+        return
+    for keyword, kind in _KEYWORD_TYPES.items():
+        if keyword in schema and schema[keyword] is not None:
+            expect(schema[keyword], kind, _child(where, keyword))
+    for keyword in ("properties", "definitions", "patternProperties"):
+        if isinstance(schema.get(keyword), Mapping):
+            for name, sub in schema[keyword].items():
+                _malformed_schema(sub, f"{where}.{keyword}[{name}]", expect)
+    items = schema.get("items")
+    for index, sub in enumerate(items if isinstance(items, list) else [items] if items is not None else []):
+        _malformed_schema(sub, f"{where}.items" if not isinstance(items, list) else f"{where}.items[{index}]", expect)
+    additional = schema.get("additionalProperties")
+    if additional is not None and not isinstance(additional, bool):
+        _malformed_schema(additional, _child(where, "additionalProperties"), expect)
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        if isinstance(schema.get(keyword), list):
+            for index, sub in enumerate(schema[keyword]):
+                _malformed_schema(sub, f"{where}.{keyword}[{index}]", expect)
+    if isinstance(schema.get("not"), Mapping):
+        _malformed_schema(schema["not"], _child(where, "not"), expect)
+    for keyword, kind in (("required", _STRING), ("x-kubernetes-list-map-keys", _STRING)):
+        if isinstance(schema.get(keyword), list):
+            for index, entry in enumerate(schema[keyword]):
+                expect(entry, kind, f"{where}.{keyword}[{index}]")
+    if isinstance(schema.get("x-kubernetes-validations"), list):
+        for index, rule in enumerate(schema["x-kubernetes-validations"]):
+            rule_where = f"{where}.x-kubernetes-validations[{index}]"
+            if expect(rule, _OBJECT, rule_where):
+                for name, kind in _RULE_FIELD_TYPES.items():
+                    if rule.get(name) is not None:
+                        expect(rule[name], kind, f"{rule_where}.{name}")
 
 
 def _key(path: str, name: str) -> str:
@@ -345,9 +451,11 @@ class _SchemaChecker:
         value = schema["default"]
         if value is None:
             return
-        problems: list[str] = []
-        _validate_value(value, schema, "", problems, pruning=True)
-        self.errors.extend(f"{where}{problem}" for problem in problems)
+        if _has_unknown_fields(value, schema):   # the apiserver prunes a copy and compares
+            self.errors.append(f"{where}: Invalid value: {go_json(value)}: must not have unknown fields")
+        # then validated as an object's value is, with paths relative to the default (" in body ...")
+        validator = SchemaValidator(compile_schema(dict(schema)), prefix=where)
+        self.errors.extend(str(error) for error in validator.validate(value))
 
     # --- CEL ------------------------------------------------------------------------------------
 
@@ -403,93 +511,26 @@ def _times(cardinality: int | None, bound: Any) -> int | None:
 
 # --- default values against their own schema ---------------------------------------------------
 
-_GO_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    return _GO_TYPE_NAMES.get(type(value), "object")
-
-
-def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems: list[str], *, pruning: bool) -> None:
-    """Validate a default (``where`` is its path inside the default; "" at the default itself)."""
-    suffix = f".{where}" if where and not where.startswith("[") else where
-    if value is None:
-        return
-    kind = schema.get("type")
-    if schema.get("x-kubernetes-int-or-string"):
-        if not isinstance(value, (int, str)) or isinstance(value, bool):
-            problems.append(f"{suffix}: Invalid value: {go_quote(_json_type(value))}: {where} in body must be of type "
-                            f"integer,string: {go_quote(_json_type(value))}")
-        return
-    actual = _json_type(value)
-    if kind and not (actual == kind or (kind == "number" and actual == "integer")):
-        problems.append(f"{suffix}: Invalid value: {go_quote(actual)}: {where} in body must be of type {kind}: "
-                        f"{go_quote(actual)}")
-        return
-    enum = schema.get("enum")
-    if enum is not None and value not in enum:
-        supported = ", ".join(go_json(e) for e in enum)
-        problems.append(f"{suffix}: Unsupported value: {go_json(value)}: supported values: {supported}")
-    if isinstance(value, str):
-        max_length = schema.get("maxLength")
-        if max_length is not None and len(value) > max_length:
-            problems.append(f"{suffix}: Too long: may not be more than {max_length} bytes")
-        min_length = schema.get("minLength")
-        if min_length is not None and len(value) < min_length:
-            problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should be at least "
-                            f"{min_length} chars long")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and go_regexp_error(pattern) is None:
-            if re2.search(pattern, value, _RE2_OPTIONS) is None:
-                problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should match "
-                                f"'{pattern}'")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        maximum, minimum = schema.get("maximum"), schema.get("minimum")
-        if maximum is not None and value > maximum:
-            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be less than or "
-                            f"equal to {_number(maximum)}")
-        if minimum is not None and value < minimum:
-            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be greater than or "
-                            f"equal to {_number(minimum)}")
-    if isinstance(value, list):
-        max_items = schema.get("maxItems")
-        if max_items is not None and len(value) > max_items:
-            problems.append(f"{suffix}: Too many: {len(value)}: must have at most {max_items} items")
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for index, item in enumerate(value):
-                _validate_value(item, items, f"{where}[{index}]", problems, pruning=pruning)
-    if isinstance(value, dict):
+def _has_unknown_fields(value: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether pruning ``value`` by ``schema`` would drop anything."""
+    if isinstance(value, dict) and (schema.get("type") == "object" or "properties" in schema):
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
-        for name in schema.get("required") or ():
-            if name not in value:
-                child = f"{where}.{name}" if where else name
-                problems.append(f".{child}: Required value" if not where else f"{suffix}.{name}: Required value")
-        unknown = [k for k in value if k not in properties and not isinstance(additional, Mapping)
-                   and additional is not True]
-        if pruning and unknown and not schema.get("x-kubernetes-preserve-unknown-fields") and kind == "object":
-            problems.append(f"{suffix}: Invalid value: {go_json(value)}: must not have unknown fields")
-            return
-        for name, item in value.items():
-            sub = properties.get(name) if name in properties else (
-                additional if isinstance(additional, Mapping) else None)
-            if sub is not None:
-                _validate_value(item, sub, f"{where}.{name}" if where else name, problems, pruning=pruning)
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+        for key, item in value.items():
+            if key in properties:
+                if isinstance(properties[key], Mapping) and _has_unknown_fields(item, properties[key]):
+                    return True
+            elif isinstance(additional, Mapping):
+                if _has_unknown_fields(item, additional):
+                    return True
+            elif not (preserve or additional is True or (embedded and key in ("apiVersion", "kind", "metadata"))):
+                return True
+        return False
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return any(_has_unknown_fields(item, schema["items"]) for item in value)
+    return False
 
 
 # --- Go regexp (RE2) syntax errors as Go words them -----------------------------------------
