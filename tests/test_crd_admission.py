@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -78,3 +79,29 @@ def test_installed_crds_are_accepted(name: str, crd: dict) -> None:
     assert errors == []
     # the only near-miss among them is the widgets' deliberately unknown string format
     assert warnings in ([], ['unrecognized format "phone-number"'])
+
+
+def _crd_with_spec_property(prop: dict) -> dict:
+    crd = copy.deepcopy(_probes()[0]["crd"])
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] = {"x": prop}
+    return crd
+
+
+@pytest.mark.parametrize("prop, field, kind", [
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems", "Forbidden"),
+    ({"type": "object", "definitions": {"a": {"type": "string"}}}, "definitions", "Forbidden"),
+    ({"type": "object", "patternProperties": {"^a": {"type": "string"}}}, "patternProperties", "Forbidden"),
+    ({"type": "null"}, "type", "Forbidden"),
+    ({"type": "array", "items": [{"type": "string"}]}, "items", "Forbidden"),
+    ({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "string"}},
+     "additionalProperties", "Forbidden"),
+    ({"type": "object", "x-kubernetes-map-type": "loose"}, "x-kubernetes-map-type", "Unsupported value"),
+    ({"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["a"],
+      "items": {"type": "string"}}, "items.type", "Invalid value"),
+    ({"type": "array", "x-kubernetes-list-type": "map", "items": {"type": "object", "properties": {
+        "a": {"type": "string"}}}}, "x-kubernetes-list-map-keys", "Required value"),
+])
+def test_forbidden_schema_constructs(prop: dict, field: str, kind: str) -> None:
+    errors, _ = check_crd(_crd_with_spec_property(prop))
+    where = "spec.validation.openAPIV3Schema.properties[spec].properties[x]."
+    assert any(e.startswith(f"{where}{field}: {kind}") for e in errors), errors

@@ -145,3 +145,30 @@ def test_manifest_yaml_keeps_timestamps_as_text():
 
     (doc,) = parse_documents("when: 2024-01-01T00:00:00Z\nday: 2024-06-02\nflag: yes\n", "x.yaml")
     assert doc.content == {"when": "2024-01-01T00:00:00Z", "day": "2024-06-02", "flag": True}
+
+
+def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_path, capsys):
+    (tmp_path / "crds").mkdir()
+    (tmp_path / "crds" / "crd.yaml").write_text((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    assert main(["test", str(tmp_path)]) == 2
+    assert "no suite files" in capsys.readouterr().err
+    one_case = SUITE.format(crd="crds/crd.yaml").split("- name: wrong-expectation")[0]
+    _write(tmp_path, "suite.yaml", one_case)
+    assert main(["test", str(tmp_path), "-q"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
+    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    broken = json.loads(json.dumps(crd))
+    spec_schema = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["bad"] = {"type": "array"}
+    probes = {"suite": "probes", "probes": [
+        {"name": "shipped-accepted", "kind": "crd-accepted", "crd": crd, "expect": {"code": 201, "warnings": []}},
+        {"name": "array-without-items", "kind": "crd-rejection", "crd": broken, "expect": {"code": 422, "errors": [
+            "spec.validation.openAPIV3Schema.properties[spec].properties[bad].items: Required value: must be specified"
+        ]}},
+    ]}
+    (tmp_path / "probes.yaml").write_text(yaml.safe_dump(probes))
+    assert main(["test", str(tmp_path / "probes.yaml")]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "2 passed, 0 failed"

@@ -386,3 +386,13 @@ def test_status_write_without_a_status_subresource_is_not_found():
     out = reg.handle("UPDATE", thing({}), thing({}), "status")
     assert out.code == 404 and out.status["reason"] == "NotFound"
     assert reg.handle("UPDATE", thing({}), None).code == 400
+
+
+def test_validate_phase_takes_any_subresource_and_a_missing_old_object():
+    reg = registry({"n": {"type": "integer", "minimum": 0}})
+    prepared, warnings = reg.prepare("CREATE", thing({"n": -1, "x": 1}))
+    assert warnings == ['unknown field "spec.x"'] and prepared["spec"] == {"n": -1}
+    expected = ["spec.n: Invalid value: -1: spec.n in body should be greater than or equal to 0"]
+    assert [str(e) for e in reg.validate("CREATE", prepared)[0]] == expected
+    assert [str(e) for e in reg.validate("UPDATE", prepared, thing({"n": 1}), "scale")[0]] == expected
+    assert [str(e) for e in reg.validate("UPDATE", prepared, None)[0]] == expected

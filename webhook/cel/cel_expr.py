@@ -18,9 +18,10 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
 from webhook.cel.env import from_runtime, new_env, runtime_env
-from webhook.cel.errors import CelCompileError, CelEvalError
+from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, shape
+from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
-from webhook.cel.optimize import Issue, optimize
+from webhook.cel.optimize import COST_EXCEEDED, Issue, optimize
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
@@ -112,21 +113,25 @@ def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str
 
 
 class CelExprProgram:
-    __slots__ = ("expression", "_program", "_optional_root", "python_calls")
+    __slots__ = ("expression", "_program", "_optional_root", "python_calls", "cost")
 
-    def __init__(self, expression: str, program: cel.Expression, optional_root: bool, python_calls: int) -> None:
+    def __init__(self, expression: str, program: cel.Expression, optional_root: bool, python_calls: int, cost: CostShape) -> None:
         self.expression = expression
         self._program = program
         self._optional_root = optional_root
-        self.python_calls = python_calls  # library calls evaluated in Python per evaluation
+        self.python_calls = python_calls  # library calls left to Python, per evaluation (static count)
+        self.cost = cost
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        limit = PER_CALL_LIMIT if cost_limit is None else cost_limit
+        if self.cost.bound(activation) > limit:
+            raise CelCostExceeded()
         result = self._eval(activation)
         if result.type() == cel.Type.ERROR and _NON_CEL_VALUE in result.value():
             # dynamically typed values take timestamps/durations only as protobuf well-known types
             result = self._eval({name: well_known(value) for name, value in activation.items()})
         if result.type() == cel.Type.ERROR:
-            raise CelEvalError(clean_message(result.value()))
+            raise _eval_error(clean_message(result.value()))
         value = from_runtime(result.plain_value())
         if self._optional_root:
             return OptionalValue.of(value[0]) if value else NONE
@@ -136,13 +141,21 @@ class CelExprProgram:
         try:
             return self._program.eval(data=activation)
         except (RuntimeError, TypeError, ValueError) as err:
-            raise CelEvalError(clean_message(str(err))) from None
+            raise _eval_error(clean_message(str(err))) from None
 
     def __repr__(self) -> str:
         return f"<CelExprProgram {self.expression!r}>"
 
 
 _NON_CEL_VALUE = "Non-CEL value type"
+# cel-cpp's own bound: 10,000 comprehension iterations per evaluation
+_ITERATION_BUDGET = "Iteration budget exceeded"
+
+
+def _eval_error(message: str) -> CelEvalError:
+    if message in (_ITERATION_BUDGET, COST_EXCEEDED):
+        return CelCostExceeded()
+    return CelEvalError(message)
 
 
 def well_known(value: Any) -> Any:
@@ -206,7 +219,7 @@ def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
     if result.issues:
         raise CelCompileError(format_issues(expression, checked.source_info, result.issues))
     program = runtime.deserialize(protos.encode(result.checked))
-    return CelExprProgram(expression, program, result.optional_root, result.python_calls)
+    return CelExprProgram(expression, program, result.optional_root, result.python_calls, shape(result.checked.expr))
 
 
 class CelExprEngine:

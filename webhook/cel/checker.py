@@ -10,7 +10,7 @@ duration and regex literals), which run only when checking succeeded.
 
 from __future__ import annotations
 
-import re
+import re2
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -36,7 +36,6 @@ class Checked:
     errors: list[tuple[int, str]] = field(default_factory=list)
     # call node ids rewritten to a namespaced global function (``sets.contains(...)``)
     qualified_calls: dict[int, str] = field(default_factory=dict)
-    # select node ids that resolved as qualified identifiers
     result_type: CelType = DYN
 
 
@@ -45,13 +44,13 @@ def _is_dyn_or_error(t: CelType) -> bool:
 
 
 class _Checker:
-    def __init__(self, variables: Mapping[str, CelType], objects: Mapping[str, DeclType]) -> None:
+    def __init__(self, result: Checked, variables: Mapping[str, CelType], objects: Mapping[str, DeclType]) -> None:
+        self.result = result
         self.scopes: list[dict[str, CelType]] = [dict(variables)]
         self.objects = objects
         self.functions = functions()
         self.mapping: dict[str, CelType] = {}
         self.counter = 0
-        self.result = None  # type: ignore[assignment]
 
     # --- type variables and substitution ---------------------------------------------------------
 
@@ -168,11 +167,9 @@ class _Checker:
 
     def _check_Select(self, expr: Select) -> None:
         qualified = _qualified_name(expr)
-        if qualified is not None and not expr.test_only:
-            found = self.lookup(qualified)
-            if found is not None and "." in qualified and qualified in TYPE_IDENTS:
-                self.set_type(expr, found)
-                return
+        if qualified in TYPE_IDENTS and not expr.test_only:   # google.protobuf.Timestamp, net.IP, ...
+            self.set_type(expr, TYPE_IDENTS[qualified])
+            return
         result = self._select_field(expr, expr.operand, expr.field, expr.optional)
         if expr.test_only:
             result = BOOL
@@ -379,10 +376,9 @@ def _qualified_name(expr: Expr) -> str | None:
 def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType], *,
           validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None) -> Checked:
     """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators."""
-    checker = _Checker(variables, objects)
+    checker = _Checker(Checked(expr), variables, objects)
     if extra_functions:
         checker.functions = {**checker.functions, **extra_functions}
-    checker.result = Checked(expr)
     checker.check(expr)
     result = checker.result
     result.types = {node_id: checker.substitute(t) for node_id, t in result.types.items()}
@@ -483,9 +479,14 @@ def _valid_duration(text: str) -> bool:
     return parsed is not None and abs(parsed.total_seconds()) <= _DURATION_MAX_SECONDS
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
 def _valid_regex(pattern: str) -> bool:
+    """RE2 syntax, as Go's regexp parses it."""
     try:
-        re.compile(pattern)
-    except re.error:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error:
         return False
     return True

@@ -31,6 +31,8 @@ from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import format_checked, parse_type
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
+COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+RANGE_LIMIT = 1_000_000  # Kubernetes' per-call cost limit
 _OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
 _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
@@ -259,6 +261,8 @@ class Optimizer:
             return node
         if call.function in ("optional.unwrap", "unwrapOpt"):
             return self.native_unwrap(node)
+        if call.function == "lists.range" and len(call.args) == 1 and call.args[0].WhichOneof("expr_kind") != "const_expr":
+            return self.guard_range(node)
         if len(ids) == 1 and ids[0] in _STRING_GUARDS:
             return self.guard_string_call(node, ids[0])
         candidates = [OVERLOAD_BY_ID[i] for i in ids if i in OVERLOAD_BY_ID]
@@ -464,6 +468,17 @@ class Optimizer:
             return self.bind(names[i], values[i], lambda ref: bind_all(i + 1, [*refs, ref]))
 
         rewritten = bind_all(0, [])
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def guard_range(self, node: Any) -> Any:
+        """``lists.range(n)`` of a computed ``n`` never allocates past the per-call limit."""
+        count = node.call_expr.args[0]
+        rewritten = self.bind("@n", count, lambda n: self.cond(
+            self.op("_>_", n(), self.const(RANGE_LIMIT)), self.call(FAIL_FUNCTION, self.const(COST_EXCEEDED)),
+            self.call("lists.range", n()),
+        ))
         rewritten.id = node.id
         self.refs.pop(node.id, None)
         return rewritten

@@ -265,9 +265,13 @@ class Controller:
         """Until ``stop`` is set; then drain in-flight work and release the Lease."""
         wait_ready = getattr(self.state, "wait_ready", None)
         if wait_ready is not None:
+            waited = 0
             while not await wait_ready(1.0):
                 if stop.is_set():
                     return
+                waited += 1
+                if waited % 10 == 0:  # e.g. a kind the ServiceAccount may not list
+                    log.warning("still waiting for the cluster view to sync (%d s)", waited)
         self.feed.poll()  # the first poll sees every object as new: queue each once
         self.enqueue_all()
         tasks = [asyncio.create_task(self._watch_changes(stop), name="changes")]

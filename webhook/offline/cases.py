@@ -28,6 +28,10 @@ class SuiteError(ValueError):
     """A suite file that cannot be read or does not follow the format."""
 
 
+class NotASuite(SuiteError):
+    """A YAML file without ``cases`` or ``probes`` (skipped when found while walking a directory)."""
+
+
 @dataclass
 class CaseResult:
     suite: str
@@ -74,12 +78,11 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SuiteError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(data, dict):
-        raise SuiteError(f"{path}: not a suite (expected a mapping with 'cases' or 'probes')")
-    for key, loader in SUITE_KINDS.items():
-        if key in data:
-            return loader(path, data, crd_dirs)
-    raise SuiteError(f"{path}: not a suite (expected 'cases' or 'probes')")
+    if isinstance(data, dict):
+        for key, loader in SUITE_KINDS.items():
+            if key in data:
+                return loader(path, data, crd_dirs)
+    raise NotASuite(f"{path}: not a suite (expected a mapping with 'cases' or 'probes')")
 
 
 def _load_object_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None) -> Suite:
@@ -115,14 +118,15 @@ SUITE_KINDS: dict[str, Callable[[Path, dict[str, Any], list[Path] | None], Suite
 }
 
 
-def suite_files(paths: Iterable[Path]) -> list[Path]:
-    """Files named directly, plus every ``*.yaml``/``*.yml`` under directories (recursively)."""
-    out: list[Path] = []
+def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """(file, named directly): files named on the command line, and every ``*.yaml``/``*.yml``
+    under directories (recursively)."""
+    out: list[tuple[Path, bool]] = []
     for path in paths:
         if path.is_dir():
-            out += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+            out += [(p, False) for p in sorted(path.rglob("*")) if p.suffix in (".yaml", ".yml") and p.is_file()]
         else:
-            out.append(path)
+            out.append((path, True))
     return out
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from webhook.offline.cases import SuiteError, load_suite, suite_files
+from webhook.offline.cases import NotASuite, SuiteError, load_suite, suite_files
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,9 +26,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     crd_dirs = [Path(d) for d in args.crd] or None
     passed = failed = 0
-    for file in suite_files(paths):
+    for file, named in suite_files(paths):
         try:
             suite = load_suite(file, crd_dirs)
+        except NotASuite as exc:
+            if not named:
+                continue  # other YAML beside the suites (CRDs, notes) is not an error
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
         except SuiteError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
@@ -46,5 +52,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"    {problem}")
         if not args.quiet:
             print(f"{file}: {suite_passed}/{len(suite.cases)} passed")
+    if not passed and not failed:
+        print("error: no suite files (with 'cases' or 'probes') under " + ", ".join(args.paths), file=sys.stderr)
+        return 2
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -16,6 +16,8 @@ from typing import Any, Iterator, Mapping
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
 from webhook.cel.rule_entry import go_json, go_quote
+from webhook.schema.openapi import SchemaValidator
+from webhook.schema.structural import compile_schema
 
 # apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
 STATIC_ESTIMATED_COST_LIMIT = 10_000_000
@@ -24,6 +26,14 @@ _COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and
               "and strings are declared)")
 
 LIST_TYPES = ("atomic", "set", "map")
+# JSON-schema keywords a CRD schema must not use, with the apiserver's reason
+_UNSUPPORTED = (
+    ("$ref", "$ref is not supported"),
+    ("definitions", "definitions are not supported"),
+    ("dependencies", "dependencies are not supported"),
+    ("patternProperties", "patternProperties is not supported"),
+    ("uniqueItems", "uniqueItems cannot be set to true since the runtime complexity becomes quadratic"),
+)
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
 
 # kube-openapi's strfmt registry (names normalized: lower case, no "-"/"_") by schema type
@@ -134,8 +144,16 @@ class _SchemaChecker:
     def _node(self, schema: Mapping[str, Any], path: str, *, level: str, uncorrelatable: str | None,
               cardinality: int | None, in_metadata: bool = False) -> None:
         err = self.errors.append
-        if "$ref" in schema:
-            err(f"{_child(path, '$ref')}: Forbidden: $ref is not supported")
+        for keyword, detail in _UNSUPPORTED:
+            if schema.get(keyword):
+                err(f"{_child(path, keyword)}: Forbidden: {detail}")
+        if schema.get("type") == "null":
+            err(f"{_child(path, 'type')}: Forbidden: type cannot be set to null, use nullable as an alternative")
+        if isinstance(schema.get("items"), list):
+            err(f"{_child(path, 'items')}: Forbidden: items must be a schema object and not an array")
+        if schema.get("properties") and "additionalProperties" in schema and schema["additionalProperties"] is not True:
+            err(f"{_child(path, 'additionalProperties')}: Forbidden: additionalProperties and properties are mutual "
+                "exclusive")
         if schema.get("x-kubernetes-preserve-unknown-fields") is False:
             err(f"{_child(path, 'x-kubernetes-preserve-unknown-fields')}: Invalid value: false: "
                 "must be true or undefined")
@@ -240,22 +258,47 @@ class _SchemaChecker:
                 err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind or '')}: must be array if "
                     "x-kubernetes-list-type is specified")
         if keys and list_type != "map":
-            err(f"{_child(path, 'x-kubernetes-list-type')}: Invalid value: {go_quote(list_type or '')}: must be map "
+            shown = go_quote(list_type) if list_type is not None else "null"
+            err(f"{_child(path, 'x-kubernetes-list-type')}: Invalid value: {shown}: must be map "
                 "if x-kubernetes-list-map-keys is non-empty")
+        map_type = schema.get("x-kubernetes-map-type")
+        if map_type is not None:
+            if kind != "object":
+                if not kind:
+                    err(f"{_child(path, 'type')}: Required value: must be object if x-kubernetes-map-type is specified")
+                else:
+                    err(f"{_child(path, 'type')}: Invalid value: {go_quote(kind)}: must be object if "
+                        "x-kubernetes-map-type is specified")
+            if map_type not in ("atomic", "granular"):
+                err(f"{_child(path, 'x-kubernetes-map-type')}: Unsupported value: {go_quote(str(map_type))}: "
+                    'supported values: "atomic", "granular"')
         items = schema.get("items") if isinstance(schema.get("items"), Mapping) else None
         if list_type == "set" and items is not None and items.get("type") == "object" \
                 and items.get("x-kubernetes-map-type") != "atomic":
             value = go_quote(items["x-kubernetes-map-type"]) if "x-kubernetes-map-type" in items else "null"
             err(f"{path}.items.x-kubernetes-map-type: Invalid value: {value}: must be atomic as item of a list "
                 "with x-kubernetes-list-type=set")
-        if list_type == "map" and items is not None:
+        if list_type == "map" and kind == "array" and not keys:
+            err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Required value: must not be empty if "
+                "x-kubernetes-list-type is map")
+        if list_type == "map" and kind == "array" and items is None and not isinstance(schema.get("items"), list):
+            err(f"{_child(path, 'items')}: Required value: must have a schema if x-kubernetes-list-type is map")
+        if list_type == "map" and items is not None and items.get("type") != "object":
+            err(f"{path}.items.type: Invalid value: {go_quote(items.get('type') or '')}: must be object if parent "
+                "array's x-kubernetes-list-type is map")
+        elif list_type == "map" and items is not None and keys:
             properties = items.get("properties") or {}
-            if not keys:
-                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Required value: must not be empty if "
-                    "x-kubernetes-list-type is map")
-            elif any(k not in properties for k in keys):
+            for key in keys:
+                prop = properties.get(key)
+                if isinstance(prop, Mapping) and prop.get("type") in ("array", "object"):
+                    err(f"{path}.items.properties[{key}].type: Invalid value: \"object\": must be a scalar type if "
+                        "parent array's x-kubernetes-list-type is map")
+            if any(k not in properties for k in keys):
                 err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: entries "
                     "must all be names of item properties")
+            elif len(set(keys)) != len(keys):
+                err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: must not "
+                    "contain duplicate entries")
             else:
                 required = set(items.get("required") or ())
                 for key in keys:
@@ -304,9 +347,11 @@ class _SchemaChecker:
         value = schema["default"]
         if value is None:
             return
-        problems: list[str] = []
-        _validate_value(value, schema, "", problems, pruning=True)
-        self.errors.extend(f"{where}{problem}" for problem in problems)
+        if _has_unknown_fields(value, schema):   # the apiserver prunes a copy and compares
+            self.errors.append(f"{where}: Invalid value: {go_json(value)}: must not have unknown fields")
+        # then validated as an object's value is, with paths relative to the default (" in body ...")
+        validator = SchemaValidator(compile_schema(dict(schema)), prefix=where)
+        self.errors.extend(str(error) for error in validator.validate(value))
 
     # --- CEL ------------------------------------------------------------------------------------
 
@@ -362,93 +407,26 @@ def _times(cardinality: int | None, bound: Any) -> int | None:
 
 # --- default values against their own schema ---------------------------------------------------
 
-_GO_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
-    return _GO_TYPE_NAMES.get(type(value), "object")
-
-
-def _validate_value(value: Any, schema: Mapping[str, Any], where: str, problems: list[str], *, pruning: bool) -> None:
-    """Validate a default (``where`` is its path inside the default; "" at the default itself)."""
-    suffix = f".{where}" if where and not where.startswith("[") else where
-    if value is None:
-        return
-    kind = schema.get("type")
-    if schema.get("x-kubernetes-int-or-string"):
-        if not isinstance(value, (int, str)) or isinstance(value, bool):
-            problems.append(f"{suffix}: Invalid value: {go_quote(_json_type(value))}: {where} in body must be of type "
-                            f"integer,string: {go_quote(_json_type(value))}")
-        return
-    actual = _json_type(value)
-    if kind and not (actual == kind or (kind == "number" and actual == "integer")):
-        problems.append(f"{suffix}: Invalid value: {go_quote(actual)}: {where} in body must be of type {kind}: "
-                        f"{go_quote(actual)}")
-        return
-    enum = schema.get("enum")
-    if enum is not None and value not in enum:
-        supported = ", ".join(go_json(e) for e in enum)
-        problems.append(f"{suffix}: Unsupported value: {go_json(value)}: supported values: {supported}")
-    if isinstance(value, str):
-        max_length = schema.get("maxLength")
-        if max_length is not None and len(value) > max_length:
-            problems.append(f"{suffix}: Too long: may not be more than {max_length} bytes")
-        min_length = schema.get("minLength")
-        if min_length is not None and len(value) < min_length:
-            problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should be at least "
-                            f"{min_length} chars long")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str) and go_regexp_error(pattern) is None:
-            if re2.search(pattern, value, _RE2_OPTIONS) is None:
-                problems.append(f"{suffix}: Invalid value: {go_quote(value)}: {where} in body should match "
-                                f"'{pattern}'")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        maximum, minimum = schema.get("maximum"), schema.get("minimum")
-        if maximum is not None and value > maximum:
-            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be less than or "
-                            f"equal to {_number(maximum)}")
-        if minimum is not None and value < minimum:
-            problems.append(f"{suffix}: Invalid value: {_number(value)}: {where} in body should be greater than or "
-                            f"equal to {_number(minimum)}")
-    if isinstance(value, list):
-        max_items = schema.get("maxItems")
-        if max_items is not None and len(value) > max_items:
-            problems.append(f"{suffix}: Too many: {len(value)}: must have at most {max_items} items")
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for index, item in enumerate(value):
-                _validate_value(item, items, f"{where}[{index}]", problems, pruning=pruning)
-    if isinstance(value, dict):
+def _has_unknown_fields(value: Any, schema: Mapping[str, Any]) -> bool:
+    """Whether pruning ``value`` by ``schema`` would drop anything."""
+    if isinstance(value, dict) and (schema.get("type") == "object" or "properties" in schema):
         properties = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
-        for name in schema.get("required") or ():
-            if name not in value:
-                child = f"{where}.{name}" if where else name
-                problems.append(f".{child}: Required value" if not where else f"{suffix}.{name}: Required value")
-        unknown = [k for k in value if k not in properties and not isinstance(additional, Mapping)
-                   and additional is not True]
-        if pruning and unknown and not schema.get("x-kubernetes-preserve-unknown-fields") and kind == "object":
-            problems.append(f"{suffix}: Invalid value: {go_json(value)}: must not have unknown fields")
-            return
-        for name, item in value.items():
-            sub = properties.get(name) if name in properties else (
-                additional if isinstance(additional, Mapping) else None)
-            if sub is not None:
-                _validate_value(item, sub, f"{where}.{name}" if where else name, problems, pruning=pruning)
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
+        for key, item in value.items():
+            if key in properties:
+                if isinstance(properties[key], Mapping) and _has_unknown_fields(item, properties[key]):
+                    return True
+            elif isinstance(additional, Mapping):
+                if _has_unknown_fields(item, additional):
+                    return True
+            elif not (preserve or additional is True or (embedded and key in ("apiVersion", "kind", "metadata"))):
+                return True
+        return False
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        return any(_has_unknown_fields(item, schema["items"]) for item in value)
+    return False
 
 
 # --- Go regexp (RE2) syntax errors as Go words them -----------------------------------------

@@ -14,11 +14,8 @@ from typing import Any
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.gofmt import go_float, go_json, go_quote
-from webhook.schema.structural import ABSENT, Node
+from webhook.schema.structural import ABSENT, Node, fits_type
 
-_FLOAT32_MAX = 3.4028235677973366e38  # values at or beyond this overflow ParseFloat(s, 32)
-_INT32 = (-(2 ** 31), 2 ** 31 - 1)
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)
 
 
@@ -60,23 +57,13 @@ def _swag_is_integer(value: float) -> bool:
     return abs(value - whole) / (value + whole) < 1e-9
 
 
-def _in_range(value: Any, typ: str, fmt: str) -> bool:
-    """``IsValueValidAgainstRange`` without the message: can the value be held by type/format?"""
-    if typ == "integer":
-        if isinstance(value, float):
-            if math.isnan(value) or math.isinf(value) or not value.is_integer():
-                return False
-            value = int(value)
-        low, high = _INT32 if fmt == "int32" else _INT64
-        return low <= value <= high
-    if fmt in ("float", "float32"):
-        return abs(float(value)) < _FLOAT32_MAX
-    return True
-
-
 def _range_error(value: Any, typ: str, fmt: str, prefix: str, path: str) -> str | None:
-    if _in_range(value, typ, fmt):
+    if fits_type(value, typ, fmt):
         return None
+    return _range_message(typ, fmt, prefix, path)
+
+
+def _range_message(typ: str, fmt: str, prefix: str, path: str) -> str:
     if fmt:
         return f"{prefix} value must be of type {typ} with format {fmt} in {path}"
     return f"{prefix} value must be of type {typ} (default format) in {path}"
@@ -209,7 +196,7 @@ class SchemaValidator:
         native_int = isinstance(value, int)
         if node.multiple_of is not None:
             factor = node.multiple_of
-            problem = _range_error(factor, typ, fmt, "MultipleOf", path)
+            problem = None if node.multiple_of_fits else _range_message(typ, fmt, "MultipleOf", path)
             if problem:
                 errs.append(fe.invalid(self.prefix, "", problem))
             if native_int and not problem:
@@ -233,7 +220,7 @@ class SchemaValidator:
                                                f"{path} in body should be a multiple of {go_float(factor)}"))
         if node.minimum is not None:
             bound = node.minimum
-            problem = _range_error(bound, typ, fmt, "Minimum boundary", path)
+            problem = None if node.minimum_fits else _range_message(typ, fmt, "Minimum boundary", path)
             if problem:
                 errs.append(fe.invalid(self.prefix, "", problem))
             if native_int and not problem:
@@ -248,7 +235,7 @@ class SchemaValidator:
                 errs.append(fe.invalid(self._field(path), value, f"{path} in body should be {word} {shown}"))
         if node.maximum is not None:
             bound = node.maximum
-            problem = _range_error(bound, typ, fmt, "Maximum boundary", path)
+            problem = None if node.maximum_fits else _range_message(typ, fmt, "Maximum boundary", path)
             if problem:
                 errs.append(fe.invalid(self.prefix, "", problem))
             if native_int and not problem:

@@ -171,9 +171,16 @@ class CRDRegistry:
 
     def validate(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                  subresource: str | None = None) -> tuple[list[FieldError], list[str]]:
-        """Validate a prepared object (``old`` as stored); returns (errors, warnings)."""
+        """Validate a prepared object (``old`` as stored); returns (errors, warnings).
+
+        Raises ``RequestError`` only when no CRD serves the object. A write to a subresource
+        other than ``status`` (``scale``) is validated as a write of the whole object.
+        """
         served = self._target(obj, None)
-        return self._validate(served, operation, obj, self._stored(served, operation, old, subresource), subresource)
+        if subresource != "status" or not served.status_subresource:
+            subresource = None
+        stored = self.decode_stored(served, old) if operation == "UPDATE" and isinstance(old, dict) else None
+        return self._validate(served, operation, obj, stored, subresource)
 
     # -- internals ----------------------------------------------------------------------
     def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:

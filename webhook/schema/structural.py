@@ -7,22 +7,42 @@ so the per-object passes only walk the tree and never interpret the raw schema.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import re2
 
 from webhook.schema.formats import FORMAT_CHECKERS
+from webhook.schema.goregexp import GoRegexp
 
 ABSENT: Any = object()  # "no default", "no old value"
+
+_FLOAT32_MAX = 3.4028235677973366e38  # values at or beyond this overflow ParseFloat(s, 32)
+_INT_RANGES = {"int32": (-(2 ** 31), 2 ** 31 - 1)}
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def fits_type(value: int | float, typ: str, fmt: str) -> bool:
+    """kube-openapi's ``IsValueValidAgainstRange``: can ``typ``/``fmt`` hold the number?"""
+    if typ == "integer":
+        if isinstance(value, float):
+            if math.isnan(value) or math.isinf(value) or not value.is_integer():
+                return False
+            value = int(value)
+        low, high = _INT_RANGES.get(fmt, _INT64)
+        return low <= value <= high
+    if fmt in ("float", "float32"):
+        return abs(float(value)) < _FLOAT32_MAX
+    return True
 
 # Formats the apiserver keeps for validation (others are stripped from the schema).
 _NUMERIC_FORMATS = {"int32", "int64", "float", "double"}
 
 
-def _compile_pattern(pattern: str):
+def _compile_pattern(pattern: str) -> GoRegexp | None:
     try:
-        return re2.compile(pattern)
+        return GoRegexp(pattern)
     except re2.error:  # the apiserver would have rejected the CRD; never match
         return None
 
@@ -78,6 +98,11 @@ class Node:
     has_list_types: bool = False
     has_embedded: bool = False
     compiled_rules: Any = None  # set lazily by the CEL layer
+    # whether multipleOf/minimum/maximum themselves fit the type and format (else the
+    # apiserver reports that, and compares as plain floats)
+    multiple_of_fits: bool = True
+    minimum_fits: bool = True
+    maximum_fits: bool = True
     has_combinators: bool = False
     has_string_checks: bool = False
     has_number_checks: bool = False
@@ -173,6 +198,11 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     node.has_combinators = bool(node.all_of or node.any_of or node.one_of or node.not_ is not None)
     node.has_string_checks = bool(node.max_length is not None or node.min_length is not None or node.pattern_text
                                   or node.format_checker is not None)
+    typ = node.types[0] if node.types else ""
+    for attr in ("multiple_of", "minimum", "maximum"):
+        bound = getattr(node, attr)
+        if bound is not None:
+            setattr(node, f"{attr}_fits", fits_type(bound, typ, node.format))
     node.has_number_checks = bool(node.multiple_of is not None or node.minimum is not None
                                   or node.maximum is not None or node.types[:1] == ("integer",)
                                   or node.format in ("int32", "float"))

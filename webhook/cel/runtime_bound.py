@@ -1,0 +1,161 @@
+"""The runtime bound of the cel-expr backend: no object can make an evaluation run away.
+
+cel-expr-python exposes no cost tracking, so the bound is computed before evaluating: the
+work of a program is dominated by its comprehensions, and each comprehension iterates over
+a collection whose size is bounded by what the activation holds. At compile time the
+optimised AST becomes a polynomial in ``L`` (the longest list or map in the activation) and
+``C`` (the longest string); at evaluation time both are measured and the polynomial gives
+an upper bound of the iterations times the nodes evaluated per iteration. Over the limit,
+the evaluation is not started: ``CelCostExceeded`` with the apiserver's wording.
+
+The bound covers the ranges CEL can build from an activation (selections, indexing,
+``map``/``filter``/``transform*`` results, ``split``/``findAll`` of strings, concatenation,
+``flatten``, ``lists.range``: a computed ``lists.range(n)`` is capped at the per-call limit
+by a guard ``optimize.py`` adds). Behind it, cel-cpp stops any evaluation after 10,000
+comprehension iterations ("Iteration budget exceeded"), which the backend reports as the
+same ``CelCostExceeded``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.cel.optimize import _children
+
+# Kubernetes' per-call limit (apiserver cel.PerCallLimit) and CRD per-request budget
+PER_CALL_LIMIT = 1_000_000
+RUNTIME_CEL_COST_BUDGET = 10_000_000
+
+Poly = dict[tuple[int, int], int]  # (power of L, power of C) -> coefficient
+INFINITE: Poly = {(-1, -1): 1}
+
+
+def _const(n: int) -> Poly:
+    return {(0, 0): n}
+
+
+_L: Poly = {(1, 0): 1}
+_C_PLUS_ONE: Poly = {(0, 1): 1, (0, 0): 1}
+
+
+def _add(a: Poly, b: Poly) -> Poly:
+    if a is INFINITE or b is INFINITE:
+        return INFINITE
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def _mul(a: Poly, b: Poly) -> Poly:
+    if a is INFINITE or b is INFINITE:
+        return INFINITE
+    out: Poly = {}
+    for (la, ca), va in a.items():
+        for (lb, cb), vb in b.items():
+            key = (la + lb, ca + cb)
+            out[key] = out.get(key, 0) + va * vb
+    return out
+
+
+_STRING_RESULTS = {"split", "findAll", "regex.extractAll"}
+_FLATTEN = {"flatten"}
+_MATERIALIZE = {"lists.range", "flatten"}
+
+
+@dataclass(frozen=True)
+class CostShape:
+    """An upper bound of a program's work as a function of its activation."""
+
+    poly: Poly
+    has_loops: bool
+
+    def bound(self, activation: Mapping[str, Any]) -> float:
+        if not self.has_loops:
+            return self.poly.get((0, 0), 0)
+        if self.poly is INFINITE:
+            return float("inf")
+        longest_list, longest_string = measure(activation.values())
+        return sum(v * longest_list**l * longest_string**c for (l, c), v in self.poly.items())
+
+
+def measure(values: Any) -> tuple[int, int]:
+    """(longest list or map, longest string) anywhere in ``values``."""
+    longest_list = longest_string = 0
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            longest_string = max(longest_string, len(value))
+        elif isinstance(value, dict):
+            longest_list = max(longest_list, len(value))
+            stack.extend(value.values())
+            stack.extend(k for k in value if isinstance(k, str))
+        elif isinstance(value, (list, tuple)):
+            longest_list = max(longest_list, len(value))
+            stack.extend(value)
+        elif isinstance(value, (bytes, bytearray)):
+            longest_string = max(longest_string, len(value))
+    return longest_list, longest_string
+
+
+def shape(expr: Any) -> CostShape:
+    """The cost polynomial of an optimised AST (see the module docstring)."""
+    total, loops = _cost(expr)
+    return CostShape(total, loops)
+
+
+def _cost(node: Any) -> tuple[Poly, bool]:
+    kind = node.WhichOneof("expr_kind")
+    if kind == "comprehension_expr":
+        c = node.comprehension_expr
+        iterations = _size(c.iter_range)
+        range_cost, loops = _cost(c.iter_range)
+        init_cost, init_loops = _cost(c.accu_init)
+        body = _const(1)
+        for part in (c.loop_condition, c.loop_step):
+            part_cost, _ = _cost(part)
+            body = _add(body, part_cost)
+        result_cost, _ = _cost(c.result)
+        looping = _mul(iterations, body)
+        return _add(_add(_add(range_cost, init_cost), looping), result_cost), True
+    total: Poly = _const(1)
+    loops = kind == "call_expr" and node.call_expr.function in _MATERIALIZE
+    if loops:  # building the collection costs its size
+        total = _add(total, _size(node))
+    for child in _children(node):
+        child_cost, child_loops = _cost(child)
+        total = _add(total, child_cost)
+        loops = loops or child_loops
+    return total, loops
+
+
+def _size(node: Any) -> Poly:
+    """An upper bound of the number of elements of the collection ``node`` evaluates to."""
+    kind = node.WhichOneof("expr_kind")
+    if kind == "list_expr":
+        return _const(len(node.list_expr.elements))
+    if kind == "struct_expr":
+        return _const(len(node.struct_expr.entries))
+    if kind == "comprehension_expr":
+        # map/filter/transform*/fold results have at most one element per iteration
+        c = node.comprehension_expr
+        if c.iter_range.WhichOneof("expr_kind") == "list_expr" and not c.iter_range.list_expr.elements:
+            return _size(c.result)  # a binding (cel.bind): the size of its result
+        return _add(_size(c.iter_range), _size(c.accu_init))
+    if kind == "call_expr":
+        call = node.call_expr
+        args = list(call.args)
+        if call.function == "lists.range":
+            value = args[0].const_expr.int64_value if args and args[0].WhichOneof("expr_kind") == "const_expr" else None
+            # a computed n: capped by the guard in optimize.py, sized like the data it comes from
+            return _const(max(value, 0)) if value is not None else _L
+        if call.function == "_+_":
+            return _add(_size(args[0]), _size(args[1]))
+        if call.function in _FLATTEN:
+            return _mul(_size(call.target), _L)
+        if call.function in _STRING_RESULTS:
+            return _C_PLUS_ONE
+    return _L
