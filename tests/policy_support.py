@@ -59,4 +59,6 @@ def patched(obj: dict, patch: list[dict]) -> dict:
 
 
 def messages(result) -> list[str]:
-    return [c["message"] for c in (result.status or {}).get("details", {}).get("causes", [])]
+    """Each denial as ``<field>: <message>`` (how kubectl prints a cause)."""
+    causes = (result.status or {}).get("details", {}).get("causes", [])
+    return [f"{c['field']}: {c['message']}" if "field" in c else c["message"] for c in causes]

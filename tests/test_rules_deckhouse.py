@@ -169,7 +169,7 @@ async def test_empty_device_class_intersection_is_claim_device_missing(example):
     assert not out.allowed and out.status["reason"] == "ClaimDeviceMissing"
     assert out.status["details"]["causes"][0] == {
         "reason": "ClaimDeviceMissing", "field": "spec.resources.accelerator.deviceClasses",
-        "message": 'spec.resources.accelerator.deviceClasses: ClaimDeviceMissing: [nvidia-h100-physical] has no '
+        "message": 'ClaimDeviceMissing: [nvidia-h100-physical] has no '
                    'DeviceClass in common with class "a30-shared" (allowedDeviceClasses: nvidia-a30-mig-2g12-mps, '
                    'nvidia-a30-mig-2g12); name at least one of those'}
 

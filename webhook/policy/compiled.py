@@ -55,16 +55,16 @@ class Expression:
         return {ref: _resolve(activation, ref) for ref in self._refs}
 
 
-# a variable and its field path, without a trailing method call (".exists(", ".size(")
+# a variable and its field path (".x" or optional ".?x"), without a trailing method call (".exists(")
 _REF = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)"
-                  r"((?:\.[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_]|\s*\())*)")
+                  r"((?:\.\??[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_]|\s*\())*)")
 _MISSING = "<absent>"
 
 
 def _references(source: str) -> list[str]:
-    """The paths an expression reads, outermost first; a path inside another is dropped."""
-    found = list(dict.fromkeys(m.group(0) for m in _REF.finditer(source)))
-    return [r for r in found if not any(r.startswith(other + ".") for other in found)]
+    """The paths an expression reads, most specific first seen; ancestors of others dropped."""
+    found = list(dict.fromkeys(m.group(0).replace(".?", ".") for m in _REF.finditer(source)))
+    return [r for r in found if not any(other.startswith(r + ".") for other in found)]
 
 
 def _resolve(activation: Mapping[str, Any], ref: str) -> Any:
