@@ -373,23 +373,27 @@ def create_app(
 
 
 def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:
-    """The real admission chain over the configured (or shipped) CRDs, policies and state,
-    with the state's readiness (a cluster watch must have synced)."""
+    """The real admission chain over the configured (or shipped) CRDs, policies and state.
+
+    Policies are reloaded when their files change (a mounted ConfigMap); the last good set
+    stays in force when a change does not load. The cluster state is a watch cache with
+    ``--kube-state`` (ready once every kind is listed), else a directory of manifests."""
     from webhook import resources
     from webhook.admission.chain import AdmissionChain
-    from webhook.policy import PolicySet
+    from webhook.policy import PolicyDirectory
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
 
     registry = CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
-    policies = PolicySet.load(settings.policies_dir or resources.policies_dir())
+    policies = PolicyDirectory(settings.policies_dir or resources.policies_dir())
+    policies.start()
     if settings.kube_state:
         from webhook.state import KubeState
 
-        state = KubeState()
+        state = KubeState(_kube_api_client(settings.kubeconfig))
         state.start()
     else:
-        state = FileState(settings.state_dir or resources.examples_dir())  # examples/state
+        state = FileState(settings.state_dir or resources.examples_dir())
     checks: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), checks
 

@@ -85,11 +85,15 @@ def test_whole_state_in_yaml(capsys):
 
 def test_bad_input_is_one_clear_line(capsys, tmp_path):
     code, _, err = reconcile(capsys, tmp_path / "missing.yaml")
-    assert code == 1 and err.strip() == f"infergate reconcile: {tmp_path / 'missing.yaml'}: no such file"
+    assert code == 1 and err.strip() == f"infergate reconcile: {tmp_path / 'missing.yaml'}: no such file or directory"
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: [unclosed\n")
     code, _, err = reconcile(capsys, broken)
-    assert code == 1 and err.startswith(f"infergate reconcile: {broken}") and "Traceback" not in err
+    assert code == 1 and err.startswith(f"infergate reconcile: {broken}:2: invalid YAML") and "Traceback" not in err
+    not_an_object = tmp_path / "list.yaml"
+    not_an_object.write_text("- just\n- a list\n")
+    code, _, err = reconcile(capsys, not_an_object)
+    assert code == 1 and err.strip() == f"infergate reconcile: {not_an_object}:1: not a Kubernetes object (apiVersion, kind and metadata)"
     code = main(["reconcile", "--state", str(tmp_path / "nope")])
     assert code == 1 and "not a directory" in capsys.readouterr().err
     code = main(["reconcile", "--state", str(CLUSTER), "--now", "soon"])
@@ -117,3 +121,35 @@ def test_a_malformed_object_is_reported_and_the_rest_reconciled(capsys, tmp_path
     assert "lands on DeviceClass nvidia-a30-mig-2g12-mps" in out
     assert err.startswith("infergate reconcile: InferenceService hardfest-demo/broken: malformed, not reconciled")
     assert "Traceback" not in err
+
+
+def test_timestamps_as_yaml_writes_them(capsys, tmp_path):
+    # an unquoted timestamp: YAML loaders make it a datetime; the controller reads both forms
+    (tmp_path / "models.yaml").write_text(
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: InferencePool\n"
+        "metadata: {name: pool, namespace: ns}\nspec: {selector: {app: x}, targetPortNumber: 8000}\n---\n"
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: InferenceModel\n"
+        "metadata: {name: old, namespace: ns, creationTimestamp: 2025-01-01T00:00:00Z}\n"
+        "spec: {modelName: llama, poolRef: {name: pool}}\n---\n"
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: InferenceModel\n"
+        "metadata: {name: new, namespace: ns, creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+        "spec: {modelName: llama, poolRef: {name: pool}}\n"
+    )
+    code = main(["reconcile", "--state", str(tmp_path), "--now", NOW])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "InferenceModel ns/old Accepted=True (Accepted)" in out
+    assert "InferenceModel ns/new Accepted=False (ModelNameInUse)" in out
+
+
+def test_previous_status_with_unquoted_times(capsys, tmp_path):
+    (tmp_path / "pool.yaml").write_text(
+        "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: InferencePool\n"
+        "metadata: {name: pool, namespace: ns, generation: 1}\nspec: {selector: {app: x}, targetPortNumber: 8000}\n"
+        "status:\n  conditions:\n  - {type: Ready, status: 'False', reason: NoMatchingPods, message: old,\n"
+        "     lastTransitionTime: 2025-06-01T10:00:00Z}\n"
+    )
+    code = main(["reconcile", "--state", str(tmp_path), "--now", NOW, "-o", "json"])
+    (item,) = json.loads(capsys.readouterr().out)["items"]
+    assert code == 0
+    assert item["status"]["conditions"][0]["lastTransitionTime"] == "2025-06-01T10:00:00Z"  # unchanged status

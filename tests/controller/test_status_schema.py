@@ -22,11 +22,10 @@ MANIFESTS = examples_dir().parent / "manifests"
 
 
 def scenarios():
-    extra = [obj for path in sorted((MANIFESTS / "valid").glob("*.yaml")) for obj in read_manifests(path)]
-    extra += [obj for path in sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml")) for obj in read_manifests(path)]
+    extra = read_manifests([str(MANIFESTS / "valid"), str(MANIFESTS / "denied-by-webhook")])
     yield "examples", load_state(None, extra)
     for path in sorted(ORDERS.glob("*.yaml")):
-        yield path.stem, load_state(CLUSTER, read_manifests(path))
+        yield path.stem, load_state(CLUSTER, read_manifests([str(path)]))
 
 
 CASES = [(name, state, obj) for name, state in scenarios() for obj in owned_objects(state)]

@@ -396,3 +396,15 @@ def test_validate_phase_takes_any_subresource_and_a_missing_old_object():
     assert [str(e) for e in reg.validate("CREATE", prepared)[0]] == expected
     assert [str(e) for e in reg.validate("UPDATE", prepared, thing({"n": 1}), "scale")[0]] == expected
     assert [str(e) for e in reg.validate("UPDATE", prepared, None)[0]] == expected
+
+
+def test_absurdly_deep_objects_are_refused_not_crashed():
+    reg = registry({"free": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}})
+    deep: dict = {}
+    node = deep
+    for _ in range(5000):
+        node["x"] = {}
+        node = node["x"]
+    out = create(reg, {"free": deep})
+    assert out.code == 400 and out.status["message"] == "the object is nested too deeply to be decoded"
+    assert reg.handle("UPDATE", thing({"free": {"a": 1}}), thing({"free": deep})).code == 400

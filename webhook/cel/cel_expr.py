@@ -17,11 +17,12 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
-from webhook.cel.env import from_runtime, new_env, runtime_env
+from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
-from webhook.cel.optimize import COST_EXCEEDED, Issue, optimize
+from webhook.cel.library import LibraryError
+from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, optimize, select_overload
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
@@ -113,23 +114,44 @@ def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str
 
 
 class CelExprProgram:
-    __slots__ = ("expression", "_program", "_optional_root", "python_calls", "cost")
+    """A compiled expression: one C++ program, plus, when library calls read selected data,
+    the values those calls need (``hoists``) and the plain program to fall back on."""
 
-    def __init__(self, expression: str, program: cel.Expression, optional_root: bool, python_calls: int, cost: CostShape) -> None:
+    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost")
+
+    def __init__(
+        self,
+        expression: str,
+        program: cel.Expression,
+        *,
+        optional_root: bool,
+        python_calls: int,
+        cost: CostShape,
+        hoists: tuple[Hoist, ...] = (),
+        fallback: cel.Expression | None = None,
+    ) -> None:
         self.expression = expression
         self._program = program
+        self._fallback = fallback
+        self._hoists = hoists
         self._optional_root = optional_root
         self.python_calls = python_calls  # library calls left to Python, per evaluation (static count)
         self.cost = cost
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        limit = PER_CALL_LIMIT if cost_limit is None else cost_limit
-        if self.cost.bound(activation) > limit:
+        if self.cost.needs_measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
-        result = self._eval(activation)
+        program = self._program
+        if self._hoists:
+            values = hoisted_values(self._hoists, activation)
+            if values is None:  # a selection or a library call fails: let CEL report it
+                program = self._fallback
+            else:
+                activation = {**activation, **values}
+        result = self._eval(program, activation)
         if result.type() == cel.Type.ERROR and _NON_CEL_VALUE in result.value():
             # dynamically typed values take timestamps/durations only as protobuf well-known types
-            result = self._eval({name: well_known(value) for name, value in activation.items()})
+            result = self._eval(program, {name: well_known(value) for name, value in activation.items()})
         if result.type() == cel.Type.ERROR:
             raise _eval_error(clean_message(result.value()))
         value = from_runtime(result.plain_value())
@@ -137,14 +159,48 @@ class CelExprProgram:
             return OptionalValue.of(value[0]) if value else NONE
         return value
 
-    def _eval(self, activation: Mapping[str, Any]) -> cel.Value:
+    @staticmethod
+    def _eval(program: cel.Expression, activation: Mapping[str, Any]) -> cel.Value:
         try:
-            return self._program.eval(data=activation)
+            return program.eval(data=activation)
         except (RuntimeError, TypeError, ValueError) as err:
             raise _eval_error(clean_message(str(err))) from None
 
     def __repr__(self) -> str:
         return f"<CelExprProgram {self.expression!r}>"
+
+
+def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The hidden variables' values, or None when any selection or call would fail."""
+    values, results = {}, {}
+    for hoist in hoists:
+        args = []
+        for extractor in hoist.args:
+            if extractor[0] == "const":
+                args.append(extractor[1])
+                continue
+            if extractor[0] == "hoisted":
+                args.append(results[extractor[1]])
+                continue
+            _, root, steps = extractor
+            if root not in activation:
+                return None
+            value = activation[root]
+            for _, key in steps:
+                try:
+                    value = value[key]
+                except (KeyError, IndexError, TypeError):
+                    return None
+            args.append(value)
+        overload = select_overload(hoist.overloads, args)
+        if overload is None:
+            return None
+        try:
+            results[hoist.variable] = overload.impl(*args)
+        except LibraryError:
+            return None
+        values[hoist.variable] = to_runtime(results[hoist.variable])
+    return values
 
 
 _NON_CEL_VALUE = "Non-CEL value type"
@@ -204,7 +260,7 @@ _ENVS: dict[tuple, tuple[cel.Env, cel.Env]] = {}
 def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
     envs = _ENVS.get(key)
     if envs is None:
-        envs = _ENVS[key] = (new_env(decls.variables), runtime_env(decls.variables))
+        envs = _ENVS[key] = (new_env(decls.variables), runtime_env(decls.variables, HOIST_VARIABLES))
     return envs
 
 
@@ -212,14 +268,28 @@ def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
 def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
     checking, runtime = _envs(key, decls)
     try:
-        checked = protos.decode(checking.compile(expression))
+        checked_expr = checking.compile(expression)
     except RuntimeError as err:
         raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
-    result = optimize(checked)
-    if result.issues:
-        raise CelCompileError(format_issues(expression, checked.source_info, result.issues))
-    program = runtime.deserialize(protos.encode(result.checked))
-    return CelExprProgram(expression, program, result.optional_root, result.python_calls, shape(result.checked.expr))
+    plain = optimize(protos.decode(checked_expr))
+    if plain.issues:
+        raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
+    fallback = runtime.deserialize(protos.encode(plain.checked))
+    hoisted = optimize(protos.decode(checked_expr), hoist=True)
+    if not hoisted.hoists:
+        return CelExprProgram(
+            expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
+            cost=shape(plain.checked.expr),
+        )
+    return CelExprProgram(
+        expression,
+        runtime.deserialize(protos.encode(hoisted.checked)),
+        optional_root=hoisted.optional_root,
+        python_calls=hoisted.python_calls,
+        cost=shape(plain.checked.expr),
+        hoists=hoisted.hoists,
+        fallback=fallback,
+    )
 
 
 class CelExprEngine:

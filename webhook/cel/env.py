@@ -306,11 +306,12 @@ def _runtime_functions() -> list[cel.FunctionDecl]:
     return decls
 
 
-def runtime_env(variables: Mapping[str, cel.Type]) -> cel.Env:
-    """The runtime env: plans optimised ASTs; ``variables`` as in the checking env."""
+def runtime_env(variables: Mapping[str, cel.Type], hidden: tuple[str, ...] = ()) -> cel.Env:
+    """The runtime env: plans optimised ASTs; ``variables`` as in the checking env, plus the
+    ``hidden`` variables that carry values computed before evaluation."""
     return cel.NewEnv(
         descriptor_pool=descriptor_pool_with_library_types(),
         config=cel.NewEnvConfigFromYaml(_config_yaml(runtime=True)),
-        variables=dict(variables),
+        variables={**variables, **{name: cel.Type.DYN for name in hidden}},
         functions=_runtime_functions(),
     )

@@ -46,21 +46,42 @@ class Issue:
     message: str
 
 
+@dataclass(frozen=True)
+class Hoist:
+    """A library call on selected data, computed in Python before the C++ evaluation.
+
+    ``args`` are ``("const", value)``, ``("hoisted", variable)`` (an earlier hoist's result)
+    or ``("path", variable, steps)`` with steps ``("field", name)`` / ``("index", value)``;
+    the result is bound to ``variable``.
+    """
+
+    variable: str
+    overloads: tuple[Overload, ...]
+    args: tuple[tuple, ...]
+
+
+HOIST_VARIABLES = tuple(f"@h{i}" for i in range(16))
+
+
 @dataclass
 class Result:
     checked: Any
     issues: list[Issue] = field(default_factory=list)
     optional_root: bool = False
     python_calls: int = 0  # library calls left to Python at runtime (per evaluation, statically)
+    hoists: tuple[Hoist, ...] = ()
 
 
 class Optimizer:
-    def __init__(self, checked: Any) -> None:
+    def __init__(self, checked: Any, hoist: bool = False) -> None:
         self.checked = checked
         self.types = checked.type_map
         self.refs = checked.reference_map
         self.issues: list[Issue] = []
         self.python_calls = 0
+        self.hoist = hoist
+        self.hoists: list[Hoist] = []
+        self._scope: list[str] = []  # comprehension variables around the visited node
         self._next_id = max([0, *self._ids(checked.expr)]) + 1
 
     # -- node construction -----------------------------------------------------------
@@ -189,7 +210,7 @@ class Optimizer:
             expr = self.bind("@root", expr, lambda o: self.cond(
                 self.call("hasValue", target=o()), self.list_of(self.call("value", target=o())), self.list_of()))
         self.checked.expr.CopyFrom(expr)
-        return Result(self.checked, self.issues, optional_root, self.python_calls)
+        return Result(self.checked, self.issues, optional_root, self.python_calls, tuple(self.hoists))
 
     def visit(self, node: Any) -> Any:
         kind = node.WhichOneof("expr_kind")
@@ -217,8 +238,12 @@ class Optimizer:
                 self.check_homogeneous(values, optional, "value")
         elif kind == "comprehension_expr":
             c = node.comprehension_expr
-            for part in ("iter_range", "accu_init", "loop_condition", "loop_step", "result"):
+            for part in ("iter_range", "accu_init"):
                 getattr(c, part).CopyFrom(self.visit(getattr(c, part)))
+            self._scope += [c.iter_var, c.iter_var2, c.accu_var]
+            for part in ("loop_condition", "loop_step", "result"):
+                getattr(c, part).CopyFrom(self.visit(getattr(c, part)))
+            del self._scope[-3:]
         return node
 
     def check_homogeneous(self, elements: list[Any], optional_indices: Any, _what: str) -> None:
@@ -325,7 +350,7 @@ class Optimizer:
             if not ok:
                 return None
             values.append(value)
-        overload = _select(candidates, values)
+        overload = select_overload(candidates, values)
         if overload is None or not overload.pure:
             return None
         try:
@@ -434,6 +459,35 @@ class Optimizer:
             self.call("slice", self.const(0), self.const(limit), target=f()),
         ))
 
+    def extractor(self, node: Any) -> tuple | None:
+        """How to compute ``node`` in Python from the activation, if it is a constant or a
+        selection (``self.spec.memory``, ``self.items[0]``) of a top-level variable."""
+        ok, value = _constant_value(node)
+        if ok:
+            return ("const", value)
+        steps: list[tuple] = []
+        while True:
+            kind = node.WhichOneof("expr_kind")
+            if kind == "select_expr" and not node.select_expr.test_only:
+                steps.append(("field", node.select_expr.field))
+                node = node.select_expr.operand
+            elif kind == "call_expr" and node.call_expr.function == "_[_]" and len(node.call_expr.args) == 2:
+                ok, index = _constant_value(node.call_expr.args[1])
+                if not ok or not isinstance(index, (str, int)):
+                    return None
+                steps.append(("index", index))
+                node = node.call_expr.args[0]
+            elif kind == "ident_expr" and node.ident_expr.name in HOIST_VARIABLES and not steps:
+                return ("hoisted", node.ident_expr.name)
+            elif kind == "ident_expr":
+                name = node.ident_expr.name
+                ref = self.refs.get(node.id)
+                if name in self._scope or name.startswith("@") or (ref is not None and ref.name != name):
+                    return None
+                return ("path", name, tuple(reversed(steps)))
+            else:
+                return None
+
     def mixed_call(self, node: Any, candidates: list[Overload]) -> Any:
         """A dyn receiver matched both a Kubernetes list function and a strings-extension one
         (``indexOf``/``lastIndexOf``): decide by the receiver's runtime type."""
@@ -492,8 +546,14 @@ class Optimizer:
 
     def private_call(self, candidates: list[Overload], args: list[Any]) -> Any:
         overload = candidates[0]
-        self.python_calls += 1
-        call = self.call(private_name(overload.function, overload.member), *args)
+        extractors = [self.extractor(arg) for arg in args] if self.hoist else [None]
+        if self.hoist and all(extractors) and len(self.hoists) < len(HOIST_VARIABLES):
+            variable = HOIST_VARIABLES[len(self.hoists)]
+            self.hoists.append(Hoist(variable, tuple(candidates), tuple(extractors)))
+            call = self.ident(variable)
+        else:
+            self.python_calls += 1
+            call = self.call(private_name(overload.function, overload.member), *args)
         if all(c.id in _OPTIONAL_RESULT for c in candidates):
             return self.call("first", target=call)
         return call
@@ -600,7 +660,7 @@ def _accepts(type_name: str, value: Any) -> bool:
     return True  # dyn and type parameters
 
 
-def _select(candidates: list[Overload], values: list[Any]) -> Overload | None:
+def select_overload(candidates: tuple[Overload, ...] | list[Overload], values: list[Any]) -> Overload | None:
     for overload in candidates:
         if len(overload.params) == len(values) and all(_accepts(p, v) for p, v in zip(overload.params, values)):
             return overload
@@ -615,5 +675,5 @@ def _valid_timestamp(text: str) -> bool:
     return "T" in text.upper()
 
 
-def optimize(checked: Any) -> Result:
-    return Optimizer(checked).run()
+def optimize(checked: Any, *, hoist: bool = False) -> Result:
+    return Optimizer(checked, hoist).run()

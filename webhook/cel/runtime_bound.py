@@ -72,6 +72,11 @@ class CostShape:
     poly: Poly
     has_loops: bool
 
+    @property
+    def needs_measure(self) -> bool:
+        """Single loops stay within cel-cpp's iteration budget; nested ones are measured first."""
+        return self.poly is INFINITE or max(l + c for l, c in self.poly) >= 2
+
     def bound(self, activation: Mapping[str, Any]) -> float:
         if not self.has_loops:
             return self.poly.get((0, 0), 0)
@@ -92,7 +97,6 @@ def measure(values: Any) -> tuple[int, int]:
         elif isinstance(value, dict):
             longest_list = max(longest_list, len(value))
             stack.extend(value.values())
-            stack.extend(k for k in value if isinstance(k, str))
         elif isinstance(value, (list, tuple)):
             longest_list = max(longest_list, len(value))
             stack.extend(value)

@@ -45,6 +45,8 @@ def merge_conditions(
     for condition in current:
         old = before.get(condition.type)
         since = old.get("lastTransitionTime") if old and old.get("status") == condition.status else None
+        if isinstance(since, datetime):  # a YAML loader's reading of an unquoted timestamp
+            since = rfc3339(since)
         entry = {
             "type": condition.type,
             "status": condition.status,

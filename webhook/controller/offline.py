@@ -34,7 +34,8 @@ class InputError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", type=Path, help="manifests to add to the state; only their statuses are printed")
+    parser.add_argument("files", nargs="*", metavar="FILE",
+                        help="manifests (files, directories, - for stdin) laid over the state; only their statuses are printed")
     parser.add_argument("--state", type=Path, default=None, help="directory of manifests: the cluster view (default: the shipped examples)")
     parser.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
     parser.add_argument("--now", default=None, help="the clock, RFC 3339 (default: now); makes output reproducible")
@@ -45,27 +46,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Deckhouse publicDomainTemplate for External endpoints (default: ModuleConfig global)")
 
 
-def _documents(path: Path) -> list[dict]:
+def read_manifests(sources: list[str]) -> list[dict]:
+    """The objects in files, directories or ``-`` (stdin), read as ``infergate validate`` does."""
+    from webhook.offline.documents import InputError as DocumentError
+    from webhook.offline.documents import read_sources
+
     try:
-        documents = list(yaml.safe_load_all(path.read_text()))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: {exc}") from None
+        documents = read_sources(sources)
+    except DocumentError as exc:
+        raise InputError(str(exc)) from None
     objects = []
-    for index, document in enumerate(documents):
-        if document is None:
-            continue
-        is_list = isinstance(document, dict) and str(document.get("kind", "")).endswith("List")
-        for item in (document.get("items") or []) if is_list else [document]:
-            if not isinstance(item, dict) or not item.get("apiVersion") or not item.get("kind"):
-                raise InputError(f"{path}: document {index + 1} is not a Kubernetes object (apiVersion and kind)")
-            objects.append(item)
+    for document in documents:
+        obj = document.content
+        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind") or not isinstance(
+            obj.get("metadata"), dict
+        ):
+            raise InputError(f"{document.where}: not a Kubernetes object (apiVersion, kind and metadata)")
+        objects.append(obj)
     return objects
-
-
-def read_manifests(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    return _documents(path)
 
 
 def load_state(directory: Path | None, extra: list[dict]):
@@ -165,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"--now {args.now!r}: expected an RFC 3339 time such as 2026-01-01T00:00:00Z")
         if args.replan_limit < 0 or args.replan_timeout < 0:
             raise InputError("--replan-limit and --replan-timeout must not be negative")
-        extra = [obj for path in args.files for obj in read_manifests(path)]
+        extra = read_manifests(args.files) if args.files else []
         state = load_state(args.state, extra)
     except InputError as exc:
         print(f"infergate reconcile: {exc}", file=sys.stderr)

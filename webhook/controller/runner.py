@@ -239,7 +239,8 @@ class Controller:
             except Exception as exc:  # noqa: BLE001 - API errors and bugs alike: one object must not stop the loop
                 delay = self.queue.add_rate_limited(key)
                 log.warning("status of %s %s/%s not written (%s); retry in %.1fs",
-                            key[0].kind, key[1] or "", key[2], exc, delay)
+                            key[0].kind, key[1] or "", key[2], exc, delay,
+                            exc_info=not isinstance(exc, (ApiError, OSError)))  # a bug: keep its trace
             else:
                 self.queue.forget(key)
                 wait = self._replan_check_in(key)

@@ -5,12 +5,16 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 
-def parse_time(text: str | None) -> datetime | None:
-    if not text or not isinstance(text, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+def parse_time(value: str | datetime | None) -> datetime | None:
+    """An RFC 3339 timestamp as an aware datetime; YAML loaders may already have made it one."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and value:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 

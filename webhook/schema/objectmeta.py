@@ -144,6 +144,7 @@ def validate_object_meta(meta: dict[str, Any], *, namespaced: bool, name_fn=name
         errs.append(fe.invalid(f"{path}.generation", generation, "must be greater than or equal to 0"))
     errs += validate_labels(meta.get("labels") or {}, f"{path}.labels")
     errs += validate_annotations(meta.get("annotations") or {}, f"{path}.annotations")
+    errs += validate_owner_references(meta.get("ownerReferences") or [], f"{path}.ownerReferences")
     errs += validate_finalizers(meta.get("finalizers") or [], f"{path}.finalizers")
     return errs
 
@@ -160,6 +161,30 @@ def validate_object_meta_update(meta: dict[str, Any], old: dict[str, Any], path:
             errs.append(fe.invalid(f"{path}.{key}", new_value, "field is immutable"))
     errs += validate_labels(meta.get("labels") or {}, f"{path}.labels")
     errs += validate_annotations(meta.get("annotations") or {}, f"{path}.annotations")
+    errs += validate_owner_references(meta.get("ownerReferences") or [], f"{path}.ownerReferences")
+    return errs
+
+
+def validate_owner_references(refs: list[Any], path: str) -> list[fe.FieldError]:
+    """``ValidateOwnerReferences``: apiVersion (with a version), kind, name, uid; one controller."""
+    errs: list[fe.FieldError] = []
+    controller = ""
+    for ref in refs:
+        if not isinstance(ref, dict):
+            continue
+        api_version = str(ref.get("apiVersion") or "")
+        if not api_version.rpartition("/")[2]:
+            errs.append(fe.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
+        for key in ("kind", "name", "uid"):
+            if not ref.get(key):
+                errs.append(fe.invalid(f"{path}.{key}", str(ref.get(key) or ""), "must not be empty"))
+        if ref.get("controller") is True:
+            current = f"{ref.get('kind', '')}/{ref.get('name', '')}"
+            if controller:
+                errs.append(fe.invalid(path, refs, "Only one reference can have Controller set to true. Found "
+                                                   f'"true" in references for {controller} and {current}'))
+            else:
+                controller = current
     return errs
 
 

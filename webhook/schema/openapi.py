@@ -17,8 +17,6 @@ from webhook.schema.gofmt import go_float, go_json, go_quote
 from webhook.schema.structural import ABSENT, Node, fits_type
 
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)
-
-
 _TYPE_INFO = {str: ("string", ""), bool: ("boolean", ""), int: ("integer", "int64"), float: ("number", "float64"),
               list: ("array", ""), dict: ("object", "")}
 
@@ -132,11 +130,9 @@ class SchemaValidator:
         if sch_type == "string":
             if node.has_string_checks:
                 errs += self._string(node, value, path)
-        elif sch_type == "object":
-            pass
         elif sch_type == "array":
             errs += self._array(node, value, path, old)
-        elif sch_type != "boolean" and node.has_number_checks:
+        elif sch_type in ("integer", "number") and node.has_number_checks:
             errs += self._number(node, value, path)
         if node.enum is not None and not (value in node.enum_strings if sch_type == "string"
                                           else any(_enum_matches(value, c) for c in node.enum)):

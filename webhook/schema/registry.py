@@ -26,6 +26,7 @@ from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, 
                                        validate_object_meta_update)
 from webhook.schema.structural import ABSENT, Node
 
+_TOO_DEEP = "the object is nested too deeply to be decoded"
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
                                 "the existing errors to complete validation")
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -147,9 +148,12 @@ class CRDRegistry:
             served = self._target(obj, request)
             stored = self._stored(served, operation, old, subresource)
             prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
+            errors, more = self._validate(served, operation, prepared, stored, subresource)
         except RequestError as exc:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
-        errors, more = self._validate(served, operation, prepared, stored, subresource)
+        except RecursionError:
+            exc = RequestError(400, _TOO_DEEP)
+            return Outcome(False, exc.code, exc.status(), [], None, [])
         warnings += more
         warnings = list(dict.fromkeys(warnings))  # the apiserver sends each warning text once
         kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
@@ -166,8 +170,11 @@ class CRDRegistry:
                 ) -> tuple[dict[str, Any], list[str]]:
         """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404."""
         served = self._target(obj, None)
-        stored = self._stored(served, operation, old, subresource)
-        return self._prepare(served, operation, obj, stored, subresource, namespace)
+        try:
+            stored = self._stored(served, operation, old, subresource)
+            return self._prepare(served, operation, obj, stored, subresource, namespace)
+        except RecursionError:
+            raise RequestError(400, _TOO_DEEP) from None
 
     def validate(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                  subresource: str | None = None) -> tuple[list[FieldError], list[str]]:
@@ -179,8 +186,11 @@ class CRDRegistry:
         served = self._target(obj, None)
         if subresource != "status" or not served.status_subresource:
             subresource = None
-        stored = self.decode_stored(served, old) if operation == "UPDATE" and isinstance(old, dict) else None
-        return self._validate(served, operation, obj, stored, subresource)
+        try:
+            stored = self.decode_stored(served, old) if operation == "UPDATE" and isinstance(old, dict) else None
+            return self._validate(served, operation, obj, stored, subresource)
+        except RecursionError:
+            raise RequestError(400, _TOO_DEEP) from None
 
     # -- internals ----------------------------------------------------------------------
     def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:

@@ -12,18 +12,23 @@ InferencePool ``Ready``: whether Pods matching ``spec.selector`` are there and R
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timezone
 
 from webhook.controller import kinds
 from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers.pods import pod_is_ready
 from webhook.controller.snapshot import selector_string
+from webhook.controller.timeutil import parse_time
 
 
-def _seniority(obj: Mapping) -> tuple[str, str, str]:
+_NEVER = datetime.max.replace(tzinfo=timezone.utc)
+
+
+def _seniority(obj: Mapping) -> tuple[datetime, str, str]:
     meta = obj.get("metadata") or {}
-    # RFC 3339 in UTC with second precision sorts as text; absent sorts last.
-    return meta.get("creationTimestamp") or "~", meta.get("namespace") or "", meta.get("name") or ""
+    created = parse_time(meta.get("creationTimestamp")) or _NEVER  # no timestamp: youngest
+    return created, meta.get("namespace") or "", meta.get("name") or ""
 
 
 def accepted_condition(model: Mapping, ctx: ReconcileContext) -> Condition:
