@@ -162,3 +162,9 @@ def test_embedded_resources_are_resource_roots() -> None:
     node = rules({"rule": "self.kind == 'ConfigMap' && self.metadata.name.startsWith('cm-')"}, schema=embedded)
     assert failures(node, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm-a"}, "data": {}}) == []
     assert len(failures(node, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cm-a"}})) == 1
+
+
+def test_set_semantics_inside_macros_and_concatenation() -> None:
+    node = rules({"rule": "[1].all(x, self.tags == oldSelf.tags) && (self.tags + ['z']).size() == 3"})
+    assert failures(node, {"tags": ["a", "b"]}, {"tags": ["b", "a"]}) == []
+    assert len(failures(node, {"tags": ["a", "z"]}, {"tags": ["z", "a"]})) == 1   # a set union: size 2

@@ -14,7 +14,7 @@ Rewrites are spliced into the original text by source span, so everything else s
 from __future__ import annotations
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.syntax import Call, Comprehension, Expr, Ident, Select, walk
+from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Select, walk
 from webhook.cel.types import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
@@ -48,10 +48,8 @@ class _Rewriter:
                 left = self.decl_of(node.args[0])
                 if left is not None and left.kind == "list" and left.list_type in ("set", "map"):
                     self.templates[node.id] = node.function
-        return bool(self.templates) and all(node_id in self.spans for node_id in self._spanned())
-
-    def _spanned(self):
-        return [node_id for node_id, kind in self.templates.items()]
+        # macro-generated nodes have no source span; nothing rewritten can hide inside one
+        return bool(self.templates) and all(node_id in self.spans for node_id in self.templates)
 
     def decl_of(self, node: Expr) -> DeclType | None:
         if node.id in self.decls:
@@ -131,7 +129,6 @@ def _is_direct(parent: Expr, child: Expr) -> bool:
     if isinstance(parent, Comprehension):
         return any(child is part for part in (parent.iter_range, parent.accu_init, parent.loop_condition,
                                               parent.loop_step, parent.result))
-    from webhook.cel.syntax import CreateList, CreateMap, CreateStruct
     if isinstance(parent, CreateList):
         return any(child is element for element in parent.elements)
     if isinstance(parent, CreateMap):
