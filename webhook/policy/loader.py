@@ -69,7 +69,7 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
         try:
             program = engine.compile(source, CEL_VARIABLES)
         except CelCompileError as exc:
-            problems.append(f"{where}: expression {source.strip()!r} does not compile: {exc}")
+            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
             program = None
         return Expression(program, source, where)
 
