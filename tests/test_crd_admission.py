@@ -105,3 +105,16 @@ def test_forbidden_schema_constructs(prop: dict, field: str, kind: str) -> None:
     errors, _ = check_crd(_crd_with_spec_property(prop))
     where = "spec.validation.openAPIV3Schema.properties[spec].properties[x]."
     assert any(e.startswith(f"{where}{field}: {kind}") for e in errors), errors
+
+
+@pytest.mark.parametrize("crd, expected", [
+    (None, "<nil>: Invalid value: null: must be of type object"),
+    ({"spec": {"versions": "v1"}}, 'spec.versions: Invalid value: "v1": must be of type array'),
+    ({"spec": {"versions": [{"schema": {"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "maxLength": "3", "x-kubernetes-validations": [{"rule": 5}]}}}}}]}},
+     'spec.versions[0].schema.openAPIV3Schema.properties[spec].maxLength: Invalid value: "3": must be of type '
+     'integer'),
+])
+def test_malformed_crds_get_clear_errors(crd: object, expected: str) -> None:
+    errors, warnings = check_crd(crd)  # type: ignore[arg-type]
+    assert errors[0] == expected and warnings == []

@@ -607,13 +607,19 @@ class CertKeeper:
                 raise CertError("no certificates to serve (expected ca.crt, ca.key, tls.crt, tls.key)")
             self.bundle = current
             return ()
+        restored = ()
+        if current is None and self.bundle is not None:
+            # The store lost what is being served (a wiped directory, a deleted Secret): put
+            # it back rather than start over with a new CA that no client trusts yet.
+            self.store.save(self.bundle)
+            current, restored = self.bundle, ("restored the certificates being served to the store",)
         result = plan(current, now=self.clock(), sans=self.sans, policy=self.policy)
         if result.changed:
             self.store.save(result.bundle)
         if self.on_bundle is not None and (result.changed or self.bundle is None):
             self.on_bundle(result.bundle)
         self.bundle = result.bundle
-        return result.actions
+        return restored + result.actions
 
     def apply(self) -> bool:
         """Serve ``self.bundle`` from now on; True when the certificate changed."""
@@ -636,6 +642,8 @@ class CertKeeper:
         """The first load, before the server listens (blocking, milliseconds)."""
         self.refresh()
         self.apply()
+        if self.watch is not None:
+            self.watch.changed()  # the files as served (maybe just written) are the baseline
         assert self.context is not None
         return self.context
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
+
+import aiohttp
 
 from webhook.controller import kinds
 from webhook.controller.leader import LEASE
@@ -49,9 +52,12 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
     server = await aiohttp_server(fake.app())
     config = kubeconfig(tmp_path / "kubeconfig", str(server.make_url("")).rstrip("/"))
 
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "webhook", "controller", "--kubeconfig", str(config),
-        "--lease-namespace", "infergate-system", "--identity", "replica-1",
+        "--lease-namespace", "infergate-system", "--identity", "replica-1", "--metrics-port", str(port),
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
@@ -75,6 +81,15 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
         assert len(fake.writes()) == writes
         # the optional kinds were never listed or watched
         assert not any("clusterissuers" in path or "moduleconfigs" in path for _, path in fake.requests)
+
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as response:
+                assert response.status == 200
+            async with http.get(f"http://127.0.0.1:{port}/metrics") as response:
+                exposition = await response.text()
+        assert "infergate_controller_leader 1.0" in exposition
+        assert 'infergate_controller_status_writes_total{kind="InferenceService"} 2.0' in exposition
+        assert 'infergate_controller_status_writes_total{kind="InferenceServiceClass"} 1.0' in exposition
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = await asyncio.wait_for(process.communicate(), 20)

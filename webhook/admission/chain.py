@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import json
+
 import jsonpatch
 
 from webhook.admission.patch import make_patch
@@ -22,6 +24,10 @@ from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
 
 _JUDGED = ("CREATE", "UPDATE")
+# the webhooks' names in the configurations (webhook/webhook_config.py): the apiserver names
+# the one that denied in its answer
+MUTATING_WEBHOOK = "mutate.infergate.io"
+VALIDATING_WEBHOOK = "validate.infergate.io"
 _STATUS_CODES = {"Forbidden": 403, "Unauthorized": 401, "InternalError": 500, "BadRequest": 400}
 
 
@@ -39,11 +45,51 @@ class ChainOutcome:
     denied_by: str = ""  # "apiserver" or "webhook" when denied
 
 
+def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
+                    namespace: str | None = None, username: str = "infergate-validate") -> AdmissionRequest:
+    """The AdmissionRequest the apiserver would send for writing ``obj`` (UPDATE when ``old``)."""
+    api_version = str(obj.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind = str(obj.get("kind", ""))
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return AdmissionRequest(
+        uid="offline",
+        kind={"group": group, "version": version, "kind": kind},
+        resource={"group": group, "version": version, "resource": kind.lower() + "s"},
+        subResource=subresource or "",
+        name=str(meta.get("name") or ""),
+        namespace=namespace or "",
+        operation="UPDATE" if old is not None else "CREATE",
+        userInfo={"username": username},
+        object=obj,
+        oldObject=old,
+        dryRun=True,
+    )
+
+
+def _as_answered(status: dict[str, Any] | None, webhook: str) -> dict[str, Any] | None:
+    """A webhook's denial as the apiserver relays it to the client."""
+    if not status:
+        return status
+    message = f"admission webhook {json.dumps(webhook)} denied the request"
+    if status.get("message"):
+        message += f": {status['message']}"
+    return {**status, "message": message}
+
+
+def _cause(denial: Denial) -> dict[str, Any]:
+    """A StatusCause: as for field.Error, the message without its ``<field>: `` prefix."""
+    if not denial.field_path:
+        return {"reason": denial.reason, "message": denial.message}
+    prefix = f"{denial.field_path}: "
+    message = denial.message[len(prefix):] if denial.message.startswith(prefix) else denial.message
+    return {"reason": denial.reason, "message": message, "field": denial.field_path}
+
+
 def denial_status(request: AdmissionRequest, denials: list[Denial]) -> dict[str, Any]:
     """A metav1.Status naming every denial; reason and code from the first."""
     reason = denials[0].reason
-    causes = [{"reason": d.reason, "message": d.message, **({"field": d.field_path} if d.field_path else {})}
-              for d in denials]
+    causes = [_cause(d) for d in denials]
     details = {"name": request.name, "group": request.kind.group, "kind": request.kind.kind, "causes": causes}
     return {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
@@ -153,7 +199,8 @@ class AdmissionChain:
             mutated, traces = self._mutate(request.model_copy(update={"object": obj}), explain=explain)
             warnings += mutated.warnings
             if not mutated.allowed:
-                return ChainOutcome(False, mutated.status, _unique(warnings), obj, traces=traces, denied_by="webhook")
+                return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
+                                    traces=traces, denied_by="webhook")
             patch = mutated.patch
             if patch:
                 obj = jsonpatch.apply_patch(obj, patch)
@@ -172,7 +219,7 @@ class AdmissionChain:
             request.model_copy(update={"object": obj}), explain=explain)
         traces += more
         warnings += validated.warnings
-        return ChainOutcome(validated.allowed, validated.status, _unique(warnings), obj, patch,
+        return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings), obj, patch,
                             validated.audit_annotations, traces, "" if validated.allowed else "webhook")
 
 

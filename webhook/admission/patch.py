@@ -17,8 +17,14 @@ def escape(token: str) -> str:
 
 
 def _same(a: Any, b: Any) -> bool:
-    # JSON distinguishes true from 1 and 1 from 1.0 in a patch's effect on types
-    return type(a) is type(b) and a == b
+    # Python says True == 1 == 1.0; JSON does not, so types must match all the way down
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def make_patch(old: Any, new: Any, path: str = "") -> list[dict[str, Any]]:

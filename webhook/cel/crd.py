@@ -20,7 +20,9 @@ from webhook.cel.checker import check
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.rewrite import engine_source
-from webhook.cel.rule_entry import RuleIssue, go_rule_json, normalize_field_path, static_rule_issues
+from webhook.cel.rule_entry import (
+    RuleIssue, go_json, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues,
+)
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import to_cel
@@ -316,8 +318,11 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
     decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
     issues: list[RuleIssue] = []
     compiled: list[CompiledRule] = []
+    if not isinstance(entries, list):
+        raise CrdRuleError(path, [RuleIssue("x-kubernetes-validations", "Invalid", "must be of type array",
+                                            go_json(entries))])
     for index, entry in enumerate(entries):
-        entry_issues = static_rule_issues(index, entry, node_schema)
+        entry_issues = malformed_entry(index, entry) or static_rule_issues(index, entry, node_schema)
         if entry_issues:
             issues.extend(entry_issues)
             continue

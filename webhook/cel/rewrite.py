@@ -14,7 +14,7 @@ Rewrites are spliced into the original text by source span, so everything else s
 from __future__ import annotations
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.syntax import Call, Comprehension, Expr, Ident, Select, walk
+from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Select, walk
 from webhook.cel.types import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
@@ -48,10 +48,10 @@ class _Rewriter:
                 left = self.decl_of(node.args[0])
                 if left is not None and left.kind == "list" and left.list_type in ("set", "map"):
                     self.templates[node.id] = node.function
-        return bool(self.templates) and all(node_id in self.spans for node_id in self._spanned())
-
-    def _spanned(self):
-        return [node_id for node_id, kind in self.templates.items()]
+                elif left is not None and node.function != "_+_" and _has_unordered_lists(left):
+                    self.templates[node.id] = node.function
+        # macro-generated nodes have no source span; nothing rewritten can hide inside one
+        return bool(self.templates) and all(node_id in self.spans for node_id in self.templates)
 
     def decl_of(self, node: Expr) -> DeclType | None:
         if node.id in self.decls:
@@ -90,7 +90,7 @@ class _Rewriter:
             assert decl is not None
             if kind == "_+_":
                 return _merge(left, right, decl)
-            equal = f"(size({left}) == size({right}) && sets.contains({left}, {right}))"
+            equal = _deep_equal(left, right, decl, 0)
             return equal if kind == "_==_" else f"!{equal}"
         return self._verbatim(node)
 
@@ -131,7 +131,6 @@ def _is_direct(parent: Expr, child: Expr) -> bool:
     if isinstance(parent, Comprehension):
         return any(child is part for part in (parent.iter_range, parent.accu_init, parent.loop_condition,
                                               parent.loop_step, parent.result))
-    from webhook.cel.syntax import CreateList, CreateMap, CreateStruct
     if isinstance(parent, CreateList):
         return any(child is element for element in parent.elements)
     if isinstance(parent, CreateMap):
@@ -139,6 +138,39 @@ def _is_direct(parent: Expr, child: Expr) -> bool:
     if isinstance(parent, CreateStruct):
         return any(child is value for _, value in parent.fields)
     return False
+
+
+def _has_unordered_lists(decl: DeclType) -> bool:
+    """Whether a value of this type holds a set or map list anywhere (so ``==`` is not plain)."""
+    if decl.kind == "list":
+        return decl.list_type in ("set", "map") or (decl.elem is not None and _has_unordered_lists(decl.elem))
+    if decl.kind == "map":
+        return decl.elem is not None and _has_unordered_lists(decl.elem)
+    if decl.kind == "object":
+        return any(_has_unordered_lists(field) for field in decl.fields.values())
+    return False
+
+
+def _deep_equal(a: str, b: str, decl: DeclType, depth: int) -> str:
+    """``a == b`` with Kubernetes' equality: set and map lists compare without regard to order."""
+    if not _has_unordered_lists(decl):
+        return f"({a} == {b})"
+    if decl.kind == "list" and decl.list_type in ("set", "map"):
+        return f"(size({a}) == size({b}) && sets.contains({a}, {b}))"
+    if decl.kind == "list":
+        i = f"__i{depth}"
+        inner = _deep_equal(f"{a}[{i}]", f"{b}[{i}]", decl.elem, depth + 1)  # type: ignore[arg-type]
+        return f"(size({a}) == size({b}) && lists.range(size({a})).all({i}, {inner}))"
+    if decl.kind == "map":
+        k = f"__k{depth}"
+        inner = _deep_equal(f"{a}[{k}]", f"{b}[{k}]", decl.elem, depth + 1)  # type: ignore[arg-type]
+        return f"(size({a}) == size({b}) && {a}.all({k}, {k} in {b} && {inner}))"
+    # an object: same keys (declared or not), and each declared field equal by its own type
+    parts = [f"size({a}) == size({b})"]
+    for name, field in decl.fields.items():
+        inner = _deep_equal(f"{a}.{name}", f"{b}.{name}", field, depth + 1)
+        parts.append(f"has({a}.{name}) == has({b}.{name}) && (!has({a}.{name}) || {inner})")
+    return "(" + " && ".join(f"({part})" for part in parts) + ")"
 
 
 def _merge(left: str, right: str, decl: DeclType) -> str:

@@ -32,6 +32,21 @@ class RuleIssue:
         return f"{where}: Invalid value: {self.value}: {self.detail}"
 
 
+_ENTRY_FIELD_TYPES = {"rule": str, "message": str, "messageExpression": str, "reason": str, "fieldPath": str,
+                      "optionalOldSelf": bool}
+
+
+def malformed_entry(index: int, entry: Any) -> list[RuleIssue]:
+    """Issues for an entry (or its fields) of the wrong JSON type."""
+    where = f"x-kubernetes-validations[{index}]"
+    if not isinstance(entry, Mapping):
+        return [RuleIssue(where, "Invalid", "must be of type object", go_json(entry))]
+    return [RuleIssue(f"{where}.{name}", "Invalid", f"must be of type {'boolean' if kind is bool else 'string'}",
+                      go_json(entry[name]))
+            for name, kind in _ENTRY_FIELD_TYPES.items()
+            if entry.get(name) is not None and not isinstance(entry[name], kind)]
+
+
 def static_rule_issues(index: int, entry: Mapping[str, Any], node_schema: Mapping[str, Any]) -> list[RuleIssue]:
     where = f"x-kubernetes-validations[{index}]"
     issues: list[RuleIssue] = []

@@ -8,11 +8,11 @@ condition's. Events are best effort: a failed Event is logged, never retried.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
+from webhook import logging as infergate_logging
 from webhook.controller import kinds
 from webhook.controller.conditions import FALSE, TRUE, find
 from webhook.controller.kinds import Kind
@@ -30,7 +30,7 @@ NOTABLE: dict[Kind, tuple[str, ...]] = {
     kinds.INFERENCE_POOL: ("Ready",),
 }
 
-log = logging.getLogger(__name__)
+log = infergate_logging.get("controller.events")
 
 
 def transitions(kind: Kind, old_status: Mapping | None, new_status: Mapping) -> list[dict]:

@@ -12,18 +12,18 @@ need not wait.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from webhook import logging as infergate_logging
 from webhook.controller.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases", True)
 
-log = logging.getLogger(__name__)
+log = infergate_logging.get("controller.leader")
 
 
 def micro_time(moment: datetime | None = None) -> str:

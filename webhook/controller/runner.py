@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import signal
 import socket
@@ -33,18 +32,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
+from aiohttp import web
+
+from webhook import logging as infergate_logging
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
 from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 from webhook.controller.leader import LeaderElector, LeaseConfig
+from webhook.controller.metrics import ControllerMetrics, health_app
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 
-log = logging.getLogger("infergate.controller")
+log = infergate_logging.get("controller")
 
 CONFLICT_ATTEMPTS = 3
 
@@ -73,10 +76,12 @@ class Controller:
         config: RunnerConfig = RunnerConfig(),
         elector: LeaderElector | None = None,
         recorder: EventRecorder | None = None,
+        metrics: ControllerMetrics | None = None,
         clock=lambda: datetime.now(timezone.utc),
     ):
         self.state, self.api, self.settings, self.config = state, api, settings, config
         self.elector, self.recorder, self.clock = elector, recorder, clock
+        self.metrics = metrics or ControllerMetrics()
         self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
         self.feed = ChangeFeed(state)
         self._inventory: Inventory | None = None
@@ -118,6 +123,7 @@ class Controller:
 
     def poll_changes(self) -> int:
         """Queue everything whose status may depend on what changed; returns the change count."""
+        self.metrics.leader.set(1 if self.leading and self.elector is not None else 0)
         changes = [change for change in self.feed.poll() if not self._own_write(change)]
         if any(invalidates_inventory(change) for change in changes):
             self._inventory = None
@@ -162,6 +168,7 @@ class Controller:
     def desired_status(self, obj: Mapping, kind: kinds.Kind) -> dict:
         ctx = ReconcileContext(state=self.state, now=self.clock(), settings=self.settings, inventory_source=self.inventory)
         self.reconciles += 1
+        self.metrics.reconciles.labels(kind.kind).inc()
         return RECONCILERS[kind](obj, ctx)
 
     async def _ensure_inventory(self) -> None:
@@ -195,12 +202,14 @@ class Controller:
                 result = await asyncio.to_thread(self.api.replace_status, kind, obj, desired)
             except Conflict:
                 self.conflicts += 1
+                self.metrics.conflicts.labels(kind.kind).inc()
                 if attempt + 1 == CONFLICT_ATTEMPTS:
                     raise
                 obj = await asyncio.to_thread(self.api.get, kind, key[2], key[1])
                 continue
             except NotFound:
                 return
+            self.metrics.writes.labels(kind.kind).inc()
             result.setdefault("apiVersion", kind.api_version)
             result.setdefault("kind", kind.kind)
             self._written[key] = ((obj.get("metadata") or {}).get("resourceVersion"), result)
@@ -238,6 +247,7 @@ class Controller:
                 await self.sync(key)
             except Exception as exc:  # noqa: BLE001 - API errors and bugs alike: one object must not stop the loop
                 delay = self.queue.add_rate_limited(key)
+                self.metrics.failures.labels(key[0].kind).inc()
                 log.warning("status of %s %s/%s not written (%s); retry in %.1fs",
                             key[0].kind, key[1] or "", key[2], exc, delay,
                             exc_info=not isinstance(exc, (ApiError, OSError)))  # a bug: keep its trace
@@ -248,6 +258,7 @@ class Controller:
                     self.queue.add_after(key, wait)
             finally:
                 self.queue.done(key)
+                self.metrics.queue_depth.set(len(self.queue))
 
     async def _watch_changes(self, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -314,7 +325,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replan-limit", type=int, default=3)
     parser.add_argument("--resync-interval", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument("--public-domain-template", default=None)
-    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--metrics-port", type=int, default=0,
+                        help="serve /healthz, /readyz and /metrics on this port (default: off)")
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
 
 
 def _api_client(args):
@@ -354,8 +367,9 @@ async def _serve(args, api_client) -> int:
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
+    metrics = ControllerMetrics()
     controller = Controller(
-        state, api,
+        state, api, metrics=metrics,
         settings=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
                           public_domain_template=args.public_domain_template),
         config=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
@@ -365,18 +379,25 @@ async def _serve(args, api_client) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    health = None
+    if args.metrics_port:
+        health = web.AppRunner(health_app(metrics, lambda: state.ready))
+        await health.setup()
+        await web.TCPSite(health, port=args.metrics_port).start()
     state.start()
     try:
         log.info("controller %s started (leader election %s)", identity, "on" if elector else "off")
         await controller.run(stop)
     finally:
         await asyncio.to_thread(state.stop)
+        if health is not None:
+            await health.cleanup()
     log.info("controller %s stopped", identity)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    infergate_logging.configure(args.log_level.lower())
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
         print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
         return 2

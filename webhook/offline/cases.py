@@ -78,6 +78,8 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise SuiteError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise SuiteError(f"{path}: nested too deeply to be read") from None
     if isinstance(data, dict):
         for key, loader in SUITE_KINDS.items():
             if key in data:

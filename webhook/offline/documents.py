@@ -57,6 +57,8 @@ def parse_documents(text: str, source: str) -> list[Document]:
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc)
         raise InputError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:
+        raise InputError(f"{source}: a document is nested too deeply to be read") from None
     finally:
         loader.dispose()
     return out

@@ -7,6 +7,7 @@ webhook's policies) joins the apiserver's own handling; ``--crd-only`` keeps to 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
@@ -15,8 +16,11 @@ from typing import Any
 
 import yaml
 
+from webhook.admission.chain import AdmissionChain, offline_request
 from webhook.offline.documents import Document, InputError, read_sources
+from webhook.policy import PolicyLoadError, PolicySet
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
+from webhook.state import FileState, StateLoadError
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -29,9 +33,16 @@ class Judgement:
     status: dict[str, Any] | None
     warnings: list[str] = field(default_factory=list)
     object: dict[str, Any] | None = None
+    patch: list[dict[str, Any]] = field(default_factory=list)  # the mutating webhook's JSON patch
+    explain: list[dict[str, Any]] | None = None  # per policy rule: expression, values seen, verdict
 
     def as_dict(self) -> dict[str, Any]:
-        return {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
+        out = {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
+        if self.patch:
+            out["patch"] = self.patch
+        if self.explain is not None:
+            out["explain"] = self.explain
+        return out
 
 
 class UnknownKind(ValueError):
@@ -40,7 +51,8 @@ class UnknownKind(ValueError):
 
 def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, Any] | None = None,
                    subresource: str | None = None, *, namespace: str | None = None,
-                   crd_only: bool = False) -> Judgement:
+                   crd_only: bool = False, chain: AdmissionChain | None = None,
+                   explain: bool = False) -> Judgement:
     """Judge one write as the cluster would: the apiserver's handling of the custom resource.
 
     This is the one place a document is judged; the webhook's admission chain joins here
@@ -51,6 +63,10 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
         raise UnknownKind("the document has no apiVersion and kind")
     if registry.served(api_version, kind) is None:
         raise UnknownKind(f"no CustomResourceDefinition serves kind {kind!r} in apiVersion {api_version!r}")
+    if chain is not None and not crd_only:
+        whole = chain.run(offline_request(obj, old, subresource, namespace=namespace), explain=explain)
+        traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
+        return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
                                        namespace=namespace)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
@@ -69,6 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
     parser.add_argument("-n", "--namespace", default="default",
                         help="namespace of namespaced objects that name none (default: default)")
+    parser.add_argument("--state", metavar="DIR",
+                        help="the cluster to check against: a directory of manifests (default: the embedded "
+                             "example state)")
+    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--explain", action="store_true",
+                        help="show every policy rule evaluated: its expression, the values it saw, the verdict")
     parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
 
 
@@ -88,12 +110,21 @@ def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistr
     return registry
 
 
+def _chain(args: argparse.Namespace, registry: CRDRegistry) -> AdmissionChain:
+    from webhook import resources
+
+    policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir())
+    state = FileState(Path(args.state) if args.state else resources.examples_dir())
+    return AdmissionChain(registry, policies, state)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         documents = read_sources(args.filename)
         old_documents = read_sources(args.old)
         registry = _registry(args, documents)
-    except (InputError, CRDLoadError) as exc:
+        chain = None if args.crd_only else _chain(args, registry)
+    except (InputError, CRDLoadError, StateLoadError, PolicyLoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.subresource and not old_documents:
@@ -116,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
             judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
-                                       crd_only=args.crd_only)
+                                       crd_only=args.crd_only, chain=chain, explain=args.explain)
         except UnknownKind as exc:
             known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
             print(f"error: {doc.where}: {exc} (served: {known})", file=sys.stderr)
@@ -141,6 +172,16 @@ def _print(output: str, results: list[tuple[Document, Judgement]]) -> None:
         for warning in judgement.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         print(describe(doc.content, judgement))
+        for rule in judgement.explain or ():
+            print(explain_line(rule))
+
+
+def explain_line(rule: dict[str, Any]) -> str:
+    """One evaluated rule: policy/rule => verdict, the expression, the values it read."""
+    lines = [f"  {rule['policy']} {rule['rule']} => {rule['verdict']}",
+             f"      {' '.join(rule['expression'].split())}"]
+    lines += [f"      {name} = {json.dumps(value, default=str)[:160]}" for name, value in rule["values"].items()]
+    return "\n".join(lines)
 
 
 def describe(obj: dict[str, Any], judgement: Judgement) -> str:

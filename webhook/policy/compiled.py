@@ -55,17 +55,16 @@ class Expression:
         return {ref: _resolve(activation, ref) for ref in self._refs}
 
 
-_REF = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)((?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+# a variable and its field path (".x" or optional ".?x"), without a trailing method call (".exists(")
+_REF = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)"
+                  r"((?:\.\??[A-Za-z_][A-Za-z0-9_]*(?![A-Za-z0-9_]|\s*\())*)")
 _MISSING = "<absent>"
 
 
 def _references(source: str) -> list[str]:
-    refs: list[str] = []
-    for m in _REF.finditer(source):
-        ref = m.group(0)
-        if ref not in refs and not any(r.startswith(ref + ".") for r in refs):
-            refs = [r for r in refs if not ref.startswith(r + ".")] + [ref]
-    return refs
+    """The paths an expression reads, most specific first seen; ancestors of others dropped."""
+    found = list(dict.fromkeys(m.group(0).replace(".?", ".") for m in _REF.finditer(source)))
+    return [r for r in found if not any(other.startswith(r + ".") for other in found)]
 
 
 def _resolve(activation: Mapping[str, Any], ref: str) -> Any:
@@ -203,7 +202,7 @@ class CompiledPolicy:
         except CelError as exc:
             if trace:
                 trace(Trace(self.name, rule, expr.source, expr.seen(activation), f"error: {exc}"))
-            raise _RuleError(f"policy {self.name}: {rule}: expression {expr.source.strip()!r} "
+            raise _RuleError(f"policy {self.name}: {rule}: expression {' '.join(expr.source.split())!r} "
                              f"resulted in error: {exc}") from exc
         if trace:
             trace(Trace(self.name, rule, expr.source, expr.seen(activation), _verdict_text(value)))

@@ -7,6 +7,7 @@ A load error names the file and line, the field (and expression) and why, e.g.::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -36,8 +37,16 @@ def _dotted(path: Iterable[Any]) -> str:
 
 
 def policy_files(directory: Path) -> list[Path]:
-    """The policy files of ``directory`` (recursively, in name order); JSON schema files excluded."""
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+    """The policy files of ``directory`` (recursively, in name order); JSON schema files excluded.
+
+    Symlinks are followed and names starting with "." skipped: a mounted ConfigMap (the Helm
+    chart's policies volume) is ``name -> ..data/name`` links into a hidden ``..<timestamp>``
+    directory, whose files must be read once, through the links."""
+    found = []
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(root, f) for f in files if not f.startswith(".") and Path(f).suffix in SUFFIXES]
+    return sorted(found)
 
 
 def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
@@ -60,7 +69,7 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
         try:
             program = engine.compile(source, CEL_VARIABLES)
         except CelCompileError as exc:
-            problems.append(f"{where}: expression {source.strip()!r} does not compile: {exc}")
+            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
             program = None
         return Expression(program, source, where)
 

@@ -69,7 +69,14 @@ def rejection_message(crd: Mapping[str, Any], errors: list[str]) -> str:
 
 
 def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """The apiserver's field errors and warnings for creating ``crd``."""
+    """The apiserver's field errors and warnings for creating ``crd``.
+
+    A CRD whose fields have the wrong JSON types (which the apiserver cannot even decode) gets
+    one error per such field instead, naming the field and the expected type.
+    """
+    malformed = malformed_fields(crd)
+    if malformed:
+        return malformed, []
     errors: list[str] = []
     warnings: list[str] = []
     for path, schema in _version_schemas(crd):
@@ -94,6 +101,103 @@ def _version_schemas(crd: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str,
 
 def _child(path: str, name: str) -> str:
     return f"{path}.{name}"
+
+
+# --- JSON shapes the apiserver's decoder requires ------------------------------------------------
+
+_STRING, _BOOL, _INT, _NUMBER, _LIST, _OBJECT = "string", "boolean", "integer", "number", "array", "object"
+_KEYWORD_TYPES: dict[str, str] = {
+    "type": _STRING, "format": _STRING, "pattern": _STRING, "title": _STRING, "description": _STRING,
+    "$ref": _STRING, "x-kubernetes-list-type": _STRING, "x-kubernetes-map-type": _STRING,
+    "nullable": _BOOL, "uniqueItems": _BOOL, "exclusiveMinimum": _BOOL, "exclusiveMaximum": _BOOL,
+    "x-kubernetes-preserve-unknown-fields": _BOOL, "x-kubernetes-embedded-resource": _BOOL,
+    "x-kubernetes-int-or-string": _BOOL,
+    "maxLength": _INT, "minLength": _INT, "maxItems": _INT, "minItems": _INT, "maxProperties": _INT,
+    "minProperties": _INT,
+    "minimum": _NUMBER, "maximum": _NUMBER, "multipleOf": _NUMBER,
+    "enum": _LIST, "required": _LIST, "x-kubernetes-list-map-keys": _LIST, "x-kubernetes-validations": _LIST,
+    "allOf": _LIST, "anyOf": _LIST, "oneOf": _LIST,
+    "properties": _OBJECT, "not": _OBJECT, "definitions": _OBJECT, "patternProperties": _OBJECT,
+}
+_RULE_FIELD_TYPES = {"rule": _STRING, "message": _STRING, "messageExpression": _STRING, "reason": _STRING,
+                     "fieldPath": _STRING, "optionalOldSelf": _BOOL}
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == _STRING:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _INT:
+        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    if kind == _NUMBER:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == _LIST:
+        return isinstance(value, list)
+    return isinstance(value, Mapping)
+
+
+def malformed_fields(crd: Any) -> list[str]:
+    """Fields whose JSON type the CustomResourceDefinition API does not accept."""
+    problems: list[str] = []
+
+    def expect(value: Any, kind: str, where: str) -> bool:
+        if _is(value, kind):
+            return True
+        problems.append(f"{where}: Invalid value: {go_json(value)}: must be of type {kind}")
+        return False
+
+    if not expect(crd, _OBJECT, "<nil>"):
+        return problems
+    spec = crd.get("spec", {})
+    if not expect(spec, _OBJECT, "spec"):
+        return problems
+    versions = spec.get("versions", [])
+    if not expect(versions, _LIST, "spec.versions"):
+        return problems
+    for index, version in enumerate(versions):
+        where = f"spec.versions[{index}]"
+        if not expect(version, _OBJECT, where):
+            continue
+        schema = version.get("schema", {})
+        if expect(schema, _OBJECT, f"{where}.schema") and "openAPIV3Schema" in schema:
+            _malformed_schema(schema["openAPIV3Schema"], f"{where}.schema.openAPIV3Schema", expect)
+    return problems
+
+
+def _malformed_schema(schema: Any, where: str, expect: Any) -> None:
+    if not expect(schema, _OBJECT, where):
+        return
+    for keyword, kind in _KEYWORD_TYPES.items():
+        if keyword in schema and schema[keyword] is not None:
+            expect(schema[keyword], kind, _child(where, keyword))
+    for keyword in ("properties", "definitions", "patternProperties"):
+        if isinstance(schema.get(keyword), Mapping):
+            for name, sub in schema[keyword].items():
+                _malformed_schema(sub, f"{where}.{keyword}[{name}]", expect)
+    items = schema.get("items")
+    for index, sub in enumerate(items if isinstance(items, list) else [items] if items is not None else []):
+        _malformed_schema(sub, f"{where}.items" if not isinstance(items, list) else f"{where}.items[{index}]", expect)
+    additional = schema.get("additionalProperties")
+    if additional is not None and not isinstance(additional, bool):
+        _malformed_schema(additional, _child(where, "additionalProperties"), expect)
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        if isinstance(schema.get(keyword), list):
+            for index, sub in enumerate(schema[keyword]):
+                _malformed_schema(sub, f"{where}.{keyword}[{index}]", expect)
+    if isinstance(schema.get("not"), Mapping):
+        _malformed_schema(schema["not"], _child(where, "not"), expect)
+    for keyword, kind in (("required", _STRING), ("x-kubernetes-list-map-keys", _STRING)):
+        if isinstance(schema.get(keyword), list):
+            for index, entry in enumerate(schema[keyword]):
+                expect(entry, kind, f"{where}.{keyword}[{index}]")
+    if isinstance(schema.get("x-kubernetes-validations"), list):
+        for index, rule in enumerate(schema["x-kubernetes-validations"]):
+            rule_where = f"{where}.x-kubernetes-validations[{index}]"
+            if expect(rule, _OBJECT, rule_where):
+                for name, kind in _RULE_FIELD_TYPES.items():
+                    if rule.get(name) is not None:
+                        expect(rule[name], kind, f"{rule_where}.{name}")
 
 
 def _key(path: str, name: str) -> str:

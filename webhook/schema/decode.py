@@ -27,15 +27,29 @@ def copy_json(value: Any) -> Any:
 
 
 def _copy_slow(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else _key_text(k): _copy_slow(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy_slow(v) for v in value]
-    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
-        return float(value)
-    if not isinstance(value, (str, int, float, bool, type(None))):
-        return str(value)  # dates and other YAML scalars arrive as their text
-    return value
+    # Iterative: values nested past orjson's 255 levels land here, and may go past Python's
+    # recursion limit too (the server lets up to 1021 levels through).
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]  # (source, target container, key in it)
+    while stack:
+        source, target, key = stack.pop()
+        if isinstance(source, dict):
+            copied: Any = {}
+            for k, v in source.items():
+                k = k if isinstance(k, str) else _key_text(k)
+                copied[k] = None
+                stack.append((v, copied, k))
+        elif isinstance(source, list):
+            copied = [None] * len(source)
+            stack.extend((v, copied, i) for i, v in enumerate(source))
+        elif type(source) is int and not _INT64_MIN <= source <= _INT64_MAX:
+            copied = float(source)
+        elif not isinstance(source, (str, int, float, bool, type(None))):
+            copied = str(source)  # dates and other YAML scalars arrive as their text
+        else:
+            copied = source
+        target[key] = copied
+    return root[0]
 
 
 def _key_text(key: Any) -> str:
