@@ -327,7 +327,7 @@ def _isbn13(text: str) -> bool:
 
 
 def is_creditcard(text: str) -> bool:
-    s = re.sub(r"[^0-9]", "", text)
+    s = re.sub(r"[\s-]+", "", text, flags=re.A)  # govalidator drops whitespace and dashes only
     if not _CREDITCARD.match(s):
         return False
     total, double = 0, False
