@@ -168,3 +168,14 @@ def test_set_semantics_inside_macros_and_concatenation() -> None:
     node = rules({"rule": "[1].all(x, self.tags == oldSelf.tags) && (self.tags + ['z']).size() == 3"})
     assert failures(node, {"tags": ["a", "b"]}, {"tags": ["b", "a"]}) == []
     assert len(failures(node, {"tags": ["a", "z"]}, {"tags": ["z", "a"]})) == 1   # a set union: size 2
+
+
+def test_objects_holding_sets_compare_with_set_semantics() -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+        "n": {"type": "integer"}}}}}
+    node = rules({"rule": "self.spec == oldSelf.spec", "message": "spec is immutable"}, schema=schema)
+    assert failures(node, {"spec": {"tags": ["a", "b"], "n": 1}}, {"spec": {"tags": ["b", "a"], "n": 1}}) == []
+    for old in ({"spec": {"tags": ["b", "a"], "n": 2}}, {"spec": {"tags": ["b", "a"]}},
+                {"spec": {"tags": ["b", "a"], "n": 1, "extra": True}}):
+        assert [r.message for r in failures(node, {"spec": {"tags": ["a", "b"], "n": 1}}, old)] == ["spec is immutable"]

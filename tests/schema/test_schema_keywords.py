@@ -408,3 +408,11 @@ def test_absurdly_deep_objects_are_refused_not_crashed():
     out = create(reg, {"free": deep})
     assert out.code == 400 and out.status["message"] == "the object is nested too deeply to be decoded"
     assert reg.handle("UPDATE", thing({"free": {"a": 1}}), thing({"free": deep})).code == 400
+
+
+def test_finalizer_warnings_on_update_name_only_added_ones():
+    reg = registry({})
+    old = thing({}, finalizers=["cleanup"])
+    out = reg.handle("UPDATE", thing({}, finalizers=["cleanup", "other"]), old)
+    assert out.warnings == ['metadata.finalizers: "other": prefer a domain-qualified finalizer name to avoid '
+                            "accidental conflicts with other finalizer writers"]

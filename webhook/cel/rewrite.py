@@ -48,6 +48,8 @@ class _Rewriter:
                 left = self.decl_of(node.args[0])
                 if left is not None and left.kind == "list" and left.list_type in ("set", "map"):
                     self.templates[node.id] = node.function
+                elif left is not None and node.function != "_+_" and _has_unordered_lists(left):
+                    self.templates[node.id] = node.function
         # macro-generated nodes have no source span; nothing rewritten can hide inside one
         return bool(self.templates) and all(node_id in self.spans for node_id in self.templates)
 
@@ -88,7 +90,7 @@ class _Rewriter:
             assert decl is not None
             if kind == "_+_":
                 return _merge(left, right, decl)
-            equal = f"(size({left}) == size({right}) && sets.contains({left}, {right}))"
+            equal = _deep_equal(left, right, decl, 0)
             return equal if kind == "_==_" else f"!{equal}"
         return self._verbatim(node)
 
@@ -136,6 +138,39 @@ def _is_direct(parent: Expr, child: Expr) -> bool:
     if isinstance(parent, CreateStruct):
         return any(child is value for _, value in parent.fields)
     return False
+
+
+def _has_unordered_lists(decl: DeclType) -> bool:
+    """Whether a value of this type holds a set or map list anywhere (so ``==`` is not plain)."""
+    if decl.kind == "list":
+        return decl.list_type in ("set", "map") or (decl.elem is not None and _has_unordered_lists(decl.elem))
+    if decl.kind == "map":
+        return decl.elem is not None and _has_unordered_lists(decl.elem)
+    if decl.kind == "object":
+        return any(_has_unordered_lists(field) for field in decl.fields.values())
+    return False
+
+
+def _deep_equal(a: str, b: str, decl: DeclType, depth: int) -> str:
+    """``a == b`` with Kubernetes' equality: set and map lists compare without regard to order."""
+    if not _has_unordered_lists(decl):
+        return f"({a} == {b})"
+    if decl.kind == "list" and decl.list_type in ("set", "map"):
+        return f"(size({a}) == size({b}) && sets.contains({a}, {b}))"
+    if decl.kind == "list":
+        i = f"__i{depth}"
+        inner = _deep_equal(f"{a}[{i}]", f"{b}[{i}]", decl.elem, depth + 1)  # type: ignore[arg-type]
+        return f"(size({a}) == size({b}) && lists.range(size({a})).all({i}, {inner}))"
+    if decl.kind == "map":
+        k = f"__k{depth}"
+        inner = _deep_equal(f"{a}[{k}]", f"{b}[{k}]", decl.elem, depth + 1)  # type: ignore[arg-type]
+        return f"(size({a}) == size({b}) && {a}.all({k}, {k} in {b} && {inner}))"
+    # an object: same keys (declared or not), and each declared field equal by its own type
+    parts = [f"size({a}) == size({b})"]
+    for name, field in decl.fields.items():
+        inner = _deep_equal(f"{a}.{name}", f"{b}.{name}", field, depth + 1)
+        parts.append(f"has({a}.{name}) == has({b}.{name}) && (!has({a}.{name}) || {inner})")
+    return "(" + " && ".join(f"({part})" for part in parts) + ")"
 
 
 def _merge(left: str, right: str, decl: DeclType) -> str:
