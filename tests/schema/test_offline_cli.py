@@ -64,7 +64,7 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path), "-o", "json", "--crd", str(REPO / "chart" / "crds")]) == 1
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(REPO / "chart" / "crds")]) == 1
     answers = json.loads(capsys.readouterr().out)
     assert [a["allowed"] for a in answers] == [True, False]
     assert set(answers[0]) == {"allowed", "status", "warnings", "object"}
