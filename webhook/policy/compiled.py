@@ -46,9 +46,18 @@ class Expression:
     def __init__(self, program: Any, source: str, where: str) -> None:
         self.program, self.source, self.where = program, source, where
         self._refs = _references(source)
+        self._needs = _needs(source)
 
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
-        return self.program.evaluate(activation, cost_limit=COST_LIMIT)
+        # Only what the expression names crosses into CEL: converting every lookup and
+        # variable for every expression would cost more than evaluating it.
+        data: dict[str, Any] = {}
+        for root, names in self._needs.items():
+            value = activation.get(root)
+            if names is not None and isinstance(value, Mapping):
+                value = {n: value[n] for n in names if n in value}
+            data[root] = value
+        return self.program.evaluate(data, cost_limit=COST_LIMIT)
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""
@@ -65,6 +74,26 @@ def _references(source: str) -> list[str]:
     """The paths an expression reads, most specific first seen; ancestors of others dropped."""
     found = list(dict.fromkeys(m.group(0).replace(".?", ".") for m in _REF.finditer(source)))
     return [r for r in found if not any(other.startswith(r + ".") for other in found)]
+
+
+_ROOT = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)\b(\.\??([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def _needs(source: str) -> dict[str, set[str] | None]:
+    """The variables an expression reads; for ``lookups``/``variables`` the names it selects
+    (``None``: the whole map, e.g. when indexed some other way)."""
+    needs: dict[str, set[str] | None] = {}
+    for m in _ROOT.finditer(source):
+        root, name = m.group(1), m.group(3)
+        if root not in ("lookups", "variables"):
+            needs[root] = None
+        elif name is None:
+            needs[root] = None
+        elif root not in needs:
+            needs[root] = {name}
+        elif needs[root] is not None:
+            needs[root].add(name)
+    return needs
 
 
 def _resolve(activation: Mapping[str, Any], ref: str) -> Any:
