@@ -5,7 +5,7 @@ example cluster state and the shipped policies, after a warm-up, in one run:
 
 * baseline — ``CRDRegistry.handle``: what kube-apiserver itself does with the object
   (decode, schema, CRD rules);
-* mutate   — ``AdmissionChain.admit(mutating=True)``: the mutating webhook (lookups,
+* mutate   — ``AdmissionChain.admit(mutating=True)`` on the object as the apiserver sends it: the mutating webhook (lookups,
   mutations, the JSON patch);
 * validate — ``AdmissionChain.admit(mutating=False)``: the validating webhook (schema step
   plus every validating policy);
@@ -60,15 +60,19 @@ def main() -> int:
             namespace = obj["metadata"].get("namespace") or ("default" if obj["kind"] != "InferenceServiceClass" else "")
             request = offline_request(obj, namespace=namespace)
             assert chain.run(request).allowed, obj["metadata"]["name"]
+            # the webhook receives the object decoded and defaulted by the apiserver
+            prepared, _ = registry.prepare("CREATE", obj, namespace=namespace or None)
+            received = request.model_copy(update={"object": prepared})
+            assert chain.admit(received, mutating=False).allowed, obj["metadata"]["name"]
 
             def baseline():
                 registry.handle("CREATE", obj, namespace=namespace or None)
 
             def mutate():
-                chain.admit(request, mutating=True)
+                chain.admit(received, mutating=True)
 
             def validate():
-                chain.admit(request, mutating=False)
+                chain.admit(received, mutating=False)
 
             def run():
                 chain.run(request)
