@@ -172,3 +172,21 @@ def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
     (tmp_path / "probes.yaml").write_text(yaml.safe_dump(probes))
     assert main(["test", str(tmp_path / "probes.yaml")]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "2 passed, 0 failed"
+
+
+def test_generated_names_match_any_generated_name(tmp_path, capsys):
+    suite = {"suite": "gen", "crds": [str(REPO / "chart" / "crds" / "kubeai.org_models.yaml")], "cases": [{
+        "name": "generated", "operation": "CREATE",
+        "object": {"apiVersion": "kubeai.org/v1", "kind": "Model",
+                   "metadata": {"generateName": "m-", "namespace": "d"},
+                   "spec": {"features": ["TextGeneration"], "url": "hf://a/b", "engine": "VLLM"}},
+        "expect": {"allowed": True, "code": 201, "stored": {
+            "apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m-x7k2p", "namespace": "d"},
+            "spec": {"features": ["TextGeneration"], "url": "hf://a/b", "engine": "VLLM",
+                     "targetRequests": 100, "scaleDownDelaySeconds": 30}}}}]}
+    (tmp_path / "gen.yaml").write_text(yaml.safe_dump(suite))
+    assert main(["test", str(tmp_path / "gen.yaml"), "-q"]) == 0
+    suite["cases"][0]["expect"]["stored"]["metadata"]["name"] = "other-x7k2p"
+    (tmp_path / "gen.yaml").write_text(yaml.safe_dump(suite))
+    assert main(["test", str(tmp_path / "gen.yaml"), "-q"]) == 1
+    assert "stored.metadata.name" in capsys.readouterr().out
