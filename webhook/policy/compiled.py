@@ -160,6 +160,12 @@ class CompiledPolicy:
                 for f in fields if getattr(source, f) is not None}
 
     @property
+    def validating_stage(self) -> bool:
+        """Whether the policy has work in the validating webhook."""
+        judges = bool(self.validations or self.warnings or self.audit_annotations)
+        return judges and not self.validates_when_mutating
+
+    @property
     def mutating_stage(self) -> bool:
         """Whether the policy has work in the mutating webhook."""
         return bool(self.mutations) or self.validates_when_mutating
@@ -191,7 +197,7 @@ class CompiledPolicy:
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
         """None when the policy does not apply (rules, selectors, matchConditions)."""
-        stage_has_work = self.mutating_stage if mutating else not self.validates_when_mutating
+        stage_has_work = self.mutating_stage if mutating else self.validating_stage
         if not stage_has_work or not self.matches(inp):
             return None
         verdict = Verdict(self.name, object=inp.object)
