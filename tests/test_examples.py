@@ -294,3 +294,61 @@ def test_readme_first_policy_is_the_example_file():
     example = yaml.safe_load((EXAMPLES / "policies" / "production-min-replicas.yaml").read_text())
     del example["spec"]["description"]
     assert shown == example
+
+
+_CHAIN = []
+
+
+def admit_offline(path: Path):
+    """The whole write of ``path`` as a CREATE, offline: schema, the shipped policies (mutating
+    and validating webhook) against the example state."""
+    import uuid
+
+    from webhook.admission.chain import AdmissionChain
+    from webhook.admission.review import AdmissionRequest
+    from webhook.policy import PolicySet
+    from webhook.resources import examples_dir, policies_dir
+    from webhook.schema import CRDRegistry
+    from webhook.state import FileState
+
+    if not _CHAIN:
+        _CHAIN.append(AdmissionChain(CRDRegistry.shipped(), PolicySet.load(policies_dir()), FileState(examples_dir())))
+    obj = yaml.safe_load(path.read_text())
+    group, _, version = obj["apiVersion"].rpartition("/")
+    plural = _CHAIN[0].registry.served(obj["apiVersion"], obj["kind"]).plural
+    request = AdmissionRequest(
+        uid=str(uuid.uuid4()), kind={"group": group, "version": version, "kind": obj["kind"]},
+        resource={"group": group, "version": version, "resource": plural}, name=obj["metadata"]["name"],
+        namespace=obj["metadata"].get("namespace", ""), operation="CREATE", object=obj)
+    return _CHAIN[0].run(request)
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml")), ids=lambda p: p.name)
+def test_webhook_denies_what_its_first_line_says(path):
+    outcome = admit_offline(path)
+    assert not outcome.allowed and outcome.denied_by == "webhook", outcome
+    assert expected_denial(path) in outcome.status["message"], outcome.status["message"]
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "valid").glob("*.yaml")), ids=lambda p: p.name)
+def test_webhook_admits_the_valid_examples(path):
+    outcome = admit_offline(path)
+    assert outcome.allowed, outcome.status
+
+
+def test_what_helm_test_expects_holds_offline():
+    """The chart's `helm test` sends two KubeAI Models with dryRun; the same two, offline, through
+    the shipped policies: the first comes back with minReplicas 0, the second is denied."""
+    import tempfile
+
+    def model(name: str, engine: str) -> dict:
+        return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"features": ["TextGeneration"], "url": "ollama://gemma2:2b", "engine": engine}}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        defaults, denied = Path(tmp, "a.yaml"), Path(tmp, "b.yaml")
+        defaults.write_text(yaml.safe_dump(model("infergate-test-defaults", "OLlama")))
+        denied.write_text(yaml.safe_dump(model("infergate-test-denied", "VLLM")))
+        first, second = admit_offline(defaults), admit_offline(denied)
+    assert first.allowed and first.object["spec"]["minReplicas"] == 0
+    assert not second.allowed and second.denied_by == "webhook"
