@@ -345,3 +345,17 @@ def test_what_helm_test_expects_holds_offline(tmp_path):
     script = (REPO_CHART_TESTS / "dry-run.yaml").read_text()
     expected = 'admission webhook "validate.infergate.io" denied the request'
     assert expected in script and not denied["allowed"] and denied["status"]["message"].startswith(expected)
+
+
+def test_readme_first_policy_denies_scale_to_zero_in_production(tmp_path):
+    import shutil
+
+    from webhook.resources import policies_dir
+
+    for source in [*policies_dir().glob("*.yaml"), EXAMPLES / "policies" / "production-min-replicas.yaml"]:
+        shutil.copy(source, tmp_path)
+    code, (result,) = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-vllm.yaml")])
+    assert code == 1 and not result["allowed"]
+    assert result["status"]["details"]["causes"][0]["field"] == "spec.minReplicas"
+    code, results = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-ollama.yaml")])
+    assert code == 0  # sandbox is not a production namespace
