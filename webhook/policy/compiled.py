@@ -16,9 +16,8 @@ from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
 from webhook.state.selectors import Selector
 
-# Every expression sees the same names; unused ones cost nothing.
+# Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
-COST_LIMIT = 10_000_000  # per expression, as the apiserver's per-expression bound for admission policies
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class Expression:
             if names is not None and isinstance(value, Mapping):
                 value = {n: value[n] for n in names if n in value}
             data[root] = value
-        return self.program.evaluate(data, cost_limit=COST_LIMIT)
+        return self.program.evaluate(data)  # the engine's default: the apiserver's per-call cost limit
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""
@@ -212,14 +211,14 @@ class CompiledPolicy:
             "variables": {},
         }
         try:
-            for lookup, exprs in self.lookups:
-                activation["lookups"] = {**activation["lookups"], lookup.name: self._lookup(lookup, exprs, activation, inp.state, trace)}
+            for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
+                activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
                 value = self._eval(expr, activation, f"matchConditions.{name}", trace)
                 if value is not True:
                     return None
             for name, expr in self.variables:
-                activation["variables"] = {**activation["variables"], name: self._eval(expr, activation, f"variables.{name}", trace)}
+                activation["variables"][name] = self._eval(expr, activation, f"variables.{name}", trace)
             if mutating:
                 self._mutate(activation, verdict, trace)
             if mutating == self.validates_when_mutating:
