@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -70,6 +71,16 @@ def _objects(path: Path) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def _manifest_files(directory: Path) -> list[Path]:
+    """Manifests under ``directory`` in name order; hidden entries skipped (a mounted ConfigMap
+    shows each file twice: as a link and inside kubelet's hidden ``..<timestamp>`` directory)."""
+    found = []
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(root, f) for f in files if not f.startswith(".") and Path(f).suffix in _SUFFIXES]
+    return sorted(found)
+
+
 class FileState(ClusterState):
     """All manifests under ``directory`` (recursively, files in name order).
 
@@ -85,7 +96,7 @@ class FileState(ClusterState):
         if self.directory is not None:
             if not self.directory.is_dir():
                 raise StateLoadError(f"{self.directory}: not a directory")
-            for path in sorted(p for p in self.directory.rglob("*") if p.suffix in _SUFFIXES and p.is_file()):
+            for path in _manifest_files(self.directory):
                 loaded.extend(_objects(path))
         by_kind: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for obj in loaded:
