@@ -13,6 +13,7 @@ from webhook.cel import CelEvalError, get_engine
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 STATE = EXAMPLES / "state"
 MANIFESTS = EXAMPLES / "manifests"
+REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")
 OTHER_CRD_GROUPS = ("cert-manager.io/",)  # no Kubernetes JSON schema for these
@@ -294,3 +295,67 @@ def test_readme_first_policy_is_the_example_file():
     example = yaml.safe_load((EXAMPLES / "policies" / "production-min-replicas.yaml").read_text())
     del example["spec"]["description"]
     assert shown == example
+
+
+
+_WEBHOOK_VERDICTS: dict[str, tuple[int, dict[str, dict]]] = {}
+
+
+def verdicts(folder: str) -> tuple[int, dict[str, dict]]:
+    """One `infergate validate` (schema, the shipped policies, the example state) over a folder."""
+    if folder not in _WEBHOOK_VERDICTS:
+        code, results = validate(["-f", str(MANIFESTS / folder)])
+        by_name = {}
+        for result in results:
+            name = (result["object"] or {}).get("metadata", {}).get("name") or result["status"]["details"]["name"]
+            by_name[name] = result
+        _WEBHOOK_VERDICTS[folder] = code, by_name
+    return _WEBHOOK_VERDICTS[folder]
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml")), ids=lambda p: p.name)
+def test_webhook_denies_what_its_first_line_says(path):
+    code, results = verdicts("denied-by-webhook")
+    result = results[yaml.safe_load(path.read_text())["metadata"]["name"]]
+    assert code == 1 and not result["allowed"]
+    message = result["status"]["message"]
+    assert message.startswith('admission webhook "validate.infergate.io" denied the request: ')
+    assert expected_denial(path) in message
+
+
+def test_webhook_admits_the_valid_examples():
+    code, results = verdicts("valid")
+    assert code == 0 and len(results) == len(list((MANIFESTS / "valid").glob("*.yaml")))
+    assert all(r["allowed"] for r in results.values()), results
+
+
+def test_what_helm_test_expects_holds_offline(tmp_path):
+    """The chart's `helm test` sends two KubeAI Models with dryRun; the same two, offline, through
+    `infergate validate`: the first comes back with minReplicas 0, the second is denied by the
+    validating webhook in the words the test looks for."""
+    def model(name: str, engine: str) -> dict:
+        return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"features": ["TextGeneration"], "url": "ollama://gemma2:2b", "engine": engine}}
+
+    manifest = tmp_path / "helm-test.yaml"
+    manifest.write_text(yaml.safe_dump_all([model("infergate-test-defaults", "OLlama"), model("infergate-test-denied", "VLLM")]))
+    code, (defaulted, denied) = validate(["-f", str(manifest)])
+    assert code == 1
+    assert defaulted["allowed"] and defaulted["object"]["spec"]["minReplicas"] == 0
+    script = (REPO_CHART_TESTS / "dry-run.yaml").read_text()
+    expected = 'admission webhook "validate.infergate.io" denied the request'
+    assert expected in script and not denied["allowed"] and denied["status"]["message"].startswith(expected)
+
+
+def test_readme_first_policy_denies_scale_to_zero_in_production(tmp_path):
+    import shutil
+
+    from webhook.resources import policies_dir
+
+    for source in [*policies_dir().glob("*.yaml"), EXAMPLES / "policies" / "production-min-replicas.yaml"]:
+        shutil.copy(source, tmp_path)
+    code, (result,) = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-vllm.yaml")])
+    assert code == 1 and not result["allowed"]
+    assert result["status"]["details"]["causes"][0]["field"] == "spec.minReplicas"
+    code, results = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-ollama.yaml")])
+    assert code == 0  # sandbox is not a production namespace

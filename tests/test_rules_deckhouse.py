@@ -280,6 +280,17 @@ async def test_class_warnings(example):
     assert chain(example).run(review(isc("plain"))).warnings == []
 
 
+async def test_class_naming_objects_that_do_not_exist_yet(example):
+    cls = isc("refs", acceleratorPolicy={"allowedPlacementTypes": ["WholeDevice"], "allowedSharingModes": ["Shared"],
+                                        "maxAcceleratorCount": 1,
+                                        "allowedDeviceClasses": ["nvidia-l4-timeslicing", "tpu-v5"]},
+              scalingPolicy={"allowedPriorityClassNames": ["inference-low", "urgent"]})
+    out = chain(example).run(review(cls))
+    assert out.allowed
+    assert out.warnings == ['spec.acceleratorPolicy.allowedDeviceClasses: "tpu-v5" not found (yet)',
+                            'spec.scalingPolicy.allowedPriorityClassNames: "urgent" not found (yet)']
+
+
 # -- explain ------------------------------------------------------------------------------------------
 async def test_explain_shows_expressions_values_and_verdicts(example):
     obj = order(resources={"accelerator": {"deviceClasses": ["nvidia-h100-physical"]}})

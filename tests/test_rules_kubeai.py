@@ -138,3 +138,12 @@ def test_delete_is_allowed():
     bad = model(url="ollama://gemma2:2b", engine="VLLM")
     assert chain().admit(request(None, "DELETE", old=bad), mutating=False).allowed
     assert chain().admit(request(None, "DELETE", old=bad), mutating=True).allowed
+
+
+def test_system_config_from_a_bare_kubeai_file(tmp_path):
+    (tmp_path / "system.yaml").write_text("resourceProfiles:\n  gpu-a: {}\ncacheProfiles:\n  fast: {}\n")
+    state = FileState(tmp_path)
+    assert chain(state).run(request(model(resourceProfile="gpu-a:2", cacheProfile="fast"))).allowed
+    out = chain(state).run(request(model(resourceProfile="gpu-b:1")))
+    assert messages(out) == ['spec.resourceProfile: Invalid value: "gpu-b:1": resource profile "gpu-b" is not in the '
+                             "KubeAI system config; known profiles: gpu-a"]

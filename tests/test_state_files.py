@@ -151,3 +151,12 @@ def test_label_selector_objects():
         from_label_selector({"matchExpressions": [{"key": "c", "operator": "In"}]})
     with pytest.raises(SelectorError, match="not a valid label selector operator"):
         from_label_selector({"matchExpressions": [{"key": "c", "operator": "Gt", "values": ["1"]}]})
+
+
+def test_hidden_entries_are_skipped(tmp_path):
+    hidden = tmp_path / "..2026_11_29"
+    hidden.mkdir()
+    write(hidden, "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: a}\n")
+    (tmp_path / "ns.yaml").symlink_to(hidden / "ns.yaml")
+    write(tmp_path, ".swp.yaml", "not: [valid\n")
+    assert [n["metadata"]["name"] for n in FileState(tmp_path).list("v1", "Namespace")] == ["a"]

@@ -59,6 +59,10 @@ class CertError(Exception):
     """Certificates that cannot be read, do not match, or cannot be stored."""
 
 
+class CertConflict(CertError):
+    """Someone else (another replica) wrote the stored certificates first: read them again."""
+
+
 @dataclass(frozen=True)
 class RotationPolicy:
     ca_validity: dt.timedelta = dt.timedelta(days=365 * 5)
@@ -521,7 +525,7 @@ class SecretStore:
                 resp = self.core.replace_namespaced_secret(self.name, self.namespace, body, _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:
-                raise CertError(f"Secret {self.namespace}/{self.name} changed meanwhile; will retry") from None
+                raise CertConflict(f"Secret {self.namespace}/{self.name} was written by someone else meanwhile") from None
             raise CertError(f"cannot write Secret {self.namespace}/{self.name}: {exc.status} {exc.reason}") from None
         self._resource_version = _json(resp).get("metadata", {}).get("resourceVersion")
 
@@ -638,9 +642,16 @@ class CertKeeper:
             self.on_change(bundle, reloaded)
         return True
 
-    def start(self) -> ssl.SSLContext:
-        """The first load, before the server listens (blocking, milliseconds)."""
-        self.refresh()
+    def start(self, attempts: int = 5) -> ssl.SSLContext:
+        """The first load, before the server listens (blocking, milliseconds). Replicas
+        starting together race to create the Secret: the losers read the winner's."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.refresh()
+                break
+            except CertConflict:
+                if attempt == attempts:
+                    raise
         self.apply()
         if self.watch is not None:
             self.watch.changed()  # the files as served (maybe just written) are the baseline
@@ -737,7 +748,7 @@ def describe(bundle: CertBundle) -> str:
 
 
 __all__ = [
-    "CertBundle", "CertError", "DirectoryStore", "FileWatcher", "Plan", "RotationPolicy", "SecretStore",
+    "CertBundle", "CertConflict", "CertError", "CertKeeper", "DirectoryStore", "FileWatcher", "Plan", "RotationPolicy", "SecretStore",
     "client_context", "expiry", "inject_ca_bundle", "issue_ca", "issue_serving", "load_serving", "plan",
     "server_context", "serving_sans", "utcnow",
 ]

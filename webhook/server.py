@@ -448,7 +448,8 @@ def _own_namespace() -> str:
 
 
 def try_it(settings: Settings) -> str:
-    """Copy-paste commands for the embedded default (a denied KubeAI Model)."""
+    """Copy-paste commands for the embedded default: readiness, then a KubeAI Model the
+    webhook denies (an ``ollama://`` URL with engine VLLM)."""
     host = "localhost" if settings.host in ("0.0.0.0", "::", "127.0.0.1", "") else settings.host
     base = f"https://{host}:{settings.port}"
     review = {
@@ -462,7 +463,9 @@ def try_it(settings: Settings) -> str:
             "object": {
                 "apiVersion": "kubeai.org/v1", "kind": "Model",
                 "metadata": {"name": "demo", "namespace": "default"},
-                "spec": {"features": ["TextGeneration"], "url": "ollama://qwen2:0.5b", "engine": "VLLM", "resourceProfile": "cpu:1"},
+                # as the apiserver sends it: the CRD's defaults already applied
+                "spec": {"features": ["TextGeneration"], "url": "ollama://qwen2:0.5b", "engine": "VLLM",
+                         "resourceProfile": "cpu:1", "targetRequests": 100, "scaleDownDelaySeconds": 30},
             },
         },
     }

@@ -172,3 +172,35 @@ def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
     (tmp_path / "probes.yaml").write_text(yaml.safe_dump(probes))
     assert main(["test", str(tmp_path / "probes.yaml")]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == "2 passed, 0 failed"
+
+
+def test_generated_names_match_any_generated_name(tmp_path, capsys):
+    suite = {"suite": "gen", "crds": [str(REPO / "chart" / "crds" / "kubeai.org_models.yaml")], "cases": [{
+        "name": "generated", "operation": "CREATE",
+        "object": {"apiVersion": "kubeai.org/v1", "kind": "Model",
+                   "metadata": {"generateName": "m-", "namespace": "d"},
+                   "spec": {"features": ["TextGeneration"], "url": "hf://a/b", "engine": "VLLM"}},
+        "expect": {"allowed": True, "code": 201, "stored": {
+            "apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m-x7k2p", "namespace": "d"},
+            "spec": {"features": ["TextGeneration"], "url": "hf://a/b", "engine": "VLLM",
+                     "targetRequests": 100, "scaleDownDelaySeconds": 30}}}}]}
+    (tmp_path / "gen.yaml").write_text(yaml.safe_dump(suite))
+    assert main(["test", str(tmp_path / "gen.yaml"), "-q"]) == 0
+    suite["cases"][0]["expect"]["stored"]["metadata"]["name"] = "other-x7k2p"
+    (tmp_path / "gen.yaml").write_text(yaml.safe_dump(suite))
+    assert main(["test", str(tmp_path / "gen.yaml"), "-q"]) == 1
+    assert "stored.metadata.name" in capsys.readouterr().out
+
+
+def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
+    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["bad"] = {
+        "type": "array"}
+    (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
+    good = tmp_path / "manifests"
+    good.mkdir()
+    _write(good, "good.yaml", GOOD)
+    assert main(["validate", "-f", str(good), "--crd", str(tmp_path / "crd.yaml"), "--crd-only"]) == 2
+    err = capsys.readouterr().err
+    assert 'CustomResourceDefinition.apiextensions.k8s.io "models.kubeai.org" is invalid: ' in err
+    assert "properties[bad].items: Required value: must be specified" in err

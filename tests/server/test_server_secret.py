@@ -26,6 +26,7 @@ class FakeApiServer:
     """Secrets and webhook configurations, as kube-apiserver stores and versions them."""
 
     def __init__(self) -> None:
+        self.before_create = None  # a test's hook: another writer gets there first
         self.objects: dict[str, dict] = {}
         self.versions = itertools.count(100)
         self.requests: list[tuple[str, str, str]] = []
@@ -65,6 +66,9 @@ class FakeApiServer:
         body = await request.json()
         self.requests.append(("POST", request.path, request.content_type))
         key = self.key(request, body["metadata"]["name"])
+        if self.before_create is not None:
+            self.before_create(self)
+            self.before_create = None
         if key in self.objects:
             return self.status(409, "AlreadyExists", "already exists")
         return web.json_response(self.put(key, body), status=201)
@@ -134,7 +138,7 @@ async def test_secret_store_creates_then_replaces_with_optimistic_concurrency(ap
     await asyncio.to_thread(other.load)
     await asyncio.to_thread(store.load)
     await asyncio.to_thread(other.save, first)
-    with pytest.raises(certs.CertError, match="changed meanwhile"):
+    with pytest.raises(certs.CertConflict, match="written by someone else"):
         await asyncio.to_thread(store.save, renewed)
     assert base64.b64decode(fake.objects["secrets/infergate/infergate-certs"]["data"]["tls.crt"]) == first.to_files()["tls.crt"]
 
@@ -245,3 +249,24 @@ contexts:
   context: {{cluster: fake, user: nobody}}
 current-context: fake
 """
+
+
+async def test_replicas_starting_together_agree_on_one_secret(api):
+    """Both read 'no Secret'; the other replica's create lands first; ours gets 409,
+    reads theirs and serves it instead of failing to start."""
+    fake, api_client = api
+    theirs = certs.plan(None, now=certs.utcnow(), sans=SANS, policy=POLICY).bundle
+
+    def other_replica_creates(server: FakeApiServer) -> None:
+        server.put("secrets/infergate/infergate-certs", {
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": "infergate-certs", "namespace": "infergate"},
+            "data": {k: base64.b64encode(v).decode() for k, v in theirs.to_files().items()},
+        })
+
+    fake.before_create = other_replica_creates
+    ours = certs.CertKeeper(certs.SecretStore(api_client, "infergate", "infergate-certs"), sans=SANS,
+                            policy=POLICY, manage=True)
+    await asyncio.to_thread(ours.start)
+    assert ours.bundle.to_files() == theirs.to_files()
+    assert [m for m, _, _ in fake.requests] == ["GET", "POST", "GET"]

@@ -120,10 +120,25 @@ def test_serve_with_no_flags_creates_certs_prints_how_to_try_and_stops_on_sigter
         bundle = certs.DirectoryStore(tmp_path / "certs").load()
         assert set(certs.serving_sans()) <= set(certs._sans(bundle.cert))
         ctx = certs.client_context(bundle.ca_pem())
+        import urllib.error
         import urllib.request
 
         with urllib.request.urlopen(f"https://localhost:{port}/healthz", context=ctx, timeout=5) as r:
             assert r.status == 200
+        # the printed review, once the shipped policies are loaded: denied by the webhook itself
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen(f"https://localhost:{port}/readyz", context=ctx, timeout=5) as r:
+                    break
+            except urllib.error.HTTPError:
+                time.sleep(0.05)
+        printed = curl[1].split(" -d '", 1)[1].rstrip("'")
+        request = urllib.request.Request(f"https://localhost:{port}/validate", data=printed.encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, context=ctx, timeout=10) as r:
+            answer = json.loads(r.read())["response"]
+        assert answer["uid"] == "try-1" and answer["allowed"] is False
+        assert answer["status"]["message"].startswith("spec.engine: Unsupported value: \"VLLM\"")
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)

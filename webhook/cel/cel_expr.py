@@ -117,7 +117,7 @@ class CelExprProgram:
     """A compiled expression: one C++ program, plus, when library calls read selected data,
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
-    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost")
+    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure")
 
     def __init__(
         self,
@@ -137,9 +137,10 @@ class CelExprProgram:
         self._optional_root = optional_root
         self.python_calls = python_calls  # library calls left to Python, per evaluation (static count)
         self.cost = cost
+        self._measure = cost.needs_measure
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        if self.cost.needs_measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+        if self._measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
         program = self._program
         if self._hoists:
@@ -149,10 +150,13 @@ class CelExprProgram:
             else:
                 activation = {**activation, **values}
         result = self._eval(program, activation)
-        if result.type() == cel.Type.ERROR and _NON_CEL_VALUE in result.value():
+        value = result.value()
+        if value is True or value is False:  # most rules: no type check, no conversion
+            return value
+        if result.type() == _ERROR and _NON_CEL_VALUE in value:
             # dynamically typed values take timestamps/durations only as protobuf well-known types
-            result = self._eval(program, {name: well_known(value) for name, value in activation.items()})
-        if result.type() == cel.Type.ERROR:
+            result = self._eval(program, {name: well_known(v) for name, v in activation.items()})
+        if result.type() == _ERROR:
             raise _eval_error(clean_message(result.value()))
         value = from_runtime(result.plain_value())
         if self._optional_root:
@@ -203,6 +207,7 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
     return values
 
 
+_ERROR = cel.Type.ERROR
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"

@@ -1,4 +1,12 @@
-"""The fallback backend: cel-python (``celpy``), a pure-Python CEL interpreter."""
+"""The fallback backend: cel-python (``celpy``), a pure-Python CEL interpreter.
+
+Expressions are type-checked exactly as on the default backend (the Kubernetes
+declarations of ``webhook.cel.env``), then evaluated by celpy with the same Kubernetes
+library implementations (``webhook.cel.library``) and Python versions of the cel-go
+extension functions cel-cpp provides natively (``library/ext.py``). celpy 0.5 lacks
+optional syntax (``x.?f``), two-variable comprehensions and the lists macros; the vector
+replay (``bench/cel_vectors.py``) reports what that costs.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +18,33 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from webhook.cel.errors import CelCompileError, CelEvalError
+from webhook.cel.cel_expr import compile_typed
+from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
+from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue
+from webhook.cel.library.base import OptionalValue
+from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
+from webhook.cel.optimize import select_overload
+from webhook.cel.runtime_bound import PER_CALL_LIMIT
+
+from cel_expr_python import cel
+
+
+class Namespace:
+    """``format``, ``sets``, ... as values: celpy reads ``format.named(x)`` as a member call."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_NAMESPACES = {"format", "ip", "strings", "lists", "sets", "optional"}
 
 
 def to_cel(value: Any) -> Any:
-    """A plain Python value as a celpy value."""
-    if value is None:
-        return None
+    """A plain Python value as a celpy value (library values pass through)."""
+    if value is None or isinstance(value, (OpaqueValue, OptionalValue, Namespace)):
+        return value
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int):
@@ -28,9 +56,7 @@ def to_cel(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return celtypes.BytesType(bytes(value))
     if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        return celtypes.TimestampType(value)
+        return celtypes.TimestampType(value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc))
     if isinstance(value, datetime.timedelta):
         return celtypes.DurationType(value)
     if isinstance(value, Mapping):
@@ -41,7 +67,7 @@ def to_cel(value: Any) -> Any:
 
 
 def to_python(value: Any) -> Any:
-    """A celpy result as a plain Python value."""
+    """A celpy value as a plain Python value."""
     if isinstance(value, celtypes.BoolType):
         return bool(value)
     if isinstance(value, (celtypes.IntType, celtypes.UintType)):
@@ -60,19 +86,57 @@ def to_python(value: Any) -> Any:
         return {to_python(k): to_python(v) for k, v in value.items()}
     if isinstance(value, celtypes.ListType):
         return [to_python(item) for item in value]
+    if isinstance(value, OptionalValue) and value.has_value:
+        return OptionalValue.of(to_python(value.value))
     return value
 
 
-class CelPythonProgram:
-    __slots__ = ("expression", "_runner")
+def _library_function(name: str) -> Any:
+    """A celpy function for CEL name ``name``: Kubernetes overloads, cel-go extensions and,
+    for a ``Namespace`` receiver, the namespaced function (``format.named``)."""
+    overloads = tuple(o for o in OVERLOADS if o.function == name)
 
-    def __init__(self, expression: str, runner: celpy.Runner) -> None:
+    def call(*args: Any) -> Any:
+        if args and isinstance(args[0], Namespace):
+            return _library_function(f"{args[0].name}.{name}")(*args[1:])
+        values = [to_python(a) for a in args]
+        try:
+            overload = select_overload(overloads, values) if overloads else None
+            if overload is not None:
+                return to_cel(overload.impl(*values))
+            if name in EXT_FUNCTIONS:
+                return to_cel(EXT_FUNCTIONS[name](*values))
+        except LibraryError as err:
+            return celpy.CELEvalError(str(err))
+        except (TypeError, ValueError, IndexError, KeyError) as err:
+            return celpy.CELEvalError(f"no such overload: {err}")
+        return celpy.CELEvalError("no such overload")
+
+    return call
+
+
+@lru_cache(maxsize=None)
+def _functions() -> dict[str, Any]:
+    names = {o.function for o in OVERLOADS} | set(EXT_FUNCTIONS)
+    short = {n.rsplit(".", 1)[-1] for n in names if n.split(".", 1)[0] in _NAMESPACES}
+    return {name: _library_function(name) for name in names | short}
+
+
+class CelPythonProgram:
+    __slots__ = ("expression", "_runner", "_checked")
+
+    def __init__(self, expression: str, runner: celpy.Runner, checked: Any) -> None:
         self.expression = expression
         self._runner = runner
+        self._checked = checked  # the cel-expr program: its runtime bound
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+        if self._checked.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+            raise CelCostExceeded()
+        data = {name: Namespace(name) for name in _NAMESPACES}
+        data.update({name: to_cel(value) for name, value in activation.items()})
         try:
-            result = self._runner.evaluate({name: to_cel(value) for name, value in activation.items()})
+            result = self._runner.evaluate(data)
         except celpy.CELEvalError as err:
             raise CelEvalError(_eval_message(err)) from None
         except (RecursionError, TypeError, ValueError, ArithmeticError, KeyError, IndexError) as err:
@@ -98,11 +162,12 @@ _ENV = celpy.Environment()
 
 @lru_cache(maxsize=4096)
 def _compile(expression: str, variables: tuple[str, ...]) -> CelPythonProgram:
+    checked = compile_typed(expression, {name: cel.Type.DYN for name in variables})  # Kubernetes' checks
     try:
         ast = _ENV.compile(expression)
     except celpy.CELParseError as err:
         raise CelCompileError(f"ERROR: <input>: Syntax error: {err}") from None
-    return CelPythonProgram(expression, _ENV.program(ast))
+    return CelPythonProgram(expression, _ENV.program(ast, functions=_functions()), checked)
 
 
 ENGINE_CLASS = CelPythonEngine

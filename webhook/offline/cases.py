@@ -178,8 +178,24 @@ def run_object_case(case: Case) -> CaseResult:
         problems += multiset_diff("warnings", expected_warnings, outcome.warnings) or [
             f"warnings order: expected {expected_warnings}, got {outcome.warnings}"]
     if "stored" in expect:
-        problems += object_diff(reduce_metadata(expect["stored"]), reduce_metadata(outcome.object))
+        actual = _with_generated_name(data.get("object"), reduce_metadata(expect["stored"]),
+                                      reduce_metadata(outcome.object))
+        problems += object_diff(reduce_metadata(expect["stored"]), actual)
     return result
+
+
+def _with_generated_name(request: Any, expected: Any, actual: Any) -> Any:
+    """A name the apiserver generated (``generateName`` + 5 random characters) matches any such name."""
+    meta = request.get("metadata") if isinstance(request, dict) else None
+    if not isinstance(meta, dict) or meta.get("name") or not isinstance(meta.get("generateName"), str):
+        return actual
+    prefix = meta["generateName"]
+    want = ((expected or {}).get("metadata") or {}).get("name") if isinstance(expected, dict) else None
+    got = ((actual or {}).get("metadata") or {}).get("name") if isinstance(actual, dict) else None
+    if isinstance(want, str) and isinstance(got, str) and want.startswith(prefix) and got.startswith(prefix) \
+            and len(want) == len(got) == len(prefix) + 5:
+        actual = {**actual, "metadata": {**actual["metadata"], "name": want}}
+    return actual
 
 
 def run_crd_probe(case: Case) -> CaseResult:

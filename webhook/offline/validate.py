@@ -100,13 +100,13 @@ def _identity(obj: Any) -> tuple[Any, ...]:
 
 
 def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistry:
-    registry = CRDRegistry.load([Path(p) for p in args.crd]) if args.crd else CRDRegistry.shipped()
-    for doc in documents:  # CRDs given with the manifests are served too, as after `kubectl apply`
+    """The shipped CRDs, or ``--crd``; CRDs among the manifests too (as after ``kubectl apply``).
+    CRDs that did not come with infergate are first checked as the apiserver would admit them."""
+    registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
+    for doc in documents:
         if isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND:
-            try:
-                registry.add(doc.content)
-            except (TypeError, ValueError, AttributeError) as exc:
-                raise InputError(f"{doc.where}: not a usable CustomResourceDefinition: {exc}") from None
+            for warning in registry.add_checked(doc.content, doc.where):
+                print(f"Warning: {doc.where}: {warning}", file=sys.stderr)
     return registry
 
 

@@ -16,9 +16,8 @@ from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
 from webhook.state.selectors import Selector
 
-# Every expression sees the same names; unused ones cost nothing.
+# Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
-COST_LIMIT = 10_000_000  # per expression, as the apiserver's per-expression bound for admission policies
 
 
 @dataclass(frozen=True)
@@ -46,9 +45,18 @@ class Expression:
     def __init__(self, program: Any, source: str, where: str) -> None:
         self.program, self.source, self.where = program, source, where
         self._refs = _references(source)
+        self._needs = _needs(source)
 
     def evaluate(self, activation: Mapping[str, Any]) -> Any:
-        return self.program.evaluate(activation, cost_limit=COST_LIMIT)
+        # Only what the expression names crosses into CEL: converting every lookup and
+        # variable for every expression would cost more than evaluating it.
+        data: dict[str, Any] = {}
+        for root, names in self._needs.items():
+            value = activation.get(root)
+            if names is not None and isinstance(value, Mapping):
+                value = {n: value[n] for n in names if n in value}
+            data[root] = value
+        return self.program.evaluate(data)  # the engine's default: the apiserver's per-call cost limit
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""
@@ -65,6 +73,26 @@ def _references(source: str) -> list[str]:
     """The paths an expression reads, most specific first seen; ancestors of others dropped."""
     found = list(dict.fromkeys(m.group(0).replace(".?", ".") for m in _REF.finditer(source)))
     return [r for r in found if not any(other.startswith(r + ".") for other in found)]
+
+
+_ROOT = re.compile(r"\b(object|oldObject|params|namespaceObject|request|lookups|variables)\b(\.\??([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def _needs(source: str) -> dict[str, set[str] | None]:
+    """The variables an expression reads; for ``lookups``/``variables`` the names it selects
+    (``None``: the whole map, e.g. when indexed some other way)."""
+    needs: dict[str, set[str] | None] = {}
+    for m in _ROOT.finditer(source):
+        root, name = m.group(1), m.group(3)
+        if root not in ("lookups", "variables"):
+            needs[root] = None
+        elif name is None:
+            needs[root] = None
+        elif root not in needs:
+            needs[root] = {name}
+        elif needs[root] is not None:
+            needs[root].add(name)
+    return needs
 
 
 def _resolve(activation: Mapping[str, Any], ref: str) -> Any:
@@ -131,6 +159,12 @@ class CompiledPolicy:
                 for f in fields if getattr(source, f) is not None}
 
     @property
+    def validating_stage(self) -> bool:
+        """Whether the policy has work in the validating webhook."""
+        judges = bool(self.validations or self.warnings or self.audit_annotations)
+        return judges and not self.validates_when_mutating
+
+    @property
     def mutating_stage(self) -> bool:
         """Whether the policy has work in the mutating webhook."""
         return bool(self.mutations) or self.validates_when_mutating
@@ -162,7 +196,7 @@ class CompiledPolicy:
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
         """None when the policy does not apply (rules, selectors, matchConditions)."""
-        stage_has_work = self.mutating_stage if mutating else not self.validates_when_mutating
+        stage_has_work = self.mutating_stage if mutating else self.validating_stage
         if not stage_has_work or not self.matches(inp):
             return None
         verdict = Verdict(self.name, object=inp.object)
@@ -177,14 +211,14 @@ class CompiledPolicy:
             "variables": {},
         }
         try:
-            for lookup, exprs in self.lookups:
-                activation["lookups"] = {**activation["lookups"], lookup.name: self._lookup(lookup, exprs, activation, inp.state, trace)}
+            for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
+                activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
                 value = self._eval(expr, activation, f"matchConditions.{name}", trace)
                 if value is not True:
                     return None
             for name, expr in self.variables:
-                activation["variables"] = {**activation["variables"], name: self._eval(expr, activation, f"variables.{name}", trace)}
+                activation["variables"][name] = self._eval(expr, activation, f"variables.{name}", trace)
             if mutating:
                 self._mutate(activation, verdict, trace)
             if mutating == self.validates_when_mutating:

@@ -1,7 +1,12 @@
 """What kube-apiserver does with a custom resource: decode, prune, default, validate.
 
-``CRDRegistry.handle`` gives the apiserver's answer to one write (verdict, Status, warnings,
-the stored object); ``prepare`` and ``validate`` are its two phases for the admission chain.
+    registry = CRDRegistry.load(paths)            # or CRDRegistry.shipped() (chart/crds)
+    outcome = registry.handle("CREATE", obj)      # Outcome(allowed, code, status, warnings, object, errors)
+    outcome = registry.handle("UPDATE", obj, old, "status", request=RequestPath(...))
+
+``handle`` gives the apiserver's answer to one write (verdict, ``metav1.Status``, warnings,
+the stored object); ``prepare`` (decode) and ``validate`` are its two phases, between which
+the admission chain runs mutating webhooks. ``str(FieldError)`` is the apiserver's text.
 """
 
 from webhook.schema.fielderrors import FieldError, Outcome

@@ -33,6 +33,7 @@ _CREDITCARD = re.compile(
 _DATETIME_TIME = re.compile(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_WHITESPACE_AND_MINUS = re.compile(r"[\s-]+", re.A)
 _BSON = re.compile(r"^[0-9a-fA-F]{24}$")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _DURATION_SCALA = re.compile(r"(((?:-\s?)?\d+)\s*([A-Za-zµ]+))")
@@ -310,8 +311,13 @@ def is_hostname(text: str) -> bool:
     return all(len(part.encode()) <= 63 for part in text.split("."))
 
 
+def _sanitize(text: str) -> str:
+    """govalidator drops whitespace and dashes before checking ISBNs and card numbers."""
+    return _WHITESPACE_AND_MINUS.sub("", text)
+
+
 def _isbn10(text: str) -> bool:
-    s = text.replace("-", "").replace(" ", "")
+    s = _sanitize(text)
     if not _ISBN10.match(s):
         return False
     total = sum((10 - i) * (10 if c == "X" else int(c)) for i, c in enumerate(s))
@@ -319,7 +325,7 @@ def _isbn10(text: str) -> bool:
 
 
 def _isbn13(text: str) -> bool:
-    s = text.replace("-", "").replace(" ", "")
+    s = _sanitize(text)
     if not _ISBN13.match(s):
         return False
     total = sum(int(c) * (1 if i % 2 == 0 else 3) for i, c in enumerate(s[:12]))
@@ -327,7 +333,7 @@ def _isbn13(text: str) -> bool:
 
 
 def is_creditcard(text: str) -> bool:
-    s = re.sub(r"[^0-9]", "", text)
+    s = _sanitize(text)
     if not _CREDITCARD.match(s):
         return False
     total, double = 0, False

@@ -97,18 +97,42 @@ class CRDRegistry:
             self.add(crd)
 
     @classmethod
-    def load(cls, paths: Iterable[str | Path]) -> "CRDRegistry":
-        """CRDs from YAML/JSON files and directories (searched recursively)."""
+    def load(cls, paths: Iterable[str | Path], *, check: bool = False) -> "CRDRegistry":
+        """CRDs from YAML/JSON files and directories (searched recursively).
+
+        ``check``: refuse, with the apiserver's message, a CRD the apiserver would not admit
+        (for CRDs that never went through one; recorded and shipped CRDs are known good).
+        """
         registry = cls()
         for raw in paths:
             for file in _crd_files(Path(raw)):
                 for doc in _read_documents(file):
-                    if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-                        try:
-                            registry.add(doc)
-                        except (TypeError, ValueError, AttributeError) as exc:
-                            raise CRDLoadError(f"{file}: not a usable CustomResourceDefinition: {exc}") from None
+                    if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                        continue
+                    if check:
+                        registry.add_checked(doc, str(file))
+                    else:
+                        registry._add(doc, str(file))
         return registry
+
+    def add_checked(self, crd: dict[str, Any], where: str = "") -> list[str]:
+        """Add a CRD if the apiserver would admit it; returns its warnings, raises ``CRDLoadError``."""
+        from webhook.schema.crd_admission import check_crd, rejection_message
+
+        try:
+            errors, warnings = check_crd(crd)
+        except Exception as exc:  # a fault of the checker must not hide the CRD's own problems
+            raise CRDLoadError(f"{where}: the CRD could not be checked: {type(exc).__name__}: {exc}") from None
+        if errors:
+            raise CRDLoadError(f"{where}: {rejection_message(crd, errors)}")
+        self._add(crd, where)
+        return warnings
+
+    def _add(self, crd: dict[str, Any], where: str) -> None:
+        try:
+            self.add(crd)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
     def shipped(cls) -> "CRDRegistry":

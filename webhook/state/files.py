@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -70,11 +71,21 @@ def _objects(path: Path) -> Iterator[dict[str, Any]]:
             yield obj
 
 
+def _manifest_files(directory: Path) -> list[Path]:
+    """Manifests under ``directory`` in name order; hidden entries skipped (a mounted ConfigMap
+    shows each file twice: as a link and inside kubelet's hidden ``..<timestamp>`` directory)."""
+    found = []
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found += [Path(root, f) for f in files if not f.startswith(".") and Path(f).suffix in _SUFFIXES]
+    return sorted(found)
+
+
 def read_manifests(path: Path) -> list[dict[str, Any]]:
-    """The objects of a manifest file, or of every file under a directory (recursively, in name
-    order), as :class:`FileState` reads them; raises :class:`StateLoadError`."""
+    """The objects of a manifest file, or of every file under a directory, as :class:`FileState`
+    reads them; raises :class:`StateLoadError`."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+        files = _manifest_files(path)
     elif path.is_file():
         files = [path]
     else:
