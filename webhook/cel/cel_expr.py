@@ -236,6 +236,64 @@ def well_known(value: Any) -> Any:
     return value
 
 
+_EXISTS_ONE = ".exists_one("
+
+
+def _starts_string(text: str, i: int) -> bool:
+    """A string literal starts at ``i``: a quote, or r/b prefixes (not inside a name) and a quote."""
+    j = i
+    while j < len(text) and j - i < 2 and text[j] in "rRbB":
+        j += 1
+    if j >= len(text) or text[j] not in "'\"":
+        return False
+    return j == i or i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
+
+
+def _string_end(text: str, start: int) -> int:
+    """Index just past the string literal starting at ``start`` (quote, or r/b prefix)."""
+    i = start
+    while text[i] in "rRbB":
+        i += 1
+    quote = text[i : i + 3] if text[i : i + 3] in ('"""', "\'\'\'") else text[i]
+    raw = "r" in text[start:i].lower()
+    i += len(quote)
+    while i < len(text):
+        if not raw and text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(quote, i):
+            return i + len(quote)
+        i += 1
+    return len(text)
+
+
+def two_variable_exists_one(expression: str) -> str:
+    """cel-cpp spells the two-variable ``exists_one(k, v, p)`` only ``existsOne``; rename it
+    (same length, so error positions do not move), skipping string literals."""
+    if _EXISTS_ONE not in expression:
+        return expression
+    out, i = list(expression), 0
+    while i < len(expression):
+        if _starts_string(expression, i):
+            i = _string_end(expression, i)
+            continue
+        if expression.startswith(_EXISTS_ONE, i):
+            depth, commas, j = 0, 0, i + len(_EXISTS_ONE)
+            while j < len(expression) and depth >= 0:
+                if _starts_string(expression, j):
+                    j = _string_end(expression, j)
+                    continue
+                c = expression[j]
+                depth += c in "([{"
+                depth -= c in ")]}"
+                commas += c == "," and depth == 0
+                j += 1
+            if commas == 2:
+                out[i + 1 : i + len(_EXISTS_ONE)] = list("existsOne (")
+        i += 1
+    return "".join(out)
+
+
 def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExprProgram:
     """Compile against typed variable declarations (``webhook.cel.crd`` uses this)."""
     key = tuple(sorted((name, _type_key(t)) for name, t in variables.items()))
@@ -273,7 +331,7 @@ def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
 def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
     checking, runtime = _envs(key, decls)
     try:
-        checked_expr = checking.compile(expression)
+        checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:
         raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
     plain = optimize(protos.decode(checked_expr))
