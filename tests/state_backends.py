@@ -41,7 +41,7 @@ async def make_state(request, aiohttp_server):
                           backoff=Backoff(0.01, 0.05))
         state.start()
         states.append(state)
-        assert await state.wait_ready(10)
+        assert await state.wait_ready(15)
         return state
 
     yield make
