@@ -154,3 +154,16 @@ async def test_secrets_are_cached_without_data(cluster):
     api.modify(secrets, {"metadata": {"name": "hf", "namespace": "team-a"}, "data": {"token": "bmV3", "x": "eQ=="}})
     await eventually(lambda: state.get("v1", "Secret", "hf", "team-a").get("dataKeys") == ["token", "x"])
     assert "data" not in state.get("v1", "Secret", "hf", "team-a")
+
+
+async def test_reads_of_unwatched_kinds_are_reported_once(cluster, caplog):
+    api, make_state = cluster
+    api.serve(NAMESPACES, typed_list=True)
+    state = make_state((NAMESPACES,))
+    assert await state.wait_ready(15)
+    with caplog.at_level("WARNING", logger="webhook.state.kube"):
+        assert state.list("apps/v1", "Deployment") == []
+        assert state.get("apps/v1", "Deployment", "x", "y") is None
+        assert state.list("v1", "Namespace") == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "cluster state: apps/v1/Deployment is not watched, so reads of it find nothing; add it to the watched kinds"]
