@@ -82,6 +82,7 @@ class Optimizer:
         self.hoist = hoist
         self.hoists: list[Hoist] = []
         self._scope: list[str] = []  # comprehension variables around the visited node
+        self._exempt = False  # inside format()'s arguments
         self._next_id = max([0, *self._ids(checked.expr)]) + 1
 
     # -- node construction -----------------------------------------------------------
@@ -224,7 +225,7 @@ class Optimizer:
         elif kind == "list_expr":
             for element in node.list_expr.elements:
                 element.CopyFrom(self.visit(element))
-            self.check_homogeneous([e for e in node.list_expr.elements], node.list_expr.optional_indices, "list")
+            self.check_homogeneous(list(node.list_expr.elements), node.list_expr.optional_indices)
         elif kind == "struct_expr":
             for entry in node.struct_expr.entries:
                 if entry.HasField("map_key"):
@@ -232,10 +233,10 @@ class Optimizer:
                 entry.value.CopyFrom(self.visit(entry.value))
             if not node.struct_expr.message_name:
                 entries = list(node.struct_expr.entries)
-                self.check_homogeneous([e.map_key for e in entries], [], "key")
+                self.check_homogeneous([e.map_key for e in entries], [])
                 values = [e.value for e in entries]
                 optional = [i for i, e in enumerate(entries) if e.optional_entry]
-                self.check_homogeneous(values, optional, "value")
+                self.check_homogeneous(values, optional)
         elif kind == "comprehension_expr":
             c = node.comprehension_expr
             for part in ("iter_range", "accu_init"):
@@ -246,7 +247,9 @@ class Optimizer:
             del self._scope[-3:]
         return node
 
-    def check_homogeneous(self, elements: list[Any], optional_indices: Any, _what: str) -> None:
+    def check_homogeneous(self, elements: list[Any], optional_indices: Any) -> None:
+        """Kubernetes' HomogeneousAggregateLiterals: the elements (or keys, or values) of a
+        literal share one type; ``format``'s argument list is exempt."""
         if self._exempt:
             return
         first = None
@@ -262,16 +265,12 @@ class Optimizer:
                 self.issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
                 return
 
-    _exempt = False
-
     def visit_call(self, node: Any) -> Any:
         call = node.call_expr
-        exempt = call.function == "format" and call.HasField("target")
-        saved, self._exempt = self._exempt, self._exempt or exempt
         if call.HasField("target"):
             call.target.CopyFrom(self.visit(call.target))
-        self._exempt = saved
-        saved, self._exempt = self._exempt, self._exempt or exempt
+        saved = self._exempt
+        self._exempt = saved or (call.function == "format" and call.HasField("target"))
         for arg in call.args:
             arg.CopyFrom(self.visit(arg))
         self._exempt = saved
