@@ -2,15 +2,21 @@
 the rewrite of Kubernetes library calls into what the C++ runtime evaluates.
 
 * **validate**: homogeneous aggregate literals, constant regexes (``matches``, ``find``,
-  ``findAll``) and constant ``duration``/``timestamp`` literals, as the apiserver rejects them;
+  ``findAll``), constant ``duration``/``timestamp`` literals and literal ``format`` calls,
+  as the apiserver rejects them;
 * **fold**: a library call whose arguments are all constants is evaluated once, here
   (Kubernetes' ``OptOptimize`` does the same), so it costs no Python call per evaluation;
 * **native**: ``isSorted``/``sum``/``min``/``max``/``indexOf``/``lastIndexOf``,
   ``optional.unwrap``/``unwrapOpt`` and ``find``/``findAll`` with a constant pattern become
   plain CEL (comprehensions, cel-cpp's ``regex`` extension): no Python call at all;
+* **guard**: cel-go's range checks and messages around cel-cpp's ``charAt``/``substring``/
+  ``indexOf``/``lastIndexOf``, and a cap on a computed ``lists.range(n)``;
+* **hoist** (``hoist=True``): a library call on data selected from a variable
+  (``quantity(self.memory)``) becomes a hidden variable the backend computes in Python
+  before the evaluation;
 * **private**: any other library call becomes a call of the runtime env's ``@k8s.<name>``.
 
-Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so the first three
+Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so all but the last
 keep steady-state evaluation in C++.
 """
 
