@@ -294,3 +294,14 @@ def test_immutable_changes_are_the_only_denial_offline(offline_answers):
         changed.append(scenarios.immutable_change(copy, which))
     for (which, (path, _)), answer in zip(scenarios.IMMUTABLE_CHANGES.items(), offline.validate(changed, old=stored)):
         assert [c["field"] for c in answer["status"]["details"]["causes"]] == [path], which
+
+
+def test_kubectl_expectation_follows_its_error_printing():
+    invalid = {"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422,
+               "message": 'Model.kubeai.org "m" is invalid: spec.url: Invalid value: "x": bad',
+               "details": {"kind": "Model", "name": "m", "causes": [
+                   {"field": "spec.url", "message": 'Invalid value: "x": bad', "reason": "FieldValueInvalid"}]}}
+    assert test_admission.kubectl_prints(invalid) == ['The Model "m" is invalid', 'spec.url: Invalid value: "x": bad']
+    refused = {"kind": "Status", "status": "Failure", "reason": "InternalError", "code": 500,
+               "message": 'Internal error occurred: failed calling webhook "validate.infergate.io": connection refused'}
+    assert test_admission.kubectl_prints(refused) == ["Error from server (InternalError)", refused["message"]]

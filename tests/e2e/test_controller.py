@@ -33,17 +33,21 @@ def owned_objects(run) -> list[dict]:
 
 
 def settled(run, expected_keys: dict[tuple, set[str]], quiet: float = 3.0, timeout: float = 90) -> list[dict]:
-    """The owned objects once each shows the status parts ``expected_keys`` names and no
-    resourceVersion has moved for ``quiet`` seconds (the controller is done)."""
+    """The owned objects once each shows the status parts ``expected_keys`` names (or the
+    wait ran out: the comparison then shows what differs) and no resourceVersion has moved
+    for ``quiet`` seconds (the controller is done)."""
     def key(o):
         return o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]
 
-    def written():
-        objects = owned_objects(run)
-        return all(expected_keys.get(key(o), set()) <= set(o.get("status") or {}) for o in objects) and objects
+    def missing():
+        return [key(o) for o in owned_objects(run) if not expected_keys.get(key(o), set()) <= set(o.get("status") or {})]
 
+    try:
+        wait_for("the controller to write every status", lambda: not missing(), timeout=timeout)
+    except AssertionError:
+        pass  # compared below, with the difference shown
+    objects = owned_objects(run)
     deadline = time.monotonic() + timeout
-    objects = wait_for("the controller to write every status", written, timeout=timeout)
     while time.monotonic() < deadline:
         time.sleep(quiet)
         again = owned_objects(run)

@@ -155,4 +155,4 @@ def _tls(cert_dir) -> bytes:
 
 
 def _der(pem: bytes) -> bytes:
-    return ssl.PEM_cert_to_DER_cert(pem.decode().split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n")
+    return ssl.PEM_cert_to_DER_cert(pem.decode())
