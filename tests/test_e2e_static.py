@@ -305,3 +305,37 @@ def test_kubectl_expectation_follows_its_error_printing():
     refused = {"kind": "Status", "status": "Failure", "reason": "InternalError", "code": 500,
                "message": 'Internal error occurred: failed calling webhook "validate.infergate.io": connection refused'}
     assert test_admission.kubectl_prints(refused) == ["Error from server (InternalError)", refused["message"]]
+
+
+def test_controller_expectations_hold_offline(offline_answers):
+    cases, answers = offline_answers
+    admitted = {c.id: a["object"] for c, a in zip(cases, answers) if a["allowed"]}
+    statuses = {(s["kind"], s["metadata"].get("namespace"), s["metadata"]["name"]): s["status"]
+                for s in offline.reconcile(list(admitted.values()))}
+
+    def status_of(case_id):
+        meta = admitted[case_id]["metadata"]
+        return statuses[(admitted[case_id]["kind"], meta.get("namespace"), meta["name"])]
+
+    test_controller.check_placements(status_of)
+    in_use = status_of("inferencemodel-model-name-in-use-warns")
+    assert [(c["status"], c["reason"]) for c in in_use["conditions"] if c["type"] == "Accepted"] == [
+        ("False", "ModelNameInUse")]
+
+
+def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
+    class Namespaces:
+        def __init__(self):
+            self.puts = []
+
+        def get(self, api_version, kind, name, namespace=None):
+            conditions = [{"type": "NamespaceContentRemaining", "status": "False"}] if name == "worked-on" else []
+            return {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Terminating", "conditions": conditions}}
+
+        def request(self, method, path, body=None, **_):
+            self.puts.append((method, path, body["spec"]["finalizers"]))
+
+    kube = Namespaces()
+    cluster._finish_namespaces(kube, ["orphan", "worked-on"], wait=0)
+    assert kube.puts == [("PUT", "/api/v1/namespaces/orphan/finalize", [])]
