@@ -130,6 +130,7 @@ def test_sigterm_under_load_loses_no_received_review(tmp_path):
                 return  # the server closed this connection: its shutdown has begun
             record["status"], record["answer"] = status, answer
             if signalled and record["sent"] > signalled[0] + 1:
+                writer.close()  # done: an open idle connection would hold the shutdown to its grace period
                 return
 
     async def main() -> None:
