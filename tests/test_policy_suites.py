@@ -305,3 +305,9 @@ def test_the_readme_suite_is_the_example_file_and_passes(capsys):
     code, out, _ = _run(capsys, str(example.parent), "--coverage")
     assert code == 0 and "rule coverage: 1/1 rules hit (100%)" in out
     assert out.strip().splitlines()[-1] == "3 passed, 0 failed"
+
+
+def test_crd_only_leaves_the_policies_out(tmp_path, capsys):
+    suite = _user_suite(tmp_path, [CASES[1]])  # denied by the team policy, not by the CRD
+    code, out, _ = _run(capsys, str(suite), "--crd-only")
+    assert code == 1 and "verdict: expected denied, got allowed" in out

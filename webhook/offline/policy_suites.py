@@ -37,6 +37,7 @@ class PolicySuiteRun(Suite):
     """A loaded policy suite: its cases run through ``chain``."""
 
     chain: AdmissionChain | None = None
+    crd_only: bool = False  # ``infergate test --crd-only``: what the apiserver alone answers
 
     @property
     def policies(self) -> tuple[Any, ...]:
@@ -152,7 +153,7 @@ def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:
 
 def _runner(suite: PolicySuiteRun, model: PolicySuite, case: SuiteCase):
     def run(_: Case) -> PolicyCaseResult:
-        outcome = suite.chain.run(build_request(suite.registry, model, case), explain=True)
+        outcome = suite.chain.run(build_request(suite.registry, model, case), explain=True, crd_only=suite.crd_only)
         result = PolicyCaseResult(suite.title, case.name, outcome=outcome,
                                   expected=bool(case.expect.model_dump(exclude_none=True)))
         result.problems += compare(case.expect, outcome)
