@@ -286,8 +286,13 @@ def test_suite_errors_are_clear(tmp_path, capsys):
         "policies: [missing.yaml]": "policies: ",
         "state: [nowhere]": "state: ",
         "crds: [nowhere]": "crds: ",
-        "cases: [{name: a}, {name: a}]": "case names must be unique: a",
-        "cases: [{name: a, expect: {message: '('}}]": "invalid regular expression",
+        "cases: [{name: a, object: {apiVersion: v1, kind: Namespace}}, {name: a, object: {apiVersion: v1, kind: Namespace}}]":
+            "case names must be unique: a",
+        "cases: [{name: a, object: {apiVersion: v1, kind: Namespace}, expect: {message: '('}}]":
+            "invalid regular expression",
+        "cases: [{name: a}]": "case 'a': object is required",
+        "cases: [{name: a, operation: DELETE}]": "case 'a': a DELETE needs old",
+        "cases: [{name: a, object: {metadata: {name: x}}}]": "case 'a': object needs apiVersion and kind",
     }
     for i, (override, wanted) in enumerate(problems.items()):
         path = tmp_path / f"s{i}.yaml"

@@ -60,6 +60,9 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     if duplicates:
         raise SuiteError(f"{path}: case names must be unique: {', '.join(duplicates)}")
     for case in model.cases:
+        problem = _case_problem(case)
+        if problem:
+            raise SuiteError(f"{path}: case {case.name!r}: {problem}")
         for pattern in [*(case.expect.errorsMatch or ()), *([case.expect.message] if case.expect.message else [])]:
             try:
                 re.compile(pattern)
@@ -80,6 +83,18 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     for raw, case in zip(data["cases"], model.cases):
         suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case)))
     return suite
+
+
+def _case_problem(case: SuiteCase) -> str | None:
+    if case.operation == "DELETE" and case.old is None:
+        return "a DELETE needs old (the object as stored)"
+    if case.operation != "DELETE" and case.object is None:
+        return "object is required (the object written)"
+    for key in ("object", "old"):
+        value = getattr(case, key)
+        if value is not None and not (isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str)):
+            return f"{key} needs apiVersion and kind"
+    return None
 
 
 def _format_errors(path: Path, exc: ValidationError) -> list[str]:
