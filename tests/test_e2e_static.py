@@ -87,16 +87,27 @@ def processes_ca(tmp_path: Path) -> Path:
     return processes.generate_certs(tmp_path)
 
 
-def test_certificates_reissued_for_rotation_are_served_by_the_bundle(tmp_path):
+def test_the_local_webhook_starts_and_serves_each_rotated_certificate(tmp_path):
+    """The e2e machinery for real, minus the apiserver: ``infergate serve`` started as the run
+    starts it, then its serving certificate reissued by the same CA and by a new one."""
     from e2e import processes
 
-    processes.generate_certs(tmp_path)
-    old = certs.DirectoryStore(tmp_path).load()
-    ca, ca_key = certs.issue_ca(now=certs.utcnow(), validity=certs.RotationPolicy().ca_validity)
-    processes.reissue_serving(tmp_path, ca, ca_key, (*old.trusted, ca))
-    rotated = certs.DirectoryStore(tmp_path).load()
-    assert rotated.trusted == (*old.trusted, ca) and rotated.issuer_of_cert == ca
-    assert rotated.cert != old.cert and "127.0.0.1" in certs.describe(rotated)
+    cert_dir = tmp_path / "certs"
+    processes.generate_certs(cert_dir)
+    process, port = processes.start_serve("serve", cert_dir, tmp_path, ready="/healthz")
+    try:
+        assert processes.serves(port, cert_dir)
+        old = certs.DirectoryStore(cert_dir).load()
+        processes.reissue_serving(cert_dir, old.signer, old.ca_key, old.trusted)
+        api.wait_for("the renewed certificate served", lambda: processes.serves(port, cert_dir), timeout=30)
+        ca, ca_key = certs.issue_ca(now=certs.utcnow(), validity=certs.RotationPolicy().ca_validity)
+        processes.reissue_serving(cert_dir, ca, ca_key, (*old.trusted, ca))
+        api.wait_for("the new CA's certificate served", lambda: processes.serves(port, cert_dir), timeout=30)
+        rotated = certs.DirectoryStore(cert_dir).load()
+        assert rotated.trusted == (*old.trusted, ca) and rotated.issuer_of_cert == ca
+        assert process.alive(), process.tail()
+    finally:
+        assert process.stop() == 0, process.tail()
 
 
 def test_objects_are_labelled_for_the_run_without_server_fields():
