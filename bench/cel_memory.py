@@ -97,6 +97,21 @@ def run(evaluations: int) -> dict:
             "rss_samples_mib": [round(s / 2**20, 1) for s in samples],
             "us_per_evaluation": round(elapsed / evaluations * 1e6, 2),
         }
+    # the same "selected" rule without hoisting: its 7 library calls go through Python
+    plain = programs["selected"]._fallback
+    contrast = evaluations // 10
+    for _ in range(2_000):
+        plain.eval(data=activation)
+    gc.collect()
+    before = rss()
+    for _ in range(contrast):
+        plain.eval(data=activation)
+    gc.collect()
+    results["selected_without_hoisting"] = {
+        "evaluations": contrast,
+        "python_calls_per_evaluation": 7,
+        "rss_growth_bytes_per_evaluation": round((rss() - before) / contrast, 1),
+    }
     return results
 
 

@@ -8,7 +8,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from webhook.cel import CelEvalError, get_engine
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 STATE = EXAMPLES / "state"
@@ -139,38 +138,27 @@ def test_inference_models_reference_existing_pools():
             assert (obj["metadata"]["namespace"], obj["spec"]["poolRef"]["name"]) in pools, source
 
 
-def device_activation(slice_spec: dict, device: dict) -> dict:
-    """The `device` variable of a DeviceClass selector: attributes grouped by domain (short names
-    belong to the driver's domain), typed attribute values unwrapped."""
-    driver = slice_spec["driver"]
-    attributes: dict[str, dict] = {}
-    for qualified, typed in (device.get("attributes") or {}).items():
-        domain, _, name = qualified.rpartition("/")
-        (value,) = typed.values()
-        attributes.setdefault(domain or driver, {})[name] = value
-    return {"driver": driver, "attributes": attributes,
-            "allowMultipleAllocations": bool(device.get("allowMultipleAllocations", False))}
+# What deviceclasses.yaml documents for each class: (placement, sharing, product).
+DEVICE_CLASSES = {
+    "nvidia-h100-physical": ("WholeDevice", "Dedicated", "NVIDIA H100 80GB HBM3"),
+    "nvidia-a30-mig-2g12": ("Partition", "Dedicated", "NVIDIA A30"),
+    "nvidia-a30-mig-2g12-mps": ("Partition", "Shared", "NVIDIA A30"),
+    "nvidia-l4-timeslicing": ("WholeDevice", "Shared", "NVIDIA L4"),
+}
 
 
-@pytest.mark.parametrize("device_class", sorted(names("DeviceClass")))
-def test_every_device_class_selects_devices(device_class):
-    (cls,) = [c for c in objects("DeviceClass") if c["metadata"]["name"] == device_class]
-    programs = [get_engine().compile(s["cel"]["expression"], ["device"]) for s in cls["spec"]["selectors"]]
-    selected = []
-    for rs in objects("ResourceSlice"):
-        for device in rs["spec"].get("devices", []):
-            candidate = device_activation(rs["spec"], device)
-            if all(_selects(program, candidate) for program in programs):
-                selected.append(device["name"])
-    assert selected, f"{device_class} selects no device"
+def test_device_classes_offer_what_they_document():
+    """Each DeviceClass's selectors, evaluated over the ResourceSlices by the planner, pick devices
+    of the documented placement and sharing mode, without a selector error."""
+    from webhook.cel import get_engine
+    from webhook.controller.planner.devices import DeviceProfiles, devices_from_slices, offer_of
 
-
-def _selects(program, device: dict) -> bool:
-    """As the scheduler: a selector that errors (e.g. another driver's domain: no such key) does not select."""
-    try:
-        return program.evaluate({"device": device}) is True
-    except CelEvalError:
-        return False
+    profiles = DeviceProfiles(devices_from_slices(objects("ResourceSlice")))
+    assert set(DEVICE_CLASSES) == names("DeviceClass")
+    for device_class in objects("DeviceClass"):
+        offer = offer_of(device_class, profiles, get_engine())
+        assert offer.devices and not offer.problems, (offer.name, offer.problems)
+        assert (offer.placement_mode, offer.sharing_mode, offer.product_name) == DEVICE_CLASSES[offer.name]
 
 
 def expected_denial(path: Path) -> str:

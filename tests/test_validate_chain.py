@@ -55,6 +55,13 @@ def test_webhook_denied_manifests_are_denied_for_the_reason_they_state(path):
     assert word in message
 
 
+def test_warnings_fit_the_apiservers_recommended_length():
+    # the apiserver truncates long warnings; ours name field, value and object within 120 characters
+    for folder in ("valid", "denied-by-webhook"):
+        _, results = validate_json("-f", str(MANIFESTS / folder))
+        assert all(len(w) <= 120 for r in results for w in r["warnings"]), [r["warnings"] for r in results]
+
+
 def test_crd_only_skips_the_policies():
     code, results = validate_json("--crd-only", "-f", str(MANIFESTS / "denied-by-webhook"))
     assert code == 0 and all(r["allowed"] and "patch" not in r for r in results)

@@ -31,7 +31,8 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from webhook import logging as logs
-from webhook.admission.review import SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, AdmissionReview, response_review
+from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, AdmissionReview, clip_message,
+                                      response_review)
 from webhook.metrics import Metrics
 from webhook.settings import Settings
 
@@ -289,7 +290,7 @@ def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionRes
         log.debug("review", extra={"fields": fields})
     else:
         status = result.status or {}
-        fields |= {"code": status.get("code"), "reason": status.get("reason"), "message": status.get("message")}
+        fields |= {"code": status.get("code"), "reason": status.get("reason"), "message": clip_message(str(status.get("message")), 1024)}
         log.info("denied", extra={"fields": fields})
 
 

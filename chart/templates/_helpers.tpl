@@ -113,3 +113,15 @@ subresource (status writes belong to the controller).
 {{- define "infergate.policyKey" -}}
 {{- trimPrefix "files/policies/" . | replace "/" "__" -}}
 {{- end -}}
+
+{{/* The shipped policy files (JSON list of chart paths): everything under policies/ but the
+     policy test suites in policies/tests/ (they are for `infergate test`, not for the webhook). */}}
+{{- define "infergate.shippedPolicies" -}}
+{{- $paths := list -}}
+{{- range $path, $_ := .Files.Glob "files/policies/**.{yaml,yml}" -}}
+{{- if not (hasPrefix "files/policies/tests/" $path) -}}
+{{- $paths = append $paths $path -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $paths -}}
+{{- end -}}

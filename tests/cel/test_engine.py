@@ -41,3 +41,10 @@ def test_compile_is_cached(engine):
 def test_unknown_engine_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown CEL engine"):
         get_engine("nope")
+
+
+def test_the_environment_selects_the_backend(monkeypatch):
+    monkeypatch.setenv("INFERGATE_CEL_ENGINE", "cel-python")
+    assert get_engine().name == "cel-python"
+    monkeypatch.delenv("INFERGATE_CEL_ENGINE")
+    assert get_engine().name == "cel-expr"

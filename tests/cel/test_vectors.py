@@ -11,7 +11,6 @@ from tests.cel import vectors
 VECTORS = vectors.load()
 
 _ARITY = "cel-cpp reports a call with an unknown arity as 'undeclared reference', cel-go as 'no matching overload'"
-_EXISTS_ONE = "cel-cpp 0.1.3 has no two-variable exists_one macro (existsOne works)"
 KNOWN_GAPS = {
     "lists-0037": "self is dyn here, so an empty list's sum() is 0, not duration('0') (schema typing gives it)",
     "optional-0049": "cel-cpp's ofNonZeroValue() treats 0001-01-01T00:00:00Z as a non-zero timestamp",
@@ -23,10 +22,6 @@ KNOWN_GAPS = {
     "strings-0275": "map keys 1 and true collide in the Python dict cel-expr-python hands to string.format",
     "sets-0049": "variables are dyn by contract (they stand for schema-typed values), so [dynVar, 32] is not flagged",
     "ext_lists-0082": "Kubernetes answers with a Go panic text ('interface conversion: ...'); we say 'no such overload'",
-    "two_var_comprehensions-0023": _EXISTS_ONE,
-    "two_var_comprehensions-0024": _EXISTS_ONE,
-    "two_var_comprehensions-0045": _EXISTS_ONE,
-    "two_var_comprehensions-0047": _EXISTS_ONE,
 }
 
 

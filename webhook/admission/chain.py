@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import dataclasses
 import json
 
 import jsonpatch
@@ -19,7 +20,7 @@ import jsonpatch
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
-from webhook.schema import RequestError
+from webhook.schema import CRDRegistry, RequestError
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
 
@@ -101,8 +102,12 @@ def denial_status(request: AdmissionRequest, denials: list[Denial]) -> dict[str,
 
 
 class AdmissionChain:
-    def __init__(self, registry: Any, policies: PolicySetProvider, state: ClusterState) -> None:
-        self.registry = registry  # webhook.schema.CRDRegistry, or None for policies alone
+    """The webhook's decisions: the shipped CRDs (``registry``; ``None``: policies alone), the
+    policies in force (re-read from ``policies.current()`` per request: hot reload) and the
+    cluster ``state`` the policies' lookups read."""
+
+    def __init__(self, registry: CRDRegistry | None, policies: PolicySetProvider, state: ClusterState) -> None:
+        self.registry = registry
         self.policies = policies
         self.state = state
 
@@ -127,33 +132,35 @@ class AdmissionChain:
         traces: list[Trace] = []
         if request.operation not in _JUDGED or request.object is None:
             return AdmissionResult(allowed=True), traces
-        obj = request.object
+        inp = self._input(request, request.object)
         warnings: list[str] = []
         denials: list[Denial] = []
         for policy in self.policies.current().policies:
             if not policy.mutating_stage:
                 continue
-            verdict = policy.evaluate(self._input(request, obj), mutating=True, explain=explain)
+            verdict = policy.evaluate(inp, mutating=True, explain=explain)
             if verdict is None:
                 continue
             traces += verdict.traces
             warnings += verdict.warnings
             denials += verdict.denials
-            if verdict.object is not None:
-                obj = verdict.object
+            if verdict.object is not None and verdict.object is not inp.object:
+                inp = dataclasses.replace(inp, object=verdict.object)  # later policies see earlier mutations
+        obj = inp.object
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings), traces
         return AdmissionResult(allowed=True, patch=make_patch(request.object, obj), warnings=warnings), traces
 
-    def _validate(self, request: AdmissionRequest, *, explain: bool) -> tuple[AdmissionResult, list[Trace]]:
+    def _validate(self, request: AdmissionRequest, *, explain: bool,
+                  schema: bool = True) -> tuple[AdmissionResult, list[Trace]]:
         traces: list[Trace] = []
         warnings: list[str] = []
-        if request.operation in _JUDGED and request.object is not None and self._serves(request.object):
+        if schema and request.operation in _JUDGED and request.object is not None and self._serves(request.object):
             # the apiserver's schema and CRD rules, as it ran them before calling us
             errors, schema_warnings = self.registry.validate(
                 request.operation, request.object, request.oldObject, request.subResource or None)
             warnings += schema_warnings
-            if [e for e in errors if getattr(e, "blocking", True)]:
+            if errors:
                 obj = request.object
                 status = invalid_status(str(obj.get("kind")), request.kind.group,
                                         (obj.get("metadata") or {}).get("name") or request.name, errors)
@@ -176,7 +183,9 @@ class AdmissionChain:
         return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces
 
     def _serves(self, obj: dict[str, Any]) -> bool:
-        return self.registry is not None and self.registry.served(str(obj.get("apiVersion")), str(obj.get("kind"))) is not None
+        if self.registry is None:
+            return False
+        return self.registry.served(str(obj.get("apiVersion")), str(obj.get("kind"))) is not None
 
     # -- the whole write, offline ------------------------------------------------------------
     def run(self, request: AdmissionRequest, *, explain: bool = False, crd_only: bool = False) -> ChainOutcome:
@@ -214,13 +223,12 @@ class AdmissionChain:
             obj = outcome.object
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
-        # the apiserver already validated the schema: the validating webhook adds only policies
-        validated, more = AdmissionChain(None, self.policies, self.state)._validate(
-            request.model_copy(update={"object": obj}), explain=explain)
+        # the apiserver has just validated the schema: the validating webhook adds the policies
+        validated, more = self._validate(request.model_copy(update={"object": obj}), explain=explain, schema=False)
         traces += more
         warnings += validated.warnings
-        return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings), obj, patch,
-                            validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+        return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
+                            obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -85,6 +85,31 @@ def _clip_warning(text: str) -> str:
     return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."
 
 
+# A denial names the problem; it never needs to carry megabytes of the object (a policy
+# message quoting a 3 MiB field would otherwise travel back to the user, twice: message
+# and cause). Far above any real message.
+MAX_MESSAGE_LENGTH = 16 * 1024
+
+
+def clip_message(text: str, limit: int = MAX_MESSAGE_LENGTH) -> str:
+    if len(text) <= limit:
+        return text
+    more = f"... ({len(text) - limit} more characters)"
+    return text[: limit - len(more)] + more
+
+
+def _clip_status(status: dict[str, Any]) -> dict[str, Any]:
+    status = dict(status)
+    if isinstance(status.get("message"), str):
+        status["message"] = clip_message(status["message"])
+    details = status.get("details")
+    if isinstance(details, dict) and isinstance(details.get("causes"), list):
+        causes = [dict(c, message=clip_message(c["message"])) if isinstance(c, dict) and isinstance(c.get("message"), str)
+                  else c for c in details["causes"]]
+        status["details"] = dict(details, causes=causes)
+    return status
+
+
 def response_review(api_version: str, uid: str, result: AdmissionResult, *, with_patch: bool) -> dict[str, Any]:
     """The AdmissionReview response body for ``result``.
 
@@ -93,7 +118,7 @@ def response_review(api_version: str, uid: str, result: AdmissionResult, *, with
     """
     response: dict[str, Any] = {"uid": uid, "allowed": result.allowed}
     if not result.allowed and result.status:
-        response["status"] = result.status
+        response["status"] = _clip_status(result.status)
     if with_patch and result.allowed and result.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(orjson.dumps(result.patch)).decode("ascii")

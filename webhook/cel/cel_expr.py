@@ -117,7 +117,7 @@ class CelExprProgram:
     """A compiled expression: one C++ program, plus, when library calls read selected data,
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
-    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost")
+    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure")
 
     def __init__(
         self,
@@ -137,9 +137,10 @@ class CelExprProgram:
         self._optional_root = optional_root
         self.python_calls = python_calls  # library calls left to Python, per evaluation (static count)
         self.cost = cost
+        self._measure = cost.needs_measure
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        if self.cost.needs_measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+        if self._measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
         program = self._program
         if self._hoists:
@@ -149,10 +150,13 @@ class CelExprProgram:
             else:
                 activation = {**activation, **values}
         result = self._eval(program, activation)
-        if result.type() == cel.Type.ERROR and _NON_CEL_VALUE in result.value():
+        value = result.value()
+        if value is True or value is False:  # most rules: no type check, no conversion
+            return value
+        if result.type() == _ERROR and _NON_CEL_VALUE in value:
             # dynamically typed values take timestamps/durations only as protobuf well-known types
-            result = self._eval(program, {name: well_known(value) for name, value in activation.items()})
-        if result.type() == cel.Type.ERROR:
+            result = self._eval(program, {name: well_known(v) for name, v in activation.items()})
+        if result.type() == _ERROR:
             raise _eval_error(clean_message(result.value()))
         value = from_runtime(result.plain_value())
         if self._optional_root:
@@ -203,6 +207,7 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
     return values
 
 
+_ERROR = cel.Type.ERROR
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"
@@ -229,6 +234,64 @@ def well_known(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [well_known(v) for v in value]
     return value
+
+
+_EXISTS_ONE = ".exists_one("
+
+
+def _starts_string(text: str, i: int) -> bool:
+    """A string literal starts at ``i``: a quote, or r/b prefixes (not inside a name) and a quote."""
+    j = i
+    while j < len(text) and j - i < 2 and text[j] in "rRbB":
+        j += 1
+    if j >= len(text) or text[j] not in "'\"":
+        return False
+    return j == i or i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
+
+
+def _string_end(text: str, start: int) -> int:
+    """Index just past the string literal starting at ``start`` (quote, or r/b prefix)."""
+    i = start
+    while text[i] in "rRbB":
+        i += 1
+    quote = text[i : i + 3] if text[i : i + 3] in ('"""', "\'\'\'") else text[i]
+    raw = "r" in text[start:i].lower()
+    i += len(quote)
+    while i < len(text):
+        if not raw and text[i] == "\\":
+            i += 2
+            continue
+        if text.startswith(quote, i):
+            return i + len(quote)
+        i += 1
+    return len(text)
+
+
+def two_variable_exists_one(expression: str) -> str:
+    """cel-cpp spells the two-variable ``exists_one(k, v, p)`` only ``existsOne``; rename it
+    (same length, so error positions do not move), skipping string literals."""
+    if _EXISTS_ONE not in expression:
+        return expression
+    out, i = list(expression), 0
+    while i < len(expression):
+        if _starts_string(expression, i):
+            i = _string_end(expression, i)
+            continue
+        if expression.startswith(_EXISTS_ONE, i):
+            depth, commas, j = 0, 0, i + len(_EXISTS_ONE)
+            while j < len(expression) and depth >= 0:
+                if _starts_string(expression, j):
+                    j = _string_end(expression, j)
+                    continue
+                c = expression[j]
+                depth += c in "([{"
+                depth -= c in ")]}"
+                commas += c == "," and depth == 0
+                j += 1
+            if commas == 2:
+                out[i + 1 : i + len(_EXISTS_ONE)] = list("existsOne (")
+        i += 1
+    return "".join(out)
 
 
 def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExprProgram:
@@ -268,7 +331,7 @@ def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
 def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
     checking, runtime = _envs(key, decls)
     try:
-        checked_expr = checking.compile(expression)
+        checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:
         raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
     plain = optimize(protos.decode(checked_expr))

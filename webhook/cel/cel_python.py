@@ -133,9 +133,9 @@ class CelPythonProgram:
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
         if self._checked.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
-        data = {name: Namespace(name) for name in _NAMESPACES}
-        data.update({name: to_cel(value) for name, value in activation.items()})
         try:
+            data = {name: Namespace(name) for name in _NAMESPACES}
+            data.update({name: to_cel(value) for name, value in activation.items()})  # ints past 64 bits: overflow
             result = self._runner.evaluate(data)
         except celpy.CELEvalError as err:
             raise CelEvalError(_eval_message(err)) from None

@@ -8,11 +8,13 @@ Kubernetes CEL library with Kubernetes' names and semantics.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any, Protocol
 
 DEFAULT_ENGINE = "cel-expr"
+ENGINE_VARIABLE = "INFERGATE_CEL_ENGINE"  # selects the backend for a whole process
 
 # name -> module defining ``ENGINE_CLASS``; imported on first use
 _BACKENDS = {
@@ -48,9 +50,14 @@ def engine_names() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
 
+def get_engine(name: str | None = None) -> Engine:
+    """The shared engine instance for ``name`` ("cel-expr" or "cel-python"); without a name,
+    the one ``INFERGATE_CEL_ENGINE`` selects, else cel-expr."""
+    return _engine(name or os.environ.get(ENGINE_VARIABLE) or DEFAULT_ENGINE)
+
+
 @cache
-def get_engine(name: str = DEFAULT_ENGINE) -> Engine:
-    """The shared engine instance for ``name`` ("cel-expr" or "cel-python")."""
+def _engine(name: str) -> Engine:
     try:
         module_name = _BACKENDS[name]
     except KeyError:

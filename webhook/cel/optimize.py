@@ -2,15 +2,21 @@
 the rewrite of Kubernetes library calls into what the C++ runtime evaluates.
 
 * **validate**: homogeneous aggregate literals, constant regexes (``matches``, ``find``,
-  ``findAll``) and constant ``duration``/``timestamp`` literals, as the apiserver rejects them;
+  ``findAll``), constant ``duration``/``timestamp`` literals and literal ``format`` calls,
+  as the apiserver rejects them;
 * **fold**: a library call whose arguments are all constants is evaluated once, here
   (Kubernetes' ``OptOptimize`` does the same), so it costs no Python call per evaluation;
 * **native**: ``isSorted``/``sum``/``min``/``max``/``indexOf``/``lastIndexOf``,
   ``optional.unwrap``/``unwrapOpt`` and ``find``/``findAll`` with a constant pattern become
   plain CEL (comprehensions, cel-cpp's ``regex`` extension): no Python call at all;
+* **guard**: cel-go's range checks and messages around cel-cpp's ``charAt``/``substring``/
+  ``indexOf``/``lastIndexOf``, and a cap on a computed ``lists.range(n)``;
+* **hoist** (``hoist=True``): a library call on data selected from a variable
+  (``quantity(self.memory)``) becomes a hidden variable the backend computes in Python
+  before the evaluation;
 * **private**: any other library call becomes a call of the runtime env's ``@k8s.<name>``.
 
-Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so the first three
+Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so all but the last
 keep steady-state evaluation in C++.
 """
 
@@ -82,6 +88,7 @@ class Optimizer:
         self.hoist = hoist
         self.hoists: list[Hoist] = []
         self._scope: list[str] = []  # comprehension variables around the visited node
+        self._exempt = False  # inside format()'s arguments
         self._next_id = max([0, *self._ids(checked.expr)]) + 1
 
     # -- node construction -----------------------------------------------------------
@@ -224,7 +231,7 @@ class Optimizer:
         elif kind == "list_expr":
             for element in node.list_expr.elements:
                 element.CopyFrom(self.visit(element))
-            self.check_homogeneous([e for e in node.list_expr.elements], node.list_expr.optional_indices, "list")
+            self.check_homogeneous(list(node.list_expr.elements), node.list_expr.optional_indices)
         elif kind == "struct_expr":
             for entry in node.struct_expr.entries:
                 if entry.HasField("map_key"):
@@ -232,10 +239,10 @@ class Optimizer:
                 entry.value.CopyFrom(self.visit(entry.value))
             if not node.struct_expr.message_name:
                 entries = list(node.struct_expr.entries)
-                self.check_homogeneous([e.map_key for e in entries], [], "key")
+                self.check_homogeneous([e.map_key for e in entries], [])
                 values = [e.value for e in entries]
                 optional = [i for i, e in enumerate(entries) if e.optional_entry]
-                self.check_homogeneous(values, optional, "value")
+                self.check_homogeneous(values, optional)
         elif kind == "comprehension_expr":
             c = node.comprehension_expr
             for part in ("iter_range", "accu_init"):
@@ -246,7 +253,9 @@ class Optimizer:
             del self._scope[-3:]
         return node
 
-    def check_homogeneous(self, elements: list[Any], optional_indices: Any, _what: str) -> None:
+    def check_homogeneous(self, elements: list[Any], optional_indices: Any) -> None:
+        """Kubernetes' HomogeneousAggregateLiterals: the elements (or keys, or values) of a
+        literal share one type; ``format``'s argument list is exempt."""
         if self._exempt:
             return
         first = None
@@ -262,16 +271,12 @@ class Optimizer:
                 self.issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
                 return
 
-    _exempt = False
-
     def visit_call(self, node: Any) -> Any:
         call = node.call_expr
-        exempt = call.function == "format" and call.HasField("target")
-        saved, self._exempt = self._exempt, self._exempt or exempt
         if call.HasField("target"):
             call.target.CopyFrom(self.visit(call.target))
-        self._exempt = saved
-        saved, self._exempt = self._exempt, self._exempt or exempt
+        saved = self._exempt
+        self._exempt = saved or (call.function == "format" and call.HasField("target"))
         for arg in call.args:
             arg.CopyFrom(self.visit(arg))
         self._exempt = saved

@@ -3,7 +3,8 @@
 A suite file holds either object ``cases`` (a write and the apiserver's answer) or CRD
 ``probes`` (a CustomResourceDefinition and whether the apiserver admitted it). Running a
 case gives a ``CaseResult`` whose ``problems`` say, readably, where the answer differs.
-Other kinds of suite (user policies) plug in by adding a loader to ``SUITE_KINDS``.
+Other kinds of suite plug in by adding a loader to ``SUITE_KINDS``; user policy suites
+(``kind: PolicySuite``) are ``policy_suites``.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
         raise SuiteError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
         raise SuiteError(f"{path}: nested too deeply to be read") from None
+    if isinstance(data, dict) and data.get("kind") == "PolicySuite":
+        from webhook.offline.policy_suites import load_policy_suite  # user policy suites
+
+        return load_policy_suite(path, data, crd_dirs)
     if isinstance(data, dict):
         for key, loader in SUITE_KINDS.items():
             if key in data:

@@ -12,7 +12,13 @@ import yaml
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-class ManifestLoader(yaml.SafeLoader):
+# libyaml's parser when PyYAML has it: ten times faster than the pure-Python one, which is most
+# of ``infergate validate``'s time on a large repository. It refuses nesting beyond 1000 levels
+# with a ScannerError (an input error with its line), far beyond any Kubernetes object.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ManifestLoader(_SafeLoader):
     """YAML as kubectl reads it: timestamps stay strings (they reach the apiserver as JSON text)."""
 
 

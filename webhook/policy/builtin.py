@@ -37,6 +37,7 @@ class ParameterCountPolicy:
     name = "inferenceservice-max-parameter-count"
     file = "builtin:webhook/policy/builtin.py"
     mutating_stage = False
+    coverage_rules = ("catalog", "huggingface")  # its traces' rule names (``infergate test --coverage``)
 
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
         if mutating or inp.group != "ai.deckhouse.io" or inp.kind != "InferenceService" \

@@ -79,6 +79,11 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
     return compiled
 
 
+def _is_test_suite(data: Any) -> bool:
+    """Test suites of policies (``infergate test``) may live beside them, e.g. ``policies/tests/``."""
+    return isinstance(data, dict) and data.get("kind") == "PolicySuite"
+
+
 def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
     engine = engine or get_engine()
     try:
@@ -87,7 +92,7 @@ def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
         raise PolicyLoadError([str(exc)]) from None
     policies, problems = [], []
     for doc in docs:
-        if doc.data is None:
+        if doc.data is None or _is_test_suite(doc.data):
             continue
         try:
             policies.append(_compile_document(doc, engine))

@@ -177,7 +177,6 @@ class AdmissionPolicy(_Strict):
 def json_schema() -> dict:
     schema = AdmissionPolicy.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://infergate.io/schemas/admission-policy.json"
     return schema
 
 

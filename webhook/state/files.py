@@ -10,7 +10,7 @@ import yaml
 
 from webhook.state.base import ClusterState, group_of
 
-__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG"]
+__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "read_manifests"]
 
 # A bare KubeAI system config file (its own format: resourceProfiles, cacheProfiles, ...)
 # is served as the ConfigMap KubeAI's Helm chart creates, so policies read one shape.
@@ -81,6 +81,18 @@ def _manifest_files(directory: Path) -> list[Path]:
     return sorted(found)
 
 
+def read_manifests(path: Path) -> list[dict[str, Any]]:
+    """The objects of a manifest file, or of every file under a directory, as :class:`FileState`
+    reads them; raises :class:`StateLoadError`."""
+    if path.is_dir():
+        files = _manifest_files(path)
+    elif path.is_file():
+        files = [path]
+    else:
+        raise StateLoadError(f"{path}: no such file or directory")
+    return [obj for file in files for obj in _objects(file)]
+
+
 class FileState(ClusterState):
     """All manifests under ``directory`` (recursively, files in name order).
 
@@ -96,8 +108,7 @@ class FileState(ClusterState):
         if self.directory is not None:
             if not self.directory.is_dir():
                 raise StateLoadError(f"{self.directory}: not a directory")
-            for path in _manifest_files(self.directory):
-                loaded.extend(_objects(path))
+            loaded.extend(read_manifests(self.directory))
         by_kind: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for obj in loaded:
             by_kind.setdefault((group_of(obj["apiVersion"]), obj["kind"]), []).append(obj)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -30,7 +31,7 @@ class Overload:
     pure: bool = True
 
 
-class OpaqueValue:
+class OpaqueValue(ABC):
     """A library value with its own CEL type (``type(quantity("1")) == kubernetes.Quantity``).
 
     ``key`` is a canonical string: two values are equal in CEL exactly when their keys are
@@ -39,14 +40,17 @@ class OpaqueValue:
     """
 
     cel_type: ClassVar[str]
+    __slots__ = ()
 
     @property
+    @abstractmethod
     def key(self) -> str:
-        raise NotImplementedError
+        """The canonical form."""
 
     @classmethod
+    @abstractmethod
     def from_key(cls, key: str) -> OpaqueValue:
-        raise NotImplementedError
+        """The value whose canonical form is ``key``."""
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and other.key == self.key

@@ -1,0 +1,28 @@
+"""Suite-wide hooks. The e2e tests (tests/e2e, marker ``e2e``) run only against a real
+cluster: without INFERGATE_E2E=1 and KUBECONFIG they are deselected, with the reason printed."""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.selection import MARKER, why_not_selected
+
+_DESELECTED = pytest.StashKey[str]()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "decision(section, phrase): the decisions.md rule an e2e scenario proves")
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = why_not_selected()
+    e2e = [item for item in items if item.get_closest_marker(MARKER)] if reason else []
+    if e2e:
+        config.hook.pytest_deselected(items=e2e)
+        items[:] = [item for item in items if not item.get_closest_marker(MARKER)]
+        config.stash[_DESELECTED] = f"{len(e2e)} e2e test(s) deselected: {reason}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _DESELECTED in config.stash:
+        terminalreporter.write_line(config.stash[_DESELECTED])

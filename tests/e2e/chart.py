@@ -1,0 +1,76 @@
+"""``INFERGATE_E2E_MODE=chart``: the Helm chart installed in the cluster (which must run Pods).
+
+The chart is rendered by the same Helm the chart tests use (the Helm v4 SDK through
+helm-python-sdk, ``helm template`` semantics) and its objects are created like a
+``helm install`` would, labelled for the run: everything but the webhook configurations,
+then (once the webhook Pods are available) the configurations. The image comes from
+``INFERGATE_E2E_IMAGE`` (``repository:tag``, built from this checkout's Dockerfile).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import yaml
+
+from . import cluster
+from .api import wait_for
+from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from .conftest import Run
+
+CHART = cluster.REPO / "chart"
+RELEASE = "infergate"
+WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def values(image: str) -> dict:
+    repository, _, tag = image.rpartition(":")
+    if not repository or "/" in tag:
+        raise ValueError(f"INFERGATE_E2E_IMAGE must be repository:tag, got {image!r}")
+    return {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+            "controller": {"replanTimeoutSeconds": REPLAN_TIMEOUT_S, "replanLimit": REPLAN_LIMIT}}
+
+
+def render(namespace: str, image: str) -> list[dict]:
+    import helm_python as helm
+
+    with helm.Chart.load(CHART) as chart:
+        rendered = chart.render(values(image), name=RELEASE, namespace=namespace)
+    return [doc for path, text in sorted(rendered.items())
+            if not path.endswith("NOTES.txt") and "/templates/tests/" not in path
+            for doc in yaml.safe_load_all(text) if doc]
+
+
+def install(run: Run) -> None:
+    image = os.environ.get("INFERGATE_E2E_IMAGE")
+    if not image:
+        raise RuntimeError("INFERGATE_E2E_MODE=chart needs INFERGATE_E2E_IMAGE=repository:tag "
+                           "(the infergate image the cluster can pull)")
+    objects = render(run.system_namespace, image)
+    for obj in objects:
+        if obj["kind"] not in WEBHOOK_KINDS:
+            if run.kube.resource_of(obj).namespaced:
+                obj["metadata"].setdefault("namespace", run.system_namespace)
+            cluster.create_owned(run.kube, obj, run.owned)
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            name = obj["metadata"]["name"]
+            wait_for(f"Deployment {name} available", lambda n=name: _available(run, n), timeout=300, interval=2)
+    run.configurations = [obj for obj in objects if obj["kind"] in WEBHOOK_KINDS]
+    for config in run.configurations:
+        cluster.create_owned(run.kube, config, run.owned)
+    # the webhook injects its CA into the configurations it was started for
+    wait_for("the caBundle injected", lambda: all(
+        hook.get("clientConfig", {}).get("caBundle")
+        for config in run.configurations
+        for hook in (run.kube.get(config["apiVersion"], config["kind"], config["metadata"]["name"]) or {}).get("webhooks", [{}])
+    ), timeout=120, interval=2)
+
+
+def _available(run: Run, name: str) -> bool:
+    deployment = run.kube.get("apps/v1", "Deployment", name, run.system_namespace) or {}
+    return any(c["type"] == "Available" and c["status"] == "True"
+               for c in (deployment.get("status") or {}).get("conditions") or ())

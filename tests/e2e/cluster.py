@@ -1,0 +1,237 @@
+"""What a test run owns in the cluster, how it gets there, and how it all goes away.
+
+Every object a run creates carries the label ``e2e.infergate.io/run: <run id>``; the final
+sweep deletes exactly what that label selects, kind by kind (webhook configurations first,
+so nothing judges the clean-up; CRDs last). A run never takes over what it did not create:
+an object of the same name already in the cluster stops the setup with a clear message,
+except for Namespaces, which are shared (``default``, ``kube-system``) and never deleted
+unless the run created them.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .api import Kube, NotServed, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CRDS_DIR = REPO / "chart" / "crds"
+STATE_DIR = REPO / "examples" / "state"
+MANIFESTS_DIR = REPO / "examples" / "manifests"
+SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
+
+RUN_LABEL = "e2e.infergate.io/run"
+CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+VWC = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
+MWC = ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration")
+NAMESPACE = ("v1", "Namespace")
+
+# Deletion order of the sweep: what judges writes first, then what lives in namespaces,
+# then cluster-scoped objects, then namespaces, then the CRDs everything else was made of.
+SWEEP_KINDS: tuple[tuple[str, str], ...] = (
+    VWC, MWC,
+    ("ai.deckhouse.io/v1alpha1", "InferenceService"),
+    ("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
+    ("inference.networking.x-k8s.io/v1alpha1", "InferencePool"),
+    ("kubeai.org/v1", "Model"),
+    ("ai.deckhouse.io/v1alpha1", "Model"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+    ("v1", "Pod"), ("apps/v1", "StatefulSet"), ("apps/v1", "Deployment"),
+    ("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Service"), ("v1", "ServiceAccount"),
+    ("coordination.k8s.io/v1", "Lease"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
+    ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("ai.deckhouse.io/v1alpha1", "InferenceServiceClass"),
+    ("ai.deckhouse.io/v1alpha1", "ClusterModel"),
+    ("resource.k8s.io/v1", "ResourceSlice"), ("resource.k8s.io/v1", "DeviceClass"),
+    ("scheduling.k8s.io/v1", "PriorityClass"), ("storage.k8s.io/v1", "StorageClass"),
+    ("cert-manager.io/v1", "ClusterIssuer"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    NAMESPACE, CRD,
+)
+
+
+class ClusterNotScratch(RuntimeError):
+    """The cluster already holds an object the run would have to create: refuse to touch it."""
+
+
+def new_run_id() -> str:
+    return f"r{time.strftime('%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def selector(run_id: str) -> str:
+    """The label selector of everything one run created."""
+    return f"{RUN_LABEL}={run_id}"
+
+
+def labelled(obj: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    """A copy of ``obj`` carrying the run label (and no server-set fields)."""
+    out = copy.deepcopy(dict(obj))
+    meta = out.setdefault("metadata", {})
+    for server_set in ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"):
+        meta.pop(server_set, None)
+    meta["labels"] = {**(meta.get("labels") or {}), RUN_LABEL: run_id}
+    return out
+
+
+def load_documents(*paths: Path) -> list[dict[str, Any]]:
+    docs = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            docs += [d for d in yaml.safe_load_all(file.read_text()) if d]
+    return docs
+
+
+def example_state() -> list[dict[str, Any]]:
+    """``examples/state`` as it goes into a real cluster: Namespaces first, and nothing that
+    changes cluster-wide defaults for everyone else (no globalDefault PriorityClass, no
+    default StorageClass): the cluster must keep behaving as it did for its other users."""
+    docs = load_documents(STATE_DIR)
+    for doc in docs:
+        if doc["kind"] == "PriorityClass":
+            doc.pop("globalDefault", None)
+        annotations = (doc.get("metadata") or {}).get("annotations") or {}
+        annotations.pop("storageclass.kubernetes.io/is-default-class", None)
+    return sorted(docs, key=lambda d: d["kind"] != "Namespace")
+
+
+@dataclass
+class Owned:
+    """What this run created (for the report) and borrowed (existing Namespaces it used)."""
+
+    run_id: str
+    created: list[tuple[str, str, str | None, str]] = field(default_factory=list)
+    borrowed_namespaces: set[str] = field(default_factory=set)
+
+
+def create_owned(kube: Kube, obj: Mapping[str, Any], owned: Owned) -> dict[str, Any]:
+    """Create ``obj`` labelled for the run; its ``status`` is written through ``/status`` when
+    the kind has that subresource (a create ignores it there). Returns the stored object."""
+    body = labelled(obj, owned.run_id)
+    meta = body["metadata"]
+    reply = kube.create(body)
+    if reply.status == 409:
+        existing = kube.get(body["apiVersion"], body["kind"], meta["name"], meta.get("namespace")) or {}
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        if body["kind"] == "Namespace":
+            owned.borrowed_namespaces.add(meta["name"])
+            return existing
+        if RUN_LABEL in labels:
+            raise ClusterNotScratch(
+                f"{body['kind']} {meta['name']} is left over from e2e run {labels[RUN_LABEL]}: "
+                f"delete it (kubectl delete {body['kind'].lower()} -l {RUN_LABEL}) and run again")
+        raise ClusterNotScratch(
+            f"{body['kind']} {_where(meta)} already exists in this cluster and was not created by the e2e "
+            "tests: run them on a scratch cluster (kind, k3d, a bare apiserver)")
+    stored = reply.expect_ok()
+    owned.created.append((body["apiVersion"], body["kind"], meta.get("namespace"), meta["name"]))
+    if obj.get("status") and not stored.get("status"):
+        stored = kube.replace({**stored, "status": obj["status"]}, subresource="status").expect_ok()
+    return stored
+
+
+def _where(meta: Mapping) -> str:
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+def apply_crds(kube: Kube, crds: Iterable[Mapping], owned: Owned, *, timeout: float = 60) -> list[str]:
+    """Create the CRDs and wait until the apiserver serves each (condition Established)."""
+    names = [create_owned(kube, crd, owned)["metadata"]["name"] for crd in crds]
+    for name in names:
+        wait_for(f"CRD {name} Established", lambda n=name: _established(kube, n), timeout=timeout)
+    for crd in crds:  # discovery learns the new kinds
+        for version in crd["spec"]["versions"]:
+            kube.rediscover(f"{crd['spec']['group']}/{version['name']}")
+    return names
+
+
+def _established(kube: Kube, name: str) -> bool:
+    crd = kube.get(*CRD, name) or {}
+    return any(c["type"] == "Established" and c["status"] == "True"
+               for c in (crd.get("status") or {}).get("conditions") or ())
+
+
+def support_crds(kube: Kube) -> list[dict[str, Any]]:
+    """Minimal CRDs for the APIs the example state reads but infergate does not own (the
+    ai-models catalog, cert-manager), for a cluster that does not serve them yet."""
+    needed = []
+    for crd in load_documents(SUPPORT_CRDS):
+        spec = crd["spec"]
+        if not kube.serves(f"{spec['group']}/{spec['versions'][0]['name']}", spec["names"]["kind"]):
+            needed.append(crd)
+    return needed
+
+
+def sweep(kube: Kube, run_id: str, *, timeout: float = 60) -> list[str]:
+    """Delete everything labelled for ``run_id``; returns what could not be deleted (empty
+    when the cluster is as it was). Runs to the end whatever fails on the way."""
+    problems: list[str] = []
+    label = selector(run_id)
+    for api_version, kind in SWEEP_KINDS:
+        try:
+            found = kube.list(api_version, kind, label_selector=label)
+        except NotServed:
+            continue
+        except AssertionError as exc:
+            problems.append(f"cannot list {kind}: {exc}")
+            continue
+        for obj in found:
+            meta = obj["metadata"]
+            reply = kube.delete(api_version, kind, meta["name"], meta.get("namespace"))
+            if not reply.ok and reply.status != 404:
+                problems.append(f"cannot delete {kind} {_where(meta)}: {reply.message}")
+        if kind == "Namespace":
+            for obj in found:
+                _finalize_namespace(kube, obj["metadata"]["name"], timeout)
+        try:
+            wait_for(f"{kind} of run {run_id} gone",
+                     lambda: not kube.list(api_version, kind, label_selector=label), timeout=timeout)
+        except AssertionError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _finalize_namespace(kube: Kube, name: str, timeout: float) -> None:
+    """A namespace whose contents the sweep already deleted: when no namespace controller
+    finishes it (a bare apiserver has none), do its last step, as it would."""
+    deadline = time.monotonic() + min(timeout, 15)
+    while time.monotonic() < deadline:
+        if kube.get(*NAMESPACE, name) is None:
+            return
+        time.sleep(0.5)
+    ns = kube.get(*NAMESPACE, name)
+    if ns is not None:
+        ns["spec"]["finalizers"] = []
+        kube.request("PUT", f"/api/v1/namespaces/{name}/finalize", ns)
+
+
+def ensure_service_account(kube: Kube, namespace: str, owned: Owned) -> None:
+    """The ``default`` ServiceAccount Pods are admitted with: a cluster without a
+    controller-manager (a bare apiserver) never creates it."""
+    if kube.get("v1", "ServiceAccount", "default", namespace) is None:
+        body = labelled({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": "default", "namespace": namespace}}, owned.run_id)
+        reply = kube.create(body)
+        if reply.status != 409:  # a controller-manager may have been quicker
+            reply.expect_ok()
+
+
+def delete_events(kube: Kube, owned: Owned, component: str = "infergate-controller") -> None:
+    """The controller's Events about this run's objects (Events carry no labels of ours)."""
+    namespaces = {ns for _, _, ns, _ in owned.created if ns}
+    names = {name for _, _, _, name in owned.created}
+    for namespace in namespaces:
+        reply = kube.request("GET", f"/api/v1/namespaces/{namespace}/events",
+                             params=[("fieldSelector", f"source={component}")])
+        for event in reply.body.get("items", []) if reply.ok else []:
+            if (event.get("involvedObject") or {}).get("name") in names:
+                kube.request("DELETE", f"/api/v1/namespaces/{namespace}/events/{event['metadata']['name']}")

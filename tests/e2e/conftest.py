@@ -1,0 +1,201 @@
+"""Session set-up for the e2e tests: the cluster prepared from the project's own artefacts,
+torn down by finalizers that run whatever the tests did.
+
+Order (each a session fixture, finalized in reverse): a run id → the CRDs of ``chart/crds``
+(Established) → ``examples/state`` → the webhook (``infergate serve`` here and the
+configurations ``infergate webhook-config`` prints, or the Helm chart with
+``INFERGATE_E2E_MODE=chart``) → ``infergate controller`` → the tests. The last finalizer
+is the sweep of everything labelled with the run id; it fails the run if anything stays.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from . import chart, cluster, processes, scenarios, selection, webhooks
+from .api import Kube, Reply, wait_for
+
+CONTROLLER_LEASE = "infergate-e2e-controller"
+
+
+@dataclass
+class Run:
+    """The session's handle on the cluster: the API, what it owns, the helpers tests use."""
+
+    kube: Kube
+    owned: cluster.Owned
+    kubeconfig: str
+    mode: str
+    log_dir: Path
+    system_namespace: str = ""  # where the run's Leases (and the chart) live
+    state_dir: Path | None = None  # the example state exactly as loaded: the offline answers' --state
+    webhook_url: str | None = None
+    cert_dir: Path | None = None
+    webhook_process: processes.Process | None = None
+    configurations: list[dict[str, Any]] = field(default_factory=list)
+    processes: list[processes.Process] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.owned.run_id
+
+    def submit(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> Reply:
+        """Create ``obj`` (labelled for the run) through the whole write path."""
+        reply = self.kube.create(cluster.labelled(obj, self.run_id), dry_run=dry_run)
+        if reply.ok and not dry_run:
+            meta = reply.body["metadata"]
+            self.owned.created.append((obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"]))
+        return reply
+
+    def get(self, obj: Mapping[str, Any]) -> dict | None:
+        meta = obj["metadata"]
+        return self.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+    def status_of(self, obj: Mapping[str, Any], ready: Callable[[dict], bool], what: str, timeout: float = 60) -> dict:
+        """The stored object once ``ready(status)`` holds (the controller has written)."""
+        def probe():
+            stored = self.get(obj)
+            return stored if stored and ready(stored.get("status") or {}) else None
+        return wait_for(what, probe, timeout=timeout)
+
+
+def _kubeconfig() -> str:
+    return os.environ["KUBECONFIG"].split(os.pathsep)[0]
+
+
+@pytest.fixture(scope="session")
+def run(tmp_path_factory) -> Iterator[Run]:
+    """The run and its final sweep (the outermost finalizer: it runs last, always)."""
+    from kubernetes import config as kube_config
+
+    kubeconfig = _kubeconfig()
+    kube = Kube(kube_config.new_client_from_config(config_file=kubeconfig))
+    version = kube.request("GET", "/version")
+    if not version.ok:
+        pytest.fail(f"cannot reach the cluster in {kubeconfig}: {version.message or version.body}", pytrace=False)
+    owned = cluster.Owned(cluster.new_run_id())
+    log_dir = tmp_path_factory.mktemp("logs")
+    the_run = Run(kube, owned, kubeconfig, selection.mode(), log_dir)
+    try:
+        yield the_run
+    finally:
+        for process in the_run.processes:
+            process.stop()
+        cluster.delete_events(kube, owned)
+        problems = cluster.sweep(kube, owned.run_id)
+        if problems:
+            pytest.fail(f"e2e run {owned.run_id} left objects in the cluster:\n" + "\n".join(problems))
+
+
+@pytest.fixture(scope="session")
+def crds(run: Run) -> list[str]:
+    """``chart/crds`` (and minimal CRDs for the catalog and cert-manager when the cluster
+    lacks them), each Established before anything uses it."""
+    shipped = cluster.load_documents(cluster.CRDS_DIR)
+    return cluster.apply_crds(run.kube, shipped + cluster.support_crds(run.kube), run.owned)
+
+
+@pytest.fixture(scope="session")
+def state(run: Run, crds, tmp_path_factory) -> list[dict]:
+    """``examples/state`` in the cluster, plus the namespace the run keeps its Leases in."""
+    documents = cluster.example_state()
+    run.state_dir = tmp_path_factory.mktemp("state")
+    (run.state_dir / "state.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    stored = [cluster.create_owned(run.kube, obj, run.owned) for obj in documents]
+    run.system_namespace = f"infergate-e2e-{run.run_id}"
+    cluster.create_owned(run.kube, {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": run.system_namespace}}, run.owned)
+    for ns in {o["metadata"]["name"] for o in stored if o["kind"] == "Namespace"} | {run.system_namespace}:
+        cluster.ensure_service_account(run.kube, ns, run.owned)  # Pods need it (no controller-manager?)
+    return stored
+
+
+@pytest.fixture(scope="session")
+def webhook(run: Run, state, tmp_path_factory) -> Iterator[Run]:
+    """The webhook judging every write of the served kinds."""
+    if run.mode == "chart":
+        chart.install(run)
+        wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=60)
+        yield run  # the sweep uninstalls: configurations first
+        return
+    run.cert_dir = tmp_path_factory.mktemp("certs")
+    ca_file = processes.generate_certs(run.cert_dir)
+    # --kube-state: the webhook looks objects up in the cluster, as the chart's does
+    process, port = processes.start_serve("serve", run.cert_dir, run.log_dir,
+                                          extra=["--kube-state", "--kubeconfig", run.kubeconfig])
+    run.processes.append(process)
+    run.webhook_process = process
+    run.webhook_url = f"https://127.0.0.1:{port}"
+    run.configurations = webhooks.webhook_configurations(
+        run.webhook_url, ca_file, run.run_id, name=f"infergate-e2e-{run.run_id}")
+    try:
+        for config in run.configurations:
+            cluster.create_owned(run.kube, config, run.owned)
+        wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=30)
+        yield run
+    finally:  # the configurations go before the server: nothing may point at a stopped webhook
+        for config in run.configurations:
+            run.kube.delete(config["apiVersion"], config["kind"], config["metadata"]["name"])
+        process.stop()
+
+
+def _webhook_answers(run: Run) -> bool:
+    """A dry-run create the webhook denies: once its denial comes back, it is registered."""
+    (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml")
+    return "admission webhook" in run.submit(probe, dry_run=True).message
+
+
+@pytest.fixture(scope="session")
+def controller(run: Run, webhook) -> Run:
+    """``infergate controller --kubeconfig`` (the chart's in chart mode), holding the Lease."""
+    if run.mode == "local":
+        process = processes.start_controller(
+            "controller", run.kubeconfig, run.log_dir, lease_namespace=run.system_namespace,
+            lease_name=CONTROLLER_LEASE)
+        run.processes.append(process)
+        wait_for("the controller holding its Lease",
+                 lambda: lease_holder(run, CONTROLLER_LEASE) == "controller" or not process.alive(), timeout=60)
+        assert process.alive(), f"infergate controller exited:\n{process.tail()}"
+    return run
+
+
+def lease_holder(run: Run, name: str) -> str | None:
+    lease = run.kube.get("coordination.k8s.io/v1", "Lease", name, run.system_namespace)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity")
+
+
+@pytest.fixture(scope="session")
+def applied(controller: Run) -> dict[str, dict]:
+    """Every admitted scenario object created for real (case id -> the stored object):
+    what the defaults, status and update scenarios look at."""
+    stored = {}
+    for case in scenarios.all_cases():
+        if case.allowed:
+            reply = controller.submit(case.obj)
+            assert reply.ok, f"{case.id}: HTTP {reply.status}: {reply.message}"
+            stored[case.id] = reply.body
+    return stored
+
+
+@pytest.fixture
+def cluster_run(controller) -> Run:
+    """What a scenario gets: the whole set-up, webhook and controller running."""
+    return controller
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing scenario shows the tail of every infergate process's log."""
+    report = yield
+    if report.failed and "cluster_run" in getattr(item, "fixturenames", ()):
+        the_run = item.funcargs.get("cluster_run")
+        for process in getattr(the_run, "processes", ()):
+            report.sections.append((f"{process.name} log (tail)", process.tail()))
+    return report

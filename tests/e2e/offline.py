@@ -1,0 +1,70 @@
+"""The offline answers for the same objects: ``infergate validate`` (the apiserver and the
+webhook as infergate emulates them) and ``infergate reconcile`` (the controller's status).
+The e2e scenarios compare them with what the real cluster answers."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .cluster import STATE_DIR
+from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S, run_infergate
+
+
+def _with_manifests(objects: Sequence[Mapping], args: list[str], tmp: Path) -> list[str]:
+    path = tmp / "objects.yaml"
+    path.write_text(yaml.safe_dump_all([dict(o) for o in objects], sort_keys=False))
+    return [*args, str(path)]
+
+
+def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequence[Mapping] = (),
+             state: Path | None = None) -> list[dict[str, Any]]:
+    """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});
+    an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["validate", "-o", "json", "--state", str(state or STATE_DIR)] + (["--crd-only"] if crd_only else [])
+        if old:
+            old_path = Path(tmp) / "old.yaml"
+            old_path.write_text(yaml.safe_dump_all([dict(o) for o in old]))
+            args += ["--old", str(old_path)]
+        result = run_infergate(*_with_manifests(objects, args + ["-f"], Path(tmp)))
+    if result.returncode not in (0, 1):
+        raise RuntimeError(f"infergate validate failed ({result.returncode}): {result.stderr}")
+    return json.loads(result.stdout)
+
+
+def reconcile(objects: Sequence[Mapping], *, state: Path | None = None) -> list[dict[str, Any]]:
+    """``infergate reconcile -o json``: the status the controller would write for each object
+    (with the replan settings the e2e controller runs with)."""
+    args = ["reconcile", "-o", "json", "--state", str(state or STATE_DIR),
+            "--replan-timeout", str(REPLAN_TIMEOUT_S), "--replan-limit", str(REPLAN_LIMIT)]
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run_infergate(*_with_manifests(objects, args, Path(tmp)))
+    if result.returncode:
+        raise RuntimeError(f"infergate reconcile failed ({result.returncode}): {result.stderr}")
+    data = json.loads(result.stdout)
+    return data["items"] if data.get("kind") == "List" else [data]
+
+
+def comparable_status(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A controller status without what depends on the clock or the write (transition times,
+    observedGeneration): the part the offline and online answers must agree on."""
+    out = {k: v for k, v in (status or {}).items() if k != "observedGeneration"}
+    if "conditions" in out:
+        out["conditions"] = sorted(
+            ({k: v for k, v in c.items() if k not in ("lastTransitionTime", "observedGeneration")}
+             for c in out["conditions"]), key=lambda c: c["type"])
+    return out
+
+
+def comparable_denial(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A metav1.Status as both sides must give it: code, reason, message, causes."""
+    status = status or {}
+    details = status.get("details") or {}
+    return {"code": status.get("code"), "reason": status.get("reason"), "message": status.get("message"),
+            "causes": details.get("causes")}

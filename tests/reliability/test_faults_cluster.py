@@ -1,0 +1,173 @@
+"""The cluster API under the webhook fails: unreachable at start, gone after the first
+sync, slow, answering 500s, dropping watches, expiring resource versions (410). The
+webhook answers from its last synced state, /readyz says whether it has one, and it
+catches up by itself when the API is back.
+
+The API is a fake kube-apiserver on loopback speaking the list/watch wire format
+(``tests/fake_apiserver.py``); the client is the real ``kubernetes`` one inside
+``KubeState``; the chain and the server are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from aiohttp import web
+from kubernetes.client import ApiClient, Configuration
+
+from tests.fake_apiserver import FakeApiServer
+from webhook import resources
+from webhook.admission.chain import AdmissionChain
+from webhook.policy import PolicySet
+from webhook.schema import CRDRegistry
+from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
+
+from .conftest import ServerThread, review, wait_until
+
+MANIFESTS = Path(resources.example_manifests_dir())
+# Denied only by what the cluster says: the class does not admit orders from this namespace.
+ORDER = yaml.safe_load((MANIFESTS / "denied-by-webhook" / "inferenceservice-namespace-not-allowed.yaml").read_text())
+
+
+class Api:
+    """The fake apiserver in a thread of its own, stoppable and restartable on one port."""
+
+    def __init__(self) -> None:
+        self.fake = FakeApiServer()
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.delay = 0.0
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, daemon=True).start()
+        self._runner: web.AppRunner | None = None
+        for kind in WEBHOOK_KINDS:
+            self.fake.serve(kind, typed_list=True)
+        for path in sorted(Path(resources.examples_dir()).glob("*.yaml")):
+            for obj in yaml.safe_load_all(path.read_text()):
+                if obj:
+                    self.add(obj)
+
+    def resource(self, kind: str):
+        return next(r for r in self.fake.resources.values() if r.kind.kind == kind)
+
+    def add(self, obj: dict) -> None:
+        for res in self.fake.resources.values():
+            if res.kind.kind == obj["kind"] and res.kind.api_version == obj["apiVersion"]:
+                self._call(lambda: self.fake.add(res, obj))
+
+    def modify(self, obj: dict) -> None:
+        self._call(lambda: self.fake.modify(self.resource(obj["kind"]), obj))
+
+    def _call(self, fn) -> None:
+        async def run():
+            fn()
+        asyncio.run_coroutine_threadsafe(run(), self._loop).result(5)
+
+    def start(self) -> None:
+        async def up():
+            @web.middleware
+            async def slow(request, handler):
+                await asyncio.sleep(self.delay)
+                return await handler(request)
+
+            app = web.Application(middlewares=[slow])
+            app.router.add_get("/{path:.*}", self.fake.handle)
+            self._runner = web.AppRunner(app, shutdown_timeout=0.1)
+            await self._runner.setup()
+            await web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True).start()
+        asyncio.run_coroutine_threadsafe(up(), self._loop).result(10)
+
+    def stop(self) -> None:
+        async def down():
+            for res in self.fake.resources.values():
+                self.fake.end_streams(res)
+            await self._runner.cleanup()
+        asyncio.run_coroutine_threadsafe(down(), self._loop).result(10)
+
+    def client(self) -> ApiClient:
+        return ApiClient(Configuration(host=f"http://127.0.0.1:{self.port}"))
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    api = Api()
+    state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
+    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), state)
+    readiness = {"cluster-state": lambda: None if state.ready else "not synced"}
+    with ServerThread(tmp_path / "certs", chain, readiness=readiness) as server:
+        yield api, state, server
+    state.stop(2.0)
+
+
+def judged(server: ServerThread) -> dict:
+    response = server.client().post("/validate", review(ORDER, uid="order")).json()["response"]
+    assert response["uid"] == "order"
+    return response
+
+
+def readyz(server: ServerThread) -> int:
+    return server.client().get("/readyz").status
+
+
+def test_unreachable_at_start_not_ready_then_synced_by_itself(cluster):
+    api, state, server = cluster
+    state.start()  # the API is not listening yet
+    assert readyz(server) == 503
+    response = judged(server)
+    assert not response["allowed"] or response.get("warnings"), response  # never a silent allow
+    api.start()
+    wait_until(lambda: state.ready, timeout=15)
+    assert readyz(server) == 200
+    assert judged(server)["allowed"] is False
+
+
+def test_api_gone_after_sync_keeps_answering_from_the_cache(cluster):
+    api, state, server = cluster
+    api.start()
+    state.start()
+    wait_until(lambda: state.ready, timeout=15)
+    first = judged(server)
+    assert first["allowed"] is False
+    api.stop()
+    for _ in range(5):  # an outage: same answers, still ready
+        assert judged(server) == first
+        assert readyz(server) == 200
+    # while it is down, the class changes; when it is back, the cache catches up by itself
+    api.modify(open_class(api))
+    api.start()
+    wait_until(lambda: judged(server)["allowed"] is True, timeout=15)
+
+
+def test_slow_api_500s_dropped_watches_and_410s_do_not_touch_answers(cluster):
+    api, state, server = cluster
+    api.start()
+    state.start()
+    wait_until(lambda: state.ready, timeout=15)
+    first = judged(server)
+    classes = api.resource("InferenceServiceClass")
+    lists = classes.lists
+    api.delay = 1.0  # every API call now takes a second
+    classes.fail_next_watch = 500
+    api._call(lambda: api.fake.end_streams(classes))  # watch dropped; the retry gets a 500
+    for _ in range(3):
+        assert judged(server) == first
+    # etcd compaction with a change no watch event carries: only the 410 and a relist see it
+    changed = open_class(api)
+    api._call(lambda: api.fake.compact(classes, silently_change=changed))
+    api.delay = 0.0
+    wait_until(lambda: classes.lists > lists, timeout=15)
+    wait_until(lambda: judged(server)["allowed"] is True, timeout=15)
+    assert readyz(server) == 200
+
+
+def open_class(api: Api) -> dict:
+    """The order's class, now admitting every namespace."""
+    klass = dict(api.resource("InferenceServiceClass").objects[ORDER["spec"]["inferenceServiceClassName"]])
+    klass["spec"] = dict(klass["spec"], admissionPolicy={"allowedNamespaces": ["*"]})
+    return klass

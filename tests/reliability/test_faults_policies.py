@@ -1,0 +1,75 @@
+"""A policy file broken while the webhook serves (half-written, not YAML, a CEL expression
+that does not compile): the last good set stays in force, verdicts do not change, the
+error is logged; a good file is picked up without a restart."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook import resources
+from webhook.admission.chain import AdmissionChain
+from webhook.policy import PolicyDirectory
+from webhook.schema import CRDRegistry
+from webhook.state import FileState
+
+from .conftest import ServerThread, review, wait_until
+
+MANIFESTS = Path(resources.example_manifests_dir())
+# as the validating webhook gets it: decoded and defaulted by the apiserver
+DENIED = CRDRegistry.shipped().prepare(
+    "CREATE", yaml.safe_load((MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml").read_text()))[0]
+POLICY_FILE = "kubeai-model.yaml"
+
+
+@pytest.fixture
+def serving(tmp_path):
+    policies_dir = tmp_path / "policies"
+    shutil.copytree(resources.policies_dir(), policies_dir)
+    policies = PolicyDirectory(policies_dir, interval=0.05)
+    policies.start()
+    chain = AdmissionChain(CRDRegistry.shipped(), policies, FileState(resources.examples_dir()))
+    with ServerThread(tmp_path / "certs", chain) as server:
+        yield server, policies, policies_dir
+    policies.stop()
+
+
+def verdict(server: ServerThread) -> tuple[bool, str]:
+    response = server.client().post("/validate", review(DENIED)).json()["response"]
+    return response["allowed"], (response.get("status") or {}).get("message", "")
+
+
+BROKEN = {
+    "half-written": lambda text: text[: len(text) // 2],
+    "not-yaml": lambda text: "spec: [unclosed\n  - {",
+    "cel-does-not-compile": lambda text: text.replace("variables.url.startsWith('ollama://')",
+                                                      "variables.url.startsWith('ollama://'", 1),
+}
+
+
+@pytest.mark.parametrize("damage", list(BROKEN))
+def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
+    server, policies, policies_dir = serving
+    before = verdict(server)
+    assert before[0] is False and "ollama://" in before[1]
+    generation = policies.current().generation
+    path = policies_dir / POLICY_FILE
+    good = path.read_text()
+    with caplog.at_level(logging.ERROR, logger="webhook.policy.provider"):
+        path.write_text(BROKEN[damage](good))
+        wait_until(lambda: policies.error is not None)
+    assert policies.current().generation == generation  # nothing swapped in
+    assert verdict(server) == before  # still enforced, same words
+    assert any("last good set stays in force" in r.getMessage() for r in caplog.records)
+
+    # the author fixes it, and relaxes the engine rule meanwhile: picked up live
+    relaxed = yaml.safe_load_all(good)
+    kept = [doc for doc in relaxed if doc["metadata"]["name"] != "kubeai-model-engine"]
+    path.write_text(yaml.safe_dump_all(kept))
+    wait_until(lambda: policies.current().generation > generation)
+    assert policies.error is None
+    assert verdict(server)[0] is True

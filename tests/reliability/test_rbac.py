@@ -1,0 +1,130 @@
+"""Every permission the chart grants, and why: the rendered (Cluster)Roles, in every
+certificate mode, must grant exactly the table below. A new verb, resource or scope fails
+here until it is added with its reason (RELIABILITY.md shows the same table). The
+webhook's grants are also checked against what its code watches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import helm_python as helm
+import pytest
+import yaml
+
+from webhook.state.kube import WEBHOOK_KINDS
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE, RELEASE = "infergate-system", "infergate"
+
+# (role, scope, apiGroup, resource, resourceName or "*") -> (verbs, why)
+GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
+    # the webhook: reads what its policies look up (a watch cache), manages its certificate
+    ("webhook", "cluster", "ai.deckhouse.io", "inferenceserviceclasses", "*"): ("get list watch", "class policies of orders"),
+    ("webhook", "cluster", "ai.deckhouse.io", "models", "*"): ("get list watch", "catalog facts (parameter count, format)"),
+    ("webhook", "cluster", "ai.deckhouse.io", "clustermodels", "*"): ("get list watch", "catalog facts"),
+    ("webhook", "cluster", "inference.networking.x-k8s.io", "inferencepools", "*"): ("get list watch", "the referenced pool exists"),
+    ("webhook", "cluster", "inference.networking.x-k8s.io", "inferencemodels", "*"): ("get list watch", "model name already in use"),
+    ("webhook", "cluster", "resource.k8s.io", "deviceclasses", "*"): ("get list watch", "ClaimDeviceMissing"),
+    ("webhook", "cluster", "resource.k8s.io", "resourceslices", "*"): ("get list watch", "the device inventory"),
+    ("webhook", "cluster", "scheduling.k8s.io", "priorityclasses", "*"): ("get list watch", "allowedPriorityClassNames"),
+    ("webhook", "cluster", "", "namespaces", "*"): ("get list watch", "namespace labels for policy selectors"),
+    ("webhook", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef exists (values dropped on arrival)"),
+    ("webhook", "cluster", "", "configmaps", "kubeai-config"): ("get list watch", "KubeAI's system config, by name"),
+    ("webhook", "cluster", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", RELEASE):
+        ("get patch", "caBundle injection into its own configuration"),
+    ("webhook", "cluster", "admissionregistration.k8s.io", "validatingwebhookconfigurations", RELEASE):
+        ("get patch", "caBundle injection into its own configuration"),
+    ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
+    ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
+    # the controller: reads its inputs, writes status only, its Lease and Events
+    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "kubeai.org", "models/status", "*"): ("get patch update", "status only, never spec"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceserviceclasses", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceservices", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceserviceclasses/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceservices/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "ai.deckhouse.io", "models", "*"): ("get list watch", "catalog facts (ModelResolved)"),
+    ("controller", "cluster", "ai.deckhouse.io", "clustermodels", "*"): ("get list watch", "catalog facts"),
+    ("controller", "cluster", "resource.k8s.io", "deviceclasses", "*"): ("get list watch", "placement planning"),
+    ("controller", "cluster", "resource.k8s.io", "resourceslices", "*"): ("get list watch", "placement planning"),
+    ("controller", "cluster", "resource.k8s.io", "resourceclaims", "*"): ("get list watch", "stuck claims: replan"),
+    ("controller", "cluster", "", "pods", "*"): ("get list watch", "Model replicas, pool readiness"),
+    ("controller", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef / API-key Secret exist"),
+    ("controller", "cluster", "", "namespaces", "*"): ("get list watch", "admission namespaces"),
+    ("controller", "cluster", "", "services", "*"): ("get list watch", "endpoints"),
+    ("controller", "cluster", "", "persistentvolumeclaims", "*"): ("get list watch", "model storage"),
+    ("controller", "cluster", "apps", "statefulsets", "*"): ("get list watch", "WorkloadReady"),
+    ("controller", "cluster", "apps", "deployments", "*"): ("get list watch", "WorkloadReady"),
+    ("controller", "cluster", "scheduling.k8s.io", "priorityclasses", "*"): ("get list watch", "constraints.priorityClassName"),
+    ("controller", "cluster", "storage.k8s.io", "storageclasses", "*"): ("get list watch", "modelStorageClassName exists"),
+    ("controller", "cluster", "cert-manager.io", "clusterissuers", "*"): ("get list watch", "clusterIssuerName exists"),
+    ("controller", "cluster", "deckhouse.io", "moduleconfigs", "*"): ("get list watch", "global publicDomainTemplate / https"),
+    ("controller", "cluster", "", "events", "*"): ("create patch", "Events on reconciled objects"),
+    ("controller", NAMESPACE, "coordination.k8s.io", "leases", f"{RELEASE}-controller"): ("get update", "renew or take over"),
+    ("controller", NAMESPACE, "coordination.k8s.io", "leases", "*"): ("create", "the first leader creates it"),
+    # `helm test`: a pod sends dry-run creates through the webhook (hook objects, deleted after)
+    ("helm test", "default", "kubeai.org", "models", "*"): ("create", "dry-run creates in tests.namespace"),
+}
+GRANTS = {key: (frozenset(verbs.split()), why) for key, (verbs, why) in GRANTS.items()}
+
+
+def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]]:
+    with helm.Chart.load(REPO / "chart") as chart:
+        rendered = chart.render(values, name=RELEASE, namespace=NAMESPACE)
+    grants: dict = {}
+    for path, text in rendered.items():
+        if path.endswith("NOTES.txt"):
+            continue
+        for obj in yaml.safe_load_all(text):
+            if not obj or obj.get("kind") not in ("ClusterRole", "Role"):
+                continue
+            hooked = "helm.sh/hook" in (obj["metadata"].get("annotations") or {})
+            role = "helm test" if hooked else "controller" if "controller" in obj["metadata"]["name"] else "webhook"
+            scope = "cluster" if obj["kind"] == "ClusterRole" else obj["metadata"]["namespace"]
+            for rule in obj.get("rules", []):
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for name in rule.get("resourceNames") or ["*"]:
+                            key = (role, scope, group, resource, name)
+                            grants[key] = grants.get(key, frozenset()) | frozenset(rule["verbs"])
+    return grants
+
+
+@pytest.mark.parametrize("values", [{}, {"certificates": {"mode": "cert-manager"}}, {"controller": {"enabled": False}}],
+                         ids=["self-managed", "cert-manager", "no-controller"])
+def test_every_grant_is_listed_with_its_reason(values):
+    actual = granted(values)
+    unexplained = {k: sorted(v) for k, v in actual.items() if k not in GRANTS or not v <= GRANTS[k][0]}
+    assert not unexplained, f"grants without a reason in GRANTS: {unexplained}"
+    assert all("*" not in verbs for verbs in actual.values())
+    if values.get("certificates", {}).get("mode") == "cert-manager":  # no certificate Secret to manage
+        assert not [k for k in actual if k[0] == "webhook" and k[3] == "secrets" and k[1] != "cluster"]
+
+
+def test_the_table_has_no_stale_rows():
+    actual = granted({})
+    stale = [k for k in GRANTS if k not in actual]
+    assert not stale, stale
+
+
+def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own_objects():
+    actual = granted({})
+    for kind in WEBHOOK_KINDS:
+        group = kind.api_version.rpartition("/")[0]
+        name = "kubeai-config" if kind.field_selector == "metadata.name=kubeai-config" else "*"
+        assert {"list", "watch"} <= actual.get(("webhook", "cluster", group, kind.plural, name), frozenset()), kind
+    for (role, scope, group, resource, name), verbs in actual.items():
+        if role == "webhook" and verbs - {"get", "list", "watch"}:
+            assert name != "*" or verbs == {"create"}, (resource, verbs)  # writes only to named objects
+
+
+def rows() -> str:
+    """The table for RELIABILITY.md."""
+    lines = ["| component | scope | API group | resource | name | verbs | why |", "|---|---|---|---|---|---|---|"]
+    for (role, scope, group, resource, name), (verbs, why) in GRANTS.items():
+        lines.append(f"| {role} | {scope} | {group or 'core'} | {resource} | {name} | {', '.join(sorted(verbs))} | {why} |")
+    return "\n".join(lines)

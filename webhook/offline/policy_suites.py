@@ -1,0 +1,254 @@
+"""User policy suites (``kind: PolicySuite``): loading them and running their cases.
+
+Every case is one AdmissionRequest sent through :meth:`AdmissionChain.run` — the code path
+``infergate validate`` and the webhook use — and its answer is compared with ``expect``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from webhook.admission.chain import AdmissionChain, ChainOutcome
+from webhook.admission.review import AdmissionRequest
+from webhook.offline.cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
+from webhook.offline.suite_format import KIND, Expectation, PolicySuite, SuiteCase
+from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
+from webhook.schema import CRDLoadError, CRDRegistry
+from webhook.state import FileState, StateLoadError, read_manifests
+
+
+@dataclass
+class PolicyCaseResult(CaseResult):
+    """A case's result with the whole answer (for ``--update``, ``--coverage`` and ``-o json``)."""
+
+    outcome: ChainOutcome | None = None
+    expected: bool = True  # False: the case has no expectation yet (``--update`` records one)
+
+
+@dataclass
+class PolicySuiteRun(Suite):
+    """A loaded policy suite: its cases run through ``chain``."""
+
+    chain: AdmissionChain | None = None
+
+    @property
+    def policies(self) -> tuple[Any, ...]:
+        return self.chain.policies.current().policies if self.chain else ()
+
+
+def is_policy_suite(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("kind") == KIND
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None) -> PolicySuiteRun:
+    try:
+        model = PolicySuite.model_validate(data)
+    except ValidationError as exc:
+        raise SuiteError("\n".join(_format_errors(path, exc))) from None
+    names = [c.name for c in model.cases]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SuiteError(f"{path}: case names must be unique: {', '.join(duplicates)}")
+    for case in model.cases:
+        for pattern in [*(case.expect.errorsMatch or ()), *([case.expect.message] if case.expect.message else [])]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise SuiteError(f"{path}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
+    base = path.parent
+    try:
+        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds))
+        policies = _policy_set(_resolve(base, model.policies), model.builtin)
+        state = _state(base, model.state)
+    except CRDLoadError as exc:
+        raise SuiteError(f"{path}: crds: {exc}") from None
+    except PolicyLoadError as exc:
+        raise SuiteError(f"{path}: policies: {exc}") from None
+    except StateLoadError as exc:
+        raise SuiteError(f"{path}: state: {exc}") from None
+    suite = PolicySuiteRun(path, model.name or path.stem, [], registry, AdmissionChain(registry, policies, state))
+    for raw, case in zip(data["cases"], model.cases):
+        suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case)))
+    return suite
+
+
+def _format_errors(path: Path, exc: ValidationError) -> list[str]:
+    from webhook.policy.source import SourceError, read_documents
+
+    try:
+        doc = read_documents(path)[0]
+    except (SourceError, IndexError):
+        doc = None
+    out = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(suite)"
+        where = doc.where(loc) if doc is not None else str(path)
+        out.append(f"{where}: {dotted}: {err['msg']}")
+    return out
+
+
+def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
+    return None if paths is None else tuple(Path(os.path.normpath(base / p)) for p in paths)
+
+
+@lru_cache(maxsize=8)
+def _registry(sources: tuple[Path, ...] | None) -> CRDRegistry:
+    # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
+    if sources is None:
+        return CRDRegistry.shipped()
+    missing = [str(p) for p in sources if not p.exists()]
+    if missing:
+        raise CRDLoadError(f"no such file or directory: {', '.join(missing)}")
+    return CRDRegistry.load(sources)
+
+
+@lru_cache(maxsize=1)
+def _shipped_policies(builtin: bool) -> PolicySet:
+    from webhook import resources
+
+    return PolicySet.load(resources.policies_dir(), builtin=builtin)
+
+
+def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None) -> PolicySet:
+    if sources is None:
+        return _shipped_policies(True if builtin is None else builtin)
+    from webhook.policy.builtin import BUILTIN_POLICIES
+
+    loaded: list[Any] = []
+    for source in sources:
+        if source.is_dir():
+            loaded += load_directory(source)
+        elif source.is_file():
+            loaded += load_file(source)
+        else:
+            raise PolicyLoadError([f"{source}: no such file or directory"])
+    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)))
+
+
+def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:
+    objects: list[dict[str, Any]] = []
+    for i, entry in enumerate(entries):
+        if isinstance(entry, str):
+            objects += read_manifests(Path(os.path.normpath(base / entry)))
+            continue
+        missing = [f for f in ("apiVersion", "kind") if not isinstance(entry.get(f), str)]
+        if missing or not isinstance((entry.get("metadata") or {}).get("name"), str):
+            raise StateLoadError(f"state[{i}]: an object needs apiVersion, kind and metadata.name")
+        objects.append(entry)
+    return FileState(objects=objects)
+
+
+# -- running -------------------------------------------------------------------------------
+
+def _runner(suite: PolicySuiteRun, model: PolicySuite, case: SuiteCase):
+    def run(_: Case) -> PolicyCaseResult:
+        outcome = suite.chain.run(build_request(suite.registry, model, case), explain=True)
+        result = PolicyCaseResult(suite.title, case.name, outcome=outcome,
+                                  expected=bool(case.expect.model_dump(exclude_none=True)))
+        result.problems += compare(case.expect, outcome)
+        return result
+
+    return run
+
+
+def build_request(registry: CRDRegistry, suite: PolicySuite, case: SuiteCase) -> AdmissionRequest:
+    """The AdmissionRequest the apiserver would send for the case's write."""
+    operation = case.operation or ("UPDATE" if case.old is not None else "CREATE")
+    subject = case.object if case.object is not None else case.old or {}
+    api_version = str(subject.get("apiVersion", ""))
+    group, _, version = api_version.rpartition("/")
+    kind = str(subject.get("kind", ""))
+    meta = subject.get("metadata") if isinstance(subject.get("metadata"), dict) else {}
+    served = registry.served(api_version, kind)
+    namespace = case.namespace
+    if namespace is None:
+        own = meta.get("namespace")
+        namespaced = served.namespaced if served is not None else kind != "Namespace"
+        namespace = own if isinstance(own, str) and own else (suite.namespace if namespaced else "")
+    plural = served.plural if served is not None else kind.lower() + "s"
+    old = case.old
+    if namespace and isinstance(old, dict) and isinstance(old.get("metadata"), dict) \
+            and not old["metadata"].get("namespace"):
+        # a stored object always has its namespace (a suite may leave it to the case's)
+        old = {**old, "metadata": {**old["metadata"], "namespace": namespace}}
+    return AdmissionRequest(
+        uid="infergate-test",
+        kind={"group": group, "version": version, "kind": kind},
+        resource={"group": group, "version": version, "resource": plural},
+        subResource=case.subresource or "",
+        name=str(meta.get("name") or ""),
+        namespace=namespace,
+        operation=operation,
+        userInfo=case.userInfo.model_dump(),
+        object=case.object if operation != "DELETE" else None,
+        oldObject=old,
+        dryRun=case.dryRun,
+    )
+
+
+def error_strings(status: dict[str, Any] | None) -> list[str]:
+    """A denial's causes as ``<field>: <message>`` (the apiserver's field.Error strings)."""
+    if not status:
+        return []
+    causes = (status.get("details") or {}).get("causes") or []
+    if not causes:
+        return [str(status.get("message", ""))]
+    return [f"{c['field']}: {c.get('message', '')}" if c.get("field") else str(c.get("message", "")) for c in causes]
+
+
+def compare(expect: Expectation, outcome: ChainOutcome) -> list[str]:
+    """What differs between the expected and the actual answer, one line per difference."""
+    problems: list[str] = []
+    status = outcome.status or {}
+    errors = error_strings(outcome.status)
+    if expect.allowed is not None and expect.allowed != outcome.allowed:
+        got = "allowed" if outcome.allowed else f"denied: {status.get('message', '')}"
+        problems.append(f"verdict: expected {'allowed' if expect.allowed else 'denied'}, got {got}")
+    if expect.code is not None and expect.code != status.get("code"):
+        problems.append(f"code: expected {expect.code}, got {status.get('code')}")
+    if expect.reason is not None and expect.reason != status.get("reason"):
+        problems.append(f"reason: expected {expect.reason}, got {status.get('reason')}")
+    if expect.errors is not None:
+        problems += multiset_diff("errors", expect.errors, errors)
+    for pattern in expect.errorsMatch or ():
+        if not any(_search(pattern, e) for e in errors):
+            problems.append(f"errors: none matches /{pattern}/ (errors: {errors})")
+    if expect.message is not None and not _search(expect.message, str(status.get("message", ""))):
+        problems.append(f"message: /{expect.message}/ not found in {status.get('message', '')!r}")
+    if expect.warnings is not None:
+        problems += multiset_diff("warnings", expect.warnings, outcome.warnings)
+    if expect.patched is not None:
+        problems += object_diff(expect.patched, outcome.object, "patched")
+    if expect.patch is not None and expect.patch != outcome.patch:
+        problems.append(f"patch: expected {expect.patch}, got {outcome.patch}")
+    if expect.auditAnnotations is not None:
+        problems += object_diff(expect.auditAnnotations, outcome.audit_annotations, "auditAnnotations")
+    return problems
+
+
+def _search(pattern: str, text: str) -> bool:
+    return re.search(pattern, text) is not None  # patterns were compiled when the suite loaded
+
+
+def recorded_expectation(outcome: ChainOutcome) -> dict[str, Any]:
+    """The answer as an ``expect:`` mapping (what ``--update`` writes)."""
+    out: dict[str, Any] = {"allowed": outcome.allowed}
+    if not outcome.allowed:
+        out["errors"] = error_strings(outcome.status)
+    if outcome.warnings:
+        out["warnings"] = list(outcome.warnings)
+    if outcome.patch and outcome.allowed:  # a denied write is never stored: its object is noise
+        out["patched"] = outcome.object
+    if outcome.audit_annotations:
+        out["auditAnnotations"] = dict(outcome.audit_annotations)
+    return out
