@@ -294,3 +294,14 @@ def test_suite_errors_are_clear(tmp_path, capsys):
         path.write_text(yaml.safe_dump({**base, **yaml.safe_load(override)}))
         code, _, err = _run(capsys, str(path))
         assert code == 1 and wanted in err and "Traceback" not in err, (override, err)
+
+
+def test_the_readme_suite_is_the_example_file_and_passes(capsys):
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Test your policies: policy suites"):readme.index("## GitOps")]
+    shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = REPO / "examples" / "policies" / "tests" / "production-min-replicas.yaml"
+    assert yaml.safe_load(shown) == yaml.safe_load(example.read_text())
+    code, out, _ = _run(capsys, str(example.parent), "--coverage")
+    assert code == 0 and "rule coverage: 1/1 rules hit (100%)" in out
+    assert out.strip().splitlines()[-1] == "3 passed, 0 failed"
