@@ -157,7 +157,7 @@ class FakeApiServer:
         return response
 
 
-async def eventually(predicate, timeout=5.0):
+async def eventually(predicate, timeout=15.0):
     for _ in range(int(timeout / 0.02)):
         if predicate():
             return

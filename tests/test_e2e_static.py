@@ -87,16 +87,27 @@ def processes_ca(tmp_path: Path) -> Path:
     return processes.generate_certs(tmp_path)
 
 
-def test_certificates_reissued_for_rotation_are_served_by_the_bundle(tmp_path):
+def test_the_local_webhook_starts_and_serves_each_rotated_certificate(tmp_path):
+    """The e2e machinery for real, minus the apiserver: ``infergate serve`` started as the run
+    starts it, then its serving certificate reissued by the same CA and by a new one."""
     from e2e import processes
 
-    processes.generate_certs(tmp_path)
-    old = certs.DirectoryStore(tmp_path).load()
-    ca, ca_key = certs.issue_ca(now=certs.utcnow(), validity=certs.RotationPolicy().ca_validity)
-    processes.reissue_serving(tmp_path, ca, ca_key, (*old.trusted, ca))
-    rotated = certs.DirectoryStore(tmp_path).load()
-    assert rotated.trusted == (*old.trusted, ca) and rotated.issuer_of_cert == ca
-    assert rotated.cert != old.cert and "127.0.0.1" in certs.describe(rotated)
+    cert_dir = tmp_path / "certs"
+    processes.generate_certs(cert_dir)
+    process, port = processes.start_serve("serve", cert_dir, tmp_path, ready="/healthz")
+    try:
+        assert processes.serves(port, cert_dir)
+        old = certs.DirectoryStore(cert_dir).load()
+        processes.reissue_serving(cert_dir, old.signer, old.ca_key, old.trusted)
+        api.wait_for("the renewed certificate served", lambda: processes.serves(port, cert_dir), timeout=30)
+        ca, ca_key = certs.issue_ca(now=certs.utcnow(), validity=certs.RotationPolicy().ca_validity)
+        processes.reissue_serving(cert_dir, ca, ca_key, (*old.trusted, ca))
+        api.wait_for("the new CA's certificate served", lambda: processes.serves(port, cert_dir), timeout=30)
+        rotated = certs.DirectoryStore(cert_dir).load()
+        assert rotated.trusted == (*old.trusted, ca) and rotated.issuer_of_cert == ca
+        assert process.alive(), process.tail()
+    finally:
+        assert process.stop() == 0, process.tail()
 
 
 def test_objects_are_labelled_for_the_run_without_server_fields():
@@ -305,3 +316,65 @@ def test_kubectl_expectation_follows_its_error_printing():
     refused = {"kind": "Status", "status": "Failure", "reason": "InternalError", "code": 500,
                "message": 'Internal error occurred: failed calling webhook "validate.infergate.io": connection refused'}
     assert test_admission.kubectl_prints(refused) == ["Error from server (InternalError)", refused["message"]]
+
+
+def test_controller_expectations_hold_offline(offline_answers):
+    cases, answers = offline_answers
+    admitted = {c.id: a["object"] for c, a in zip(cases, answers) if a["allowed"]}
+    statuses = {(s["kind"], s["metadata"].get("namespace"), s["metadata"]["name"]): s["status"]
+                for s in offline.reconcile(list(admitted.values()))}
+
+    def status_of(case_id):
+        meta = admitted[case_id]["metadata"]
+        return statuses[(admitted[case_id]["kind"], meta.get("namespace"), meta["name"])]
+
+    test_controller.check_placements(status_of)
+    in_use = status_of("inferencemodel-model-name-in-use-warns")
+    assert [(c["status"], c["reason"]) for c in in_use["conditions"] if c["type"] == "Accepted"] == [
+        ("False", "ModelNameInUse")]
+
+
+def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
+    class Namespaces:
+        def __init__(self):
+            self.puts = []
+
+        def get(self, api_version, kind, name, namespace=None):
+            conditions = [{"type": "NamespaceContentRemaining", "status": "False"}] if name == "worked-on" else []
+            return {"metadata": {"name": name}, "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Terminating", "conditions": conditions}}
+
+        def request(self, method, path, body=None, **_):
+            self.puts.append((method, path, body["spec"]["finalizers"]))
+
+    kube = Namespaces()
+    cluster._finish_namespaces(kube, ["orphan", "worked-on"], wait=0)
+    assert kube.puts == [("PUT", "/api/v1/namespaces/orphan/finalize", [])]
+
+
+def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
+    """The set-up's real requests (CRDs and their Established wait, the example state with the
+    catalog's status, ServiceAccounts) and the sweep, against an in-memory apiserver."""
+    from memory_apiserver import MemoryApiserver
+
+    before = [_obj("v1", "Namespace", "kube-system"), _obj("v1", "Namespace", "default"),
+              _obj("v1", "Secret", "someone-elses", None, "default")]
+    with MemoryApiserver(before) as server:
+        kube = api.Kube(ApiClient(Configuration(host=server.url)))
+        found = server.objects()
+        owned = cluster.Owned("r1")
+        crds = cluster.load_documents(cluster.CRDS_DIR) + cluster.support_crds(kube)
+        assert len(cluster.apply_crds(kube, crds, owned)) == 8
+        for obj in cluster.example_state():
+            stored = cluster.create_owned(kube, obj, owned)
+            assert stored.get("status") == obj.get("status") or not obj.get("status")
+        assert owned.borrowed_namespaces == {"kube-system"}
+        cluster.ensure_service_account(kube, "ml-team", owned)
+        labelled = [o for o in server.objects() if o["metadata"].get("labels", {}).get(cluster.RUN_LABEL) == "r1"]
+        assert len(labelled) == len(crds) + len(cluster.example_state()) - 1 + 1  # kube-system borrowed; + the SA
+        catalog = kube.get("ai.deckhouse.io/v1alpha1", "ClusterModel", "qwen3-8b")
+        assert catalog["status"]["resolved"]  # the facts the planner reads
+        with pytest.raises(cluster.ClusterNotScratch, match="left over from e2e run r1"):
+            cluster.create_owned(kube, cluster.example_state()[-1], cluster.Owned("r2"))
+        assert cluster.sweep(kube, "r1", timeout=5) == []
+        assert server.objects() == found

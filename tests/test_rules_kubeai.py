@@ -4,7 +4,8 @@ nvidia-gpu-h100, amd-gpu-mi300x and cache profiles efs-dynamic, standard-filesto
 
 import pytest
 
-from tests.policy_support import chain, example_state, messages, patched, request
+from tests.policy_support import chain, messages, patched, request
+from tests.state_backends import example, make_state  # noqa: F401 - fixtures
 from webhook.state import FileState
 
 
@@ -147,3 +148,10 @@ def test_system_config_from_a_bare_kubeai_file(tmp_path):
     out = chain(state).run(request(model(resourceProfile="gpu-b:1")))
     assert messages(out) == ['spec.resourceProfile: Invalid value: "gpu-b:1": resource profile "gpu-b" is not in the '
                              "KubeAI system config; known profiles: gpu-a"]
+
+
+async def test_system_config_read_through_both_state_backends(example):
+    out = chain(example).run(request(model(resourceProfile="nvidia-gpu-a100:2", cacheProfile="efs-dynamic")))
+    assert messages(out) == ['spec.resourceProfile: Invalid value: "nvidia-gpu-a100:2": resource profile "nvidia-gpu-a100" '
+                             "is not in the KubeAI system config; known profiles: amd-gpu-mi300x, cpu, nvidia-gpu-h100, "
+                             "nvidia-gpu-l4"]

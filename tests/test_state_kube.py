@@ -54,7 +54,7 @@ async def test_paged_list_then_watch_events(cluster):
     for name in ("a", "b", "c"):
         api.add(ns, {"metadata": {"name": name, "labels": {"team": name}}})
     state = make_state((NAMESPACES,), page_size=2)
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     assert names(state, NAMESPACES) == ["a", "b", "c"]
     assert state.get("v1", "Namespace", "a")["kind"] == "Namespace"  # filled in for typed lists
     assert ns.lists == 2  # two pages
@@ -73,7 +73,7 @@ async def test_bookmark_moves_the_resume_point(cluster):
     api, make_state = cluster
     classes = api.serve(CLASSES)
     state = make_state((CLASSES,))
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     await eventually(lambda: classes.watchers)
     api.bookmark(classes)
     bookmark_rv = str(api.rv)
@@ -89,7 +89,7 @@ async def test_410_error_event_relists(cluster):
     classes = api.serve(CLASSES)
     api.add(classes, {"metadata": {"name": "old"}, "spec": {"v": 1}})
     state = make_state((CLASSES,))
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     await eventually(lambda: classes.watchers)
     api.compact(classes, silently_change={"apiVersion": CLASSES.api_version, "kind": CLASSES.kind,
                                           "metadata": {"name": "old"}, "spec": {"v": 2}})
@@ -102,7 +102,7 @@ async def test_http_410_and_500_on_watch(cluster):
     classes = api.serve(CLASSES)
     classes.fail_next_watch = 410
     state = make_state((CLASSES,))
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     await eventually(lambda: classes.lists == 2)  # 410 on the watch request: relist
     await eventually(lambda: classes.watchers)
     classes.fail_next_watch = 500
@@ -117,7 +117,7 @@ async def test_kind_not_served_is_empty_and_ready(cluster):
     api, make_state = cluster
     api.serve(NAMESPACES, typed_list=True)
     state = make_state((NAMESPACES, MISSING))
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     assert state.list(MISSING.api_version, MISSING.kind) == []
 
 
@@ -140,7 +140,7 @@ async def test_not_ready_until_every_kind_listed(cluster):
     assert not await state.wait_ready(0.3)
     assert not state.ready
     blocked["on"] = False
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
 
 
 async def test_secrets_are_cached_without_data(cluster):
@@ -149,8 +149,21 @@ async def test_secrets_are_cached_without_data(cluster):
     api.add(secrets, {"metadata": {"name": "hf", "namespace": "team-a"}, "type": "Opaque",
                       "data": {"token": "c2VjcmV0"}})
     state = make_state((SECRETS,))
-    assert await state.wait_ready(5)
+    assert await state.wait_ready(15)
     await eventually(lambda: secrets.watchers)
     api.modify(secrets, {"metadata": {"name": "hf", "namespace": "team-a"}, "data": {"token": "bmV3", "x": "eQ=="}})
     await eventually(lambda: state.get("v1", "Secret", "hf", "team-a").get("dataKeys") == ["token", "x"])
     assert "data" not in state.get("v1", "Secret", "hf", "team-a")
+
+
+async def test_reads_of_unwatched_kinds_are_reported_once(cluster, caplog):
+    api, make_state = cluster
+    api.serve(NAMESPACES, typed_list=True)
+    state = make_state((NAMESPACES,))
+    assert await state.wait_ready(15)
+    with caplog.at_level("WARNING", logger="webhook.state.kube"):
+        assert state.list("apps/v1", "Deployment") == []
+        assert state.get("apps/v1", "Deployment", "x", "y") is None
+        assert state.list("v1", "Namespace") == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "cluster state: apps/v1/Deployment is not watched, so reads of it find nothing; add it to the watched kinds"]

@@ -189,9 +189,8 @@ def sweep(kube: Kube, run_id: str, *, timeout: float = 60) -> list[str]:
             reply = kube.delete(api_version, kind, meta["name"], meta.get("namespace"))
             if not reply.ok and reply.status != 404:
                 problems.append(f"cannot delete {kind} {_where(meta)}: {reply.message}")
-        if kind == "Namespace":
-            for obj in found:
-                _finalize_namespace(kube, obj["metadata"]["name"], timeout)
+        if kind == "Namespace" and found:
+            _finish_namespaces(kube, [obj["metadata"]["name"] for obj in found])
         try:
             wait_for(f"{kind} of run {run_id} gone",
                      lambda: not kube.list(api_version, kind, label_selector=label), timeout=timeout)
@@ -200,18 +199,20 @@ def sweep(kube: Kube, run_id: str, *, timeout: float = 60) -> list[str]:
     return problems
 
 
-def _finalize_namespace(kube: Kube, name: str, timeout: float) -> None:
-    """A namespace whose contents the sweep already deleted: when no namespace controller
-    finishes it (a bare apiserver has none), do its last step, as it would."""
-    deadline = time.monotonic() + min(timeout, 15)
-    while time.monotonic() < deadline:
-        if kube.get(*NAMESPACE, name) is None:
-            return
+def _finish_namespaces(kube: Kube, names: list[str], wait: float = 10) -> None:
+    """Namespaces whose contents the sweep already deleted: when no namespace controller has
+    taken them up after ``wait`` seconds (it writes status conditions; a bare apiserver has
+    none), do its last step as it would, so they do not stay Terminating forever."""
+    deadline = time.monotonic() + wait
+    while True:
+        remaining = [ns for ns in (kube.get(*NAMESPACE, name) for name in names) if ns is not None]
+        if not remaining or time.monotonic() > deadline:
+            break
         time.sleep(0.5)
-    ns = kube.get(*NAMESPACE, name)
-    if ns is not None:
-        ns["spec"]["finalizers"] = []
-        kube.request("PUT", f"/api/v1/namespaces/{name}/finalize", ns)
+    for ns in remaining:
+        if not (ns.get("status") or {}).get("conditions"):
+            ns["spec"]["finalizers"] = []
+            kube.request("PUT", f"/api/v1/namespaces/{ns['metadata']['name']}/finalize", ns)
 
 
 def ensure_service_account(kube: Kube, namespace: str, owned: Owned) -> None:

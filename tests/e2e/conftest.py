@@ -153,17 +153,22 @@ def _webhook_answers(run: Run) -> bool:
 
 
 @pytest.fixture(scope="session")
-def controller(run: Run, webhook) -> Run:
+def controller(run: Run, webhook) -> Iterator[Run]:
     """``infergate controller --kubeconfig`` (the chart's in chart mode), holding the Lease."""
-    if run.mode == "local":
-        process = processes.start_controller(
-            "controller", run.kubeconfig, run.log_dir, lease_namespace=run.system_namespace,
-            lease_name=CONTROLLER_LEASE)
-        run.processes.append(process)
+    if run.mode != "local":
+        yield run
+        return
+    process = processes.start_controller("controller", run.kubeconfig, run.log_dir,
+                                         lease_namespace=run.system_namespace, lease_name=CONTROLLER_LEASE)
+    run.processes.append(process)
+    try:
         wait_for("the controller holding its Lease",
                  lambda: lease_holder(run, CONTROLLER_LEASE) == "controller" or not process.alive(), timeout=60)
         assert process.alive(), f"infergate controller exited:\n{process.tail()}"
-    return run
+        yield run
+    finally:
+        process.stop()  # releases the Lease; the Lease object itself is the run's to delete
+        run.kube.delete("coordination.k8s.io/v1", "Lease", CONTROLLER_LEASE, run.system_namespace)
 
 
 def lease_holder(run: Run, name: str) -> str | None:

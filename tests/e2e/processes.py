@@ -26,9 +26,8 @@ def infergate(*args: str) -> list[str]:
     return [sys.executable, "-m", "webhook", *args]
 
 
-def run_infergate(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(infergate(*args), cwd=REPO, env=_env(), input=stdin, capture_output=True,
-                          text=True, timeout=timeout)
+def run_infergate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(infergate(*args), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def _env() -> dict[str, str]:
@@ -88,14 +87,16 @@ def generate_certs(cert_dir: Path) -> Path:
     return cert_dir / certs.CA_FILE
 
 
-def start_serve(name: str, cert_dir: Path, log_dir: Path, *, extra: Sequence[str] = ()) -> tuple[Process, int]:
+def start_serve(name: str, cert_dir: Path, log_dir: Path, *, extra: Sequence[str] = (),
+                ready: str = "/readyz") -> tuple[Process, int]:
     """``infergate serve`` on a free loopback port, serving (and reloading) the certificates in
-    ``cert_dir`` (``--cert-mode files``: the tests rotate them); ready when /readyz says so."""
+    ``cert_dir`` (``--cert-mode files``: the tests rotate them); returns once ``ready`` (/readyz:
+    admission chain loaded; /healthz: listening) answers 200."""
     port = free_port()
     process = start(name, ["serve", "--host", "127.0.0.1", "--port", str(port), "--cert-mode", "files",
                            "--cert-dir", str(cert_dir), *extra], log_dir,
                     env={"INFERGATE_CERT_WATCH_INTERVAL": "0.2"})
-    wait_ready(process, f"https://127.0.0.1:{port}/readyz", cert_dir / certs.CA_FILE)
+    wait_ready(process, f"https://127.0.0.1:{port}{ready}", cert_dir / certs.CA_FILE)
     return process, port
 
 
@@ -114,6 +115,12 @@ def wait_ready(process: Process, url: str, ca_file: Path, timeout: float = 60) -
             last = str(exc)
         time.sleep(0.2)
     raise RuntimeError(f"{process.name} not ready after {timeout}s ({last}):\n{process.tail()}")
+
+
+def serves(port: int, cert_dir: Path) -> bool:
+    """Whether the webhook on ``port`` presents the certificate now in ``cert_dir``."""
+    presented = ssl.get_server_certificate(("127.0.0.1", port))
+    return ssl.PEM_cert_to_DER_cert(presented) == ssl.PEM_cert_to_DER_cert((cert_dir / certs.CERT_FILE).read_text())
 
 
 def reissue_serving(cert_dir: Path, ca, ca_key, trusted) -> None:

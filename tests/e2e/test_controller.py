@@ -95,18 +95,21 @@ def test_status_of_every_kind_agrees_with_offline_reconcile(steady, cluster_run)
 @pytest.mark.decision(PLANNING, "Dedicated: the fewest devices n")
 @pytest.mark.decision(PLANNING, "`endpoint.toolCallingSupported`")
 def test_placement_written_for_orders(steady, applied, cluster_run):
-    def status(case_id):
-        return cluster_run.get(applied[case_id])["status"]
+    check_placements(lambda case_id: cluster_run.get(applied[case_id])["status"])
 
-    shared = status("valid/inferenceservice-catalog.yaml")
+
+def check_placements(status_of) -> None:
+    """What the planner decides for the example orders (``status_of(case id) -> status``);
+    the normal suite checks the same against ``infergate reconcile``."""
+    shared = status_of("valid/inferenceservice-catalog.yaml")
     assert shared["resolved"]["sharingMode"] == "Shared" and shared["resolved"]["placementMode"] == "Partition"
     assert shared["resolved"]["sharePercent"] < 100 and shared["model"]["endpointType"] == "Embeddings"
     assert shared["endpoint"]["toolCallingSupported"] is False
-    dedicated = status("valid/inferenceservice-clustermodel.yaml")
+    dedicated = status_of("valid/inferenceservice-clustermodel.yaml")
     assert dedicated["resolved"]["sharingMode"] == "Dedicated" and dedicated["resolved"]["sharePercent"] == 100
     assert dedicated["endpoint"]["toolCallingSupported"] is True  # Chat + ToolCalling in the catalog facts
     for case_id in ("valid/inferenceservice-catalog.yaml", "valid/inferenceservice-clustermodel.yaml"):
-        conditions = {c["type"]: c for c in status(case_id)["conditions"]}
+        conditions = {c["type"]: c for c in status_of(case_id)["conditions"]}
         assert conditions["Planned"]["status"] == "True"
         assert (conditions["WorkloadReady"]["status"], conditions["WorkloadReady"]["reason"]) == ("Unknown", "WorkloadNotFound")
 

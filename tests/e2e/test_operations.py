@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import ssl
 import threading
 import time
 
@@ -74,26 +73,22 @@ def test_certificate_rotation_while_objects_are_created(cluster_run):
             if not reply.ok:
                 failures.append(f"HTTP {reply.status}: {reply.message}")
 
-    def serving_now() -> bytes:
-        return ssl.get_server_certificate(("127.0.0.1", int(cluster_run.webhook_url.rsplit(":", 1)[1]))).encode()
-
-    def served(cert_pem: bytes) -> bool:
-        return _der(serving_now()) == _der(cert_pem)
-
+    port = int(cluster_run.webhook_url.rsplit(":", 1)[1])
     writer = threading.Thread(target=load, daemon=True)
     writer.start()
     try:
         old = certs.DirectoryStore(cert_dir).load()
         # 1. a new serving certificate from the same CA (the bundle already trusts it)
         processes.reissue_serving(cert_dir, old.signer, old.ca_key, old.trusted)
-        wait_for("the webhook serving the renewed certificate", lambda: served(_tls(cert_dir)), timeout=30)
+        wait_for("the webhook serving the renewed certificate", lambda: processes.serves(port, cert_dir), timeout=30)
         time.sleep(2)
         # 2. a new CA: first trusted (bundle = old + new), then serving, then the old one dropped
         ca, ca_key = certs.issue_ca(now=certs.utcnow(), validity=certs.RotationPolicy().ca_validity)
         _set_ca_bundle(cluster_run, old.ca_pem() + _pem(ca))
         time.sleep(CONFIG_PROPAGATION_S)
         processes.reissue_serving(cert_dir, ca, ca_key, (*old.trusted, ca))
-        wait_for("the webhook serving a certificate of the new CA", lambda: served(_tls(cert_dir)), timeout=30)
+        wait_for("the webhook serving a certificate of the new CA", lambda: processes.serves(port, cert_dir),
+                 timeout=30)
         time.sleep(CONFIG_PROPAGATION_S)
         _set_ca_bundle(cluster_run, _pem(ca))
         time.sleep(CONFIG_PROPAGATION_S)
@@ -109,7 +104,7 @@ def test_stopped_webhook_fails_closed_or_open_as_configured(cluster_run, tmp_pat
     """A second webhook registered, then stopped: with failurePolicy Fail writes of the served
     kinds are refused; with Ignore they pass (the session's webhook and the CRD rules still judge)."""
     processes.generate_certs(tmp_path)
-    process, port = processes.start_serve("serve-stopped", tmp_path, cluster_run.log_dir)
+    process, port = processes.start_serve("serve-stopped", tmp_path, cluster_run.log_dir, ready="/healthz")
     assert process.stop() == 0
     configurations = webhooks.webhook_configurations(
         f"https://127.0.0.1:{port}", tmp_path / certs.CA_FILE, cluster_run.run_id,
@@ -148,11 +143,3 @@ def _pem(cert) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _tls(cert_dir) -> bytes:
-    return (cert_dir / certs.CERT_FILE).read_bytes()
-
-
-def _der(pem: bytes) -> bytes:
-    return ssl.PEM_cert_to_DER_cert(pem.decode())

@@ -122,6 +122,8 @@ def is_library_message(value: Any) -> bool:
 
 def to_runtime(value: Any) -> Any:
     """A library function's Python result as the C++ runtime takes it."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, OpaqueValue):
         return to_message(value)
     if isinstance(value, OptionalValue):  # rewritten to ``[...].first()`` by optimize.py
@@ -131,6 +133,9 @@ def to_runtime(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: to_runtime(v) for k, v in value.items()}
     return value
+
+
+_PLAIN = {bool, int, float, str, bytes, type(None)}
 
 
 def from_runtime(value: Any) -> Any:

@@ -26,6 +26,7 @@ import datetime
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from webhook.cel import protos
@@ -649,25 +650,30 @@ def _constant_value(node: Any) -> tuple[bool, Any]:
     return False, None
 
 
-_PY_TYPES: dict[str, tuple[type, ...]] = {
+_OPAQUE_CLASSES = {t.cel_type: t for t in OPAQUE_TYPES}
+_EXACT_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "int": (int,), "uint": (int,), "double": (float,), "bool": (bool,), "bytes": (bytes,),
+    "list": (list,), "map": (dict,),
 }
 
 
-def _accepts(type_name: str, value: Any) -> bool:
-    t = parse_type(type_name)
-    if t.name in _OPAQUE_NAMES:
-        return isinstance(value, OpaqueValue) and value.cel_type == t.name
-    if t.name in _PY_TYPES:
-        return isinstance(value, _PY_TYPES[t.name]) and (t.name == "bool" or not isinstance(value, bool))
-    if t.name == "list":
-        return isinstance(value, list)
-    return True  # dyn and type parameters
+@lru_cache(maxsize=None)
+def _accepted_types(params: tuple[str, ...]) -> tuple[tuple[type, ...] | None, ...]:
+    """Per parameter, the exact Python types of its values (None: anything, dyn or a type parameter)."""
+    accepted = []
+    for param in params:
+        name = parse_type(param).name
+        accepted.append((_OPAQUE_CLASSES[name],) if name in _OPAQUE_CLASSES else _EXACT_TYPES.get(name))
+    return tuple(accepted)
 
 
 def select_overload(candidates: tuple[Overload, ...] | list[Overload], values: list[Any]) -> Overload | None:
+    """The overload whose parameter types the (plain Python) ``values`` have."""
     for overload in candidates:
-        if len(overload.params) == len(values) and all(_accepts(p, v) for p, v in zip(overload.params, values)):
+        if len(overload.params) != len(values):
+            continue
+        accepted = _accepted_types(overload.params)
+        if all(types is None or type(v) in types for types, v in zip(accepted, values)):
             return overload
     return None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 TIMESTAMP = "google.protobuf.Timestamp"
@@ -26,6 +27,7 @@ class TypeName:
         return f"{self.name}({', '.join(map(str, self.params))})" if self.params else self.name
 
 
+@lru_cache(maxsize=None)
 def parse_type(text: str) -> TypeName:
     parsed, rest = _parse(text.replace(" ", ""))
     if rest:

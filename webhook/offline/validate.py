@@ -18,6 +18,8 @@ import yaml
 
 from webhook.admission.chain import AdmissionChain, offline_request
 from webhook.offline.documents import Document, InputError, read_sources
+from webhook.offline.parallel import available_cpus, map_ordered
+from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.state import FileState, StateLoadError
@@ -92,6 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="show every policy rule evaluated: its expression, the values it saw, the verdict")
     parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    parser.add_argument("-j", "--jobs", type=int, default=available_cpus(), metavar="N",
+                        help="processes judging documents in large runs (default: the CPUs available)")
 
 
 def _identity(obj: Any) -> tuple[Any, ...]:
@@ -131,29 +135,37 @@ def run(args: argparse.Namespace) -> int:
         print("error: --subresource status needs --old (the stored objects)", file=sys.stderr)
         return 2
     olds = {_identity(d.content): d.content for d in old_documents if isinstance(d.content, dict)}
-    results: list[tuple[Document, Judgement]] = []
-    for doc in documents:
+    writes = [doc for doc in documents if not (isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND)]
+
+    def judge(i: int) -> Judgement | str:
+        """One document's judgement, or the error that ends the run (as text: it crosses processes)."""
+        doc = writes[i]
         obj = doc.content
         if not isinstance(obj, dict):
-            print(f"error: {doc.where}: a document must be a mapping, got {type(obj).__name__}", file=sys.stderr)
-            return 2
-        if obj.get("kind") == _CRD_KIND:
-            continue
+            return f"{doc.where}: a document must be a mapping, got {type(obj).__name__}"
         old = olds.get(_identity(obj))
         if args.subresource and old is None:
-            print(f"error: {doc.where}: no stored object in --old matches this document", file=sys.stderr)
-            return 2
+            return f"{doc.where}: no stored object in --old matches this document"
         try:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
-            judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
-                                       crd_only=args.crd_only, chain=chain, explain=args.explain)
+            return judge_document(registry, obj, old, args.subresource, namespace=namespace,
+                                  crd_only=args.crd_only, chain=chain, explain=args.explain)
         except UnknownKind as exc:
             known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
-            print(f"error: {doc.where}: {exc} (served: {known})", file=sys.stderr)
-            return 2
+            return f"{doc.where}: {exc} (served: {known})"
         except Exception as exc:  # a bug must still end in a message, not a traceback
-            print(f"error: {doc.where}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return f"{doc.where}: internal error: {type(exc).__name__}: {exc}"
+
+    progress = Progress(len(writes), "validating")
+    try:
+        judgements = map_ordered(judge, len(writes), jobs=args.jobs, progress=progress.advance)
+    finally:
+        progress.close()
+    results: list[tuple[Document, Judgement]] = []
+    for doc, judgement in zip(writes, judgements):
+        if isinstance(judgement, str):
+            print(f"error: {judgement}", file=sys.stderr)
             return 2
         results.append((doc, judgement))
     _print(args.output, results)

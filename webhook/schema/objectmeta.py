@@ -142,10 +142,14 @@ def validate_object_meta(meta: dict[str, Any], *, namespaced: bool, name_fn=name
     generation = meta.get("generation")
     if isinstance(generation, int) and generation < 0:
         errs.append(fe.invalid(f"{path}.generation", generation, "must be greater than or equal to 0"))
-    errs += validate_labels(meta.get("labels") or {}, f"{path}.labels")
-    errs += validate_annotations(meta.get("annotations") or {}, f"{path}.annotations")
-    errs += validate_owner_references(meta.get("ownerReferences") or [], f"{path}.ownerReferences")
-    errs += validate_finalizers(meta.get("finalizers") or [], f"{path}.finalizers")
+    if meta.get("labels"):
+        errs += validate_labels(meta["labels"], f"{path}.labels")
+    if meta.get("annotations"):
+        errs += validate_annotations(meta["annotations"], f"{path}.annotations")
+    if meta.get("ownerReferences"):
+        errs += validate_owner_references(meta["ownerReferences"], f"{path}.ownerReferences")
+    if meta.get("finalizers"):
+        errs += validate_finalizers(meta["finalizers"], f"{path}.finalizers")
     return errs
 
 

@@ -109,6 +109,8 @@ class KubeState(ClusterState):
         super().__init__()
         self._api = api_client or ApiClient()
         self.kinds = tuple(kinds)
+        self._watched = {(group_of(k.api_version), k.kind) for k in self.kinds}
+        self._reported: set[tuple[str, str]] = set()
         self._watch_timeout_s = watch_timeout_s
         self._page_size = page_size
         self._backoff = backoff
@@ -120,6 +122,24 @@ class KubeState(ClusterState):
         self._threads: list[threading.Thread] = []
         self.lists = 0  # counters, for metrics and tests
         self.relists_on_gone = 0
+
+    # -- reads ---------------------------------------------------------------------
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        self._check_watched(api_version, kind)
+        return super().get(api_version, kind, name, namespace)
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None,
+             label_selector: str | None = None) -> list[dict[str, Any]]:
+        self._check_watched(api_version, kind)
+        return super().list(api_version, kind, namespace, label_selector)
+
+    def _check_watched(self, api_version: str, kind: str) -> None:
+        # a policy's lookup of a kind nobody watches would silently see an empty cluster
+        key = (group_of(api_version), kind)
+        if key not in self._watched and key not in self._reported:
+            self._reported.add(key)
+            log.warning("cluster state: %s/%s is not watched, so reads of it find nothing; add it to the "
+                        "watched kinds", api_version, kind)
 
     # -- lifecycle --------------------------------------------------------------
     @property

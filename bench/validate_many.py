@@ -1,0 +1,97 @@
+"""``infergate validate`` over a directory of many manifests: objects per second, and the ratio
+to merely parsing the same YAML, in one run.
+
+Writes N manifests (default 10,000; the example manifests of ``examples/manifests/valid``
+with unique names, one per file, in the namespaces the example state admits) to a temporary
+directory, then times, each as a fresh process (so startup — imports, CRDs, compiling the
+policies, loading the state — is included, as a user sees it):
+
+* baseline  — reading and parsing every file (``webhook.offline.documents.read_sources``);
+* validate  — ``infergate validate -f DIR -o json -j J`` for J = 1 and J = the CPUs available
+  (every document through the whole chain: decode, mutating policies, schema + CEL,
+  validating policies).
+
+Wall time depends on the machine's load; CPU time (the process and its workers) does not,
+so both are reported. Usage: python bench/validate_many.py [--count N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from webhook.offline.parallel import available_cpus  # noqa: E402
+
+
+def write_manifests(directory: Path, count: int) -> None:
+    sources = sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml"))
+    objects = [yaml.safe_load(p.read_text()) for p in sources]
+    for i in range(count):
+        obj = copy.deepcopy(objects[i % len(objects)])
+        obj["metadata"]["name"] = f"{obj['metadata']['name']}-{i}"
+        (directory / f"m{i:05d}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
+
+
+def timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the process and its children, the result)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=10_000)
+    parser.add_argument("--keep", metavar="DIR", help="write the manifests here (and keep them)")
+    args = parser.parse_args()
+    directory = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="infergate-bench-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    write_manifests(directory, args.count)
+    py = sys.executable
+    parse = [py, "-c", "import sys; from webhook.offline.documents import read_sources; "
+             "print(len(read_sources([sys.argv[1]])))", str(directory)]
+    wall, cpu, proc = timed(parse)
+    assert proc.returncode == 0 and int(proc.stdout) == args.count, proc.stderr
+    rows = [("baseline: parse the YAML", 1, wall, cpu)]
+    cpus = available_cpus()
+    for jobs in sorted({1, cpus}):
+        wall, cpu, proc = timed([py, "-m", "webhook", "validate", "-f", str(directory), "-o", "json", "-j", str(jobs)])
+        answers = json.loads(proc.stdout)
+        assert proc.returncode == 0 and len(answers) == args.count and all(a["allowed"] for a in answers), \
+            proc.stderr[-2000:]
+        rows.append((f"infergate validate -j {jobs}", jobs, wall, cpu))
+    with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:
+        load = (f.read().split() or ["?"])[0]
+    print(f"{args.count} manifests, {cpus} CPUs available, load average {load}\n")
+    print("| run | wall | objects/s (wall) | CPU | objects per CPU-second | wall / baseline | CPU / baseline |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    _, _, base_wall, base_cpu = rows[0]
+    for name, _, wall, cpu in rows:
+        print(f"| {name} | {wall:.1f} s | {args.count / wall:,.0f} | {cpu:.1f} s | {args.count / cpu:,.0f} | "
+              f"{wall / base_wall:.1f}× | {cpu / base_cpu:.1f}× |")
+    if not args.keep:
+        for file in directory.iterdir():
+            file.unlink()
+        directory.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

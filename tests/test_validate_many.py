@@ -1,0 +1,77 @@
+"""``infergate validate`` on many documents: worker processes give the same answers in the same
+order as one process, errors still name the first bad document, and the progress bar shows
+only on a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+from webhook.offline import parallel
+from webhook.offline.parallel import map_ordered
+from webhook.offline.progress import Progress
+
+REPO = Path(__file__).resolve().parents[1]
+VALID = sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml"))
+DENIED = sorted((REPO / "examples" / "manifests" / "denied-by-webhook").glob("*.yaml"))
+
+
+@pytest.fixture
+def small_batches(monkeypatch):
+    monkeypatch.setattr(parallel, "MIN_PER_PROCESS", 5)
+
+
+def _write_many(directory: Path, count: int) -> None:
+    sources = VALID + DENIED
+    for i in range(count):
+        obj = yaml.safe_load(sources[i % len(sources)].read_text())
+        obj["metadata"]["name"] = f"{obj['metadata']['name']}-{i}"
+        (directory / f"m{i:03d}.yaml").write_text(yaml.safe_dump(obj))
+
+
+def test_map_ordered_keeps_order_across_processes(small_batches):
+    seen = []
+    data = [i * i for i in range(100)]
+    assert map_ordered(lambda i: (i, data[i]), 100, jobs=3, progress=seen.append) == [(i, i * i) for i in range(100)]
+    assert sum(seen) == 100 and len(seen) < 100  # progress moves by chunks
+
+
+def test_workers_answer_as_one_process(tmp_path, capsys, small_batches):
+    _write_many(tmp_path, 40)
+    assert main(["validate", "-f", str(tmp_path), "-o", "json", "-j", "1"]) == 1  # some are denied
+    serial = json.loads(capsys.readouterr().out)
+    assert main(["validate", "-f", str(tmp_path), "-o", "json", "-j", "3"]) == 1
+    assert json.loads(capsys.readouterr().out) == serial
+    assert len(serial) == 40 and {a["allowed"] for a in serial} == {True, False}
+
+
+def test_the_first_bad_document_is_reported_from_workers(tmp_path, capsys, small_batches):
+    _write_many(tmp_path, 30)
+    (tmp_path / "m010.yaml").write_text("- not\n- a mapping\n")
+    (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
+    assert main(["validate", "-f", str(tmp_path), "-j", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {tmp_path / 'm010.yaml'}:1: a document must be a mapping, got list"
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert not Progress(10_000, "validating", stream=io.StringIO()).enabled  # a pipe or a CI log
+    assert not Progress(10, "validating", stream=Terminal()).enabled  # too short to need one
+    stream = Terminal()
+    bar = Progress(10_000, "validating", stream=stream)
+    assert bar.enabled
+    bar.advance(2_500)
+    assert "validating  2500/10000 [#######" in stream.getvalue() and " 25%" in stream.getvalue()
+    bar.advance(7_500)
+    bar.close()
+    assert stream.getvalue().endswith("\r\x1b[K")
+    assert "10000/10000 [" + "#" * 30 + "] 100%" in stream.getvalue()
