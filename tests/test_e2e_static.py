@@ -350,3 +350,31 @@ def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
     kube = Namespaces()
     cluster._finish_namespaces(kube, ["orphan", "worked-on"], wait=0)
     assert kube.puts == [("PUT", "/api/v1/namespaces/orphan/finalize", [])]
+
+
+def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
+    """The set-up's real requests (CRDs and their Established wait, the example state with the
+    catalog's status, ServiceAccounts) and the sweep, against an in-memory apiserver."""
+    from memory_apiserver import MemoryApiserver
+
+    before = [_obj("v1", "Namespace", "kube-system"), _obj("v1", "Namespace", "default"),
+              _obj("v1", "Secret", "someone-elses", None, "default")]
+    with MemoryApiserver(before) as server:
+        kube = api.Kube(ApiClient(Configuration(host=server.url)))
+        found = server.objects()
+        owned = cluster.Owned("r1")
+        crds = cluster.load_documents(cluster.CRDS_DIR) + cluster.support_crds(kube)
+        assert len(cluster.apply_crds(kube, crds, owned)) == 8
+        for obj in cluster.example_state():
+            stored = cluster.create_owned(kube, obj, owned)
+            assert stored.get("status") == obj.get("status") or not obj.get("status")
+        assert owned.borrowed_namespaces == {"kube-system"}
+        cluster.ensure_service_account(kube, "ml-team", owned)
+        labelled = [o for o in server.objects() if o["metadata"].get("labels", {}).get(cluster.RUN_LABEL) == "r1"]
+        assert len(labelled) == len(crds) + len(cluster.example_state()) - 1 + 1  # kube-system borrowed; + the SA
+        catalog = kube.get("ai.deckhouse.io/v1alpha1", "ClusterModel", "qwen3-8b")
+        assert catalog["status"]["resolved"]  # the facts the planner reads
+        with pytest.raises(cluster.ClusterNotScratch, match="left over from e2e run r1"):
+            cluster.create_owned(kube, cluster.example_state()[-1], cluster.Owned("r2"))
+        assert cluster.sweep(kube, "r1", timeout=5) == []
+        assert server.objects() == found

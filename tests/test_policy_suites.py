@@ -286,8 +286,13 @@ def test_suite_errors_are_clear(tmp_path, capsys):
         "policies: [missing.yaml]": "policies: ",
         "state: [nowhere]": "state: ",
         "crds: [nowhere]": "crds: ",
-        "cases: [{name: a}, {name: a}]": "case names must be unique: a",
-        "cases: [{name: a, expect: {message: '('}}]": "invalid regular expression",
+        "cases: [{name: a, object: {apiVersion: v1, kind: Namespace}}, {name: a, object: {apiVersion: v1, kind: Namespace}}]":
+            "case names must be unique: a",
+        "cases: [{name: a, object: {apiVersion: v1, kind: Namespace}, expect: {message: '('}}]":
+            "invalid regular expression",
+        "cases: [{name: a}]": "case 'a': object is required",
+        "cases: [{name: a, operation: DELETE}]": "case 'a': a DELETE needs old",
+        "cases: [{name: a, object: {metadata: {name: x}}}]": "case 'a': object needs apiVersion and kind",
     }
     for i, (override, wanted) in enumerate(problems.items()):
         path = tmp_path / f"s{i}.yaml"
@@ -305,3 +310,9 @@ def test_the_readme_suite_is_the_example_file_and_passes(capsys):
     code, out, _ = _run(capsys, str(example.parent), "--coverage")
     assert code == 0 and "rule coverage: 1/1 rules hit (100%)" in out
     assert out.strip().splitlines()[-1] == "3 passed, 0 failed"
+
+
+def test_crd_only_leaves_the_policies_out(tmp_path, capsys):
+    suite = _user_suite(tmp_path, [CASES[1]])  # denied by the team policy, not by the CRD
+    code, out, _ = _run(capsys, str(suite), "--crd-only")
+    assert code == 1 and "verdict: expected denied, got allowed" in out

@@ -513,6 +513,7 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
 
     async def load_chain() -> None:
+        began = time.perf_counter()
         try:
             admitter, extra_checks = await asyncio.to_thread(load, settings)
         except Exception as exc:
@@ -521,7 +522,7 @@ async def serve(
             return
         app[STATE].readiness.update(extra_checks)
         slot.set(admitter)
-        log.info("admission chain loaded")
+        log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
 
     tasks = [
         asyncio.create_task(load_chain()),

@@ -169,6 +169,9 @@ async def test_internal_timeout_answers_before_the_apiservers_deadline_by_failur
             assert resp["allowed"] is False and resp["status"]["code"] == 504 and resp["status"]["reason"] == "Timeout"
         else:
             assert resp["allowed"] is True and "allowed by its failure mode" in resp["warnings"][0]
+        async with running.sessions[0].get(running.url + "/metrics") as r:
+            text = await r.text()
+        assert sample(text, "infergate_admission_errors_total", endpoint="validate", kind="Model", reason="timeout") == 1
     finally:
         for s in running.sessions:
             await s.close()

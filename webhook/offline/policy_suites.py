@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from webhook.admission.chain import AdmissionChain, ChainOutcome
 from webhook.admission.review import AdmissionRequest
 from webhook.offline.cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
-from webhook.offline.suite_format import KIND, Expectation, PolicySuite, SuiteCase
+from webhook.offline.suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
@@ -37,14 +37,11 @@ class PolicySuiteRun(Suite):
     """A loaded policy suite: its cases run through ``chain``."""
 
     chain: AdmissionChain | None = None
+    crd_only: bool = False  # ``infergate test --crd-only``: what the apiserver alone answers
 
     @property
     def policies(self) -> tuple[Any, ...]:
         return self.chain.policies.current().policies if self.chain else ()
-
-
-def is_policy_suite(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") == KIND
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -59,6 +56,9 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     if duplicates:
         raise SuiteError(f"{path}: case names must be unique: {', '.join(duplicates)}")
     for case in model.cases:
+        problem = _case_problem(case)
+        if problem:
+            raise SuiteError(f"{path}: case {case.name!r}: {problem}")
         for pattern in [*(case.expect.errorsMatch or ()), *([case.expect.message] if case.expect.message else [])]:
             try:
                 re.compile(pattern)
@@ -79,6 +79,18 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     for raw, case in zip(data["cases"], model.cases):
         suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case)))
     return suite
+
+
+def _case_problem(case: SuiteCase) -> str | None:
+    if case.operation == "DELETE" and case.old is None:
+        return "a DELETE needs old (the object as stored)"
+    if case.operation != "DELETE" and case.object is None:
+        return "object is required (the object written)"
+    for key in ("object", "old"):
+        value = getattr(case, key)
+        if value is not None and not (isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str)):
+            return f"{key} needs apiVersion and kind"
+    return None
 
 
 def _format_errors(path: Path, exc: ValidationError) -> list[str]:
@@ -152,7 +164,7 @@ def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:
 
 def _runner(suite: PolicySuiteRun, model: PolicySuite, case: SuiteCase):
     def run(_: Case) -> PolicyCaseResult:
-        outcome = suite.chain.run(build_request(suite.registry, model, case), explain=True)
+        outcome = suite.chain.run(build_request(suite.registry, model, case), explain=True, crd_only=suite.crd_only)
         result = PolicyCaseResult(suite.title, case.name, outcome=outcome,
                                   expected=bool(case.expect.model_dump(exclude_none=True)))
         result.problems += compare(case.expect, outcome)

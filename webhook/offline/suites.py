@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         suites += 1
+        if args.crd_only and hasattr(suite, "crd_only"):
+            suite.crd_only = True
         report = SuiteReport(file, suite.title)
         reports.append(report)
         if coverage is not None:

@@ -251,7 +251,10 @@ class SchemaValidator:
         items = node.items
         if items is not None:
             correlate = OldItems(node, old) if old is not ABSENT and node.list_type == "map" else None
+            plain = items.plain_types
             for i, item in enumerate(value):
+                if type(item) in plain:
+                    continue
                 item_old = correlate.get(item) if correlate is not None else ABSENT
                 errs += self._node(items, item, f"{path}[{i}]", item_old)
         size = len(value)
@@ -295,6 +298,8 @@ class SchemaValidator:
         else:
             present = [(key, child) for key, child in node.sorted_properties if key in value]
         for key, child in present:
+            if type(value[key]) in child.plain_types:
+                continue  # a plain leaf with a value of its type: nothing can fail
             child_path = f"{path}.{key}" if path else key
             child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
             errs += self._node(child, value[key], child_path, child_old)

@@ -18,6 +18,8 @@ from webhook.schema.goregexp import GoRegexp
 
 ABSENT: Any = object()  # "no default", "no old value"
 
+_PLAIN_PYTHON_TYPES = {"string": frozenset((str,)), "boolean": frozenset((bool,)), "integer": frozenset((int,)),
+                       "number": frozenset((int, float))}
 _FLOAT32_MAX = 3.4028235677973366e38  # values at or beyond this overflow ParseFloat(s, 32)
 _INT_RANGES = {"int32": (-(2 ** 31), 2 ** 31 - 1)}
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -107,6 +109,8 @@ class Node:
     has_string_checks: bool = False
     has_number_checks: bool = False
     enum_strings: frozenset | None = None  # the enum's string members, for a quick string check
+    # JSON types a value may have to pass this node with nothing else to check (a plain leaf)
+    plain_types: frozenset = frozenset()
 
     @property
     def type(self) -> str:
@@ -208,6 +212,11 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
                                   or node.format in ("int32", "float"))
     if node.enum is not None:
         node.enum_strings = frozenset(v for v in node.enum if isinstance(v, str))
+    plain = (not node.format and node.enum is None and not node.has_combinators and not node.has_string_checks
+             and node.multiple_of is None and node.minimum is None and node.maximum is None
+             and len(node.types) == 1)
+    if plain:
+        node.plain_types = _PLAIN_PYTHON_TYPES.get(node.types[0], frozenset())
 
     children = [*node.properties.values(), *(n for n in (node.additional, node.items) if n is not None)]
     node.has_defaults = any(c.default is not ABSENT or c.has_defaults for c in children)
