@@ -50,10 +50,10 @@ def bind_variables(source: str, known: Iterable[str]) -> str | None:
 
 
 def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str, str]],
-                 body: Sequence[str]) -> str | None:
+                 body: Sequence[str], *, return_variables: bool = False) -> str | None:
     """The one program of a stage; it evaluates to ``[]`` when a matchCondition is not true,
-    else to the list of the ``body`` expressions' values. None when it cannot be written
-    (see ``bind_variables``)."""
+    else to the list of the ``body`` expressions' values (``[[variables...], [body...]]`` with
+    ``return_variables``). None when it cannot be written (see ``bind_variables``)."""
     names = [name for name, _ in variables]
     rewritten_body = [bind_variables(s, names) for s in body]
     conditions = [bind_variables(s, ()) for s in match_conditions]
@@ -65,12 +65,19 @@ def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str,
         bound.append((name, rewritten))
     if any(s is None for s in rewritten_body) or any(s is None for s in conditions):
         return None
-    program = "[" + ", ".join(f"dyn({s})" for s in rewritten_body) + "]"  # a list of mixed types
+    program = list_source(rewritten_body)
+    if return_variables:
+        program = f"[{list_source(_BOUND_PREFIX + name for name in names)}, {program}]"
     for name, source in reversed(bound):
         program = f"[({source})].map({_BOUND_PREFIX}{name}, {program})[0]"
     for source in reversed(conditions):
         program = f"({source}) == true ? {program} : []"
     return program
+
+
+def list_source(sources: Iterable[str]) -> str:
+    """A list of the expressions' values (of mixed types: each one ``dyn``)."""
+    return "[" + ", ".join(f"dyn({s})" for s in sources) + "]"
 
 
 def compile_batch(engine: Any, source: str | None, variables: Sequence[str]) -> Any:

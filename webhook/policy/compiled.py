@@ -11,7 +11,7 @@ import jsonpatch
 import yaml
 
 from webhook.cel import CelError, get_engine
-from webhook.policy.batch import batch_source, compile_batch
+from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
@@ -257,9 +257,22 @@ class CompiledPolicy:
         if len(self.match_conditions) + len(self.variables) + len(body) < 2:
             return None  # nothing to gain
         source = batch_source([expr.source for _, expr in self.match_conditions],
-                              [(name, expr.source) for name, expr in self.variables], body)
+                              [(name, expr.source) for name, expr in self.variables], body,
+                              return_variables=mutating and len(self.mutations) > 1)
+        return self._compile_batch(source, "mutations" if mutating else "validations")
+
+    def _compile_batch(self, source: str | None, what: str) -> Expression | None:
         program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES)
-        return Expression(program, source, f"{self.file}: {self.name} (batch)") if program is not None else None
+        return Expression(program, source, f"{self.file}: {self.name} ({what})") if program is not None else None
+
+    def _rest_of_mutations(self, start: int) -> Expression | None:
+        """The mutations from ``start`` on as one program (after an earlier one changed the object)."""
+        key = ("mutations", start)
+        if key not in self._batches:
+            rest = self.mutations[start:]
+            self._batches[key] = self._compile_batch(list_source(e.source for _, e in rest), "mutations") \
+                if len(rest) > 1 else None
+        return self._batches[key]
 
     def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """Every lookup's names and selectors from one engine call, when none reads another
@@ -268,10 +281,8 @@ class CompiledPolicy:
             exprs = [e for _, fields in self.lookups for e in fields.values()]
             program = None
             if len(exprs) > 1 and not any("lookups" in e._needs for e in exprs):
-                source = "[" + ", ".join(f"dyn({e.source})" for e in exprs) + "]"
-                program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES)
-            self._batches["lookups"] = Expression(program, source, f"{self.file}: {self.name} (lookups)") \
-                if program is not None else None
+                program = self._compile_batch(list_source(e.source for e in exprs), "lookups")
+            self._batches["lookups"] = program
         batch = self._batches["lookups"]
         if batch is None:
             return None
@@ -309,23 +320,37 @@ class CompiledPolicy:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
         return True
 
-    def _apply_batched_mutations(self, patches: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
-        if len(patches) != len(self.mutations):
-            return None
-        for i, ((patch_type, _), patch) in enumerate(zip(self.mutations, patches)):
-            activation["object"] = self._apply(patch_type, patch, activation["object"], f"mutations[{i}]")
-            changed = bool(patch) if patch_type == "JSONPatch" else patch is not None and patch != {}
-            if changed and i + 1 < len(self.mutations):
-                # the later mutations must see this one's result: one by one from here, with
-                # the variables as they were before any mutation
-                before = dict(activation, object=verdict.object)
-                for name, expr in self.variables:
-                    before["variables"][name] = self._eval(expr, before, f"variables.{name}", None)
-                activation["variables"] = before["variables"]
-                self._mutate(activation, verdict, None, start=i + 1)
-                return True
-        verdict.object = activation["object"]
+    def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
+        patches = values
+        if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
+            if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(self.variables):
+                return None
+            activation["variables"] = dict(zip((name for name, _ in self.variables), values[0]))
+            patches = values[1]
+        self._apply_mutations(patches, 0, activation, verdict)
         return True
+
+    def _apply_mutations(self, patches: Any, start: int, activation: dict[str, Any], verdict: Verdict) -> None:
+        """Apply the patches of mutations ``start``...; once one changes the object, the later
+        ones are evaluated again on the result (a batch of them, or one by one on any error)."""
+        while True:
+            if not isinstance(patches, list) or len(patches) != len(self.mutations) - start:
+                self._mutate(activation, verdict, None, start=start)
+                return
+            for i, ((patch_type, _), patch) in enumerate(zip(self.mutations[start:], patches), start):
+                activation["object"] = self._apply(patch_type, patch, activation["object"], f"mutations[{i}]")
+                changed = bool(patch) if patch_type == "JSONPatch" else patch is not None and patch != {}
+                if changed and i + 1 < len(self.mutations):
+                    start = i + 1
+                    break
+            else:
+                verdict.object = activation["object"]
+                return
+            rest = self._rest_of_mutations(start)
+            try:
+                patches = rest.evaluate(activation) if rest is not None else None
+            except CelError:
+                patches = None
 
     def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
         try:
