@@ -75,3 +75,12 @@ def test_progress_bar_only_on_a_terminal():
     bar.close()
     assert stream.getvalue().endswith("\r\x1b[K")
     assert "10000/10000 [" + "#" * 30 + "] 100%" in stream.getvalue()
+
+
+def test_json_output_is_pythons_text_even_beyond_64_bit_integers(tmp_path, capsys):
+    from webhook.offline.validate import _json
+
+    answer = [{"allowed": True, "object": {"name": "ünïcode", "n": 1.5, "big": 2 ** 70, "empty": {}, "list": []}}]
+    assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
+    answer[0]["object"]["big"] = 7
+    assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any
 
 from cel_expr_python import cel
@@ -294,42 +295,33 @@ def two_variable_exists_one(expression: str) -> str:
     return "".join(out)
 
 
+_PROGRAM_CACHE_SIZE = 4096
+_programs: OrderedDict[tuple[str, tuple], CelExprProgram] = OrderedDict()
+_envs: dict[tuple, tuple[cel.Env, cel.Env]] = {}  # per variable declarations: (checking, runtime)
+_cache_lock = threading.Lock()
+
+
 def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExprProgram:
-    """Compile against typed variable declarations (``webhook.cel.crd`` uses this)."""
-    key = tuple(sorted((name, _type_key(t)) for name, t in variables.items()))
-    return _compile(expression, key, _Decls(variables))
+    """Compile against typed variable declarations; cached by expression and declarations."""
+    declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
+    key = (expression, declarations)
+    with _cache_lock:
+        program = _programs.get(key)
+        if program is not None:
+            _programs.move_to_end(key)
+            return program
+        envs = _envs.get(declarations)
+        if envs is None:
+            envs = _envs[declarations] = (new_env(variables), runtime_env(variables, HOIST_VARIABLES))
+    program = _compile(expression, *envs)
+    with _cache_lock:
+        _programs[key] = program
+        if len(_programs) > _PROGRAM_CACHE_SIZE:
+            _programs.popitem(last=False)
+    return program
 
 
-class _Decls:
-    """Carries the ``cel.Type`` objects past the cache key (which holds their names)."""
-
-    def __init__(self, variables: Mapping[str, cel.Type]) -> None:
-        self.variables = dict(variables)
-
-    def __hash__(self) -> int:
-        return 0
-
-    def __eq__(self, other: object) -> bool:
-        return True
-
-
-def _type_key(t: cel.Type) -> str:
-    return t.name()
-
-
-_ENVS: dict[tuple, tuple[cel.Env, cel.Env]] = {}
-
-
-def _envs(key: tuple, decls: _Decls) -> tuple[cel.Env, cel.Env]:
-    envs = _ENVS.get(key)
-    if envs is None:
-        envs = _ENVS[key] = (new_env(decls.variables), runtime_env(decls.variables, HOIST_VARIABLES))
-    return envs
-
-
-@lru_cache(maxsize=4096)
-def _compile(expression: str, key: tuple, decls: _Decls) -> CelExprProgram:
-    checking, runtime = _envs(key, decls)
+def _compile(expression: str, checking: cel.Env, runtime: cel.Env) -> CelExprProgram:
     try:
         checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:

@@ -131,10 +131,19 @@ class LeaderElector:
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            attempt = asyncio.to_thread(self.try_acquire_or_renew)
             try:
-                held = await asyncio.to_thread(self.try_acquire_or_renew)
-            except ApiError as exc:
-                log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
+                if self.leading:
+                    # A renewal may not outlast the renew deadline (client-go bounds it the
+                    # same way): a leader whose calls hang must stop before the Lease can
+                    # expire for the others. A late answer from the abandoned call is harmless:
+                    # it carries the old resourceVersion, or renews a Lease no one took.
+                    left = self.config.renew_deadline - (self.clock() - self._last_renew)
+                    held = await asyncio.wait_for(attempt, max(left, 0.0))
+                else:
+                    held = await attempt
+            except (ApiError, TimeoutError) as exc:
+                log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc or "renewal timed out")
                 held = None  # unknown: keep leading until the renew deadline
             now = self.clock()
             if held:

@@ -81,8 +81,8 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
         raise SuiteError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
         raise SuiteError(f"{path}: nested too deeply to be read") from None
-    if isinstance(data, dict) and data.get("kind") == "PolicySuite":
-        from webhook.offline.policy_suites import load_policy_suite  # user policy suites
+    if isinstance(data, dict) and data.get("kind") == "PolicySuite":  # a user's policy suite
+        from webhook.offline.policy_suites import load_policy_suite
 
         return load_policy_suite(path, data, crd_dirs)
     if isinstance(data, dict):

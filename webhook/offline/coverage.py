@@ -108,6 +108,8 @@ class Coverage:
     def render(self) -> str:
         """The report: per policy, each rule with its counts; the rules never hit marked."""
         total, missed = len(self.rules), self.missed
+        if not total:
+            return "rule coverage: no policy rules (no policy suite ran)"
         percent = 100.0 * (total - len(missed)) / total if total else 100.0
         lines = [f"rule coverage: {total - len(missed)}/{total} rules hit ({percent:.0f}%)"]
         by_policy: dict[tuple[str, str], list[RuleCoverage]] = {}

@@ -53,6 +53,7 @@ def _record(case: CommentedMap, answer: dict[str, Any], outcome: Any) -> None:
     if not isinstance(expect, CommentedMap):
         expect = CommentedMap()
         case["expect"] = expect
+    expect.fa.set_block_style()  # an ``expect: {}`` written inline would hold the whole object on one line
     for key in _RECORDED:
         if key in answer:
             expect[key] = answer[key]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from webhook.admission.chain import AdmissionChain, ChainOutcome
 from webhook.admission.review import AdmissionRequest
 from webhook.offline.cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
-from webhook.offline.suite_format import KIND, Expectation, PolicySuite, SuiteCase
+from webhook.offline.suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
@@ -42,10 +42,6 @@ class PolicySuiteRun(Suite):
     @property
     def policies(self) -> tuple[Any, ...]:
         return self.chain.policies.current().policies if self.chain else ()
-
-
-def is_policy_suite(data: Any) -> bool:
-    return isinstance(data, dict) and data.get("kind") == KIND
 
 
 # -- loading -------------------------------------------------------------------------------
