@@ -140,6 +140,8 @@ _PLAIN = {bool, int, float, str, bytes, type(None)}
 
 def from_runtime(value: Any) -> Any:
     """A value handed over by the C++ runtime as the library modules take it."""
+    if type(value) in _PLAIN:  # most values: a batch's list of bools is converted element by element
+        return value
     if isinstance(value, bytearray):
         return bytes(value)
     if isinstance(value, list):
