@@ -322,12 +322,14 @@ class CompiledPolicy:
         return True
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
-        patches = values
+        patches, variables = values, []
         if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
             if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(self.variables):
                 return None
-            activation["variables"] = dict(zip((name for name, _ in self.variables), values[0]))
-            patches = values[1]
+            variables, patches = values
+        if not isinstance(patches, list) or len(patches) != len(self.mutations):
+            return None
+        activation["variables"] = dict(zip((name for name, _ in self.variables), variables))
         self._apply_mutations(patches, 0, activation, verdict)
         return True
 
