@@ -11,6 +11,7 @@ import jsonpatch
 import yaml
 
 from webhook.cel import CelError, get_engine
+from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -374,9 +375,15 @@ class CompiledPolicy:
             if not isinstance(name, str) or not name:
                 return None
             namespace = values.get("namespace")
-            return state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
-        return state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
-                          values.get("labelSelector") or None)
+            found = state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
+            if found is not None:
+                remember_stable(found)
+            return found
+        found = state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
+                           values.get("labelSelector") or None)
+        for obj in found:
+            remember_stable(obj)  # stored objects are never mutated: sized once for the cost bound
+        return found
 
     def _params(self, state: ClusterState) -> Any:
         ref = self.param_ref
