@@ -124,10 +124,11 @@ def test_sigterm_under_load_loses_no_received_review(tmp_path):
             try:
                 writer.write(request_bytes(path, body))
                 await writer.drain()
-                status, answer = await read_answer(reader)
-            except (OSError, asyncio.IncompleteReadError, ssl.SSLError) as exc:
+                status, answer = await asyncio.wait_for(read_answer(reader), 10)
+            except (OSError, asyncio.IncompleteReadError, ssl.SSLError, TimeoutError) as exc:
                 record["error"] = repr(exc)
-                return  # the server closed this connection: its shutdown has begun
+                writer.close()
+                return  # the server closed this connection (or stopped reading it): its shutdown has begun
             record["status"], record["answer"] = status, answer
             if signalled and record["sent"] > signalled[0] + 1:
                 writer.close()  # done: an open idle connection would hold the shutdown to its grace period
