@@ -457,8 +457,10 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes()
 
 def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     """The webhook's ClusterRole grants list/watch on every kind its KubeState watches (by name
-    where the watch is by name: RBAC authorizes a metadata.name field selector as that name) and
+    where the watch is by name: RBAC authorizes a metadata.name field selector as that name),
+    on its own two webhook configurations by name (the caBundle watch, webhook.certs), and
     reads nothing else."""
+    from webhook import certs
     from webhook.state.kube import WEBHOOK_KINDS
     from webhook.state.base import group_of
 
@@ -473,4 +475,6 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     for kind in WEBHOOK_KINDS:
         by_name = (kind.field_selector or "").removeprefix("metadata.name=")
         expected[(group_of(kind.api_version), kind.plural)] = [by_name] if by_name else None
+    for call in certs.WEBHOOK_CONFIGURATIONS.values():
+        expected[("admissionregistration.k8s.io", call.replace("_", "") + "s")] = ["infergate"]
     assert reads == expected

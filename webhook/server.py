@@ -400,6 +400,8 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
 
 
 def build_cert_keeper(settings: Settings, metrics_: Metrics):
+    """The certificate keeper for the mode, and in secret mode the watch that keeps the
+    caBundle in the webhook configurations (else None); neither started."""
     from webhook import certs
 
     sans = certs.serving_sans(settings.service, settings.extra_sans)
@@ -408,7 +410,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
         overlap=datetime.timedelta(seconds=settings.rotation_overlap_seconds),
     )
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
-    on_bundle = None
+    on_bundle = publisher = None
     if settings.cert_mode == "secret":
         api_client = _kube_api_client(settings.kubeconfig)
         namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
@@ -422,10 +424,15 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     else:
         store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
-    return certs.CertKeeper(
+    keeper = certs.CertKeeper(
         store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
         watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
     )
+    if on_bundle is not None:
+        publisher = certs.WebhookConfigurationWatch(
+            api_client, settings.webhook_name, lambda: keeper.bundle.ca_pem() if keeper.bundle else None,
+            logger=logs.get("certs"))
+    return keeper, publisher
 
 
 def _kube_api_client(kubeconfig: Path | None):
@@ -488,7 +495,7 @@ async def serve(
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
     metrics_ = Metrics()
     try:
-        keeper = build_cert_keeper(settings, metrics_)
+        keeper, publisher = build_cert_keeper(settings, metrics_)
         ssl_context = await asyncio.to_thread(keeper.start)
     except Exception as exc:  # CertError, OSError, the cluster's config or API errors
         log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
@@ -529,6 +536,8 @@ async def serve(
         asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
                                        watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
     ]
+    if publisher is not None:
+        publisher.start()
     port = runner.addresses[0][1]
     settings_shown = settings.model_copy(update={"port": port})
     log.info("listening", extra={"fields": {"url": f"https://{settings.host}:{port}", "sans": list(keeper.sans),
@@ -543,6 +552,8 @@ async def serve(
              extra={"fields": {"grace_seconds": settings.shutdown_timeout}})
     for task in tasks:
         task.cancel()
+    if publisher is not None:
+        publisher.stop()
     await runner.cleanup()
     log.info("stopped")
     return 0
@@ -577,9 +588,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    given = {k: v for k, v in vars(args).items() if v is not None}
     try:
-        settings = Settings(**given)
+        settings = Settings.load(vars(args))
     except ValidationError as exc:
         print(f"infergate serve: {_summarize(exc)}", file=sys.stderr)
         return 2

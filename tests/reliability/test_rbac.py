@@ -31,9 +31,9 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("webhook", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef exists (values dropped on arrival)"),
     ("webhook", "cluster", "", "configmaps", "kubeai-config"): ("get list watch", "KubeAI's system config, by name"),
     ("webhook", "cluster", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", RELEASE):
-        ("get patch", "caBundle injection into its own configuration"),
+        ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
     ("webhook", "cluster", "admissionregistration.k8s.io", "validatingwebhookconfigurations", RELEASE):
-        ("get patch", "caBundle injection into its own configuration"),
+        ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events

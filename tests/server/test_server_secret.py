@@ -9,6 +9,8 @@ import base64
 import copy
 import datetime as dt
 import itertools
+import json
+import logging
 
 import jsonpatch
 import pytest
@@ -30,6 +32,7 @@ class FakeApiServer:
         self.objects: dict[str, dict] = {}
         self.versions = itertools.count(100)
         self.requests: list[tuple[str, str, str]] = []
+        self.watchers: dict[str, list[asyncio.Queue]] = {}  # plural -> open watches
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -39,6 +42,8 @@ class FakeApiServer:
         app.router.add_post(secrets, self.create)
         app.router.add_put(secrets + "/{name}", self.replace)
         app.router.add_get(hooks + "/{name}", self.get)
+        app.router.add_get(hooks, self.watch)
+        app.on_shutdown.append(self.end_watches)
         app.router.add_patch(hooks + "/{name}", self.patch)
         return app
 
@@ -49,8 +54,54 @@ class FakeApiServer:
     def put(self, key: str, obj: dict) -> dict:
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self.versions))
+        event = "MODIFIED" if key in self.objects else "ADDED"
         self.objects[key] = obj
+        self.notify(key, event, obj)
         return obj
+
+    def delete(self, key: str) -> None:
+        self.notify(key, "DELETED", self.objects.pop(key))
+
+    def notify(self, key: str, event: str, obj: dict) -> None:
+        plural, _, _ = key.partition("/")
+        for queue in self.watchers.get(plural, []):
+            queue.put_nowait((event, copy.deepcopy(obj)))
+
+    async def end_watches(self, app: web.Application) -> None:
+        for queue in itertools.chain.from_iterable(self.watchers.values()):
+            queue.put_nowait(None)
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        """A watch by name (``fieldSelector=metadata.name=...``), as the apiserver streams
+        it: the object as it is first (ADDED), then every change, until ``timeoutSeconds``."""
+        self.requests.append(("WATCH", request.path, request.query.get("fieldSelector", "")))
+        plural = request.match_info["plural"]
+        field, _, name = request.query.get("fieldSelector", "").partition("=")
+        if request.query.get("watch") != "true" or field != "metadata.name":
+            return self.status(400, "BadRequest", "only watches by name are served here")
+        queue: asyncio.Queue = asyncio.Queue()
+        if f"{plural}/{name}" in self.objects:
+            queue.put_nowait(("ADDED", copy.deepcopy(self.objects[f"{plural}/{name}"])))
+        self.watchers.setdefault(plural, []).append(queue)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        deadline = asyncio.get_running_loop().time() + float(request.query.get("timeoutSeconds", "1800"))
+        try:
+            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+                try:
+                    item = await asyncio.wait_for(queue.get(), left)
+                except TimeoutError:
+                    break
+                if item is None:  # the server shuts down
+                    break
+                event, obj = item
+                if obj["metadata"]["name"] == name:
+                    await response.write(json.dumps({"type": event, "object": obj}).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.watchers[plural].remove(queue)
+        return response
 
     @staticmethod
     def status(code: int, reason: str, message: str) -> web.Response:
@@ -270,3 +321,119 @@ async def test_replicas_starting_together_agree_on_one_secret(api):
     await asyncio.to_thread(ours.start)
     assert ours.bundle.to_files() == theirs.to_files()
     assert [m for m, _, _ in fake.requests] == ["GET", "POST", "GET"]
+
+
+# ---------------------------------------------------------------------------------------
+# caBundle drift: the configurations lose the bundle without any rotation.
+
+HOOK_KEYS = ("mutatingwebhookconfigurations/infergate", "validatingwebhookconfigurations/infergate")
+
+
+def recreate_without_ca_bundle(fake: FakeApiServer) -> None:
+    """What a `helm upgrade` replacing them, or a GitOps re-apply, leaves: both
+    configurations deleted and created again as rendered, without a caBundle."""
+    for key in HOOK_KEYS:
+        fake.delete(key)
+    install_configurations(fake)
+
+
+def ca_bundles(fake: FakeApiServer) -> list[bytes | None]:
+    """The caBundle of every webhook of both configurations, decoded (None: absent)."""
+    found = []
+    for key in HOOK_KEYS:
+        for hook in fake.objects.get(key, {}).get("webhooks", [{}]):
+            encoded = hook.get("clientConfig", {}).get("caBundle")
+            found.append(base64.b64decode(encoded) if encoded else None)
+    return found
+
+
+def writes(fake: FakeApiServer) -> int:
+    return sum(method in ("PATCH", "PUT", "POST") for method, _, _ in fake.requests)
+
+
+async def test_every_certificate_check_puts_back_a_lost_ca_bundle_and_writes_nothing_at_steady_state(api):
+    from .conftest import wait_for
+
+    fake, api_client = api
+    install_configurations(fake)
+    keeper = certs.CertKeeper(
+        certs.SecretStore(api_client, "infergate", "infergate-certs"), sans=SANS, policy=POLICY, manage=True,
+        on_bundle=lambda b: certs.inject_ca_bundle(api_client, "infergate", b.ca_pem()),
+    )
+    await asyncio.to_thread(keeper.start)
+    ca_pem = keeper.bundle.ca_pem()
+    assert ca_bundles(fake) == [ca_pem, ca_pem]
+    interval = 0.5
+    task = asyncio.create_task(keeper.run(check_interval=interval, watch_interval=0.05, logger=logging.getLogger("t")))
+    try:
+        before, reads = writes(fake), len(fake.requests)
+        await asyncio.sleep(interval * 3.5)  # three checks with nothing to do
+        assert len(fake.requests) >= reads + 3 * 3  # each read the Secret and both configurations...
+        assert writes(fake) == before  # ...and wrote nothing
+
+        recreate_without_ca_bundle(fake)
+        assert ca_bundles(fake) == [None, None]
+        await wait_for(lambda: ca_bundles(fake) == [ca_pem, ca_pem], timeout=interval + 1.0)
+        assert writes(fake) == before + 2  # one patch per configuration, the Secret untouched
+        patched = fake.objects[HOOK_KEYS[1]]["webhooks"][0]
+        assert patched["clientConfig"]["service"]["name"] == "infergate" and patched["failurePolicy"] == "Fail"
+    finally:
+        task.cancel()
+
+
+async def test_the_watch_puts_back_a_lost_ca_bundle_at_once_and_writes_nothing_at_steady_state(api):
+    from .conftest import wait_for
+
+    fake, api_client = api
+    install_configurations(fake)
+    ca_pem = certs.plan(None, now=certs.utcnow(), sans=SANS, policy=POLICY).bundle.ca_pem()
+    watch = certs.WebhookConfigurationWatch(api_client, "infergate", lambda: ca_pem, logger=logging.getLogger("t"),
+                                            timeout_seconds=1, retry_seconds=0.1)
+    watch.start()
+    try:
+        await wait_for(lambda: ca_bundles(fake) == [ca_pem, ca_pem])  # the watch's first event: as installed
+        assert {query for method, _, query in fake.requests if method == "WATCH"} == {"metadata.name=infergate"}
+        before = writes(fake)
+        labelled = copy.deepcopy(fake.objects[HOOK_KEYS[0]])
+        labelled["metadata"]["labels"]["team"] = "ml"
+        fake.put(HOOK_KEYS[0], labelled)  # a change that keeps the bundle: no reason to write
+        await asyncio.sleep(1.5)  # past a watch timeout: the new watch starts with the (matching) object
+        assert sum(method == "WATCH" for method, _, _ in fake.requests) >= 4
+        assert writes(fake) == before
+
+        recreate_without_ca_bundle(fake)
+        await wait_for(lambda: ca_bundles(fake) == [ca_pem, ca_pem], timeout=2.0)
+        assert writes(fake) == before + 2
+    finally:
+        watch.stop()
+
+
+async def test_serve_in_secret_mode_injects_into_configurations_created_after_it_started(aiohttp_server, tmp_path, monkeypatch):
+    """`helm install` creates the webhook configurations after the Deployment: a pod can
+    start first. The periodic check is an hour away here: the watch does it."""
+    from webhook.server import serve
+    from webhook.settings import Settings
+
+    from .conftest import ScriptedAdmitter, wait_for
+
+    fake = FakeApiServer()
+    api = await aiohttp_server(fake.app())
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml_kubeconfig(str(api.make_url("")).rstrip("/")))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    ports: list[int] = []
+    stop = asyncio.Event()
+    settings = Settings(host="127.0.0.1", port=0, cert_mode="secret", cert_secret="infergate/infergate-certs",
+                        service="infergate/infergate", kubeconfig=kubeconfig, cert_check_interval=3600)
+    task = asyncio.create_task(serve(settings, load=lambda s: (ScriptedAdmitter(), {}), on_listening=ports.append,
+                                     stop_event=stop, handle_signals=False))
+    try:
+        await wait_for(lambda: ports or task.done())
+        await wait_for(lambda: sum(method == "WATCH" for method, _, _ in fake.requests) >= 2)
+        assert ca_bundles(fake) == [None, None]  # nothing installed yet
+        install_configurations(fake)
+        ca_pem = base64.b64decode(fake.objects["secrets/infergate/infergate-certs"]["data"]["ca.crt"])
+        await wait_for(lambda: ca_bundles(fake) == [ca_pem, ca_pem], timeout=3.0)
+    finally:
+        stop.set()
+        assert await task == 0

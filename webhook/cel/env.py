@@ -196,7 +196,7 @@ def _config_yaml(runtime: bool) -> str:
     if not runtime:
         config["stdlib"] = {"exclude_functions": [{"name": name} for name in _standard_redeclarations()]}
         config["functions"] = [{"name": name, "overloads": overloads} for name, overloads in functions.items()]
-    return yaml.safe_dump(config, sort_keys=False)
+    return yaml.dump(config, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)  # libyaml: ~10x faster
 
 
 def new_env(variables: Mapping[str, cel.Type]) -> cel.Env:

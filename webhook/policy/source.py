@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, same nodes and marks
 Path_ = tuple[Any, ...]  # ("spec", "validations", 2, "expression")
 
 
@@ -53,7 +54,7 @@ def read_documents(file: Path) -> list[SourceDocument]:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"{file}: cannot read: {exc}") from exc
-    loader = yaml.SafeLoader(text)
+    loader = _LOADER(text)
     docs: list[SourceDocument] = []
     try:
         while loader.check_node():

@@ -26,6 +26,7 @@ from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, 
                                        validate_object_meta_update)
 from webhook.schema.structural import ABSENT, Node
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on the large CRDs
 _TOO_DEEP = "the object is nested too deeply to be decoded"
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
                                 "the existing errors to complete validation")
@@ -71,7 +72,7 @@ def _read_documents(path: Path) -> list[Any]:
     except OSError as exc:
         raise CRDLoadError(f"{path}: {exc.strerror or exc}") from None
     try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+        return [doc for doc in yaml.load_all(text, Loader=_LOADER) if doc is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -17,6 +17,7 @@ __all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "read_manifests"]
 KUBEAI_CONFIG = {"namespace": "kubeai", "name": "kubeai-config", "key": "system.yaml"}
 _KUBEAI_CONFIG_KEYS = {"resourceProfiles", "cacheProfiles", "modelServers", "modelLoading"}
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, same nodes and marks
 _SUFFIXES = {".yaml", ".yml", ".json"}
 
 
@@ -29,7 +30,7 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise StateLoadError(f"{path}: cannot read: {exc}") from exc
-    loader = yaml.SafeLoader(text)  # JSON is YAML
+    loader = _LOADER(text)  # JSON is YAML
     try:
         while loader.check_node():
             node = loader.get_node()
