@@ -598,9 +598,9 @@ class WebhookConfigurationWatch:
     """
 
     def __init__(self, api_client: Any, config_name: str, current_ca: Any, *, logger: Any,
-                 timeout_seconds: int = 300, retry_seconds: float = 5.0):
+                 timeout_seconds: int = 300, retry_seconds: float = 1.0, max_retry_seconds: float = 300.0):
         self.api_client, self.config_name, self.current_ca, self.logger = api_client, config_name, current_ca, logger
-        self.timeout_seconds, self.retry_seconds = timeout_seconds, retry_seconds
+        self.timeout_seconds, self.retry_seconds, self.max_retry_seconds = timeout_seconds, retry_seconds, max_retry_seconds
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -618,7 +618,9 @@ class WebhookConfigurationWatch:
         from kubernetes.client import AdmissionregistrationV1Api
 
         list_ = getattr(AdmissionregistrationV1Api(self.api_client), f"list_{WEBHOOK_CONFIGURATIONS[kind]}")
+        delay = self.retry_seconds
         while not self._stop.is_set():
+            began = time.monotonic()
             try:
                 stream = watch.Watch().stream(
                     list_, field_selector=f"metadata.name={self.config_name}", timeout_seconds=self.timeout_seconds,
@@ -626,11 +628,17 @@ class WebhookConfigurationWatch:
                 for event in stream:
                     if self._stop.is_set():
                         return
+                    delay = self.retry_seconds  # the watch works
                     self._seen(kind, event)
-            except Exception as exc:  # unreachable API, 403, a 409 from a concurrent edit: try again
-                self.logger.warning("watching the webhook configuration failed; retrying",
-                                    extra={"fields": {"kind": kind, "error": f"{type(exc).__name__}: {exc}"}})
-                self._stop.wait(self.retry_seconds)
+                if time.monotonic() - began >= 1:
+                    continue  # the watch's timeout: watch again
+                problem = "the watch ended at once"  # a proxy cutting streams: do not spin
+            except Exception as exc:  # unreachable API, 403 (RBAC), a 409 from a concurrent edit
+                problem = f"{type(exc).__name__}: {exc}"
+            self.logger.warning("watching the webhook configuration failed; retrying",
+                                extra={"fields": {"kind": kind, "error": problem, "retry_seconds": delay}})
+            self._stop.wait(delay)
+            delay = min(delay * 2, self.max_retry_seconds)
 
     def _seen(self, kind: str, event: dict[str, Any]) -> None:
         ca_pem, obj = self.current_ca(), event.get("raw_object")

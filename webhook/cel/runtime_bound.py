@@ -87,22 +87,41 @@ class CostShape:
 
 
 def measure(values: Any) -> tuple[int, int]:
-    """(longest list or map, longest string) anywhere in ``values``."""
+    """(longest list or map, longest string) anywhere in ``values``.
+
+    Runs before every evaluation of a program with nested loops, over everything it reads
+    (a policy's lookups included): exact-type dispatch first, as JSON values are plain."""
     longest_list = longest_string = 0
     stack = list(values)
+    pop, extend = stack.pop, stack.extend
     while stack:
-        value = stack.pop()
-        if isinstance(value, str):
+        value = pop()
+        kind = type(value)
+        if kind is str:
+            if len(value) > longest_string:
+                longest_string = len(value)
+        elif kind is dict:
+            if len(value) > longest_list:
+                longest_list = len(value)
+            extend(value.values())
+        elif kind is list:
+            if len(value) > longest_list:
+                longest_list = len(value)
+            extend(value)
+        elif kind in _SCALARS:
+            continue
+        elif isinstance(value, (str, bytes, bytearray)):
             longest_string = max(longest_string, len(value))
         elif isinstance(value, dict):
             longest_list = max(longest_list, len(value))
-            stack.extend(value.values())
+            extend(value.values())
         elif isinstance(value, (list, tuple)):
             longest_list = max(longest_list, len(value))
-            stack.extend(value)
-        elif isinstance(value, (bytes, bytearray)):
-            longest_string = max(longest_string, len(value))
+            extend(value)
     return longest_list, longest_string
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
 
 
 def shape(expr: Any) -> CostShape:

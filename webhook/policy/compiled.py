@@ -10,7 +10,8 @@ from typing import Any, Callable, Mapping
 import jsonpatch
 import yaml
 
-from webhook.cel import CelError
+from webhook.cel import CelError, get_engine
+from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
@@ -122,7 +123,7 @@ class CompiledPolicy:
     """An :class:`AdmissionPolicy` with every expression compiled (see ``loader``)."""
 
     def __init__(self, spec: AdmissionPolicy, compile_: Callable[[str, tuple[Any, ...]], Expression],
-                 file: str) -> None:
+                 file: str, engine: Any = None) -> None:
         self.name = spec.metadata.name
         self.file = file
         self.definition = spec
@@ -149,6 +150,9 @@ class CompiledPolicy:
         self.audit_annotations = [(a.key, compile_(a.valueExpression, ("spec", "auditAnnotations", i, "valueExpression")))
                                   for i, a in enumerate(s.auditAnnotations)]
         self._params_cache: tuple[Any, Any] | None = None
+        self._engine = engine
+        # one program per stage (key: mutating) and for the lookups' arguments ("lookups"): see ``batch``
+        self._batches: dict[Any, Expression | None] = {}
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -211,8 +215,14 @@ class CompiledPolicy:
             "variables": {},
         }
         try:
-            for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
-                activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
+            arguments = self._lookup_arguments(activation) if trace is None else None
+            for i, (lookup, exprs) in enumerate(self.lookups):  # in order: a lookup may use the ones before it
+                activation["lookups"][lookup.name] = self._lookup(
+                    lookup, exprs, activation, inp.state, trace, arguments[i] if arguments else None)
+            if trace is None:
+                decided = self._run_batch(activation, verdict, mutating)
+                if decided is not None:
+                    return verdict if decided else None
             for name, expr in self.match_conditions:
                 value = self._eval(expr, activation, f"matchConditions.{name}", trace)
                 if value is not True:
@@ -230,6 +240,118 @@ class CompiledPolicy:
                 verdict.warnings.append(f"policy {self.name} not applied: {exc.message}")
         return verdict
 
+    # -- the fast path: the stage's expressions as one program (``batch``) ----------------------
+    def _batch(self, mutating: bool) -> Expression | None:
+        if mutating not in self._batches:
+            self._batches[mutating] = self._build_batch(mutating)
+        return self._batches[mutating]
+
+    def _build_batch(self, mutating: bool) -> Expression | None:
+        if mutating and self.validates_when_mutating:
+            return None  # validations of the mutated object: one program could not see it
+        if mutating:
+            body = [expr.source for _, expr in self.mutations]
+        else:
+            body = [expr.source for _, expr, _ in self.validations + self.warnings]
+            body += [expr.source for _, expr in self.audit_annotations]
+        if len(self.match_conditions) + len(self.variables) + len(body) < 2:
+            return None  # nothing to gain
+        source = batch_source([expr.source for _, expr in self.match_conditions],
+                              [(name, expr.source) for name, expr in self.variables], body,
+                              return_variables=mutating and len(self.mutations) > 1)
+        return self._compile_batch(source, "mutations" if mutating else "validations")
+
+    def _compile_batch(self, source: str | None, what: str) -> Expression | None:
+        program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES)
+        return Expression(program, source, f"{self.file}: {self.name} ({what})") if program is not None else None
+
+    def _rest_of_mutations(self, start: int) -> Expression | None:
+        """The mutations from ``start`` on as one program (after an earlier one changed the object)."""
+        key = ("mutations", start)
+        if key not in self._batches:
+            rest = self.mutations[start:]
+            self._batches[key] = self._compile_batch(list_source(e.source for _, e in rest), "mutations") \
+                if len(rest) > 1 else None
+        return self._batches[key]
+
+    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """Every lookup's names and selectors from one engine call, when none reads another
+        lookup; None: evaluate them one by one (also on any error, for its exact text)."""
+        if "lookups" not in self._batches:
+            exprs = [e for _, fields in self.lookups for e in fields.values()]
+            program = None
+            if len(exprs) > 1 and not any("lookups" in e._needs for e in exprs):
+                program = self._compile_batch(list_source(e.source for e in exprs), "lookups")
+            self._batches["lookups"] = program
+        batch = self._batches["lookups"]
+        if batch is None:
+            return None
+        try:
+            values = batch.evaluate(activation)
+        except CelError:
+            return None
+        out, it = [], iter(values if isinstance(values, list) else ())
+        for _, fields in self.lookups:
+            out.append({f: next(it, None) for f in fields})
+        return out if isinstance(values, list) and len(values) == sum(map(len, out)) else None
+
+    def _run_batch(self, activation: dict[str, Any], verdict: Verdict, mutating: bool) -> bool | None:
+        """The stage in one engine call: True when it decided the stage, False when a
+        matchCondition is not true, None when the per-expression path must run (no batch, an
+        error, or a rule that failed: that path writes the exact error or message)."""
+        batch = self._batch(mutating)
+        if batch is None:
+            return None
+        try:
+            values = batch.evaluate(activation)
+        except CelError:
+            return None
+        if not isinstance(values, list):
+            return None
+        if not values:
+            return False
+        if mutating:
+            return self._apply_batched_mutations(values, activation, verdict)
+        judged = len(self.validations) + len(self.warnings)
+        if len(values) != judged + len(self.audit_annotations) or any(v is not True for v in values[:judged]):
+            return None
+        for (key, _), value in zip(self.audit_annotations, values[judged:]):
+            if value is not None:
+                verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        return True
+
+    def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
+        patches = values
+        if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
+            if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(self.variables):
+                return None
+            activation["variables"] = dict(zip((name for name, _ in self.variables), values[0]))
+            patches = values[1]
+        self._apply_mutations(patches, 0, activation, verdict)
+        return True
+
+    def _apply_mutations(self, patches: Any, start: int, activation: dict[str, Any], verdict: Verdict) -> None:
+        """Apply the patches of mutations ``start``...; once one changes the object, the later
+        ones are evaluated again on the result (a batch of them, or one by one on any error)."""
+        while True:
+            if not isinstance(patches, list) or len(patches) != len(self.mutations) - start:
+                self._mutate(activation, verdict, None, start=start)
+                return
+            for i, ((patch_type, _), patch) in enumerate(zip(self.mutations[start:], patches), start):
+                activation["object"] = self._apply(patch_type, patch, activation["object"], f"mutations[{i}]")
+                changed = bool(patch) if patch_type == "JSONPatch" else patch is not None and patch != {}
+                if changed and i + 1 < len(self.mutations):
+                    start = i + 1
+                    break
+            else:
+                verdict.object = activation["object"]
+                return
+            rest = self._rest_of_mutations(start)
+            try:
+                patches = rest.evaluate(activation) if rest is not None else None
+            except CelError:
+                patches = None
+
     def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
         try:
             value = expr.evaluate(activation)
@@ -242,9 +364,11 @@ class CompiledPolicy:
             trace(Trace(self.name, rule, expr.source, expr.seen(activation), _verdict_text(value)))
         return value
 
-    def _lookup(self, lookup: Lookup, exprs: dict[str, Expression], activation, state: ClusterState, trace) -> Any:
+    def _lookup(self, lookup: Lookup, exprs: dict[str, Expression], activation, state: ClusterState, trace,
+                values: dict[str, Any] | None = None) -> Any:
         rule = f"lookups.{lookup.name}"
-        values = {f: self._eval(e, activation, f"{rule}.{f}", trace) for f, e in exprs.items()}
+        if values is None:
+            values = {f: self._eval(e, activation, f"{rule}.{f}", trace) for f, e in exprs.items()}
         if lookup.get is not None:
             name = values.get("name")
             if not isinstance(name, str) or not name:
@@ -310,21 +434,20 @@ class CompiledPolicy:
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
 
-    def _mutate(self, activation, verdict: Verdict, trace) -> None:
-        for i, (patch_type, expr) in enumerate(self.mutations):
+    def _mutate(self, activation, verdict: Verdict, trace, start: int = 0) -> None:
+        for i, (patch_type, expr) in enumerate(self.mutations[start:], start):
             where = f"mutations[{i}]"
             patch = self._eval(expr, activation, where, trace)
-            obj = activation["object"]
-            try:
-                if patch_type == "JSONPatch":
-                    if patch:
-                        obj = jsonpatch.apply_patch(obj, list(patch))
-                elif patch is not None:
-                    obj = merge_apply(obj, patch)
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
-                raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
-            activation["object"] = obj  # later mutations see earlier ones
+            activation["object"] = self._apply(patch_type, patch, activation["object"], where)  # later mutations see it
         verdict.object = activation["object"]
+
+    def _apply(self, patch_type: str, patch: Any, obj: Any, where: str) -> Any:
+        try:
+            if patch_type == "JSONPatch":
+                return jsonpatch.apply_patch(obj, list(patch)) if patch else obj
+            return merge_apply(obj, patch) if patch is not None else obj
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
+            raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
 
 
 class _RuleError(Exception):

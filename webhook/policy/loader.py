@@ -73,7 +73,7 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
             program = None
         return Expression(program, source, where)
 
-    compiled = CompiledPolicy(model, compile_, str(doc.file))
+    compiled = CompiledPolicy(model, compile_, str(doc.file), engine)
     if problems:
         raise PolicyLoadError(problems)
     return compiled

@@ -7,6 +7,7 @@ reported in Go's wording (``error parsing regexp: missing closing ): `(a`"``).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import re2
 
@@ -59,6 +60,27 @@ def _compile_at_runtime(pattern: str) -> re2._Regexp:
         return compile_pattern(pattern)
     except RegexError as err:
         raise LibraryError(f"Illegal regex: {str(err).removeprefix('error parsing regexp: ')}") from None
+
+
+@lru_cache(maxsize=1024)
+def _matcher(pattern: str) -> Any:
+    """The pattern compiled only to tell whether it matches: without capture groups RE2 can
+    answer from its DFA, and the C++ object's ``Match`` skips the Python wrapper's match
+    objects (~4 µs a call here, against ~25 µs through ``search``)."""
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    return re2.compile(pattern, options=options)._regexp
+
+
+def matches(text: str, pattern: str) -> bool:
+    """CEL's ``matches``: an RE2 partial match, as cel-cpp's ``RE2::PartialMatch``."""
+    try:
+        encoded = text.encode()
+        regexp = _matcher(pattern)
+    except (UnicodeEncodeError, re2.error) as err:
+        raise LibraryError(str(err)) from None
+    return regexp.Match(re2._Anchor.UNANCHORED, encoded, 0, len(encoded))[0] != (-1, -1)
 
 
 def find(text: str, pattern: str) -> str:

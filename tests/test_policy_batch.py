@@ -1,0 +1,80 @@
+"""A policy's expressions run as one CEL program (``webhook.policy.batch``): the rewriting,
+and the same answers as the expression-by-expression path for every shipped suite case."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cel import get_engine
+from webhook.offline.policy_suites import build_request, load_policy_suite
+from webhook.offline.suite_format import PolicySuite
+from webhook.policy import CEL_VARIABLES
+from webhook.policy.batch import batch_source, bind_variables
+
+from tests.policy_support import chain, request
+
+REPO = Path(__file__).resolve().parents[1]
+SUITES = sorted((REPO / "policies" / "tests").glob("*.yaml"))
+
+
+def test_variables_become_bound_names_outside_string_literals():
+    source = "variables.a + 'variables.a' + \"variables.b\" + r'variables.a\\' + variables.b"
+    assert bind_variables(source, ["a", "b"]) == \
+        "__var_a + 'variables.a' + \"variables.b\" + r'variables.a\\' + __var_b"
+    assert bind_variables("object.variables.a == variables.a", ["a"]) == "object.variables.a == __var_a"
+    assert bind_variables("has(variables.facts.format)", ["facts"]) == "has(__var_facts.format)"
+
+
+@pytest.mark.parametrize("source", ["variables.?a.orValue(1)", "variables['a']", "variables.c", "size(variables)"])
+def test_other_reads_of_variables_are_not_batched(source):
+    assert bind_variables(source, ["a"]) is None
+
+
+def test_a_variable_reads_only_earlier_ones():
+    assert batch_source([], [("a", "variables.b"), ("b", "1")], ["true"]) is None
+
+
+def test_batch_evaluates_conditions_then_variables_then_rules():
+    source = batch_source(["object.kind == 'X'"], [("a", "object.n + 1"), ("b", "variables.a * 2")],
+                          ["variables.b == 6", "{'n': variables.a}", "[variables.b]"])
+    program = get_engine().compile(source, CEL_VARIABLES)
+    assert program.evaluate({"object": {"kind": "X", "n": 2}}) == [True, {"n": 3}, [6]]
+    assert program.evaluate({"object": {"kind": "Y", "n": 2}}) == []
+
+
+def _answer(outcome) -> dict:
+    fields = dataclasses.asdict(outcome)
+    fields.pop("traces")
+    return fields
+
+
+@pytest.mark.parametrize("suite_file", SUITES, ids=lambda p: p.stem)
+def test_batched_answers_equal_expression_by_expression(suite_file):
+    """``explain`` takes the per-expression path (it records every expression); without it,
+    the batches. Every case of the shipped suites (denials, warnings, mutations, errors)."""
+    data = yaml.safe_load(suite_file.read_text())
+    model = PolicySuite.model_validate(data)
+    suite = load_policy_suite(suite_file, data)
+    assert model.cases
+    for case in model.cases:
+        req = build_request(suite.registry, model, case)
+        fast = suite.chain.run(req, explain=False)
+        assert _answer(fast) == _answer(suite.chain.run(req, explain=True)), case.name
+        assert _answer(fast) == _answer(suite.chain.run(req, explain=False)), case.name  # batches cached
+
+
+def test_a_failing_batch_falls_back_to_the_exact_error():
+    """An expression that errors at runtime fails the whole batch; the policy's answer is the
+    per-expression one, naming the failing expression."""
+    obj = {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService",
+           "metadata": {"name": "x", "namespace": "ml-team"},
+           "spec": {"inferenceServiceClassName": "a30-shared", "model": {"src": "ai-models"}}}
+    c = chain(schema=False)
+    fast = c.admit(request(obj, namespace="ml-team"), mutating=False)
+    slow = c.admit(request(obj, namespace="ml-team"), mutating=False, explain=True)
+    assert (fast.allowed, fast.status, fast.warnings) == (slow.allowed, slow.status, slow.warnings)
+    assert any("inferenceservice-catalog" in text for text in [str(fast.status)] + fast.warnings)

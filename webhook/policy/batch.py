@@ -1,0 +1,90 @@
+"""A policy's work for one stage as ONE CEL program.
+
+Handing the request to the CEL engine costs more than most expressions (cel-expr converts
+the whole activation into C++ values on every call), so after its lookups a policy's
+matchConditions, variables and validations/warnings/audit annotations (or mutations) run
+as one program::
+
+    (mc1) == true ? ((mc2) == true ? [v1].map(__var_a, [v2].map(__var_b, [e1, e2, ...])[0])[0] : []) : []
+
+``variables.a`` becomes the bound name ``__var_a`` (CEL has no ``cel.bind`` in cel-expr, a
+one-element ``map`` binds the same way). Variables are evaluated eagerly, in order, as the
+per-expression path does. The batch is only a fast path: when it cannot be built (an
+unusual reference to ``variables``, a type the checker rejects) or its evaluation fails, the
+caller runs the expressions one by one, which gives the exact errors and messages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Sequence
+
+from webhook.cel import CelCompileError
+
+_BOUND_PREFIX = "__var_"
+
+# a string literal (raw ones without escapes), or a reference to ``variables``
+_TOKEN = re.compile(
+    r"""(?P<raw>(?:[rR][bB]?|[bB][rR])(?:'''[\s\S]*?'''|\"\"\"[\s\S]*?\"\"\"|'[^'\n]*'|"[^"\n]*"))"""
+    r"""|(?P<str>[bB]?(?:'''(?:\\[\s\S]|[\s\S])*?'''|\"\"\"(?:\\[\s\S]|[\s\S])*?\"\"\"|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"))"""
+    r"""|(?<![.\w])variables\b(?:\s*\.\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\b(?!\s*\())?"""
+)
+
+
+def bind_variables(source: str, known: Iterable[str]) -> str | None:
+    """``source`` with each ``variables.<name>`` (name in ``known``) as its bound name; None
+    when ``variables`` is read any other way (indexed, ``.?``, an unknown or later name)."""
+    known = set(known)
+    out, last = [], 0
+    for match in _TOKEN.finditer(source):
+        if match.group("raw") is not None or match.group("str") is not None:
+            continue
+        name = match.group("name")
+        if name is None or name not in known:
+            return None
+        out.append(source[last:match.start()])
+        out.append(_BOUND_PREFIX + name)
+        last = match.end()
+    out.append(source[last:])
+    return "".join(out)
+
+
+def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str, str]],
+                 body: Sequence[str], *, return_variables: bool = False) -> str | None:
+    """The one program of a stage; it evaluates to ``[]`` when a matchCondition is not true,
+    else to the list of the ``body`` expressions' values (``[[variables...], [body...]]`` with
+    ``return_variables``). None when it cannot be written (see ``bind_variables``)."""
+    names = [name for name, _ in variables]
+    rewritten_body = [bind_variables(s, names) for s in body]
+    conditions = [bind_variables(s, ()) for s in match_conditions]
+    bound: list[tuple[str, str]] = []
+    for i, (name, source) in enumerate(variables):
+        rewritten = bind_variables(source, names[:i])  # a variable reads only earlier ones
+        if rewritten is None or not name.isidentifier():
+            return None
+        bound.append((name, rewritten))
+    if any(s is None for s in rewritten_body) or any(s is None for s in conditions):
+        return None
+    program = list_source(rewritten_body)
+    if return_variables:
+        program = f"[{list_source(_BOUND_PREFIX + name for name in names)}, {program}]"
+    for name, source in reversed(bound):
+        program = f"[({source})].map({_BOUND_PREFIX}{name}, {program})[0]"
+    for source in reversed(conditions):
+        program = f"({source}) == true ? {program} : []"
+    return program
+
+
+def list_source(sources: Iterable[str]) -> str:
+    """A list of the expressions' values (of mixed types: each one ``dyn``)."""
+    return "[" + ", ".join(f"dyn({s})" for s in sources) + "]"
+
+
+def compile_batch(engine: Any, source: str | None, variables: Sequence[str]) -> Any:
+    """The compiled batch, or None when there is none (the per-expression path is used)."""
+    if source is None:
+        return None
+    try:
+        return engine.compile(source, variables)
+    except CelCompileError:
+        return None
