@@ -86,6 +86,26 @@ class CostShape:
         return sum(v * longest_list**l * longest_string**c for (l, c), v in self.poly.items())
 
 
+# Sizes of objects that are never mutated once stored (a cluster state's objects, which a
+# policy's lookups hand to CEL on every request), by identity; each entry keeps its object
+# alive so that its id cannot be reused by another.
+_STABLE: dict[int, tuple[Any, tuple[int, int]]] = {}
+_STABLE_LIMIT = 4096
+
+
+def remember_stable(obj: dict[str, Any]) -> None:
+    """Declare ``obj`` never mutated again: ``measure`` sizes it once, not per evaluation."""
+    entry = _STABLE.get(id(obj))
+    if entry is not None and entry[0] is obj:
+        return
+    if len(_STABLE) >= _STABLE_LIMIT:
+        try:
+            del _STABLE[next(iter(_STABLE))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            pass
+    _STABLE[id(obj)] = (obj, measure((obj,)))
+
+
 def measure(values: Any) -> tuple[int, int]:
     """(longest list or map, longest string) anywhere in ``values``.
 
@@ -94,6 +114,7 @@ def measure(values: Any) -> tuple[int, int]:
     longest_list = longest_string = 0
     stack = list(values)
     pop, extend = stack.pop, stack.extend
+    stable = _STABLE
     while stack:
         value = pop()
         kind = type(value)
@@ -101,6 +122,11 @@ def measure(values: Any) -> tuple[int, int]:
             if len(value) > longest_string:
                 longest_string = len(value)
         elif kind is dict:
+            known = stable.get(id(value))
+            if known is not None and known[0] is value:
+                longest_list = max(longest_list, known[1][0])
+                longest_string = max(longest_string, known[1][1])
+                continue
             if len(value) > longest_list:
                 longest_list = len(value)
             extend(value.values())

@@ -11,6 +11,7 @@ import jsonpatch
 import yaml
 
 from webhook.cel import CelError, get_engine
+from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -321,12 +322,14 @@ class CompiledPolicy:
         return True
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
-        patches = values
+        patches, variables = values, []
         if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
             if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(self.variables):
                 return None
-            activation["variables"] = dict(zip((name for name, _ in self.variables), values[0]))
-            patches = values[1]
+            variables, patches = values
+        if not isinstance(patches, list) or len(patches) != len(self.mutations):
+            return None
+        activation["variables"] = dict(zip((name for name, _ in self.variables), variables))
         self._apply_mutations(patches, 0, activation, verdict)
         return True
 
@@ -374,9 +377,15 @@ class CompiledPolicy:
             if not isinstance(name, str) or not name:
                 return None
             namespace = values.get("namespace")
-            return state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
-        return state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
-                          values.get("labelSelector") or None)
+            found = state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
+            if found is not None:
+                remember_stable(found)
+            return found
+        found = state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
+                           values.get("labelSelector") or None)
+        for obj in found:
+            remember_stable(obj)  # stored objects are never mutated: sized once for the cost bound
+        return found
 
     def _params(self, state: ClusterState) -> Any:
         ref = self.param_ref
