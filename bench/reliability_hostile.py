@@ -19,9 +19,7 @@ import copy
 import os
 import ssl
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,10 +28,8 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_request, read_response,  # noqa: E402
-                          review_for, wait_ready)
-
-from webhook import certs  # noqa: E402
+from reliability_soak import running_serve  # noqa: E402
+from server_bench import FAMILIES, as_the_apiserver_sends, http_request, read_response, review_for  # noqa: E402
 
 MiB = 1024 * 1024
 
@@ -134,28 +130,11 @@ def main() -> int:
     small = [http_request("/validate?timeout=5s", orjson.dumps(stored(m))) for m in FAMILIES.values()]
     hostile = {name: http_request("/validate?timeout=5s", body) for name, body in hostile_reviews().items()}
     results: dict = {"seconds_per_phase": args.seconds, "small_rate": args.rate, "cpus": os.cpu_count(), "phases": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        cert_dir = Path(tmp, "certs")
-        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
-        certs.DirectoryStore(cert_dir).save(bundle)
-        ctx = certs.client_context(bundle.ca_pem())
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--cert-dir", str(cert_dir), "--log-level", "error"],
-            cwd=tmp, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
-                print(server.stderr.read().decode()[-3000:], file=sys.stderr)
-                return 1
-            phases = {"no hostile traffic": None, **hostile}
-            for name, body in phases.items():
-                result = uvloop.run(run_phase(port, ctx, small, body, seconds=args.seconds, rate=args.rate))
-                results["phases"][name] = result
-                print(f"{name}: {orjson.dumps(result).decode()}", flush=True)
-        finally:
-            server.terminate()
-            server.wait(30)
+    with running_serve("error") as (_, port, ctx):
+        for name, body in {"no hostile traffic": None, **hostile}.items():
+            result = uvloop.run(run_phase(port, ctx, small, body, seconds=args.seconds, rate=args.rate))
+            results["phases"][name] = result
+            print(f"{name}: {orjson.dumps(result).decode()}", flush=True)
     if args.json:
         args.json.write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
     ok = all(p["errors"] == 0 for p in results["phases"].values())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import ssl
 import statistics
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -161,6 +163,29 @@ async def soak(port: int, ctx: ssl.SSLContext, pid: int, *, seconds: float, rate
     }
 
 
+@contextlib.contextmanager
+def running_serve(log_level: str) -> Iterator[tuple[subprocess.Popen, int, ssl.SSLContext]]:
+    """`infergate serve` (the embedded default) on a free loopback port, ready; stopped by
+    SIGTERM on exit (its exit status is then in ``returncode``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir = Path(tmp, "certs")
+        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
+        certs.DirectoryStore(cert_dir).save(bundle)
+        ctx = certs.client_context(bundle.ca_pem())
+        port = free_port()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+             "--cert-dir", str(cert_dir), "--log-level", log_level],
+            cwd=tmp, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
+                raise SystemExit("infergate serve never became ready:\n" + server.stderr.read().decode()[-3000:])
+            yield server, port, ctx
+        finally:
+            server.terminate()
+            server.wait(30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -174,28 +199,12 @@ def main() -> int:
 
     import uvloop
 
-    with tempfile.TemporaryDirectory() as tmp:
-        cert_dir = Path(tmp, "certs")
-        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
-        certs.DirectoryStore(cert_dir).save(bundle)
-        ctx = certs.client_context(bundle.ca_pem())
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--cert-dir", str(cert_dir), "--log-level", "warning"],
-            cwd=tmp, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
-                print("infergate serve never became ready:\n" + server.stderr.read().decode()[-3000:], file=sys.stderr)
-                return 1
-            result = uvloop.run(soak(port, ctx, server.pid, seconds=args.minutes * 60, rate=args.rate,
-                                     connections=args.connections, warmup=min(args.warmup, args.minutes * 30),
-                                     sample_every=args.sample_every))
-        finally:
-            server.terminate()
-            server.wait(30)
-        result |= {"minutes": args.minutes, "target_rate": args.rate, "connections": args.connections,
-                   "server_exit": server.returncode}
+    with running_serve("warning") as (server, port, ctx):
+        result = uvloop.run(soak(port, ctx, server.pid, seconds=args.minutes * 60, rate=args.rate,
+                                 connections=args.connections, warmup=min(args.warmup, args.minutes * 30),
+                                 sample_every=args.sample_every))
+    result |= {"minutes": args.minutes, "target_rate": args.rate, "connections": args.connections,
+               "server_exit": server.returncode}
     growth = (result["rss_mib_end"] - (result["rss_mib_after_warmup"] or result["rss_mib_end"]))
     result["rss_growth_mib_after_warmup"] = round(growth, 1)
     if args.json:

@@ -548,6 +548,11 @@ async def serve(
         on_listening(port)
     await stop.wait()
 
+    if settings.shutdown_delay > 0:
+        app[STATE].readiness["shutdown"] = lambda: "shutting down"
+        log.info("draining: still answering, /readyz failing",
+                 extra={"fields": {"delay_seconds": settings.shutdown_delay}})
+        await asyncio.sleep(settings.shutdown_delay)
     log.info("shutting down: no new connections, finishing in-flight reviews",
              extra={"fields": {"grace_seconds": settings.shutdown_timeout}})
     for task in tasks:
@@ -584,6 +589,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--workers", type=int, help="threads running the admission chain (default 4); 0 runs it on the event loop: "
                                   "no thread hop, but a review that overruns its timeout cannot be cut short")
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
+    a("--shutdown-delay", type=float, help="seconds to keep answering after SIGTERM with /readyz failing, "
+                                           "before the listener closes (default 0; the chart sets 5)")
     a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
 
 

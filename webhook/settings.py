@@ -61,6 +61,9 @@ class Settings(BaseModel):
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
     workers: int = Field(4, ge=0)  # threads running the admission chain; 0: on the event loop
     shutdown_timeout: float = Field(25.0, ge=0)  # finish in-flight reviews this long on SIGTERM
+    # Keep answering this long after SIGTERM with /readyz failing, so the Service's endpoints
+    # drop this pod before the listener closes (the apiserver reuses kept-alive connections).
+    shutdown_delay: float = Field(0.0, ge=0)
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 

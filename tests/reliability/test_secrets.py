@@ -51,7 +51,9 @@ def test_secret_values_never_reach_responses_or_logs(tmp_path, caplog):
     with_secret_values(state_dir)
     chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), FileState(state_dir))
     stream = io.StringIO()
-    logs.configure("debug", stream=stream)
+    saved = {name: (lg.handlers[:], lg.level, lg.propagate)
+             for name in (logs.LOGGER_NAME, "aiohttp.server", "aiohttp.web") for lg in [logging.getLogger(name)]}
+    logs.configure("debug", stream=stream)  # what `infergate serve --log-level debug` writes
     bodies: list[bytes] = []
     try:
         with caplog.at_level(logging.DEBUG), ServerThread(tmp_path / "certs", chain) as server:
@@ -65,7 +67,9 @@ def test_secret_values_never_reach_responses_or_logs(tmp_path, caplog):
             key_pem = server.keeper.bundle.to_files()["tls.key"]
             bodies.append(client.get("/metrics").body + client.get("/readyz").body)
     finally:
-        logs.configure("info")
+        for name, (handlers, level, propagate) in saved.items():
+            lg = logging.getLogger(name)
+            lg.handlers[:], lg.level, lg.propagate = handlers, level, propagate
     assert any(b'"allowed":false' in b for b in bodies) and any(b"warnings" in b for b in bodies)
     logged = (stream.getvalue() + caplog.text).encode()
     assert b'"msg":"denied"' in logged.replace(b" ", b"")  # the logs were captured

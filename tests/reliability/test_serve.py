@@ -21,7 +21,8 @@ async def started(tmp_path, load) -> tuple[asyncio.Task, asyncio.Event, str, aio
     settings = Settings(host="127.0.0.1", port=0, cert_dir=tmp_path / "certs", default_timeout=5.0)
     ports: list[int] = []
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(settings, load=load, on_listening=ports.append, stop_event=stop))
+    task = asyncio.create_task(serve(settings, load=load, on_listening=ports.append, stop_event=stop,
+                                     handle_signals=False))
     for _ in range(500):
         if ports or task.done():
             break

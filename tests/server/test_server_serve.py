@@ -157,3 +157,27 @@ async def test_tls_that_cannot_be_set_up_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("infergate serve: cannot set up TLS:") == 2 and "missing tls.key" in err
     assert "Traceback" not in err
+
+
+async def test_sigterm_drains_first_answering_reviews_while_readyz_fails(tmp_path):
+    """--shutdown-delay: after the signal the pod keeps answering (the apiserver still holds
+    kept-alive connections to it) while /readyz fails, so endpoints drop it before it closes."""
+    url, session, stop, task = await start(tmp_path, lambda settings: (ScriptedAdmitter(), {}), shutdown_delay=1.0)
+    try:
+        for _ in range(200):
+            async with session.get(url + "/readyz") as r:
+                if r.status == 200:
+                    break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.sleep(0.1)
+        assert not task.done()
+        async with session.get(url + "/readyz") as r:
+            assert r.status == 503 and "[-]shutdown failed: shutting down" in await r.text()
+        async with session.post(url + "/validate", json=review(MODEL, uid="during-drain")) as r:
+            body = await r.json()
+            assert r.status == 200 and body["response"]["uid"] == "during-drain"
+    finally:
+        stop.set()
+        await session.close()
+    assert await task == 0

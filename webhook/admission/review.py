@@ -11,7 +11,7 @@ import base64
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
@@ -56,6 +56,60 @@ class AdmissionRequest(BaseModel):
     oldObject: dict[str, Any] | None = None
     dryRun: bool = False
     options: dict[str, Any] | None = None
+
+    @field_validator("object", "oldObject")
+    @classmethod
+    def _metadata_decodes(cls, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        # The apiserver decodes metadata strictly (metav1.ObjectMeta) before any webhook sees
+        # the object, so everything downstream may rely on its shape; only a client other than
+        # the apiserver can send anything else, and it gets a 400 rather than an internal error.
+        if obj is not None and "metadata" in obj:
+            problem = object_meta_problem(obj["metadata"])
+            if problem:
+                raise ValueError(problem)
+        return obj
+
+
+_META_STRINGS = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                 "deletionTimestamp")
+_META_STRING_MAPS = ("labels", "annotations")
+
+
+def object_meta_problem(meta: Any) -> str | None:
+    """Why ``meta`` would not decode as metav1.ObjectMeta, or None when it would."""
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        return f"metadata must be an object, not {_json_type(meta)}"
+    for key in _META_STRINGS:
+        if meta.get(key) is not None and not isinstance(meta[key], str):
+            return f"metadata.{key} must be a string, not {_json_type(meta[key])}"
+    for key in _META_STRING_MAPS:
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"metadata.{key} must be an object of strings, not {_json_type(value)}"
+        for k, v in value.items():
+            if not isinstance(v, str):
+                return f"metadata.{key}[{k!r}] must be a string, not {_json_type(v)}"
+    for key in ("finalizers",):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            return f"metadata.{key} must be a list of strings"
+    for key in ("ownerReferences", "managedFields"):
+        value = meta.get(key)
+        if value is not None and (not isinstance(value, list) or not all(isinstance(v, dict) for v in value)):
+            return f"metadata.{key} must be a list of objects"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 class AdmissionReview(BaseModel):
