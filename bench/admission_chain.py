@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -27,22 +26,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _timing import per_call  # noqa: E402  (bench/ is on sys.path as the script's folder)
 from webhook import resources  # noqa: E402
 from webhook.admission.chain import AdmissionChain, offline_request  # noqa: E402
 from webhook.policy import PolicySet  # noqa: E402
 from webhook.schema import CRDRegistry  # noqa: E402
 from webhook.state import FileState  # noqa: E402
 
-
-def _per_call(fn, rounds: int, repeat: int = 5) -> float:
-    """Best-of-``repeat`` mean seconds per call (the least disturbed run on a shared machine)."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(rounds):
-            fn()
-        best = min(best, (time.perf_counter() - start) / rounds)
-    return best
 
 
 def main() -> int:
@@ -80,7 +70,7 @@ def main() -> int:
             for fn in (baseline, mutate, validate, run):  # warm-up: compile, caches
                 for _ in range(10):
                     fn()
-            b, m, v, r = (_per_call(fn, args.rounds) for fn in (baseline, mutate, validate, run))
+            b, m, v, r = (per_call(fn, args.rounds) for fn in (baseline, mutate, validate, run))
             ratios.append((m + v) / b)
             name = f"{obj['kind']}/{obj['metadata']['name']}"
             print(f"{name:44} {b * 1e6:8.0f}µ {m * 1e6:8.0f}µ {v * 1e6:8.0f}µ {r * 1e6:8.0f}µ {(m + v) / b:11.1f}x")

@@ -18,7 +18,6 @@ import copy
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -26,20 +25,11 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _timing import per_call  # noqa: E402  (bench/ is on sys.path as the script's folder)
 from webhook.schema import CRDRegistry  # noqa: E402
 from webhook.schema.registry import ABSENT, _list_type_errors  # noqa: E402
 from webhook.schema.objectmeta import validate_object_meta  # noqa: E402
 
-
-def _per_call(fn, rounds: int, repeat: int = 5) -> float:
-    """Best-of-``repeat`` mean seconds per call (the least disturbed run on a shared machine)."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(rounds):
-            fn()
-        best = min(best, (time.perf_counter() - start) / rounds)
-    return best
 
 
 def main() -> int:
@@ -79,7 +69,7 @@ def main() -> int:
         for fn in (baseline, prepare, schema, total):  # warm-up: compile, caches
             for _ in range(30):
                 fn()
-        b, p, s, t = (_per_call(fn, args.rounds) for fn in (baseline, prepare, schema, total))
+        b, p, s, t = (per_call(fn, args.rounds) for fn in (baseline, prepare, schema, total))
         totals.append(t)
         ratios.append(t / b)
         name = f"{obj['kind']}/{obj['metadata']['name']}"
