@@ -13,7 +13,7 @@ from typing import Any
 
 import re2
 
-from webhook.schema.formats import FORMAT_CHECKERS
+from webhook.validation.strfmt import FORMAT_CHECKERS
 from webhook.schema.goregexp import GoRegexp
 
 ABSENT: Any = object()  # "no default", "no old value"
