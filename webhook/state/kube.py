@@ -11,7 +11,6 @@ readers only touch the in-memory :class:`~webhook.state.base.ObjectStore`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import socket
@@ -19,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -232,7 +232,7 @@ class KubeState(ClusterState):
         while True:
             resp = self._get(kind, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
             try:
-                body = json.loads(resp.data)
+                body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.nesting)
             finally:
                 resp.release_conn()
             for item in body.get("items") or ():
@@ -270,7 +270,7 @@ class KubeState(ClusterState):
                     break
                 if not line.strip():
                     continue
-                resource_version = self._apply(kind, json.loads(line), resource_version)
+                resource_version = self._apply(kind, orjson.loads(line), resource_version)
         finally:
             with self._lock:
                 self._open.pop(kind, None)
