@@ -79,7 +79,8 @@ AGREEING = [
     ("self.missing", {"self": {}}),
     ("duration(self) == duration('0s')", {"self": "0"}),
     ("duration(self)", {"self": "x"}),
-    ("type(ip('10.0.0.1')) == net.IP && type(self) == string", {"self": "x"}),
+    ("type(ip('10.0.0.1')) == net.IP && type(self) == string && string == type(self)", {"self": "x"}),
+    ("[type(1u) == uint, type(null) == null_type, type([]) == list, type(self) == int]", {"self": "x"}),
     ("'x'.contains('x') && sets.contains([1, 2], [2])", {}),
 ]
 

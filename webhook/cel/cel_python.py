@@ -5,9 +5,10 @@ declarations of ``webhook.cel.env``), then evaluated by celpy with the same Kube
 library implementations (``webhook.cel.library``) and Python versions of the cel-go
 extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5 lacks
 is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``, ``{?k: v}``) is
-spelled as function calls before celpy parses it (``celpy_rewrite``), and the evaluator
+spelled as function calls before celpy parses it (``celpy_rewrite``), the evaluator
 (``celpy_eval``) runs cel-go's macros (two-variable comprehensions, ``transform*``,
-``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine.
+``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine, and
+the operators whose celpy versions differ from cel-go are replaced (``celpy_operators``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
 from webhook.cel.cel_expr import compile_typed
-from webhook.cel.celpy_eval import NAMESPACES, NO_SUCH_OVERLOAD, Budget, Evaluator, Namespace, operators, to_cel, to_python
+from webhook.cel.celpy_eval import Budget, Evaluator
+from webhook.cel.celpy_operators import operators
+from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python
 from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library import OVERLOADS, LibraryError
