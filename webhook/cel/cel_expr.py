@@ -140,6 +140,11 @@ class CelExprProgram:
         self.cost = cost
         self._measure = cost.needs_measure
 
+    @property
+    def hoisted_calls(self) -> int:
+        """Library calls on selected data computed in Python before each evaluation (``Hoist``)."""
+        return len(self._hoists)
+
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
         if self._measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
