@@ -7,21 +7,23 @@ themselves cost. Here a schema's rules become one program over the root object, 
 rule's ``self`` spelled as its node's path from the root::
 
     (root rules) && (!has(self.spec) || ((rules of spec, on self.spec)
-        && self.spec.ports.all(__cb0, __cb0 == null || (rules of the items, on __cb0))))
+        && self.spec.ports.all(__cb1, __cb1 == null || (rules of the items, on __cb1))))
 
 ``oldSelf`` becomes the old object's same path and ``__oldSelfPresent`` whether the old
 object has it. That is the walk's old value only along object properties, so on UPDATE
 transition rules below a list or map stay on the walk (on CREATE none has an old value).
 
 It is only a fast path. When the program is anything but ``true`` (a rule fails, a runtime
-error, the runtime bound), the caller runs the per-node walk, which writes the exact errors
-and messages. When it is ``true``, the walk would report nothing for the batched rules, so
-the answer is the walk's over the other rules, provided the cost budget never runs out:
-the batched rules are charged here exactly as the walk charges them (per node value, by
-the same estimates), and an object those charges do not leave budget for takes the walk.
-A rule the program cannot hold unchanged (a name clash, a library call that would no
-longer be computed before the evaluation) stays on the walk, which then runs for such
-rules alone.
+error), the caller runs the per-node walk, which writes the exact errors and messages. When
+it is ``true``, the walk would report nothing for the batched rules, so the answer is the
+walk's over the other rules, provided the walk's cost budget would not run out: the batched
+rules are charged here at least what the walk charges them (their worst case, or their
+estimate over the values for the costliest), and an object those charges leave no budget
+for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
+stay on the walk, so the program's bound can only be stricter than theirs. The activation
+holds only what the program reads (``_select``). A rule the program cannot hold unchanged (a
+name clash, a library call that would no longer be computed before the evaluation) stays on
+the walk, which then runs for such rules alone.
 """
 
 from __future__ import annotations
@@ -29,95 +31,135 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.cel.crd import (ABSENT as CEL_ABSENT, PER_CALL_LIMIT, CelEvalError, CompiledRule, NodeRules,
+from webhook.cel.crd import (PER_CALL_LIMIT, CompiledRule, NodeRules,
                              compile_program, compile_schema_rules)
 from webhook.cel.optimize import HOIST_VARIABLES
 from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
+from webhook.cel.escaping import RESERVED_SYMBOLS
 from webhook.cel.types import DeclType, decl_type
 from webhook.cel.values import to_cel
-from webhook.schema.structural import ABSENT, Node
+from webhook.schema.structural import Node
 
 _VAR = "__cb"  # prefix of the program's own comprehension variables
 _SPELLED = ("self", "oldSelf", "__oldSelfPresent")
+# Rules whose worst case is at most this are charged it here: the sizes that would lower it
+# cost more to measure than the budget they could save.
+EXACT_CHARGE = 100_000
 
 
 @dataclass(eq=False, slots=True)
 class _Site:
     """A schema node of the program: its batched rules and the children holding batched rules."""
 
+    decl: DeclType
     rules: NodeRules | None
     batched: tuple[CompiledRule, ...]
-    fixed: int | None                       # the batched rules' charge when no value changes it
-    properties: tuple[tuple[str, "_Site"], ...] = ()
+    fixed: int | None                       # the batched rules' charge per value (None: by size)
+    read: frozenset[str] | None             # properties the batched rules read (None: the whole value)
+    properties: tuple[tuple[str, str, "_Site"], ...] = ()   # (property, CEL name, site)
     additional: "_Site | None" = None
     items: "_Site | None" = None
-    known: frozenset[str] = frozenset()     # the node's declared properties (not additional ones)
 
 
 class BatchPlan:
     """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
 
-    __slots__ = ("program", "root", "decl", "update", "reads_old", "remaining")
+    __slots__ = ("program", "root", "update", "reads_old", "remaining")
 
-    def __init__(self, program: Any, root: _Site, decl: DeclType, *, update: bool, reads_old: bool,
+    def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
                  remaining: dict[int, NodeRules]) -> None:
         self.program = program
         self.root = root
-        self.decl = decl
         self.update = update
         self.reads_old = reads_old
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
 
-    def charge(self, obj: Any, old: Any) -> int | None:
-        """What the walk would charge the budget for the batched rules when they all pass;
-        None when one evaluation is over the per-call limit."""
-        return _charge(self.root, obj, old if self.update else ABSENT)
-
-    def holds(self, obj: Any, old: Any) -> bool:
-        """Whether every batched rule is true on ``obj`` (False also on any error)."""
-        activation = {"self": to_cel(obj, self.decl), "oldSelf": None, "__oldSelfPresent": self.update}
-        if self.reads_old:
-            activation["oldSelf"] = to_cel(old, self.decl)
+    def holds(self, obj: Any, old: Any) -> int | None:
+        """When every batched rule is true on ``obj``: at least what the walk would charge the
+        budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
+        value = _select(self.root, obj)
+        old_value = _select(self.root, old) if self.reads_old else None
+        charged = _charge(self.root, value, old_value)
+        if charged is None:
+            return None
+        activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
         try:
-            return self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True
-        except CelEvalError:
-            return False
+            return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
+        except Exception:  # a runtime error, or an engine fault: the walk reports either
+            return None
+
+
+def _select(site: _Site, value: Any) -> Any:
+    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
+    properties the rules read and the way to the children's rules."""
+    decl = site.decl
+    if site.read is None or value is None:
+        return to_cel(value, decl)
+    if isinstance(value, dict):
+        if decl.kind == "map":
+            additional = site.additional
+            return value if additional is None else {
+                key: item if item is None else _select(additional, item) for key, item in value.items()}
+        selected = {}
+        by_property = decl.by_property
+        for key in site.read:
+            item = value.get(key)
+            if item is not None:
+                name, item_decl = by_property[key]
+                selected[name] = converted = to_cel(item, item_decl)
+                if key in RESERVED_SYMBOLS:
+                    selected[key] = converted
+        for key, name, child in site.properties:
+            item = value.get(key)
+            if item is not None and key not in site.read:
+                selected[name] = converted = _select(child, item)
+                if key in RESERVED_SYMBOLS:
+                    selected[key] = converted
+        return selected
+    if isinstance(value, list) and site.items is not None:
+        items = site.items
+        return [item if item is None else _select(items, item) for item in value]
+    return to_cel(value, decl)
 
 
 def _charge(site: _Site, value: Any, old: Any) -> int | None:
+    """At least the walk's charges for the batched rules over the selected values (``old``:
+    None where there is none); None when an evaluation is over the per-call limit."""
     total = 0
     if site.batched:
         if site.fixed is not None:
             total = site.fixed
         else:
-            assert site.rules is not None
-            cel_old = CEL_ABSENT if old is ABSENT or old is None else old
-            runnable = tuple(r for r in site.batched
-                             if cel_old is not CEL_ABSENT or not r.uses_old_self or r.optional_old_self)
-            charged = site.rules.charge(runnable, value, cel_old)
-            if charged is None:
-                return None
-            total = charged
+            has_old = old is not None
+            activation = {"self": value, "oldSelf": old, "__oldSelfPresent": has_old}
+            for rule in site.batched:
+                if rule.max_cost <= EXACT_CHARGE:
+                    total += rule.max_cost
+                elif has_old or not rule.uses_old_self or rule.optional_old_self:
+                    cost = rule.charge(activation)
+                    if cost > PER_CALL_LIMIT:
+                        return None
+                    total += cost
     if isinstance(value, dict):
         old_map = old if isinstance(old, dict) else None
-        for key, child in site.properties:
-            item = value.get(key)
+        for _, name, child in site.properties:
+            item = value.get(name)
             if item is not None:
-                charged = _charge(child, item, old_map.get(key, ABSENT) if old_map is not None else ABSENT)
+                charged = _charge(child, item, old_map.get(name) if old_map is not None else None)
                 if charged is None:
                     return None
                 total += charged
         if site.additional is not None:
-            for key, item in value.items():
-                if item is not None and key not in site.known:
-                    charged = _charge(site.additional, item, ABSENT)
+            for item in value.values():
+                if item is not None:
+                    charged = _charge(site.additional, item, None)
                     if charged is None:
                         return None
                     total += charged
     elif isinstance(value, list) and site.items is not None:
         for item in value:
             if item is not None:
-                charged = _charge(site.items, item, ABSENT)
+                charged = _charge(site.items, item, None)
                 if charged is None:
                     return None
                 total += charged
@@ -140,7 +182,7 @@ def build_plan(root: Node, *, update: bool) -> BatchPlan | None:
     program = compile_program(" && ".join(builder.sources))
     if program is None or _python_work(program) != builder.python_work:
         return None
-    return BatchPlan(program, site, decl, update=update, reads_old=builder.reads_old, remaining=builder.remaining)
+    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining)
 
 
 def _python_work(program: Any) -> tuple[int, int]:
@@ -182,7 +224,7 @@ class _Builder:
         own = self.sources[outer:]
         del self.sources[outer:]
         children: list[str] = []
-        properties: list[tuple[str, _Site]] = []
+        properties: list[tuple[str, str, _Site]] = []
         for key, child in node.sorted_properties:
             if not child.has_rules:
                 continue
@@ -195,7 +237,7 @@ class _Builder:
             site = self.site(child, child_decl if escaped else None, f"{path}.{key}" if path else key, False,
                              child_here, child_old, child_present)
             if site is not None:
-                properties.append((key, site))
+                properties.append((key, escaped, site))
                 children.append(f"(!has({child_here}) || {self._conjunction(start)})")
         additional = items = None
         if node.additional is not None and node.additional.has_rules:
@@ -215,10 +257,11 @@ class _Builder:
             if items is not None:
                 children.append(f"{here}.all({var}, {var} == null || {self._conjunction(start)})")
         self.sources.extend(own + children)
-        if not batched and not properties and additional is None and items is None:
+        if decl is None or not batched and not properties and additional is None and items is None:
             return None
-        return _Site(rules, tuple(batched), _fixed_charge(batched, self.update), tuple(properties), additional,
-                     items, frozenset(node.properties))
+        read = rules.subset(tuple(batched)).properties if rules is not None and batched else frozenset()
+        return _Site(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
+                     additional, items)
 
     def _conjunction(self, start: int) -> str:
         parts = self.sources[start:]
@@ -234,6 +277,9 @@ class _Builder:
         """The rule spelled on the root's variables, or None when it stays on the walk."""
         if decl is None or not here or rule.source is None or _VAR in rule.source:
             return None
+        cost = getattr(rule.program, "cost", None)
+        if cost is None or cost.needs_measure:
+            return None  # its runtime bound measures what it sees: a batch sees other values
         if rule.uses_old_self and self.update and old is None:
             return None  # below a list or map: the walk correlates old items
         if self.update:
@@ -264,10 +310,11 @@ def _guarded(source: str, here: str) -> str:
     return source
 
 
-def _fixed_charge(rules: list[CompiledRule], update: bool) -> int | None:
-    """The charge of ``rules`` when it is the same for every value (None: computed per value)."""
-    if any(r.runtime_charge is not None or (update and r.uses_old_self and not r.optional_old_self)
-           for r in rules):
+def _fixed_charge(rules: list[CompiledRule]) -> int | None:
+    """What the walk charges at most for ``rules`` on one value: their worst cases (the walk's
+    answer does not depend on the charges while the budget lasts, and these never run it out
+    sooner than the real charges would); None when one of them is to be charged by size."""
+    if any(r.max_cost > EXACT_CHARGE for r in rules):
         return None
     return sum(r.max_cost for r in rules)
 

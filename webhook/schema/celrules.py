@@ -73,8 +73,8 @@ class CelValidator:
         plan = self._plan(old is not ABSENT)
         if plan is None:
             return None
-        charged = plan.charge(obj, old)
-        if charged is None or charged >= RUNTIME_COST_BUDGET or not plan.holds(obj, old):
+        charged = plan.holds(obj, old)
+        if charged is None or charged >= RUNTIME_COST_BUDGET:
             return None
         if not plan.remaining:
             return [], []
