@@ -29,23 +29,11 @@ def _vectors() -> list[dict]:
     with VECTORS.open() as handle:
         return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
-# Vectors that do not pass (9 of 635):
-# - crd_values-0420..0426: "invalid data" errors for values that contradict their own schema (a list
-#   where an object is declared, null in a non-nullable list). The apiserver's structural validation
-#   rejects such objects before any rule runs, so rules never see them here.
+# Vectors that do not pass (1 of 635):
 # - crd_values-0161: string(timestamp) keeps the original "+01:00" offset in cel-go; the engine's
 #   timestamps are UTC instants.
-# - crd_values-0119: duration.getMilliseconds() is the total in cel-go, the component in the engine.
 KNOWN_GAPS = frozenset({
-    "crd_values-0119",
     "crd_values-0161",
-    "crd_values-0420",
-    "crd_values-0421",
-    "crd_values-0422",
-    "crd_values-0423",
-    "crd_values-0424",
-    "crd_values-0425",
-    "crd_values-0426",
 })
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
+from webhook.schema.gofmt import go_json
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
@@ -118,3 +120,40 @@ def test_forbidden_schema_constructs(prop: dict, field: str, kind: str) -> None:
 def test_malformed_crds_get_clear_errors(crd: object, expected: str) -> None:
     errors, warnings = check_crd(crd)  # type: ignore[arg-type]
     assert errors[0] == expected and warnings == []
+
+
+# (property schema, a value its format rejects, whether the apiserver keeps the format): 1.36 keeps
+# the supported string formats (dashes dropped, case kept; k8s-short-name/k8s-long-name since 1.34)
+# and only int32/int64, float/double on numbers; what it strips it warns about and never checks.
+_FORMATS = [
+    ({"type": "string", "format": "k8s-short-name"}, "Not.A-Label", True),
+    ({"type": "string", "format": "k8s-long-name"}, "Not_A.Name", True),
+    ({"type": "string", "format": "k8sshortname"}, "UPPER", True),
+    ({"type": "string", "format": "date-time"}, "yesterday", True),
+    ({"type": "string", "format": "K8s-Short-Name"}, "UPPER", False),
+    ({"type": "string", "format": "k8s_short_name"}, "UPPER", False),
+    ({"type": "string", "format": "k8s-ip-sloppy"}, "not an ip", False),  # registered, not supported
+    ({"type": "string", "format": "int32"}, "x", False),
+    ({"type": "integer", "format": "int32"}, 2 ** 31, True),
+    ({"type": "integer", "format": "uuid"}, 2 ** 31, False),
+    ({"x-kubernetes-int-or-string": True, "format": "int32"}, 2 ** 31, False),
+    ({"x-kubernetes-int-or-string": True, "format": "k8s-short-name"}, "UPPER", True),
+]
+
+
+@pytest.mark.parametrize("prop, bad_value, kept", _FORMATS, ids=[str(p) for p, _, _ in _FORMATS])
+def test_crd_admission_and_schema_engine_agree_on_formats(prop: dict, bad_value: object, kept: bool) -> None:
+    crd = _crd_with_spec_property(prop)
+    errors, warnings = check_crd(crd)
+    assert errors == []
+    assert warnings == ([] if kept else [f'unrecognized format "{prop["format"]}"'])
+    spec = crd["spec"]
+    obj = {"apiVersion": f"{spec['group']}/v1", "kind": spec["names"]["kind"],
+           "metadata": {"name": "p", "namespace": "default"}, "spec": {"x": bad_value}}
+    outcome = CRDRegistry([crd]).handle("CREATE", obj)
+    assert outcome.allowed is not kept
+    if kept:  # the format's own error, as kube-openapi words it for strings and for int32
+        assert [str(e) for e in outcome.errors] in (
+            [f"spec.x: Invalid value: {go_json(bad_value)}: spec.x in body must be of type {prop['format']}: "
+             f"{go_json(bad_value)}"],
+            ['<nil>: Invalid value: "": Checked value must be of type integer with format int32 in spec.x'])

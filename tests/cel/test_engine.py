@@ -1,5 +1,7 @@
 """The engine contract, for both backends."""
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
 from webhook.cel import CelCompileError, CelEvalError, get_engine
@@ -48,3 +50,14 @@ def test_the_environment_selects_the_backend(monkeypatch):
     assert get_engine().name == "cel-python"
     monkeypatch.delenv("INFERGATE_CEL_ENGINE")
     assert get_engine().name == "cel-expr"
+
+
+@pytest.mark.parametrize("expression,variables,expected", [
+    ("duration('1h2m3s4ms').getMilliseconds()", {}, 3723004),  # cel-go: the whole duration, not 4
+    ("duration('-1.5s').getMilliseconds()", {}, -1500),
+    ("d.getMilliseconds()", {"d": timedelta(seconds=90061, milliseconds=2)}, 90061002),  # dyn: by type at runtime
+    ("t.getMilliseconds()", {"t": datetime(2011, 8, 18, 19, 3, 37, 10000, tzinfo=timezone.utc)}, 10),
+    ("[duration('1s'), duration('2ms')].map(x, x.getMilliseconds())", {}, [1000, 2]),
+])
+def test_get_milliseconds_as_cel_go(engine, expression, variables, expected):
+    assert engine.compile(expression, list(variables)).evaluate(variables) == expected

@@ -2,9 +2,9 @@
 
 import pytest
 
-from webhook.schema.formats import FORMAT_CHECKERS
+from webhook.validation.strfmt import FORMAT_CHECKERS
 from webhook.schema.gofmt import go_float, go_json, go_quote, go_value
-from webhook.schema.names import qualified_name
+from webhook.validation.names import qualified_name
 
 
 @pytest.mark.parametrize("value,text", [

@@ -3,123 +3,78 @@
 Expressions are type-checked exactly as on the default backend (the Kubernetes
 declarations of ``webhook.cel.env``), then evaluated by celpy with the same Kubernetes
 library implementations (``webhook.cel.library``) and Python versions of the cel-go
-extension functions cel-cpp provides natively (``library/ext.py``). celpy 0.5 lacks
-optional syntax (``x.?f``), two-variable comprehensions and the lists macros; the vector
-replay (``bench/cel_vectors.py``) reports what that costs.
+extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5 lacks
+is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``, ``{?k: v}``) is
+spelled as function calls before celpy parses it (``celpy_rewrite``), and the evaluator
+(``celpy_eval``) runs cel-go's macros (two-variable comprehensions, ``transform*``,
+``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
 import celpy
-from celpy import celtypes
+from cel_expr_python import cel
+from celpy.evaluation import CELEvalError
 
 from webhook.cel.cel_expr import compile_typed
+from webhook.cel.celpy_eval import NAMESPACES, NO_SUCH_OVERLOAD, Budget, Evaluator, Namespace, operators, to_cel, to_python
+from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
-from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue
-from webhook.cel.library.base import OptionalValue
+from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.cel.optimize import select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
 
-from cel_expr_python import cel
 
+class Function:
+    """One CEL function name as celpy calls it: Kubernetes' overloads, then the cel-go
+    extension, then celpy's own function of that name; on a ``Namespace`` receiver
+    (``sets.contains(a, b)``), the namespaced function."""
 
-class Namespace:
-    """``format``, ``sets``, ... as values: celpy reads ``format.named(x)`` as a member call."""
-
-    __slots__ = ("name",)
+    __slots__ = ("name", "overloads", "extension", "builtin")
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.overloads = tuple(o for o in OVERLOADS if o.function == name)
+        self.extension = EXT_FUNCTIONS.get(name)
+        self.builtin = celpy.evaluation.base_functions.get(name)
 
-
-_NAMESPACES = {"format", "ip", "strings", "lists", "sets", "optional"}
-
-
-def to_cel(value: Any) -> Any:
-    """A plain Python value as a celpy value (library values pass through)."""
-    if value is None or isinstance(value, (OpaqueValue, OptionalValue, Namespace)):
-        return value
-    if isinstance(value, bool):
-        return celtypes.BoolType(value)
-    if isinstance(value, int):
-        return celtypes.IntType(value) if value < 2**63 else celtypes.UintType(value)
-    if isinstance(value, float):
-        return celtypes.DoubleType(value)
-    if isinstance(value, str):
-        return celtypes.StringType(value)
-    if isinstance(value, (bytes, bytearray)):
-        return celtypes.BytesType(bytes(value))
-    if isinstance(value, datetime.datetime):
-        return celtypes.TimestampType(value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc))
-    if isinstance(value, datetime.timedelta):
-        return celtypes.DurationType(value)
-    if isinstance(value, Mapping):
-        return celtypes.MapType({to_cel(k): to_cel(v) for k, v in value.items()})
-    if isinstance(value, (list, tuple)):
-        return celtypes.ListType([to_cel(item) for item in value])
-    return value
-
-
-def to_python(value: Any) -> Any:
-    """A celpy value as a plain Python value."""
-    if isinstance(value, celtypes.BoolType):
-        return bool(value)
-    if isinstance(value, (celtypes.IntType, celtypes.UintType)):
-        return int(value)
-    if isinstance(value, celtypes.DoubleType):
-        return float(value)
-    if isinstance(value, celtypes.StringType):
-        return str(value)
-    if isinstance(value, celtypes.BytesType):
-        return bytes(value)
-    if isinstance(value, celtypes.TimestampType):
-        return datetime.datetime.fromtimestamp(value.timestamp(), tz=datetime.timezone.utc)
-    if isinstance(value, celtypes.DurationType):
-        return datetime.timedelta(days=value.days, seconds=value.seconds, microseconds=value.microseconds)
-    if isinstance(value, celtypes.MapType):
-        return {to_python(k): to_python(v) for k, v in value.items()}
-    if isinstance(value, celtypes.ListType):
-        return [to_python(item) for item in value]
-    if isinstance(value, OptionalValue) and value.has_value:
-        return OptionalValue.of(to_python(value.value))
-    return value
-
-
-def _library_function(name: str) -> Any:
-    """A celpy function for CEL name ``name``: Kubernetes overloads, cel-go extensions and,
-    for a ``Namespace`` receiver, the namespaced function (``format.named``)."""
-    overloads = tuple(o for o in OVERLOADS if o.function == name)
-
-    def call(*args: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:
         if args and isinstance(args[0], Namespace):
-            return _library_function(f"{args[0].name}.{name}")(*args[1:])
-        values = [to_python(a) for a in args]
-        try:
-            overload = select_overload(overloads, values) if overloads else None
-            if overload is not None:
-                return to_cel(overload.impl(*values))
-            if name in EXT_FUNCTIONS:
-                return to_cel(EXT_FUNCTIONS[name](*values))
-        except LibraryError as err:
-            return celpy.CELEvalError(str(err))
-        except (TypeError, ValueError, IndexError, KeyError) as err:
-            return celpy.CELEvalError(f"no such overload: {err}")
-        return celpy.CELEvalError("no such overload")
+            return _functions()[f"{args[0].name}.{self.name}"](*args[1:])
+        if self.overloads or self.extension is not None:
+            values = [to_python(a) for a in args]
+            try:
+                overload = select_overload(self.overloads, values) if self.overloads else None
+                if overload is not None:
+                    return to_cel(overload.impl(*values))
+                if self.extension is not None:
+                    return to_cel(self.extension(*values))
+            except LibraryError as err:
+                return CELEvalError(str(err))
+            except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+                return CELEvalError(NO_SUCH_OVERLOAD)
+        if self.builtin is not None:
+            return self.builtin(*args)
+        return CELEvalError(NO_SUCH_OVERLOAD)
 
-    return call
+    # the name of a conversion is also the type (``type(x) == string``)
+    def __eq__(self, other: object) -> bool:
+        return self is other or (self.builtin is not None and other is self.builtin)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
 
 
 @lru_cache(maxsize=None)
 def _functions() -> dict[str, Any]:
     names = {o.function for o in OVERLOADS} | set(EXT_FUNCTIONS)
-    short = {n.rsplit(".", 1)[-1] for n in names if n.split(".", 1)[0] in _NAMESPACES}
-    return {name: _library_function(name) for name in names | short}
+    short = {n.rsplit(".", 1)[-1] for n in names if n.split(".", 1)[0] in NAMESPACES}
+    return {**{name: Function(name) for name in names | short}, **operators()}
 
 
 class CelPythonProgram:
@@ -131,18 +86,18 @@ class CelPythonProgram:
         self._checked = checked  # the cel-expr program: its runtime bound
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        if self._checked.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+        cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
+        if cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
         try:
-            data = {name: Namespace(name) for name in _NAMESPACES}
+            data = {name: Namespace(name) for name in NAMESPACES}
             data.update({name: to_cel(value) for name, value in activation.items()})  # ints past 64 bits: overflow
-            result = self._runner.evaluate(data)
-        except celpy.CELEvalError as err:
+            evaluator = Evaluator(self._runner.ast, self._runner.new_activation(), Budget())
+            result = evaluator.evaluate(data)
+        except CELEvalError as err:
             raise CelEvalError(_eval_message(err)) from None
         except (RecursionError, TypeError, ValueError, ArithmeticError, KeyError, IndexError) as err:
             raise CelEvalError(str(err)) from None
-        if isinstance(result, celpy.CELEvalError):
-            raise CelEvalError(_eval_message(result))
         return to_python(result)
 
 
@@ -164,7 +119,7 @@ _ENV = celpy.Environment()
 def _compile(expression: str, variables: tuple[str, ...]) -> CelPythonProgram:
     checked = compile_typed(expression, {name: cel.Type.DYN for name in variables})  # Kubernetes' checks
     try:
-        ast = _ENV.compile(expression)
+        ast = _ENV.compile(celpy_source(expression))
     except celpy.CELParseError as err:
         raise CelCompileError(f"ERROR: <input>: Syntax error: {err}") from None
     return CelPythonProgram(expression, _ENV.program(ast, functions=_functions()), checked)

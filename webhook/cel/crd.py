@@ -25,7 +25,7 @@ from webhook.cel.rule_entry import (
 )
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
-from webhook.cel.values import to_cel
+from webhook.cel.values import invalid_reads, to_cel
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
 RUNTIME_CEL_COST_BUDGET = 10_000_000
@@ -176,6 +176,9 @@ class NodeRules:
         activation = self.activation(self_value, old_value)
         runnable = self.runnable(has_old)
         outcomes = self._run(runnable, activation)
+        invalid = invalid_reads(self_value, self.decl, self.properties)
+        if invalid:  # data contradicting the schema: a rule that reads it fails as in Kubernetes
+            outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
             cost = rule.charge(activation)
@@ -313,6 +316,14 @@ def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:
         return (f"'{text}': call arguments did not match a supported operator, function or macro signature "
                 f"for rule: {rule.error_string}")
     return f"{text} evaluating rule: {rule.error_string}"
+
+
+def _invalid_outcome(rule: CompiledRule, decl: DeclType | None, invalid: dict[str | None, str]) -> CelEvalError | None:
+    """The "invalid data" error of the first value the rule reads that contradicts the schema."""
+    if None in invalid:
+        return CelEvalError(invalid[None])
+    reads = _read_properties(decl, rule.fields)
+    return next((CelEvalError(text) for key, text in invalid.items() if reads is None or key in reads), None)
 
 
 def _error(rule: CompiledRule, text: str) -> RuleResult:

@@ -124,15 +124,11 @@ def to_runtime(value: Any) -> Any:
     """A library function's Python result as the C++ runtime takes it."""
     if type(value) in _PLAIN:
         return value
-    if isinstance(value, OpaqueValue):
-        return to_message(value)
-    if isinstance(value, OptionalValue):  # rewritten to ``[...].first()`` by optimize.py
-        return [to_runtime(value.value)] if value.has_value else []
-    if isinstance(value, list):
-        return [to_runtime(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_runtime(v) for k, v in value.items()}
-    return value
+    return _rebuild(value, _runtime_leaf, optional_as_list=True)
+
+
+def _runtime_leaf(value: Any) -> Any:
+    return to_message(value) if isinstance(value, OpaqueValue) else value
 
 
 _PLAIN = {bool, int, float, str, bytes, type(None)}
@@ -140,17 +136,50 @@ _PLAIN = {bool, int, float, str, bytes, type(None)}
 
 def from_runtime(value: Any) -> Any:
     """A value handed over by the C++ runtime as the library modules take it."""
-    if type(value) in _PLAIN:  # most values: a batch's list of bools is converted element by element
+    if type(value) in _PLAIN:  # most values
+        return value
+    if type(value) is list and all(type(v) in _PLAIN for v in value):  # a batch's list of bools
+        return value
+    return _rebuild(value, _python_leaf)
+
+
+def _python_leaf(value: Any) -> Any:
+    if type(value) in _PLAIN:
         return value
     if isinstance(value, bytearray):
         return bytes(value)
-    if isinstance(value, list):
-        return [from_runtime(v) for v in value]
-    if isinstance(value, dict):
-        return {from_runtime(k): from_runtime(v) for k, v in value.items()}
     if is_library_message(value):
         return from_message(value)
     return value
+
+
+def _rebuild(value: Any, leaf: Callable[[Any], Any], *, optional_as_list: bool = False) -> Any:
+    """``value`` with lists and maps rebuilt and every other value (and map key) passed
+    through ``leaf``, in a loop: values nest as deep as the input allows (the server's
+    1,024 levels and more), deeper than Python's recursion limit."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, parent, slot = pop()
+        if isinstance(item, list):
+            built: Any = [None] * len(item)
+            for i, element in enumerate(item):
+                push((element, built, i))
+        elif isinstance(item, dict):
+            built = {}
+            for key, element in item.items():
+                key = leaf(key)
+                built[key] = None  # the slot keeps the map's order
+                push((element, built, key))
+        elif optional_as_list and isinstance(item, OptionalValue):  # ``[...].first()`` once optimised
+            built = [None] if item.has_value else []
+            if item.has_value:
+                push((item.value, built, 0))
+        else:
+            built = leaf(item)
+        parent[slot] = built
+    return root[0]
 
 
 # --- declarations (the checking env) -----------------------------------------------------

@@ -293,6 +293,8 @@ class Optimizer:
             return node
         if call.function in ("optional.unwrap", "unwrapOpt"):
             return self.native_unwrap(node)
+        if "duration_to_milliseconds" in ids:
+            return self.duration_milliseconds(node, maybe_timestamp="timestamp_to_milliseconds" in ids)
         if self.hoist and call.function == "matches":
             hoisted = self.hoist_matches(node)
             if hoisted is not None:
@@ -371,6 +373,23 @@ class Optimizer:
         return self.value_node(result)
 
     # -- native rewrites -------------------------------------------------------------
+
+    def duration_milliseconds(self, node: Any, *, maybe_timestamp: bool) -> Any:
+        """cel-go's ``duration.getMilliseconds()`` is the whole duration in milliseconds, cel-cpp's
+        only the part below a second: add the whole seconds back (a dyn receiver is checked at
+        runtime, since a timestamp's ``getMilliseconds()`` is that component in both)."""
+        def total(d: Callable[[], Any]) -> Any:
+            seconds = self.op("_*_", self.call("getSeconds", target=d()), self.const(1000))
+            return self.op("_+_", seconds, self.call("getMilliseconds", target=d()))
+
+        def by_type(d: Callable[[], Any]) -> Any:
+            is_duration = self.op("_==_", self.call("type", d()), self.call("type", self.call("duration", self.const("0s"))))
+            return self.cond(is_duration, total(d), self.call("getMilliseconds", target=d()))
+
+        rewritten = self.bind("@ms", node.call_expr.target, by_type if maybe_timestamp else total)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
 
     def native_list(self, function: str, args: list[Any], node: Any) -> Any:
         receiver = args[0]

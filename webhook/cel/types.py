@@ -105,6 +105,7 @@ class DeclType:
     map_keys: tuple[str, ...] = ()        # listType=map keys
     format: str | None = None             # strings converted to timestamp/duration/bytes
     int_or_string: bool = False
+    nullable: bool = False
     plain: bool = False                   # JSON values of this type need no conversion for CEL
 
     @property
@@ -117,6 +118,13 @@ _SIMPLE = {"boolean": (BOOL, 4), "number": (DOUBLE, 1), "integer": (INT, 1)}
 
 def decl_type(schema: Mapping[str, Any], *, is_root: bool = False, name: str = "selfType") -> DeclType | None:
     """The DeclType of a structural schema node, or None when CEL cannot see the node."""
+    decl = _decl_type(schema, is_root, name)
+    if decl is not None:
+        decl.nullable = bool(schema.get("nullable"))
+    return decl
+
+
+def _decl_type(schema: Mapping[str, Any], is_root: bool, name: str) -> DeclType | None:
     if schema.get("x-kubernetes-int-or-string"):
         max_length = schema.get("maxLength")
         bound = _zero_if_negative(max_length) * 4 if max_length is not None else MAX_REQUEST_SIZE_BYTES - 2

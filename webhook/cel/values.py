@@ -75,6 +75,77 @@ def to_cel(value: Any, decl: DeclType | None) -> Any:
     return value
 
 
+_EXPECTED = {  # UnstructuredToVal's error for a value of the wrong JSON type, by CEL kind
+    "object": "invalid data, expected a map for the provided schema with type=object",
+    "map": "invalid data, expected a map for the provided schema with type=object",
+    "list": "invalid data, expected an array for the provided schema with type=array",
+}
+_SCALARS = {  # CEL kind -> (accepted Python types, Go's name in "expected ...")
+    "string": ((str,), "string"), "timestamp": ((str,), "string"), "duration": ((str,), "string"),
+    "bytes": ((str,), "string"), "int": ((int,), "int"), "double": ((int, float), "float"), "bool": ((bool,), "bool"),
+}
+_NULL = "invalid data, got null for schema with nullable=false"
+
+
+def invalid_reads(value: Any, decl: DeclType | None, properties: frozenset[str] | None) -> dict[str | None, str]:
+    """Kubernetes' ``UnstructuredToVal`` errors for data that contradicts its own schema, where a
+    rule would read it: ``{None: error}`` for the value itself, else ``{property: error}`` for the
+    object's ``properties`` (all when None) whose value has the wrong JSON type or holds a null
+    item the schema does not allow. Normally ``{}``: the apiserver's structural validation
+    rejects such objects before any rule runs, so only rules evaluated directly meet them.
+    """
+    problem = _shape_error(value, decl)
+    if problem is not None:
+        return {None: problem}
+    if decl is None or decl.kind != "object" or not isinstance(value, dict):
+        return {}
+    found = {}
+    for key in value if properties is None else properties:
+        item = value.get(key)
+        entry = decl.by_property.get(key)
+        if entry is None or item is None:
+            continue  # absent, unknown or null properties are left out, not errors
+        problem = _shape_error(item, entry[1])
+        if problem is None and isinstance(item, (list, dict)) and entry[1].elem is not None:
+            items = item if isinstance(item, list) else item.values()
+            if not entry[1].elem.nullable and any(i is None for i in items):
+                problem = _NULL
+        if problem is not None:
+            found[key] = problem
+    return found
+
+
+def _shape_error(value: Any, decl: DeclType | None) -> str | None:
+    if decl is None:
+        return None
+    if value is None:
+        return None if decl.nullable else _NULL
+    if decl.int_or_string:
+        if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+            return None
+        return "invalid data, expected XIntOrString value to be either a string or integer"
+    kind = decl.kind
+    if kind in _EXPECTED:
+        return None if isinstance(value, list if kind == "list" else dict) else _EXPECTED[kind]
+    scalar = _SCALARS.get(kind)
+    if scalar is None or (isinstance(value, scalar[0]) and (kind == "bool" or not isinstance(value, bool))):
+        return None
+    return f"invalid data, expected {scalar[1]}, got {_go_type(value)}"
+
+
+def _go_type(value: Any) -> str:
+    """Go's ``%T`` of a JSON-decoded value."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    return "[]interface {}" if isinstance(value, list) else "map[string]interface {}"
+
+
 def parse_timestamp(text: str) -> datetime | None:
     """RFC 3339 date-time (sub-second digits beyond microseconds are truncated)."""
     match = _DATETIME.match(text)

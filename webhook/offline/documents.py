@@ -9,6 +9,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from webhook.nesting import may_alias, tree_problem
+
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -49,13 +51,20 @@ class Document:
 
 
 def parse_documents(text: str, source: str) -> list[Document]:
-    """All non-empty documents of a YAML (or JSON) stream, with the line each starts on."""
+    """All non-empty documents of a YAML (or JSON) stream, with the line each starts on.
+
+    A document that YAML aliases make too deep or too large for the server is an input
+    error (``webhook.nesting``): the same limit as the server's, whatever the format."""
     loader = ManifestLoader(text)
     out: list[Document] = []
+    check = may_alias(text)
     try:
         while loader.check_node():
             node = loader.get_node()
             content = loader.construct_document(node)
+            problem = tree_problem(content) if check else None
+            if problem is not None:
+                raise InputError(f"{source}:{node.start_mark.line + 1}: document {problem}")
             if content is not None:
                 out.append(Document(source, node.start_mark.line + 1, content))
     except yaml.YAMLError as exc:

@@ -18,6 +18,7 @@ from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_s
 from webhook.cel.rule_entry import go_json, go_quote
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
+from webhook.validation.strfmt import kept_format
 
 # apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
 STATIC_ESTIMATED_COST_LIMIT = 10_000_000
@@ -36,13 +37,6 @@ _UNSUPPORTED = (
 )
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
 
-# kube-openapi's strfmt registry (names normalized: lower case, no "-"/"_") by schema type
-_STRING_FORMATS = frozenset({
-    "bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac", "uuid", "uuid3", "uuid4",
-    "uuid5", "isbn", "isbn10", "isbn13", "creditcard", "ssn", "hexcolor", "rgbcolor", "byte", "password",
-    "date", "duration", "datetime", "k8sshortname", "k8slongname",
-})
-_TYPE_FORMATS = {"integer": frozenset({"int32", "int64"}), "number": frozenset({"float", "double"})}
 
 
 class CRDRejected(ValueError):
@@ -434,14 +428,10 @@ class _SchemaChecker:
             self._value_validation(schema["items"], _child(path, "items"))
 
     def _format_warning(self, schema: Mapping[str, Any]) -> None:
+        """``GetUnrecognizedFormats``: a format the schema engine strips (the same ``kept_format``)."""
         fmt = schema.get("format")
         kind = schema.get("type")
-        if not fmt or not isinstance(fmt, str) or not kind:
-            return
-        if kind == "string":
-            if fmt.replace("-", "").replace("_", "").lower() not in _STRING_FORMATS:
-                self.warnings.append(f"unrecognized format {go_quote(fmt)}")
-        elif fmt not in _TYPE_FORMATS.get(kind, frozenset()):
+        if fmt and isinstance(fmt, str) and kept_format(kind if isinstance(kind, str) else "", fmt) != fmt:
             self.warnings.append(f"unrecognized format {go_quote(fmt)}")
 
     # --- defaults ------------------------------------------------------------------------------

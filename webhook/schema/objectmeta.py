@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.schema import fielderrors as fe
-from webhook.schema import names
 from webhook.schema.gofmt import go_quote
+from webhook.validation import names
 
 # ObjectMeta's JSON fields -> Go type name (for decode errors and normalisation)
 _STRING_FIELDS = ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion")

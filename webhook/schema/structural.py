@@ -13,8 +13,8 @@ from typing import Any
 
 import re2
 
-from webhook.schema.formats import FORMAT_CHECKERS
 from webhook.schema.goregexp import GoRegexp
+from webhook.validation.strfmt import FORMAT_CHECKERS, kept_format
 
 ABSENT: Any = object()  # "no default", "no old value"
 
@@ -37,9 +37,6 @@ def fits_type(value: int | float, typ: str, fmt: str) -> bool:
     if fmt in ("float", "float32"):
         return abs(float(value)) < _FLOAT32_MAX
     return True
-
-# Formats the apiserver keeps for validation (others are stripped from the schema).
-_NUMERIC_FORMATS = {"int32", "int64", "float", "double"}
 
 
 def _compile_pattern(pattern: str) -> GoRegexp | None:
@@ -149,9 +146,8 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
         node.types = tuple(t for t in typ if isinstance(t, str))
     node.nullable = bool(schema.get("nullable"))
     fmt = schema.get("format") if isinstance(schema.get("format"), str) else ""
-    if fmt in _NUMERIC_FORMATS or fmt.replace("-", "") in FORMAT_CHECKERS:
-        node.format = fmt
-        node.format_checker = FORMAT_CHECKERS.get(fmt.replace("-", ""))
+    node.format = kept_format(typ if isinstance(typ, str) else "", fmt)
+    node.format_checker = FORMAT_CHECKERS.get(node.format.replace("-", ""))
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
     node.properties = {k: compile_schema(v, f"{path}.properties[{k}]") for k, v in props.items()}

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 import yaml
 
+from webhook.nesting import may_alias, tree_problem
 from webhook.state.base import ClusterState, group_of
 
 __all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "read_manifests"]
@@ -31,10 +32,15 @@ def _documents(path: Path) -> Iterator[tuple[int, Any]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise StateLoadError(f"{path}: cannot read: {exc}") from exc
     loader = _LOADER(text)  # JSON is YAML
+    check = may_alias(text)
     try:
         while loader.check_node():
             node = loader.get_node()
-            yield node.start_mark.line + 1, loader.construct_document(node)
+            document = loader.construct_document(node)
+            problem = tree_problem(document) if check else None
+            if problem is not None:  # the same limit as the server's (webhook.nesting)
+                raise StateLoadError(f"{path}:{node.start_mark.line + 1}: document {problem}")
+            yield node.start_mark.line + 1, document
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""

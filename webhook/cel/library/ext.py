@@ -6,10 +6,14 @@ optional-types functions.) Each entry: CEL name -> implementation over plain Pyt
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
+
+from webhook.cel.errors import CelCostExceeded
 
 from webhook.cel.library.base import NONE, LibraryError, OptionalValue
 from webhook.cel.library.lists import cel_equals
+from webhook.cel.optimize import RANGE_LIMIT
 
 
 def _index_error(i: int) -> LibraryError:
@@ -109,6 +113,8 @@ def slice_(items: list, start: int, end: int) -> list:
 
 
 def flatten(items: list, depth: int = 1) -> list:
+    if not isinstance(items, list):
+        raise TypeError("flatten applies to lists")
     if depth < 0:
         raise LibraryError("level must be non-negative")
     out: list = []
@@ -133,6 +139,8 @@ def sort(items: list) -> list:
 
 
 def lists_range(n: int) -> list[int]:
+    if n > RANGE_LIMIT:  # as the default engine's guard: never build a list past the cost limit
+        raise CelCostExceeded()
     return list(range(n))
 
 
@@ -153,7 +161,14 @@ def _zero(value: Any) -> bool:
         return True
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value == 0
+    if isinstance(value, datetime.timedelta):
+        return not value
+    if isinstance(value, datetime.datetime):  # the zero time.Time: 0001-01-01T00:00:00Z
+        return value == _ZERO_TIME
     return isinstance(value, (str, bytes, list, dict)) and len(value) == 0
+
+
+_ZERO_TIME = datetime.datetime(1, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def optional_value(o: OptionalValue) -> Any:

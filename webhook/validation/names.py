@@ -1,4 +1,10 @@
-"""Kubernetes' name and label checks (``k8s.io/apimachinery/pkg/util/validation``), same messages."""
+"""Kubernetes' name and label checks, with apimachinery's messages byte for byte.
+
+``k8s.io/apimachinery/pkg/api/validate/content`` (``IsDNS1123Label``, ``IsDNS1123Subdomain``,
+``IsDNS1035Label``, ``IsLabelKey`` a.k.a. ``IsQualifiedName``, ``IsLabelValue``) and the
+``NameIs*`` functions of ``pkg/api/validation`` (a ``generateName`` prefix may end in '-').
+Each check returns the error messages, ``[]`` when the value is valid.
+"""
 
 from __future__ import annotations
 
@@ -27,47 +33,40 @@ _QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.'
 _LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
                     "and must start and end with an alphanumeric character")
 
+EMPTY_ERROR = "must be non-empty"
+
 
 def regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """``RegexError``: Go's loop leaves a doubled space before each " or"."""
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
-    msg += " (e.g. "
-    for i, example in enumerate(examples):
-        if i > 0:
-            msg += " or "
-        msg += f"'{example}', "
-    return msg + f"regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{example}', " for example in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
 def max_len_error(length: int) -> str:
     return f"must be no more than {length} characters"
 
 
-EMPTY_ERROR = "must be non-empty"
-
-
 def dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
+    errs = [max_len_error(63)] if len(value) > 63 else []
     if not _DNS1123_LABEL.match(value):
-        errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
+        if _DNS1123_SUBDOMAIN.match(value):  # a valid subdomain, so (length checked above) it is the dots
+            errs.append("must not contain dots")
+        else:
+            errs.append(regex_error(_DNS1123_LABEL_MSG, DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errs
 
 
 def dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(max_len_error(253))
+    errs = [max_len_error(253)] if len(value) > 253 else []
     if not _DNS1123_SUBDOMAIN.match(value):
         errs.append(regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
 
 
 def dns1035_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
+    errs = [max_len_error(63)] if len(value) > 63 else []
     if not _DNS1035_LABEL.match(value):
         errs.append(regex_error(_DNS1035_LABEL_MSG, DNS1035_LABEL_FMT, "my-name", "abc-123"))
     return errs
@@ -99,19 +98,27 @@ def qualified_name(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(max_len_error(63))
+    errs = [max_len_error(63)] if len(value) > 63 else []
     if not _LABEL_VALUE.match(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
 
 
+def mask_trailing_dash(name: str) -> str:
+    """``maskTrailingDash``: a trailing dash makes the last two characters one "a", as Go does it."""
+    return name[:-2] + "a" if len(name) > 1 and name.endswith("-") else name
+
+
+def name_is_dns_label(name: str, prefix: bool) -> list[str]:
+    return dns1123_label(mask_trailing_dash(name) if prefix else name)
+
+
 def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
-    """``NameIsDNSSubdomain``: a generateName prefix may end in '-'."""
-    if prefix and len(name) > 1 and name.endswith("-"):  # maskTrailingDash, as Go does it
-        name = name[:-2] + "a"
-    return dns1123_subdomain(name)
+    return dns1123_subdomain(mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns1035_label(name: str, prefix: bool) -> list[str]:
+    return dns1035_label(mask_trailing_dash(name) if prefix else name)
 
 
 def path_segment_name(name: str, prefix: bool) -> list[str]:

@@ -1,4 +1,5 @@
-"""String formats the apiserver checks (kube-openapi's strfmt registry, as kept for CRDs).
+"""String formats the apiserver checks (kube-openapi's strfmt registry, as kept for CRDs), and
+which formats a CRD schema keeps at all (``kept_format``).
 
 Each checker answers "is this string a valid <format>", following the Go functions
 kube-openapi registers (govalidator, net, net/mail, time), not Python's notions.
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from typing import Callable
+
+from webhook.validation import names
 
 # kube-openapi's HostnamePattern over a "skeleton" of the string where every non-ASCII
 # letter becomes "a" and every symbol "#": the same language as its \p{L}/\p{S} classes.
@@ -31,8 +34,6 @@ _CREDITCARD = re.compile(
     r"6(?:011|5[0-9][0-9])[0-9]{12}|3[47][0-9]{13}|3(?:0[0-5]|[68][0-9])[0-9]{11}|(?:2131|1800|35\d{3})\d{11}|"
     r"6[27][0-9]{14})$")
 _DATETIME_TIME = re.compile(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _WHITESPACE_AND_MINUS = re.compile(r"[\s-]+", re.A)
 _BSON = re.compile(r"^[0-9a-fA-F]{24}$")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -353,15 +354,8 @@ def is_base64(text: str) -> bool:
     return bool(_BASE64.match(text))
 
 
-def _dns_label(text: str) -> bool:
-    return len(text) <= 63 and bool(_DNS1123_LABEL.match(text))
-
-
-def _dns_subdomain(text: str) -> bool:
-    return len(text) <= 253 and bool(_DNS1123_SUBDOMAIN.match(text))
-
-
-# normalised format name (dashes removed, as go-openapi does) -> checker
+# normalised format name (dashes removed, as go-openapi does) -> checker; exactly the string formats
+# apiextensions supports at 1.36 (``supportedVersionedFormats``: k8s-short-name/k8s-long-name since 1.34)
 FORMAT_CHECKERS: dict[str, Callable[[str], bool]] = {
     "bsonobjectid": lambda s: bool(_BSON.match(s)),
     "uri": is_request_uri,
@@ -387,6 +381,21 @@ FORMAT_CHECKERS: dict[str, Callable[[str], bool]] = {
     "date": is_full_date,
     "datetime": is_datetime,
     "duration": is_duration,
-    "k8sshortname": _dns_label,
-    "k8slongname": _dns_subdomain,
+    # kube-openapi's IsShortName/IsLongName are apimachinery's label and subdomain checks, lower case only
+    "k8sshortname": lambda s: not names.dns1123_label(s),
+    "k8slongname": lambda s: not names.dns1123_subdomain(s),
 }
+_NUMBER_FORMATS = {"integer": ("int32", "int64"), "number": ("float", "double")}
+
+
+def kept_format(schema_type: str, fmt: str) -> str:
+    """``StripUnsupportedFormatsPostProcessorForVersion``: the format a CRD schema node keeps for
+    validation, ``""`` where the apiserver strips it (and warns ``unrecognized format``).
+
+    String (and untyped) nodes keep a supported string format, compared with its dashes removed
+    and its case kept; integer and number nodes keep only their Go sizes; other types none.
+    """
+    if schema_type in ("", "string"):
+        return fmt if fmt.replace("-", "") in FORMAT_CHECKERS else ""
+    return fmt if fmt in _NUMBER_FORMATS.get(schema_type, ()) else ""
+

@@ -1,0 +1,62 @@
+"""``webhook.validation``: Kubernetes' name checks and strfmt formats, written once and used by both
+the schema engine (ObjectMeta, ``format:`` keywords) and the CEL ``format`` library."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.cel import get_engine
+from webhook.schema.objectmeta import validate_object_meta
+from webhook.validation import names
+from webhook.validation.strfmt import FORMAT_CHECKERS
+
+LABEL_REGEX_ERROR = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
+    "with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+
+
+def _cel_errors(fmt: str, value: str) -> list[str]:
+    """What ``format.<fmt>().validate(value)`` answers, as a list ([] for optional.none())."""
+    program = get_engine().compile(f"format.{fmt}().validate(v).orValue([])", ["v"])
+    return list(program.evaluate({"v": value}))
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("my-name", []),
+    ("a.b", ["must not contain dots"]),  # a valid subdomain that is no label: IsDNS1123Label's own wording
+    ("Bad_Label", [LABEL_REGEX_ERROR]),
+    ("a" * 64, ["must be no more than 63 characters"]),
+    ("a." + "b" * 62, ["must be no more than 63 characters", "must not contain dots"]),
+])
+def test_dns1123_label_is_one_check_for_namespaces_and_cel(value, expected):
+    assert names.dns1123_label(value) == expected
+    assert _cel_errors("dns1123Label", value) == expected
+    namespace_errors = validate_object_meta({"name": "x", "namespace": value}, namespaced=True)
+    assert [e.detail for e in namespace_errors] == expected
+
+
+def test_prefix_checks_mask_a_trailing_dash_as_go_does():
+    assert names.name_is_dns_label("abc-", True) == [] and names.name_is_dns_label("abc-", False) != []
+    assert _cel_errors("dns1123LabelPrefix", "abc-") == [] and _cel_errors("dns1035LabelPrefix", "abc-") == []
+    assert _cel_errors("dns1123SubdomainPrefix", "-") == names.dns1123_subdomain("-")
+
+
+@pytest.mark.parametrize("fmt,value,valid", [
+    ("uuid", "123e4567-e89b-12d3-a456-426614174000", True),
+    ("uuid", "123E4567E89B12D3A456426614174000", True),
+    ("uuid", "123e4567e89b-12d3-a456-426614174000", True),  # kube-openapi's dashes are each optional
+    ("uuid", "123e4567-e89b-12d3-a456-42661417400", False),
+    ("byte", "aGVsbG8=", True),
+    ("byte", "", False),  # govalidator's IsBase64 wants at least one quantum (recorded: w-045)
+    ("byte", "aGVsbG8", False),
+    ("date", "0000-01-01", True),  # Go's time.Parse knows year 0
+    ("date", "2024-02-30", False),
+    ("datetime", "2020-01-01T00:00:00Z", True),
+    ("datetime", "2020-01-32T00:00:00Z", False),
+])
+def test_cel_formats_are_the_schema_engine_checkers(fmt, value, valid):
+    assert FORMAT_CHECKERS[fmt](value) is valid
+    messages = {"uuid": "does not match the UUID format", "byte": "invalid base64", "date": "invalid date",
+                "datetime": "invalid datetime"}
+    assert _cel_errors(fmt, value) == ([] if valid else [messages[fmt]])
