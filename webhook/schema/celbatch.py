@@ -37,7 +37,7 @@ from webhook.cel.optimize import HOIST_VARIABLES
 from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
 from webhook.cel.escaping import RESERVED_SYMBOLS
 from webhook.cel.types import DeclType, decl_type
-from webhook.cel.values import to_cel
+from webhook.cel.values import invalid_reads, to_cel
 from webhook.schema.structural import Node
 
 _VAR = "__cb"  # prefix of the program's own comprehension variables
@@ -77,8 +77,11 @@ class BatchPlan:
     def holds(self, obj: Any, old: Any) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
-        value = _select(self.root, obj)
-        old_value = _select(self.root, old) if self.reads_old else None
+        try:
+            value = _select(self.root, obj)
+            old_value = _select(self.root, old, check=False) if self.reads_old else None
+        except _InvalidData:
+            return None
         charged = _charge(self.root, value, old_value)
         if charged is None:
             return None
@@ -89,9 +92,19 @@ class BatchPlan:
             return None
 
 
-def _select(site: _Site, value: Any) -> Any:
+class _InvalidData(Exception):
+    """A value the rules read contradicts its schema: the walk reports Kubernetes' error for it."""
+
+
+def _select(site: _Site, value: Any, check: bool = True) -> Any:
     """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
-    properties the rules read and the way to the children's rules."""
+    properties the rules read and the way to the children's rules. ``check``: raise
+    ``_InvalidData`` where the walk would find data contradicting the schema (only possible
+    where structural validation ratcheted, or did not run)."""
+    if check and site.batched and value is not None:
+        rules = site.rules
+        if invalid_reads(value, rules.decl, rules.properties):  # type: ignore[union-attr]
+            raise _InvalidData
     decl = site.decl
     if site.read is None or value is None:
         return to_cel(value, decl)
@@ -99,7 +112,7 @@ def _select(site: _Site, value: Any) -> Any:
         if decl.kind == "map":
             additional = site.additional
             return value if additional is None else {
-                key: item if item is None else _select(additional, item) for key, item in value.items()}
+                key: item if item is None else _select(additional, item, check) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
         for key in site.read:
@@ -112,13 +125,13 @@ def _select(site: _Site, value: Any) -> Any:
         for key, name, child in site.properties:
             item = value.get(key)
             if item is not None and key not in site.read:
-                selected[name] = converted = _select(child, item)
+                selected[name] = converted = _select(child, item, check)
                 if key in RESERVED_SYMBOLS:
                     selected[key] = converted
         return selected
     if isinstance(value, list) and site.items is not None:
         items = site.items
-        return [item if item is None else _select(items, item) for item in value]
+        return [item if item is None else _select(items, item, check) for item in value]
     return to_cel(value, decl)
 
 
