@@ -205,6 +205,9 @@ class CompiledPolicy:
                           if w.messageExpression else None) for i, w in enumerate(s.warnings)]
         self.audit_annotations = [(a.key, compile_(a.valueExpression, ("spec", "auditAnnotations", i, "valueExpression")))
                                   for i, a in enumerate(s.auditAnnotations)]
+        judges = bool(self.validations or self.warnings or self.audit_annotations)
+        self.validating_stage = judges and not self.validates_when_mutating  # has work in the validating webhook
+        self.mutating_stage = bool(self.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
         # one program per stage (key: mutating), for the lookups' arguments ("lookups") and the
@@ -245,17 +248,6 @@ class CompiledPolicy:
                 continue
             found.append(name)
         return tuple(found)
-
-    @property
-    def validating_stage(self) -> bool:
-        """Whether the policy has work in the validating webhook."""
-        judges = bool(self.validations or self.warnings or self.audit_annotations)
-        return judges and not self.validates_when_mutating
-
-    @property
-    def mutating_stage(self) -> bool:
-        """Whether the policy has work in the mutating webhook."""
-        return bool(self.mutations) or self.validates_when_mutating
 
     # -- matching ---------------------------------------------------------------------
     def matches(self, inp: PolicyInput) -> bool:
@@ -379,13 +371,17 @@ class CompiledPolicy:
         """This policy's values for ``inp`` (its scope keeps them), or None when the
         per-expression path must run (a lookup's argument failed: it reports the error)."""
         scope = inp.scope
-        if self._serial not in scope.prepared:
+        prepared = scope.prepared.get(self._serial, _UNPREPARED)
+        if prepared is _UNPREPARED:
             prepared = scope.prepared[self._serial] = self._prepare(inp)
             if prepared is not None and self._shares():
                 scope.add(prepared.bound(self.names), self._reads())
-        return scope.prepared[self._serial]
+        return prepared
 
     def _prepare(self, inp: PolicyInput) -> _Prepared | None:
+        if not self.lookups and self.param_ref is None and self._shares() \
+                and self._reads().isdisjoint(self.names.values()):
+            return _NOTHING  # its batches read only the request
         params = self._params(inp.state)
         lookups: dict[str, Any] = {}
         if self.lookups:
@@ -651,18 +647,23 @@ class CompiledPolicy:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
 
 
-@dataclass(frozen=True)
 class _Prepared:
     """A policy's values for one review, before its batches run."""
 
-    params: Any
-    lookups: dict[str, Any]
-    variables: dict[str, Any]  # the state variables' values
-    lookups_read: frozenset[str] | None  # by the batches (None: all)
+    __slots__ = ("params", "lookups", "variables", "lookups_read")
+
+    def __init__(self, params: Any, lookups: dict[str, Any], variables: dict[str, Any],
+                 lookups_read: frozenset[str] | None) -> None:
+        self.params = params
+        self.lookups = lookups
+        self.variables = variables  # the state variables' values
+        self.lookups_read = lookups_read  # by the batches (None: all)
 
     def bound(self, names: Mapping[str, str] | None) -> dict[str, Any]:
         """The values the batches read, under their names in the review's bindings (``None``:
         their own names)."""
+        if self is _NOTHING:
+            return {}
         names = names or {name: name for name in _POLICY_VARIABLES}
         read = self.lookups_read
         values = {names["params"]: self.params}
@@ -671,6 +672,10 @@ class _Prepared:
         if self.variables:
             values[names["variables"]] = self.variables
         return values
+
+
+_NOTHING = _Prepared(None, {}, {}, frozenset())  # a policy without params and lookups
+_UNPREPARED = object()
 
 
 def _reads_only_state(exprs: Any) -> bool:
