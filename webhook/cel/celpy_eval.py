@@ -18,7 +18,7 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from webhook.cel.celpy_operators import select
+from webhook.cel.celpy_operators import has, select
 from webhook.cel.celpy_values import NO_SUCH_OVERLOAD, error, go_value, to_cel, to_python
 from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library.base import NONE, OptionalValue
@@ -62,6 +62,14 @@ class Evaluator(celpy.evaluation.Evaluator):
             return error(NO_SUCH_OVERLOAD)
         return self.visit(tree.children[1] if condition else tree.children[2])
 
+    def macro_has_eval(self, exprlist: Any) -> Any:
+        """``has(x.f)``: x is evaluated (its errors are the result), then asked for f."""
+        select_tree = next(exprlist.iter_subtrees_topdown())
+        while select_tree.data != "member_dot":  # expr -> ... -> member -> member_dot
+            select_tree = select_tree.children[0]
+        operand_tree, name_token = select_tree.children
+        return has(self.visit(operand_tree), name_token.value)
+
     def member_dot(self, tree: Any) -> Any:
         member_tree, name_token = tree.children
         return select(self.visit(member_tree), name_token.value)
@@ -80,12 +88,16 @@ class Evaluator(celpy.evaluation.Evaluator):
         return macro(self, target, args)
 
     def bind(self, body: Any) -> Callable[[dict[str, Any]], Any]:
-        """``body`` as a function of its bound variables: a value or a ``CELEvalError``."""
-        nested = self.sub_evaluator(body)
+        """``body`` as a function of its bound variables: a value or a ``CELEvalError``.
+
+        Each call layers the variables over this evaluator's activation (celpy's own
+        ``evaluate`` would copy the whole activation, functions included, per iteration)."""
+        nested, outer = self.sub_evaluator(body), self.activation
 
         def run(variables: dict[str, Any]) -> Any:
+            nested.activation = outer.nested_activation(vars=variables)
             try:
-                return nested.evaluate(variables)
+                return nested.visit(body)
             except CELEvalError as err:
                 return err
 
