@@ -11,6 +11,21 @@ from aiohttp import web
 from webhook.state.kube import WatchedKind
 
 
+def metadata_view(accept: str, as_kind: str) -> bool:
+    """Whether an ``Accept`` header asks for the metadata view ``as_kind`` before any other
+    media type (the apiserver serves the first one it can)."""
+    for media_range in accept.split(","):
+        params = dict(p.strip().split("=", 1) for p in media_range.split(";")[1:] if "=" in p)
+        if media_range.split(";")[0].strip() not in ("application/json", "*/*"):
+            continue
+        return params.get("as") == as_kind and params.get("g") == "meta.k8s.io" and params.get("v") == "v1"
+    return False
+
+
+def partial(obj: dict) -> dict:
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": copy.deepcopy(obj["metadata"])}
+
+
 def gone(rv):
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": f"too old resource version: {rv} (9999)", "reason": "Expired", "code": 410}
@@ -28,6 +43,8 @@ class Resource:
         self.lists = 0
         self.watch_requests: list[dict] = []
         self.fail_next_watch: int | None = None  # an HTTP status to answer once
+        self.views: list[tuple[str, str]] = []  # (list or watch, "full" or "metadata") per request
+        self.sent = bytearray()  # every byte of every answer, to look for what must not travel
 
 
 class FakeApiServer:
@@ -108,7 +125,11 @@ class FakeApiServer:
     def list(self, request, res):
         res.lists += 1
         items = [copy.deepcopy(o) for _, o in sorted(res.objects.items())]
-        if res.typed_list:
+        metadata_only = metadata_view(request.headers.get("Accept", ""), "PartialObjectMetadataList")
+        res.views.append(("list", "metadata" if metadata_only else "full"))
+        if metadata_only:
+            items = [partial(o) for o in items]
+        elif res.typed_list:
             for item in items:
                 item.pop("kind", None)
                 item.pop("apiVersion", None)
@@ -118,8 +139,11 @@ class FakeApiServer:
         metadata = {"resourceVersion": str(self.rv)}
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
-        return web.json_response({"kind": f"{res.kind.kind}List", "apiVersion": res.kind.api_version,
-                                  "metadata": metadata, "items": page})
+        kind, api_version = ("PartialObjectMetadataList", "meta.k8s.io/v1") if metadata_only else (
+            f"{res.kind.kind}List", res.kind.api_version)
+        body = json.dumps({"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": page}).encode()
+        res.sent += body
+        return web.Response(body=body, content_type="application/json")
 
     async def watch(self, request, res):
         rv = int(request.query.get("resourceVersion") or 0)
@@ -128,6 +152,8 @@ class FakeApiServer:
             status, res.fail_next_watch = res.fail_next_watch, None
             body = gone(rv) if status == 410 else {"kind": "Status", "code": status, "message": "boom"}
             return web.json_response(body, status=status)
+        metadata_only = metadata_view(request.headers.get("Accept", ""), "PartialObjectMetadata")
+        res.views.append(("watch", "metadata" if metadata_only else "full"))
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -149,7 +175,11 @@ class FakeApiServer:
                     continue
                 if event is None:
                     break
-                await response.write(json.dumps(event).encode() + b"\n")
+                if metadata_only and event["type"] in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
+                    event = {"type": event["type"], "object": partial(event["object"])}
+                line = json.dumps(event).encode() + b"\n"
+                res.sent += line
+                await response.write(line)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:

@@ -15,7 +15,7 @@ from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
 from tests.fake_apiserver import FakeApiServer, eventually
-from webhook.state.kube import Backoff, KubeState, WatchedKind
+from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState, WatchedKind
 
 NAMESPACES = WatchedKind("v1", "Namespace", "namespaces")
 SECRETS = WatchedKind("v1", "Secret", "secrets")
@@ -144,6 +144,7 @@ async def test_not_ready_until_every_kind_listed(cluster):
 
 
 async def test_secrets_are_cached_without_data(cluster):
+    """Watched in full (the controller needs key names: AuthSecretKeyMissing), values dropped."""
     api, make_state = cluster
     secrets = api.serve(SECRETS, typed_list=True)
     api.add(secrets, {"metadata": {"name": "hf", "namespace": "team-a"}, "type": "Opaque",
@@ -154,6 +155,35 @@ async def test_secrets_are_cached_without_data(cluster):
     api.modify(secrets, {"metadata": {"name": "hf", "namespace": "team-a"}, "data": {"token": "bmV3", "x": "eQ=="}})
     await eventually(lambda: state.get("v1", "Secret", "hf", "team-a").get("dataKeys") == ["token", "x"])
     assert "data" not in state.get("v1", "Secret", "hf", "team-a")
+
+
+async def test_the_webhook_watches_secrets_as_metadata_only(cluster):
+    """No Secret value crosses the wire: list and watch ask for PartialObjectMetadata."""
+    api, make_state = cluster
+    (webhook_secrets,) = [k for k in WEBHOOK_KINDS if k.kind == "Secret"]
+    assert webhook_secrets.metadata_only
+    secrets = api.serve(webhook_secrets, typed_list=True)
+    api.add(secrets, {"metadata": {"name": "hf", "namespace": "team-a", "labels": {"app": "x"}}, "type": "Opaque",
+                      "data": {"token": "c2VjcmV0LW9uZQ=="}, "stringData": {"plain": "secret-two"}})
+    api.add(secrets, {"metadata": {"name": "gone", "namespace": "team-a"}, "data": {"k": "c2VjcmV0LXRocmVl"}})
+    state = make_state((webhook_secrets,), page_size=1)
+    assert await state.wait_ready(15)
+    await eventually(lambda: secrets.watchers)
+    api.modify(secrets, {"metadata": {"name": "hf", "namespace": "team-a", "labels": {"app": "y"}},
+                         "data": {"token": "c2VjcmV0LWZvdXI="}})
+    api.add(secrets, {"metadata": {"name": "new", "namespace": "team-b"}, "data": {"k": "c2VjcmV0LWZpdmU="}})
+    api.delete(secrets, {"metadata": {"name": "gone", "namespace": "team-a"}})
+    await eventually(lambda: [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in state.list("v1", "Secret")]
+                     == [("team-a", "hf"), ("team-b", "new")])
+    hf = state.get("v1", "Secret", "hf", "team-a")
+    assert hf["apiVersion"] == "v1" and hf["kind"] == "Secret" and hf["metadata"]["labels"] == {"app": "y"}
+    assert not {"data", "stringData", "dataKeys", "type"} & hf.keys()
+    assert set(secrets.views) == {("list", "metadata"), ("watch", "metadata")}
+    assert secrets.lists == 2  # page_size 1: two pages, each a PartialObjectMetadataList
+    wire = bytes(secrets.sent)
+    assert b"PartialObjectMetadata" in wire and b'"hf"' in wire
+    for value in (b"c2VjcmV0", b"secret-"):  # base64 of "secret", and the plain stringData
+        assert value not in wire
 
 
 async def test_reads_of_unwatched_kinds_are_reported_once(cluster, caplog):

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from webhook.cel.engine import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -29,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     from webhook import __version__
 
     parser.add_argument("--version", action="version", version=f"infergate {__version__}")
+    parser.add_argument("--cel-engine", choices=engine_names(),
+                        help=f"CEL backend for every command (default {DEFAULT_ENGINE}; env {ENGINE_VARIABLE})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -38,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if argv[:1] == ["--cel-engine"] or argv[:1] and argv[0].startswith("--cel-engine="):
+        # a global option before the command: it selects the backend for this process and its children
+        split = 1 if "=" in argv[0] else 2
+        known, _ = parser.parse_known_args(argv[:split])
+        os.environ[ENGINE_VARIABLE] = known.cel_engine
+        argv = argv[split:]
     if not argv or argv[0] not in COMMANDS:
         args = parser.parse_args(argv)  # prints help / version / usage errors
         parser.print_help()

@@ -2,8 +2,14 @@
 with the default engine where the library vectors do not reach (both replay every vector in
 ``test_vectors.py``)."""
 
+import subprocess
+import sys
+
 import pytest
 
+from tests.cel.vectors import REPO, SHARED
+from webhook import cli
+from webhook.cel.engine import ENGINE_VARIABLE
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel import celpy_eval
 from webhook.cel.celpy_rewrite import celpy_source
@@ -96,3 +102,23 @@ def test_every_macro_spends_the_iteration_bound(expression, monkeypatch):
     assert program.evaluate({"self": list(range(99))}) is not None
     with pytest.raises(CelCostExceeded):
         program.evaluate({"self": list(range(100))})
+
+
+def test_the_recorded_cases_and_shipped_policy_suites_pass_on_the_fallback():
+    """``infergate --cel-engine cel-python`` gives the real apiserver's answers too."""
+    for suites, options in ((SHARED / "cases", ["--crd-only"]), (REPO / "policies" / "tests", [])):
+        done = subprocess.run([sys.executable, "-m", "webhook", "--cel-engine", "cel-python", "test", "-q", *options,
+                               str(suites)], cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        assert done.stdout.strip().endswith(" passed, 0 failed"), done.stdout[-2000:]
+
+
+def test_the_engine_option_selects_the_backend_for_the_process(monkeypatch, capsys):
+    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
+    assert cli.main(["--cel-engine", "cel-python", "test", "-q", "--crd-only", str(SHARED / "cases" / "gateway-inference.yaml")]) == 0
+    assert get_engine().name == "cel-python"
+    monkeypatch.delenv(ENGINE_VARIABLE)
+    assert get_engine().name == "cel-expr"
+    with pytest.raises(SystemExit):
+        cli.main(["--cel-engine", "cel-cpp", "test", "x"])
+    assert "invalid choice: 'cel-cpp'" in capsys.readouterr().err

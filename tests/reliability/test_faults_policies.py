@@ -1,6 +1,7 @@
 """A policy file broken while the webhook serves (half-written, not YAML, a CEL expression
-that does not compile): the last good set stays in force, verdicts do not change, the
-error is logged; a good file is picked up without a restart."""
+that does not compile, emptied): the last good set stays in force, verdicts do not change,
+the error is logged; a good file is picked up without a restart. Removing a file is how its
+policies go."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ BROKEN = {
     "not-yaml": lambda text: "spec: [unclosed\n  - {",
     "cel-does-not-compile": lambda text: text.replace("variables.url.startsWith('ollama://')",
                                                       "variables.url.startsWith('ollama://'", 1),
+    # a truncate-then-write editor between its two steps, or a disk full mid-write
+    "emptied": lambda text: "",
+    "whitespace-only": lambda text: "\n  \n",
 }
 
 
@@ -73,3 +77,28 @@ def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
     wait_until(lambda: policies.current().generation > generation)
     assert policies.error is None
     assert verdict(server)[0] is True
+
+
+def test_truncate_then_write_never_opens_a_window_without_the_policies(serving):
+    """An editor that truncates, waits (here several reload intervals), then writes."""
+    server, policies, policies_dir = serving
+    path = policies_dir / POLICY_FILE
+    good = path.read_text()
+    before = verdict(server)
+    path.write_text("")
+    wait_until(lambda: policies.error is not None and "empty" in policies.error)
+    assert verdict(server) == before
+    path.write_text(good.replace("ollama://", "ollama:/" + "/", 1) + "\n")  # same rules, new bytes
+    wait_until(lambda: policies.error is None)
+    assert verdict(server) == before
+
+
+def test_removing_a_file_removes_its_policies(serving):
+    server, policies, policies_dir = serving
+    generation = policies.current().generation
+    assert verdict(server)[0] is False
+    (policies_dir / POLICY_FILE).unlink()
+    wait_until(lambda: policies.current().generation > generation)
+    assert policies.error is None
+    assert verdict(server)[0] is True
+    assert not [p for p in policies.current().policies if p.file.endswith(POLICY_FILE)]

@@ -28,7 +28,7 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("webhook", "cluster", "resource.k8s.io", "resourceslices", "*"): ("get list watch", "the device inventory"),
     ("webhook", "cluster", "scheduling.k8s.io", "priorityclasses", "*"): ("get list watch", "allowedPriorityClassNames"),
     ("webhook", "cluster", "", "namespaces", "*"): ("get list watch", "namespace labels for policy selectors"),
-    ("webhook", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef exists (values dropped on arrival)"),
+    ("webhook", "cluster", "", "secrets", "*"): ("get list watch", "Secrets policies look up: metadata only (PartialObjectMetadata), values never sent"),
     ("webhook", "cluster", "", "configmaps", "kubeai-config"): ("get list watch", "KubeAI's system config, by name"),
     ("webhook", "cluster", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", RELEASE):
         ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
@@ -53,7 +53,7 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("controller", "cluster", "resource.k8s.io", "resourceslices", "*"): ("get list watch", "placement planning"),
     ("controller", "cluster", "resource.k8s.io", "resourceclaims", "*"): ("get list watch", "stuck claims: replan"),
     ("controller", "cluster", "", "pods", "*"): ("get list watch", "Model replicas, pool readiness"),
-    ("controller", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef / API-key Secret exist"),
+    ("controller", "cluster", "", "secrets", "*"): ("get list watch", "authSecretRef / API-key Secret exist, key names (values dropped on arrival)"),
     ("controller", "cluster", "", "namespaces", "*"): ("get list watch", "admission namespaces"),
     ("controller", "cluster", "", "services", "*"): ("get list watch", "endpoints"),
     ("controller", "cluster", "", "persistentvolumeclaims", "*"): ("get list watch", "model storage"),

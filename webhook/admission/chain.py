@@ -135,9 +135,10 @@ class AdmissionChain:
         inp = self._input(request, request.object)
         warnings: list[str] = []
         denials: list[Denial] = []
-        for policy in self.policies.current().policies:
-            if not policy.mutating_stage:
-                continue
+        policies = [p for p in self.policies.current().policies if p.mutating_stage]
+        if not explain:
+            _prepare(policies, inp, mutating=True)
+        for policy in policies:
             verdict = policy.evaluate(inp, mutating=True, explain=explain)
             if verdict is None:
                 continue
@@ -168,7 +169,10 @@ class AdmissionChain:
         denials: list[Denial] = []
         audit: dict[str, str] = {}
         inp = self._input(request, request.object)
-        for policy in self.policies.current().policies:
+        policies = self.policies.current().policies
+        if not explain:
+            _prepare(policies, inp, mutating=False)
+        for policy in policies:
             verdict = policy.evaluate(inp, mutating=False, explain=explain)
             if verdict is None:
                 continue
@@ -229,6 +233,15 @@ class AdmissionChain:
         warnings += validated.warnings
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
                             obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+
+
+def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:
+    """Every policy's lookups first, so that their batches share one binding of the review's
+    values (``ReviewScope``); a mutation makes a new input, prepared anew as needed."""
+    for policy in policies:
+        prepare = getattr(policy, "prepare", None)  # policies written in Python have nothing to bind
+        if prepare is not None:
+            prepare(inp, mutating=mutating)
 
 
 def _unique(items: list[str]) -> list[str]:

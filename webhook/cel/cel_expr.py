@@ -19,11 +19,11 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
 from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
-from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, shape
+from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library import LibraryError
-from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, optimize, select_overload
+from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, _children, optimize, select_overload
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
@@ -114,11 +114,43 @@ def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str
     return "\n".join(out)
 
 
+class Bindings(dict):
+    """Variables that several evaluations share (one review's policies): each is converted
+    into a CEL value once, when an evaluation first reads it, instead of on every evaluation.
+
+    A cel-expr ``Activation`` converts a variable on first read and keeps the result; one is
+    built for these values on the first evaluation. The values must not change once bound:
+    new values make new ``Bindings``."""
+
+    __slots__ = ("_activation", "_sizes")
+
+    def __init__(self, values: Mapping[str, Any] = ()) -> None:
+        super().__init__(values)
+        self._activation: cel.Activation | None = None
+        self._sizes: dict[str, tuple[int, int]] = {}
+
+    def activation(self, env: cel.Env) -> cel.Activation:
+        if self._activation is None:
+            self._activation = env.Activation(self)
+        return self._activation
+
+    def sizes(self, names: Iterable[str]) -> tuple[int, int]:
+        """(longest list or map, longest string) over the named values, each measured once."""
+        longest_list = longest_string = 0
+        for name in names:
+            size = self._sizes.get(name)
+            if size is None:
+                size = self._sizes[name] = measure((self.get(name),))
+            longest_list, longest_string = max(longest_list, size[0]), max(longest_string, size[1])
+        return longest_list, longest_string
+
+
 class CelExprProgram:
     """A compiled expression: one C++ program, plus, when library calls read selected data,
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
-    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure")
+    __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
+                 "_env", "reads")
 
     def __init__(
         self,
@@ -130,6 +162,8 @@ class CelExprProgram:
         cost: CostShape,
         hoists: tuple[Hoist, ...] = (),
         fallback: cel.Expression | None = None,
+        env: cel.Env | None = None,
+        reads: frozenset[str] = frozenset(),
     ) -> None:
         self.expression = expression
         self._program = program
@@ -139,24 +173,35 @@ class CelExprProgram:
         self.python_calls = python_calls  # library calls left to Python, per evaluation (static count)
         self.cost = cost
         self._measure = cost.needs_measure
+        self._env = env  # the runtime env, for the Activation of shared ``Bindings``
+        self.reads = reads  # the variables the program reads
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
-        if self._measure and self.cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
-            raise CelCostExceeded()
+        shared = type(activation) is Bindings and self._env is not None
+        if self._measure:
+            sizes = activation.sizes(self.reads) if shared else measure(activation.values())
+            if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
+                raise CelCostExceeded()
         program = self._program
         if self._hoists:
+            if shared:  # the hidden variables differ per program: this one gets its own data
+                activation, shared = {name: activation[name] for name in self.reads if name in activation}, False
             values = hoisted_values(self._hoists, activation)
             if values is None:  # a selection or a library call fails: let CEL report it
                 program = self._fallback
             else:
                 activation = {**activation, **values}
-        result = self._eval(program, activation)
+        if shared:
+            result = self._eval_on(program, activation.activation(self._env))
+        else:
+            result = self._eval(program, activation)
         value = result.value()
         if value is True or value is False:  # most rules: no type check, no conversion
             return value
         if result.type() == _ERROR and _NON_CEL_VALUE in value:
             # dynamically typed values take timestamps/durations only as protobuf well-known types
-            result = self._eval(program, {name: well_known(v) for name, v in activation.items()})
+            names = self.reads if shared else activation
+            result = self._eval(program, {name: well_known(activation[name]) for name in names if name in activation})
         if result.type() == _ERROR:
             raise _eval_error(clean_message(result.value()))
         value = from_runtime(result.plain_value())
@@ -168,6 +213,13 @@ class CelExprProgram:
     def _eval(program: cel.Expression, activation: Mapping[str, Any]) -> cel.Value:
         try:
             return program.eval(data=activation)
+        except (RuntimeError, TypeError, ValueError) as err:
+            raise _eval_error(clean_message(str(err))) from None
+
+    @staticmethod
+    def _eval_on(program: cel.Expression, activation: cel.Activation) -> cel.Value:
+        try:
+            return program.eval(activation=activation)
         except (RuntimeError, TypeError, ValueError) as err:
             raise _eval_error(clean_message(str(err))) from None
 
@@ -301,10 +353,16 @@ _envs: dict[tuple, tuple[cel.Env, cel.Env]] = {}  # per variable declarations: (
 _cache_lock = threading.Lock()
 
 
-def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExprProgram:
-    """Compile against typed variable declarations; cached by expression and declarations."""
+def compile_typed(expression: str, variables: Mapping[str, cel.Type],
+                  rename: Mapping[str, str] | None = None) -> CelExprProgram:
+    """Compile against typed variable declarations; cached by expression and declarations.
+
+    ``rename`` gives some variables another name at evaluation (type-checked under the
+    declared name): programs of different sources that share one ``Bindings`` each read
+    their own value of, say, ``params``."""
     declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
-    key = (expression, declarations)
+    renamed = tuple(sorted((rename or {}).items()))
+    key = (expression, declarations, renamed)
     with _cache_lock:
         program = _programs.get(key)
         if program is not None:
@@ -313,7 +371,7 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExpr
         envs = _envs.get(declarations)
         if envs is None:
             envs = _envs[declarations] = (new_env(variables), runtime_env(variables, HOIST_VARIABLES))
-    program = _compile(expression, *envs)
+    program = _compile(expression, *envs, dict(renamed), frozenset(variables))
     with _cache_lock:
         _programs[key] = program
         if len(_programs) > _PROGRAM_CACHE_SIZE:
@@ -321,20 +379,27 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type]) -> CelExpr
     return program
 
 
-def _compile(expression: str, checking: cel.Env, runtime: cel.Env) -> CelExprProgram:
+def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mapping[str, str],
+             variables: frozenset[str]) -> CelExprProgram:
     try:
         checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:
         raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
-    plain = optimize(protos.decode(checked_expr))
+
+    def checked() -> Any:
+        decoded = protos.decode(checked_expr)
+        return rename_variables(decoded, rename) if rename else decoded
+
+    plain = optimize(checked())
     if plain.issues:
         raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
+    reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
-    hoisted = optimize(protos.decode(checked_expr), hoist=True)
+    hoisted = optimize(checked(), hoist=True)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
-            cost=shape(plain.checked.expr),
+            cost=shape(plain.checked.expr), env=runtime, reads=reads,
         )
     return CelExprProgram(
         expression,
@@ -344,14 +409,60 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env) -> CelExprPro
         cost=shape(plain.checked.expr),
         hoists=hoisted.hoists,
         fallback=fallback,
+        env=runtime,
+        reads=reads,
     )
+
+
+def _walk_free(expr: Any, visit: Any) -> None:
+    """Call ``visit(node)`` for each identifier not bound by an enclosing comprehension."""
+    stack = [(expr, frozenset())]
+    while stack:
+        node, bound = stack.pop()
+        kind = node.WhichOneof("expr_kind")
+        if kind == "ident_expr":
+            if node.ident_expr.name not in bound:
+                visit(node)
+        elif kind == "comprehension_expr":
+            c = node.comprehension_expr
+            inner = bound | {c.iter_var, c.iter_var2, c.accu_var}
+            stack += [(c.iter_range, bound), (c.accu_init, bound), (c.loop_condition, inner), (c.loop_step, inner),
+                      (c.result, bound | {c.accu_var})]
+        else:
+            stack += [(child, bound) for child in _children(node)]
+
+
+def free_variables(expr: Any, variables: Iterable[str]) -> frozenset[str]:
+    """The declared ``variables`` an expression reads."""
+    variables, found = set(variables), set()
+    _walk_free(expr, lambda node: found.add(node.ident_expr.name) if node.ident_expr.name in variables else None)
+    return frozenset(found)
+
+
+def rename_variables(checked: Any, rename: Mapping[str, str]) -> Any:
+    """``checked`` reading each variable ``old`` of ``rename`` as ``rename[old]``."""
+    def visit(node: Any) -> None:
+        new = rename.get(node.ident_expr.name)
+        if new is not None:
+            node.ident_expr.name = new
+            if node.id in checked.reference_map:
+                checked.reference_map[node.id].name = new
+
+    _walk_free(checked.expr, visit)
+    return checked
 
 
 class CelExprEngine:
     name = "cel-expr"
 
-    def compile(self, expression: str, variables: Iterable[str]) -> CelExprProgram:
-        return compile_typed(expression, {name: cel.Type.DYN for name in variables})
+    def compile(self, expression: str, variables: Iterable[str],
+                rename: Mapping[str, str] | None = None) -> CelExprProgram:
+        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename)
+
+    @staticmethod
+    def bind(values: Mapping[str, Any]) -> Bindings:
+        """Values for many evaluations, converted into CEL values once (see ``Bindings``)."""
+        return Bindings(values)
 
 
 ENGINE_CLASS = CelExprEngine

@@ -158,6 +158,17 @@ class Evaluator(celpy.evaluation.Evaluator):
     def sub_evaluator(self, ast: Any) -> Evaluator:
         return Evaluator(ast, self.activation, self.budget)
 
+    def expr(self, tree: Any) -> Any:
+        """``c ? a : b``: only the chosen branch runs; an error or non-bool condition is the result."""
+        if len(tree.children) != 3:
+            return super().expr(tree)
+        condition = self.visit(tree.children[0])
+        if isinstance(condition, CELEvalError):
+            return condition
+        if not isinstance(condition, celtypes.BoolType):
+            return error(NO_SUCH_OVERLOAD)
+        return self.visit(tree.children[1] if condition else tree.children[2])
+
     def member_dot(self, tree: Any) -> Any:
         member_tree, name_token = tree.children
         return select(self.visit(member_tree), name_token.value)
@@ -563,6 +574,29 @@ def _arithmetic(base: Callable[..., Any], symbol: str) -> Callable[..., Any]:
     return apply
 
 
+def _logic(decisive: bool) -> Callable[[Any, Any], Any]:
+    """``||`` (``decisive`` True) and ``&&``: either side's decisive value wins over an error;
+    otherwise the first error."""
+
+    def apply(a: Any, b: Any) -> Any:
+        if any(isinstance(v, celtypes.BoolType) and bool(v) is decisive for v in (a, b)):
+            return celtypes.BoolType(decisive)
+        for value in (a, b):
+            if isinstance(value, CELEvalError):
+                return value
+        if isinstance(a, celtypes.BoolType) and isinstance(b, celtypes.BoolType):
+            return celtypes.BoolType(not decisive)
+        return error(NO_SUCH_OVERLOAD)
+
+    return apply
+
+
+def _not(value: Any) -> Any:
+    if isinstance(value, CELEvalError):
+        return value
+    return celtypes.BoolType(not value) if isinstance(value, celtypes.BoolType) else error(NO_SUCH_OVERLOAD)
+
+
 def _in(item: Any, container: Any) -> Any:
     for value in (item, container):
         if isinstance(value, CELEvalError):
@@ -600,6 +634,9 @@ def operators() -> dict[str, Callable[..., Any]]:
         "_>_": _ordering(base["_>_"], operator.gt),
         "_>=_": _ordering(base["_>=_"], operator.ge),
         "_in_": _in,
+        "_||_": _logic(True),
+        "_&&_": _logic(False),
+        "!_": _not,
         **{f"_{symbol}_": _arithmetic(base[f"_{symbol}_"], symbol) for symbol in "+-*/%"},
         "-_": _arithmetic(base["-_"], "-"),
         "_[_]": index,

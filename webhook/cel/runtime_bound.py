@@ -80,9 +80,14 @@ class CostShape:
     def bound(self, activation: Mapping[str, Any]) -> float:
         if not self.has_loops:
             return self.poly.get((0, 0), 0)
+        return self.at(*measure(activation.values()))
+
+    def at(self, longest_list: int, longest_string: int) -> float:
+        """The bound for an activation of these sizes (see ``measure``)."""
+        if not self.has_loops:
+            return self.poly.get((0, 0), 0)
         if self.poly is INFINITE:
             return float("inf")
-        longest_list, longest_string = measure(activation.values())
         return sum(v * longest_list**l * longest_string**c for (l, c), v in self.poly.items())
 
 

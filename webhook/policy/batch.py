@@ -12,12 +12,15 @@ one-element ``map`` binds the same way). Variables are evaluated eagerly, in ord
 per-expression path does. The batch is only a fast path: when it cannot be built (an
 unusual reference to ``variables``, a type the checker rejects) or its evaluation fails, the
 caller runs the expressions one by one, which gives the exact errors and messages.
+
+Variables computed before the program (``given``: those that read only cluster state, see
+``compiled``) stay ``variables.<name>`` and are read from the activation.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from webhook.cel import CelCompileError
 
@@ -31,15 +34,18 @@ _TOKEN = re.compile(
 )
 
 
-def bind_variables(source: str, known: Iterable[str]) -> str | None:
-    """``source`` with each ``variables.<name>`` (name in ``known``) as its bound name; None
-    when ``variables`` is read any other way (indexed, ``.?``, an unknown or later name)."""
-    known = set(known)
+def bind_variables(source: str, known: Iterable[str], given: Iterable[str] = ()) -> str | None:
+    """``source`` with each ``variables.<name>`` (name in ``known``) as its bound name, those
+    in ``given`` as they are; None when ``variables`` is read any other way (indexed, ``.?``,
+    an unknown or later name)."""
+    known, given = set(known), set(given)
     out, last = [], 0
     for match in _TOKEN.finditer(source):
         if match.group("raw") is not None or match.group("str") is not None:
             continue
         name = match.group("name")
+        if name in given:
+            continue
         if name is None or name not in known:
             return None
         out.append(source[last:match.start()])
@@ -50,16 +56,20 @@ def bind_variables(source: str, known: Iterable[str]) -> str | None:
 
 
 def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str, str]],
-                 body: Sequence[str], *, return_variables: bool = False) -> str | None:
+                 body: Sequence[str], *, return_variables: bool = False, given: Sequence[str] = ()) -> str | None:
     """The one program of a stage; it evaluates to ``[]`` when a matchCondition is not true,
     else to the list of the ``body`` expressions' values (``[[variables...], [body...]]`` with
-    ``return_variables``). None when it cannot be written (see ``bind_variables``)."""
-    names = [name for name, _ in variables]
-    rewritten_body = [bind_variables(s, names) for s in body]
-    conditions = [bind_variables(s, ()) for s in match_conditions]
+    ``return_variables``: the variables not ``given``). None when it cannot be written (see
+    ``bind_variables``)."""
+    names = [name for name, _ in variables if name not in given]
+    rewritten_body = [bind_variables(s, names, given) for s in body]
+    conditions = [bind_variables(s, ()) for s in match_conditions]  # evaluated before any variable
     bound: list[tuple[str, str]] = []
     for i, (name, source) in enumerate(variables):
-        rewritten = bind_variables(source, names[:i])  # a variable reads only earlier ones
+        if name in given:
+            continue
+        earlier = [n for n, _ in variables[:i]]  # a variable reads only earlier ones
+        rewritten = bind_variables(source, [n for n in earlier if n not in given], [n for n in earlier if n in given])
         if rewritten is None or not name.isidentifier():
             return None
         bound.append((name, rewritten))
@@ -80,11 +90,13 @@ def list_source(sources: Iterable[str]) -> str:
     return "[" + ", ".join(f"dyn({s})" for s in sources) + "]"
 
 
-def compile_batch(engine: Any, source: str | None, variables: Sequence[str]) -> Any:
-    """The compiled batch, or None when there is none (the per-expression path is used)."""
+def compile_batch(engine: Any, source: str | None, variables: Sequence[str],
+                  rename: Mapping[str, str] | None = None) -> Any:
+    """The compiled batch, or None when there is none (the per-expression path is used);
+    ``rename``: the variables' names at evaluation, for an engine that can share bindings."""
     if source is None:
         return None
     try:
-        return engine.compile(source, variables)
+        return engine.compile(source, variables, rename) if rename else engine.compile(source, variables)
     except CelCompileError:
         return None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import itertools
+import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import jsonpatch
@@ -20,17 +22,58 @@ from webhook.state.selectors import Selector
 
 # Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
+# what a request brings; the other names are each policy's own (its params, lookups, variables)
+REQUEST_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
+_POLICY_VARIABLES = ("params", "lookups", "variables")
+_serials = itertools.count()
+
+
+class ReviewScope:
+    """What one review's policies hand to CEL, shared by all their programs: the request's
+    values, and each policy's params, lookups and precomputed variables under names of its
+    own (``CompiledPolicy.names``), bound with the engine's ``bind`` (each value converted
+    into CEL once per binding, not once per program).
+
+    Two bindings per review: the request's values, for every lookup's arguments; then, once
+    the policies have prepared, everything, for every batch (a policy that adds values later
+    makes the next batch bind anew)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+        self.prepared: dict[int, _Prepared | None] = {}  # by policy serial
+        self._request: Mapping[str, Any] | None = None
+        self._all: Mapping[str, Any] | None = None
+
+    def add(self, values: Mapping[str, Any]) -> None:
+        self.values.update(values)
+        self._all = None
+
+    def request_bindings(self, engine: Any) -> Mapping[str, Any]:
+        if self._request is None:
+            self._request = engine.bind({name: self.values[name] for name in REQUEST_VARIABLES})
+        return self._request
+
+    def bindings(self, engine: Any) -> Mapping[str, Any]:
+        if self._all is None:
+            self._all = engine.bind(self.values)
+        return self._all
 
 
 @dataclass(frozen=True)
 class PolicyInput:
-    """The request as policies see it (built once per request by the chain)."""
+    """The request as policies see it (built once per request by the chain; a mutated object
+    is a new input)."""
 
     request: Mapping[str, Any]  # the AdmissionRequest minus object/oldObject
     object: dict[str, Any] | None
     old_object: dict[str, Any] | None
     namespace_object: dict[str, Any] | None
     state: ClusterState
+    scope: ReviewScope = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        values = dict(zip(REQUEST_VARIABLES, (self.object, self.old_object, self.request, self.namespace_object)))
+        object.__setattr__(self, "scope", ReviewScope(values))
 
     @property
     def group(self) -> str:
@@ -152,8 +195,16 @@ class CompiledPolicy:
                                   for i, a in enumerate(s.auditAnnotations)]
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
-        # one program per stage (key: mutating) and for the lookups' arguments ("lookups"): see ``batch``
+        # one program per stage (key: mutating), for the lookups' arguments ("lookups") and the
+        # rest of the mutations after a change (("mutations", start)): see ``batch``
         self._batches: dict[Any, Expression | None] = {}
+        # the names of this policy's params, lookups and variables in a review's shared bindings
+        serial = next(_serials)
+        self._serial = serial
+        self.names = {name: f"__{name}_{serial}" for name in _POLICY_VARIABLES}
+        self._state_lookups = tuple(lk.name for lk, exprs in self.lookups if _reads_only_state(exprs.values()))
+        self._state_variables = self._variables_of_state()
+        self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -162,6 +213,23 @@ class CompiledPolicy:
         fields = ("name", "namespace") if lookup.get else ("namespace", "labelSelector")
         return {f: compile_(getattr(source, f), ("spec", "lookups", i, section, f))
                 for f in fields if getattr(source, f) is not None}
+
+    def _variables_of_state(self) -> tuple[str, ...]:
+        """The variables that read cluster state (lookups whose arguments read no request
+        value, params) and nothing of the request: the same value for every request until
+        the state changes, so computed once per state, not per review (``_state_variables``)."""
+        state_lookups = set(self._state_lookups)
+        found: list[str] = []
+        for name, expr in self.variables:
+            needs = expr._needs
+            if any(root in needs for root in REQUEST_VARIABLES) or not ({"lookups", "params"} & needs.keys()):
+                continue
+            if "lookups" in needs and (needs["lookups"] is None or not needs["lookups"] <= state_lookups):
+                continue
+            if "variables" in needs and (needs["variables"] is None or not needs["variables"] <= set(found)):
+                continue
+            found.append(name)
+        return tuple(found)
 
     @property
     def validating_stage(self) -> bool:
@@ -201,29 +269,26 @@ class CompiledPolicy:
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
         """None when the policy does not apply (rules, selectors, matchConditions)."""
-        stage_has_work = self.mutating_stage if mutating else self.validating_stage
-        if not stage_has_work or not self.matches(inp):
+        if not self._applies(inp, mutating):
             return None
         verdict = Verdict(self.name, object=inp.object)
         trace = verdict.traces.append if explain else None
-        activation: dict[str, Any] = {
-            "object": inp.object,
-            "oldObject": inp.old_object,
-            "request": inp.request,
-            "namespaceObject": inp.namespace_object,
-            "params": self._params(inp.state),
-            "lookups": {},
-            "variables": {},
-        }
         try:
-            arguments = self._lookup_arguments(activation) if trace is None else None
-            for i, (lookup, exprs) in enumerate(self.lookups):  # in order: a lookup may use the ones before it
-                activation["lookups"][lookup.name] = self._lookup(
-                    lookup, exprs, activation, inp.state, trace, arguments[i] if arguments else None)
-            if trace is None:
-                decided = self._run_batch(activation, verdict, mutating)
+            if not explain:
+                decided = self._run_batch(inp, verdict, mutating)
                 if decided is not None:
                     return verdict if decided else None
+            activation: dict[str, Any] = {
+                "object": inp.object,
+                "oldObject": inp.old_object,
+                "request": inp.request,
+                "namespaceObject": inp.namespace_object,
+                "params": self._params(inp.state),
+                "lookups": {},
+                "variables": {},
+            }
+            for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
+                activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
                 value = self._eval(expr, activation, f"matchConditions.{name}", trace)
                 if value is not True:
@@ -241,7 +306,23 @@ class CompiledPolicy:
                 verdict.warnings.append(f"policy {self.name} not applied: {exc.message}")
         return verdict
 
+    def _applies(self, inp: PolicyInput, mutating: bool) -> bool:
+        stage_has_work = self.mutating_stage if mutating else self.validating_stage
+        return stage_has_work and self.matches(inp)
+
     # -- the fast path: the stage's expressions as one program (``batch``) ----------------------
+    def prepare(self, inp: PolicyInput, *, mutating: bool) -> None:
+        """Before a stage's policies run: this policy's lookups and state variables into the
+        review's scope (``ReviewScope``), so that one binding serves every policy's batch."""
+        if self._applies(inp, mutating) and self._batch(mutating) is not None:
+            self._prepared(inp)
+
+    def _shares(self) -> bool:
+        return hasattr(self._engine or get_engine(), "bind")
+
+    def _rename(self) -> dict[str, str] | None:
+        return self.names if self._shares() else None
+
     def _batch(self, mutating: bool) -> Expression | None:
         if mutating not in self._batches:
             self._batches[mutating] = self._build_batch(mutating)
@@ -255,15 +336,13 @@ class CompiledPolicy:
         else:
             body = [expr.source for _, expr, _ in self.validations + self.warnings]
             body += [expr.source for _, expr in self.audit_annotations]
-        if len(self.match_conditions) + len(self.variables) + len(body) < 2:
-            return None  # nothing to gain
         source = batch_source([expr.source for _, expr in self.match_conditions],
                               [(name, expr.source) for name, expr in self.variables], body,
-                              return_variables=mutating and len(self.mutations) > 1)
-        return self._compile_batch(source, "mutations" if mutating else "validations")
+                              return_variables=mutating and len(self.mutations) > 1, given=self._state_variables)
+        return self._compile_batch(source, "mutations" if mutating else "validations", self._rename())
 
-    def _compile_batch(self, source: str | None, what: str) -> Expression | None:
-        program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES)
+    def _compile_batch(self, source: str | None, what: str, rename: dict[str, str] | None = None) -> Expression | None:
+        program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES, rename)
         return Expression(program, source, f"{self.file}: {self.name} ({what})") if program is not None else None
 
     def _rest_of_mutations(self, start: int) -> Expression | None:
@@ -275,20 +354,83 @@ class CompiledPolicy:
                 if len(rest) > 1 else None
         return self._batches[key]
 
-    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    def _prepared(self, inp: PolicyInput) -> _Prepared | None:
+        """This policy's values for ``inp`` (its scope keeps them), or None when the
+        per-expression path must run (a lookup's argument failed: it reports the error)."""
+        scope = inp.scope
+        if self._serial not in scope.prepared:
+            prepared = scope.prepared[self._serial] = self._prepare(inp)
+            if prepared is not None and self._shares():
+                scope.add(prepared.bound(self.names))
+        return scope.prepared[self._serial]
+
+    def _prepare(self, inp: PolicyInput) -> _Prepared | None:
+        params = self._params(inp.state)
+        lookups: dict[str, Any] = {}
+        arguments = self._lookup_arguments(inp, params)
+        activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
+        try:
+            for i, (lookup, exprs) in enumerate(self.lookups):
+                lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
+                                                    arguments[i] if arguments else None)
+        except _RuleError:
+            return None
+        variables = self._state_values_for(lookups, params)
+        if variables is None:
+            return None
+        return _Prepared(params, lookups, variables, self._lookups_read())
+
+    def _lookups_read(self) -> frozenset[str] | None:
+        """The lookups the stages' batches read (None: all); only those are bound."""
+        read: set[str] = set()
+        for stage in (True, False):
+            batch = self._batch(stage)
+            if batch is None or "lookups" not in batch._needs:
+                continue
+            if batch._needs["lookups"] is None:
+                return None
+            read |= batch._needs["lookups"]
+        return frozenset(read)
+
+    def _state_values_for(self, lookups: dict[str, Any], params: Any) -> dict[str, Any] | None:
+        """The state variables' values (``_variables_of_state``), computed again only when the
+        objects they read change (stored objects are never mutated: compared by identity)."""
+        if not self._state_variables:
+            return {}
+        inputs = (params, *(lookups[name] for name in self._state_lookups))
+        cached = self._state_values
+        if cached is not None and len(cached[0]) == len(inputs) and all(map(_same, cached[0], inputs)):
+            return cached[1]
+        activation = {"params": params, "lookups": lookups, "variables": {}}
+        exprs = dict(self.variables)
+        try:
+            for name in self._state_variables:
+                activation["variables"][name] = exprs[name].evaluate(activation)
+        except CelError:
+            return None
+        self._state_values = (inputs, activation["variables"])
+        return activation["variables"]
+
+    def _lookup_arguments(self, inp: PolicyInput, params: Any) -> list[dict[str, Any]] | None:
         """Every lookup's names and selectors from one engine call, when none reads another
         lookup; None: evaluate them one by one (also on any error, for its exact text)."""
         if "lookups" not in self._batches:
             exprs = [e for _, fields in self.lookups for e in fields.values()]
             program = None
-            if len(exprs) > 1 and not any("lookups" in e._needs for e in exprs):
-                program = self._compile_batch(list_source(e.source for e in exprs), "lookups")
+            if exprs and not any("lookups" in e._needs or "variables" in e._needs for e in exprs):
+                program = self._compile_batch(list_source(e.source for e in exprs), "lookups", self._rename())
             self._batches["lookups"] = program
         batch = self._batches["lookups"]
         if batch is None:
             return None
+        scope = inp.scope
         try:
-            values = batch.evaluate(activation)
+            if not self._shares():
+                values = batch.evaluate({**scope.values, "params": params})
+            elif "params" in batch._needs:  # this policy's own: not worth binding the review anew
+                values = batch.program.evaluate({**scope.values, self.names["params"]: params})
+            else:
+                values = batch.program.evaluate(scope.request_bindings(self._engine or get_engine()))
         except CelError:
             return None
         out, it = [], iter(values if isinstance(values, list) else ())
@@ -296,40 +438,50 @@ class CompiledPolicy:
             out.append({f: next(it, None) for f in fields})
         return out if isinstance(values, list) and len(values) == sum(map(len, out)) else None
 
-    def _run_batch(self, activation: dict[str, Any], verdict: Verdict, mutating: bool) -> bool | None:
+    def _run_batch(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:
         """The stage in one engine call: True when it decided the stage, False when a
         matchCondition is not true, None when the per-expression path must run (no batch, an
         error, or a rule that failed: that path writes the exact error or message)."""
         batch = self._batch(mutating)
         if batch is None:
             return None
+        prepared = self._prepared(inp)
+        if prepared is None:
+            return None
         try:
-            values = batch.evaluate(activation)
+            if self._shares():
+                results = batch.program.evaluate(inp.scope.bindings(self._engine or get_engine()))
+            else:
+                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)})
         except CelError:
             return None
-        if not isinstance(values, list):
+        if not isinstance(results, list):
             return None
-        if not values:
+        if not results:
             return False
         if mutating:
-            return self._apply_batched_mutations(values, activation, verdict)
+            activation = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                          "namespaceObject": inp.namespace_object, "params": prepared.params,
+                          "lookups": prepared.lookups, "variables": dict(prepared.variables)}
+            return self._apply_batched_mutations(results, activation, verdict)
         judged = len(self.validations) + len(self.warnings)
-        if len(values) != judged + len(self.audit_annotations) or any(v is not True for v in values[:judged]):
+        if len(results) != judged + len(self.audit_annotations) or any(v is not True for v in results[:judged]):
             return None
-        for (key, _), value in zip(self.audit_annotations, values[judged:]):
+        for (key, _), value in zip(self.audit_annotations, results[judged:]):
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
         return True
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
         patches, variables = values, []
+        computed = [name for name, _ in self.variables if name not in self._state_variables]
         if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
-            if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(self.variables):
+            if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(computed):
                 return None
             variables, patches = values
         if not isinstance(patches, list) or len(patches) != len(self.mutations):
             return None
-        activation["variables"] = dict(zip((name for name, _ in self.variables), variables))
+        activation["variables"].update(zip(computed, variables))
         self._apply_mutations(patches, 0, activation, verdict)
         return True
 
@@ -457,6 +609,35 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A policy's values for one review, before its batches run."""
+
+    params: Any
+    lookups: dict[str, Any]
+    variables: dict[str, Any]  # the state variables' values
+    lookups_read: frozenset[str] | None  # by the batches (None: all)
+
+    def bound(self, names: Mapping[str, str] | None) -> dict[str, Any]:
+        """The values under their names in the review's bindings (``None``: their own names)."""
+        names = names or {name: name for name in _POLICY_VARIABLES}
+        read = self.lookups_read
+        lookups = self.lookups if read is None else {k: v for k, v in self.lookups.items() if k in read}
+        return {names["params"]: self.params, names["lookups"]: lookups, names["variables"]: self.variables}
+
+
+def _reads_only_state(exprs: Any) -> bool:
+    """Whether expressions (a lookup's arguments) read no request value and no other lookup."""
+    return not any(root in e._needs for e in exprs for root in (*REQUEST_VARIABLES, "lookups", "variables"))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same stored objects (a lookup's result: an object, None, or a list of objects)."""
+    if a is b:
+        return True
+    return type(a) is list and type(b) is list and len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 class _RuleError(Exception):

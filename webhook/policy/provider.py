@@ -3,6 +3,11 @@
 :class:`PolicyDirectory` polls the files' modification times in a background thread and
 swaps in a new :class:`PolicySet` only when the whole directory loads; a broken file
 keeps the last good set in force (and is reported by :attr:`PolicyDirectory.error`).
+
+A file that held policies and is now empty counts as broken too, until it has content
+again or is removed: editors that save by truncating and then writing leave it empty for
+a moment, and a reload then would open a window without its policies (a disk that fills
+up mid-write leaves it empty for good). Removing the file is how its policies go.
 """
 
 from __future__ import annotations
@@ -60,6 +65,22 @@ class PolicySetProvider(Protocol):
     def current(self) -> PolicySet: ...
 
 
+def _refuse_emptied(in_force: PolicySet) -> None:
+    """Raise when a file the policies in force came from is now empty (see the module doc)."""
+    problems = []
+    for file in dict.fromkeys(p.file for p in in_force.policies if not p.file.startswith("builtin:")):
+        try:
+            empty = not Path(file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue  # removed (its policies go), or unreadable (the loader says so)
+        if empty:
+            names = ", ".join(p.name for p in in_force.policies if p.file == file)
+            problems.append(f"{file}: empty; its policies ({names}) stay in force until it has content "
+                            "again or is removed")
+    if problems:
+        raise PolicyLoadError(problems)
+
+
 def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
     out = []
     for file in policy_files(directory):
@@ -99,6 +120,7 @@ class PolicyDirectory:
             return False
         self._fingerprint = fingerprint
         try:
+            _refuse_emptied(self._set)
             fresh = PolicySet.load(self.directory, builtin=self.builtin)
         except PolicyLoadError as exc:
             self.error = str(exc)

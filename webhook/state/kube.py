@@ -2,7 +2,8 @@
 
 One daemon thread per watched kind runs the informer loop of client-go, reduced to
 what admission needs: list (paged) and replace, then watch from the list's
-resourceVersion with bookmarks; a 410 Gone (expired resourceVersion, on the request or
+resourceVersion with bookmarks (metadata only where that is all it needs: see
+:attr:`WatchedKind.metadata_only`); a 410 Gone (expired resourceVersion, on the request or
 as an ERROR event) relists; any other failure reconnects with exponential backoff.
 The HTTP client is blocking, so it lives in those threads and never on the event loop;
 readers only touch the in-memory :class:`~webhook.state.base.ObjectStore`.
@@ -38,6 +39,9 @@ class WatchedKind:
     namespace: str | None = None  # watch one namespace only
     field_selector: str | None = None
     label_selector: str | None = None
+    # list and watch PartialObjectMetadata (what kubectl get -o name and client-go's metadata
+    # informers ask for): the objects' other fields, a Secret's values, never leave the apiserver
+    metadata_only: bool = False
 
     @property
     def path(self) -> str:
@@ -60,7 +64,8 @@ WEBHOOK_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),
     WatchedKind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses"),
     WatchedKind("v1", "Namespace", "namespaces"),
-    WatchedKind("v1", "Secret", "secrets"),  # metadata only: the store drops data
+    # policies may look Secrets up (an authSecretRef exists): metadata is all they can read
+    WatchedKind("v1", "Secret", "secrets", metadata_only=True),
     WatchedKind("v1", "ConfigMap", "configmaps", field_selector="metadata.name=kubeai-config"),
 )
 
@@ -212,12 +217,12 @@ class KubeState(ClusterState):
             query.append(("labelSelector", kind.label_selector))
         return query
 
-    def _get(self, kind: WatchedKind, query: list[tuple[str, Any]], timeout: Any):
+    def _get(self, kind: WatchedKind, query: list[tuple[str, Any]], timeout: Any, *, watch: bool = False):
         request = self._api.param_serialize(
             method="GET",
             resource_path=kind.path,
             query_params=query,
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": _accept(kind, watch)},
             auth_settings=["BearerToken"],
         )
         response = self._api.call_api(*request, _request_timeout=timeout)
@@ -236,10 +241,7 @@ class KubeState(ClusterState):
             finally:
                 resp.release_conn()
             for item in body.get("items") or ():
-                # typed lists omit each item's apiVersion/kind
-                item.setdefault("apiVersion", kind.api_version)
-                item.setdefault("kind", kind.kind)
-                items.append(item)
+                items.append(_typed(kind, item))
             metadata = body.get("metadata") or {}
             token = metadata.get("continue")
             if not token:
@@ -257,7 +259,7 @@ class KubeState(ClusterState):
             allowWatchBookmarks="true",
             timeoutSeconds=self._watch_timeout_s,
         )
-        resp = self._get(kind, query, (10, self._watch_timeout_s + 30))
+        resp = self._get(kind, query, (10, self._watch_timeout_s + 30), watch=True)
         with self._lock:
             # stop() sets the flag before it looks at _open: one of the two sees the other
             self._open[kind] = resp
@@ -283,11 +285,34 @@ class KubeState(ClusterState):
             if obj.get("code") == 410:
                 raise _Gone(obj.get("message", "resourceVersion too old"))
             raise RuntimeError(f"watch error: {obj.get('message') or obj}")
-        obj.setdefault("apiVersion", kind.api_version)
-        obj.setdefault("kind", kind.kind)
+        obj = _typed(kind, obj)
         if kind_of_event in ("ADDED", "MODIFIED"):
             self._store.put(obj)
         elif kind_of_event == "DELETED":
             self._store.delete(obj)
         # BOOKMARK carries only a resourceVersion to resume from
         return (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+
+
+_JSON = "application/json"
+# the apiserver's metadata views (client-go's metadata client asks the same, with the same
+# fallback to whole objects for a server without them: the store then drops what it must)
+_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+def _accept(kind: WatchedKind, watch: bool) -> str:
+    if not kind.metadata_only:
+        return _JSON
+    return f"{_METADATA if watch else _METADATA_LIST}, {_JSON}"
+
+
+def _typed(kind: WatchedKind, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the watched kind: typed lists omit each item's apiVersion and kind, and
+    metadata views call every object ``meta.k8s.io/v1`` ``PartialObjectMetadata``."""
+    if kind.metadata_only:
+        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+    else:
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+    return obj
