@@ -10,9 +10,14 @@ Runs, in one go and with the same load generator:
 
 Each server runs in its own process. The load generator is a closed loop of N
 keep-alive TLS connections on uvloop with pre-encoded requests (far cheaper per request
-than any server), measuring each request's latency.
+than any server), measuring each request's latency, and (on Linux) the CPU time each
+server process spent per request: on a shared machine the steadier figure of the two.
 
-    python bench/server_bench.py [--seconds 4] [--connections 16] [--json out.json]
+With ``--before DIR`` (another checkout, e.g. ``git worktree add --detach /tmp/before
+main``), its server-only and /validate runs are interleaved with this tree's, against
+the same baseline: a before/after comparison in one run.
+
+    python bench/server_bench.py [--seconds 4] [--connections 16] [--before DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -177,6 +182,15 @@ async def load(port: int, ctx: ssl.SSLContext, request: bytes, *, connections: i
             "p99_ms": round(q[98] * 1000, 3), "requests": len(latencies), "errors": errors}
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of process ``pid`` so far (Linux), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -202,72 +216,102 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--before", type=Path, help="another checkout whose server-only and /validate runs are "
+                                                       "interleaved with this tree's (before/after in one run)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
     import uvloop
 
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    results: dict = {"connections": args.connections, "seconds": args.seconds, "cpus": os.cpu_count()}
+    trees = {"": REPO}
+    if args.before:
+        trees[" (before)"] = args.before.resolve()
+    results: dict = {"connections": args.connections, "seconds": args.seconds, "cpus": os.cpu_count(),
+                     "trees": {suffix or "after": str(tree) for suffix, tree in trees.items()}}
+    procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir = Path(tmp, "certs")
         bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
         certs.DirectoryStore(cert_dir).save(bundle)
         ctx = certs.client_context(bundle.ca_pem())
-
-        # /readyz: from spawning `infergate serve` to green (imports, certificates, chain).
-        port = free_port()
-        spawned = time.monotonic()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-             "--cert-dir", str(cert_dir), "--log-level", "warning"],
-            cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        ready = wait_ready(port, ctx, "/readyz", spawned + 30)
-        if ready is None:
-            server.kill()
-            print("infergate serve never became ready:\n" + server.stderr.read().decode()[-3000:], file=sys.stderr)
-            return 1
-        results["readyz_seconds"] = round(ready - spawned, 3)
-
-        base_port, bare_port = free_port(), free_port()
-        baseline = subprocess.Popen([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert_dir), str(REPO)],
-                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        bare = subprocess.Popen([sys.executable, "-c", SERVER_ONLY, str(bare_port), str(cert_dir), str(REPO)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            for proc, p in ((baseline, base_port), (bare, bare_port)):
+            # /readyz: from spawning `infergate serve` to green (imports, certificates, chain).
+            servers: dict[str, tuple[subprocess.Popen, int]] = {}
+            for suffix, tree in trees.items():
+                port = free_port()
+                spawned = time.monotonic()
+                server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                "--cert-dir", str(cert_dir), "--log-level", "warning"], tree, procs, cwd=tmp)
+                ready = wait_ready(port, ctx, "/readyz", spawned + 30)
+                if ready is None:
+                    print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)
+                    return 1
+                results["readyz_seconds" + suffix.replace(" (before)", "_before")] = round(ready - spawned, 3)
+                servers["validate" + suffix] = servers["mutate" + suffix] = (server, port)
+                bare_port = free_port()
+                servers["server_only" + suffix] = (
+                    spawn([sys.executable, "-c", SERVER_ONLY, str(bare_port), str(cert_dir), str(tree)], tree, procs),
+                    bare_port)
+            base_port = free_port()
+            servers["baseline"] = (
+                spawn([sys.executable, "-c", BASELINE_SERVER, str(base_port), str(cert_dir), str(REPO)], REPO, procs),
+                base_port)
+            for proc, p in servers.values():
                 if wait_listening(p, ctx, time.monotonic() + 30) is None:
-                    print("a comparison server never started:\n" + proc.stderr.read().decode()[-3000:], file=sys.stderr)
+                    print("a comparison server never started:\n" + log_tail(proc), file=sys.stderr)
                     return 1
             # Interleaved per family: a neighbour's load on a shared machine hits the runs
             # of one family alike, so the ratios stay meaningful.
             allowed = lambda resp: b'"allowed":true' in resp  # noqa: E731
             for family, manifest in FAMILIES.items():
                 mutate_body, body = as_the_apiserver_sends(review_for(REPO / "examples/manifests/valid" / manifest))
-                runs = (
-                    ("baseline", base_port, "/echo", body, lambda resp, b=body: resp == b),
-                    ("server_only", bare_port, "/validate?timeout=10s", body, allowed),
-                    ("validate", port, "/validate?timeout=10s", body, allowed),
-                    ("mutate", port, "/mutate?timeout=10s", mutate_body, allowed),
-                )
-                for name, target, path, payload, check in runs:
+                runs = [("baseline", "/echo", body, lambda resp, b=body: resp == b)]
+                for suffix in trees:
+                    runs += [("server_only" + suffix, "/validate?timeout=10s", body, allowed),
+                             ("validate" + suffix, "/validate?timeout=10s", body, allowed)]
+                runs.append(("mutate", "/mutate?timeout=10s", mutate_body, allowed))
+                for name, path, payload, check in runs:
+                    proc, target = servers[name]
+                    cpu_before = cpu_seconds(proc.pid)
                     r = uvloop.run(load(target, ctx, http_request(path, payload), connections=args.connections,
                                         seconds=args.seconds, warmup=args.warmup, check=check))
+                    cpu_after = cpu_seconds(proc.pid)
+                    if cpu_before is not None and cpu_after is not None and r["requests"]:
+                        # the warm-up's requests are not counted: scale them in at the same rate
+                        sent = r["requests"] * (args.seconds + args.warmup) / args.seconds
+                        r["cpu_us_per_request"] = round((cpu_after - cpu_before) / sent * 1e6, 1)
                     r["body_bytes"] = len(payload)
                     results.setdefault(name, {})[family] = r
-                    print(f"{name:11s} {family:24s} {r}", flush=True)
+                    print(f"{name:20s} {family:24s} {r}", flush=True)
         finally:
-            for proc in (server, baseline, bare):
+            for proc in procs:
                 proc.terminate()
                 proc.wait(30)
+        results["load_average"] = os.getloadavg()
 
-    for endpoint in ("server_only", "validate", "mutate"):
+    for endpoint in [name for name in results if name.startswith(("server_only", "validate", "mutate"))]:
         for family, r in results[endpoint].items():
             r["of_baseline"] = round(r["rps"] / results["baseline"][family]["rps"], 3)
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def spawn(command: list[str], tree: Path, procs: list[subprocess.Popen], **kw) -> subprocess.Popen:
+    """A server process running the code of ``tree`` (kept in ``procs`` to be stopped). Its
+    logs go to a file, not a pipe nobody reads (a full pipe would stall its event loop)."""
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(command, env=dict(os.environ, PYTHONPATH=str(tree)), stdout=subprocess.DEVNULL,
+                            stderr=log, **kw)
+    proc.log = log  # type: ignore[attr-defined]
+    procs.append(proc)
+    return proc
+
+
+def log_tail(proc: subprocess.Popen) -> str:
+    proc.log.seek(0)  # type: ignore[attr-defined]
+    return proc.log.read().decode(errors="replace")[-3000:]  # type: ignore[attr-defined]
 
 
 def wait_listening(port: int, ctx: ssl.SSLContext, deadline: float) -> float | None:

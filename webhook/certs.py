@@ -358,8 +358,10 @@ def utcnow() -> dt.datetime:
 def server_context(bundle: CertBundle, *, client_ca: bytes | None = None) -> ssl.SSLContext:
     """A TLS 1.2+ server context serving ``bundle``'s certificate.
 
-    With ``client_ca`` (PEM), clients must present a certificate signed by it (the
-    apiserver's client certificate: mTLS).
+    With ``client_ca`` (PEM), a client certificate is asked for and, when presented, must
+    be signed by it (the apiserver's: mTLS) or the handshake fails. It is optional at the
+    TLS level so that the kubelet's HTTPS probes (which present none) reach /healthz and
+    /readyz; the server refuses reviews on connections without one.
     """
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -367,7 +369,7 @@ def server_context(bundle: CertBundle, *, client_ca: bytes | None = None) -> ssl
     ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_RENEGOTIATION
     load_serving(ctx, bundle)
     if client_ca:
-        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.verify_mode = ssl.CERT_OPTIONAL
         ctx.load_verify_locations(cadata=client_ca.decode("ascii"))
     return ctx
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -22,6 +24,9 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._kinds: set[str] = set()
+        # (endpoint, kind, operation, allowed) -> (counter child, histogram child): labels()
+        # validates and locks on every call, ~5 us each; bounded like the kinds.
+        self._answered: dict[tuple[str, str, str, bool], tuple[Any, Any]] = {}
         self.reviews = Counter(
             "infergate_admission_reviews",
             "AdmissionReviews answered, by endpoint, kind, operation and verdict (allowed/denied).",
@@ -66,6 +71,18 @@ class Metrics:
                 return "other"
             self._kinds.add(kind)
         return kind
+
+    def review_answered(self, endpoint: str, kind: str, operation: str, allowed: bool, seconds: float) -> None:
+        """Count an answered review and observe its duration (``kind`` from :meth:`kind_label`)."""
+        key = (endpoint, kind, operation, allowed)
+        children = self._answered.get(key)
+        if children is None:
+            children = self._answered[key] = (
+                self.reviews.labels(endpoint, kind, operation, "allowed" if allowed else "denied"),
+                self.duration.labels(endpoint, kind),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def certificate_served(self, bundle: CertBundle, reloaded: bool) -> None:
         for name, when in expiry(bundle).items():

@@ -39,7 +39,7 @@ class Settings(BaseModel):
     cert_secret: str | None = None
     service: str | None = None  # NAMESPACE/NAME: adds the Service's DNS names to the SANs
     extra_sans: list[str] = Field(default_factory=list)
-    client_ca_file: Path | None = None  # require client certificates signed by this CA (mTLS)
+    client_ca_file: Path | None = None  # reviews require a client certificate signed by this CA (mTLS)
     cert_check_interval: float = Field(60.0, gt=0)  # seconds between rotation checks
     cert_watch_interval: float = Field(2.0, gt=0)  # seconds between looks at mounted files
     ca_validity_days: float = Field(365 * 5, gt=0)
@@ -59,7 +59,7 @@ class Settings(BaseModel):
     default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
     timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
-    workers: int = Field(4, ge=0)  # threads running the admission chain; 0: on the event loop
+    workers: int = Field(4, ge=0)  # threads judging large or slow reviews; 0: all on the event loop
     shutdown_timeout: float = Field(25.0, ge=0)  # finish in-flight reviews this long on SIGTERM
     # Keep answering this long after SIGTERM with /readyz failing, so the Service's endpoints
     # drop this pod before the listener closes (the apiserver reuses kept-alive connections).

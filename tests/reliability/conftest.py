@@ -55,16 +55,17 @@ class ServerThread:
         self, cert_dir: Path, admitter: Any, *, failure_mode: str = "deny", max_body_bytes: int = 7 * MiB,
         default_timeout: float = 10.0, client_ca: bytes | None = None, workers: int = 2,
         readiness: dict[str, Callable[[], str | None]] | None = None, manage: bool = True,
-        watch_interval: float | None = None,
+        watch_interval: float | None = None, prerequisites: dict[str, Callable[[], str | None]] | None = None,
     ):
         self.cert_dir = cert_dir
         self.keeper = certs.CertKeeper(
             certs.DirectoryStore(cert_dir), sans=certs.serving_sans(), policy=certs.RotationPolicy(), manage=manage,
             client_ca=client_ca, watch=certs.FileWatcher(cert_dir / f for f in certs.FILES),
         )
-        self.slot = AdmitterSlot(admitter)
+        self.slot = AdmitterSlot(admitter, prerequisites)
         self.config = ServerConfig(max_body_bytes=max_body_bytes, default_timeout=default_timeout,
-                                   timeout_margin=0.25, failure_mode=failure_mode, workers=workers)
+                                   timeout_margin=0.25, failure_mode=failure_mode, workers=workers,
+                                   client_certificates=client_ca is not None)
         self.readiness = readiness or {}
         self.watch_interval = watch_interval
         self.port = 0

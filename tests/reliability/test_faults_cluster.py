@@ -94,15 +94,25 @@ class Api:
         return ApiClient(Configuration(host=f"http://127.0.0.1:{self.port}"))
 
 
-@pytest.fixture
-def cluster(tmp_path):
+def serving(tmp_path, failure_mode: str = "deny"):
     api = Api()
     state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
     chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), state)
-    readiness = {"cluster-state": lambda: None if state.ready else "not synced"}
-    with ServerThread(tmp_path / "certs", chain, readiness=readiness) as server:
+    # as load_admitter wires it: the chain judges only once the state is synced
+    prerequisites = {"cluster-state": lambda: None if state.ready else "not synced"}
+    with ServerThread(tmp_path / "certs", chain, prerequisites=prerequisites, failure_mode=failure_mode) as server:
         yield api, state, server
     state.stop(2.0)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    yield from serving(tmp_path)
+
+
+@pytest.fixture
+def cluster_failing_open(tmp_path):
+    yield from serving(tmp_path, failure_mode="allow")
 
 
 def judged(server: ServerThread) -> dict:
@@ -119,12 +129,28 @@ def test_unreachable_at_start_not_ready_then_synced_by_itself(cluster):
     api, state, server = cluster
     state.start()  # the API is not listening yet
     assert readyz(server) == 503
+    # not judged against an empty cache: the failure mode (deny) answers, saying why
     response = judged(server)
-    assert not response["allowed"] or response.get("warnings"), response  # never a silent allow
+    assert response["allowed"] is False and response["status"]["code"] == 500, response
+    assert "cluster-state: not synced" in response["status"]["message"]
+    assert response["auditAnnotations"] == {"failure": "not-ready"}
     api.start()
     wait_until(lambda: state.ready, timeout=15)
     assert readyz(server) == 200
-    assert judged(server)["allowed"] is False
+    response = judged(server)  # now judged: the class refuses the namespace
+    assert response["allowed"] is False and response["status"]["code"] != 500, response
+    assert "failure" not in response.get("auditAnnotations", {})
+
+
+def test_before_the_first_sync_a_failing_open_webhook_allows_with_a_warning(cluster_failing_open):
+    api, state, server = cluster_failing_open
+    state.start()
+    response = judged(server)
+    assert response["allowed"] is True and response["auditAnnotations"] == {"failure": "not-ready"}
+    assert "did not judge" in response["warnings"][0]
+    api.start()
+    wait_until(lambda: state.ready, timeout=15)
+    assert judged(server)["allowed"] is False  # judged once synced
 
 
 def test_api_gone_after_sync_keeps_answering_from_the_cache(cluster):

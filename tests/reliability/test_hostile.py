@@ -10,6 +10,7 @@ The figures (how long each takes, p99 of small requests meanwhile) come from
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import time
 from collections.abc import Iterator
@@ -128,6 +129,25 @@ def test_ten_thousand_targets_each_with_rules(server):
     targets = [{"name": f"adapter-{i}", "weight": 1} for i in range(10_000)]
     response, _ = judge(server, with_spec(INFERENCE_MODEL, targetModels=targets))
     assert not response["allowed"]
+
+
+def test_small_reviews_are_answered_while_a_hostile_one_is_judged(server):
+    """A hostile review (10,000 targets: hundreds of ms of CPU) goes to the worker pool by
+    its size, so small reviews, judged on the event loop, keep being answered meanwhile."""
+    targets = [{"name": f"adapter-{i}", "weight": 1} for i in range(10_000)]
+    small = server.client()
+    small.post("/validate", review(MODEL))  # the kind's first review (in the pool): quick, so on the loop from now
+    answered_meanwhile = 0
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        hostile = pool.submit(judge, server, with_spec(INFERENCE_MODEL, targetModels=targets))
+        while not hostile.done():
+            answer = small.post(f"/validate?timeout={DEADLINE}", review(MODEL, uid="small"))
+            assert answer.status == 200 and answer.json()["response"]["allowed"], answer.body[:300]
+            answered_meanwhile += not hostile.done()
+        response, _ = hostile.result()
+    small.close()
+    assert not response["allowed"]  # judged (Too many), not timed out
+    assert answered_meanwhile >= 1, "small reviews waited for the hostile one"
 
 
 REDOS_INPUTS = {

@@ -206,8 +206,9 @@ def mtls(tmp_path_factory):
         yield running, identities
 
 
-def mtls_request(running: ServerThread, identity: tuple | None, version: ssl.TLSVersion) -> int:
-    """HTTP status of a review over a connection presenting ``identity`` (cert, key)."""
+def mtls_request(running, identity: tuple | None, version: ssl.TLSVersion, path: str = "/validate") -> int:
+    """HTTP status of a review (or a GET of a probe path) over a connection presenting
+    ``identity`` (cert, key)."""
     ctx = certs.client_context(running.ca_pem)
     ctx.minimum_version = ctx.maximum_version = version
     if identity is not None:
@@ -216,7 +217,9 @@ def mtls_request(running: ServerThread, identity: tuple | None, version: ssl.TLS
 
     client = Client(running.port, ctx, timeout=10)
     try:
-        return client.post("/validate", review({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).status
+        if path in ("/validate", "/mutate"):
+            return client.post(path, review({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})).status
+        return client.get(path).status
     finally:
         client.close()
 
@@ -227,9 +230,16 @@ REFUSED = (ssl.SSLError, ConnectionResetError, BrokenPipeError, __import__("http
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3], ids=["TLSv1.2", "TLSv1.3"])
 def test_mtls_requires_a_client_certificate_from_the_configured_ca(mtls, version):
     running, identities = mtls
+    judged = len(running.slot.admitter.seen)
     assert mtls_request(running, identities["apiserver"], version) == 200
-    with pytest.raises(REFUSED):  # TLS 1.3 reports the refusal on the first read
-        mtls_request(running, None, version)
-    with pytest.raises(REFUSED):
-        mtls_request(running, identities["stranger"], version)
+    # no certificate (the kubelet's probes): the probes answer, reviews are refused
+    assert mtls_request(running, None, version, "/healthz") == 200
+    assert mtls_request(running, None, version, "/readyz") == 200
+    assert mtls_request(running, None, version, "/validate") == 401
+    assert mtls_request(running, None, version, "/mutate") == 401
+    # a certificate from another CA: the handshake fails (TLS 1.3 reports it on the first read)
+    for path in ("/healthz", "/validate"):
+        with pytest.raises(REFUSED):
+            mtls_request(running, identities["stranger"], version, path)
     assert mtls_request(running, identities["apiserver"], version) == 200  # and it still serves
+    assert len(running.slot.admitter.seen) == judged + 2  # only the apiserver's reviews were judged

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -15,6 +16,10 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook import certs
 from webhook.admission.review import AdmissionRequest, AdmissionResult
@@ -57,6 +62,24 @@ def review(
     }
 
 
+def client_identity(tmp_path: Path, name: str, ca, ca_key) -> tuple[Path, Path]:
+    """A client certificate (clientAuth) for ``name`` signed by ``ca``, as files."""
+    now = certs.utcnow()
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
+    paths[0].write_bytes(cert.public_bytes(certs.serialization.Encoding.PEM))
+    paths[1].write_bytes(certs._key_pem(key))
+    return paths
+
+
 class ScriptedAdmitter:
     """A stand-in chain for the server mechanics: it acts on ``metadata.annotations``
     (``test/deny``: deny with that message; ``test/warn``: warn; ``test/sleep``: seconds
@@ -64,9 +87,11 @@ class ScriptedAdmitter:
 
     def __init__(self) -> None:
         self.seen: list[tuple[AdmissionRequest, bool]] = []
+        self.threads: list[str] = []  # where each review was judged
 
     def admit(self, request: AdmissionRequest, *, mutating: bool) -> AdmissionResult:
         self.seen.append((request, mutating))
+        self.threads.append(threading.current_thread().name)
         obj = request.object or request.oldObject or {}
         notes = (obj.get("metadata") or {}).get("annotations") or {}
         if "test/sleep" in notes:
@@ -134,7 +159,7 @@ async def start_server(
     ctx = keeper.start()
     slot = AdmitterSlot(admitter)
     config = ServerConfig(max_body_bytes=max_body_bytes, default_timeout=10.0, timeout_margin=0.25,
-                          failure_mode=failure_mode, workers=workers)
+                          failure_mode=failure_mode, workers=workers, client_certificates=client_ca is not None)
     app = create_app(slot, config, metrics_=metrics, readiness={"certificates": keeper.problem, **(readiness or {})})
     runner = web.AppRunner(app, shutdown_timeout=5, access_log=None)
     await runner.setup()

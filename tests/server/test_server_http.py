@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import ssl
+import threading
 
 import aiohttp
 import jsonpatch
@@ -19,7 +20,7 @@ from webhook import certs
 from webhook import logging as logs
 from webhook.server import parse_go_duration
 
-from .conftest import ScriptedAdmitter, review, start_server
+from .conftest import ScriptedAdmitter, client_identity, review, start_server
 
 MODEL = {
     "apiVersion": "kubeai.org/v1",
@@ -280,47 +281,77 @@ def test_go_durations():
     assert parse_go_duration("") is None and parse_go_duration("10") is None and parse_go_duration("10x") is None
 
 
-async def test_mtls_requires_a_client_certificate_from_the_configured_ca(tmp_path):
-    """The apiserver's client certificate (``--client-ca-file``): without one, no review."""
+async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes(tmp_path):
+    """``--client-ca-file``: reviews need the apiserver's client certificate; the kubelet's
+    probes (and a metrics scraper) present none and still get /healthz, /readyz, /metrics;
+    a certificate from another CA fails the handshake."""
     import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = certs.utcnow()
     client_ca, client_ca_key = certs.issue_ca(now=now, validity=dt.timedelta(days=1))
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(client_ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(client_ca_key, hashes.SHA256())
-    )
-    (tmp_path / "client.crt").write_bytes(cert.public_bytes(certs.serialization.Encoding.PEM))
-    (tmp_path / "client.key").write_bytes(certs._key_pem(key))
+    stranger_ca, stranger_ca_key = certs.issue_ca(now=now, validity=dt.timedelta(days=1))
+    apiserver_identity = client_identity(tmp_path, "kube-apiserver", client_ca, client_ca_key)
+    stranger_identity = client_identity(tmp_path, "stranger", stranger_ca, stranger_ca_key)
 
     running = await start_server(tmp_path, ScriptedAdmitter(),
                                  client_ca=client_ca.public_bytes(certs.serialization.Encoding.PEM))
     try:
-        anonymous = running.session()
-        with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
-            async with anonymous.post(running.url + "/validate", json=review(MODEL)) as r:
-                await r.read()
+        kubelet = running.session()  # verifies the server, presents no certificate
+        for path in ("/healthz", "/readyz", "/metrics"):
+            async with kubelet.get(running.url + path) as r:
+                assert r.status == 200, path
+        for path in ("/validate", "/mutate"):
+            async with kubelet.post(running.url + path, json=review(MODEL, uid="anonymous")) as r:
+                body = await r.json()
+            assert r.status == 401 and body["kind"] == "Status" and body["code"] == 401, body
+            assert body["reason"] == "Unauthorized" and "client certificate" in body["message"]
+        assert not [req for req, _ in running.slot.admitter.seen if req.uid == "anonymous"]  # never judged
+
+        stranger_ctx = certs.client_context(running.ca_pem)
+        stranger_ctx.load_cert_chain(*stranger_identity)
+        stranger = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=stranger_ctx))
+        running.sessions.append(stranger)
+        for path in ("/healthz", "/validate"):  # the handshake itself fails, whatever the path
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+                async with stranger.post(running.url + path, json=review(MODEL)) as r:
+                    await r.read()
 
         ctx = certs.client_context(running.ca_pem)
-        ctx.load_cert_chain(tmp_path / "client.crt", tmp_path / "client.key")
+        ctx.load_cert_chain(*apiserver_identity)
         apiserver = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
         running.sessions.append(apiserver)
         async with apiserver.post(running.url + "/validate", json=review(MODEL, uid="mtls")) as r:
             assert r.status == 200 and (await r.json())["response"]["uid"] == "mtls"
+        async with apiserver.get(running.url + "/metrics") as r:
+            text = await r.text()
+        assert sample(text, "infergate_http_rejected_total", reason="Unauthorized") == 2
     finally:
         for s in running.sessions:
             await s.close()
         await running.runner.cleanup()
+
+
+async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_rest_in_the_pool(server):
+    """Placement: the pool (interruptible by the deadline) for a kind not yet seen, a large
+    body or a kind whose last review was slow; the event loop (no thread hop) otherwise."""
+    on_loop = threading.current_thread().name  # the test's loop runs the server
+    big = with_notes(padding="x" * (64 * 1024))
+    sent = [
+        ("/validate", MODEL, "pool"),  # Model on /validate: cost unknown yet
+        ("/validate", MODEL, "loop"),  # judged quickly last time
+        ("/validate", big, "pool"),  # over 64 KiB
+        ("/mutate", MODEL, "pool"),  # each endpoint learns on its own
+        ("/mutate", MODEL, "loop"),
+        ("/validate", with_notes(sleep="0.05"), "loop"),  # still quick last time: on the loop, and slow
+        ("/validate", MODEL, "pool"),  # so back to the pool
+        ("/validate", MODEL, "loop"),
+    ]
+    for path, obj, _ in sent:
+        status, body = await server.post(path, review(obj))
+        assert status == 200 and body["response"]["allowed"] is True
+    where = ["loop" if name == on_loop else "pool" if name.startswith("admit") else name
+             for name in server.slot.admitter.threads]
+    assert where == [expected for _, _, expected in sent]
 
 
 async def test_logs_are_json_lines_without_objects(server):

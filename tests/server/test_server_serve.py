@@ -18,7 +18,7 @@ from webhook import certs
 from webhook.server import serve
 from webhook.settings import Settings
 
-from .conftest import ScriptedAdmitter, review
+from .conftest import ScriptedAdmitter, client_identity, review
 
 MODEL = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "a"}, "spec": {}}
 REPO = Path(__file__).resolve().parents[2]
@@ -53,14 +53,20 @@ async def test_readyz_turns_green_when_the_chain_and_state_are_loaded(tmp_path):
             assert r.status == 503 and "[-]policies failed: loading" in await r.text()
         async with session.get(url + "/healthz") as r:
             assert r.status == 200
-        # a review arriving meanwhile waits for the chain instead of failing
-        async with session.post(url + "/validate", json=review(MODEL)) as r:
-            assert (await r.json())["response"]["allowed"] is True
+        # a review arriving meanwhile waits for the chain, which then cannot judge before the
+        # cluster state is synced: the failure mode answers (deny), saying why
+        async with session.post(url + "/validate", json=review(MODEL, uid="early")) as r:
+            early = (await r.json())["response"]
+        assert early["uid"] == "early" and early["allowed"] is False and early["status"]["code"] == 500
+        assert "cluster-state: not synced" in early["status"]["message"]
+        assert early["auditAnnotations"] == {"failure": "not-ready"}
         async with session.get(url + "/readyz") as r:
             assert r.status == 503 and "[-]cluster-state failed: not synced" in await r.text()
         state_synced[0] = True
         async with session.get(url + "/readyz") as r:
             assert r.status == 200 and "[+]certificates ok" in await r.text()
+        async with session.post(url + "/validate", json=review(MODEL)) as r:
+            assert (await r.json())["response"]["allowed"] is True
     finally:
         loaded.set()
         stop.set()
@@ -102,6 +108,39 @@ async def test_shutdown_finishes_in_flight_reviews_and_refuses_new_connections(t
     assert resp.status == 200 and (await resp.json())["response"]["uid"] == "in-flight"
     await session.close()
     assert await task == 0
+
+
+async def test_client_ca_file_guards_reviews_and_leaves_probes_open(tmp_path):
+    """``--client-ca-file`` through ``serve``: the kubelet's probes (no certificate) get
+    /healthz and /readyz, a review without the apiserver's certificate gets 401."""
+    import datetime as dt
+
+    client_ca, client_ca_key = certs.issue_ca(now=certs.utcnow(), validity=dt.timedelta(days=1))
+    (tmp_path / "client-ca.crt").write_bytes(client_ca.public_bytes(certs.serialization.Encoding.PEM))
+    identity = client_identity(tmp_path, "kube-apiserver", client_ca, client_ca_key)
+    url, kubelet, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}),
+                                           client_ca_file=tmp_path / "client-ca.crt")
+    ctx = certs.client_context((tmp_path / "certs" / "ca.crt").read_bytes())
+    ctx.load_cert_chain(*identity)
+    apiserver = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
+    try:
+        for _ in range(200):
+            async with kubelet.get(url + "/readyz") as r:
+                if r.status == 200:
+                    break
+            await asyncio.sleep(0.02)
+        assert r.status == 200
+        async with kubelet.get(url + "/healthz") as r:
+            assert r.status == 200
+        async with kubelet.post(url + "/validate", json=review(MODEL)) as r:
+            assert r.status == 401 and (await r.json())["reason"] == "Unauthorized"
+        async with apiserver.post(url + "/validate", json=review(MODEL, uid="signed")) as r:
+            assert r.status == 200 and (await r.json())["response"]["uid"] == "signed"
+    finally:
+        stop.set()
+        await kubelet.close()
+        await apiserver.close()
+        assert await task == 0
 
 
 def test_serve_with_no_flags_creates_certs_prints_how_to_try_and_stops_on_sigterm(tmp_path):
