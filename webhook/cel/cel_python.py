@@ -36,7 +36,8 @@ from webhook.cel.runtime_bound import PER_CALL_LIMIT
 
 class Function:
     """One CEL function name as celpy calls it: Kubernetes' overloads, then the cel-go
-    extension, then celpy's own function of that name; on a ``Namespace`` receiver
+    extension (on its receiver type), then the built-in of that name (celpy's, or cel-go's
+    version from ``celpy_operators.builtins``); on a ``Namespace`` receiver
     (``sets.contains(a, b)``), the namespaced function."""
 
     __slots__ = ("name", "overloads", "extension", "receiver", "builtin", "type_value")

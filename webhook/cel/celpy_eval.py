@@ -19,7 +19,7 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from webhook.cel.celpy_operators import has, select
-from webhook.cel.celpy_values import NO_SUCH_OVERLOAD, error, go_value, to_cel, to_python
+from webhook.cel.celpy_values import NO_SUCH_OVERLOAD, error, go_value, map_key, to_cel, to_python
 from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library.base import NONE, OptionalValue
 
@@ -213,7 +213,7 @@ def _transform_map(ev: Evaluator, target: Any, args: list[Any], *, entries: bool
         if not isinstance(value, celtypes.MapType):
             return error(NO_SUCH_OVERLOAD)
         for key, item in value.items():
-            if key in out:
+            if map_key(out, key) is not None:
                 return error(f"insert failed: key {go_value(key)} already exists")
             out[key] = item
     return out
@@ -226,17 +226,15 @@ def _sort_by(ev: Evaluator, target: Any, args: list[Any]) -> Any:
         return keys
     if not isinstance(target, celtypes.ListType):
         return error(NO_SUCH_OVERLOAD)
-    if len({_ORDERED_KINDS.get(type(key)) for key in keys} - {None}) > 1 or any(type(k) not in _ORDERED_KINDS for k in keys):
+    kinds = {type(key) for key in keys}
+    if len(kinds) > 1 or not kinds <= _ORDERED:
         return error(NO_SUCH_OVERLOAD)
     order = sorted(range(len(target)), key=lambda i: keys[i])
     return celtypes.ListType(target[i] for i in order)
 
 
-_ORDERED_KINDS = {
-    celtypes.IntType: "int", celtypes.UintType: "uint", celtypes.DoubleType: "double", celtypes.StringType: "string",
-    celtypes.BytesType: "bytes", celtypes.BoolType: "bool", celtypes.TimestampType: "timestamp",
-    celtypes.DurationType: "duration",
-}
+_ORDERED = {celtypes.IntType, celtypes.UintType, celtypes.DoubleType, celtypes.StringType, celtypes.BytesType,
+            celtypes.BoolType, celtypes.TimestampType, celtypes.DurationType}
 
 
 def _opt_map(ev: Evaluator, target: Any, args: list[Any], *, flat: bool = False) -> Any:
@@ -246,8 +244,10 @@ def _opt_map(ev: Evaluator, target: Any, args: list[Any], *, flat: bool = False)
     if not target.has_value:
         return NONE
     result = ev.bind(args[1])({_names(args[:1])[0]: to_cel(target.value)})
-    if isinstance(result, CELEvalError) or flat:
-        return result if not flat or isinstance(result, (OptionalValue, CELEvalError)) else error(NO_SUCH_OVERLOAD)
+    if isinstance(result, CELEvalError):
+        return result
+    if flat:
+        return result if isinstance(result, OptionalValue) else error(NO_SUCH_OVERLOAD)
     return OptionalValue.of(to_python(result))
 
 
