@@ -115,6 +115,15 @@ def test_numeric_bounds():
     ]
 
 
+def test_an_infinite_bound_from_yaml_compares_as_a_float():
+    reg = registry({"o": {"type": "object", "minimum": float("-inf"), "maximum": float("inf")},
+                    "i": {"type": "integer", "maximum": float("-inf")}})
+    assert create(reg, {"o": {}}).allowed
+    assert errors(create(reg, {"i": 1})) == [
+        '<nil>: Invalid value: "": Maximum boundary value must be of type integer (default format) in spec.i',
+        "spec.i: Invalid value: 1: spec.i in body should be less than or equal to -Inf"]
+
+
 def test_multiple_of_uses_go_float_arithmetic():
     reg = registry({"s": {"type": "integer", "multipleOf": 5}, "f": {"type": "number", "multipleOf": 0.1}})
     assert create(reg, {"s": 10, "f": 0.3}).allowed

@@ -176,6 +176,11 @@ class CelExprProgram:
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
 
+    @property
+    def hoisted_calls(self) -> int:
+        """Library calls on selected data computed in Python before each evaluation (``Hoist``)."""
+        return len(self._hoists)
+
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
         shared = type(activation) is Bindings and self._env is not None
         if self._measure:

@@ -173,11 +173,8 @@ class NodeRules:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
         has_old = old_value is not ABSENT
-        activation = {"self": self._to_cel(self_value), "oldSelf": None, "__oldSelfPresent": has_old}
-        if has_old and self.uses_old_self:
-            activation["oldSelf"] = self._to_cel(old_value)
-        # transition rules need a comparable old value (unless oldSelf is optional)
-        runnable = [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+        activation = self.activation(self_value, old_value)
+        runnable = self.runnable(has_old)
         outcomes = self._run(runnable, activation)
         invalid = invalid_reads(self_value, self.decl, self.properties)
         if invalid:  # data contradicting the schema: a rule that reads it fails as in Kubernetes
@@ -206,6 +203,40 @@ class NodeRules:
                 return failures
             failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
         return failures
+
+    def runnable(self, has_old: bool) -> list[CompiledRule]:
+        """The rules evaluated on a node: transition rules need a comparable old value (unless
+        oldSelf is optional)."""
+        return [r for r in self.rules if has_old or not r.uses_old_self or r.optional_old_self]
+
+    def activation(self, self_value: Any, old_value: Any = ABSENT) -> dict[str, Any]:
+        """What the node's rules see (``old_value`` ABSENT: no old value)."""
+        has_old = old_value is not ABSENT
+        activation = {"self": self._to_cel(self_value), "oldSelf": None, "__oldSelfPresent": has_old}
+        if has_old and self.uses_old_self:
+            activation["oldSelf"] = self._to_cel(old_value)
+        return activation
+
+    def charge(self, rules: tuple[CompiledRule, ...], self_value: Any, old_value: Any = ABSENT) -> int | None:
+        """What ``evaluate`` charges the budget for ``rules`` (some of this node's) when they all
+        pass; None when one of them is over the per-call limit."""
+        total = 0
+        activation = None
+        for rule in rules:
+            if rule.runtime_charge is None:
+                cost = rule.max_cost
+            else:
+                if activation is None:
+                    activation = self.activation(self_value, old_value)
+                cost = rule.charge(activation)
+            if cost > PER_CALL_LIMIT:
+                return None
+            total += cost
+        return total
+
+    def subset(self, rules: tuple[CompiledRule, ...]) -> "NodeRules":
+        """The same node with only ``rules`` (indices, messages and ratcheting unchanged)."""
+        return NodeRules(rules, self.decl, self.path)
 
     def _to_cel(self, value: Any) -> Any:
         properties = self.properties
@@ -505,6 +536,13 @@ class _CompileFailure(CelEvalError):
     """Reported as is (the apiserver's "rule compile error: ..."), without "evaluating rule"."""
 
 
+def compile_program(source: str) -> Any:
+    """An engine program over ``self``/``oldSelf``/``__oldSelfPresent``, or None when the engine
+    cannot compile ``source``."""
+    program = _engine_program(source)
+    return None if isinstance(program, _Uncompilable) else program
+
+
 def _engine_program(source: str) -> Any:
     try:
         return get_engine().compile(source, _VARIABLES)
@@ -522,5 +560,5 @@ def references_old_self(expression: str) -> bool:
 
 __all__ = [
     "ABSENT", "CostBudget", "CrdRuleError", "NodeRules", "RuleCost", "RuleIssue", "RuleResult",
-    "compile_schema_rules", "normalize_field_path", "references_old_self",
+    "compile_program", "compile_schema_rules", "normalize_field_path", "references_old_self",
 ]

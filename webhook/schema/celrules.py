@@ -43,31 +43,72 @@ def _child(path: str | None, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+# Whether objects first try every rule in one engine call (``celbatch``); switched off only by
+# tests that compare both paths.
+BATCHED = True
+_UNBUILT: Any = object()
+
+
 class CelValidator:
     """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
 
-    __slots__ = ("root",)
+    __slots__ = ("root", "_plans")
 
     def __init__(self, root: Node):
         self.root = root
+        self._plans = [_UNBUILT, _UNBUILT]   # the batch plans for CREATE and UPDATE, built on first use
 
     def validate(self, obj: Any, old: Any = ABSENT) -> tuple[list[fe.FieldError], list[str]]:
         """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE."""
+        if BATCHED:
+            answer = self._batched(obj, old)
+            if answer is not None:
+                return answer
         walk = _Walk(_cel())
         walk.node(self.root, obj, old, None, True, True)
         return walk.errors, walk.warnings
 
+    def _batched(self, obj: Any, old: Any) -> tuple[list[fe.FieldError], list[str]] | None:
+        """The answer when every batched rule holds and the budget is not at stake; else None."""
+        plan = self._plan(old is not ABSENT)
+        if plan is None:
+            return None
+        charged = plan.holds(obj, old)
+        if charged is None or charged >= RUNTIME_COST_BUDGET:
+            return None
+        if not plan.remaining:
+            return [], []
+        walk = _Walk(_cel(), only=plan.remaining, budget=RUNTIME_COST_BUDGET - charged)
+        walk.node(self.root, obj, old, None, True, True)
+        if walk.budget.remaining <= 0:  # the walk over every rule could run out at another point
+            return None
+        return walk.errors, walk.warnings
+
+    def _plan(self, update: bool) -> Any:
+        plan = self._plans[update]
+        if plan is _UNBUILT:
+            from webhook.schema.celbatch import build_plan
+
+            try:
+                plan = build_plan(self.root, update=update)
+            except Exception:  # an engine fault while planning: the walk alone answers
+                plan = None
+            self._plans[update] = plan
+        return plan
+
 
 class _Walk:
-    """The state of one validation (results so far, the request's cost budget)."""
+    """The state of one validation (results so far, the request's cost budget); ``only``
+    limits it to some rules (by schema node), as after the batch."""
 
-    __slots__ = ("errors", "warnings", "budget", "_crd")
+    __slots__ = ("errors", "warnings", "budget", "_crd", "_only")
 
-    def __init__(self, crd: Any):
+    def __init__(self, crd: Any, *, only: dict[int, Any] | None = None, budget: int = RUNTIME_COST_BUDGET):
         self._crd = crd
+        self._only = only
         self.errors: list[fe.FieldError] = []
         self.warnings: list[str] = []
-        self.budget = crd.CostBudget(RUNTIME_COST_BUDGET)
+        self.budget = crd.CostBudget(budget)
 
     def _rules(self, node: Node, is_root: bool, path: str | None):
         if node.compiled_rules is None:
@@ -114,7 +155,12 @@ class _Walk:
             self.node(node.items, item, olds[i], f"{path or ''}[{i}]", False, correlated)
 
     def _run(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        rules = self._rules(node, is_root, path)
+        if self._only is not None:
+            rules = self._only.get(id(node))
+            if rules is None:
+                return
+        else:
+            rules = self._rules(node, is_root, path)
         node_type = _schema_type(node, value)
         if isinstance(rules, Exception):
             self.errors.append(fe.invalid(path, node_type, f"rule compiler initialization error: {rules}"))

@@ -219,7 +219,7 @@ class SchemaValidator:
             problem = None if node.minimum_fits else _range_message(typ, fmt, "Minimum boundary", path)
             if problem:
                 errs.append(fe.invalid(self.prefix, "", problem))
-            if native_int and not problem:
+            if native_int and not problem and math.isfinite(bound):  # (a YAML schema can say .inf)
                 bound_i = int(bound)
                 bad = value <= bound_i if node.exclusive_minimum else value < bound_i
                 shown = str(bound_i)
@@ -234,7 +234,7 @@ class SchemaValidator:
             problem = None if node.maximum_fits else _range_message(typ, fmt, "Maximum boundary", path)
             if problem:
                 errs.append(fe.invalid(self.prefix, "", problem))
-            if native_int and not problem:
+            if native_int and not problem and math.isfinite(bound):  # (a YAML schema can say .inf)
                 bound_i = int(bound)
                 bad = value >= bound_i if node.exclusive_maximum else value > bound_i
                 shown = str(bound_i)

@@ -1,0 +1,145 @@
+"""A schema's CEL rules in one program (``webhook.schema.celbatch``): the same answer as the
+per-node walk for every recorded case, every CRD-rule vector (at the root, as a property and
+as a list item) and every example manifest, with the batch switched on and off."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+import webhook.schema.celrules as celrules
+from webhook.offline.cases import load_suite, request_path
+from webhook.schema import CRDRegistry
+from webhook.schema.celbatch import _respell, build_plan
+from webhook.schema.structural import ABSENT, compile_schema
+
+from tests.test_cel_crd_vectors import _library
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "cases").is_dir()), REPO.parent / "shared")
+OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
+
+
+@pytest.fixture
+def fast_paths(monkeypatch):
+    """Counts the validations the batch answered (so that the comparisons are not vacuous)."""
+    counted = {"batched": 0, "calls": 0}
+    original = celrules.CelValidator._batched
+
+    def counting(self, obj, old):
+        answer = original(self, obj, old)
+        counted["calls"] += 1
+        counted["batched"] += answer is not None
+        return answer
+
+    monkeypatch.setattr(celrules.CelValidator, "_batched", counting)
+    return counted
+
+
+def _both_ways(monkeypatch, run):
+    monkeypatch.setattr(celrules, "BATCHED", False)
+    walked = run()
+    monkeypatch.setattr(celrules, "BATCHED", True)
+    batched = run()
+    return walked, batched
+
+
+def test_respelling_replaces_only_the_free_variables():
+    names = {"self": "self.spec.x", "oldSelf": "oldSelf.spec.x", "__oldSelfPresent": "(p)"}
+    assert _respell("self.a == oldSelf.a && 'self' != self.b && __oldSelfPresent", names) == \
+        "self.spec.x.a == oldSelf.spec.x.a && 'self' != self.spec.x.b && (p)"
+    assert _respell("has(self.a) && self.l.all(v, v.startsWith(self.p))", names) == \
+        "has(self.spec.x.a) && self.spec.x.l.all(v, v.startsWith(self.spec.x.p))"
+    assert _respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
+
+
+def test_shipped_crds_batch_every_rule_but_a_regex_on_list_items():
+    """The one rule left to the walk: `self.matches(...)` on each allowed namespace, whose pattern
+    is compiled once outside the engine only when `self` is a variable (not a loop variable)."""
+    registry = CRDRegistry.shipped()
+    left: dict[str, list[str]] = {}
+    for (_, kind), served in registry._served.items():
+        for update in (False, True):
+            plan = build_plan(served.schema, update=update)
+            if served.cel is None:
+                assert plan is None
+                continue
+            assert plan is not None, kind
+            left.setdefault(kind, [])
+            left[kind] += [rule.rule for rules in plan.remaining.values() for rule in rules.rules]
+    assert {kind: rules for kind, rules in left.items() if rules} == {
+        "InferenceServiceClass": ["self == '*' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')"] * 2}
+
+
+def _outcome(registry, data):
+    outcome = registry.handle(str(data.get("operation", "CREATE")), copy.deepcopy(data.get("object")),
+                              copy.deepcopy(data.get("old")), data.get("subresource"), request=request_path(data))
+    # errors as the apiserver prints them (their fields hold sentinels that do not deep-copy)
+    return {**{f.name: getattr(outcome, f.name) for f in dataclasses.fields(outcome)},
+            "errors": [str(e) for e in outcome.errors]}
+
+
+def test_recorded_cases_answer_the_same_batched(monkeypatch, fast_paths):
+    suites = [load_suite(SHARED / "cases" / name) for name in OBJECT_SUITES]
+    cases = [case for suite in suites for case in suite.cases]
+    assert len(cases) >= 339
+    for case in cases:
+        walked, batched = _both_ways(monkeypatch, lambda: _outcome(case.suite.registry, case.data))
+        assert batched == walked, case.name
+    # the CEL step runs for most cases; the batch answers every one whose rules all hold
+    assert fast_paths["batched"] >= 80, fast_paths
+
+
+def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
+    registry = CRDRegistry.shipped()
+    objects = []
+    for folder in ("valid", "invalid"):
+        for path in sorted((REPO / "examples" / "manifests" / folder).glob("*.yaml")):
+            objects += [doc for doc in yaml.safe_load_all(path.read_text())
+                        if isinstance(doc, dict) and registry.served(doc.get("apiVersion"), doc.get("kind"))]
+    assert objects
+    for obj in objects:
+        for data in ({"operation": "CREATE", "object": obj},
+                     {"operation": "UPDATE", "object": obj, "old": obj}):
+            walked, batched = _both_ways(monkeypatch, lambda: _outcome(registry, data))
+            assert batched == walked, (obj["kind"], obj["metadata"].get("name"), data["operation"])
+    assert fast_paths["batched"] >= len(objects)
+
+
+def _vectors():
+    for library in ("crd_values", "escaping"):
+        for vector in _library(library, crd=True):
+            if "compile_error_contains" not in vector["expect"]:
+                yield vector
+
+
+def _placements(vector):
+    """The vector's schema and values at the root, as property ``v`` and as items of ``l``."""
+    node = dict(vector["schema"], **{"x-kubernetes-validations": [{"rule": vector["expression"]}]})
+    variables = vector.get("variables") or {}
+    value, old = variables.get("self"), variables.get("oldSelf", ABSENT)
+    if vector.get("is_resource_root") or node.get("type") == "object":
+        yield "root", node, value, old
+    yield "property", {"type": "object", "properties": {"v": node}}, {"v": value}, (
+        ABSENT if old is ABSENT else {"v": old})
+    yield "item", {"type": "object", "properties": {"l": {"type": "array", "items": node}}}, {"l": [value, value]}, (
+        ABSENT if old is ABSENT else {"l": [old, old]})
+
+
+@pytest.mark.parametrize("vector", list(_vectors()), ids=lambda v: v["id"])
+def test_rule_vectors_answer_the_same_batched(monkeypatch, vector):
+    for where, schema, value, old in _placements(vector):
+        if not isinstance(value, dict):
+            continue
+        validator = celrules.CelValidator(compile_schema(copy.deepcopy(schema)))
+
+        def run():
+            errors, warnings = validator.validate(copy.deepcopy(value), copy.deepcopy(old))
+            return [str(e) for e in errors], warnings
+
+        walked, batched = _both_ways(monkeypatch, run)
+        assert batched == walked, where

@@ -1,0 +1,353 @@
+"""Every CEL rule of an object in ONE engine call: the fast path for objects that pass.
+
+The per-node walk (``celrules``) makes one engine call per schema node with rules and per
+value at that node (ten list items with a rule: ten calls), and cel-expr converts the
+activation into C++ values on every call (~35 µs even for ``true``), more than the rules
+themselves cost. Here a schema's rules become one program over the root object, each
+rule's ``self`` spelled as its node's path from the root::
+
+    (root rules) && (!has(self.spec) || ((rules of spec, on self.spec)
+        && self.spec.ports.all(__cb1, __cb1 == null || (rules of the items, on __cb1))))
+
+``oldSelf`` becomes the old object's same path and ``__oldSelfPresent`` whether the old
+object has it. That is the walk's old value only along object properties, so on UPDATE
+transition rules below a list or map stay on the walk (on CREATE none has an old value).
+
+It is only a fast path. When the program is anything but ``true`` (a rule fails, a runtime
+error), the caller runs the per-node walk, which writes the exact errors and messages. When
+it is ``true``, the walk would report nothing for the batched rules, so the answer is the
+walk's over the other rules, provided the walk's cost budget would not run out: the batched
+rules are charged here at least what the walk charges them (their worst case, or their
+estimate over the values for the costliest), and an object those charges leave no budget
+for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
+stay on the walk, so the program's bound can only be stricter than theirs. The activation
+holds only what the program reads (``_select``). A rule the program cannot hold unchanged (a
+name clash, a library call that would no longer be computed before the evaluation) stays on
+the walk, which then runs for such rules alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from webhook.cel.crd import (PER_CALL_LIMIT, CompiledRule, NodeRules,
+                             compile_program, compile_schema_rules)
+from webhook.cel.optimize import HOIST_VARIABLES
+from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
+from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.types import DeclType, decl_type
+from webhook.cel.values import invalid_reads, to_cel
+from webhook.schema.structural import Node
+
+_VAR = "__cb"  # prefix of the program's own comprehension variables
+_SPELLED = ("self", "oldSelf", "__oldSelfPresent")
+# Rules whose worst case is at most this are charged it here: the sizes that would lower it
+# cost more to measure than the budget they could save.
+EXACT_CHARGE = 100_000
+
+
+@dataclass(eq=False, slots=True)
+class _Site:
+    """A schema node of the program: its batched rules and the children holding batched rules."""
+
+    decl: DeclType
+    rules: NodeRules | None
+    batched: tuple[CompiledRule, ...]
+    fixed: int | None                       # the batched rules' charge per value (None: by size)
+    read: frozenset[str] | None             # properties the batched rules read (None: the whole value)
+    properties: tuple[tuple[str, str, "_Site"], ...] = ()   # (property, CEL name, site)
+    additional: "_Site | None" = None
+    items: "_Site | None" = None
+
+
+class BatchPlan:
+    """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
+
+    __slots__ = ("program", "root", "update", "reads_old", "remaining")
+
+    def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
+                 remaining: dict[int, NodeRules]) -> None:
+        self.program = program
+        self.root = root
+        self.update = update
+        self.reads_old = reads_old
+        self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
+
+    def holds(self, obj: Any, old: Any) -> int | None:
+        """When every batched rule is true on ``obj``: at least what the walk would charge the
+        budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
+        try:
+            value = _select(self.root, obj)
+            old_value = _select(self.root, old, check=False) if self.reads_old else None
+        except _InvalidData:
+            return None
+        charged = _charge(self.root, value, old_value)
+        if charged is None:
+            return None
+        activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
+        try:
+            return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
+        except Exception:  # a runtime error, or an engine fault: the walk reports either
+            return None
+
+
+class _InvalidData(Exception):
+    """A value the rules read contradicts its schema: the walk reports Kubernetes' error for it."""
+
+
+def _select(site: _Site, value: Any, check: bool = True) -> Any:
+    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
+    properties the rules read and the way to the children's rules. ``check``: raise
+    ``_InvalidData`` where the walk would find data contradicting the schema (only possible
+    where structural validation ratcheted, or did not run)."""
+    if check and site.batched and value is not None:
+        rules = site.rules
+        if invalid_reads(value, rules.decl, rules.properties):  # type: ignore[union-attr]
+            raise _InvalidData
+    decl = site.decl
+    if site.read is None or value is None:
+        return to_cel(value, decl)
+    if isinstance(value, dict):
+        if decl.kind == "map":
+            additional = site.additional
+            return value if additional is None else {
+                key: item if item is None else _select(additional, item, check) for key, item in value.items()}
+        selected = {}
+        by_property = decl.by_property
+        for key in site.read:
+            item = value.get(key)
+            if item is not None:
+                name, item_decl = by_property[key]
+                selected[name] = converted = to_cel(item, item_decl)
+                if key in RESERVED_SYMBOLS:
+                    selected[key] = converted
+        for key, name, child in site.properties:
+            item = value.get(key)
+            if item is not None and key not in site.read:
+                selected[name] = converted = _select(child, item, check)
+                if key in RESERVED_SYMBOLS:
+                    selected[key] = converted
+        return selected
+    if isinstance(value, list) and site.items is not None:
+        items = site.items
+        return [item if item is None else _select(items, item, check) for item in value]
+    return to_cel(value, decl)
+
+
+def _charge(site: _Site, value: Any, old: Any) -> int | None:
+    """At least the walk's charges for the batched rules over the selected values (``old``:
+    None where there is none); None when an evaluation is over the per-call limit."""
+    total = 0
+    if site.batched:
+        if site.fixed is not None:
+            total = site.fixed
+        else:
+            has_old = old is not None
+            activation = {"self": value, "oldSelf": old, "__oldSelfPresent": has_old}
+            for rule in site.batched:
+                if rule.max_cost <= EXACT_CHARGE:
+                    total += rule.max_cost
+                elif has_old or not rule.uses_old_self or rule.optional_old_self:
+                    cost = rule.charge(activation)
+                    if cost > PER_CALL_LIMIT:
+                        return None
+                    total += cost
+    if isinstance(value, dict):
+        old_map = old if isinstance(old, dict) else None
+        for _, name, child in site.properties:
+            item = value.get(name)
+            if item is not None:
+                charged = _charge(child, item, old_map.get(name) if old_map is not None else None)
+                if charged is None:
+                    return None
+                total += charged
+        if site.additional is not None:
+            for item in value.values():
+                if item is not None:
+                    charged = _charge(site.additional, item, None)
+                    if charged is None:
+                        return None
+                    total += charged
+    elif isinstance(value, list) and site.items is not None:
+        for item in value:
+            if item is not None:
+                charged = _charge(site.items, item, None)
+                if charged is None:
+                    return None
+                total += charged
+    return total
+
+
+def build_plan(root: Node, *, update: bool) -> BatchPlan | None:
+    """The program for a schema, or None when nothing can be batched (or a node's rules do not
+    compile: the walk reports that)."""
+    decl = decl_type(root.raw, is_root=True, name="batch")
+    if decl is None or not root.has_rules:
+        return None
+    builder = _Builder(update)
+    try:
+        site = builder.site(root, decl, "", True, "self", "oldSelf" if update else None, "true" if update else None)
+    except Exception:  # a node whose rules the apiserver would reject: the walk reports it
+        return None
+    if site is None or not builder.sources:
+        return None
+    program = compile_program(" && ".join(builder.sources))
+    if program is None or _python_work(program) != builder.python_work:
+        return None
+    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining)
+
+
+def _python_work(program: Any) -> tuple[int, int]:
+    """(library calls left to Python, calls computed before the evaluation) of a program."""
+    return getattr(program, "python_calls", 0), getattr(program, "hoisted_calls", 0)
+
+
+class _Builder:
+    def __init__(self, update: bool) -> None:
+        self.update = update
+        self.remaining: dict[int, NodeRules] = {}
+        self.sources: list[str] = []
+        self.python_work = (0, 0)
+        self.reads_old = False
+        self._depth = 0
+
+    def site(self, node: Node, decl: DeclType | None, path: str, is_root: bool, here: str,
+             old: str | None, old_present: str | None) -> _Site | None:
+        """The site of ``node`` (None when nothing below it is batched); ``here`` spells the
+        node's value, ``old``/``old_present`` its old value and whether there is one (None:
+        no old value correlates here)."""
+        rules = compile_schema_rules(node.raw, is_root=is_root, path=path) if node.rules else None
+        batched: list[CompiledRule] = []
+        outer = len(self.sources)
+        if rules is not None:
+            rest = []
+            for rule in rules.rules:
+                if not self.update and rule.uses_old_self and not rule.optional_old_self:
+                    continue  # never runs on CREATE
+                source = self._rule_source(rule, decl, here, old, old_present)
+                if source is None:
+                    rest.append(rule)
+                else:
+                    batched.append(rule)
+                    self.sources.append(f"({source})")
+                    self.reads_old = self.reads_old or (old is not None and rule.uses_old_self)
+            if rest:
+                self.remaining[id(node)] = rules.subset(tuple(rest))
+        own = self.sources[outer:]
+        del self.sources[outer:]
+        children: list[str] = []
+        properties: list[tuple[str, str, _Site]] = []
+        for key, child in node.sorted_properties:
+            if not child.has_rules:
+                continue
+            entry = decl.by_property.get(key) if decl is not None and decl.kind == "object" else None
+            escaped, child_decl = entry if entry is not None else (None, None)
+            child_here = f"{here}.{escaped}" if escaped else ""
+            child_old = f"{old}.{escaped}" if old is not None and escaped else None
+            child_present = f"{old_present} && has({child_old})" if child_old is not None else None
+            start = len(self.sources)
+            site = self.site(child, child_decl if escaped else None, f"{path}.{key}" if path else key, False,
+                             child_here, child_old, child_present)
+            if site is not None:
+                properties.append((key, escaped, site))
+                children.append(f"(!has({child_here}) || {self._conjunction(start)})")
+        additional = items = None
+        if node.additional is not None and node.additional.has_rules:
+            usable = decl is not None and decl.kind == "map" and not node.properties
+            var = self._variable()
+            start = len(self.sources)
+            additional = self.site(node.additional, decl.elem if usable else None, f"{path}[*]", False,
+                                   f"{here}[{var}]" if usable else "", None, None)
+            if additional is not None:
+                children.append(f"{here}.all({var}, {here}[{var}] == null || {self._conjunction(start)})")
+        if node.items is not None and node.items.has_rules:
+            usable = decl is not None and decl.kind == "list"
+            var = self._variable()
+            start = len(self.sources)
+            items = self.site(node.items, decl.elem if usable else None, f"{path}[*]", False,
+                              var if usable else "", None, None)
+            if items is not None:
+                children.append(f"{here}.all({var}, {var} == null || {self._conjunction(start)})")
+        self.sources.extend(own + children)
+        if decl is None or not batched and not properties and additional is None and items is None:
+            return None
+        read = rules.subset(tuple(batched)).properties if rules is not None and batched else frozenset()
+        return _Site(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
+                     additional, items)
+
+    def _conjunction(self, start: int) -> str:
+        parts = self.sources[start:]
+        del self.sources[start:]
+        return " && ".join(parts)
+
+    def _variable(self) -> str:
+        self._depth += 1
+        return f"{_VAR}{self._depth}"
+
+    def _rule_source(self, rule: CompiledRule, decl: DeclType | None, here: str, old: str | None,
+                     old_present: str | None) -> str | None:
+        """The rule spelled on the root's variables, or None when it stays on the walk."""
+        if decl is None or not here or rule.source is None or _VAR in rule.source:
+            return None
+        cost = getattr(rule.program, "cost", None)
+        if cost is None or cost.needs_measure:
+            return None  # its runtime bound measures what it sees: a batch sees other values
+        if rule.uses_old_self and self.update and old is None:
+            return None  # below a list or map: the walk correlates old items
+        if self.update:
+            names = {"self": here, "oldSelf": old or "null", "__oldSelfPresent": f"({old_present})"}
+        else:
+            names = {"self": here, "oldSelf": "null", "__oldSelfPresent": "false"}
+        source = _respell(rule.source, names)
+        if source is None:
+            return None
+        if rule.uses_old_self and not rule.optional_old_self:
+            source = f"!({old_present}) || ({source})"
+        own = _python_work(rule.program)
+        if own[1] and self.python_work[1] + own[1] > len(HOIST_VARIABLES):
+            return None  # one program computes this many calls before its evaluation at most
+        if own != (0, 0):  # would the library calls still be computed the same way?
+            alone = compile_program(_guarded(source, here))
+            if alone is None or _python_work(alone) != own:
+                return None
+        self.python_work = (self.python_work[0] + own[0], self.python_work[1] + own[1])
+        return source
+
+
+def _guarded(source: str, here: str) -> str:
+    """``source`` alone, guarded as in the program (enough to see how it compiles)."""
+    if here.startswith(_VAR):
+        var = here.split(".", 1)[0].split("[", 1)[0]
+        return f"[dyn(self)].all({var}, {source})"
+    return source
+
+
+def _fixed_charge(rules: list[CompiledRule]) -> int | None:
+    """What the walk charges at most for ``rules`` on one value: their worst cases (the walk's
+    answer does not depend on the charges while the budget lasts, and these never run it out
+    sooner than the real charges would); None when one of them is to be charged by size."""
+    if any(r.max_cost > EXACT_CHARGE for r in rules):
+        return None
+    return sum(r.max_cost for r in rules)
+
+
+def _respell(source: str, names: Mapping[str, str]) -> str | None:
+    """``source`` with each free ``self``/``oldSelf``/``__oldSelfPresent`` replaced; None when a
+    comprehension of the rule rebinds one of them (or the source does not parse here)."""
+    try:
+        expr, spans = parse_with_spans(source)
+    except CelSyntaxError:
+        return None
+    edits: list[tuple[int, int, str]] = []
+    for node in walk(expr):
+        if isinstance(node, Comprehension) and {node.iter_var, node.iter_var2, node.accu_var} & set(_SPELLED):
+            return None
+        if isinstance(node, Ident) and node.name in names:
+            span = spans.get(node.id)
+            if span is None:
+                return None
+            edits.append((span[0], span[1], names[node.name]))
+    for start, end, text in sorted(edits, reverse=True):
+        source = source[:start] + text + source[end:]
+    return source
