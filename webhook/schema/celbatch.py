@@ -81,15 +81,12 @@ class BatchPlan:
         try:
             value = _select(self.root, obj)
             old_value = _select(self.root, old, check=False) if self.reads_old else None
-        except _InvalidData:
-            return None
-        charged = _charge(self.root, value, old_value)
-        if charged is None:
-            return None
-        activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-        try:
+            charged = _charge(self.root, value, old_value)
+            if charged is None:
+                return None
+            activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
             return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
-        except Exception:  # a runtime error, or an engine fault: the walk reports either
+        except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None
 
 
