@@ -9,13 +9,14 @@ warm-up, in one run:
 * total     — ``CRDRegistry.handle``: everything, CEL rules included.
 
 Usage: python bench/schema_per_object.py [--rounds N]
-       python bench/schema_per_object.py --against OTHER_TREE [--runs 3]
+       python bench/schema_per_object.py --against OTHER_TREE|walk [--runs 3]
 
 Times are the thread's CPU time per call (``--wall`` for wall-clock), best of 5 runs.
 ``--against`` compares two code trees (e.g. a ``git worktree`` of the commit before a change):
 this script measures each tree's code in turn (``--tree``), alternating, ``--runs`` times each,
 and prints each cell's best run before → after (the machine is shared: alternation lets a
-neighbour's load hit both alike).
+neighbour's load hit both alike). ``--against walk``: this tree with the CEL rules evaluated
+node by node (``--walk``) before, as it is after.
 """
 
 from __future__ import annotations
@@ -42,12 +43,14 @@ _ROW = re.compile(r"^(\S+)\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ")
 _COLUMNS = ("baseline", "prepare", "schema", "total")
 
 
-def compare(other: Path, runs: int, rounds: int) -> int:
-    """Before (``other``) → after (this tree): this script measuring each tree's code in turn."""
+def compare(other: Path | None, runs: int, rounds: int) -> int:
+    """Before (``other``; None: this tree with ``--walk``) → after (this tree): this script
+    measuring each in turn."""
     best: dict[str, dict[str, dict[str, float]]] = {"before": {}, "after": {}}
+    before = ["--tree", str(other)] if other is not None else ["--walk"]
     for _ in range(runs):
-        for label, tree in (("before", other), ("after", REPO)):
-            text = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--tree", str(tree)],
+        for label, options in (("before", before), ("after", [])):
+            text = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), *options],
                                   capture_output=True, text=True, check=True).stdout
             for match in filter(None, map(_ROW.match, text.splitlines())):
                 cells = best[label].setdefault(match[1], {})
@@ -72,15 +75,21 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="with --against: runs of each tree, alternating")
     parser.add_argument("--tree", type=Path, default=REPO, help="the code tree to measure (default: this one)")
     parser.add_argument("--wall", action="store_true", help="time wall-clock, not the thread's CPU time")
+    parser.add_argument("--walk", action="store_true",
+                        help="CEL rules node by node only (no one-program batch): the same code without it")
     args = parser.parse_args()
     if args.against is not None:
-        return compare(args.against.resolve(), args.runs, args.rounds)
+        return compare(None if str(args.against) == "walk" else args.against.resolve(), args.runs, args.rounds)
     sys.path.insert(0, str(args.tree.resolve()))
     from webhook.schema import CRDRegistry
     from webhook.schema.objectmeta import validate_object_meta
     from webhook.schema.registry import ABSENT, _list_type_errors
 
     clock = time.perf_counter if args.wall else time.thread_time
+    if args.walk:
+        import webhook.schema.celrules as celrules
+
+        celrules.BATCHED = False
     registry = CRDRegistry.shipped()
     objects = []
     for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
