@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 from collections.abc import Iterator
 
 import jsonpatch
@@ -51,10 +52,12 @@ def test_mutated_examples_are_judged(client, case, operation, path):
 
 
 @pytest.mark.parametrize("metadata", [True, {"name": True}, {"labels": ["x"]}])
-def test_undecodable_metadata_gets_a_clear_answer(client, metadata):
+def test_undecodable_metadata_gets_a_clear_answer(client, metadata, caplog):
     """Only a client other than the apiserver can send this, but any client reaching the port can."""
     obj = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": metadata, "spec": {}}
-    answer = client.post("/validate", review(obj, uid="meta"))
+    with caplog.at_level(logging.DEBUG):
+        answer = client.post("/validate", review(obj, uid="meta"))
     body = assert_well_formed(answer, uid="meta")
     # the apiserver would not have decoded it either: a 400 that names the field
     assert answer.status == 400 and "metadata" in body["message"], body
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], caplog.text

@@ -92,3 +92,24 @@ def test_state_directory_refuses_a_crafted_file_naming_it(tmp_path, name):
     (tmp_path / "crafted.yaml").write_text(text)
     with pytest.raises(StateLoadError, match=f"crafted.yaml:1: document .*{expected}"):
         FileState(tmp_path)
+
+
+@pytest.mark.parametrize("name", CRAFTED)
+def test_policy_files_and_suites_refuse_a_crafted_file_naming_it(tmp_path, name):
+    """Policy params and policy test suites reach CEL too."""
+    from webhook.policy.source import SourceError, read_documents
+
+    text, expected = CRAFTED[name]
+    path = tmp_path / "crafted.yaml"
+    path.write_text(text)
+    with pytest.raises(SourceError, match=f"crafted.yaml:1: document .*{expected}"):
+        read_documents(path)
+
+
+def test_recorded_case_files_refuse_a_crafted_file(tmp_path):
+    from webhook.offline.cases import SuiteError, load_suite
+
+    path = tmp_path / "crafted.yaml"
+    path.write_text(CRAFTED["alias inside its own anchor"][0])
+    with pytest.raises(SuiteError, match="containing itself"):
+        load_suite(path)

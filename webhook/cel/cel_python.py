@@ -5,9 +5,10 @@ declarations of ``webhook.cel.env``), then evaluated by celpy with the same Kube
 library implementations (``webhook.cel.library``) and Python versions of the cel-go
 extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5 lacks
 is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``, ``{?k: v}``) is
-spelled as function calls before celpy parses it (``celpy_rewrite``), and the evaluator
+spelled as function calls before celpy parses it (``celpy_rewrite``), the evaluator
 (``celpy_eval``) runs cel-go's macros (two-variable comprehensions, ``transform*``,
-``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine.
+``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine, and
+the operators whose celpy versions differ from cel-go are replaced (``celpy_operators``).
 """
 
 from __future__ import annotations
@@ -21,27 +22,33 @@ from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
 from webhook.cel.cel_expr import compile_typed
-from webhook.cel.celpy_eval import NAMESPACES, NO_SUCH_OVERLOAD, Budget, Evaluator, Namespace, operators, to_cel, to_python
+from webhook.cel.celpy_eval import Budget, Evaluator
+from webhook.cel.celpy_operators import builtins, operators
+from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python
 from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
+from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
 
 
 class Function:
     """One CEL function name as celpy calls it: Kubernetes' overloads, then the cel-go
-    extension, then celpy's own function of that name; on a ``Namespace`` receiver
+    extension (on its receiver type), then the built-in of that name (celpy's, or cel-go's
+    version from ``celpy_operators.builtins``); on a ``Namespace`` receiver
     (``sets.contains(a, b)``), the namespaced function."""
 
-    __slots__ = ("name", "overloads", "extension", "builtin")
+    __slots__ = ("name", "overloads", "extension", "receiver", "builtin", "type_value")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.overloads = tuple(o for o in OVERLOADS if o.function == name)
         self.extension = EXT_FUNCTIONS.get(name)
-        self.builtin = celpy.evaluation.base_functions.get(name)
+        self.receiver = EXT_RECEIVERS.get(name, object)
+        self.type_value = celpy.evaluation.base_functions.get(name)  # celpy's conversions are its types
+        self.builtin = builtins().get(name, self.type_value)
 
     def __call__(self, *args: Any) -> Any:
         if args and isinstance(args[0], Namespace):
@@ -52,7 +59,7 @@ class Function:
                 overload = select_overload(self.overloads, values) if self.overloads else None
                 if overload is not None:
                     return to_cel(overload.impl(*values))
-                if self.extension is not None:
+                if self.extension is not None and self._takes(values):
                     return to_cel(self.extension(*values))
             except LibraryError as err:
                 return CELEvalError(str(err))
@@ -62,9 +69,16 @@ class Function:
             return self.builtin(*args)
         return CELEvalError(NO_SUCH_OVERLOAD)
 
+    def _takes(self, values: list[Any]) -> bool:
+        """Whether the extension applies to a first argument of this type (bools are no ints)."""
+        if not values:
+            return True
+        first = values[0]
+        return isinstance(first, self.receiver) and not (self.receiver is int and isinstance(first, bool))
+
     # the name of a conversion is also the type (``type(x) == string``)
     def __eq__(self, other: object) -> bool:
-        return self is other or (self.builtin is not None and other is self.builtin)
+        return self is other or (self.type_value is not None and other is self.type_value)
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -72,7 +86,7 @@ class Function:
 
 @lru_cache(maxsize=None)
 def _functions() -> dict[str, Any]:
-    names = {o.function for o in OVERLOADS} | set(EXT_FUNCTIONS)
+    names = {o.function for o in OVERLOADS} | set(EXT_FUNCTIONS) | set(builtins())
     short = {n.rsplit(".", 1)[-1] for n in names if n.split(".", 1)[0] in NAMESPACES}
     return {**{name: Function(name) for name in names | short}, **operators()}
 

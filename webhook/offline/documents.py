@@ -31,8 +31,13 @@ ManifestLoader.yaml_implicit_resolvers = {
 
 
 def load_yaml(text: str) -> Any:
-    """One YAML document, timestamps kept as text."""
-    return yaml.load(text, Loader=ManifestLoader)
+    """One YAML document, timestamps kept as text; one too deep or large through aliases
+    is a ``yaml.YAMLError`` too (``webhook.nesting``)."""
+    data = yaml.load(text, Loader=ManifestLoader)
+    problem = tree_problem(data) if may_alias(text) else None
+    if problem is not None:
+        raise yaml.constructor.ConstructorError(None, None, f"document {problem}", None)
+    return data
 
 
 class InputError(ValueError):

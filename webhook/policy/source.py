@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from webhook.nesting import may_alias, tree_problem
+
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, same nodes and marks
 Path_ = tuple[Any, ...]  # ("spec", "validations", 2, "expression")
 
@@ -56,14 +58,19 @@ def read_documents(file: Path) -> list[SourceDocument]:
         raise SourceError(f"{file}: cannot read: {exc}") from exc
     loader = _LOADER(text)
     docs: list[SourceDocument] = []
+    check = may_alias(text)
     try:
         while loader.check_node():
             node = loader.get_node()
             if node is None:
                 continue
+            data = loader.construct_document(node)
+            problem = tree_problem(data) if check else None
+            if problem is not None:  # aliases: checked before walking the nodes (webhook.nesting)
+                raise SourceError(f"{file}:{node.start_mark.line + 1}: document {problem}")
             lines: dict[Path_, int] = {}
             _index(node, (), lines)
-            docs.append(SourceDocument(file, node.start_mark.line + 1, loader.construct_document(node), lines))
+            docs.append(SourceDocument(file, node.start_mark.line + 1, data, lines))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark is not None else str(file)

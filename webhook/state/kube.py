@@ -39,8 +39,8 @@ class WatchedKind:
     namespace: str | None = None  # watch one namespace only
     field_selector: str | None = None
     label_selector: str | None = None
-    # list and watch PartialObjectMetadata (what kubectl get -o name and client-go's metadata
-    # informers ask for): the objects' other fields, a Secret's values, never leave the apiserver
+    # list and watch PartialObjectMetadata, as client-go's metadata informers do: the objects'
+    # other fields (a Secret's values) never leave the apiserver
     metadata_only: bool = False
 
     @property

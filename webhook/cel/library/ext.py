@@ -211,3 +211,14 @@ FUNCTIONS: dict[str, Any] = {
     "optional.unwrap": lambda items: [o.value for o in items if o.has_value],
     "unwrapOpt": lambda items: [o.value for o in items if o.has_value],
 }
+
+# What each function's first argument must be (cel-cpp dispatches on it; a dyn value of
+# another type is "no such overload", not a Python iteration over a map or a string).
+RECEIVERS: dict[str, type] = {
+    **dict.fromkeys(("charAt", "indexOf", "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split",
+                     "substring", "trim", "strings.quote"), str),
+    **dict.fromkeys(("join", "slice", "flatten", "distinct", "reverse", "sort", "first", "last", "sets.contains",
+                     "sets.intersects", "sets.equivalent", "optional.unwrap", "unwrapOpt"), list),
+    **dict.fromkeys(("hasValue", "value", "orValue", "or"), OptionalValue),
+    "lists.range": int,
+}

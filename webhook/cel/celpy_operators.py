@@ -1,0 +1,399 @@
+"""The celpy functions whose celpy versions differ from cel-go, and those behind the optional
+syntax ``celpy_rewrite`` spells out: field selection (``no such key: f``; through an optional,
+the result is optional; ``net.IP`` names a type), indexing with cel-go's messages, heterogeneous
+equality (``1 == 1.0``), cross-type numeric ordering, arithmetic that neither mixes number types
+nor wraps, ``||``/``&&``/``!`` over errors, and Go's duration parser.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+import operator
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.evaluation import CELEvalError
+
+from webhook.cel.celpy_rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
+from webhook.cel.celpy_values import (
+    NO_SUCH_OVERLOAD, Namespace, equal, error, go_value, is_bool, is_number, map_key, number, to_cel, to_python,
+)
+from webhook.cel.library import OPAQUE_TYPES
+from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.library.strings_format import format_string
+from webhook.cel.values import parse_duration, parse_timestamp
+
+_TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES}  # "net.IP" -> the class type() returns
+
+
+def select(operand: Any, field: str) -> Any:
+    """``operand.field`` as cel-go evaluates it."""
+    if isinstance(operand, CELEvalError):
+        return operand
+    if isinstance(operand, Namespace):  # a qualified type name: net.IP, kubernetes.Quantity
+        name = f"{operand.name}.{field}"
+        return _TYPE_VALUES[name] if name in _TYPE_VALUES else error(f"undeclared reference to '{name}'")
+    if isinstance(operand, OptionalValue):  # selection through an optional stays optional
+        if not operand.has_value:
+            return NONE
+        value = select(to_cel(operand.value), field)
+        return value if isinstance(value, CELEvalError) else OptionalValue.of(to_python(value))
+    if isinstance(operand, celtypes.MapType):
+        key = celtypes.StringType(field)
+        return operand[key] if key in operand else error(f"no such key: {field}")
+    return error(NO_SUCH_OVERLOAD)
+
+
+def has(operand: Any, field: str) -> Any:
+    """``has(operand.field)``: whether a map has the key; an error for anything else."""
+    if isinstance(operand, CELEvalError):
+        return operand
+    if isinstance(operand, OptionalValue):
+        return has(to_cel(operand.value), field) if operand.has_value else celtypes.BoolType(False)
+    if isinstance(operand, celtypes.MapType):
+        return celtypes.BoolType(celtypes.StringType(field) in operand)
+    return error(NO_SUCH_OVERLOAD)
+
+
+def index(operand: Any, key: Any) -> Any:
+    """``operand[key]`` with cel-go's messages."""
+    for value in (operand, key):
+        if isinstance(value, CELEvalError):
+            return value
+    if isinstance(operand, OptionalValue):
+        if not operand.has_value:
+            return NONE
+        value = index(to_cel(operand.value), key)
+        return value if isinstance(value, CELEvalError) else OptionalValue.of(to_python(value))
+    if isinstance(operand, celtypes.ListType):
+        position = _list_index(key)
+        if position is None:
+            return error(NO_SUCH_OVERLOAD)
+        if not 0 <= position < len(operand):
+            return error(f"index out of bounds: {position}")
+        return operand[position]
+    if isinstance(operand, celtypes.MapType):
+        found = map_key(operand, key)
+        return operand[found] if found is not None else error(f"no such key: {go_value(key)}")
+    return error(NO_SUCH_OVERLOAD)
+
+
+def _list_index(key: Any) -> int | None:
+    if isinstance(key, (celtypes.IntType, celtypes.UintType)):
+        return int(key)
+    if isinstance(key, celtypes.DoubleType) and float(key).is_integer():
+        return int(key)
+    return None
+
+
+def opt_select(operand: Any, field: Any) -> Any:
+    """``operand.?field``: optional.of the field's value, or none when it is absent."""
+    if isinstance(operand, OptionalValue):
+        return opt_select(to_cel(operand.value), field) if operand.has_value else NONE
+    if isinstance(operand, celtypes.MapType):
+        return OptionalValue.of(to_python(operand[field])) if field in operand else NONE
+    return error(NO_SUCH_OVERLOAD)
+
+
+def opt_index(operand: Any, key: Any) -> Any:
+    """``operand[?key]``: optional.of the element, or none when there is none."""
+    if isinstance(operand, OptionalValue):
+        return opt_index(to_cel(operand.value), key) if operand.has_value else NONE
+    if isinstance(operand, celtypes.ListType):
+        position = _list_index(key)
+        if position is None:
+            return error(NO_SUCH_OVERLOAD)
+        return OptionalValue.of(to_python(operand[position])) if 0 <= position < len(operand) else NONE
+    if isinstance(operand, celtypes.MapType):
+        found = map_key(operand, key)
+        return OptionalValue.of(to_python(operand[found])) if found is not None else NONE
+    return error(NO_SUCH_OVERLOAD)
+
+
+def opt_list(elements: Any, optional_positions: Any) -> Any:
+    """``[a, ?b]``: the optional elements' values where present, left out where not."""
+    out = []
+    for position, element in enumerate(elements):
+        if position not in optional_positions:
+            out.append(element)
+        elif not isinstance(element, OptionalValue):
+            return error(NO_SUCH_OVERLOAD)
+        elif element.has_value:
+            out.append(to_cel(element.value))
+    return celtypes.ListType(out)
+
+
+def opt_map(flat_entries: Any, optional_positions: Any) -> Any:
+    """``{?k: v}``: the optional entries where their value is present."""
+    out = celtypes.MapType()
+    for position in range(len(flat_entries) // 2):
+        key, value = flat_entries[2 * position], flat_entries[2 * position + 1]
+        if position in optional_positions:
+            if not isinstance(value, OptionalValue):
+                return error(NO_SUCH_OVERLOAD)
+            if not value.has_value:
+                continue
+            value = to_cel(value.value)
+        if key in out:
+            return error(f"Failed with repeated key: {go_value(key)}")
+        out[key] = value
+    return out
+
+
+# --- operators --------------------------------------------------------------------------
+
+
+def _equality(negate: bool) -> Callable[[Any, Any], Any]:
+    def compare(a: Any, b: Any) -> Any:
+        for value in (a, b):
+            if isinstance(value, CELEvalError):
+                return value
+        return celtypes.BoolType(equal(a, b) is not negate)
+
+    return compare
+
+
+_ORDERED = (celtypes.StringType, celtypes.BytesType, celtypes.BoolType, celtypes.TimestampType, celtypes.DurationType)
+
+
+def _ordering(python: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    """Ordering of numbers by value across int, uint and double (cel-go's cross-type ordering)
+    and of two values of one ordered type; nothing else is ordered."""
+
+    def compare(a: Any, b: Any) -> Any:
+        for value in (a, b):
+            if isinstance(value, CELEvalError):
+                return value
+        if is_number(a) and is_number(b):
+            return celtypes.BoolType(python(number(a), number(b)))
+        if type(a) is type(b) and isinstance(a, _ORDERED):
+            return celtypes.BoolType(python(a, b))
+        return error(NO_SUCH_OVERLOAD)
+
+    return compare
+
+
+def _arithmetic(base: Callable[..., Any], symbol: str) -> Callable[..., Any]:
+    """celpy's arithmetic with cel-go's rules and messages: no mixing of int, uint and double,
+    ``division by zero``/``modulus by zero``, ``integer overflow``."""
+
+    def apply(*args: Any) -> Any:
+        for value in args:
+            if isinstance(value, CELEvalError):
+                return value
+        if any(is_bool(value) for value in args):  # celpy's bools are ints
+            return error(NO_SUCH_OVERLOAD)
+        if len(args) == 2 and is_number(args[0]) and is_number(args[1]):
+            if type(args[0]) is not type(args[1]):
+                return error(NO_SUCH_OVERLOAD)
+            if symbol in "/%" and not isinstance(args[0], float) and args[1] == 0:
+                return error("division by zero" if symbol == "/" else "modulus by zero")
+        try:
+            result = base(*args)
+        except (ValueError, OverflowError):
+            unsigned = isinstance(args[0], celtypes.UintType)
+            return error("unsigned integer overflow" if unsigned else "integer overflow")
+        except TypeError:
+            return error(NO_SUCH_OVERLOAD)
+        return celtypes.ListType(result) if type(result) is list else result  # list + list
+
+    return apply
+
+
+def _logic(decisive: bool) -> Callable[[Any, Any], Any]:
+    """``||`` (``decisive`` True) and ``&&``: either side's decisive value wins over an error;
+    otherwise the first error."""
+
+    def apply(a: Any, b: Any) -> Any:
+        if any(isinstance(v, celtypes.BoolType) and bool(v) is decisive for v in (a, b)):
+            return celtypes.BoolType(decisive)
+        for value in (a, b):
+            if isinstance(value, CELEvalError):
+                return value
+        if isinstance(a, celtypes.BoolType) and isinstance(b, celtypes.BoolType):
+            return celtypes.BoolType(not decisive)
+        return error(NO_SUCH_OVERLOAD)
+
+    return apply
+
+
+def _not(value: Any) -> Any:
+    if isinstance(value, CELEvalError):
+        return value
+    return celtypes.BoolType(not value) if isinstance(value, celtypes.BoolType) else error(NO_SUCH_OVERLOAD)
+
+
+def _in(item: Any, container: Any) -> Any:
+    for value in (item, container):
+        if isinstance(value, CELEvalError):
+            return value
+    if isinstance(container, celtypes.ListType):
+        return celtypes.BoolType(any(equal(item, element) for element in container))
+    if isinstance(container, celtypes.MapType):
+        return celtypes.BoolType(map_key(container, item) is not None)
+    return error(NO_SUCH_OVERLOAD)
+
+
+def go_double(f: float) -> str:
+    """``strconv.FormatFloat(f, 'g', -1, 64)``: what ``string(double)`` gives."""
+    if math.isnan(f) or math.isinf(f):
+        return format_string(f)
+    if f == 0:
+        return "-0" if math.copysign(1, f) < 0 else "0"
+    digits, exponent = _shortest(abs(f))
+    sign = "-" if f < 0 else ""
+    if exponent < -4 or exponent >= 6:  # Go's shortest 'g': exponent form from 1e+06 on
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    whole = digits[:exponent + 1].ljust(exponent + 1, "0")
+    return sign + whole + ("." + digits[exponent + 1:] if len(digits) > exponent + 1 else "")
+
+
+def _shortest(f: float) -> tuple[str, int]:
+    """The shortest round-trip digits of ``f`` > 0 and the decimal exponent of the first."""
+    parts = decimal.Decimal(repr(f)).normalize().as_tuple()
+    digits = "".join(map(str, parts.digits))
+    return digits, len(digits) - 1 + int(parts.exponent)
+
+
+def _to_string(value: Any) -> Any:
+    """``string(x)`` as cel-go converts: no lists, maps or null; bytes must be UTF-8."""
+    if isinstance(value, celtypes.DoubleType):
+        return celtypes.StringType(go_double(float(value)))
+    if isinstance(value, celtypes.BytesType):
+        try:
+            return celtypes.StringType(bytes(value).decode("utf-8"))
+        except UnicodeDecodeError:
+            return error("invalid UTF-8 in bytes, cannot convert to string")
+    if isinstance(value, (celtypes.StringType, celtypes.BoolType, celtypes.IntType, celtypes.UintType,
+                          celtypes.TimestampType, celtypes.DurationType)):
+        return celtypes.StringType(format_string(to_python(value)))
+    return error(NO_SUCH_OVERLOAD)
+
+
+def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], Any]:
+    """``int(x)``/``uint(x)``: from numbers (doubles truncated, in range), decimal strings,
+    timestamps (int: Unix seconds) and, as the default engine allows, bools."""
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, celtypes.StringType):
+            text = str(value)
+            if not re.fullmatch(r"[+-]?\d+", text):
+                return error(f"cannot convert string to {name}")
+            number_value = int(text)
+            return kind(number_value) if low <= number_value <= high else error(f"cannot convert string to {name}")
+        if isinstance(value, celtypes.TimestampType) and kind is celtypes.IntType:
+            return kind(math.floor(value.timestamp()))
+        if isinstance(value, celtypes.DoubleType):
+            if math.isnan(value) or not low - 1 < float(value) < high + 1:
+                return error(f"double out of {'int64' if kind is celtypes.IntType else 'uint64'} range")
+            return kind(int(float(value)))
+        if is_number(value) or isinstance(value, celtypes.BoolType):
+            if not low <= int(value) <= high:
+                return error("int64 out of uint64 range" if kind is celtypes.UintType else "uint64 out of int64 range")
+            return kind(int(value))
+        return error(NO_SUCH_OVERLOAD)
+
+    return convert
+
+
+def _to_double(value: Any) -> Any:
+    if isinstance(value, celtypes.StringType):
+        try:
+            return celtypes.DoubleType(float(str(value)))
+        except ValueError:
+            return error("cannot convert string to double")
+    return celtypes.DoubleType(float(value)) if is_number(value) else error(NO_SUCH_OVERLOAD)
+
+
+_BOOL_STRINGS = {"1": True, "t": True, "T": True, "true": True, "TRUE": True, "True": True,  # strconv.ParseBool
+                 "0": False, "f": False, "F": False, "false": False, "FALSE": False, "False": False}
+
+
+def _to_bool(value: Any) -> Any:
+    if isinstance(value, celtypes.BoolType):
+        return value
+    if isinstance(value, celtypes.StringType) and str(value) in _BOOL_STRINGS:
+        return celtypes.BoolType(_BOOL_STRINGS[str(value)])
+    return error("Type conversion error from 'string' to 'bool'" if isinstance(value, str) else NO_SUCH_OVERLOAD)
+
+
+def _size(value: Any) -> Any:
+    if isinstance(value, (str, bytes, celtypes.ListType, celtypes.MapType)):
+        return celtypes.IntType(len(value))
+    return error(NO_SUCH_OVERLOAD)
+
+
+def _string_method(base: Callable[..., Any]) -> Callable[..., Any]:
+    """celpy's ``contains``/``startsWith``/``endsWith``, for strings only (celpy's also take lists)."""
+
+    def apply(receiver: Any, *args: Any) -> Any:
+        if not isinstance(receiver, celtypes.StringType) or not all(isinstance(a, celtypes.StringType) for a in args):
+            return error(NO_SUCH_OVERLOAD)
+        return base(receiver, *args)
+
+    return apply
+
+
+@cache
+def builtins() -> dict[str, Callable[..., Any]]:
+    """celpy's built-in functions as cel-go has them (conversions and string methods); the
+    Kubernetes overloads of the same names come first (``cel_python.Function``)."""
+    base = celpy.evaluation.base_functions
+    return {
+        "string": _to_string,
+        "int": _to_number(celtypes.IntType, -(2**63), 2**63 - 1, "int"),
+        "uint": _to_number(celtypes.UintType, 0, 2**64 - 1, "uint"),
+        "double": _to_double,
+        "bool": _to_bool,
+        "size": _size,
+        **{name: _string_method(base[name]) for name in ("contains", "startsWith", "endsWith")},
+        "duration": _conversion(base["duration"], parse_duration, "String to Duration conversion failed"),
+        "timestamp": _conversion(base["timestamp"], parse_timestamp, "String to Timestamp conversion failed"),
+    }
+
+
+def _conversion(base: Callable[[Any], Any], parse: Callable[[str], Any], message: str) -> Callable[[Any], Any]:
+    """celpy's ``duration``/``timestamp`` with Go's parser for strings and cel-expr's message."""
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, str):
+            return base(value)
+        try:
+            parsed = parse(str(value))
+        except (ValueError, OverflowError):
+            parsed = None
+        return error(message) if parsed is None else to_cel(parsed)
+
+    return convert
+
+
+def operators() -> dict[str, Callable[..., Any]]:
+    """The celpy functions this module replaces or adds."""
+    base = celpy.evaluation.base_functions
+    return {
+        "_==_": _equality(False),
+        "_!=_": _equality(True),
+        "_<_": _ordering(operator.lt),
+        "_<=_": _ordering(operator.le),
+        "_>_": _ordering(operator.gt),
+        "_>=_": _ordering(operator.ge),
+        "_in_": _in,
+        "_||_": _logic(True),
+        "_&&_": _logic(False),
+        "!_": _not,
+        **{f"_{symbol}_": _arithmetic(base[f"_{symbol}_"], symbol) for symbol in "+-*/%"},
+        "-_": _arithmetic(base["-_"], "-"),
+        "_[_]": index,
+        OPT_SELECT: opt_select,
+        OPT_INDEX: opt_index,
+        OPT_LIST: opt_list,
+        OPT_MAP: opt_map,
+    }
