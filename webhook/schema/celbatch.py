@@ -64,15 +64,16 @@ class _Site:
 class BatchPlan:
     """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
 
-    __slots__ = ("program", "root", "update", "reads_old", "remaining")
+    __slots__ = ("program", "root", "update", "reads_old", "remaining", "reach")
 
     def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
-                 remaining: dict[int, NodeRules]) -> None:
+                 remaining: dict[int, NodeRules], reach: frozenset[int]) -> None:
         self.program = program
         self.root = root
         self.update = update
         self.reads_old = reads_old
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
+        self.reach = reach           # ids of the schema nodes the walk visits for them
 
     def holds(self, obj: Any, old: Any) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
@@ -80,15 +81,12 @@ class BatchPlan:
         try:
             value = _select(self.root, obj)
             old_value = _select(self.root, old, check=False) if self.reads_old else None
-        except _InvalidData:
-            return None
-        charged = _charge(self.root, value, old_value)
-        if charged is None:
-            return None
-        activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-        try:
+            charged = _charge(self.root, value, old_value)
+            if charged is None:
+                return None
+            activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
             return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
-        except Exception:  # a runtime error, or an engine fault: the walk reports either
+        except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None
 
 
@@ -103,7 +101,7 @@ def _select(site: _Site, value: Any, check: bool = True) -> Any:
     where structural validation ratcheted, or did not run)."""
     if check and site.batched and value is not None:
         rules = site.rules
-        if invalid_reads(value, rules.decl, rules.properties):  # type: ignore[union-attr]
+        if not _surely_valid(value, rules) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
             raise _InvalidData
     decl = site.decl
     if site.read is None or value is None:
@@ -133,6 +131,45 @@ def _select(site: _Site, value: Any, check: bool = True) -> Any:
         items = site.items
         return [item if item is None else _select(items, item, check) for item in value]
     return to_cel(value, decl)
+
+
+# Python types a JSON value of each CEL kind has when it fits its schema (a stricter check than
+# ``invalid_reads``, which runs only where this one is unsure)
+_EXACT_TYPES = {"object": (dict,), "map": (dict,), "list": (list,), "string": (str,), "timestamp": (str,),
+                "duration": (str,), "bytes": (str,), "int": (int,), "double": (int, float), "bool": (bool,)}
+
+
+def _surely_valid(value: Any, rules: NodeRules) -> bool:
+    """True only when ``invalid_reads`` would find nothing: the value and the properties the
+    node's rules read have exactly their schema's JSON types, and no unexpected null items."""
+    decl = rules.decl
+    if not _fits(value, decl):
+        return False
+    if decl is None or decl.kind != "object":
+        return True
+    by_property = decl.by_property
+    read = rules.properties
+    for key in value if read is None else read:
+        item = value.get(key)
+        entry = by_property.get(key)
+        if item is None or entry is None:
+            continue
+        item_decl = entry[1]
+        if not _fits(item, item_decl):
+            return False
+        if type(item) in (list, dict) and item_decl.elem is not None and not item_decl.elem.nullable:
+            if None in (item if type(item) is list else item.values()):
+                return False
+    return True
+
+
+def _fits(value: Any, decl: DeclType | None) -> bool:
+    if decl is None:
+        return True
+    if decl.int_or_string:
+        return type(value) in (str, int)
+    types = _EXACT_TYPES.get(decl.kind)
+    return types is not None and type(value) in types
 
 
 def _charge(site: _Site, value: Any, old: Any) -> int | None:
@@ -195,7 +232,21 @@ def build_plan(root: Node, *, update: bool) -> BatchPlan | None:
     program = compile_program(" && ".join(builder.sources))
     if program is None or _python_work(program) != builder.python_work:
         return None
-    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining)
+    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining,
+                     reach=frozenset(_reach(root, builder.remaining)))
+
+
+def _reach(node: Node, remaining: Mapping[int, Any]) -> set[int]:
+    """The nodes holding rules left to the walk, and their ancestors."""
+    found: set[int] = set()
+    children = [child for _, child in node.sorted_properties]
+    children += [child for child in (node.additional, node.items) if child is not None]
+    for child in children:
+        if child.has_rules:
+            found |= _reach(child, remaining)
+    if found or id(node) in remaining:
+        found.add(id(node))
+    return found
 
 
 def _python_work(program: Any) -> tuple[int, int]:
