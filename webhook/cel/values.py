@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
 from webhook.cel.types import DeclType
+from webhook.gofmt import go_type_name
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -130,20 +131,7 @@ def _shape_error(value: Any, decl: DeclType | None) -> str | None:
     scalar = _SCALARS.get(kind)
     if scalar is None or (isinstance(value, scalar[0]) and (kind == "bool" or not isinstance(value, bool))):
         return None
-    return f"invalid data, expected {scalar[1]}, got {_go_type(value)}"
-
-
-def _go_type(value: Any) -> str:
-    """Go's ``%T`` of a JSON-decoded value."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    return "[]interface {}" if isinstance(value, list) else "map[string]interface {}"
+    return f"invalid data, expected {scalar[1]}, got {go_type_name(value)}"
 
 
 def parse_timestamp(text: str) -> datetime | None:
