@@ -113,7 +113,7 @@ class ServerConfig:
     # Reviews judged on the event loop (see Placement): bodies up to this size, of kinds
     # whose last review took at most this long.
     inline_max_bytes: int = 64 * 1024
-    inline_max_seconds: float = 0.02
+    inline_max_seconds: float = 0.001
     # Reviews only from clients presenting a certificate (the TLS context verifies it
     # against --client-ca-file); health, readiness and metrics stay open to probes.
     client_certificates: bool = False
@@ -280,12 +280,14 @@ def _too_large(limit: int) -> str:
 class Placement:
     """Where the chain judges a review: on the event loop or in the worker pool.
 
-    The pool costs a thread hop per review (measured ~0.12 ms of CPU here, more than
-    decoding the review) but lets the deadline cut a slow review short while the loop keeps
-    answering others; on the loop a review is cheaper but blocks everything until judged.
-    So a review runs on the loop when its body is small (the chain's cost grows with the
-    object) and the last review of its endpoint and kind was judged quickly; otherwise in
-    the pool. A kind starts in the pool (its cost unknown) and one slow review sends it back.
+    The pool costs a thread hop per review (~0.12 ms of CPU measured here: more than
+    decoding the review), but the deadline can cut a slow review short there, the loop
+    keeps answering others meanwhile, and the loop's TLS work (the ssl module releases the
+    GIL) overlaps the chain on another core. On the loop a review costs no hop but blocks
+    everything until judged. So a review runs on the loop when its body is small (the
+    chain's cost grows with the object) and the last review of its endpoint and kind took
+    at most ``max_seconds`` (where the hop is a large share of the work); otherwise in the
+    pool. A kind starts in the pool (its cost unknown) and one slow review sends it back.
     """
 
     def __init__(self, max_bytes: int, max_seconds: float):
