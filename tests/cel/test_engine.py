@@ -61,3 +61,16 @@ def test_the_environment_selects_the_backend(monkeypatch):
 ])
 def test_get_milliseconds_as_cel_go(engine, expression, variables, expected):
     assert engine.compile(expression, list(variables)).evaluate(variables) == expected
+
+
+@pytest.mark.parametrize("expression,variables,expected", [
+    ("string(timestamp('2011-08-18T18:03:37.01Z'))", {}, "2011-08-18T18:03:37.01Z"),  # Go's RFC3339Nano
+    ("string(timestamp('2011-08-18T18:03:30.000Z'))", {}, "2011-08-18T18:03:30Z"),
+    ("string(duration('1.010s'))", {}, "1.01s"),  # FormatFloat(seconds, 'f', -1) + "s"
+    ("string(duration('-1.5s'))", {}, "-1.5s"),
+    ("string(duration('1h'))", {}, "3600s"),
+    ("string(d) + ' ' + string(n) + ' ' + string(s)", {"d": timedelta(milliseconds=2500), "n": 10, "s": "1.50s"},
+     "2.5s 10 1.50s"),  # dyn: only timestamps and durations are re-spelled
+])
+def test_time_strings_as_cel_go_on_the_default_engine(expression, variables, expected):
+    assert get_engine("cel-expr").compile(expression, list(variables)).evaluate(variables) == expected

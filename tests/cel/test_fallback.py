@@ -141,7 +141,7 @@ def test_the_recorded_cases_and_shipped_policy_suites_pass_on_the_fallback():
 
 
 def test_the_engine_option_selects_the_backend_for_the_process(monkeypatch, capsys):
-    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
+    monkeypatch.setenv(ENGINE_VARIABLE, "cel-expr")  # recorded, so teardown restores the real value
     assert cli.main(["--cel-engine", "cel-python", "test", "-q", "--crd-only", str(SHARED / "cases" / "gateway-inference.yaml")]) == 0
     assert get_engine().name == "cel-python"
     monkeypatch.delenv(ENGINE_VARIABLE)

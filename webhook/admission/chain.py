@@ -15,7 +15,6 @@ from typing import Any
 import dataclasses
 import json
 
-import jsonpatch
 
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
@@ -114,25 +113,28 @@ class AdmissionChain:
     # -- the two webhook endpoints -----------------------------------------------------
     def admit(self, request: AdmissionRequest, *, mutating: bool, explain: bool = False) -> AdmissionResult:
         if mutating:
-            result, _ = self._mutate(request, explain=explain)
-            return result
-        return self._validate(request, explain=explain)[0]
+            return self._mutate(request, request.object, explain=explain)[0]
+        return self._validate(request, request.object, explain=explain)[0]
 
-    def _input(self, request: AdmissionRequest, obj: dict[str, Any] | None) -> PolicyInput:
+    def _input(self, request: AdmissionRequest, obj: dict[str, Any] | None,
+               view: dict[str, Any] | None = None) -> PolicyInput:
+        """``view``: the request as policies read it, when already made."""
         namespace_object = self.state.get("v1", "Namespace", request.namespace) if request.namespace else None
         return PolicyInput(
-            request=request.model_dump(exclude={"object", "oldObject"}),
+            request=view if view is not None else request_view(request),
             object=obj,
             old_object=request.oldObject,
             namespace_object=namespace_object,
             state=self.state,
         )
 
-    def _mutate(self, request: AdmissionRequest, *, explain: bool) -> tuple[AdmissionResult, list[Trace]]:
+    def _mutate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
+                view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace], dict[str, Any] | None]:
+        """The mutating webhook's answer to ``request`` carrying ``obj``; also the mutated object."""
         traces: list[Trace] = []
-        if request.operation not in _JUDGED or request.object is None:
-            return AdmissionResult(allowed=True), traces
-        inp = self._input(request, request.object)
+        if request.operation not in _JUDGED or obj is None:
+            return AdmissionResult(allowed=True), traces, obj
+        inp = self._input(request, obj, view)
         warnings: list[str] = []
         denials: list[Denial] = []
         policies = [p for p in self.policies.current().policies if p.mutating_stage]
@@ -147,28 +149,28 @@ class AdmissionChain:
             denials += verdict.denials
             if verdict.object is not None and verdict.object is not inp.object:
                 inp = dataclasses.replace(inp, object=verdict.object)  # later policies see earlier mutations
-        obj = inp.object
         if denials:
-            return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings), traces
-        return AdmissionResult(allowed=True, patch=make_patch(request.object, obj), warnings=warnings), traces
+            result = AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings)
+            return result, traces, inp.object
+        return AdmissionResult(allowed=True, patch=make_patch(obj, inp.object), warnings=warnings), traces, inp.object
 
-    def _validate(self, request: AdmissionRequest, *, explain: bool,
-                  schema: bool = True) -> tuple[AdmissionResult, list[Trace]]:
+    def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
+                  schema: bool = True, view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace]]:
+        """The validating webhook's answer to ``request`` carrying ``obj``."""
         traces: list[Trace] = []
         warnings: list[str] = []
-        if schema and request.operation in _JUDGED and request.object is not None and self._serves(request.object):
+        if schema and request.operation in _JUDGED and obj is not None and self._serves(obj):
             # the apiserver's schema and CRD rules, as it ran them before calling us
             errors, schema_warnings = self.registry.validate(
-                request.operation, request.object, request.oldObject, request.subResource or None)
+                request.operation, obj, request.oldObject, request.subResource or None)
             warnings += schema_warnings
             if errors:
-                obj = request.object
                 status = invalid_status(str(obj.get("kind")), request.kind.group,
                                         (obj.get("metadata") or {}).get("name") or request.name, errors)
                 return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
         denials: list[Denial] = []
         audit: dict[str, str] = {}
-        inp = self._input(request, request.object)
+        inp = self._input(request, obj, view)
         policies = self.policies.current().policies
         if not explain:
             _prepare(policies, inp, mutating=False)
@@ -208,15 +210,18 @@ class AdmissionChain:
             warnings += decode_warnings
         patch: list[dict[str, Any]] = []
         traces: list[Trace] = []
+        view = request_view(request)  # the same for both webhooks: the object is not part of it
         if not crd_only:
-            mutated, traces = self._mutate(request.model_copy(update={"object": obj}), explain=explain)
+            mutated, traces, patched = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
                                     traces=traces, denied_by="webhook")
             patch = mutated.patch
             if patch:
-                obj = jsonpatch.apply_patch(obj, patch)
+                # what applying the patch gives (``make_patch`` is exact: tests apply every patch
+                # with jsonpatch), without copying the object once more
+                obj = patched
         if request.operation in _JUDGED and served:
             outcome = self.registry.handle(request.operation, obj, request.oldObject, subresource,
                                            namespace=request.namespace or None)
@@ -228,11 +233,17 @@ class AdmissionChain:
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
         # the apiserver has just validated the schema: the validating webhook adds the policies
-        validated, more = self._validate(request.model_copy(update={"object": obj}), explain=explain, schema=False)
+        validated, more = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
         warnings += validated.warnings
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
                             obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+
+
+def request_view(request: AdmissionRequest) -> dict[str, Any]:
+    """The request as policies read it (``request``): without the objects, which they read
+    as ``object`` and ``oldObject``."""
+    return request.model_dump(exclude={"object", "oldObject"})
 
 
 def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:

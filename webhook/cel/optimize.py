@@ -46,6 +46,7 @@ _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
 _DURATION_RE = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$|^-?0$")
 _ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
+_TIME_TO_STRING = {"timestamp_to_string", "duration_to_string"}
 
 
 @dataclass
@@ -295,6 +296,8 @@ class Optimizer:
             return self.native_unwrap(node)
         if "duration_to_milliseconds" in ids:
             return self.duration_milliseconds(node, maybe_timestamp="timestamp_to_milliseconds" in ids)
+        if call.function == "string" and _TIME_TO_STRING & set(ids):
+            return self.go_time_string(node, only_time=set(ids) <= _TIME_TO_STRING)
         if self.hoist and call.function == "matches":
             hoisted = self.hoist_matches(node)
             if hoisted is not None:
@@ -373,6 +376,26 @@ class Optimizer:
         return self.value_node(result)
 
     # -- native rewrites -------------------------------------------------------------
+
+    def go_time_string(self, node: Any, *, only_time: bool) -> Any:
+        """cel-go prints a timestamp as Go's RFC 3339 with nanoseconds and a duration as its
+        shortest seconds ("...37.01Z", "1.01s"); cel-cpp writes the fraction in whole groups of
+        three digits ("...37.010Z", "1.010s"): its trailing zeros (and a bare dot) go."""
+        def trimmed(v: Callable[[], Any]) -> Any:
+            text = self.call("string", v())
+            text = self.call("regex.replace", text, self.const(r"(\.[0-9]*[1-9])0+([sZ])$"), self.const(r"\1\2"))
+            return self.call("regex.replace", text, self.const(r"\.0+([sZ])$"), self.const(r"\1"))
+
+        def by_type(v: Callable[[], Any]) -> Any:
+            is_time = self.op("_||_",
+                              self.op("_==_", self.call("type", v()), self.call("type", self.call("timestamp", self.const(0)))),
+                              self.op("_==_", self.call("type", v()), self.call("type", self.call("duration", self.const("0s")))))
+            return self.cond(is_time, trimmed(v), self.call("string", v()))
+
+        rewritten = self.bind("@str", node.call_expr.args[0], trimmed if only_time else by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
 
     def duration_milliseconds(self, node: Any, *, maybe_timestamp: bool) -> Any:
         """cel-go's ``duration.getMilliseconds()`` is the whole duration in milliseconds, cel-cpp's

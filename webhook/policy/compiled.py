@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import operator
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import jsonpatch
@@ -14,6 +15,7 @@ import yaml
 
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
+from webhook.policy.arguments import UNREAD, reader
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -29,34 +31,36 @@ _serials = itertools.count()
 
 
 class ReviewScope:
-    """What one review's policies hand to CEL, shared by all their programs: the request's
+    """What one review's policies hand to CEL, shared by all their batches: the request's
     values, and each policy's params, lookups and precomputed variables under names of its
-    own (``CompiledPolicy.names``), bound with the engine's ``bind`` (each value converted
-    into CEL once per binding, not once per program).
-
-    Two bindings per review: the request's values, for every lookup's arguments; then, once
-    the policies have prepared, everything, for every batch (a policy that adds values later
-    makes the next batch bind anew)."""
+    own (``CompiledPolicy.names``), bound once with the engine's ``bind`` (each value
+    converted into CEL once per review, not once per program). The policies prepare their
+    values first; one that adds values after the binding makes the next batch bind anew."""
 
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
         self.prepared: dict[int, _Prepared | None] = {}  # by policy serial
-        self._request: Mapping[str, Any] | None = None
-        self._all: Mapping[str, Any] | None = None
+        self._reads: frozenset[str] = frozenset()  # what the prepared batches read
+        self._batches = 0  # how many
+        self._bindings: Mapping[str, Any] | None = None
+        self._bound: frozenset[str] = frozenset()
 
-    def add(self, values: Mapping[str, Any]) -> None:
+    def add(self, values: Mapping[str, Any], reads: frozenset[str]) -> None:
+        """A policy's values, and the names its batches read."""
         self.values.update(values)
-        self._all = None
+        self._reads |= reads
+        self._batches += 1
 
-    def request_bindings(self, engine: Any) -> Mapping[str, Any]:
-        if self._request is None:
-            self._request = engine.bind({name: self.values[name] for name in REQUEST_VARIABLES})
-        return self._request
-
-    def bindings(self, engine: Any) -> Mapping[str, Any]:
-        if self._all is None:
-            self._all = engine.bind(self.values)
-        return self._all
+    def bindings(self, engine: Any, reads: frozenset[str]) -> Mapping[str, Any]:
+        """The values of (at least) ``reads``: bindings of everything the prepared batches
+        read, made anew only when a batch reads more; for a single batch, plain data (a
+        binding pays off from the second program that reads its values)."""
+        if self._batches < 2:
+            return {name: self.values[name] for name in reads if name in self.values}
+        if self._bindings is None or not reads <= self._bound:
+            self._bound = self._reads | reads | self._bound
+            self._bindings = engine.bind({name: self.values[name] for name in self._bound if name in self.values})
+        return self._bindings
 
 
 @dataclass(frozen=True)
@@ -69,19 +73,27 @@ class PolicyInput:
     old_object: dict[str, Any] | None
     namespace_object: dict[str, Any] | None
     state: ClusterState
-    scope: ReviewScope = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        values = dict(zip(REQUEST_VARIABLES, (self.object, self.old_object, self.request, self.namespace_object)))
-        object.__setattr__(self, "scope", ReviewScope(values))
+    @functools.cached_property
+    def scope(self) -> ReviewScope:
+        """This input's values shared by its policies' batches."""
+        return ReviewScope(dict(zip(REQUEST_VARIABLES, (self.object, self.old_object, self.request,
+                                                        self.namespace_object))))
+
+    @functools.cached_property
+    def rule_key(self) -> tuple[str, str, Any, str]:
+        """What policies' rules match: (group, kind, operation, subresource)."""
+        kind = self.request.get("kind") or {}
+        return kind.get("group", ""), kind.get("kind", ""), self.request.get("operation"), \
+            self.request.get("subResource") or ""
 
     @property
     def group(self) -> str:
-        return (self.request.get("kind") or {}).get("group", "")
+        return self.rule_key[0]
 
     @property
     def kind(self) -> str:
-        return (self.request.get("kind") or {}).get("kind", "")
+        return self.rule_key[1]
 
 
 class Expression:
@@ -193,11 +205,14 @@ class CompiledPolicy:
                           if w.messageExpression else None) for i, w in enumerate(s.warnings)]
         self.audit_annotations = [(a.key, compile_(a.valueExpression, ("spec", "auditAnnotations", i, "valueExpression")))
                                   for i, a in enumerate(s.auditAnnotations)]
+        judges = bool(self.validations or self.warnings or self.audit_annotations)
+        self.validating_stage = judges and not self.validates_when_mutating  # has work in the validating webhook
+        self.mutating_stage = bool(self.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
         # one program per stage (key: mutating), for the lookups' arguments ("lookups") and the
         # rest of the mutations after a change (("mutations", start)): see ``batch``
-        self._batches: dict[Any, Expression | None] = {}
+        self._batches: dict[Any, Any] = {}
         # the names of this policy's params, lookups and variables in a review's shared bindings
         serial = next(_serials)
         self._serial = serial
@@ -205,6 +220,9 @@ class CompiledPolicy:
         self._state_lookups = tuple(lk.name for lk, exprs in self.lookups if _reads_only_state(exprs.values()))
         self._state_variables = self._variables_of_state()
         self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
+        self._stages = {True: self.mutating_stage, False: self.validating_stage}
+        self._computed_variables = [name for name, _ in self.variables if name not in self._state_variables]
+        self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -231,28 +249,13 @@ class CompiledPolicy:
             found.append(name)
         return tuple(found)
 
-    @property
-    def validating_stage(self) -> bool:
-        """Whether the policy has work in the validating webhook."""
-        judges = bool(self.validations or self.warnings or self.audit_annotations)
-        return judges and not self.validates_when_mutating
-
-    @property
-    def mutating_stage(self) -> bool:
-        """Whether the policy has work in the mutating webhook."""
-        return bool(self.mutations) or self.validates_when_mutating
-
     # -- matching ---------------------------------------------------------------------
     def matches(self, inp: PolicyInput) -> bool:
-        operation = inp.request.get("operation")
-        sub = inp.request.get("subResource") or ""
-        for rule in self.rules:
-            if ("*" in rule.apiGroups or inp.group in rule.apiGroups) \
-                    and ("*" in rule.kinds or inp.kind in rule.kinds) \
-                    and ("*" in rule.operations or operation in rule.operations) \
-                    and (not sub or sub in rule.subresources or "*" in rule.subresources):
-                break
-        else:
+        key = inp.rule_key
+        ruled = self._ruled.get(key)
+        if ruled is None:
+            ruled = self._ruled[key] = self._rules_match(*key)
+        if not ruled:
             return False
         subject = inp.object if inp.object is not None else inp.old_object
         if not self.object_selector.empty and not self.object_selector.matches(_labels(subject)):
@@ -265,6 +268,12 @@ class CompiledPolicy:
                 labels = _labels(inp.namespace_object) or {"kubernetes.io/metadata.name": namespace}
                 return self.namespace_selector.matches(labels)
         return True
+
+    def _rules_match(self, group: str, kind: str, operation: Any, sub: str) -> bool:
+        return any(("*" in rule.apiGroups or group in rule.apiGroups)
+                   and ("*" in rule.kinds or kind in rule.kinds)
+                   and ("*" in rule.operations or operation in rule.operations)
+                   and (not sub or sub in rule.subresources or "*" in rule.subresources) for rule in self.rules)
 
     # -- evaluation ---------------------------------------------------------------------
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
@@ -307,8 +316,7 @@ class CompiledPolicy:
         return verdict
 
     def _applies(self, inp: PolicyInput, mutating: bool) -> bool:
-        stage_has_work = self.mutating_stage if mutating else self.validating_stage
-        return stage_has_work and self.matches(inp)
+        return self._stages[mutating] and self.matches(inp)
 
     # -- the fast path: the stage's expressions as one program (``batch``) ----------------------
     def prepare(self, inp: PolicyInput, *, mutating: bool) -> None:
@@ -318,7 +326,10 @@ class CompiledPolicy:
             self._prepared(inp)
 
     def _shares(self) -> bool:
-        return hasattr(self._engine or get_engine(), "bind")
+        """Whether the engine binds values for many programs (else each batch gets its data)."""
+        if self._engine is None:
+            self._engine = get_engine()
+        return hasattr(self._engine, "bind")
 
     def _rename(self) -> dict[str, str] | None:
         return self.names if self._shares() else None
@@ -336,6 +347,8 @@ class CompiledPolicy:
         else:
             body = [expr.source for _, expr, _ in self.validations + self.warnings]
             body += [expr.source for _, expr in self.audit_annotations]
+        if len(self.match_conditions) + len(self.variables) + len(body) < 2 and not (self.lookups or self.param_ref):
+            return None  # one expression reading only the request: nothing to gain
         source = batch_source([expr.source for _, expr in self.match_conditions],
                               [(name, expr.source) for name, expr in self.variables], body,
                               return_variables=mutating and len(self.mutations) > 1, given=self._state_variables)
@@ -358,39 +371,54 @@ class CompiledPolicy:
         """This policy's values for ``inp`` (its scope keeps them), or None when the
         per-expression path must run (a lookup's argument failed: it reports the error)."""
         scope = inp.scope
-        if self._serial not in scope.prepared:
+        prepared = scope.prepared.get(self._serial, _UNPREPARED)
+        if prepared is _UNPREPARED:
             prepared = scope.prepared[self._serial] = self._prepare(inp)
             if prepared is not None and self._shares():
-                scope.add(prepared.bound(self.names))
-        return scope.prepared[self._serial]
+                scope.add(prepared.bound(self.names), self._reads())
+        return prepared
 
     def _prepare(self, inp: PolicyInput) -> _Prepared | None:
+        if not self.lookups and self.param_ref is None and self._shares() \
+                and self._reads().isdisjoint(self.names.values()):
+            return _NOTHING  # its batches read only the request
         params = self._params(inp.state)
         lookups: dict[str, Any] = {}
-        arguments = self._lookup_arguments(inp, params)
-        activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
-        try:
-            for i, (lookup, exprs) in enumerate(self.lookups):
-                lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
-                                                    arguments[i] if arguments else None)
-        except _RuleError:
-            return None
+        if self.lookups:
+            arguments = self._lookup_arguments(inp, params)
+            activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
+            try:
+                for i, (lookup, exprs) in enumerate(self.lookups):
+                    lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
+                                                        arguments[i] if arguments else None)
+            except _RuleError:
+                return None
         variables = self._state_values_for(lookups, params)
         if variables is None:
             return None
         return _Prepared(params, lookups, variables, self._lookups_read())
 
+    def _reads(self) -> frozenset[str]:
+        """The names the stages' batches read in a review's bindings."""
+        if "reads" not in self._batches:
+            batches = [self._batch(stage) for stage in (True, False) if self._stages[stage]]
+            self._batches["reads"] = frozenset().union(*(b.program.reads for b in batches if b is not None))
+        return self._batches["reads"]
+
     def _lookups_read(self) -> frozenset[str] | None:
         """The lookups the stages' batches read (None: all); only those are bound."""
-        read: set[str] = set()
-        for stage in (True, False):
-            batch = self._batch(stage)
-            if batch is None or "lookups" not in batch._needs:
-                continue
-            if batch._needs["lookups"] is None:
-                return None
-            read |= batch._needs["lookups"]
-        return frozenset(read)
+        if "lookups read" not in self._batches:
+            read: set[str] | None = set()
+            for stage in (True, False):
+                batch = self._batch(stage) if self._stages[stage] else None
+                if batch is None or "lookups" not in batch._needs:
+                    continue
+                if batch._needs["lookups"] is None:
+                    read = None
+                    break
+                read |= batch._needs["lookups"]
+            self._batches["lookups read"] = frozenset(read) if read is not None else None
+        return self._batches["lookups read"]
 
     def _state_values_for(self, lookups: dict[str, Any], params: Any) -> dict[str, Any] | None:
         """The state variables' values (``_variables_of_state``), computed again only when the
@@ -412,31 +440,39 @@ class CompiledPolicy:
         return activation["variables"]
 
     def _lookup_arguments(self, inp: PolicyInput, params: Any) -> list[dict[str, Any]] | None:
-        """Every lookup's names and selectors from one engine call, when none reads another
-        lookup; None: evaluate them one by one (also on any error, for its exact text)."""
+        """Every lookup's names and selectors, read in Python when they have the usual shapes
+        (``arguments``), else from one engine call when none reads another lookup; None:
+        evaluate them one by one (also on any error, for its exact text)."""
+        activation = {**inp.scope.values, "params": params}
+        readers = self._argument_readers()
+        if readers is not None:
+            out = [{f: read(activation) for f, read in fields.items()} for fields in readers]
+            if not any(value is UNREAD for fields in out for value in fields.values()):
+                return out
         if "lookups" not in self._batches:
             exprs = [e for _, fields in self.lookups for e in fields.values()]
             program = None
             if exprs and not any("lookups" in e._needs or "variables" in e._needs for e in exprs):
-                program = self._compile_batch(list_source(e.source for e in exprs), "lookups", self._rename())
+                program = self._compile_batch(list_source(e.source for e in exprs), "lookups")
             self._batches["lookups"] = program
         batch = self._batches["lookups"]
         if batch is None:
             return None
-        scope = inp.scope
-        try:
-            if not self._shares():
-                values = batch.evaluate({**scope.values, "params": params})
-            elif "params" in batch._needs:  # this policy's own: not worth binding the review anew
-                values = batch.program.evaluate({**scope.values, self.names["params"]: params})
-            else:
-                values = batch.program.evaluate(scope.request_bindings(self._engine or get_engine()))
+        try:  # on its own data: the review's values are bound once the lookups are known
+            values = batch.evaluate(activation)
         except CelError:
             return None
         out, it = [], iter(values if isinstance(values, list) else ())
         for _, fields in self.lookups:
             out.append({f: next(it, None) for f in fields})
         return out if isinstance(values, list) and len(values) == sum(map(len, out)) else None
+
+    def _argument_readers(self) -> list[dict[str, Any]] | None:
+        if "readers" not in self._batches:
+            readers = [{f: reader(e.source) for f, e in fields.items()} for _, fields in self.lookups]
+            ok = all(read is not None for fields in readers for read in fields.values())
+            self._batches["readers"] = readers if ok else None
+        return self._batches["readers"]
 
     def _run_batch(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:
         """The stage in one engine call: True when it decided the stage, False when a
@@ -450,7 +486,7 @@ class CompiledPolicy:
             return None
         try:
             if self._shares():
-                results = batch.program.evaluate(inp.scope.bindings(self._engine or get_engine()))
+                results = batch.program.evaluate(inp.scope.bindings(self._engine or get_engine(), batch.program.reads))
             else:
                 results = batch.evaluate({**inp.scope.values, **prepared.bound(None)})
         except CelError:
@@ -474,7 +510,7 @@ class CompiledPolicy:
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
         patches, variables = values, []
-        computed = [name for name, _ in self.variables if name not in self._state_variables]
+        computed = self._computed_variables
         if len(self.mutations) > 1:  # the batch also returned the variables, for the later mutations
             if len(values) != 2 or not isinstance(values[0], list) or len(values[0]) != len(computed):
                 return None
@@ -611,21 +647,35 @@ class CompiledPolicy:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
 
 
-@dataclass(frozen=True)
 class _Prepared:
     """A policy's values for one review, before its batches run."""
 
-    params: Any
-    lookups: dict[str, Any]
-    variables: dict[str, Any]  # the state variables' values
-    lookups_read: frozenset[str] | None  # by the batches (None: all)
+    __slots__ = ("params", "lookups", "variables", "lookups_read")
+
+    def __init__(self, params: Any, lookups: dict[str, Any], variables: dict[str, Any],
+                 lookups_read: frozenset[str] | None) -> None:
+        self.params = params
+        self.lookups = lookups
+        self.variables = variables  # the state variables' values
+        self.lookups_read = lookups_read  # by the batches (None: all)
 
     def bound(self, names: Mapping[str, str] | None) -> dict[str, Any]:
-        """The values under their names in the review's bindings (``None``: their own names)."""
+        """The values the batches read, under their names in the review's bindings (``None``:
+        their own names)."""
+        if self is _NOTHING:
+            return {}
         names = names or {name: name for name in _POLICY_VARIABLES}
         read = self.lookups_read
-        lookups = self.lookups if read is None else {k: v for k, v in self.lookups.items() if k in read}
-        return {names["params"]: self.params, names["lookups"]: lookups, names["variables"]: self.variables}
+        values = {names["params"]: self.params}
+        if self.lookups and read != frozenset():
+            values[names["lookups"]] = self.lookups if read is None else {k: self.lookups[k] for k in read}
+        if self.variables:
+            values[names["variables"]] = self.variables
+        return values
+
+
+_NOTHING = _Prepared(None, {}, {}, frozenset())  # a policy without params and lookups
+_UNPREPARED = object()
 
 
 def _reads_only_state(exprs: Any) -> bool:
