@@ -59,6 +59,7 @@ class _Site:
     properties: tuple[tuple[str, str, "_Site"], ...] = ()   # (property, CEL name, site)
     additional: "_Site | None" = None
     items: "_Site | None" = None
+    shape: "_Shape | None" = None           # what the walk's invalid-data check looks at (None: no rules)
 
 
 class BatchPlan:
@@ -101,7 +102,7 @@ def _select(site: _Site, value: Any, check: bool = True) -> Any:
     where structural validation ratcheted, or did not run)."""
     if check and site.batched and value is not None:
         rules = site.rules
-        if not _surely_valid(value, rules) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
+        if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
             raise _InvalidData
     decl = site.decl
     if site.read is None or value is None:
@@ -139,37 +140,68 @@ _EXACT_TYPES = {"object": (dict,), "map": (dict,), "list": (list,), "string": (s
                 "duration": (str,), "bytes": (str,), "int": (int,), "double": (int, float), "bool": (bool,)}
 
 
-def _surely_valid(value: Any, rules: NodeRules) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What ``invalid_reads`` looks at on one node, precomputed: the JSON types its value and
+    the properties its rules read may surely have (None: any), and whether such a property's
+    list or map items may not be null. ``properties`` None: every property, from the decl."""
+
+    types: frozenset[type] | None
+    properties: tuple[tuple[str, frozenset[type] | None, bool], ...] | None
+
+
+def _shape(rules: NodeRules) -> _Shape:
+    decl = rules.decl
+    if decl is None or decl.kind != "object":
+        return _Shape(_types(decl), ())
+    if rules.properties is None:
+        return _Shape(_types(decl), None)
+    checks = []
+    for key in sorted(rules.properties):
+        entry = decl.by_property.get(key)
+        if entry is not None:
+            checks.append((key, _types(entry[1]), entry[1].elem is not None and not entry[1].elem.nullable))
+    return _Shape(_types(decl), tuple(checks))
+
+
+def _types(decl: DeclType | None) -> frozenset[type] | None:
+    if decl is None:
+        return None
+    if decl.int_or_string:
+        return frozenset((str, int))
+    return frozenset(_EXACT_TYPES.get(decl.kind, ()))  # empty: never sure (the exact check decides)
+
+
+def _surely_valid(value: Any, site: _Site) -> bool:
     """True only when ``invalid_reads`` would find nothing: the value and the properties the
     node's rules read have exactly their schema's JSON types, and no unexpected null items."""
-    decl = rules.decl
-    if not _fits(value, decl):
+    shape = site.shape
+    if shape is None:
         return False
-    if decl is None or decl.kind != "object":
-        return True
-    by_property = decl.by_property
-    read = rules.properties
-    for key in value if read is None else read:
+    if shape.types is not None and type(value) not in shape.types:
+        return False
+    checks = shape.properties
+    if checks is None:
+        checks = _every_property(value, site.decl)
+    for key, types, no_null_items in checks:
         item = value.get(key)
-        entry = by_property.get(key)
-        if item is None or entry is None:
+        if item is None:
             continue
-        item_decl = entry[1]
-        if not _fits(item, item_decl):
+        kind = type(item)
+        if types is not None and kind not in types:
             return False
-        if type(item) in (list, dict) and item_decl.elem is not None and not item_decl.elem.nullable:
-            if None in (item if type(item) is list else item.values()):
-                return False
+        if no_null_items and (kind is list or kind is dict) and None in (item if kind is list else item.values()):
+            return False
     return True
 
 
-def _fits(value: Any, decl: DeclType | None) -> bool:
-    if decl is None:
-        return True
-    if decl.int_or_string:
-        return type(value) in (str, int)
-    types = _EXACT_TYPES.get(decl.kind)
-    return types is not None and type(value) in types
+def _every_property(value: dict, decl: DeclType) -> list[tuple[str, frozenset[type] | None, bool]]:
+    checks = []
+    for key in value:
+        entry = decl.by_property.get(key)
+        if entry is not None:
+            checks.append((key, _types(entry[1]), entry[1].elem is not None and not entry[1].elem.nullable))
+    return checks
 
 
 def _charge(site: _Site, value: Any, old: Any) -> int | None:
@@ -325,7 +357,7 @@ class _Builder:
             return None
         read = rules.subset(tuple(batched)).properties if rules is not None and batched else frozenset()
         return _Site(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
-                     additional, items)
+                     additional, items, _shape(rules) if rules is not None and batched else None)
 
     def _conjunction(self, start: int) -> str:
         parts = self.sources[start:]
