@@ -80,8 +80,10 @@ class BatchPlan:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
+            if not _valid(self.root, obj):
+                return None
             value = _select(self.root, obj)
-            old_value = _select(self.root, old, check=False) if self.reads_old else None
+            old_value = _select(self.root, old) if self.reads_old else None
             charged = _charge(self.root, value, old_value)
             if charged is None:
                 return None
@@ -91,27 +93,37 @@ class BatchPlan:
             return None
 
 
-class _InvalidData(Exception):
-    """A value the rules read contradicts its schema: the walk reports Kubernetes' error for it."""
-
-
-def _select(site: _Site, value: Any, check: bool = True) -> Any:
-    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
-    properties the rules read and the way to the children's rules. ``check``: raise
-    ``_InvalidData`` where the walk would find data contradicting the schema (only possible
-    where structural validation ratcheted, or did not run)."""
-    if check and site.batched and value is not None:
+def _valid(site: _Site, value: Any) -> bool:
+    """False where the walk would find data contradicting the schema in what a rule reads (only
+    possible where structural validation ratcheted, or did not run): it reports Kubernetes'
+    invalid-data error there."""
+    if site.batched:
         rules = site.rules
         if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
-            raise _InvalidData
+            return False
+    if isinstance(value, dict):
+        for key, _, child in site.properties:
+            item = value.get(key)
+            if item is not None and not _valid(child, item):
+                return False
+        if site.additional is not None:
+            return all(item is None or _valid(site.additional, item) for item in value.values())
+    elif isinstance(value, list) and site.items is not None:
+        return all(item is None or _valid(site.items, item) for item in value)
+    return True
+
+
+def _select(site: _Site, value: Any) -> Any:
+    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
+    properties the rules read and the way to the children's rules."""
     decl = site.decl
     if site.read is None or value is None:
         return to_cel(value, decl)
     if isinstance(value, dict):
         if decl.kind == "map":
             additional = site.additional
-            return value if additional is None else {
-                key: item if item is None else _select(additional, item, check) for key, item in value.items()}
+            return to_cel(value, decl) if additional is None else {
+                key: item if item is None else _select(additional, item) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
         for key in site.read:
@@ -124,13 +136,13 @@ def _select(site: _Site, value: Any, check: bool = True) -> Any:
         for key, name, child in site.properties:
             item = value.get(key)
             if item is not None and key not in site.read:
-                selected[name] = converted = _select(child, item, check)
+                selected[name] = converted = _select(child, item)
                 if key in RESERVED_SYMBOLS:
                     selected[key] = converted
         return selected
     if isinstance(value, list) and site.items is not None:
         items = site.items
-        return [item if item is None else _select(items, item, check) for item in value]
+        return [item if item is None else _select(items, item) for item in value]
     return to_cel(value, decl)
 
 
