@@ -90,3 +90,18 @@ def test_cel_reads_a_format_duration_as_kubernetes_does():
     assert rules.evaluate({"t": "72h"}, budget=CostBudget()) == []
     assert [r.message for r in rules.evaluate({"t": "1h"}, budget=CostBudget())] == [
         "failed rule: self.t == duration('72h')"]
+
+
+@pytest.mark.parametrize("text, error", [
+    ("https://example.com/a?b=c#d", None),
+    ("/just/a/path", None),
+    ("*", None),
+    ("https://example.com/a%zz", 'parse "https://example.com/a%zz": invalid URL escape "%zz"'),
+    ("http://x/%2", 'parse "http://x/%2": invalid URL escape "%2"'),
+    ("not a uri", 'parse "not a uri": invalid URI for request'),
+])
+def test_one_url_parser_for_the_uri_format_and_cel(text, error):
+    """Go's url.ParseRequestURI behind the schema's ``format: uri``, ``format.uri()`` and ``isURL()``."""
+    assert FORMAT_CHECKERS["uri"](text) is (error is None)
+    assert _cel_errors("uri", text) == ([] if error is None else [error])
+    assert get_engine().compile("isURL(v)", ["v"]).evaluate({"v": text}) is (error is None)

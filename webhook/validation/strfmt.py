@@ -11,6 +11,7 @@ import re
 import unicodedata
 from typing import Callable
 
+from webhook import goneturl
 from webhook.validation import names
 
 # kube-openapi's HostnamePattern over a "skeleton" of the string where every non-ASCII
@@ -36,7 +37,6 @@ _CREDITCARD = re.compile(
 _DATETIME_TIME = re.compile(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
 _WHITESPACE_AND_MINUS = re.compile(r"[\s-]+", re.A)
 _BSON = re.compile(r"^[0-9a-fA-F]{24}$")
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _SCALA_UNITS = (("ns", "nano"), ("us", "µs", "micro"), ("ms", "milli"), ("s", "sec"), ("m", "min"),
                 ("h", "hr", "hour"), ("d", "day"), ("w", "wk", "week"))
 
@@ -292,45 +292,12 @@ def is_email(text: str) -> bool:
         c in atext or c in "[]:" or ord(c) > 127 for c in domain)
 
 
-_HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=%")
-
-
-def _valid_authority(authority: str) -> bool:
-    host = authority.rpartition("@")[2]
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            return False
-        port = host[end + 1:]
-        host = host[1:end]
-        return (port == "" or (port.startswith(":") and port[1:].isdigit() or port == ":")) and \
-            all(c in _HOST_CHARS or c == ":" for c in host)
-    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
-    if colon and port and not (port.isascii() and port.isdigit()):
-        return False
-    return all(c in _HOST_CHARS or ord(c) > 127 for c in name)
-
-
 def is_request_uri(text: str) -> bool:
-    """``url.ParseRequestURI``: an absolute URI (scheme, then ``//authority`` or an opaque part)
-    or an absolute path; no control characters, a well-formed host."""
-    if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+    """govalidator's ``IsRequestURI``: ``url.ParseRequestURI`` succeeds."""
+    try:
+        goneturl.parse_request_uri(text)
+    except goneturl.URLError:
         return False
-    if text == "*":
-        return True
-    rest = text
-    scheme = _SCHEME.match(text)
-    if scheme:
-        rest = text[scheme.end():]
-    elif text[0] == ":":
-        return False  # missing protocol scheme
-    rest = rest.partition("?")[0]
-    if not scheme:
-        return rest.startswith("/")
-    if not rest.startswith("/"):
-        return True  # opaque, like mailto:someone
-    if rest.startswith("//") and not rest.startswith("///"):
-        return _valid_authority(rest[2:].partition("/")[0])
     return True
 
 
