@@ -20,7 +20,8 @@ walk's over the other rules, provided the walk's cost budget would not run out: 
 rules are charged here at least what the walk charges them (their worst case, or their
 estimate over the values for the costliest), and an object those charges leave no budget
 for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
-stay on the walk, so the program's bound can only be stricter than theirs. The activation
+stay on the walk, so the program's bound can only be stricter than theirs (so do programs that
+do not describe their bound: the cel-python backend's, which then never batches). The activation
 holds only what the program reads (``_select``). A rule the program cannot hold unchanged (a
 name clash, a library call that would no longer be computed before the evaluation) stays on
 the walk, which then runs for such rules alone.
