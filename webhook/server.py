@@ -283,14 +283,13 @@ class Placement:
     """Where the chain judges a review: on the event loop or in the worker pool.
 
     The pool costs a thread hop per review (~0.12 ms of CPU measured here: more than
-    decoding the review), but the deadline can cut a slow review short there, the loop
+    decoding the review), but there the deadline can cut a slow review short, the loop
     keeps answering others meanwhile, and the loop's TLS work (the ssl module releases the
-    GIL) overlaps the chain on another core: for a chain of ~1 ms of CPU the pool answers
-    more reviews a second. So a review runs on the loop only when its body is small (the
-    chain's cost grows with the object) and the last review of its endpoint and kind was
-    cheap (CPU time: the hop would be half of it or more) and quick (wall time: nothing
-    blocked it); otherwise in the pool. A kind starts in the pool (its cost unknown), and
-    one costly review sends it back there.
+    GIL) can overlap the chain on another core. So a review runs on the loop only when its
+    body is small (the chain's cost grows with the object) and the last review of its
+    endpoint and kind was cheap (CPU time: the hop would be half of it or more) and quick
+    (wall time: nothing blocked it); otherwise in the pool. A kind starts in the pool (its
+    cost unknown), and one costly review sends it back there.
     """
 
     def __init__(self, max_bytes: int, max_cpu_seconds: float, max_seconds: float):
