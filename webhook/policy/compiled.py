@@ -28,6 +28,7 @@ CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", 
 REQUEST_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
 _POLICY_VARIABLES = ("params", "lookups", "variables")
 _serials = itertools.count()
+_RULED_LIMIT = 1024
 
 
 class ReviewScope:
@@ -254,6 +255,8 @@ class CompiledPolicy:
         key = inp.rule_key
         ruled = self._ruled.get(key)
         if ruled is None:
+            if len(self._ruled) >= _RULED_LIMIT:  # requests name any kind they like: keep it bounded
+                self._ruled.clear()
             ruled = self._ruled[key] = self._rules_match(*key)
         if not ruled:
             return False
