@@ -176,8 +176,10 @@ class CompiledPolicy:
         self.mutating_stage = bool(self.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
-        # one program per stage (key: mutating), for the lookups' arguments ("lookups") and the
-        # rest of the mutations after a change (("mutations", start)): see ``batch``
+        # built on first use: one program per stage (key: mutating), for the lookups' arguments
+        # ("lookups") and the rest of the mutations after a change (("mutations", start)), see
+        # ``batch``; the lookups' Python readers ("readers"), what the batches read ("reads",
+        # "lookups read")
         self._batches: dict[Any, Any] = {}
         # the names of this policy's params, lookups and variables in a review's shared bindings
         serial = next(_serials)
