@@ -59,25 +59,6 @@ def test_the_first_bad_document_is_reported_from_workers(tmp_path, capsys, small
     assert err.strip() == f"error: {tmp_path / 'm010.yaml'}:1: a document must be a mapping, got list"
 
 
-def test_files_parsed_by_workers_read_as_one_process(tmp_path, capsys, small_batches):
-    """Many files are parsed on every CPU: the same documents in the same order, and the
-    first unreadable file (in order) is the error, as when one process reads them."""
-    _write_many(tmp_path, 30)
-    (tmp_path / "m005.yaml").write_text(
-        "apiVersion: v1\nkind: List\nitems:\n" + "".join(
-            "  - " + yaml.safe_dump(yaml.safe_load(VALID[i].read_text())).replace("\n", "\n    ").rstrip() + "\n"
-            for i in range(2)))
-    assert main(["validate", "-f", str(tmp_path), "-o", "json", "-j", "1"]) == 1
-    serial = capsys.readouterr().out
-    assert main(["validate", "-f", str(tmp_path), "-o", "json", "-j", "3"]) == 1
-    assert capsys.readouterr().out == serial and len(json.loads(serial)) == 31  # the List's two items
-    (tmp_path / "m012.yaml").write_text("a: [unclosed\n")
-    (tmp_path / "m020.yaml").write_bytes(b"\xff\xfe not text")
-    for jobs in ("1", "3"):
-        assert main(["validate", "-f", str(tmp_path), "-j", jobs]) == 2
-        assert capsys.readouterr().err.startswith(f"error: {tmp_path / 'm012.yaml'}:")
-
-
 def test_progress_bar_only_on_a_terminal():
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -113,23 +113,13 @@ def read_sources(sources: Iterable[str]) -> list[Document]:
                 raise InputError(f"-: cannot read: {exc}") from None
             out += parse_documents(text, "-")
             continue
-        for file in source_files(source):
-            out += read_file(file)
+        path = Path(source)
+        if not path.exists():
+            raise InputError(f"{source}: no such file or directory")
+        for file in manifest_files(path):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+            out += parse_documents(text, str(file))
     return expand_lists(out)
-
-
-def source_files(source: str) -> list[Path]:
-    """The manifest files a source names (a file, or a directory's, recursively)."""
-    path = Path(source)
-    if not path.exists():
-        raise InputError(f"{source}: no such file or directory")
-    return manifest_files(path)
-
-
-def read_file(file: Path) -> list[Document]:
-    """The documents of one manifest file (``kind: List`` not expanded)."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_documents(text, str(file))

@@ -18,7 +18,7 @@ import orjson
 import yaml
 
 from webhook.admission.chain import AdmissionChain, offline_request
-from webhook.offline.documents import Document, InputError, expand_lists, read_file, read_sources, source_files
+from webhook.offline.documents import Document, InputError, read_sources
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
@@ -123,30 +123,9 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry) -> AdmissionChain:
     return AdmissionChain(registry, policies, state)
 
 
-def read_many(sources: list[str], jobs: int) -> list[Document]:
-    """``read_sources``, with many files parsed on every CPU: parsing is a fifth of a large
-    run's work, which would otherwise happen in one process before the judging workers start."""
-    if "-" in sources:
-        return read_sources(sources)
-    files = [file for source in sources for file in source_files(source)]
-
-    def parse(i: int) -> list[Document] | str:  # an error crosses processes as text
-        try:
-            return read_file(files[i])
-        except InputError as exc:
-            return str(exc)
-
-    out: list[Document] = []
-    for part in map_ordered(parse, len(files), jobs=jobs):
-        if isinstance(part, str):
-            raise InputError(part)  # the first in order, as read_sources reports it
-        out += part
-    return expand_lists(out)
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        documents = read_many(args.filename, args.jobs)
+        documents = read_sources(args.filename)
         old_documents = read_sources(args.old)
         registry = _registry(args, documents)
         chain = None if args.crd_only else _chain(args, registry)
