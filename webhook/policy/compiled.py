@@ -355,8 +355,8 @@ class CompiledPolicy:
         params = self._params(inp.state)
         lookups: dict[str, Any] = {}
         if self.lookups:
-            arguments = self._lookup_arguments(inp, params)
             activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
+            arguments = self._lookup_arguments(activation)
             try:
                 for i, (lookup, exprs) in enumerate(self.lookups):
                     lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
@@ -409,11 +409,10 @@ class CompiledPolicy:
         self._state_values = (inputs, activation["variables"])
         return activation["variables"]
 
-    def _lookup_arguments(self, inp: PolicyInput, params: Any) -> list[dict[str, Any]] | None:
+    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """Every lookup's names and selectors, read in Python when they have the usual shapes
         (``arguments``), else from one engine call when none reads another lookup; None:
         evaluate them one by one (also on any error, for its exact text)."""
-        activation = {**inp.scope.values, "params": params}
         readers = self._argument_readers()
         if readers is not None:
             out = [{f: read(activation) for f, read in fields.items()} for fields in readers]
