@@ -9,8 +9,7 @@ from collections.abc import Callable
 def per_call(fn: Callable[[], object], rounds: int, repeat: int = 5,
              clock: Callable[[], float] = time.perf_counter) -> float:
     """Best-of-``repeat`` mean seconds per call (the least disturbed run on a shared machine);
-    ``clock=time.thread_time`` counts this thread's CPU time only (what neighbours on a loaded
-    machine do not change)."""
+    ``clock=time.thread_time`` counts the thread's CPU time only (steadier under load)."""
     best = float("inf")
     for _ in range(repeat):
         start = clock()

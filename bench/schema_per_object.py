@@ -9,6 +9,14 @@ warm-up, in one run:
 * total     — ``CRDRegistry.handle``: everything, CEL rules included.
 
 Usage: python bench/schema_per_object.py [--rounds N]
+       python bench/schema_per_object.py --against OTHER_TREE|walk [--runs 3]
+
+Times are the thread's CPU time per call (``--wall`` for wall-clock), best of 5 runs.
+``--against`` compares two code trees (e.g. a ``git worktree`` of the commit before a change):
+this script measures each tree's code in turn (``--tree``), alternating, ``--runs`` times each,
+and prints each cell's best run before → after (the machine is shared: alternation lets a
+neighbour's load hit both alike). ``--against walk``: this tree with the CEL rules evaluated
+node by node (``--walk``) before, as it is after.
 """
 
 from __future__ import annotations
@@ -16,26 +24,72 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
+from _timing import per_call  # (bench/ is on sys.path as the script's folder)
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from _timing import per_call  # noqa: E402  (bench/ is on sys.path as the script's folder)
-from webhook.schema import CRDRegistry  # noqa: E402
-from webhook.schema.registry import ABSENT, _list_type_errors  # noqa: E402
-from webhook.schema.objectmeta import validate_object_meta  # noqa: E402
 
+# one row of the table ``main`` prints: name, then baseline/prepare/schema/total in µs
+_ROW = re.compile(r"^(\S+)\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ")
+_COLUMNS = ("baseline", "prepare", "schema", "total")
+
+
+def compare(other: Path | None, runs: int, rounds: int) -> int:
+    """Before (``other``; None: this tree with ``--walk``) → after (this tree): this script
+    measuring each in turn."""
+    best: dict[str, dict[str, dict[str, float]]] = {"before": {}, "after": {}}
+    before = ["--tree", str(other)] if other is not None else ["--walk"]
+    for _ in range(runs):
+        for label, options in (("before", before), ("after", [])):
+            text = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), *options],
+                                  capture_output=True, text=True, check=True).stdout
+            for match in filter(None, map(_ROW.match, text.splitlines())):
+                cells = best[label].setdefault(match[1], {})
+                for column, value in zip(_COLUMNS, match.groups()[1:]):
+                    cells[column] = min(cells.get(column, float("inf")), float(value))
+    print(f"{'object':48} " + " ".join(f"{c + ' before → after':>24}" for c in _COLUMNS)
+          + f" {'total/baseline':>16}")
+    for name, after in best["after"].items():
+        before = best["before"].get(name)
+        if before is None:
+            continue
+        cells = " ".join(f"{before[c]:10.1f} → {after[c]:8.1f}µ  " for c in _COLUMNS)
+        print(f"{name:48} {cells} {before['total'] / before['baseline']:5.1f}x → "
+              f"{after['total'] / after['baseline']:.1f}x")
+    return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--against", type=Path, help="another code tree to compare with (before → after)")
+    parser.add_argument("--runs", type=int, default=3, help="with --against: runs of each tree, alternating")
+    parser.add_argument("--tree", type=Path, default=REPO, help="the code tree to measure (default: this one)")
+    parser.add_argument("--wall", action="store_true", help="time wall-clock, not the thread's CPU time")
+    parser.add_argument("--walk", action="store_true",
+                        help="CEL rules node by node only (no one-program batch): the same code without it")
     args = parser.parse_args()
+    if args.against is not None:
+        return compare(None if str(args.against) == "walk" else args.against.resolve(), args.runs, args.rounds)
+    sys.path.insert(0, str(args.tree.resolve()))
+    from webhook.schema import CRDRegistry
+    from webhook.schema.objectmeta import validate_object_meta
+    from webhook.schema.registry import ABSENT, _list_type_errors
+
+    clock = time.perf_counter if args.wall else time.thread_time
+    if args.walk:
+        import webhook.schema.celrules as celrules
+
+        celrules.BATCHED = False
     registry = CRDRegistry.shipped()
     objects = []
     for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
@@ -69,7 +123,7 @@ def main() -> int:
         for fn in (baseline, prepare, schema, total):  # warm-up: compile, caches
             for _ in range(30):
                 fn()
-        b, p, s, t = (per_call(fn, args.rounds) for fn in (baseline, prepare, schema, total))
+        b, p, s, t = (per_call(fn, args.rounds, clock=clock) for fn in (baseline, prepare, schema, total))
         totals.append(t)
         ratios.append(t / b)
         name = f"{obj['kind']}/{obj['metadata']['name']}"

@@ -12,7 +12,7 @@ import yaml
 
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
-from webhook.schema.gofmt import go_json
+from webhook.gofmt import go_json
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())

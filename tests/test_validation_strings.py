@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel import get_engine
+from webhook.cel.crd import CostBudget, compile_schema_rules
 from webhook.schema.objectmeta import validate_object_meta
-from webhook.validation import names
+from webhook.validation import names, strfmt
 from webhook.validation.strfmt import FORMAT_CHECKERS
 
 LABEL_REGEX_ERROR = (
@@ -60,3 +61,47 @@ def test_cel_formats_are_the_schema_engine_checkers(fmt, value, valid):
     messages = {"uuid": "does not match the UUID format", "byte": "invalid base64", "date": "invalid date",
                 "datetime": "invalid datetime"}
     assert _cel_errors(fmt, value) == ([] if valid else [messages[fmt]])
+
+
+@pytest.mark.parametrize("text, go, kube_openapi", [
+    ("1h2m3s4ms", 3_723_004_000_000, 3_723_004_000_000),
+    ("-1.5s", -1_500_000_000, -1_500_000_000),
+    (".5s", 500_000_000, 500_000_000),
+    ("1.s", 1_000_000_000, 1_000_000_000),
+    ("9223372036854775807ns", 2 ** 63 - 1, 2 ** 63 - 1),
+    ("-9223372036854775808ns", -2 ** 63, -2 ** 63),
+    ("9223372036854775808ns", None, None),  # Go: overflow
+    ("2562048h", None, 2562048 * 3_600_000_000_000 - 2 ** 64),  # the scala form wraps silently, as Go's int64
+    ("3 days", None, 3 * 86_400_000_000_000),
+    ("1 weeks 2 hrs", None, 604_800_000_000_000),  # "hrs" is no unit: only the week counts
+    ("1", None, None), (".s", None, None), ("", None, None), ("5 parsecs", None, None), ("-1 s", None, None),
+])
+def test_durations_parse_as_go_and_kube_openapi_do(text, go, kube_openapi):
+    assert strfmt.parse_go_duration(text) == go
+    assert strfmt.parse_duration(text) == kube_openapi
+    assert FORMAT_CHECKERS["duration"](text) is (kube_openapi is not None)
+
+
+def test_cel_reads_a_format_duration_as_kubernetes_does():
+    schema = {"type": "object", "properties": {"t": {"type": "string", "format": "duration"}},
+              "x-kubernetes-validations": [{"rule": "self.t == duration('72h')"}]}
+    rules = compile_schema_rules(schema, is_root=False)
+    assert rules.evaluate({"t": "3 days"}, budget=CostBudget()) == []
+    assert rules.evaluate({"t": "72h"}, budget=CostBudget()) == []
+    assert [r.message for r in rules.evaluate({"t": "1h"}, budget=CostBudget())] == [
+        "failed rule: self.t == duration('72h')"]
+
+
+@pytest.mark.parametrize("text, error", [
+    ("https://example.com/a?b=c#d", None),
+    ("/just/a/path", None),
+    ("*", None),
+    ("https://example.com/a%zz", 'parse "https://example.com/a%zz": invalid URL escape "%zz"'),
+    ("http://x/%2", 'parse "http://x/%2": invalid URL escape "%2"'),
+    ("not a uri", 'parse "not a uri": invalid URI for request'),
+])
+def test_one_url_parser_for_the_uri_format_and_cel(text, error):
+    """Go's url.ParseRequestURI behind the schema's ``format: uri``, ``format.uri()`` and ``isURL()``."""
+    assert FORMAT_CHECKERS["uri"](text) is (error is None)
+    assert _cel_errors("uri", text) == ([] if error is None else [error])
+    assert get_engine().compile("isURL(v)", ["v"]).evaluate({"v": text}) is (error is None)

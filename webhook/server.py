@@ -111,8 +111,9 @@ class ServerConfig:
     failure_mode: str
     workers: int = 4
     # Reviews judged on the event loop (see Placement): bodies up to this size, of kinds
-    # whose last review took at most this long.
+    # whose last review took at most this much CPU and this long.
     inline_max_bytes: int = 64 * 1024
+    inline_max_cpu_seconds: float = 0.0005
     inline_max_seconds: float = 0.02
     # Reviews only from clients presenting a certificate (the TLS context verifies it
     # against --client-ca-file); health, readiness and metrics stay open to probes.
@@ -129,7 +130,8 @@ class ServerState:
     placement: Placement = field(init=False)
 
     def __post_init__(self) -> None:
-        self.placement = Placement(self.config.inline_max_bytes, self.config.inline_max_seconds)
+        self.placement = Placement(self.config.inline_max_bytes, self.config.inline_max_cpu_seconds,
+                                   self.config.inline_max_seconds)
 
 
 STATE = web.AppKey("infergate", ServerState)
@@ -280,31 +282,35 @@ def _too_large(limit: int) -> str:
 class Placement:
     """Where the chain judges a review: on the event loop or in the worker pool.
 
-    The pool costs a thread hop per review (measured ~0.12 ms of CPU here, more than
-    decoding the review) but lets the deadline cut a slow review short while the loop keeps
-    answering others; on the loop a review is cheaper but blocks everything until judged.
-    So a review runs on the loop when its body is small (the chain's cost grows with the
-    object) and the last review of its endpoint and kind was judged quickly; otherwise in
-    the pool. A kind starts in the pool (its cost unknown) and one slow review sends it back.
+    The pool costs a thread hop per review (~0.12 ms of CPU measured here: more than
+    decoding the review), but the deadline can cut a slow review short there, the loop
+    keeps answering others meanwhile, and the loop's TLS work (the ssl module releases the
+    GIL) overlaps the chain on another core: for a chain of ~1 ms of CPU the pool answers
+    more reviews a second. So a review runs on the loop only when its body is small (the
+    chain's cost grows with the object) and the last review of its endpoint and kind was
+    cheap (CPU time: the hop would be a large share of it) and quick (wall time: nothing
+    blocked it); otherwise in the pool. A kind starts in the pool (its cost unknown), and
+    one costly review sends it back there.
     """
 
-    def __init__(self, max_bytes: int, max_seconds: float):
-        self.max_bytes, self.max_seconds = max_bytes, max_seconds
-        self._quick: dict[tuple[str, str], bool] = {}  # bounded: 2 endpoints x bounded kind labels
+    def __init__(self, max_bytes: int, max_cpu_seconds: float, max_seconds: float):
+        self.max_bytes, self.max_cpu_seconds, self.max_seconds = max_bytes, max_cpu_seconds, max_seconds
+        self._cheap: dict[tuple[str, str], bool] = {}  # bounded: 2 endpoints x bounded kind labels
 
     def on_loop(self, key: tuple[str, str], size: int) -> bool:
-        return size <= self.max_bytes and self._quick.get(key, False)
+        return size <= self.max_bytes and self._cheap.get(key, False)
 
-    def judged(self, key: tuple[str, str], seconds: float) -> None:
-        self._quick[key] = seconds <= self.max_seconds
+    def judged(self, key: tuple[str, str], cpu_seconds: float, seconds: float) -> None:
+        self._cheap[key] = cpu_seconds <= self.max_cpu_seconds and seconds <= self.max_seconds
 
 
 def _timed(admit: Callable[[], AdmissionResult], placement: Placement, key: tuple[str, str]) -> AdmissionResult:
-    began = time.perf_counter()
+    """``admit()``, telling ``placement`` what it cost (CPU time of the thread running it)."""
+    began, began_cpu = time.perf_counter(), time.thread_time()
     try:
         return admit()
     finally:
-        placement.judged(key, time.perf_counter() - began)
+        placement.judged(key, time.thread_time() - began_cpu, time.perf_counter() - began)
 
 
 async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float,

@@ -25,6 +25,7 @@ MANIFESTS = Path(resources.example_manifests_dir())
 DENIED = CRDRegistry.shipped().prepare(
     "CREATE", yaml.safe_load((MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml").read_text()))[0]
 POLICY_FILE = "kubeai-model.yaml"
+RELOAD_S = 30.0  # a reload compiles the whole directory: seconds on a machine loaded by a full test run
 
 
 @pytest.fixture
@@ -65,7 +66,7 @@ def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
     good = path.read_text()
     with caplog.at_level(logging.ERROR, logger="webhook.policy.provider"):
         path.write_text(BROKEN[damage](good))
-        wait_until(lambda: policies.error is not None)
+        wait_until(lambda: policies.error is not None, timeout=RELOAD_S)
     assert policies.current().generation == generation  # nothing swapped in
     assert verdict(server) == before  # still enforced, same words
     assert any("last good set stays in force" in r.getMessage() for r in caplog.records)
@@ -74,7 +75,7 @@ def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
     relaxed = yaml.safe_load_all(good)
     kept = [doc for doc in relaxed if doc["metadata"]["name"] != "kubeai-model-engine"]
     path.write_text(yaml.safe_dump_all(kept))
-    wait_until(lambda: policies.current().generation > generation)
+    wait_until(lambda: policies.current().generation > generation, timeout=RELOAD_S)
     assert policies.error is None
     assert verdict(server)[0] is True
 
@@ -86,10 +87,10 @@ def test_truncate_then_write_never_opens_a_window_without_the_policies(serving):
     good = path.read_text()
     before = verdict(server)
     path.write_text("")
-    wait_until(lambda: policies.error is not None and "empty" in policies.error)
+    wait_until(lambda: policies.error is not None and "empty" in policies.error, timeout=RELOAD_S)
     assert verdict(server) == before
     path.write_text(good.replace("ollama://", "ollama:/" + "/", 1) + "\n")  # same rules, new bytes
-    wait_until(lambda: policies.error is None)
+    wait_until(lambda: policies.error is None, timeout=RELOAD_S)
     assert verdict(server) == before
 
 
@@ -98,7 +99,7 @@ def test_removing_a_file_removes_its_policies(serving):
     generation = policies.current().generation
     assert verdict(server)[0] is False
     (policies_dir / POLICY_FILE).unlink()
-    wait_until(lambda: policies.current().generation > generation)
+    wait_until(lambda: policies.current().generation > generation, timeout=RELOAD_S)
     assert policies.error is None
     assert verdict(server)[0] is True
     assert not [p for p in policies.current().policies if p.file.endswith(POLICY_FILE)]

@@ -143,3 +143,23 @@ def test_rule_vectors_answer_the_same_batched(monkeypatch, vector):
 
         walked, batched = _both_ways(monkeypatch, run)
         assert batched == walked, where
+
+
+def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value(monkeypatch):
+    """A float where an integer is declared passes structural validation (3.0 is an integer to
+    kube-openapi) but not Kubernetes' conversion for CEL: the walk reports it, so must the batch,
+    even when a rule above reads the whole object (and so selects it unchecked)."""
+    schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self == self"}],
+              "properties": {"c": {"type": "object", "properties": {"n": {"type": "integer"}},
+                                   "x-kubernetes-validations": [{"rule": "self.n >= 0"}]}}}
+    validator = celrules.CelValidator(compile_schema(schema))
+
+    def run(value):
+        errors, warnings = validator.validate(value)
+        return [str(e) for e in errors], warnings
+
+    walked, batched = _both_ways(monkeypatch, lambda: run({"c": {"n": 3.0}}))
+    assert batched == walked
+    assert walked == (['c: Invalid value: "object": invalid data, expected int, got float64 evaluating rule: '
+                       'self.n >= 0'], [])
+    assert _both_ways(monkeypatch, lambda: run({"c": {"n": 3}})) == (([], []), ([], []))

@@ -2,9 +2,10 @@
 
 import pytest
 
-from webhook.validation.strfmt import FORMAT_CHECKERS
-from webhook.schema.gofmt import go_float, go_json, go_quote, go_value
+from webhook.cel.rule_entry import go_rule_json
+from webhook.gofmt import go_float, go_json, go_quote, go_struct_json, go_value
 from webhook.validation.names import qualified_name
+from webhook.validation.strfmt import FORMAT_CHECKERS
 
 
 @pytest.mark.parametrize("value,text", [
@@ -26,6 +27,13 @@ def test_quote_keeps_printable_unicode_and_escapes_the_rest():
 
 def test_json_is_compact_sorted_and_html_safe():
     assert go_json({"b": [1, 2.0, "<&>"], "a": None, "c": True}) == '{"a":null,"b":[1,2,"\\u003c\\u0026\\u003e"],"c":true}'
+
+
+def test_struct_json_keeps_field_order_and_go_escapes():
+    assert go_struct_json({"b": 1, "a": {"d": 1, "c": "<"}}) == '{"b":1,"a":{"c":"\\u003c","d":1}}'
+    assert go_rule_json({"rule": "self.a < 1", "reason": "Odd\x01"}) == (
+        '{"Rule":"self.a \\u003c 1","Message":"","MessageExpression":"","Reason":"Odd\\u0001","FieldPath":"",'
+        '"OptionalOldSelf":null}')
 
 
 def test_value_verb():

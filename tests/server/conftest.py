@@ -146,7 +146,7 @@ class Running:
 async def start_server(
     tmp_path: Path, admitter: Any = None, *, failure_mode: str = "deny", max_body_bytes: int = 7 * 1024 * 1024,
     client_ca: bytes | None = None, policy: certs.RotationPolicy = TEST_POLICY, manage: bool = True,
-    readiness: dict | None = None, workers: int = 4, on_bundle: Any = None,
+    readiness: dict | None = None, workers: int = 4, on_bundle: Any = None, **config: Any,
 ) -> Running:
     cert_dir = tmp_path / "certs"
     store = certs.DirectoryStore(cert_dir, signing=manage)
@@ -159,7 +159,8 @@ async def start_server(
     ctx = keeper.start()
     slot = AdmitterSlot(admitter)
     config = ServerConfig(max_body_bytes=max_body_bytes, default_timeout=10.0, timeout_margin=0.25,
-                          failure_mode=failure_mode, workers=workers, client_certificates=client_ca is not None)
+                          failure_mode=failure_mode, workers=workers, client_certificates=client_ca is not None,
+                          **config)
     app = create_app(slot, config, metrics_=metrics, readiness={"certificates": keeper.problem, **(readiness or {})})
     runner = web.AppRunner(app, shutdown_timeout=5, access_log=None)
     await runner.setup()

@@ -331,9 +331,21 @@ async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes
         await running.runner.cleanup()
 
 
-async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_rest_in_the_pool(server):
+async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_rest_in_the_pool(tmp_path):
     """Placement: the pool (interruptible by the deadline) for a kind not yet seen, a large
-    body or a kind whose last review was slow; the event loop (no thread hop) otherwise."""
+    body or a kind whose last review was slow; the event loop (no thread hop) otherwise.
+    The CPU bound is 10 ms here (0.5 ms by default) so that a loaded test machine cannot
+    blur it; the wall-clock bound is the default 20 ms, which the sleeping review exceeds."""
+    server = await start_server(tmp_path, ScriptedAdmitter(), inline_max_cpu_seconds=0.01)
+    try:
+        await _placements(server)
+    finally:
+        for s in server.sessions:
+            await s.close()
+        await server.runner.cleanup()
+
+
+async def _placements(server) -> None:
     on_loop = threading.current_thread().name  # the test's loop runs the server
     big = with_notes(padding="x" * (64 * 1024))
     sent = [
@@ -342,7 +354,7 @@ async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_res
         ("/validate", big, "pool"),  # over 64 KiB
         ("/mutate", MODEL, "pool"),  # each endpoint learns on its own
         ("/mutate", MODEL, "loop"),
-        ("/validate", with_notes(sleep="0.05"), "loop"),  # still quick last time: on the loop, and slow
+        ("/validate", with_notes(sleep="0.05"), "loop"),  # cheap last time: on the loop, where it blocks 50 ms
         ("/validate", MODEL, "pool"),  # so back to the pool
         ("/validate", MODEL, "loop"),
     ]

@@ -20,12 +20,11 @@ from webhook.cel.checker import check
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.rewrite import engine_source
-from webhook.cel.rule_entry import (
-    RuleIssue, go_json, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues,
-)
+from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
+from webhook.gofmt import go_json
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
 RUNTIME_CEL_COST_BUDGET = 10_000_000

@@ -1,13 +1,14 @@
-"""One ``x-kubernetes-validations`` entry as the apiserver checks it before compiling it, and the
-Go renderings its error messages use (``%q`` strings, ``encoding/json`` values, the rule struct).
+"""One ``x-kubernetes-validations`` entry as the apiserver checks it before compiling it, and how
+its error messages print the rule struct (other values as ``webhook.gofmt`` prints them).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from webhook.gofmt import go_json, go_quote, go_struct_json
 
 SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 
@@ -163,20 +164,9 @@ def normalize_field_path(json_path: str, schema: Mapping[str, Any]) -> str:
 
 # --- rendering of values in the apiserver's error strings ---
 
-def go_quote(text: str) -> str:
-    """Go's %q of a string (non-ASCII printable runes kept)."""
-    return json.dumps(text, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def go_json(value: Any) -> str:
-    """encoding/json output: <, > and & escaped as \\u003c etc."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
 def go_rule_json(entry: Mapping[str, Any]) -> str:
     """The ValidationRule struct as the apiserver prints it in Invalid-value errors."""
-    return go_json({
+    return go_struct_json({
         "Rule": entry.get("rule", ""),
         "Message": entry.get("message", ""),
         "MessageExpression": entry.get("messageExpression", ""),

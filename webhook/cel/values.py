@@ -16,9 +16,10 @@ from typing import Any
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
 from webhook.cel.types import DeclType
+from webhook.gofmt import go_type_name
+from webhook.validation.strfmt import parse_go_duration
+from webhook.validation.strfmt import parse_duration as kube_openapi_duration
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DATETIME = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))\Z")
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\Z")
@@ -65,7 +66,7 @@ def to_cel(value: Any, decl: DeclType | None) -> Any:
             parsed = parse_timestamp(value) if decl.format == "date-time" else parse_date(value)
             return value if parsed is None else parsed
         if kind == "duration":
-            parsed_duration = parse_duration(value)
+            parsed_duration = _timedelta(kube_openapi_duration(value))  # "3 days" too, as Kubernetes reads it
             return value if parsed_duration is None else parsed_duration
         if kind == "bytes":
             try:
@@ -130,20 +131,7 @@ def _shape_error(value: Any, decl: DeclType | None) -> str | None:
     scalar = _SCALARS.get(kind)
     if scalar is None or (isinstance(value, scalar[0]) and (kind == "bool" or not isinstance(value, bool))):
         return None
-    return f"invalid data, expected {scalar[1]}, got {_go_type(value)}"
-
-
-def _go_type(value: Any) -> str:
-    """Go's ``%T`` of a JSON-decoded value."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    if isinstance(value, float):
-        return "float64"
-    if isinstance(value, str):
-        return "string"
-    return "[]interface {}" if isinstance(value, list) else "map[string]interface {}"
+    return f"invalid data, expected {scalar[1]}, got {go_type_name(value)}"
 
 
 def parse_timestamp(text: str) -> datetime | None:
@@ -176,22 +164,13 @@ def parse_date(text: str) -> datetime | None:
 
 
 def parse_duration(text: str) -> timedelta | None:
-    """Go's ``time.ParseDuration`` ("1h2m3s4ms", "-1.5h", "0")."""
-    body = text
-    negative = body.startswith("-")
-    if body[:1] in "+-":
-        body = body[1:]
-    if body == "0":
-        return timedelta(0)
-    if not body:
+    """Go's ``time.ParseDuration`` (CEL's ``duration()``), to the microsecond."""
+    return _timedelta(parse_go_duration(text))
+
+
+def _timedelta(nanos: int | None) -> timedelta | None:
+    """Nanoseconds to a timedelta, the sub-microsecond rest truncated toward zero."""
+    if nanos is None:
         return None
-    total = 0.0
-    position = 0
-    for match in _DURATION_PART.finditer(body):
-        if match.start() != position:
-            return None
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if position != len(body) or position == 0:
-        return None
-    return timedelta(seconds=-total if negative else total)
+    micros = abs(nanos) // 1000
+    return timedelta(microseconds=-micros if nanos < 0 else micros)

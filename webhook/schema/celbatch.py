@@ -20,7 +20,8 @@ walk's over the other rules, provided the walk's cost budget would not run out: 
 rules are charged here at least what the walk charges them (their worst case, or their
 estimate over the values for the costliest), and an object those charges leave no budget
 for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
-stay on the walk, so the program's bound can only be stricter than theirs. The activation
+stay on the walk, so the program's bound can only be stricter than theirs (so do programs that
+do not describe their bound: the cel-python backend's, which then never batches). The activation
 holds only what the program reads (``_select``). A rule the program cannot hold unchanged (a
 name clash, a library call that would no longer be computed before the evaluation) stays on
 the walk, which then runs for such rules alone.
@@ -59,60 +60,71 @@ class _Site:
     properties: tuple[tuple[str, str, "_Site"], ...] = ()   # (property, CEL name, site)
     additional: "_Site | None" = None
     items: "_Site | None" = None
+    shape: "_Shape | None" = None           # what the walk's invalid-data check looks at (None: no rules)
 
 
 class BatchPlan:
     """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
 
-    __slots__ = ("program", "root", "update", "reads_old", "remaining")
+    __slots__ = ("program", "root", "update", "reads_old", "remaining", "reach")
 
     def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
-                 remaining: dict[int, NodeRules]) -> None:
+                 remaining: dict[int, NodeRules], reach: frozenset[int]) -> None:
         self.program = program
         self.root = root
         self.update = update
         self.reads_old = reads_old
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
+        self.reach = reach           # ids of the schema nodes the walk visits for them
 
     def holds(self, obj: Any, old: Any) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
+            if not _valid(self.root, obj):
+                return None
             value = _select(self.root, obj)
-            old_value = _select(self.root, old, check=False) if self.reads_old else None
-        except _InvalidData:
-            return None
-        charged = _charge(self.root, value, old_value)
-        if charged is None:
-            return None
-        activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-        try:
+            old_value = _select(self.root, old) if self.reads_old else None
+            charged = _charge(self.root, value, old_value)
+            if charged is None:
+                return None
+            activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
             return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
-        except Exception:  # a runtime error, or an engine fault: the walk reports either
+        except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None
 
 
-class _InvalidData(Exception):
-    """A value the rules read contradicts its schema: the walk reports Kubernetes' error for it."""
-
-
-def _select(site: _Site, value: Any, check: bool = True) -> Any:
-    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
-    properties the rules read and the way to the children's rules. ``check``: raise
-    ``_InvalidData`` where the walk would find data contradicting the schema (only possible
-    where structural validation ratcheted, or did not run)."""
-    if check and site.batched and value is not None:
+def _valid(site: _Site, value: Any) -> bool:
+    """False where the walk would find data contradicting the schema in what a rule reads (only
+    possible where structural validation ratcheted, or did not run): it reports Kubernetes'
+    invalid-data error there."""
+    if site.batched:
         rules = site.rules
-        if invalid_reads(value, rules.decl, rules.properties):  # type: ignore[union-attr]
-            raise _InvalidData
+        if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
+            return False
+    if isinstance(value, dict):
+        for key, _, child in site.properties:
+            item = value.get(key)
+            if item is not None and not _valid(child, item):
+                return False
+        if site.additional is not None:
+            return all(item is None or _valid(site.additional, item) for item in value.values())
+    elif isinstance(value, list) and site.items is not None:
+        return all(item is None or _valid(site.items, item) for item in value)
+    return True
+
+
+def _select(site: _Site, value: Any) -> Any:
+    """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
+    properties the rules read and the way to the children's rules."""
     decl = site.decl
     if site.read is None or value is None:
         return to_cel(value, decl)
     if isinstance(value, dict):
         if decl.kind == "map":
             additional = site.additional
-            return value if additional is None else {
-                key: item if item is None else _select(additional, item, check) for key, item in value.items()}
+            return to_cel(value, decl) if additional is None else {
+                key: item if item is None else _select(additional, item) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
         for key in site.read:
@@ -125,14 +137,84 @@ def _select(site: _Site, value: Any, check: bool = True) -> Any:
         for key, name, child in site.properties:
             item = value.get(key)
             if item is not None and key not in site.read:
-                selected[name] = converted = _select(child, item, check)
+                selected[name] = converted = _select(child, item)
                 if key in RESERVED_SYMBOLS:
                     selected[key] = converted
         return selected
     if isinstance(value, list) and site.items is not None:
         items = site.items
-        return [item if item is None else _select(items, item, check) for item in value]
+        return [item if item is None else _select(items, item) for item in value]
     return to_cel(value, decl)
+
+
+# Python types a JSON value of each CEL kind has when it fits its schema (a stricter check than
+# ``invalid_reads``, which runs only where this one is unsure)
+_EXACT_TYPES = {"object": (dict,), "map": (dict,), "list": (list,), "string": (str,), "timestamp": (str,),
+                "duration": (str,), "bytes": (str,), "int": (int,), "double": (int, float), "bool": (bool,)}
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What ``invalid_reads`` looks at on one node, precomputed: the JSON types its value and
+    the properties its rules read may surely have (None: any), and whether such a property's
+    list or map items may not be null. ``properties`` None: every property, from the decl."""
+
+    types: frozenset[type] | None
+    properties: tuple[tuple[str, frozenset[type] | None, bool], ...] | None
+
+
+def _shape(rules: NodeRules) -> _Shape:
+    decl = rules.decl
+    if decl is None or decl.kind != "object":
+        return _Shape(_types(decl), ())
+    if rules.properties is None:
+        return _Shape(_types(decl), None)
+    checks = []
+    for key in sorted(rules.properties):
+        entry = decl.by_property.get(key)
+        if entry is not None:
+            checks.append((key, _types(entry[1]), entry[1].elem is not None and not entry[1].elem.nullable))
+    return _Shape(_types(decl), tuple(checks))
+
+
+def _types(decl: DeclType | None) -> frozenset[type] | None:
+    if decl is None:
+        return None
+    if decl.int_or_string:
+        return frozenset((str, int))
+    return frozenset(_EXACT_TYPES.get(decl.kind, ()))  # empty: never sure (the exact check decides)
+
+
+def _surely_valid(value: Any, site: _Site) -> bool:
+    """True only when ``invalid_reads`` would find nothing: the value and the properties the
+    node's rules read have exactly their schema's JSON types, and no unexpected null items."""
+    shape = site.shape
+    if shape is None:
+        return False
+    if shape.types is not None and type(value) not in shape.types:
+        return False
+    checks = shape.properties
+    if checks is None:
+        checks = _every_property(value, site.decl)
+    for key, types, no_null_items in checks:
+        item = value.get(key)
+        if item is None:
+            continue
+        kind = type(item)
+        if types is not None and kind not in types:
+            return False
+        if no_null_items and (kind is list or kind is dict) and None in (item if kind is list else item.values()):
+            return False
+    return True
+
+
+def _every_property(value: dict, decl: DeclType) -> list[tuple[str, frozenset[type] | None, bool]]:
+    checks = []
+    for key in value:
+        entry = decl.by_property.get(key)
+        if entry is not None:
+            checks.append((key, _types(entry[1]), entry[1].elem is not None and not entry[1].elem.nullable))
+    return checks
 
 
 def _charge(site: _Site, value: Any, old: Any) -> int | None:
@@ -195,7 +277,21 @@ def build_plan(root: Node, *, update: bool) -> BatchPlan | None:
     program = compile_program(" && ".join(builder.sources))
     if program is None or _python_work(program) != builder.python_work:
         return None
-    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining)
+    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining,
+                     reach=frozenset(_reach(root, builder.remaining)))
+
+
+def _reach(node: Node, remaining: Mapping[int, Any]) -> set[int]:
+    """The nodes holding rules left to the walk, and their ancestors."""
+    found: set[int] = set()
+    children = [child for _, child in node.sorted_properties]
+    children += [child for child in (node.additional, node.items) if child is not None]
+    for child in children:
+        if child.has_rules:
+            found |= _reach(child, remaining)
+    if found or id(node) in remaining:
+        found.add(id(node))
+    return found
 
 
 def _python_work(program: Any) -> tuple[int, int]:
@@ -274,7 +370,7 @@ class _Builder:
             return None
         read = rules.subset(tuple(batched)).properties if rules is not None and batched else frozenset()
         return _Site(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
-                     additional, items)
+                     additional, items, _shape(rules) if rules is not None and batched else None)
 
     def _conjunction(self, start: int) -> str:
         parts = self.sources[start:]

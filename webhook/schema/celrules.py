@@ -78,7 +78,7 @@ class CelValidator:
             return None
         if not plan.remaining:
             return [], []
-        walk = _Walk(_cel(), only=plan.remaining, budget=RUNTIME_COST_BUDGET - charged)
+        walk = _Walk(_cel(), only=plan.remaining, reach=plan.reach, budget=RUNTIME_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.remaining <= 0:  # the walk over every rule could run out at another point
             return None
@@ -99,13 +99,16 @@ class CelValidator:
 
 class _Walk:
     """The state of one validation (results so far, the request's cost budget); ``only``
-    limits it to some rules (by schema node), as after the batch."""
+    limits it to some rules (by schema node), as after the batch, and ``reach`` to the nodes
+    holding them or leading to them."""
 
-    __slots__ = ("errors", "warnings", "budget", "_crd", "_only")
+    __slots__ = ("errors", "warnings", "budget", "_crd", "_only", "_reach")
 
-    def __init__(self, crd: Any, *, only: dict[int, Any] | None = None, budget: int = RUNTIME_COST_BUDGET):
+    def __init__(self, crd: Any, *, only: dict[int, Any] | None = None, reach: frozenset[int] | None = None,
+                 budget: int = RUNTIME_COST_BUDGET):
         self._crd = crd
         self._only = only
+        self._reach = reach
         self.errors: list[fe.FieldError] = []
         self.warnings: list[str] = []
         self.budget = crd.CostBudget(budget)
@@ -121,7 +124,7 @@ class _Walk:
         return node.compiled_rules
 
     def node(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        if value is None or not node.has_rules or self.budget.remaining < 0:
+        if value is None or not self._reaches(node) or self.budget.remaining < 0:
             return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
             self._run(node, value, old, path, is_root, correlated)
@@ -129,16 +132,19 @@ class _Walk:
             old_map = old if isinstance(old, dict) else None
             props, additional = node.properties, node.additional
             for key, child in node.sorted_properties:
-                if child.has_rules and key in value:
+                if key in value and self._reaches(child):
                     child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
                     self.node(child, value[key], child_old, _child(path, key), False, correlated)
-            if additional is not None and additional.has_rules:
+            if additional is not None and self._reaches(additional):
                 for key in sorted(value):
                     if key not in props:
                         child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
                         self.node(additional, value[key], child_old, f"{path or ''}[{key}]", False, correlated)
-        elif isinstance(value, list) and node.items is not None and node.items.has_rules:
+        elif isinstance(value, list) and node.items is not None and self._reaches(node.items):
             self._walk_items(node, value, old, path, correlated)
+
+    def _reaches(self, node: Node) -> bool:
+        return node.has_rules if self._reach is None else id(node) in self._reach
 
     def _walk_items(self, node: Node, value: list, old: Any, path: str | None, correlated: bool) -> None:
         """Map-list items correlate with the old item of the same keys; other lists' items only

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping
 
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
-from webhook.cel.rule_entry import go_json, go_quote
+from webhook.gofmt import go_json, go_quote
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
 from webhook.validation.strfmt import kept_format

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.gofmt import go_json
 from webhook.schema import fielderrors as fe
-from webhook.schema.gofmt import go_json
 from webhook.schema.structural import Node
 
 _UNSPECIFIED = object()

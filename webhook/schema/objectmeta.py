@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.gofmt import go_quote
 from webhook.schema import fielderrors as fe
-from webhook.schema.gofmt import go_quote
 from webhook.validation import names
 
 # ObjectMeta's JSON fields -> Go type name (for decode errors and normalisation)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from webhook.gofmt import go_float, go_json, go_quote
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
-from webhook.schema.gofmt import go_float, go_json, go_quote
 from webhook.schema.structural import ABSENT, Node, fits_type
 
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)

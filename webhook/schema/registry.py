@@ -15,11 +15,11 @@ from typing import Any, Iterable
 
 import yaml
 
+from webhook.gofmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
 from webhook.schema.fielderrors import FieldError, Outcome
-from webhook.schema.gofmt import go_json, go_type_name, go_value
 from webhook.schema.listtype import validate_list_types
 from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, finalizer_warnings,
                                        validate_embedded_resource, validate_object_meta,

@@ -11,6 +11,7 @@ import re
 import unicodedata
 from typing import Callable
 
+from webhook import goneturl
 from webhook.validation import names
 
 # kube-openapi's HostnamePattern over a "skeleton" of the string where every non-ASCII
@@ -36,9 +37,6 @@ _CREDITCARD = re.compile(
 _DATETIME_TIME = re.compile(r"^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$")
 _WHITESPACE_AND_MINUS = re.compile(r"[\s-]+", re.A)
 _BSON = re.compile(r"^[0-9a-fA-F]{24}$")
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-_DURATION_SCALA = re.compile(r"(((?:-\s?)?\d+)\s*([A-Za-zµ]+))")
-_GO_DURATION_UNITS = {"ns", "us", "µs", "μs", "ms", "s", "m", "h"}
 _SCALA_UNITS = (("ns", "nano"), ("us", "µs", "micro"), ("ms", "milli"), ("s", "sec"), ("m", "min"),
                 ("h", "hr", "hour"), ("d", "day"), ("w", "wk", "week"))
 
@@ -75,61 +73,102 @@ def is_datetime(text: str) -> bool:
 
 _GO_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
                "m": 60_000_000_000, "h": 3_600_000_000_000}
-_MAX_DURATION = 2 ** 63 - 1
+_SCALA_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
+             "h": 3_600_000_000_000, "d": 86_400_000_000_000, "w": 604_800_000_000_000}
+_SCALA_DURATION = re.compile(r"^\s*(?:\d+\s*[A-Za-zµ]+\s*)+$", re.A)
+_SCALA_PART = re.compile(r"(\d+)\s*([A-Za-zµ]+)", re.A)
+_OVER = 1 << 63  # Go's uint64 arithmetic refuses anything above this
 
 
-def is_go_duration(text: str) -> bool:
-    """``time.ParseDuration``: ``[-+]`` then ``<number><unit>`` pairs, at most ~292 years."""
-    s = text
+def parse_go_duration(text: str) -> int | None:
+    """``time.ParseDuration`` in nanoseconds (None where Go returns an error): ``[-+]`` then
+    ``<number>[.<fraction>]<unit>`` pairs, with Go's integer arithmetic and overflow checks."""
+    s, negative = text, text[:1] == "-"
     if s[:1] in ("+", "-"):
         s = s[1:]
     if s == "0":
-        return True
+        return 0
     if not s:
-        return False
-    total = 0.0
+        return None
+    total = 0
     while s:
-        match = re.match(r"([0-9]*)(\.[0-9]*)?", s)
-        whole, frac = match.group(1), match.group(2) or ""
-        if not whole and len(frac) <= 1:
-            return False
-        s = s[match.end():]
-        unit_end = 0
-        while unit_end < len(s) and s[unit_end] != "." and not ("0" <= s[unit_end] <= "9"):
-            unit_end += 1
-        unit = s[:unit_end]
-        if unit not in _GO_UNIT_NS:
-            return False
-        s = s[unit_end:]
-        total += float((whole or "0") + (frac if len(frac) > 1 else "")) * _GO_UNIT_NS[unit]
-        if total > _MAX_DURATION:
-            return False
-    return True
+        if not (s[0] == "." or "0" <= s[0] <= "9"):
+            return None
+        digits = len(s) - len(s.lstrip("0123456789"))
+        whole, s = s[:digits], s[digits:]
+        if whole and int(whole) > _OVER:
+            return None
+        fraction = ""
+        if s[:1] == ".":
+            s = s[1:]
+            places = len(s) - len(s.lstrip("0123456789"))
+            fraction, s = s[:places], s[places:]
+            if not whole and not fraction:
+                return None
+        elif not whole:
+            return None
+        end = next((i for i, c in enumerate(s) if c == "." or "0" <= c <= "9"), len(s))
+        unit = _GO_UNIT_NS.get(s[:end])
+        if unit is None:
+            return None
+        s = s[end:]
+        value = int(whole or "0")
+        if value > _OVER // unit:
+            return None
+        value *= unit
+        if fraction:
+            kept, scale = _leading_fraction(fraction)
+            value += int(kept * (unit / scale))  # float64, as Go does, nanosecond-exact up to hours
+            if value > _OVER:
+                return None
+        total += value
+        if total > _OVER:
+            return None
+    if negative:
+        return -total
+    return total if total < _OVER else None
 
 
-def is_duration(text: str) -> bool:
-    """kube-openapi ``ParseDuration``: Go syntax, else the scala-like ``<n> <unit>`` form."""
-    if is_go_duration(text):
-        return True
-    ok = False
-    for match in _DURATION_SCALA.findall(text):
-        value = match[1]
-        negative = value.startswith("-")
-        if negative:
-            value = value[1:]
-        try:
-            factor = int(value.strip())
-        except ValueError:
-            return False
-        if factor > _MAX_DURATION:  # strconv.Atoi overflows
-            return False
-        unit = match[2].strip().lower()
+def _leading_fraction(digits: str) -> tuple[int, float]:
+    """Go's ``leadingFraction``: the digits that fit an int64, and 10 to their count."""
+    value, scale = 0, 1.0
+    for c in digits:
+        step = value * 10 + int(c)
+        if value > (_OVER - 1) // 10 or step > _OVER:
+            break
+        value, scale = step, scale * 10
+    return value, scale
+
+
+def parse_duration(text: str) -> int | None:
+    """kube-openapi ``ParseDuration`` in nanoseconds: Go's syntax, else the scala-like form
+    ("3 days", "1h 30min"); what a ``format: duration`` string is, for validation and for CEL."""
+    go = parse_go_duration(text)
+    if go is not None:
+        return go
+    if not _SCALA_DURATION.match(text):
+        return None
+    total, recognised = 0, False
+    for factor, unit in _SCALA_PART.findall(text):
+        if int(factor) >= _OVER:  # strconv.Atoi's range error
+            return None
+        unit = unit.lower()
         for variants in _SCALA_UNITS:
             last = len(variants) - 1
             for i, variant in enumerate(variants):
-                if (i == last and unit.startswith(variant)) or variant.lower() == unit:
-                    ok = True
-    return ok
+                if (i == last and unit.startswith(variant)) or variant == unit:
+                    recognised = True
+                    total += int(factor) * _SCALA_NS[variants[0]]
+    return _wrap_int64(total) if recognised else None
+
+
+def _wrap_int64(value: int) -> int:
+    """Go's silent int64 overflow."""
+    return (value + _OVER) % (2 * _OVER) - _OVER
+
+
+def is_duration(text: str) -> bool:
+    return parse_duration(text) is not None
 
 
 def _parse_ipv4(text: str, sloppy: bool) -> bool:
@@ -253,45 +292,12 @@ def is_email(text: str) -> bool:
         c in atext or c in "[]:" or ord(c) > 127 for c in domain)
 
 
-_HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=%")
-
-
-def _valid_authority(authority: str) -> bool:
-    host = authority.rpartition("@")[2]
-    if host.startswith("["):
-        end = host.find("]")
-        if end < 0:
-            return False
-        port = host[end + 1:]
-        host = host[1:end]
-        return (port == "" or (port.startswith(":") and port[1:].isdigit() or port == ":")) and \
-            all(c in _HOST_CHARS or c == ":" for c in host)
-    name, colon, port = host.rpartition(":") if ":" in host else (host, "", "")
-    if colon and port and not (port.isascii() and port.isdigit()):
-        return False
-    return all(c in _HOST_CHARS or ord(c) > 127 for c in name)
-
-
 def is_request_uri(text: str) -> bool:
-    """``url.ParseRequestURI``: an absolute URI (scheme, then ``//authority`` or an opaque part)
-    or an absolute path; no control characters, a well-formed host."""
-    if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+    """govalidator's ``IsRequestURI``: ``url.ParseRequestURI`` succeeds."""
+    try:
+        goneturl.parse_request_uri(text)
+    except goneturl.URLError:
         return False
-    if text == "*":
-        return True
-    rest = text
-    scheme = _SCHEME.match(text)
-    if scheme:
-        rest = text[scheme.end():]
-    elif text[0] == ":":
-        return False  # missing protocol scheme
-    rest = rest.partition("?")[0]
-    if not scheme:
-        return rest.startswith("/")
-    if not rest.startswith("/"):
-        return True  # opaque, like mailto:someone
-    if rest.startswith("//") and not rest.startswith("///"):
-        return _valid_authority(rest[2:].partition("/")[0])
     return True
 
 

@@ -62,30 +62,6 @@ class OpaqueValue(ABC):
         return f"{type(self).__name__}({self.key!r})"
 
 
-def go_quote(s: str) -> str:
-    """Go's ``strconv.Quote`` (``%q``): what Kubernetes error messages embed."""
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable() and code > 0x7F:
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
 @dataclass(frozen=True)
 class OptionalValue:
     """A CEL ``optional_type`` value crossing the Python boundary."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from webhook.cel.library import goneturl
-from webhook.cel.library.base import NONE, LibraryError, OpaqueValue, OptionalValue, Overload
+from webhook import goneturl
+from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue, Overload
 from webhook.validation import names
 from webhook.validation.strfmt import FORMAT_CHECKERS
 
@@ -17,7 +17,7 @@ from webhook.validation.strfmt import FORMAT_CHECKERS
 def _uri(value: str) -> list[str]:
     try:
         goneturl.parse_request_uri(value)
-    except LibraryError as err:
+    except goneturl.URLError as err:
         return [str(err)]
     return []
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 
-from webhook.cel.library.base import LibraryError, OpaqueValue, Overload, go_quote
+from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 from webhook.cel.library.netaddr import Address, addr_string, is_4in6, parse_addr
+from webhook.gofmt import go_quote
 
 
 class IP(OpaqueValue):

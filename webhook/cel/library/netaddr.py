@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from webhook.cel.library.base import LibraryError, go_quote
+from webhook.cel.library.base import LibraryError
+from webhook.gofmt import go_quote
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -14,7 +14,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cel.library.base import LibraryError, Overload, go_quote
+from webhook.cel.library.base import LibraryError, Overload
+from webhook.gofmt import go_quote
 
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 DEFAULT_PRECISION = 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from webhook.cel.library import goneturl
+from webhook import goneturl
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 
 
@@ -30,7 +30,7 @@ def parse_url(text: str) -> URL:
     try:
         goneturl.parse_request_uri(text)
         parsed = goneturl.parse(text)
-    except LibraryError as err:
+    except goneturl.URLError as err:
         raise LibraryError(f"URL parse error during conversion from string: {err}") from None
     return URL(text, parsed)
 
@@ -38,7 +38,7 @@ def parse_url(text: str) -> URL:
 def is_url(text: str) -> bool:
     try:
         goneturl.parse_request_uri(text)
-    except LibraryError:
+    except goneturl.URLError:
         return False
     return True
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Mapping
 
 _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
             "\\": "\\\\", '"': '\\"'}
@@ -148,6 +148,11 @@ def _json_string(text: str) -> str:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+def go_struct_json(fields: Mapping[str, Any]) -> str:
+    """``json.Marshal`` of a Go struct: its fields in declaration (here: insertion) order."""
+    return "{" + ",".join(f"{_json_string(k)}:{go_json(v)}" for k, v in fields.items()) + "}"
 
 
 def go_json(value: Any) -> str:

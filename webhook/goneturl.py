@@ -1,7 +1,6 @@
-"""The parts of Go's ``net/url`` that Kubernetes' URL functions expose.
-
-``url()``/``isURL()`` accept exactly what ``url.ParseRequestURI`` accepts and the getters
-return what Go's ``URL`` methods return, including error texts.
+"""The parts of Go's ``net/url`` that Kubernetes exposes: ``url.ParseRequestURI`` (the ``uri``
+string format, CEL's ``url()``/``isURL()``/``format.uri()``) and the ``URL`` getters, with Go's
+error texts (``URLError``).
 """
 
 from __future__ import annotations
@@ -9,12 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
-from webhook.cel.library.base import LibraryError, go_quote
+from webhook.gofmt import go_quote
 
 _HEX = "0123456789abcdefABCDEF"
 _UNRESERVED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
 _PATH_KEEP = _UNRESERVED | set("$&+,/:;=@")
 _HOST_KEEP = _UNRESERVED | set("!$&'()*+,;=:[]<>\"")
+
+
+class URLError(ValueError):
+    """What Go's ``net/url`` returns as an error; ``str()`` is its text."""
 
 
 @dataclass
@@ -36,11 +39,11 @@ def _unescape(s: str, mode: str) -> str:
     while i < len(s):
         if s[i] == "%":
             if i + 2 >= len(s) or s[i + 1] not in _HEX or s[i + 2] not in _HEX:
-                raise LibraryError(f"invalid URL escape {go_quote(s[i : i + 3])}")
+                raise URLError(f"invalid URL escape {go_quote(s[i : i + 3])}")
             i += 3
             continue
         if mode == "host" and ord(s[i]) < 0x80 and s[i] not in _HOST_KEEP:
-            raise LibraryError(f"invalid character {go_quote(s[i])} in host name")
+            raise URLError(f"invalid character {go_quote(s[i])} in host name")
         i += 1
     if mode == "query":
         s = s.replace("+", " ")
@@ -65,7 +68,7 @@ def _scheme(raw: str) -> tuple[str, str]:
             continue
         if c == ":":
             if i == 0:
-                raise LibraryError("missing protocol scheme")
+                raise URLError("missing protocol scheme")
             return raw[:i], raw[i + 1 :]
         return "", raw
     return "", raw
@@ -81,24 +84,24 @@ def _parse_host(host: str) -> str:
     if host.startswith("["):
         i = host.rfind("]")
         if i < 0:
-            raise LibraryError("missing ']' in host")
+            raise URLError("missing ']' in host")
         colon_port = host[i + 1 :]
         if not _valid_optional_port(colon_port):
-            raise LibraryError(f"invalid port {go_quote(colon_port)} after host")
+            raise URLError(f"invalid port {go_quote(colon_port)} after host")
     else:
         i = host.rfind(":")
         if i != -1:
             colon_port = host[i:]
             if not _valid_optional_port(colon_port):
-                raise LibraryError(f"invalid port {go_quote(colon_port)} after host")
+                raise URLError(f"invalid port {go_quote(colon_port)} after host")
     return _unescape(host, "host")
 
 
 def _parse(raw: str, via_request: bool) -> GoURL:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw):
-        raise LibraryError("net/url: invalid control character in URL")
+        raise URLError("net/url: invalid control character in URL")
     if raw == "" and via_request:
-        raise LibraryError("empty url")
+        raise URLError("empty url")
     url = GoURL()
     if raw == "*":
         url.path = "*"
@@ -115,9 +118,9 @@ def _parse(raw: str, via_request: bool) -> GoURL:
             url.opaque = rest
             return url
         if via_request:
-            raise LibraryError("invalid URI for request")
+            raise URLError("invalid URI for request")
         if ":" in rest.partition("/")[0]:
-            raise LibraryError("first path segment in URL cannot contain colon")
+            raise URLError("first path segment in URL cannot contain colon")
     if (url.scheme or (not via_request and not rest.startswith("///"))) and rest.startswith("//"):
         authority, rest = rest[2:], ""
         slash = authority.find("/")
@@ -135,8 +138,8 @@ def parse_request_uri(raw: str) -> GoURL:
     """``url.ParseRequestURI``; errors read ``parse "<raw>": <reason>``."""
     try:
         return _parse(raw, True)
-    except LibraryError as err:
-        raise LibraryError(f"parse {go_quote(raw)}: {err}") from None
+    except URLError as err:
+        raise URLError(f"parse {go_quote(raw)}: {err}") from None
 
 
 def parse(raw: str) -> GoURL:
@@ -144,8 +147,8 @@ def parse(raw: str) -> GoURL:
     rest, _, fragment = raw.partition("#")
     try:
         url = _parse(rest, False)
-    except LibraryError as err:
-        raise LibraryError(f"parse {go_quote(rest)}: {err}") from None
+    except URLError as err:
+        raise URLError(f"parse {go_quote(rest)}: {err}") from None
     url.fragment = _unescape(fragment, "fragment") if fragment else ""
     return url
 
@@ -172,7 +175,7 @@ def escaped_path(url: GoURL) -> str:
         try:
             if _unescape(url.raw_path, "path") == url.path:
                 return url.raw_path
-        except LibraryError:
+        except URLError:
             pass
     if url.path == "*":
         return "*"
@@ -188,7 +191,7 @@ def parse_query(raw_query: str) -> dict[str, list[str]]:
         key, _, value = pair.partition("=")
         try:
             key, value = _unescape(key, "query"), _unescape(value, "query")
-        except LibraryError:
+        except URLError:
             continue
         values.setdefault(key, []).append(value)
     return values
