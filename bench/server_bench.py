@@ -227,7 +227,7 @@ def main() -> int:
     if args.before:
         trees[" (before)"] = args.before.resolve()
     results: dict = {"connections": args.connections, "seconds": args.seconds, "cpus": os.cpu_count(),
-                     "trees": {suffix or "after": str(tree) for suffix, tree in trees.items()}}
+                     "trees": {"before" if suffix else "after": str(tree) for suffix, tree in trees.items()}}
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir = Path(tmp, "certs")

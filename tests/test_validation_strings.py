@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.cel import get_engine
+from webhook.cel import CelEvalError, get_engine
 from webhook.cel.crd import CostBudget, compile_schema_rules
+from webhook.schema.crd_admission import check_crd
 from webhook.schema.objectmeta import validate_object_meta
 from webhook.validation import names, strfmt
 from webhook.validation.strfmt import FORMAT_CHECKERS
@@ -105,3 +106,21 @@ def test_one_url_parser_for_the_uri_format_and_cel(text, error):
     assert FORMAT_CHECKERS["uri"](text) is (error is None)
     assert _cel_errors("uri", text) == ([] if error is None else [error])
     assert get_engine().compile("isURL(v)", ["v"]).evaluate({"v": text}) is (error is None)
+
+
+@pytest.mark.parametrize("pattern, go_error", [
+    ("x{2,1}", "invalid repeat count: `{2,1}`"),
+    ("a)", "unexpected ): `a)`"),
+    ("(a", "missing closing ): `(a`"),
+    ("a**", "invalid nested repetition operator: `**`"),
+    ("\\", "trailing backslash at end of expression: `\\`"),
+])
+def test_one_go_regexp_error_for_crd_patterns_and_cel(pattern, go_error):
+    """Go's regexp.Compile wording, the same in a CRD's ``pattern`` and in CEL's regex functions."""
+    crd = {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
+        "type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}}}]}}
+    errors, _ = check_crd(crd)
+    assert f"error parsing regexp: {go_error}" in errors[0]
+    with pytest.raises(CelEvalError) as caught:
+        get_engine().compile("s.find(p)", ["s", "p"]).evaluate({"s": "x", "p": pattern})
+    assert str(caught.value) == f"Illegal regex: {go_error}"

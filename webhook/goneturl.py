@@ -142,6 +142,15 @@ def parse_request_uri(raw: str) -> GoURL:
         raise URLError(f"parse {go_quote(raw)}: {err}") from None
 
 
+def is_request_uri(raw: str) -> bool:
+    """``url.ParseRequestURI`` succeeds (govalidator's ``IsRequestURI``, CEL's ``isURL``)."""
+    try:
+        parse_request_uri(raw)
+    except URLError:
+        return False
+    return True
+
+
 def parse(raw: str) -> GoURL:
     """``url.Parse`` (keeps the fragment apart)."""
     rest, _, fragment = raw.partition("#")

@@ -42,7 +42,7 @@ class Metrics:
         )
         self.policy_errors = Counter(
             "infergate_admission_errors",
-            "Reviews the admission chain could not judge (internal error or timeout); answered by the failure mode.",
+            "Reviews the admission chain could not judge (not ready, internal error or timeout); answered by the failure mode.",
             ["endpoint", "kind", "reason"],
             registry=self.registry,
         )

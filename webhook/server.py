@@ -113,7 +113,7 @@ class ServerConfig:
     # Reviews judged on the event loop (see Placement): bodies up to this size, of kinds
     # whose last review took at most this much CPU and this long.
     inline_max_bytes: int = 64 * 1024
-    inline_max_cpu_seconds: float = 0.0005
+    inline_max_cpu_seconds: float = 0.00025
     inline_max_seconds: float = 0.02
     # Reviews only from clients presenting a certificate (the TLS context verifies it
     # against --client-ca-file); health, readiness and metrics stay open to probes.
@@ -288,7 +288,7 @@ class Placement:
     GIL) overlaps the chain on another core: for a chain of ~1 ms of CPU the pool answers
     more reviews a second. So a review runs on the loop only when its body is small (the
     chain's cost grows with the object) and the last review of its endpoint and kind was
-    cheap (CPU time: the hop would be a large share of it) and quick (wall time: nothing
+    cheap (CPU time: the hop would be half of it or more) and quick (wall time: nothing
     blocked it); otherwise in the pool. A kind starts in the pool (its cost unknown), and
     one costly review sends it back there.
     """

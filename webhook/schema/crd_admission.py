@@ -10,12 +10,12 @@ warnings, with the apiserver's field paths (``spec.validation.openAPIV3Schema.pr
 
 from __future__ import annotations
 
-import re2
 from typing import Any, Iterator, Mapping
 
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
 from webhook.gofmt import go_json, go_quote
+from webhook.goregexp import compile_error
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
 from webhook.validation.strfmt import kept_format
@@ -259,7 +259,7 @@ class _SchemaChecker:
         self._format_warning(schema)
         pattern = schema.get("pattern")
         if isinstance(pattern, str):
-            problem = go_regexp_error(pattern)
+            problem = compile_error(pattern)
             if problem is not None:
                 err(f"{_child(path, 'pattern')}: Invalid value: {go_quote(pattern)}: must be a valid regular "
                     f"expression, but isn't: {problem}")
@@ -521,31 +521,3 @@ def _has_unknown_fields(value: Any, schema: Mapping[str, Any]) -> bool:
     if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         return any(_has_unknown_fields(item, schema["items"]) for item in value)
     return False
-
-
-# --- Go regexp (RE2) syntax errors as Go words them -----------------------------------------
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-# RE2 (C++) error code -> Go regexp/syntax wording
-_RE2_TO_GO = {
-    "missing )": "missing closing )",
-    "missing ]": "missing closing ]",
-    "bad repetition operator": "invalid nested repetition operator",
-    "no argument for repetition operator": "missing argument to repetition operator",
-    "invalid repetition size": "invalid repeat count",
-    "invalid named capture group": "invalid named capture",
-    "invalid perl operator": "invalid or unsupported Perl syntax",
-    "pattern too large - compile failed": "expression too large",
-}
-
-
-def go_regexp_error(pattern: str) -> str | None:
-    """None when ``pattern`` compiles as RE2; otherwise Go's ``regexp.Compile`` error text."""
-    try:
-        re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as problem:
-        text = problem.args[0].decode() if problem.args and isinstance(problem.args[0], bytes) else str(problem)
-        code, _, fragment = text.partition(": ")
-        return f"error parsing regexp: {_RE2_TO_GO.get(code, code)}: `{fragment or pattern}`"
-    return None

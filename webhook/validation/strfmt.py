@@ -292,15 +292,6 @@ def is_email(text: str) -> bool:
         c in atext or c in "[]:" or ord(c) > 127 for c in domain)
 
 
-def is_request_uri(text: str) -> bool:
-    """govalidator's ``IsRequestURI``: ``url.ParseRequestURI`` succeeds."""
-    try:
-        goneturl.parse_request_uri(text)
-    except goneturl.URLError:
-        return False
-    return True
-
-
 def _hostname_skeleton(text: str) -> str:
     out = []
     for ch in text:
@@ -364,7 +355,7 @@ def is_base64(text: str) -> bool:
 # apiextensions supports at 1.36 (``supportedVersionedFormats``: k8s-short-name/k8s-long-name since 1.34)
 FORMAT_CHECKERS: dict[str, Callable[[str], bool]] = {
     "bsonobjectid": lambda s: bool(_BSON.match(s)),
-    "uri": is_request_uri,
+    "uri": goneturl.is_request_uri,
     "email": is_email,
     "hostname": is_hostname,
     "ipv4": is_ipv4,

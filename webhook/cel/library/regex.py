@@ -12,26 +12,10 @@ from typing import Any
 import re2
 
 from webhook.cel.library.base import LibraryError, Overload
+from webhook.goregexp import compile_error
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
-
-# RE2's error codes as Go's regexp/syntax words them
-_GO_CODES = {
-    "missing )": "missing closing )",
-    "missing ]": "missing closing ]",
-    "unexpected )": "unexpected )",
-    "bad repetition operator": "invalid nested repetition operator",
-    "missing argument to repetition operator": "missing argument to repetition operator",
-    "invalid escape sequence": "invalid escape sequence",
-    "invalid character class range": "invalid character class range",
-    "invalid character class": "invalid character class",
-    "bad repetition count": "invalid repeat count",
-    "trailing \\": "trailing backslash at end of expression",
-    "invalid named capture group": "invalid named capture",
-    "invalid perl operator": "invalid or unsupported Perl syntax",
-    "invalid UTF-8": "invalid UTF-8",
-}
 
 
 class RegexError(LibraryError):
@@ -43,16 +27,7 @@ def compile_pattern(pattern: str) -> re2._Regexp:
     try:
         return re2.compile(pattern, options=_OPTIONS)
     except re2.error as err:
-        raise RegexError(go_regexp_error(pattern, err)) from None
-
-
-def go_regexp_error(pattern: str, err: Exception) -> str:
-    text = err.args[0].decode() if err.args and isinstance(err.args[0], bytes) else str(err)
-    code, _, arg = text.partition(": ")
-    code = _GO_CODES.get(code, code)
-    if code in ("missing closing )", "unexpected )"):
-        arg = pattern
-    return f"error parsing regexp: {code}: `{arg}`"
+        raise RegexError(compile_error(pattern, err)) from None
 
 
 def _compile_at_runtime(pattern: str) -> re2._Regexp:

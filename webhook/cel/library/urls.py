@@ -35,14 +35,6 @@ def parse_url(text: str) -> URL:
     return URL(text, parsed)
 
 
-def is_url(text: str) -> bool:
-    try:
-        goneturl.parse_request_uri(text)
-    except goneturl.URLError:
-        return False
-    return True
-
-
 def get_scheme(url: URL) -> str:
     return url.parsed.scheme
 
@@ -71,7 +63,7 @@ U = URL.cel_type
 TYPES = (URL,)
 OVERLOADS = (
     Overload("url", "string_to_url", ("string",), U, parse_url),
-    Overload("isURL", "is_url_string", ("string",), "bool", is_url),
+    Overload("isURL", "is_url_string", ("string",), "bool", goneturl.is_request_uri),
     Overload("getScheme", "url_get_scheme", (U,), "string", get_scheme, member=True),
     Overload("getHost", "url_get_host", (U,), "string", get_host, member=True),
     Overload("getHostname", "url_get_hostname", (U,), "string", get_hostname, member=True),
