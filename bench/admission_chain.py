@@ -9,9 +9,13 @@ example cluster state and the shipped policies, after a warm-up, in one run:
   mutations, the JSON patch);
 * validate — ``AdmissionChain.admit(mutating=False)``: the validating webhook (schema step
   plus every validating policy);
+* policies — the same without the schema step: the validating policies alone;
 * run      — ``AdmissionChain.run``: the whole write offline (``infergate validate``).
 
-Usage: python bench/admission_chain.py [--rounds N]
+Times are this thread's CPU time (``time.thread_time``): on a shared machine, wall time
+measures the neighbours (``--wall`` for wall time).
+
+Usage: python bench/admission_chain.py [--rounds N] [--wall]
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -38,10 +43,14 @@ from webhook.state import FileState  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
     args = parser.parse_args()
+    clock = time.perf_counter if args.wall else time.thread_time
     registry = CRDRegistry.shipped()
-    chain = AdmissionChain(registry, PolicySet.load(resources.policies_dir()), FileState(resources.examples_dir()))
-    print(f"{'object':44} {'baseline':>9} {'mutate':>9} {'validate':>9} {'run':>9} {'webhook/base':>12}")
+    policies, state = PolicySet.load(resources.policies_dir()), FileState(resources.examples_dir())
+    chain = AdmissionChain(registry, policies, state)
+    policies_alone = AdmissionChain(None, policies, state)
+    print(f"{'object':44} {'baseline':>9} {'mutate':>9} {'validate':>9} {'policies':>9} {'run':>9} {'webhook/base':>12}")
     ratios = []
     for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
         for obj in yaml.safe_load_all(path.read_text()):
@@ -64,16 +73,21 @@ def main() -> int:
             def validate():
                 chain.admit(received, mutating=False)
 
+            def validate_policies():
+                policies_alone.admit(received, mutating=False)
+
             def run():
                 chain.run(request)
 
-            for fn in (baseline, mutate, validate, run):  # warm-up: compile, caches
+            fns = (baseline, mutate, validate, validate_policies, run)
+            for fn in fns:  # warm-up: compile, caches
                 for _ in range(10):
                     fn()
-            b, m, v, r = (per_call(fn, args.rounds) for fn in (baseline, mutate, validate, run))
+            b, m, v, p, r = (per_call(fn, args.rounds, clock=clock) for fn in fns)
             ratios.append((m + v) / b)
             name = f"{obj['kind']}/{obj['metadata']['name']}"
-            print(f"{name:44} {b * 1e6:8.0f}µ {m * 1e6:8.0f}µ {v * 1e6:8.0f}µ {r * 1e6:8.0f}µ {(m + v) / b:11.1f}x")
+            print(f"{name:44} {b * 1e6:8.0f}µ {m * 1e6:8.0f}µ {v * 1e6:8.0f}µ {p * 1e6:8.0f}µ {r * 1e6:8.0f}µ "
+                  f"{(m + v) / b:11.1f}x")
     print(f"\nmedian (mutate + validate) / baseline: {statistics.median(ratios):.1f}x, max {max(ratios):.1f}x")
     return 0
 

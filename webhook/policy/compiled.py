@@ -17,6 +17,7 @@ from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.arguments import UNREAD, reader
 from webhook.policy.batch import batch_source, compile_batch, list_source
+from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
@@ -24,43 +25,8 @@ from webhook.state.selectors import Selector
 
 # Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
-# what a request brings; the other names are each policy's own (its params, lookups, variables)
-REQUEST_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
-_POLICY_VARIABLES = ("params", "lookups", "variables")
 _serials = itertools.count()
-
-
-class ReviewScope:
-    """What one review's policies hand to CEL, shared by all their batches: the request's
-    values, and each policy's params, lookups and precomputed variables under names of its
-    own (``CompiledPolicy.names``), bound once with the engine's ``bind`` (each value
-    converted into CEL once per review, not once per program). The policies prepare their
-    values first; one that adds values after the binding makes the next batch bind anew."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-        self.prepared: dict[int, _Prepared | None] = {}  # by policy serial
-        self._reads: frozenset[str] = frozenset()  # what the prepared batches read
-        self._batches = 0  # how many
-        self._bindings: Mapping[str, Any] | None = None
-        self._bound: frozenset[str] = frozenset()
-
-    def add(self, values: Mapping[str, Any], reads: frozenset[str]) -> None:
-        """A policy's values, and the names its batches read."""
-        self.values.update(values)
-        self._reads |= reads
-        self._batches += 1
-
-    def bindings(self, engine: Any, reads: frozenset[str]) -> Mapping[str, Any]:
-        """The values of (at least) ``reads``: bindings of everything the prepared batches
-        read, made anew only when a batch reads more; for a single batch, plain data (a
-        binding pays off from the second program that reads its values)."""
-        if self._batches < 2:
-            return {name: self.values[name] for name in reads if name in self.values}
-        if self._bindings is None or not reads <= self._bound:
-            self._bound = self._reads | reads | self._bound
-            self._bindings = engine.bind({name: self.values[name] for name in self._bound if name in self.values})
-        return self._bindings
+_RULED_LIMIT = 1024
 
 
 @dataclass(frozen=True)
@@ -210,13 +176,15 @@ class CompiledPolicy:
         self.mutating_stage = bool(self.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
-        # one program per stage (key: mutating), for the lookups' arguments ("lookups") and the
-        # rest of the mutations after a change (("mutations", start)): see ``batch``
+        # built on first use: one program per stage (key: mutating), for the lookups' arguments
+        # ("lookups") and the rest of the mutations after a change (("mutations", start)), see
+        # ``batch``; the lookups' Python readers ("readers"), what the batches read ("reads",
+        # "lookups read")
         self._batches: dict[Any, Any] = {}
         # the names of this policy's params, lookups and variables in a review's shared bindings
         serial = next(_serials)
         self._serial = serial
-        self.names = {name: f"__{name}_{serial}" for name in _POLICY_VARIABLES}
+        self.names = {name: f"__{name}_{serial}" for name in POLICY_VARIABLES}
         self._state_lookups = tuple(lk.name for lk, exprs in self.lookups if _reads_only_state(exprs.values()))
         self._state_variables = self._variables_of_state()
         self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
@@ -254,6 +222,8 @@ class CompiledPolicy:
         key = inp.rule_key
         ruled = self._ruled.get(key)
         if ruled is None:
+            if len(self._ruled) >= _RULED_LIMIT:  # requests name any kind they like: keep it bounded
+                self._ruled.clear()
             ruled = self._ruled[key] = self._rules_match(*key)
         if not ruled:
             return False
@@ -367,26 +337,26 @@ class CompiledPolicy:
                 if len(rest) > 1 else None
         return self._batches[key]
 
-    def _prepared(self, inp: PolicyInput) -> _Prepared | None:
+    def _prepared(self, inp: PolicyInput) -> Prepared | None:
         """This policy's values for ``inp`` (its scope keeps them), or None when the
         per-expression path must run (a lookup's argument failed: it reports the error)."""
         scope = inp.scope
-        prepared = scope.prepared.get(self._serial, _UNPREPARED)
-        if prepared is _UNPREPARED:
+        prepared = scope.prepared.get(self._serial, UNPREPARED)
+        if prepared is UNPREPARED:
             prepared = scope.prepared[self._serial] = self._prepare(inp)
             if prepared is not None and self._shares():
                 scope.add(prepared.bound(self.names), self._reads())
         return prepared
 
-    def _prepare(self, inp: PolicyInput) -> _Prepared | None:
+    def _prepare(self, inp: PolicyInput) -> Prepared | None:
         if not self.lookups and self.param_ref is None and self._shares() \
                 and self._reads().isdisjoint(self.names.values()):
-            return _NOTHING  # its batches read only the request
+            return NOTHING  # its batches read only the request
         params = self._params(inp.state)
         lookups: dict[str, Any] = {}
         if self.lookups:
-            arguments = self._lookup_arguments(inp, params)
             activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
+            arguments = self._lookup_arguments(activation)
             try:
                 for i, (lookup, exprs) in enumerate(self.lookups):
                     lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
@@ -396,7 +366,7 @@ class CompiledPolicy:
         variables = self._state_values_for(lookups, params)
         if variables is None:
             return None
-        return _Prepared(params, lookups, variables, self._lookups_read())
+        return Prepared(params, lookups, variables, self._lookups_read())
 
     def _reads(self) -> frozenset[str]:
         """The names the stages' batches read in a review's bindings."""
@@ -439,11 +409,10 @@ class CompiledPolicy:
         self._state_values = (inputs, activation["variables"])
         return activation["variables"]
 
-    def _lookup_arguments(self, inp: PolicyInput, params: Any) -> list[dict[str, Any]] | None:
+    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """Every lookup's names and selectors, read in Python when they have the usual shapes
         (``arguments``), else from one engine call when none reads another lookup; None:
         evaluate them one by one (also on any error, for its exact text)."""
-        activation = {**inp.scope.values, "params": params}
         readers = self._argument_readers()
         if readers is not None:
             out = [{f: read(activation) for f, read in fields.items()} for fields in readers]
@@ -640,42 +609,11 @@ class CompiledPolicy:
 
     def _apply(self, patch_type: str, patch: Any, obj: Any, where: str) -> Any:
         try:
-            if patch_type == "JSONPatch":
-                return jsonpatch.apply_patch(obj, list(patch)) if patch else obj
+            if patch_type == "JSONPatch":  # on a copy: the input is the request's (or a policy's) object
+                return jsonpatch.apply_patch(_copy_json(obj), list(patch), in_place=True) if patch else obj
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
-
-
-class _Prepared:
-    """A policy's values for one review, before its batches run."""
-
-    __slots__ = ("params", "lookups", "variables", "lookups_read")
-
-    def __init__(self, params: Any, lookups: dict[str, Any], variables: dict[str, Any],
-                 lookups_read: frozenset[str] | None) -> None:
-        self.params = params
-        self.lookups = lookups
-        self.variables = variables  # the state variables' values
-        self.lookups_read = lookups_read  # by the batches (None: all)
-
-    def bound(self, names: Mapping[str, str] | None) -> dict[str, Any]:
-        """The values the batches read, under their names in the review's bindings (``None``:
-        their own names)."""
-        if self is _NOTHING:
-            return {}
-        names = names or {name: name for name in _POLICY_VARIABLES}
-        read = self.lookups_read
-        values = {names["params"]: self.params}
-        if self.lookups and read != frozenset():
-            values[names["lookups"]] = self.lookups if read is None else {k: self.lookups[k] for k in read}
-        if self.variables:
-            values[names["variables"]] = self.variables
-        return values
-
-
-_NOTHING = _Prepared(None, {}, {}, frozenset())  # a policy without params and lookups
-_UNPREPARED = object()
 
 
 def _reads_only_state(exprs: Any) -> bool:
@@ -694,6 +632,16 @@ class _RuleError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of a JSON value (what ``copy.deepcopy`` makes, three times faster)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [_copy_json(item) for item in value]
+    return value if kind in (str, int, float, bool, type(None)) else copy.deepcopy(value)
 
 
 def _verdict_text(value: Any) -> str:

@@ -1,0 +1,79 @@
+"""One review's values as its policies' batches read them (``CompiledPolicy`` prepares them).
+
+The chain asks every policy to prepare before any of them runs: each puts its params, its
+lookups' results and its state variables into the review's scope under names of its own,
+and the batches then share one binding of all of it (each value converted into CEL once
+per review instead of once per program).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+# what a request brings; the other names are each policy's own (its params, lookups, variables)
+REQUEST_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
+POLICY_VARIABLES = ("params", "lookups", "variables")
+
+
+class ReviewScope:
+    """What one review's policies hand to CEL, shared by all their batches: the request's
+    values, and each policy's params, lookups and precomputed variables under names of its
+    own (``CompiledPolicy.names``), bound once with the engine's ``bind`` (each value
+    converted into CEL once per review, not once per program). The policies prepare their
+    values first; one that adds values after the binding makes the next batch bind anew."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+        self.prepared: dict[int, Prepared | None] = {}  # by policy serial
+        self._reads: frozenset[str] = frozenset()  # what the prepared batches read
+        self._batches = 0  # how many
+        self._bindings: Mapping[str, Any] | None = None
+        self._bound: frozenset[str] = frozenset()
+
+    def add(self, values: Mapping[str, Any], reads: frozenset[str]) -> None:
+        """A policy's values, and the names its batches read."""
+        self.values.update(values)
+        self._reads |= reads
+        self._batches += 1
+
+    def bindings(self, engine: Any, reads: frozenset[str]) -> Mapping[str, Any]:
+        """The values of (at least) ``reads``: bindings of everything the prepared batches
+        read, made anew only when a batch reads more; for a single batch, plain data (a
+        binding pays off from the second program that reads its values)."""
+        if self._batches < 2:
+            return {name: self.values[name] for name in reads if name in self.values}
+        if self._bindings is None or not reads <= self._bound:
+            self._bound = self._reads | reads | self._bound
+            self._bindings = engine.bind({name: self.values[name] for name in self._bound if name in self.values})
+        return self._bindings
+
+
+class Prepared:
+    """A policy's values for one review, before its batches run."""
+
+    __slots__ = ("params", "lookups", "variables", "lookups_read")
+
+    def __init__(self, params: Any, lookups: dict[str, Any], variables: dict[str, Any],
+                 lookups_read: frozenset[str] | None) -> None:
+        self.params = params
+        self.lookups = lookups
+        self.variables = variables  # the state variables' values
+        self.lookups_read = lookups_read  # by the batches (None: all)
+
+    def bound(self, names: Mapping[str, str] | None) -> dict[str, Any]:
+        """The values the batches read, under their names in the review's bindings (``None``:
+        their own names)."""
+        if self is NOTHING:
+            return {}
+        names = names or {name: name for name in POLICY_VARIABLES}
+        read = self.lookups_read
+        values = {names["params"]: self.params}
+        if self.lookups and read != frozenset():
+            values[names["lookups"]] = self.lookups if read is None else {k: self.lookups[k] for k in read}
+        if self.variables:
+            values[names["variables"]] = self.variables
+        return values
+
+
+NOTHING = Prepared(None, {}, {}, frozenset())  # for a policy whose batches read only the request
+UNPREPARED = object()
