@@ -19,6 +19,7 @@ from webhook.offline.progress import Progress
 REPO = Path(__file__).resolve().parents[1]
 VALID = sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml"))
 DENIED = sorted((REPO / "examples" / "manifests" / "denied-by-webhook").glob("*.yaml"))
+INVALID = sorted((REPO / "examples" / "manifests" / "invalid").glob("*.yaml"))
 
 
 @pytest.fixture
@@ -84,3 +85,57 @@ def test_json_output_is_pythons_text_even_beyond_64_bit_integers(tmp_path, capsy
     assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
     answer[0]["object"]["big"] = 7
     assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _mixed_directory(directory: Path) -> None:
+    """Valid, invalid and denied manifests one per file, a CRD serving a new kind and an object of
+    it, and a large file of many documents (parsed in the parent, judged across the workers)."""
+    sources = VALID + INVALID + DENIED
+    for i in range(60):
+        (directory / f"m{i:03d}.yaml").write_text(sources[i % len(sources)].read_text())
+    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd["metadata"]["name"] = "models.example.com"
+    crd["spec"]["group"] = "example.com"
+    (directory / "m030-crd.yaml").write_text(yaml.safe_dump(crd))
+    model = yaml.safe_load((REPO / "examples" / "manifests" / "valid" / "kubeai-model-vllm.yaml").read_text())
+    (directory / "m031-own-kind.json").write_text(json.dumps({**model, "apiVersion": "example.com/v1"}))
+    many = [yaml.safe_load(sources[i % len(sources)].read_text()) for i in range(80)]
+    (directory / "m045-many.yaml").write_text(yaml.safe_dump_all(many) + "# " + "padding " * 10_000 + "\n")
+
+
+def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, small_batches):
+    _mixed_directory(tmp_path)
+    for output in ("text", "json", "yaml"):
+        argv = ["validate", "-f", str(tmp_path), "-o", output]
+        serial = _run(argv + ["-j", "1"], capsys)
+        assert serial[0] == 1 and serial[1]  # some are invalid, all are judged
+        assert _run(argv + ["-j", "2"], capsys) == serial
+        if output == "text":  # the CRD among the manifests serves its kind to every worker
+            assert "model.example.com/llama-3-1-8b-instruct-l4 valid" in serial[1].splitlines()
+            assert len(serial[1].splitlines()) > 140
+
+    # a document that is no object, an unknown kind: the first in file order ends the run
+    (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
+    (tmp_path / "m050.yaml").write_text("- not\n- a mapping\n")
+    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
+    assert serial[:2] == (2, "") and serial[2].startswith(f"error: {tmp_path / 'm020.yaml'}:1: no CustomResourceDefinition")
+    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
+
+    # a file that does not parse, or aliases nested past the limit, comes before any judging error
+    (tmp_path / "m055.yaml").write_text("a: &a [*a]\n")
+    (tmp_path / "m058.yaml").write_text("kind: [unclosed\n")
+    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
+    assert serial == (2, "", f"error: {tmp_path / 'm055.yaml'}:1: document nested more than 1024 levels deep "
+                             "(or containing itself through a YAML alias)\n")
+    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
+    (tmp_path / "m055.yaml").unlink()
+    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
+    assert serial[:2] == (2, "") and serial[2].startswith(f"error: {tmp_path / 'm058.yaml'}:2: invalid YAML: ")
+    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
+

@@ -102,24 +102,54 @@ def manifest_files(path: Path) -> list[Path]:
     return [path]
 
 
-def read_sources(sources: Iterable[str]) -> list[Document]:
-    """Documents of every source, in order; ``-`` is stdin."""
-    out: list[Document] = []
+@dataclass
+class Source:
+    """One input file (or stdin), read but perhaps not yet parsed: a large ``infergate validate``
+    parses its files in the worker processes that judge them, so only the name and the text,
+    inherited on fork, reach a worker."""
+
+    name: str  # file name or "-"
+    text: str | None = None
+    documents: list[Document] | None = None  # once parsed, ``kind: List`` expanded
+    error: str | None = None  # why it cannot be read (reported in its turn, as a parse error is)
+
+    def parse(self) -> list[Document]:
+        """The documents, parsed now if need be; ``InputError`` names the file and line."""
+        if self.error is not None:
+            raise InputError(self.error)
+        if self.documents is None:
+            self.documents = expand_lists(parse_documents(self.text or "", self.name))
+        return self.documents
+
+
+def read_texts(sources: Iterable[str]) -> list[Source]:
+    """Every file of every source, in order, read but not parsed (stdin is parsed: it can be read only
+    once). Never raises: a source that cannot be read carries its error, to be reported in order."""
+    out: list[Source] = []
     for source in sources:
         if source == "-":
+            stdin = Source("-")
             try:
-                text = sys.stdin.read()
+                stdin.text = sys.stdin.read()
+                stdin.parse()
             except UnicodeDecodeError as exc:
-                raise InputError(f"-: cannot read: {exc}") from None
-            out += parse_documents(text, "-")
+                stdin.error = f"-: cannot read: {exc}"
+            except InputError as exc:
+                stdin.error = str(exc)
+            out.append(stdin)
             continue
         path = Path(source)
         if not path.exists():
-            raise InputError(f"{source}: no such file or directory")
+            out.append(Source(source, error=f"{source}: no such file or directory"))
+            continue
         for file in manifest_files(path):
             try:
-                text = file.read_text(encoding="utf-8")
+                out.append(Source(str(file), text=file.read_text(encoding="utf-8")))
             except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-            out += parse_documents(text, str(file))
-    return expand_lists(out)
+                out.append(Source(str(file), error=f"{file}: cannot read: {getattr(exc, 'strerror', None) or exc}"))
+    return out
+
+
+def read_sources(sources: Iterable[str]) -> list[Document]:
+    """Documents of every source, in order; ``-`` is stdin. ``InputError`` names the first bad one."""
+    return [doc for source in read_texts(sources) for doc in source.parse()]

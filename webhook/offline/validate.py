@@ -12,13 +12,13 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 import yaml
 
 from webhook.admission.chain import AdmissionChain, offline_request
-from webhook.offline.documents import Document, InputError, read_sources
+from webhook.offline.documents import Document, InputError, Source, read_sources, read_texts
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
@@ -104,14 +104,14 @@ def _identity(obj: Any) -> tuple[Any, ...]:
     return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
 
 
-def _registry(args: argparse.Namespace, documents: list[Document]) -> CRDRegistry:
+def _registry(args: argparse.Namespace, documents: list[Document], warn: Callable[[str], None]) -> CRDRegistry:
     """The shipped CRDs, or ``--crd``; CRDs among the manifests too (as after ``kubectl apply``).
     CRDs that did not come with infergate are first checked as the apiserver would admit them."""
     registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
     for doc in documents:
-        if isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND:
+        if _is_crd(doc.content):
             for warning in registry.add_checked(doc.content, doc.where):
-                print(f"Warning: {doc.where}: {warning}", file=sys.stderr)
+                warn(f"Warning: {doc.where}: {warning}")
     return registry
 
 
@@ -123,68 +123,157 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry) -> AdmissionChain:
     return AdmissionChain(registry, policies, state)
 
 
+def _is_crd(content: Any) -> bool:
+    return isinstance(content, dict) and content.get("kind") == _CRD_KIND
+
+
+# A file larger than this is parsed in the parent and its documents judged one by one across the
+# workers (one worker parsing a file of thousands of documents would leave the others idle).
+_LARGE_FILE = 64 * 1024
+
+
+def _parse_here(source: Source) -> bool:
+    """Whether the parent parses ``source`` before the workers start: a file that may hold a CRD
+    (every CRD joins the registry before anything is judged; ``kind`` spelled through an escape —
+    JSON's ``\\u``, YAML's ``\\x`` — counts as may) or a large one. The rest the workers parse."""
+    text = source.text
+    return text is not None and (len(text) > _LARGE_FILE or _CRD_KIND in text or "\\" in text)
+
+
+@dataclass
+class Verdict:
+    """One document's answer as printed: small, it is all that comes back from a worker."""
+
+    summary: str  # the line kubectl would print (``describe``)
+    judgement: Judgement
+
+
+@dataclass
+class _Setup:
+    units: list[Source]  # a file to parse and judge, or parsed documents to judge
+    olds: dict[tuple[Any, ...], dict[str, Any]]
+    has_old: bool  # whether --old held any document
+    registry: CRDRegistry
+    chain: AdmissionChain | None
+    warnings: list[str]  # the CRDs' warnings, printed once every file has parsed
+
+
+_SETUP_ERRORS = (InputError, CRDLoadError, StateLoadError, PolicyLoadError)
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    """Everything loaded once before judging (workers fork after this and share it). The error
+    raised is the one a run parsing every file first would meet first: a file's input error
+    before ``--old``'s, before the CRDs', the policies' and the state's."""
+    sources = read_texts(args.filename)
+    warnings: list[str] = []
+    try:
+        for source in sources:
+            if _parse_here(source):
+                source.parse()
+        old_documents = read_sources(args.old)
+        parsed = [doc for source in sources if source.documents for doc in source.documents]
+        registry = _registry(args, parsed, warnings.append)
+        chain = None if args.crd_only else _chain(args, registry)
+    except _SETUP_ERRORS as exc:
+        first = _first_input_error(sources)
+        if first is not None:
+            raise first from None
+        for warning in warnings:
+            print(warning, file=sys.stderr)
+        raise
+    units: list[Source] = []
+    for source in sources:  # parsed documents go one by one: any worker can judge any of them
+        if source.documents is None:
+            units.append(source)
+        else:
+            units += [Source(source.name, documents=[doc]) for doc in source.documents if not _is_crd(doc.content)]
+    olds = {_identity(d.content): d.content for d in old_documents if isinstance(d.content, dict)}
+    return _Setup(units, olds, bool(old_documents), registry, chain, warnings)
+
+
+def _first_input_error(sources: list[Source]) -> InputError | None:
+    for source in sources:
+        try:
+            source.parse()
+        except InputError as exc:
+            return exc
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        documents = read_sources(args.filename)
-        old_documents = read_sources(args.old)
-        registry = _registry(args, documents)
-        chain = None if args.crd_only else _chain(args, registry)
-    except (InputError, CRDLoadError, StateLoadError, PolicyLoadError) as exc:
+        setup = _setup(args)
+    except _SETUP_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.subresource and not old_documents:
-        print("error: --subresource status needs --old (the stored objects)", file=sys.stderr)
-        return 2
-    olds = {_identity(d.content): d.content for d in old_documents if isinstance(d.content, dict)}
-    writes = [doc for doc in documents if not (isinstance(doc.content, dict) and doc.content.get("kind") == _CRD_KIND)]
+    registry, units = setup.registry, setup.units
 
-    def judge(i: int) -> Judgement | str:
-        """One document's judgement, or the error that ends the run (as text: it crosses processes)."""
-        doc = writes[i]
+    def judge(doc: Document) -> Verdict | str:
+        """One document's verdict, or the error that ends the run (as text: it crosses processes)."""
         obj = doc.content
         if not isinstance(obj, dict):
             return f"{doc.where}: a document must be a mapping, got {type(obj).__name__}"
-        old = olds.get(_identity(obj))
+        old = setup.olds.get(_identity(obj))
         if args.subresource and old is None:
             return f"{doc.where}: no stored object in --old matches this document"
         try:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
-            return judge_document(registry, obj, old, args.subresource, namespace=namespace,
-                                  crd_only=args.crd_only, chain=chain, explain=args.explain)
+            judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
+                                       crd_only=args.crd_only, chain=setup.chain, explain=args.explain)
+            return Verdict(describe(obj, judgement), judgement)
         except UnknownKind as exc:
             known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
             return f"{doc.where}: {exc} (served: {known})"
         except Exception as exc:  # a bug must still end in a message, not a traceback
             return f"{doc.where}: internal error: {type(exc).__name__}: {exc}"
 
-    progress = Progress(len(writes), "validating")
+    def judge_unit(i: int) -> list[Verdict | str] | InputError:
+        """Parse (in the worker: the parse is a large share of the work) and judge one unit."""
+        try:
+            documents = units[i].parse()
+        except InputError as exc:
+            return exc
+        return [judge(doc) for doc in documents if not _is_crd(doc.content)]
+
+    progress = Progress(len(units), "validating")
     try:
-        judgements = map_ordered(judge, len(writes), jobs=args.jobs, progress=progress.advance)
+        answers = map_ordered(judge_unit, len(units), jobs=args.jobs, progress=progress.advance)
     finally:
         progress.close()
-    results: list[tuple[Document, Judgement]] = []
-    for doc, judgement in zip(writes, judgements):
-        if isinstance(judgement, str):
-            print(f"error: {judgement}", file=sys.stderr)
+    for answer in answers:  # an input error anywhere comes first, as if every file were parsed first
+        if isinstance(answer, InputError):
+            print(f"error: {answer}", file=sys.stderr)
             return 2
-        results.append((doc, judgement))
-    _print(args.output, results)
-    return 0 if all(j.allowed for _, j in results) else 1
+    for warning in setup.warnings:
+        print(warning, file=sys.stderr)
+    if args.subresource and not setup.has_old:  # (judging was quick: no document found its stored object)
+        print("error: --subresource status needs --old (the stored objects)", file=sys.stderr)
+        return 2
+    verdicts: list[Verdict] = []
+    for answer in answers:
+        for verdict in answer:
+            if isinstance(verdict, str):
+                print(f"error: {verdict}", file=sys.stderr)
+                return 2
+            verdicts.append(verdict)
+    _print(args.output, verdicts)
+    return 0 if all(v.judgement.allowed for v in verdicts) else 1
 
 
-def _print(output: str, results: list[tuple[Document, Judgement]]) -> None:
+def _print(output: str, verdicts: list[Verdict]) -> None:
     if output == "json":
-        sys.stdout.write(_json([j.as_dict() for _, j in results]))
+        sys.stdout.write(_json([v.judgement.as_dict() for v in verdicts]))
         return
     if output == "yaml":
-        yaml.safe_dump([j.as_dict() for _, j in results], sys.stdout, sort_keys=False, allow_unicode=True)
+        yaml.safe_dump([v.judgement.as_dict() for v in verdicts], sys.stdout, sort_keys=False, allow_unicode=True)
         return
-    for doc, judgement in results:
-        for warning in judgement.warnings:
+    for verdict in verdicts:
+        for warning in verdict.judgement.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
-        print(describe(doc.content, judgement))
-        for rule in judgement.explain or ():
+        print(verdict.summary)
+        for rule in verdict.judgement.explain or ():
             print(explain_line(rule))
 
 
