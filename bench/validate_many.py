@@ -12,7 +12,9 @@ policies, loading the state — is included, as a user sees it):
   validating policies).
 
 Wall time depends on the machine's load; CPU time (the process and its workers) does not,
-so both are reported. Usage: python bench/validate_many.py [--count N] [--keep DIR]
+so both are reported. ``--against CHECKOUT`` times that checkout's ``infergate validate`` too,
+alternating with this one ``--rounds`` times (A/B on the same load), and reports the best of
+each. Usage: python bench/validate_many.py [--count N] [--keep DIR] [--against DIR --rounds N]
 """
 
 from __future__ import annotations
@@ -45,21 +47,32 @@ def write_manifests(directory: Path, count: int) -> None:
         (directory / f"m{i:05d}.yaml").write_text(yaml.safe_dump(obj, sort_keys=False))
 
 
-def timed(argv: list[str]) -> tuple[float, float, subprocess.CompletedProcess]:
-    """(wall seconds, CPU seconds of the process and its children, the result)."""
+def timed(argv: list[str], repo: Path = REPO) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall seconds, CPU seconds of the process and its children, the result), run in ``repo``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)})
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, proc
 
 
+def _load_average() -> str:
+    """The one-minute load average (the machine's other work), or ``?`` off Linux."""
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--keep", metavar="DIR", help="write the manifests here (and keep them)")
+    parser.add_argument("--against", metavar="CHECKOUT", type=Path,
+                        help="another checkout of infergate (e.g. main's) to time alternately with this one")
+    parser.add_argument("--rounds", type=int, default=1, help="alternations with --against (best of each)")
     args = parser.parse_args()
     directory = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="infergate-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -71,15 +84,23 @@ def main() -> int:
     assert proc.returncode == 0 and int(proc.stdout) == args.count, proc.stderr
     rows = [("baseline: parse the YAML", 1, wall, cpu)]
     cpus = available_cpus()
-    for jobs in sorted({1, cpus}):
-        wall, cpu, proc = timed([py, "-m", "webhook", "validate", "-f", str(directory), "-o", "json", "-j", str(jobs)])
-        answers = json.loads(proc.stdout)
-        assert proc.returncode == 0 and len(answers) == args.count and all(a["allowed"] for a in answers), \
-            proc.stderr[-2000:]
-        rows.append((f"infergate validate -j {jobs}", jobs, wall, cpu))
-    with open("/proc/loadavg") if Path("/proc/loadavg").exists() else open(os.devnull) as f:
-        load = (f.read().split() or ["?"])[0]
-    print(f"{args.count} manifests, {cpus} CPUs available, load average {load}\n")
+    load_start = _load_average()
+    checkouts = [(f" ({REPO.name})" if args.against else "", REPO)] + ([(f" ({args.against.name})", args.against.resolve())] if args.against else [])
+    best: dict[str, tuple[int, float, float]] = {}
+    for _ in range(args.rounds if args.against else 1):
+        for jobs in sorted({1, cpus}):
+            for label, repo in checkouts:
+                argv = [py, "-m", "webhook", "validate", "-f", str(directory), "-o", "json", "-j", str(jobs)]
+                wall, cpu, proc = timed(argv, repo)
+                answers = json.loads(proc.stdout)
+                assert proc.returncode == 0 and len(answers) == args.count and all(a["allowed"] for a in answers), \
+                    proc.stderr[-2000:]
+                name = f"infergate validate -j {jobs}{label}"
+                if name not in best or wall < best[name][1]:
+                    best[name] = (jobs, wall, cpu)
+    rows += [(name, jobs, wall, cpu) for name, (jobs, wall, cpu) in best.items()]
+    print(f"{args.count} manifests, {cpus} CPUs available, load average {load_start} at the start, "
+          f"{_load_average()} at the end\n")
     print("| run | wall | objects/s (wall) | CPU | objects per CPU-second | wall / baseline | CPU / baseline |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     _, _, base_wall, base_cpu = rows[0]

@@ -109,7 +109,7 @@ def _mixed_directory(directory: Path) -> None:
     (directory / "m045-many.yaml").write_text(yaml.safe_dump_all(many) + "# " + "padding " * 10_000 + "\n")
 
 
-def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, small_batches):
+def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, monkeypatch, small_batches):
     _mixed_directory(tmp_path)
     for output in ("text", "json", "yaml"):
         argv = ["validate", "-f", str(tmp_path), "-o", output]
@@ -119,6 +119,13 @@ def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, s
         if output == "text":  # the CRD among the manifests serves its kind to every worker
             assert "model.example.com/llama-3-1-8b-instruct-l4 valid" in serial[1].splitlines()
             assert len(serial[1].splitlines()) > 140
+
+    # stdin is parsed by the parent; its documents are judged across the workers all the same
+    many = (tmp_path / "m045-many.yaml").read_text()
+    monkeypatch.setattr("sys.stdin", io.StringIO(many))
+    serial = _run(["validate", "-f", "-", "-j", "1"], capsys)
+    monkeypatch.setattr("sys.stdin", io.StringIO(many))
+    assert _run(["validate", "-f", "-", "-j", "2"], capsys) == serial and len(serial[1].splitlines()) >= 80
 
     # a document that is no object, an unknown kind: the first in file order ends the run
     (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
