@@ -25,6 +25,7 @@ NON_DEFAULT = {
     "imagePullSecrets": [{"name": "registry"}],
     "webhook": {"replicas": 3, "port": 10250, "failurePolicy": "Ignore", "timeoutSeconds": 3,
                 "antiAffinity": "required", "extraArgs": ["--max-body-bytes=1048576"],
+                "clientCAConfigMap": "apiserver-client-ca",
                 "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}]},
     "controller": {"replicas": 2, "replanTimeoutSeconds": 120, "replanLimit": 5},
     "certificates": {"mode": "cert-manager", "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
@@ -154,6 +155,20 @@ def test_webhook_deployment_is_highly_available_and_restricted(name):
     assert security["capabilities"]["drop"] == ["ALL"]
     assert security["seccompProfile"]["type"] == "RuntimeDefault"
     assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_mtls_client_ca_comes_from_a_configmap_and_leaves_the_probes_alone():
+    (default,) = webhook_deployment("default")["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--client-ca-file") for a in default["args"])
+    pod = webhook_deployment("non-default")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--client-ca-file=/etc/infergate/client-ca/ca.crt" in container["args"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "client-ca")
+    assert mount == {"name": "client-ca", "mountPath": "/etc/infergate/client-ca", "readOnly": True}
+    volume = next(v for v in pod["volumes"] if v["name"] == "client-ca")
+    assert volume["configMap"] == {"name": "apiserver-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    # the probes present no client certificate: the server answers them without one
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
 
 
 def test_webhook_pdb_selects_the_webhook_pods():

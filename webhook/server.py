@@ -17,7 +17,6 @@ import datetime
 import functools
 import logging
 import os
-import re
 import signal
 import sys
 import time
@@ -35,6 +34,7 @@ from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, Admi
                                       response_review)
 from webhook.metrics import Metrics
 from webhook.settings import Settings
+from webhook.validation.strfmt import parse_go_duration
 
 log = logs.get("server")
 
@@ -186,20 +186,12 @@ def _summarize(exc: ValidationError) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 @functools.lru_cache(maxsize=64)  # the apiserver sends the same few values
-def parse_go_duration(text: str) -> float | None:
-    """Seconds in a Go duration (``10s``, ``1m30s``, ``2.5s``, ``500ms``), None if not one."""
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(text):
-        if match.start() != pos:
-            return None
-        total += float(match.group(1)) * _UNIT[match.group(2)]
-        pos = match.end()
-    return total if text and pos == len(text) else None
+def timeout_seconds(text: str) -> float | None:
+    """The apiserver's ``?timeout=`` (a Go duration: ``10s``, ``1m30s``, ``500ms``) in
+    seconds; None when absent, not a duration, or not positive."""
+    nanoseconds = parse_go_duration(text)
+    return nanoseconds / 1e9 if nanoseconds is not None and nanoseconds > 0 else None
 
 
 def status_body(code: int, reason: str, message: str) -> bytes:
@@ -255,7 +247,7 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         return _error_response(err)
 
     # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
-    timeout = min(parse_go_duration(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
+    timeout = min(timeout_seconds(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
     deadline = started + max(timeout - state.config.timeout_margin, 0.001)
     kind = state.metrics.kind_label(admission.kind.kind or "-")
     result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint, kind=kind,

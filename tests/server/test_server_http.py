@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from webhook import certs
 from webhook import logging as logs
-from webhook.server import parse_go_duration
+from webhook.server import timeout_seconds
 
 from .conftest import ScriptedAdmitter, client_identity, review, start_server
 
@@ -273,12 +273,13 @@ async def test_other_methods_and_paths_get_json_errors(server):
         assert r.status == 404
 
 
-def test_go_durations():
-    assert parse_go_duration("10s") == 10
-    assert parse_go_duration("1m30s") == 90
-    assert parse_go_duration("2.5s") == 2.5
-    assert parse_go_duration("500ms") == 0.5
-    assert parse_go_duration("") is None and parse_go_duration("10") is None and parse_go_duration("10x") is None
+def test_timeouts_are_go_durations():
+    assert timeout_seconds("10s") == 10
+    assert timeout_seconds("1m30s") == 90
+    assert timeout_seconds("2.5s") == 2.5
+    assert timeout_seconds("500ms") == 0.5
+    assert timeout_seconds("") is None and timeout_seconds("10") is None and timeout_seconds("10x") is None
+    assert timeout_seconds("0s") is None and timeout_seconds("-5s") is None  # the server's default applies
 
 
 async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes(tmp_path):
