@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,9 +98,24 @@ def expand_lists(documents: list[Document]) -> list[Document]:
 
 
 def manifest_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
-    return [path]
+    """``path``, or the manifests under it in ``sorted(path.rglob("*"))`` order (symbolic links
+    to directories not followed), listed with ``os.scandir``: its entries know their type, so
+    ten thousand files need no ``stat`` each."""
+    if not path.is_dir():
+        return [path]
+    found: list[str] = []
+    pending = [str(path)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir() and not entry.is_symlink():
+                        pending.append(entry.path)
+                    elif os.path.splitext(entry.name)[1] in MANIFEST_SUFFIXES and entry.is_file():
+                        found.append(entry.path)
+        except PermissionError:  # as rglob: a directory that cannot be listed has nothing to read
+            continue
+    return sorted(map(Path, found))
 
 
 @dataclass
