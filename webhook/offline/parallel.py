@@ -46,7 +46,9 @@ def map_ordered(work: Callable[[int], T], count: int, *, jobs: int,
         return out
     global _work
     _work = work
-    chunk = max(16, min(256, count // (jobs * 8)))  # small enough to balance and to move the progress bar
+    # small enough that the workers finish together (one left alone at the end waits at most a
+    # chunk: ~0.15 s of validate) and that the progress bar moves; large enough to cost no IPC
+    chunk = max(16, min(100, count // (jobs * 8)))
     bounds = [(start, min(start + chunk, count)) for start in range(0, count, chunk)]
     out: list[T] = []
     try:
