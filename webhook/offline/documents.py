@@ -121,8 +121,8 @@ def manifest_files(path: Path) -> list[Path]:
 @dataclass
 class Source:
     """One input file (or stdin), read but perhaps not yet parsed: a large ``infergate validate``
-    parses its files in the worker processes that judge them, so only the name and the text,
-    inherited on fork, reach a worker."""
+    reads its files in the parent and parses them in the worker processes that judge them
+    (which inherit the text on fork: nothing is sent)."""
 
     name: str  # file name or "-"
     text: str | None = None
@@ -130,12 +130,13 @@ class Source:
     error: str | None = None  # why it cannot be read (reported in its turn, as a parse error is)
 
     def parse(self) -> list[Document]:
-        """The documents, parsed now if need be; ``InputError`` names the file and line."""
+        """The documents, parsed now if need be (and not kept: a run that judges file by file
+        holds one file's documents at a time); ``InputError`` names the file and line."""
         if self.error is not None:
             raise InputError(self.error)
-        if self.documents is None:
-            self.documents = expand_lists(parse_documents(self.text or "", self.name))
-        return self.documents
+        if self.documents is not None:
+            return self.documents
+        return expand_lists(parse_documents(self.text or "", self.name))
 
 
 def read_texts(sources: Iterable[str]) -> list[Source]:
@@ -147,7 +148,7 @@ def read_texts(sources: Iterable[str]) -> list[Source]:
             stdin = Source("-")
             try:
                 stdin.text = sys.stdin.read()
-                stdin.parse()
+                stdin.documents = stdin.parse()
             except UnicodeDecodeError as exc:
                 stdin.error = f"-: cannot read: {exc}"
             except InputError as exc:

@@ -170,7 +170,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
     try:
         for source in sources:
             if _parse_here(source):
-                source.parse()
+                source.documents = source.parse()
         old_documents = read_sources(args.old)
         parsed = [doc for source in sources if source.documents for doc in source.documents]
         registry = _registry(args, parsed, warnings.append)
