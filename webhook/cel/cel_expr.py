@@ -39,6 +39,7 @@ _EVAL_WORDING = [
     (re.compile(r"^No matching overloads found : .*"), "no such overload"),
     (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
     (re.compile(r"^divide by zero$"), "division by zero"),
+    (re.compile(r"^flatten\(\): level must be non-negative$"), "level must be non-negative"),
     (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
 ]
 
