@@ -40,6 +40,15 @@ _EVAL_WORDING = [
     (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
     (re.compile(r"^divide by zero$"), "division by zero"),
     (re.compile(r"^flatten\(\): level must be non-negative$"), "level must be non-negative"),
+    # conversions (cel-go: strconv/time parsers, then types' overflow errors)
+    (re.compile(r"^cannot convert string to (int|uint|double)$"), r"type conversion error from 'string' to '\1'"),
+    (re.compile(r"^Type conversion error from '([^']*)' to '([^']*)'$"), r"type conversion error from '\1' to '\2'"),
+    (re.compile(r"^String to (Timestamp|Duration) conversion failed$"),
+     r"type conversion error from 'string' to 'google.protobuf.\1'"),
+    (re.compile(r'^Duration ".*" (?:above maximum|below minimum) allowed duration ".*"$'),
+     "type conversion error from 'string' to 'google.protobuf.Duration'"),
+    (re.compile(r"^(?:double|uint64) out of int64 range$"), "integer overflow"),
+    (re.compile(r"^(?:double|int64) out of uint64 range$"), "unsigned integer overflow"),
     (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
 ]
 

@@ -23,7 +23,6 @@ keep steady-state evaluation in C++.
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,6 +36,7 @@ from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
+from webhook.validation.strfmt import parse_go_duration
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
 COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
@@ -46,7 +46,11 @@ _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
 # functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``
 SIGNED_DISPATCH = frozenset(_NATIVE_LISTS | {"charAt", "substring"})
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
-_DURATION_RE = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$|^-?0$")
+_GO_DURATION_MAX = 2**63 - 1  # nanoseconds: Go's time.Duration
+# conversions cel-cpp declares and cel-go does not
+_CEL_CPP_ONLY = frozenset({"int64_to_duration", "duration_to_int64"})
+_STRING_TO_NUMBER = {"int": "string_to_int64", "uint": "string_to_uint64", "double": "string_to_double"}
+_DOUBLE_MAX = 1.7976931348623157e308
 # the kinds a value checked as dyn may have at runtime, most likely first
 _TYPE_NAMES = ("map", "list", "string", "int", "double", "bool", "uint", "bytes", "null_type",
                "google.protobuf.Timestamp", "google.protobuf.Duration")
@@ -291,6 +295,9 @@ class Optimizer:
         self.check_literals(node)
         ref = self.refs.get(node.id)
         ids = list(ref.overload_id) if ref is not None else []
+        if ids and set(ids) <= _CEL_CPP_ONLY:
+            types = ", ".join(self.type_of(arg) for arg in call.args)
+            self.issues.append(Issue(node.id, f"found no matching overload for '{call.function}' applied to '({types})'"))
         if call.function == "cel.@mapInsert":
             # the two-variable comprehension macros' helper has no runtime in cel-expr-python
             self.refs.pop(node.id, None)
@@ -312,6 +319,11 @@ class Optimizer:
         if call.function == "optional.ofNonZeroValue" and len(call.args) == 1 \
                 and self.type_of(call.args[0]) in ("dyn", "google.protobuf.Timestamp"):
             return self.go_zero_timestamp(node)
+        if call.function == "duration" and "string_to_duration" in ids and len(call.args) == 1:
+            return self.go_duration(node)
+        parsed_as = _STRING_TO_NUMBER.get(call.function)
+        if parsed_as is not None and parsed_as in ids and len(call.args) == 1:
+            return self.go_number_syntax(node)
         if call.function == "flatten" and len(call.args) == 1 and self.type_of(call.args[0]) != "int":
             return self.guard_flatten_depth(node)
         if len(ids) == 1 and ids[0] in _STRING_GUARDS:
@@ -361,7 +373,7 @@ class Optimizer:
                 if problem:
                     self.issues.append(Issue(node.id, problem))
         elif call.function == "duration" and len(args) == 1 and _is_string_const(args[0]):
-            if not _DURATION_RE.match(args[0].const_expr.string_value):
+            if parse_go_duration(args[0].const_expr.string_value) is None:
                 self.issues.append(Issue(args[0].id, "invalid duration argument"))
         elif call.function == "timestamp" and len(args) == 1 and _is_string_const(args[0]):
             if not _valid_timestamp(args[0].const_expr.string_value):
@@ -629,6 +641,73 @@ class Optimizer:
         self.refs.pop(node.id, None)
         return rewritten
 
+    def go_duration(self, node: Any) -> Any:
+        """``duration(string)`` as Go's ``time.ParseDuration`` reads it: a constant becomes its
+        nanoseconds (cel-cpp's parser lacks the ``µs`` units); any other string has them
+        spelled ``us`` and fails beyond Go's range (±2562047h47m16.854775807s), which is
+        narrower than cel-cpp's (±10000 years)."""
+        call = node.call_expr
+        if _is_string_const(call.args[0]):
+            nanos = parse_go_duration(call.args[0].const_expr.string_value)
+            if nanos is not None:  # else check_literals reported it
+                call.args[0].const_expr.string_value = _seconds(nanos)
+            return node
+        failed = self.call(FAIL_FUNCTION, self.const("type conversion error from 'string' to 'google.protobuf.Duration'"))
+
+        def parse(text: Callable[[], Any]) -> Any:
+            micro = self.call("replace", self.const("µs"), self.const("us"), target=text())
+            converted = self.call("duration", self.call("replace", self.const("μs"), self.const("us"), target=micro))
+            return self.bind("@duration", converted, lambda value: self.cond(
+                self.op("_||_", self.op("_>_", value(), self.call("duration", self.const(_seconds(_GO_DURATION_MAX)))),
+                        self.op("_<_", value(), self.call("duration", self.const(_seconds(-_GO_DURATION_MAX - 1))))),
+                failed, value()))
+
+        def by_type(value: Callable[[], Any]) -> Any:
+            if self.type_of(call.args[0]) == "string":
+                return parse(value)
+            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
+            return self.cond(is_string, parse(value), self.call("duration", value()))
+
+        rewritten = self.bind("@text", call.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def go_number_syntax(self, node: Any) -> Any:
+        """``int``/``uint``/``double`` of a string parse as Go's strconv does in cel-go; cel-cpp's
+        parsers also take surrounding whitespace, ``uint('+1')``, a hex double without an
+        exponent (``'0x10'``) and an out-of-range double as infinity."""
+        function = node.call_expr.function
+        failed = self.call(FAIL_FUNCTION, self.const(f"type conversion error from 'string' to '{function}'"))
+
+        def parse(text: Callable[[], Any]) -> Any:
+            converted = self.call(function, text())
+            lower = lambda: self.call("lowerAscii", target=text())  # noqa: E731
+            contains = lambda part: self.call("contains", self.const(part), target=lower())  # noqa: E731
+            invalid = self.op("_!=_", self.call("trim", target=text()), text())
+            if function == "uint":
+                invalid = self.op("_||_", invalid, self.call("startsWith", self.const("+"), target=text()))
+            if function != "double":
+                return self.cond(invalid, failed, converted)
+            invalid = self.op("_||_", invalid, self.op("_&&_", contains("0x"), self.call("!_", contains("p"))))
+            invalid = self.op("_||_", invalid, self.op("@in", lower(), self.list_of(self.const("+nan"), self.const("-nan"))))
+            return self.cond(invalid, failed, self.bind("@double", converted, lambda value: self.cond(
+                self.op("_&&_", self.op("_||_", self.op("_>_", value(), self.const(_DOUBLE_MAX)),
+                                        self.op("_<_", value(), self.const(-_DOUBLE_MAX))),
+                        self.call("!_", contains("inf"))),
+                failed, value())))
+
+        def by_type(value: Callable[[], Any]) -> Any:
+            if self.type_of(node.call_expr.args[0]) == "string":
+                return parse(value)
+            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
+            return self.cond(is_string, parse(value), self.call(function, value()))
+
+        rewritten = self.bind("@number", node.call_expr.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
     def go_zero_timestamp(self, node: Any) -> Any:
         """``optional.ofNonZeroValue(t)``: cel-go's zero timestamp is Go's zero time
         (0001-01-01T00:00:00Z), cel-cpp's the Unix epoch."""
@@ -780,6 +859,13 @@ def _children(node: Any) -> list[Any]:
 
 
 _MATCHES = Overload("matches", "matches_string", ("string", "string"), "bool", regex_matches, member=True)
+
+
+def _seconds(nanos: int) -> str:
+    """A duration literal cel-cpp parses exactly (its parser takes seconds, not 2**63 ns)."""
+    sign = "-" if nanos < 0 else ""
+    whole, fraction = divmod(abs(nanos), 1_000_000_000)
+    return f"{sign}{whole}.{fraction:09d}s"
 
 
 def _is_string_const(node: Any) -> bool:
