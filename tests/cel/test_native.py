@@ -244,6 +244,15 @@ def test_values_outside_plain_json_are_left_to_cel_expr():
         program.native({"self": {"a": now, "b": now}})
 
 
+def test_values_nested_past_the_stack_are_left_to_cel_expr():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    for source in ("self.a", "self.a == self.b"):
+        with pytest.raises(NotNative):
+            _compile(source).native({"self": {"a": deep, "b": deep}})
+
+
 def test_programs_outside_the_subset_have_no_native_form():
     for source in ("quantity(self.a).isGreaterThan(quantity('1'))", "self.a.matches(self.b)", "1u == self.a",
                    "b'x' == self.a", "type(self.a) == int", "self.a.trim()"):

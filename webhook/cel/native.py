@@ -791,11 +791,11 @@ class NativeProgram:
     def __call__(self, activation: Mapping[str, Any]) -> Any:
         try:
             value = self._function(activation)
+            _plain(value)
         except NotNative:
             raise
-        except Exception:  # a missing key, a selection on a non-map, ...: cel-expr answers
+        except Exception:  # a missing key, a selection on a non-map, nesting past the stack: cel-expr answers
             raise NotNative from None
-        _plain(value)
         return value
 
 

@@ -271,7 +271,7 @@ class CompiledPolicy:
             for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
                 activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
-                value = self._eval(expr, activation, f"matchConditions.{name}", trace)
+                value = self._eval(expr, activation, f"matchConditions.{name}", trace, _is_bool)
                 if value is not True:
                     return None
             for name, expr in self.variables:
@@ -532,9 +532,11 @@ class CompiledPolicy:
             except CelError:
                 patches = None
 
-    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
+    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace,
+              accept: Callable[[Any], bool] | None = None) -> Any:
+        """``accept``: the answers a fast path may give alone (see ``Program.evaluate``)."""
         try:
-            value = expr.evaluate(activation)
+            value = expr.evaluate(activation, accept)
         except CelError as exc:
             if trace:
                 trace(Trace(self.name, rule, expr.source, expr.seen(activation), f"error: {exc}"))
@@ -601,7 +603,7 @@ class CompiledPolicy:
     def _validate(self, activation, verdict: Verdict, trace) -> None:
         for i, (rule, expr, message_expr) in enumerate(self.validations):
             where = f"validations[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             message = self._message(rule, message_expr, activation,
                                     f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
@@ -610,13 +612,13 @@ class CompiledPolicy:
             verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             verdict.warnings.append(self._message(rule, message_expr, activation,
                                                   f"failed expression: {expr.source.strip()}", trace,
                                                   f"{where}.messageExpression"))
         for key, expr in self.audit_annotations:
-            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace)
+            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
 
@@ -634,6 +636,18 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+def _is_true(value: Any) -> bool:
+    return value is True
+
+
+def _is_bool(value: Any) -> bool:
+    return value is True or value is False
+
+
+def _is_text(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 def _reads_only_state(exprs: Any) -> bool:
