@@ -70,7 +70,8 @@ class Expression:
         self._refs = _references(source)
         self._needs = _needs(source)
 
-    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], accept: Callable[[Any], bool] | None = None) -> Any:
+        """``accept``: see ``Program.evaluate`` (the answer a fast path may give alone)."""
         # Only what the expression names crosses into CEL: converting every lookup and
         # variable for every expression would cost more than evaluating it.
         data: dict[str, Any] = {}
@@ -79,7 +80,8 @@ class Expression:
             if names is not None and isinstance(value, Mapping):
                 value = {n: value[n] for n in names if n in value}
             data[root] = value
-        return self.program.evaluate(data)  # the engine's default: the apiserver's per-call cost limit
+        # the engine's default cost limit: the apiserver's per-call one
+        return self.program.evaluate(data) if accept is None else self.program.evaluate(data, accept=accept)
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""
@@ -458,11 +460,13 @@ class CompiledPolicy:
         prepared = self._prepared(inp)
         if prepared is None:
             return None
+        accept = None if mutating else self._passes  # a mutation's patches are taken from cel-expr alone
         try:
             if self._shares():
-                results = batch.program.evaluate(inp.scope.bindings(self._engine or get_engine(), batch.program.reads))
+                bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
+                results = batch.program.evaluate(bindings, accept=accept)
             else:
-                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)})
+                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
         except CelError:
             return None
         if not isinstance(results, list):
@@ -480,6 +484,22 @@ class CompiledPolicy:
         for (key, _), value in zip(self.audit_annotations, results[judged:]):
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        return True
+
+    def _passes(self, results: Any) -> bool:
+        """The validating batch's common answers: a matchCondition not true (``[]``), or every
+        validation and warning true and every audit annotation a string or null
+        (``Program.evaluate``'s ``accept``)."""
+        judged = len(self.validations) + len(self.warnings)
+        if type(results) is not list:
+            return False
+        if not results:
+            return True
+        if len(results) != judged + len(self.audit_annotations):
+            return False
+        for i, value in enumerate(results):
+            if value is not True if i < judged else (value is not None and type(value) is not str):
+                return False
         return True
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
