@@ -241,6 +241,11 @@ class CompiledPolicy:
                 return self.namespace_selector.matches(labels)
         return True
 
+    def may_apply(self, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
+        """Whether the policy has work in the stage and its rules match requests with this key
+        (what :meth:`matches` checks first, before the selectors)."""
+        return self._stages[mutating] and self._rules_match(*rule_key)
+
     def _rules_match(self, group: str, kind: str, operation: Any, sub: str) -> bool:
         return any(("*" in rule.apiGroups or group in rule.apiGroups)
                    and ("*" in rule.kinds or kind in rule.kinds)
