@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import datetime
 import functools
+import gc
 import logging
 import os
 import signal
@@ -556,7 +557,23 @@ def try_it(settings: Settings) -> str:
     )
 
 
+GC_YOUNG_THRESHOLD = 10_000
 AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]]"]
+
+
+def _freeze_loaded_heap() -> None:
+    """Keep the loaded chain (CRD schemas, compiled policies, the state: long-lived) out of
+    the cyclic GC's full collections, which otherwise walk all of it every few thousand
+    reviews (measured: ~17 µs a review on average). Objects made later are collected as
+    usual; only cycles among today's objects that become garbage later are never freed
+    (a policy set dropped by a reload: ~50 small objects, once).
+
+    And collect the youngest generation less often: a review's objects die by reference
+    counting, but the reviews in flight keep a few hundred alive, which the default
+    threshold (700) walks again and again."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 async def serve(
@@ -601,6 +618,7 @@ async def serve(
             log.exception("cannot load the admission chain")
             return
         slot.set(admitter, prerequisites)
+        _freeze_loaded_heap()
         log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
 
     tasks = [

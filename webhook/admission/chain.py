@@ -9,12 +9,12 @@ work over in-memory policies and cluster state: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import dataclasses
-import json
-
+from pydantic import BaseModel
 
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
@@ -137,7 +137,7 @@ class AdmissionChain:
         inp = self._input(request, obj, view)
         warnings: list[str] = []
         denials: list[Denial] = []
-        policies = [p for p in self.policies.current().policies if p.mutating_stage]
+        policies = self.policies.current().for_review(inp.rule_key, mutating=True)
         if not explain:
             _prepare(policies, inp, mutating=True)
         for policy in policies:
@@ -171,7 +171,7 @@ class AdmissionChain:
         denials: list[Denial] = []
         audit: dict[str, str] = {}
         inp = self._input(request, obj, view)
-        policies = self.policies.current().policies
+        policies = self.policies.current().for_review(inp.rule_key, mutating=False)
         if not explain:
             _prepare(policies, inp, mutating=False)
         for policy in policies:
@@ -242,8 +242,25 @@ class AdmissionChain:
 
 def request_view(request: AdmissionRequest) -> dict[str, Any]:
     """The request as policies read it (``request``): without the objects, which they read
-    as ``object`` and ``oldObject``."""
-    return request.model_dump(exclude={"object", "oldObject"})
+    as ``object`` and ``oldObject``.
+
+    What ``model_dump(exclude={"object", "oldObject"})`` gives (fields in order, then the
+    extra ones), in less time, sharing the request's lists and maps instead of copying
+    them: policies only read the view."""
+    view = _fields(request)
+    del view["object"], view["oldObject"]
+    for name in _NESTED_MODELS:
+        if view[name] is not None:
+            view[name] = _fields(view[name])
+    return view
+
+
+_NESTED_MODELS = ("kind", "resource", "requestKind", "requestResource", "userInfo")
+
+
+def _fields(model: BaseModel) -> dict[str, Any]:
+    extra = model.__pydantic_extra__
+    return {**model.__dict__, **extra} if extra else dict(model.__dict__)
 
 
 def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:

@@ -11,7 +11,7 @@ import datetime
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cel_expr_python import cel
@@ -27,6 +27,7 @@ from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library import LibraryError
+from webhook.cel.native import NativeProgram, NotNative, compile_native
 from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, _children, optimize, select_overload
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
@@ -208,7 +209,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads")
+                 "_env", "reads", "native")
 
     def __init__(
         self,
@@ -222,6 +223,7 @@ class CelExprProgram:
         fallback: cel.Expression | None = None,
         env: cel.Env | None = None,
         reads: frozenset[str] = frozenset(),
+        native: NativeProgram | None = None,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -233,18 +235,31 @@ class CelExprProgram:
         self._measure = cost.needs_measure
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
+        self.native = native  # the same program as Python closures, when it fits (``native``)
 
     @property
     def hoisted_calls(self) -> int:
         """Library calls on selected data computed in Python before each evaluation (``Hoist``)."""
         return len(self._hoists)
 
-    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
+                 accept: Callable[[Any], bool] | None = None) -> Any:
+        """The program's value on ``activation``. ``accept``: the caller's test of the common
+        answer (all rules true); the native closures answer first, and when their value
+        passes it, it is the answer without a call into cel-expr (see ``native``)."""
         shared = type(activation) is Bindings and self._env is not None
         if self._measure:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())
             if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
                 raise CelCostExceeded()
+        if accept is not None and self.native is not None:
+            try:
+                value = self.native(activation)
+            except NotNative:
+                pass
+            else:
+                if accept(value):
+                    return value
         program = self._program
         if self._hoists:
             if shared:  # the hidden variables differ per program: this one gets its own data
@@ -458,11 +473,12 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
+    native = None if plain.optional_root else compile_native(plain.checked.expr)
     hoisted = optimize(checked(), hoist=True)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
-            cost=shape(plain.checked.expr), env=runtime, reads=reads,
+            cost=shape(plain.checked.expr), env=runtime, reads=reads, native=native,
         )
     return CelExprProgram(
         expression,
@@ -474,6 +490,7 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         fallback=fallback,
         env=runtime,
         reads=reads,
+        native=native,
     )
 
 

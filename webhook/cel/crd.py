@@ -250,7 +250,7 @@ class NodeRules:
             batch = self._batch(rules)
             if batch is not None:
                 try:
-                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules))
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules), accept=_all_true)
                 except CelEvalError:
                     pass
                 else:
@@ -259,7 +259,7 @@ class NodeRules:
         results: list[Any] = []
         for rule in rules:
             try:
-                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT))
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true))
             except CelEvalError as err:
                 results.append(err)
         return results
@@ -522,6 +522,15 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     )
 
 
+def _is_true(value: Any) -> bool:
+    """A rule's common answer, which an engine's fast path may give (``Program.evaluate``)."""
+    return value is True
+
+
+def _all_true(values: Any) -> bool:
+    return type(values) is list and all(value is True for value in values)
+
+
 class _Uncompilable:
     """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
 
@@ -530,7 +539,7 @@ class _Uncompilable:
     def __init__(self, message: str) -> None:
         self.message = message
 
-    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None, accept: Any = None) -> Any:
         raise _CompileFailure(self.message)
 
 

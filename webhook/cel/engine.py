@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any, Protocol
 
@@ -28,11 +28,14 @@ class Program(Protocol):
 
     expression: str
 
-    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
+                 accept: Callable[[Any], bool] | None = None) -> Any:
         """Evaluate with plain Python values bound to the variables; plain values out.
 
         Raises ``CelEvalError`` (cel-go wording) or ``CelCostExceeded`` when the runtime
-        bound (``cost_limit``, default the apiserver's per-call limit) trips.
+        bound (``cost_limit``, default the apiserver's per-call limit) trips. ``accept``: the
+        caller's test of the answer it expects most (all rules true), which a backend may
+        check on a fast path of its own before its exact one; the value is the same.
         """
 
 

@@ -70,7 +70,8 @@ class Expression:
         self._refs = _references(source)
         self._needs = _needs(source)
 
-    def evaluate(self, activation: Mapping[str, Any]) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], accept: Callable[[Any], bool] | None = None) -> Any:
+        """``accept``: see ``Program.evaluate`` (the answer a fast path may give alone)."""
         # Only what the expression names crosses into CEL: converting every lookup and
         # variable for every expression would cost more than evaluating it.
         data: dict[str, Any] = {}
@@ -79,7 +80,8 @@ class Expression:
             if names is not None and isinstance(value, Mapping):
                 value = {n: value[n] for n in names if n in value}
             data[root] = value
-        return self.program.evaluate(data)  # the engine's default: the apiserver's per-call cost limit
+        # the engine's default cost limit: the apiserver's per-call one
+        return self.program.evaluate(data) if accept is None else self.program.evaluate(data, accept=accept)
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""
@@ -239,6 +241,11 @@ class CompiledPolicy:
                 return self.namespace_selector.matches(labels)
         return True
 
+    def may_apply(self, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
+        """Whether the policy has work in the stage and its rules match requests with this key
+        (what :meth:`matches` checks first, before the selectors)."""
+        return self._stages[mutating] and self._rules_match(*rule_key)
+
     def _rules_match(self, group: str, kind: str, operation: Any, sub: str) -> bool:
         return any(("*" in rule.apiGroups or group in rule.apiGroups)
                    and ("*" in rule.kinds or kind in rule.kinds)
@@ -269,7 +276,7 @@ class CompiledPolicy:
             for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
                 activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
-                value = self._eval(expr, activation, f"matchConditions.{name}", trace)
+                value = self._eval(expr, activation, f"matchConditions.{name}", trace, _is_bool)
                 if value is not True:
                     return None
             for name, expr in self.variables:
@@ -453,11 +460,13 @@ class CompiledPolicy:
         prepared = self._prepared(inp)
         if prepared is None:
             return None
+        accept = None if mutating else self._passes  # a mutation's patches are taken from cel-expr alone
         try:
             if self._shares():
-                results = batch.program.evaluate(inp.scope.bindings(self._engine or get_engine(), batch.program.reads))
+                bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
+                results = batch.program.evaluate(bindings, accept=accept)
             else:
-                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)})
+                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
         except CelError:
             return None
         if not isinstance(results, list):
@@ -475,6 +484,22 @@ class CompiledPolicy:
         for (key, _), value in zip(self.audit_annotations, results[judged:]):
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        return True
+
+    def _passes(self, results: Any) -> bool:
+        """The validating batch's common answers: a matchCondition not true (``[]``), or every
+        validation and warning true and every audit annotation a string or null
+        (``Program.evaluate``'s ``accept``)."""
+        judged = len(self.validations) + len(self.warnings)
+        if type(results) is not list:
+            return False
+        if not results:
+            return True
+        if len(results) != judged + len(self.audit_annotations):
+            return False
+        for i, value in enumerate(results):
+            if value is not True if i < judged else (value is not None and type(value) is not str):
+                return False
         return True
 
     def _apply_batched_mutations(self, values: list[Any], activation: dict[str, Any], verdict: Verdict) -> bool | None:
@@ -512,9 +537,11 @@ class CompiledPolicy:
             except CelError:
                 patches = None
 
-    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
+    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace,
+              accept: Callable[[Any], bool] | None = None) -> Any:
+        """``accept``: the answers a fast path may give alone (see ``Program.evaluate``)."""
         try:
-            value = expr.evaluate(activation)
+            value = expr.evaluate(activation, accept)
         except CelError as exc:
             if trace:
                 trace(Trace(self.name, rule, expr.source, expr.seen(activation), f"error: {exc}"))
@@ -581,7 +608,7 @@ class CompiledPolicy:
     def _validate(self, activation, verdict: Verdict, trace) -> None:
         for i, (rule, expr, message_expr) in enumerate(self.validations):
             where = f"validations[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             message = self._message(rule, message_expr, activation,
                                     f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
@@ -590,13 +617,13 @@ class CompiledPolicy:
             verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             verdict.warnings.append(self._message(rule, message_expr, activation,
                                                   f"failed expression: {expr.source.strip()}", trace,
                                                   f"{where}.messageExpression"))
         for key, expr in self.audit_annotations:
-            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace)
+            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
 
@@ -614,6 +641,18 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+def _is_true(value: Any) -> bool:
+    return value is True
+
+
+def _is_bool(value: Any) -> bool:
+    return value is True or value is False
+
+
+def _is_text(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 def _reads_only_state(exprs: Any) -> bool:

@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.compiled import PolicyInput
@@ -46,6 +46,9 @@ class PolicySet:
     policies: tuple[Policy, ...] = ()
     source: str = ""
     generation: int = 0
+    # (rule key, mutating) -> the policies that may apply (``for_review``)
+    _candidates: dict[tuple[Any, bool], tuple[Policy, ...]] = field(default_factory=dict, init=False,
+                                                                    repr=False, compare=False)
 
     @classmethod
     def load(cls, directory: str | Path, *, builtin: bool = True) -> "PolicySet":
@@ -56,6 +59,20 @@ class PolicySet:
     def current(self) -> "PolicySet":
         return self
 
+    def for_review(self, rule_key: tuple[str, str, Any, str], *, mutating: bool) -> tuple[Policy, ...]:
+        """The policies, in order, that may apply to a request whose rules key is
+        ``rule_key`` (``PolicyInput.rule_key``) in the mutating or validating webhook: a
+        policy without work in that stage, or whose rules do not match, is left out (each
+        still checks its selectors and matchConditions). Kept per set: a review does not
+        walk every policy twice to find the two that apply."""
+        key = (rule_key, mutating)
+        found = self._candidates.get(key)
+        if found is None:
+            if len(self._candidates) >= _CANDIDATE_KEYS:  # requests name any kind they like: keep it bounded
+                self._candidates.clear()
+            found = self._candidates[key] = tuple(p for p in self.policies if _may_apply(p, rule_key, mutating))
+        return found
+
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.policies]
@@ -63,6 +80,18 @@ class PolicySet:
 
 class PolicySetProvider(Protocol):
     def current(self) -> PolicySet: ...
+
+
+_CANDIDATE_KEYS = 1024
+
+
+def _may_apply(policy: Policy, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
+    """Whether ``policy`` has work in the stage and its rules match (a policy written in
+    Python says so itself, in ``evaluate``)."""
+    if mutating and not policy.mutating_stage:
+        return False
+    rules_match = getattr(policy, "may_apply", None)
+    return rules_match is None or rules_match(rule_key, mutating)
 
 
 def _refuse_emptied(in_force: PolicySet) -> None:

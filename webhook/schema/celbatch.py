@@ -89,9 +89,15 @@ class BatchPlan:
             if charged is None:
                 return None
             activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-            return charged if self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT) is True else None
+            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true) is True
+            return charged if holds else None
         except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None
+
+
+def _is_true(value: Any) -> bool:
+    """The answer an engine's fast path may give alone (``Program.evaluate``'s ``accept``)."""
+    return value is True
 
 
 def _valid(site: _Site, value: Any) -> bool:
