@@ -27,7 +27,7 @@ from webhook.cel.celpy_values import (
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
-from webhook.cel.values import parse_duration, parse_timestamp
+from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_timestamp
 
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES}  # "net.IP" -> the class type() returns
 
@@ -283,10 +283,6 @@ def _conversion_error(name: str) -> CELEvalError:
     return error(f"type conversion error from 'string' to '{name}'")
 
 
-# strconv.ParseInt(s, 10, 64) / ParseUint: ASCII digits, a sign for signed numbers only
-_GO_INT = {"int": re.compile(r"[+-]?[0-9]+"), "uint": re.compile(r"[0-9]+")}
-
-
 def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], Any]:
     """``int(x)``/``uint(x)`` as cel-go converts: from numbers (doubles truncated, in range),
     decimal strings as Go's strconv reads them, timestamps (int: Unix seconds) and, as the
@@ -295,10 +291,8 @@ def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], An
 
     def convert(value: Any) -> Any:
         if isinstance(value, celtypes.StringType):
-            text = str(value)
-            if not _GO_INT[name].fullmatch(text) or not low <= int(text) <= high:
-                return _conversion_error(name)
-            return kind(int(text))
+            number_value = go_parse_int(str(value), signed=kind is celtypes.IntType)
+            return _conversion_error(name) if number_value is None else kind(number_value)
         if isinstance(value, celtypes.TimestampType) and kind is celtypes.IntType:
             return kind(math.floor(value.timestamp()))
         if isinstance(value, celtypes.DoubleType):
@@ -312,31 +306,6 @@ def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], An
         return error(NO_SUCH_OVERLOAD)
 
     return convert
-
-
-_GO_DECIMAL_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_GO_HEX_FLOAT = re.compile(r"([+-]?)0[xX]((?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)")
-_GO_FLOAT_SPECIALS = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf,
-                      "+infinity": math.inf, "-infinity": -math.inf, "nan": math.nan}
-
-
-def go_parse_float(text: str) -> float | None:
-    """strconv.ParseFloat(s, 64), None where Go returns an error: no surrounding space, hex
-    floats need an exponent, a finite number too large for a double is out of range."""
-    special = _GO_FLOAT_SPECIALS.get(text.lower())
-    if special is not None:
-        return special
-    hexadecimal = _GO_HEX_FLOAT.fullmatch(text)
-    if hexadecimal:
-        try:
-            number = float.fromhex(hexadecimal[1] + "0x" + hexadecimal[2])
-        except OverflowError:
-            return None
-    elif _GO_DECIMAL_FLOAT.fullmatch(text):
-        number = float(text)
-    else:
-        return None
-    return None if math.isinf(number) else number
 
 
 def _to_double(value: Any) -> Any:

@@ -36,6 +36,7 @@ from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
+from webhook.cel.values import go_parse_float, go_parse_int
 from webhook.validation.strfmt import parse_go_duration
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
@@ -44,7 +45,7 @@ RANGE_LIMIT = 1_000_000  # Kubernetes' per-call cost limit
 _OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
 _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
 # functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``
-SIGNED_DISPATCH = frozenset(_NATIVE_LISTS | {"charAt", "substring"})
+SIGNED_DISPATCH = frozenset(_NATIVE_LISTS - {"sum"} | {"charAt", "substring"})
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
 _GO_DURATION_MAX = 2**63 - 1  # nanoseconds: Go's time.Duration
 # conversions cel-cpp declares and cel-go does not
@@ -441,6 +442,10 @@ class Optimizer:
         runtime, cel-go's dispatch error (a map would otherwise be iterated by its keys)."""
         if self.type_of(args[0]).startswith("list("):
             return self.native_list_body(function, args)
+        if function == "sum":
+            # ``+ []`` fails on anything but a list ("no such overload"); unlike a type() test
+            # it keeps the program on the native fast path, which sums lists only
+            return self.native_list_body(function, [self.op("_+_", args[0], self.list_of())])
         return self.bind("@recv", args[0], lambda receiver: self.cond(
             self.op("_==_", self.call("type", receiver()), self.ident("list")),
             self.native_list_body(function, [receiver(), *args[1:]]),
@@ -676,8 +681,21 @@ class Optimizer:
     def go_number_syntax(self, node: Any) -> Any:
         """``int``/``uint``/``double`` of a string parse as Go's strconv does in cel-go; cel-cpp's
         parsers also take surrounding whitespace, ``uint('+1')``, a hex double without an
-        exponent (``'0x10'``) and an out-of-range double as infinity."""
+        exponent (``'0x10'``) and an out-of-range double as infinity.
+
+        A constant is parsed here; a string Go refuses becomes one cel-cpp refuses too. ``int()``
+        of a computed string is left as it is: the guard would take its programs off the native
+        fast path (``native``), which reads strings as Go does and leaves the rest to cel-expr."""
         function = node.call_expr.function
+        argument = node.call_expr.args[0]
+        if _is_string_const(argument):
+            text = argument.const_expr.string_value
+            parsed = go_parse_float(text) if function == "double" else go_parse_int(text, signed=function == "int")
+            if parsed is None:
+                argument.const_expr.string_value = ""
+            return node
+        if function == "int":
+            return node
         failed = self.call(FAIL_FUNCTION, self.const(f"type conversion error from 'string' to '{function}'"))
 
         def parse(text: Callable[[], Any]) -> Any:
