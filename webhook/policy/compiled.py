@@ -414,6 +414,7 @@ class CompiledPolicy:
         except CelError:
             return None
         self._state_values = (inputs, activation["variables"])
+        remember_stable(activation["variables"])  # the same values until those objects change
         return activation["variables"]
 
     def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -581,6 +582,8 @@ class CompiledPolicy:
             source = next((o for o in state.list(ref.apiVersion, ref.kind)
                            if (o.get("metadata") or {}).get("name") == ref.name), None)
         if source is None or not ref.dataKey:
+            if source is not None:
+                remember_stable(source)
             return source
         cached = self._params_cache
         if cached is not None and cached[0] is source:  # stored objects are never mutated in place
@@ -591,6 +594,8 @@ class CompiledPolicy:
         except yaml.YAMLError:
             parsed = None  # an unreadable config is an unknown config
         self._params_cache = (source, parsed)
+        if isinstance(parsed, dict):
+            remember_stable(parsed)  # kept per source and never mutated: sized once for the cost bound
         return parsed
 
     def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace, where: str) -> str:
