@@ -54,18 +54,27 @@ def select(operand: Any, field: str) -> Any:
     if isinstance(operand, celtypes.MapType):
         key = celtypes.StringType(field)
         return operand[key] if key in operand else error(f"no such key: {field}")
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return error(f"no such key: {field}")  # cel-go qualifies any other value as a missing key
+
+
+# cel-go's attribute qualification of a list by a field name (types.IndexOrError)
+_STRING_INDEX = "unsupported index type 'string' in list"
 
 
 def has(operand: Any, field: str) -> Any:
-    """``has(operand.field)``: whether a map has the key; an error for anything else."""
+    """``has(operand.field)`` as cel-go tests presence: a map's key; a list fails on the field
+    name as an index; any other value has no fields."""
     if isinstance(operand, CELEvalError):
         return operand
     if isinstance(operand, OptionalValue):
         return has(to_cel(operand.value), field) if operand.has_value else celtypes.BoolType(False)
     if isinstance(operand, celtypes.MapType):
         return celtypes.BoolType(celtypes.StringType(field) in operand)
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return celtypes.BoolType(False)
 
 
 def index(operand: Any, key: Any) -> Any:
@@ -105,7 +114,9 @@ def opt_select(operand: Any, field: Any) -> Any:
         return opt_select(to_cel(operand.value), field) if operand.has_value else NONE
     if isinstance(operand, celtypes.MapType):
         return OptionalValue.of(to_python(operand[field])) if field in operand else NONE
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return NONE  # presence, as has(): any other value has no fields
 
 
 def opt_index(operand: Any, key: Any) -> Any:
