@@ -68,10 +68,6 @@ def _compile(source: str, variables=("self",)) -> CelExprProgram:
     return program
 
 
-def _native(source: str, **activation):
-    return _compile(source, activation or ("self",)).native(activation)
-
-
 # --- every evaluation of the real workloads --------------------------------------------------
 
 

@@ -269,9 +269,9 @@ class CelExprProgram:
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
                  accept: Callable[[Any], bool] | None = None) -> Any:
-        """The program's value on ``activation``. ``accept``: the caller's test of the common
-        answer (all rules true); the native closures answer first, and when their value
-        passes it, it is the answer without a call into cel-expr (see ``native``)."""
+        """The program's value on ``activation``. ``accept``: the answers the caller can use
+        without cel-expr's exact errors and messages (all rules true, a patch); the native
+        program answers first, and a value it passes is the answer (see ``native``)."""
         shared = type(activation) is Bindings and self._env is not None
         if self._measure:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())

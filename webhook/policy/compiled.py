@@ -461,7 +461,7 @@ class CompiledPolicy:
         prepared = self._prepared(inp)
         if prepared is None:
             return None
-        accept = None if mutating else self._passes  # a mutation's patches are taken from cel-expr alone
+        accept = _is_list if mutating else self._passes  # patches are used as they are
         try:
             if self._shares():
                 bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
@@ -534,7 +534,7 @@ class CompiledPolicy:
                 return
             rest = self._rest_of_mutations(start)
             try:
-                patches = rest.evaluate(activation) if rest is not None else None
+                patches = rest.evaluate(activation, _is_list) if rest is not None else None
             except CelError:
                 patches = None
 
@@ -635,7 +635,7 @@ class CompiledPolicy:
     def _mutate(self, activation, verdict: Verdict, trace, start: int = 0) -> None:
         for i, (patch_type, expr) in enumerate(self.mutations[start:], start):
             where = f"mutations[{i}]"
-            patch = self._eval(expr, activation, where, trace)
+            patch = self._eval(expr, activation, where, trace, _any)
             activation["object"] = self._apply(patch_type, patch, activation["object"], where)  # later mutations see it
         verdict.object = activation["object"]
 
@@ -703,3 +703,11 @@ def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
 
 def _selector(selector: LabelSelector | None) -> Selector:
     return from_label_selector(selector.model_dump() if selector is not None else None)
+
+
+def _is_list(value: Any) -> bool:
+    return type(value) is list
+
+
+def _any(value: Any) -> bool:
+    return True
