@@ -122,14 +122,21 @@ _CEL_CPP_SELECT = pytest.mark.xfail(strict=True, reason=(
     ("has(self.foo)", 1, ("value", False)),
     ("has(self.foo)", [1], ("error", "unsupported index type 'string' in list")),
     ("self.?foo.orValue(2)", None, ("value", 2)),
+    ("self[1]", "ab", ("error", "no such key: 1")),  # cel-cpp: "Invalid container type: 'string'"
 ])
-def test_selecting_a_field_of_another_value(engine_name, expression, value, expected):
+def test_selecting_from_another_value(engine_name, expression, value, expected):
     engine = get_engine(engine_name)
     try:
         got = ("value", evaluate(engine, expression, self=value))
     except CelEvalError as err:
         got = ("error", str(err))
     assert got == expected
+
+
+@pytest.mark.parametrize("key, message", [("'k'", "unsupported index type 'string' in list"),
+                                          ("true", "unsupported index type 'bool' in list")])
+def test_a_list_indexed_by_another_type(engine, key, message):
+    assert error_of(engine, f"self[{key}]", self=[1]) == message
 
 
 def test_types_are_values_with_their_qualified_names(engine):

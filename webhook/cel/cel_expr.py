@@ -59,12 +59,16 @@ def clean_message(message: str) -> str:
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+    list_index = _LIST_INDEX.match(message)
+    if list_index:  # cel-go: types.IndexOrError (a fractional double names its value: not known here)
+        return f"unsupported index type '{_CPP_KINDS.get(list_index[1], list_index[1])}' in list"
     for pattern, replacement in _EVAL_WORDING:
         if pattern.match(message):
             return pattern.sub(replacement, message)
     return message
 
 
+_LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
 # a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
 _LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")
 _CPP_KINDS = {"int64": "int", "uint64": "uint", "duration": "google.protobuf.Duration",

@@ -23,6 +23,7 @@ from celpy.evaluation import CELEvalError, NameContainer
 from webhook.cel.celpy_rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
 from webhook.cel.celpy_values import (
     NO_SUCH_OVERLOAD, Namespace, equal, error, go_value, is_bool, is_number, map_key, number, to_cel, to_python,
+    type_name,
 )
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
@@ -89,15 +90,17 @@ def index(operand: Any, key: Any) -> Any:
         return value if isinstance(value, CELEvalError) else OptionalValue.of(to_python(value))
     if isinstance(operand, celtypes.ListType):
         position = _list_index(key)
-        if position is None:
-            return error(NO_SUCH_OVERLOAD)
+        if position is None:  # cel-go's types.IndexOrError
+            if isinstance(key, celtypes.DoubleType):
+                return error(f"unsupported index value {float(key)!r} in list")
+            return error(f"unsupported index type '{type_name(key)}' in list")
         if not 0 <= position < len(operand):
             return error(f"index out of bounds: {position}")
         return operand[position]
     if isinstance(operand, celtypes.MapType):
         found = map_key(operand, key)
         return operand[found] if found is not None else error(f"no such key: {go_value(key)}")
-    return error(NO_SUCH_OVERLOAD)
+    return error(f"no such key: {go_value(key)}")  # cel-go qualifies any other value as a missing key
 
 
 def _list_index(key: Any) -> int | None:
