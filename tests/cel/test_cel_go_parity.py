@@ -264,3 +264,11 @@ def test_a_constant_find_pattern_that_does_not_compile_rejects_the_crd():
     with pytest.raises(CrdRuleError) as caught:
         _rules("self.s.find(')') == ''", {"s": {"type": "string"}})
     assert caught.value.issues[0].detail == "program instantiation failed: error parsing regexp: unexpected ): `)`"
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}, "x-kubernetes-validations": [
+        {"rule": "self.s != ''", "messageExpression": "self.s.find('[')"}]}
+    with pytest.raises(CrdRuleError) as caught:
+        compile_schema_rules(schema, is_root=False, path="")
+    issue = caught.value.issues[0]
+    assert (issue.field, issue.detail) == ("x-kubernetes-validations[0].messageExpression",
+                                           "messageExpression instantiation failed: error parsing regexp: "
+                                           "missing closing ]: `[`")

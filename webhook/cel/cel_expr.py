@@ -149,11 +149,11 @@ def _wrong_arity(expression: str, report: str) -> str:
         return report
     try:
         expr = parse(expression)
-    except CelSyntaxError:
+        variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
+                     and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
+        checked = check(expr, variables, {}, validate_literals=False)
+    except (CelSyntaxError, RecursionError):
         return report
-    variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
-                 and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
-    checked = check(expr, variables, {}, validate_literals=False)
     errors = {location(expression, offset): message for offset, message in checked.errors}
     entries = []
     for entry in re.split(r"\n(?=ERROR: )", report):
