@@ -64,6 +64,18 @@ def test_compile_errors_read_as_cel_go(engine, expression, report):
 
 
 @pytest.mark.parametrize("literal, valid", [
+    ("2000-01-01T00:00:00,5Z", True), ("2000-01-01t00:00:00z", False), ("0000-01-01T00:00:00Z", False),
+    ("9999-12-31T23:59:59-01:00", False),  # past year 9999 in UTC
+])
+def test_timestamp_literals_are_checked_by_gos_parser(engine, literal, valid):
+    expression = f"timestamp('{literal}') > timestamp(0)"
+    if valid:
+        assert evaluate(engine, expression) is True
+    else:
+        assert "invalid timestamp argument" in compile_error_of(engine, expression)
+
+
+@pytest.mark.parametrize("literal, valid", [
     ("+1s", True), ("1μs", True), ("1µs", True), ("2562047h47m16.854775807s", True),  # Go accepts
     ("2562047h47m16.854775808s", False), ("3000000h", False), ("1", False),        # beyond Go's int64 ns
 ])
@@ -186,6 +198,8 @@ def test_the_zero_timestamp_is_gos_zero_time(engine):
     ("double(self)", "1e-400", 0.0),
     ("duration(self)", "1µs", datetime.timedelta(microseconds=1)),
     ("duration(self)", "+1.5h", datetime.timedelta(hours=1.5)),
+    ("timestamp(self)", "2000-01-01T00:00:00,5+01:00",  # Go takes a comma before the fraction
+     datetime.datetime(1999, 12, 31, 23, 0, 0, 500000, tzinfo=datetime.timezone.utc)),
 ])
 def test_strings_convert_as_go_parses_them(engine, expression, text, expected):
     assert evaluate(engine, expression, self=text) == expected
@@ -203,6 +217,10 @@ def test_strings_convert_as_go_parses_them(engine, expression, text, expected):
     ("bool(self)", "yes", "bool"),
     ("duration(self)", "3000000h", "google.protobuf.Duration"),  # beyond time.Duration
     ("timestamp(self)", "2000-01-01", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01t00:00:00z", "google.protobuf.Timestamp"),  # time.Parse(time.RFC3339, s)
+    ("timestamp(self)", "2000-01-01T00:00:00+0100", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01T23:59:60Z", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01 00:00:00Z", "google.protobuf.Timestamp"),
 ])
 def test_unparsable_strings_are_cel_gos_conversion_error(engine, expression, text, target):
     assert error_of(engine, expression, self=text) == f"type conversion error from 'string' to '{target}'"
@@ -225,6 +243,7 @@ def test_int_of_a_computed_padded_string(engine_name):
 
 
 @pytest.mark.parametrize("expression, value, message", [
+    ("timestamp(self)", "0000-01-01T00:00:00Z", "timestamp overflow"),
     ("int(self)", 1e30, "integer overflow"),
     ("int(self)", 2**64 - 1, "integer overflow"),  # a uint
     ("uint(self)", -1, "unsigned integer overflow"),

@@ -28,7 +28,7 @@ from webhook.cel.celpy_values import (
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
-from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_timestamp
+from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {
@@ -379,7 +379,7 @@ def builtins() -> dict[str, Callable[..., Any]]:
         "size": _size,
         **{name: _string_method(base[name]) for name in ("contains", "startsWith", "endsWith")},
         "duration": _conversion(base["duration"], parse_duration, "google.protobuf.Duration"),
-        "timestamp": _conversion(base["timestamp"], parse_timestamp, "google.protobuf.Timestamp"),
+        "timestamp": _conversion(base["timestamp"], parse_rfc3339, "google.protobuf.Timestamp"),
     }
 
 
@@ -401,7 +401,9 @@ def _conversion(base: Callable[[Any], Any], parse: Callable[[str], Any], type_na
             return base(value) if isinstance(value, kind) else error(NO_SUCH_OVERLOAD)
         try:
             parsed = parse(str(value))
-        except (ValueError, OverflowError):
+        except OverflowError:
+            return error("timestamp overflow")
+        except ValueError:
             parsed = None
         return _conversion_error(type_name) if parsed is None else to_cel(parsed)
 
