@@ -15,7 +15,7 @@ example cluster state and the shipped policies, after a warm-up, in one run:
 Times are this thread's CPU time (``time.thread_time``): on a shared machine, wall time
 measures the neighbours (``--wall`` for wall time).
 
-Usage: python bench/admission_chain.py [--rounds N] [--wall]
+Usage: python bench/admission_chain.py [--rounds N] [--wall] [--without-native]
 """
 
 from __future__ import annotations
@@ -44,7 +44,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
+    parser.add_argument("--without-native", action="store_true",
+                        help="every CEL program on cel-expr alone (no native fast path): the before of an A/B")
     args = parser.parse_args()
+    if args.without_native:
+        import webhook.cel.cel_expr as cel_expr
+        cel_expr.compile_native = lambda expr: None
     clock = time.perf_counter if args.wall else time.thread_time
     registry = CRDRegistry.shipped()
     policies, state = PolicySet.load(resources.policies_dir()), FileState(resources.examples_dir())

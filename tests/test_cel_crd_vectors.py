@@ -72,7 +72,10 @@ def replay(vector: dict) -> None:
 
 def _replay(vector: dict) -> None:
     schema = dict(vector["schema"])
-    schema["x-kubernetes-validations"] = [{"rule": vector["expression"]}]
+    rule = {"rule": vector["expression"]}
+    if "\n" in rule["rule"]:  # a CRD requires a message for a rule with line breaks
+        rule["message"] = "failed"
+    schema["x-kubernetes-validations"] = [rule]
     expect = vector["expect"]
     variables = vector.get("variables") or {}
     if "compile_error_contains" in expect:
@@ -113,6 +116,30 @@ def test_crd_values(vector: dict) -> None:
 @pytest.mark.parametrize("vector", _library("escaping", crd=True), ids=_ids(_library("escaping", crd=True)))
 def test_escaping_in_rules(vector: dict) -> None:
     replay(vector)
+
+
+def _library_rule_vectors() -> list[dict]:
+    """The library vectors Kubernetes ran as CRD rules (TestValidationExpressions), with the
+    Kubernetes 1.36 answer their upstream one (``tests/cel`` replays them on the engines alone)."""
+    return [v for v in _vectors() if "schema" in v and v["library"] not in ("crd_values", "escaping", "cost")
+            and v["k8s_1_36"] == "same"]
+
+
+# ext_lists-0037: the runtime cost is charged from the estimate (see RUNTIME_COST_GAPS), and
+# slice(3, 0)'s estimated size underflows, so the budget runs out before slice() reports.
+LIBRARY_RULE_GAPS = frozenset({"ext_lists-0037"})
+
+
+@pytest.mark.parametrize("vector", _library_rule_vectors(), ids=_ids(_library_rule_vectors()))
+def test_library_vectors_as_crd_rules(vector: dict) -> None:
+    """What the engine-only replay cannot see: the schema's types (``[].sum()`` of a duration
+    list), the CRD-creation checks and the field errors, as Kubernetes' own test observed them."""
+    if vector["id"] not in LIBRARY_RULE_GAPS:
+        _replay(vector)
+        return
+    with pytest.raises((AssertionError, pytest.fail.Exception)):
+        _replay(vector)
+    pytest.xfail("known gap")
 
 
 @pytest.mark.parametrize("vector", _library("escaping", crd=False), ids=_ids(_library("escaping", crd=False)))

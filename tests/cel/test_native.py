@@ -68,10 +68,6 @@ def _compile(source: str, variables=("self",)) -> CelExprProgram:
     return program
 
 
-def _native(source: str, **activation):
-    return _compile(source, activation or ("self",)).native(activation)
-
-
 # --- every evaluation of the real workloads --------------------------------------------------
 
 
@@ -242,6 +238,15 @@ def test_values_outside_plain_json_are_left_to_cel_expr():
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     with pytest.raises(NotNative):
         program.native({"self": {"a": now, "b": now}})
+
+
+def test_values_nested_past_the_stack_are_left_to_cel_expr():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    for source in ("self.a", "self.a == self.b"):
+        with pytest.raises(NotNative):
+            _compile(source).native({"self": {"a": deep, "b": deep}})
 
 
 def test_programs_outside_the_subset_have_no_native_form():

@@ -18,6 +18,10 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
+from webhook.cel.checker import check
+from webhook.cel.declarations import TYPE_IDENTS, functions
+from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
+from webhook.cel.types import DYN
 from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
@@ -36,6 +40,16 @@ _EVAL_WORDING = [
     (re.compile(r"^No matching overloads found : .*"), "no such overload"),
     (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
     (re.compile(r"^divide by zero$"), "division by zero"),
+    (re.compile(r"^flatten\(\): level must be non-negative$"), "level must be non-negative"),
+    # conversions (cel-go: strconv/time parsers, then types' overflow errors)
+    (re.compile(r"^cannot convert string to (int|uint|double)$"), r"type conversion error from 'string' to '\1'"),
+    (re.compile(r"^Type conversion error from '([^']*)' to '([^']*)'$"), r"type conversion error from '\1' to '\2'"),
+    (re.compile(r"^String to (Timestamp|Duration) conversion failed$"),
+     r"type conversion error from 'string' to 'google.protobuf.\1'"),
+    (re.compile(r'^Duration ".*" (?:above maximum|below minimum) allowed duration ".*"$'),
+     "type conversion error from 'string' to 'google.protobuf.Duration'"),
+    (re.compile(r"^(?:double|uint64) out of int64 range$"), "integer overflow"),
+    (re.compile(r"^(?:double|int64) out of uint64 range$"), "unsigned integer overflow"),
     (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
 ]
 
@@ -78,6 +92,7 @@ def cel_go_overload_errors(expression: str, report: str) -> str:
         return f"{match[1]}'{types[0]}.({', '.join(types[1:])})'"
 
     report = _NO_OVERLOAD.sub(member, report)
+    report = _wrong_arity(expression, report)
 
     def duplicate(match: re.Match[str]) -> str:
         line, column = int(match[2]), int(match[3])
@@ -90,6 +105,49 @@ def cel_go_overload_errors(expression: str, report: str) -> str:
         report = pattern.sub(replacement, report)
     return report
 
+
+_ENTRY = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$")
+_UNDECLARED = re.compile(r"undeclared reference to '([^']+)' \(in container ''\)")
+
+
+def _wrong_arity(expression: str, report: str) -> str:
+    """cel-cpp reports a call of a declared function with an arity it lacks as an undeclared
+    reference (of the function, or of a namespace: ``sets`` in ``sets.contains(x)``); cel-go as
+    no matching overload for the argument types, which cel-go's checker (``webhook.cel.checker``,
+    variables ``dyn`` as here) words. Runs only on a failed compile."""
+    undeclared = set(_UNDECLARED.findall(report))
+    if not undeclared & _CALLABLE:
+        return report
+    try:
+        expr = parse(expression)
+    except CelSyntaxError:
+        return report
+    variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
+                 and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
+    checked = check(expr, variables, {}, validate_literals=False)
+    errors = {location(expression, offset): message for offset, message in checked.errors}
+    entries = []
+    for entry in re.split(r"\n(?=ERROR: )", report):
+        match = _ENTRY.match(entry.split("\n", 1)[0])
+        if match is None:
+            entries.append(entry)
+            continue
+        position, message = (int(match[1]), int(match[2])), match[3]
+        name = _UNDECLARED.fullmatch(message)
+        ours = errors.get(position)
+        if name and name[1] in _NAMESPACES and ours is None:
+            continue  # cel-go resolves the namespaced function and reports only the call
+        wrong_call = name or (message.startswith("found no matching overload") and "*error*" in message)
+        if wrong_call and ours is not None and ours.startswith("found no matching overload"):
+            entry = entry.replace(message, ours, 1)
+        entries.append(entry)
+    return "\n".join(entries)
+
+
+# the first part of namespaced functions (``sets.contains``): not variables
+_NAMESPACES = frozenset(name.split(".")[0] for name in functions() if "." in name)
+# what cel-cpp may call undeclared in a call of a declared function
+_CALLABLE = frozenset(functions().keys() | _NAMESPACES | {name.rsplit(".", 1)[-1] for name in functions()})
 
 # cel-cpp's two-variable comprehension macro errors -> cel-go's wording
 _DUPLICATE_VARIABLE = re.compile(r"^(ERROR: <input>:(\d+):(\d+): )\w+\(\) second variable must be different from the first variable$", re.M)
@@ -186,9 +244,9 @@ class CelExprProgram:
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
                  accept: Callable[[Any], bool] | None = None) -> Any:
-        """The program's value on ``activation``. ``accept``: the caller's test of the common
-        answer (all rules true); the native closures answer first, and when their value
-        passes it, it is the answer without a call into cel-expr (see ``native``)."""
+        """The program's value on ``activation``. ``accept``: the answers the caller can use
+        without cel-expr's exact errors and messages (all rules true, a patch); the native
+        program answers first, and a value it passes is the answer (see ``native``)."""
         shared = type(activation) is Bindings and self._env is not None
         if self._measure:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())

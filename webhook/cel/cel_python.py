@@ -24,14 +24,18 @@ from celpy.evaluation import CELEvalError
 from webhook.cel.cel_expr import compile_typed
 from webhook.cel.celpy_eval import Budget, Evaluator
 from webhook.cel.celpy_operators import builtins, operators
-from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python
+from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
 from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
-from webhook.cel.optimize import select_overload
+from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
+
+
+# extension functions whose arguments after the receiver include ints (or strings, never bools)
+_INT_ARGUMENTS = frozenset({"charAt", "indexOf", "lastIndexOf", "replace", "split", "substring", "slice"})
 
 
 class Function:
@@ -64,9 +68,16 @@ class Function:
             except LibraryError as err:
                 return CELEvalError(str(err))
             except (TypeError, ValueError, IndexError, KeyError, AttributeError):
-                return CELEvalError(NO_SUCH_OVERLOAD)
+                return self._no_such_overload(args)
         if self.builtin is not None:
             return self.builtin(*args)
+        return self._no_such_overload(args)
+
+    def _no_such_overload(self, args: tuple[Any, ...]) -> CELEvalError:
+        """As the default engine words a failed dispatch (cel-go's ``no such overload: f(types)``
+        where it can tell the runtime types, ``optimize.no_such_overload``)."""
+        if self.name in SIGNED_DISPATCH:
+            return CELEvalError(f"{NO_SUCH_OVERLOAD}: {self.name}({', '.join(map(type_name, args))})")
         return CELEvalError(NO_SUCH_OVERLOAD)
 
     def _takes(self, values: list[Any]) -> bool:
@@ -74,6 +85,8 @@ class Function:
         if not values:
             return True
         first = values[0]
+        if self.name in _INT_ARGUMENTS and any(isinstance(v, bool) for v in values[1:]):
+            return False  # a bool is no int to CEL
         return isinstance(first, self.receiver) and not (self.receiver is int and isinstance(first, bool))
 
     # the name of a conversion is also the type (``type(x) == string``)

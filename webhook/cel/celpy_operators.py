@@ -7,6 +7,7 @@ nor wraps, ``||``/``&&``/``!`` over errors, and Go's duration parser.
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import math
 import operator
@@ -26,7 +27,7 @@ from webhook.cel.celpy_values import (
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
-from webhook.cel.values import parse_duration, parse_timestamp
+from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_timestamp
 
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES}  # "net.IP" -> the class type() returns
 
@@ -278,26 +279,29 @@ def _to_string(value: Any) -> Any:
     return error(NO_SUCH_OVERLOAD)
 
 
+def _conversion_error(name: str) -> CELEvalError:
+    return error(f"type conversion error from 'string' to '{name}'")
+
+
 def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], Any]:
-    """``int(x)``/``uint(x)``: from numbers (doubles truncated, in range), decimal strings,
-    timestamps (int: Unix seconds) and, as the default engine allows, bools."""
+    """``int(x)``/``uint(x)`` as cel-go converts: from numbers (doubles truncated, in range),
+    decimal strings as Go's strconv reads them, timestamps (int: Unix seconds) and, as the
+    default engine allows, bools."""
+    overflow = "integer overflow" if kind is celtypes.IntType else "unsigned integer overflow"
 
     def convert(value: Any) -> Any:
         if isinstance(value, celtypes.StringType):
-            text = str(value)
-            if not re.fullmatch(r"[+-]?\d+", text):
-                return error(f"cannot convert string to {name}")
-            number_value = int(text)
-            return kind(number_value) if low <= number_value <= high else error(f"cannot convert string to {name}")
+            number_value = go_parse_int(str(value), signed=kind is celtypes.IntType)
+            return _conversion_error(name) if number_value is None else kind(number_value)
         if isinstance(value, celtypes.TimestampType) and kind is celtypes.IntType:
             return kind(math.floor(value.timestamp()))
         if isinstance(value, celtypes.DoubleType):
             if math.isnan(value) or not low - 1 < float(value) < high + 1:
-                return error(f"double out of {'int64' if kind is celtypes.IntType else 'uint64'} range")
+                return error(overflow)
             return kind(int(float(value)))
         if is_number(value) or isinstance(value, celtypes.BoolType):
             if not low <= int(value) <= high:
-                return error("int64 out of uint64 range" if kind is celtypes.UintType else "uint64 out of int64 range")
+                return error(overflow)
             return kind(int(value))
         return error(NO_SUCH_OVERLOAD)
 
@@ -306,10 +310,8 @@ def _to_number(kind: type, low: int, high: int, name: str) -> Callable[[Any], An
 
 def _to_double(value: Any) -> Any:
     if isinstance(value, celtypes.StringType):
-        try:
-            return celtypes.DoubleType(float(str(value)))
-        except ValueError:
-            return error("cannot convert string to double")
+        number = go_parse_float(str(value))
+        return _conversion_error("double") if number is None else celtypes.DoubleType(number)
     return celtypes.DoubleType(float(value)) if is_number(value) else error(NO_SUCH_OVERLOAD)
 
 
@@ -322,7 +324,7 @@ def _to_bool(value: Any) -> Any:
         return value
     if isinstance(value, celtypes.StringType) and str(value) in _BOOL_STRINGS:
         return celtypes.BoolType(_BOOL_STRINGS[str(value)])
-    return error("Type conversion error from 'string' to 'bool'" if isinstance(value, str) else NO_SUCH_OVERLOAD)
+    return _conversion_error("bool") if isinstance(value, str) else error(NO_SUCH_OVERLOAD)
 
 
 def _size(value: Any) -> Any:
@@ -355,22 +357,32 @@ def builtins() -> dict[str, Callable[..., Any]]:
         "bool": _to_bool,
         "size": _size,
         **{name: _string_method(base[name]) for name in ("contains", "startsWith", "endsWith")},
-        "duration": _conversion(base["duration"], parse_duration, "String to Duration conversion failed"),
-        "timestamp": _conversion(base["timestamp"], parse_timestamp, "String to Timestamp conversion failed"),
+        "duration": _conversion(base["duration"], parse_duration, "google.protobuf.Duration"),
+        "timestamp": _conversion(base["timestamp"], parse_timestamp, "google.protobuf.Timestamp"),
     }
 
 
-def _conversion(base: Callable[[Any], Any], parse: Callable[[str], Any], message: str) -> Callable[[Any], Any]:
-    """celpy's ``duration``/``timestamp`` with Go's parser for strings and cel-expr's message."""
+# cel-go's timestamp range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, in Unix seconds
+_UNIX_SECONDS = range(-62_135_596_800, 253_402_300_800)
+
+
+def _conversion(base: Callable[[Any], Any], parse: Callable[[str], Any], type_name: str) -> Callable[[Any], Any]:
+    """celpy's ``duration``/``timestamp`` with Go's parser for strings and cel-go's message;
+    ``timestamp(int)`` is Unix seconds."""
 
     def convert(value: Any) -> Any:
+        if isinstance(value, celtypes.IntType) and type_name == "google.protobuf.Timestamp":
+            if int(value) not in _UNIX_SECONDS:
+                return error("timestamp overflow")
+            return to_cel(datetime.datetime.fromtimestamp(int(value), tz=datetime.timezone.utc))
         if not isinstance(value, str):
-            return base(value)
+            kind = celtypes.DurationType if type_name == "google.protobuf.Duration" else celtypes.TimestampType
+            return base(value) if isinstance(value, kind) else error(NO_SUCH_OVERLOAD)
         try:
             parsed = parse(str(value))
         except (ValueError, OverflowError):
             parsed = None
-        return error(message) if parsed is None else to_cel(parsed)
+        return _conversion_error(type_name) if parsed is None else to_cel(parsed)
 
     return convert
 

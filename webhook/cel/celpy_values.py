@@ -77,6 +77,12 @@ _CEL_TYPE_NAMES = {
 }
 
 
+def type_name(value: Any) -> str:
+    """A celpy value's CEL type name (cel-go's ``TypeName()``)."""
+    kind = type(value)
+    return _CEL_TYPE_NAMES.get(kind) or getattr(value, "cel_type", None) or kind.__name__
+
+
 def to_python(value: Any) -> Any:
     """A celpy value as a plain Python value."""
     if isinstance(value, celtypes.BoolType):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.declarations import TYPE_IDENTS, Overload, functions
 from webhook.cel.syntax import (
     Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
@@ -462,6 +463,21 @@ def _validate_constant_argument(checked: Checked, call: Call) -> None:
         pattern = call.args[-1] if call.args else None
         if isinstance(pattern, Literal) and pattern.kind == "string" and not _valid_regex(pattern.value):
             checked.errors.append((pattern.offset, "invalid matches argument"))
+
+
+def instantiation_error(expr: Expr) -> str | None:
+    """What creating the program of a checked expression fails on, as the apiserver words it
+    after "program instantiation failed: ": Kubernetes' regex library compiles a constant
+    ``find``/``findAll`` pattern then (``matches`` patterns are checked with the literals)."""
+    for node in walk(expr):
+        if isinstance(node, Call) and node.function in ("find", "findAll") and node.target is not None and node.args:
+            pattern = node.args[0]
+            if isinstance(pattern, Literal) and pattern.kind == "string":
+                try:
+                    compile_pattern(pattern.value)
+                except RegexError as err:
+                    return str(err)
+    return None
 
 
 def _valid_timestamp(text: str) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
-from webhook.cel.checker import check
+from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.rewrite import engine_source
@@ -467,6 +467,9 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         return [RuleIssue(f"{where}.rule", "Invalid", f"compilation failed: {analysis.errors}", go_rule_json(entry))]
     if analysis.result_type != BOOL:
         return [RuleIssue(f"{where}.rule", "Invalid", "cel expression must evaluate to a bool", go_rule_json(entry))]
+    problem = instantiation_error(analysis.parsed)
+    if problem is not None:
+        return [RuleIssue(f"{where}.rule", "Invalid", f"program instantiation failed: {problem}", go_rule_json(entry))]
     uses_old_self = _uses_old_self(analysis.parsed)
     issues: list[RuleIssue] = []
     if optional_old_self and not uses_old_self:

@@ -316,8 +316,10 @@ def _library() -> list[tuple[str, Overload]]:
             out.append((name, Overload(oid, (parse_type(receiver),) + params, parse_type(result), True)))
         else:
             out.append((name, Overload(oid, params, parse_type(result), False)))
-    comparable = {"bool": BOOL, "bytes": BYTES, "double": DOUBLE, "duration": DURATION, "int": INT,
-                  "string": STRING, "timestamp": TIMESTAMP, "uint": UINT}
+    # Kubernetes' declaration order: the checker binds a type parameter to the first overload
+    # that fits, so ``[].sum()`` is an int (library/lists.go comparableTypes, summableTypes)
+    comparable = {"int": INT, "uint": UINT, "double": DOUBLE, "bool": BOOL, "duration": DURATION,
+                  "timestamp": TIMESTAMP, "string": STRING, "bytes": BYTES}
     for short, t in comparable.items():
         out.append(("isSorted", Overload(f"list_{short}_is_sorted_bool", (list_of(t),), BOOL, True)))
         out.append(("max", Overload(f"list_{short}_max_{short}", (list_of(t),), t, True)))

@@ -34,8 +34,8 @@ class Program(Protocol):
 
         Raises ``CelEvalError`` (cel-go wording) or ``CelCostExceeded`` when the runtime
         bound (``cost_limit``, default the apiserver's per-call limit) trips. ``accept``: the
-        caller's test of the answer it expects most (all rules true), which a backend may
-        check on a fast path of its own before its exact one; the value is the same.
+        answers the caller can use as they are (all rules true, a patch), which a backend may
+        give from a fast path of its own before its exact one; the value is the same.
         """
 
 

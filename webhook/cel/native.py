@@ -1,16 +1,17 @@
-"""Checked CEL programs run as Python closures: the fast path for the common subset.
+"""Checked CEL programs run as generated Python: the fast path for the common subset.
 
 cel-expr converts every value an evaluation reads into C++ values (~0.7 µs per JSON node,
 35–70 µs per call for a review's object and request) before its C++ interpreter runs; for
 the rules a review meets most — field selection, ``has``, comparisons, string tests, the
 list macros — that conversion costs more than the rules. This module compiles the checked
-AST (after ``optimize``, the same one cel-expr plans) into nested Python closures that read
+AST (after ``optimize``, the same one cel-expr plans) into one Python function that reads
 the plain JSON values in place.
 
-It is a fast path, never the authority. Its callers accept a result only when it is the
-common answer they can use as it is (every rule ``true``), and otherwise ask cel-expr, which
-gives the exact value, error and message. Where this evaluator is not certain of cel-go's
-answer it raises :class:`NotNative` instead of guessing, and its caller falls back too:
+It is a fast path, never the authority. Its callers take a value only when they can use it
+as it is — every rule ``true``, a matchCondition decided, a mutation's patch — and otherwise
+ask cel-expr, which writes the exact errors and messages of a failing rule. Where this
+evaluator is not certain of cel-go's answer it raises :class:`NotNative` instead of guessing,
+and its caller falls back too:
 
 * at compile time, for any function, overload or literal outside the subset below
   (``compile_native`` returns None: the program always runs on cel-expr);
@@ -791,11 +792,11 @@ class NativeProgram:
     def __call__(self, activation: Mapping[str, Any]) -> Any:
         try:
             value = self._function(activation)
+            _plain(value)
         except NotNative:
             raise
-        except Exception:  # a missing key, a selection on a non-map, ...: cel-expr answers
+        except Exception:  # a missing key, a selection on a non-map, nesting past the stack: cel-expr answers
             raise NotNative from None
-        _plain(value)
         return value
 
 

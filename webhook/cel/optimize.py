@@ -23,7 +23,6 @@ keep steady-state evaluation in C++.
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,15 +35,26 @@ from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import check_format
-from webhook.cel.typenames import format_checked, parse_type
+from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
+from webhook.cel.values import go_parse_float, go_parse_int
+from webhook.validation.strfmt import parse_go_duration
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
 COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
 RANGE_LIMIT = 1_000_000  # Kubernetes' per-call cost limit
 _OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
 _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
+# functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``
+SIGNED_DISPATCH = frozenset(_NATIVE_LISTS - {"sum"} | {"charAt", "substring"})
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
-_DURATION_RE = re.compile(r"^-?(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$|^-?0$")
+_GO_DURATION_MAX = 2**63 - 1  # nanoseconds: Go's time.Duration
+# conversions cel-cpp declares and cel-go does not
+_CEL_CPP_ONLY = frozenset({"int64_to_duration", "duration_to_int64"})
+_STRING_TO_NUMBER = {"int": "string_to_int64", "uint": "string_to_uint64", "double": "string_to_double"}
+_DOUBLE_MAX = 1.7976931348623157e308
+# the kinds a value checked as dyn may have at runtime, most likely first
+_TYPE_NAMES = ("map", "list", "string", "int", "double", "bool", "uint", "bytes", "null_type",
+               "google.protobuf.Timestamp", "google.protobuf.Duration")
 _ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
 _TIME_TO_STRING = {"timestamp_to_string", "duration_to_string"}
 
@@ -286,6 +296,9 @@ class Optimizer:
         self.check_literals(node)
         ref = self.refs.get(node.id)
         ids = list(ref.overload_id) if ref is not None else []
+        if ids and set(ids) <= _CEL_CPP_ONLY:
+            types = ", ".join(self.type_of(arg) for arg in call.args)
+            self.issues.append(Issue(node.id, f"found no matching overload for '{call.function}' applied to '({types})'"))
         if call.function == "cel.@mapInsert":
             # the two-variable comprehension macros' helper has no runtime in cel-expr-python
             self.refs.pop(node.id, None)
@@ -304,6 +317,16 @@ class Optimizer:
                 return hoisted
         if call.function == "lists.range" and len(call.args) == 1 and call.args[0].WhichOneof("expr_kind") != "const_expr":
             return self.guard_range(node)
+        if call.function == "optional.ofNonZeroValue" and len(call.args) == 1 \
+                and self.type_of(call.args[0]) in ("dyn", "google.protobuf.Timestamp"):
+            return self.go_zero_timestamp(node)
+        if call.function == "duration" and "string_to_duration" in ids and len(call.args) == 1:
+            return self.go_duration(node)
+        parsed_as = _STRING_TO_NUMBER.get(call.function)
+        if parsed_as is not None and parsed_as in ids and len(call.args) == 1:
+            return self.go_number_syntax(node)
+        if call.function == "flatten" and len(call.args) == 1 and self.type_of(call.args[0]) != "int":
+            return self.guard_flatten_depth(node)
         if len(ids) == 1 and ids[0] in _STRING_GUARDS:
             return self.guard_string_call(node, ids[0])
         candidates = [OVERLOAD_BY_ID[i] for i in ids if i in OVERLOAD_BY_ID]
@@ -351,7 +374,7 @@ class Optimizer:
                 if problem:
                     self.issues.append(Issue(node.id, problem))
         elif call.function == "duration" and len(args) == 1 and _is_string_const(args[0]):
-            if not _DURATION_RE.match(args[0].const_expr.string_value):
+            if parse_go_duration(args[0].const_expr.string_value) is None:
                 self.issues.append(Issue(args[0].id, "invalid duration argument"))
         elif call.function == "timestamp" and len(args) == 1 and _is_string_const(args[0]):
             if not _valid_timestamp(args[0].const_expr.string_value):
@@ -415,6 +438,36 @@ class Optimizer:
         return rewritten
 
     def native_list(self, function: str, args: list[Any], node: Any) -> Any:
+        """A Kubernetes list function as plain CEL; on a dyn receiver that is no list at
+        runtime, cel-go's dispatch error (a map would otherwise be iterated by its keys)."""
+        if self.type_of(args[0]).startswith("list("):
+            return self.native_list_body(function, args)
+        if function == "sum":
+            # ``+ []`` fails on anything but a list ("no such overload"); unlike a type() test
+            # it keeps the program on the native fast path, which sums lists only
+            return self.native_list_body(function, [self.op("_+_", args[0], self.list_of())])
+        return self.bind("@recv", args[0], lambda receiver: self.cond(
+            self.op("_==_", self.call("type", receiver()), self.ident("list")),
+            self.native_list_body(function, [receiver(), *args[1:]]),
+            self.no_such_overload(function, [receiver, *(lambda arg=arg: arg for arg in args[1:])]),
+        ))
+
+    def no_such_overload(self, function: str, values: list[Callable[[], Any]]) -> Any:
+        """cel-go's failed dispatch, ``no such overload: f(<runtime type names>)``."""
+        message: Any = self.const(f"no such overload: {function}(")
+        for i, value in enumerate(values):
+            message = self.op("_+_", message, self.const(", ") if i else self.const(""))
+            message = self.op("_+_", message, self.type_name(value))
+        return self.call(FAIL_FUNCTION, self.op("_+_", message, self.const(")")))
+
+    def type_name(self, value: Callable[[], Any]) -> Any:
+        """The CEL type name of a value, as a string (cel-go's ``TypeName()``)."""
+        name: Any = self.const("dyn")
+        for kind in reversed(_TYPE_NAMES):
+            name = self.cond(self.op("_==_", self.call("type", value()), self.type_value(kind)), self.const(kind), name)
+        return name
+
+    def native_list_body(self, function: str, args: list[Any]) -> Any:
         receiver = args[0]
         element = self.type_of(receiver)
         element = element[5:-1] if element.startswith("list(") else "dyn"
@@ -552,8 +605,11 @@ class Optimizer:
 
         def choose(receiver: Callable[[], Any]) -> Any:
             as_string = self.call(call.function, *args, target=receiver())
-            as_list = self.native_list(candidates[0].function, [receiver(), *args], node)
-            return self.cond(self.op("_==_", self.call("type", receiver()), self.ident("list")), as_list, as_string)
+            as_list = self.native_list_body(candidates[0].function, [receiver(), *args])
+            failed = self.no_such_overload(call.function, [receiver, *(lambda arg=arg: arg for arg in args)])
+            return self.cond(self.op("_==_", self.call("type", receiver()), self.ident("list")), as_list,
+                             self.cond(self.op("_==_", self.call("type", receiver()), self.ident("string")), as_string,
+                                       failed))
 
         rewritten = self.bind("@recv", call.target, choose)
         rewritten.id = node.id
@@ -565,9 +621,20 @@ class Optimizer:
         names = ["@str", "@a", "@b"][: 1 + len(call.args)]
         values = [call.target, *call.args]
 
+        params = _STRING_PARAMS[overload_id]
+        dyn = [i for i, value in enumerate(values) if self.type_of(value) != params[i]]
+
         def build(refs: list[Callable[[], Any]]) -> Any:
             native = self.call(call.function, *(r() for r in refs[1:]), target=refs[0]())
-            return _STRING_GUARDS[overload_id](self, refs, native)
+            guarded = _STRING_GUARDS[overload_id](self, refs, native)
+            if not dyn:
+                return guarded
+            # a dyn argument of another type: cel-go's dispatch error, not a range check on it
+            typed = [self.op("_==_", self.call("type", refs[i]()), self.ident(params[i])) for i in dyn]
+            condition = typed[0]
+            for test in typed[1:]:
+                condition = self.op("_&&_", condition, test)
+            return self.cond(condition, guarded, self.no_such_overload(call.function, refs))
 
         def bind_all(i: int, refs: list[Callable[[], Any]]) -> Any:
             if i == len(names):
@@ -578,6 +645,126 @@ class Optimizer:
         rewritten.id = node.id
         self.refs.pop(node.id, None)
         return rewritten
+
+    def go_duration(self, node: Any) -> Any:
+        """``duration(string)`` as Go's ``time.ParseDuration`` reads it: a constant becomes its
+        nanoseconds (cel-cpp's parser lacks the ``µs`` units); any other string has them
+        spelled ``us`` and fails beyond Go's range (±2562047h47m16.854775807s), which is
+        narrower than cel-cpp's (±10000 years)."""
+        call = node.call_expr
+        if _is_string_const(call.args[0]):
+            nanos = parse_go_duration(call.args[0].const_expr.string_value)
+            if nanos is not None:  # else check_literals reported it
+                call.args[0].const_expr.string_value = _seconds(nanos)
+            return node
+        failed = self.call(FAIL_FUNCTION, self.const("type conversion error from 'string' to 'google.protobuf.Duration'"))
+
+        def parse(text: Callable[[], Any]) -> Any:
+            micro = self.call("replace", self.const("µs"), self.const("us"), target=text())
+            converted = self.call("duration", self.call("replace", self.const("μs"), self.const("us"), target=micro))
+            return self.bind("@duration", converted, lambda value: self.cond(
+                self.op("_||_", self.op("_>_", value(), self.call("duration", self.const(_seconds(_GO_DURATION_MAX)))),
+                        self.op("_<_", value(), self.call("duration", self.const(_seconds(-_GO_DURATION_MAX - 1))))),
+                failed, value()))
+
+        def by_type(value: Callable[[], Any]) -> Any:
+            if self.type_of(call.args[0]) == "string":
+                return parse(value)
+            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
+            return self.cond(is_string, parse(value), self.call("duration", value()))
+
+        rewritten = self.bind("@text", call.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def go_number_syntax(self, node: Any) -> Any:
+        """``int``/``uint``/``double`` of a string parse as Go's strconv does in cel-go; cel-cpp's
+        parsers also take surrounding whitespace, ``uint('+1')``, a hex double without an
+        exponent (``'0x10'``) and an out-of-range double as infinity.
+
+        A constant is parsed here; a string Go refuses becomes one cel-cpp refuses too. ``int()``
+        of a computed string is left as it is: the guard would take its programs off the native
+        fast path (``native``), which reads strings as Go does and leaves the rest to cel-expr."""
+        function = node.call_expr.function
+        argument = node.call_expr.args[0]
+        if _is_string_const(argument):
+            text = argument.const_expr.string_value
+            parsed = go_parse_float(text) if function == "double" else go_parse_int(text, signed=function == "int")
+            if parsed is None:
+                argument.const_expr.string_value = ""
+            return node
+        if function == "int":
+            return node
+        failed = self.call(FAIL_FUNCTION, self.const(f"type conversion error from 'string' to '{function}'"))
+
+        def parse(text: Callable[[], Any]) -> Any:
+            converted = self.call(function, text())
+            lower = lambda: self.call("lowerAscii", target=text())  # noqa: E731
+            contains = lambda part: self.call("contains", self.const(part), target=lower())  # noqa: E731
+            invalid = self.op("_!=_", self.call("trim", target=text()), text())
+            if function == "uint":
+                invalid = self.op("_||_", invalid, self.call("startsWith", self.const("+"), target=text()))
+            if function != "double":
+                return self.cond(invalid, failed, converted)
+            invalid = self.op("_||_", invalid, self.op("_&&_", contains("0x"), self.call("!_", contains("p"))))
+            invalid = self.op("_||_", invalid, self.op("@in", lower(), self.list_of(self.const("+nan"), self.const("-nan"))))
+            return self.cond(invalid, failed, self.bind("@double", converted, lambda value: self.cond(
+                self.op("_&&_", self.op("_||_", self.op("_>_", value(), self.const(_DOUBLE_MAX)),
+                                        self.op("_<_", value(), self.const(-_DOUBLE_MAX))),
+                        self.call("!_", contains("inf"))),
+                failed, value())))
+
+        def by_type(value: Callable[[], Any]) -> Any:
+            if self.type_of(node.call_expr.args[0]) == "string":
+                return parse(value)
+            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
+            return self.cond(is_string, parse(value), self.call(function, value()))
+
+        rewritten = self.bind("@number", node.call_expr.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def go_zero_timestamp(self, node: Any) -> Any:
+        """``optional.ofNonZeroValue(t)``: cel-go's zero timestamp is Go's zero time
+        (0001-01-01T00:00:00Z), cel-cpp's the Unix epoch."""
+        def by_value(value: Callable[[], Any]) -> Any:
+            is_time = lambda text: self.op("_==_", value(), self.call("timestamp", self.const(text)))  # noqa: E731
+            return self.cond(is_time("0001-01-01T00:00:00Z"), self.call("optional.none"),
+                             self.cond(is_time("1970-01-01T00:00:00Z"), self.call("optional.of", value()),
+                                       self.call("optional.ofNonZeroValue", value())))
+
+        rewritten = self.bind("@value", node.call_expr.args[0], by_value)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def guard_flatten_depth(self, node: Any) -> Any:
+        """``flatten(depth)`` with a dyn depth that is no int fails as in the apiserver (a Go
+        panic's text, ``library.ext.not_an_int``), not as cel-cpp's "no such overload"."""
+        def by_type(depth: Callable[[], Any]) -> Any:
+            kind = lambda name: self.op("_==_", self.call("type", depth()), self.type_value(name))  # noqa: E731
+            error: Any = self.const(not_an_int("?"))
+            for name, go_type in reversed(GO_VALUE_TYPES.items()):
+                error = self.cond(kind(name), self.const(not_an_int(go_type)), error)
+            flattened = self.call("flatten", depth(), target=node.call_expr.target)
+            return self.cond(kind("int"), flattened, self.call(FAIL_FUNCTION, error))
+
+        rewritten = self.bind("@depth", node.call_expr.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
+    def type_value(self, name: str) -> Any:
+        """The CEL type ``name`` as a value (``type(x) == <it>``)."""
+        if name == "google.protobuf.Timestamp":
+            return self.call("type", self.call("timestamp", self.const(0)))
+        if name == "google.protobuf.Duration":
+            return self.call("type", self.call("duration", self.const("0s")))
+        if name == "null_type":
+            return self.call("type", self.const(None))
+        return self.ident(name)
 
     def guard_range(self, node: Any) -> Any:
         """``lists.range(n)`` of a computed ``n`` never allocates past the per-call limit."""
@@ -657,6 +844,13 @@ def _guard_index_of(o: Optimizer, r: list, native: Any) -> Any:
     )
 
 
+_STRING_PARAMS = {
+    "string_char_at_int": ("string", "int"),
+    "string_substring_int": ("string", "int"),
+    "string_substring_int_int": ("string", "int", "int"),
+    "string_index_of_string_int": ("string", "string", "int"),
+    "string_last_index_of_string_int": ("string", "string", "int"),
+}
 _STRING_GUARDS = {
     "string_char_at_int": _guard_char_at,
     "string_substring_int": _guard_substring,
@@ -683,6 +877,13 @@ def _children(node: Any) -> list[Any]:
 
 
 _MATCHES = Overload("matches", "matches_string", ("string", "string"), "bool", regex_matches, member=True)
+
+
+def _seconds(nanos: int) -> str:
+    """A duration literal cel-cpp parses exactly (its parser takes seconds, not 2**63 ns)."""
+    sign = "-" if nanos < 0 else ""
+    whole, fraction = divmod(abs(nanos), 1_000_000_000)
+    return f"{sign}{whole}.{fraction:09d}s"
 
 
 def _is_string_const(node: Any) -> bool:

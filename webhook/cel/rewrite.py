@@ -6,7 +6,9 @@ that plain CEL values cannot carry spelled out.
   element containment is key-and-value containment);
 - ``+`` on such a list merges: a set gains the other list's elements it lacks; a map list keeps
   its order, takes the other list's element for a shared key and appends the rest;
-- with ``optionalOldSelf``, ``oldSelf`` is an optional (the engine gets the value and a flag).
+- with ``optionalOldSelf``, ``oldSelf`` is an optional (the engine gets the value and a flag);
+- ``sum()`` of an empty list of durations or doubles is that type's zero (the engine sees the
+  values, not the schema, so an empty list's sum would be the int 0).
 
 Rewrites are spliced into the original text by source span, so everything else stays verbatim.
 """
@@ -18,6 +20,8 @@ from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, Creat
 from webhook.cel.types import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
+# Kubernetes' sum() of an empty list: the zero of the element type (an int's is the engine's own)
+_SUM_ZERO = {"duration": "duration('0s')", "double": "0.0"}
 
 
 def engine_source(source: str, expr: Expr, spans: dict[int, tuple[int, int]], decl: DeclType | None,
@@ -50,6 +54,11 @@ class _Rewriter:
                     self.templates[node.id] = node.function
                 elif left is not None and node.function != "_+_" and _has_unordered_lists(left):
                     self.templates[node.id] = node.function
+            elif isinstance(node, Call) and node.function == "sum" and node.target is not None and not node.args:
+                items = self.decl_of(node.target)
+                if items is not None and items.kind == "list" and items.elem is not None \
+                        and items.elem.kind in _SUM_ZERO:
+                    self.templates[node.id] = "typed-sum"
         # macro-generated nodes have no source span; nothing rewritten can hide inside one
         return bool(self.templates) and all(node_id in self.spans for node_id in self.templates)
 
@@ -83,6 +92,11 @@ class _Rewriter:
         kind = self.templates.get(node.id)
         if kind == "optional-old-self":
             return OPTIONAL_OLD_SELF
+        if kind == "typed-sum":
+            assert isinstance(node, Call) and node.target is not None
+            items = self.render(node.target)
+            zero = _SUM_ZERO[self.decl_of(node.target).elem.kind]  # type: ignore[union-attr]
+            return f"(size({items}) == 0 ? {zero} : ({items}).sum())"
         if kind is not None:
             assert isinstance(node, Call)
             left, right = (self.render(arg) for arg in node.args)

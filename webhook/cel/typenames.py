@@ -8,6 +8,21 @@ from typing import Any
 
 TIMESTAMP = "google.protobuf.Timestamp"
 DURATION = "google.protobuf.Duration"
+# Go's dynamic type of a CEL value of each kind, as a failed type assertion in cel-go names it
+# (lists and maps built by CEL itself; data the apiserver hands over has wrapper types of its own)
+GO_VALUE_TYPES = {
+    "string": "types.String", "uint": "types.Uint", "double": "types.Double", "bool": "types.Bool",
+    "bytes": "types.Bytes", "null_type": "types.Null", TIMESTAMP: "types.Timestamp", DURATION: "types.Duration",
+    "list": "*types.baseList", "map": "*types.baseMap",
+}
+
+
+def not_an_int(go_type: str) -> str:
+    """The apiserver's error for a ``flatten(depth)`` depth of another type: its runtime cost
+    tracker asserts ``args[1].(types.Int)`` and cel-go's interpreter turns the panic into an error."""
+    return f"internal error: interface conversion: ref.Val is {go_type}, not types.Int"
+
+
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: TIMESTAMP, 3: DURATION}
 

@@ -278,7 +278,7 @@ class CompiledPolicy:
             for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
                 activation["lookups"][lookup.name] = self._lookup(lookup, exprs, activation, inp.state, trace)
             for name, expr in self.match_conditions:
-                value = self._eval(expr, activation, f"matchConditions.{name}", trace)
+                value = self._eval(expr, activation, f"matchConditions.{name}", trace, _is_bool)
                 if value is not True:
                     return None
             for name, expr in self.variables:
@@ -418,6 +418,7 @@ class CompiledPolicy:
         except CelError:
             return None
         self._state_values = (inputs, activation["variables"])
+        remember_stable(activation["variables"])  # the same values until those objects change
         return activation["variables"]
 
     def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -464,7 +465,7 @@ class CompiledPolicy:
         prepared = self._prepared(inp)
         if prepared is None:
             return None
-        accept = None if mutating else self._passes  # a mutation's patches are taken from cel-expr alone
+        accept = _is_list if mutating else self._passes  # patches are used as they are
         try:
             if self._shares():
                 bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
@@ -537,13 +538,15 @@ class CompiledPolicy:
                 return
             rest = self._rest_of_mutations(start)
             try:
-                patches = rest.evaluate(activation) if rest is not None else None
+                patches = rest.evaluate(activation, _is_list) if rest is not None else None
             except CelError:
                 patches = None
 
-    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace) -> Any:
+    def _eval(self, expr: Expression, activation: Mapping[str, Any], rule: str, trace,
+              accept: Callable[[Any], bool] | None = None) -> Any:
+        """``accept``: the answers a fast path may give alone (see ``Program.evaluate``)."""
         try:
-            value = expr.evaluate(activation)
+            value = expr.evaluate(activation, accept)
         except CelError as exc:
             if trace:
                 trace(Trace(self.name, rule, expr.source, expr.seen(activation), f"error: {exc}"))
@@ -583,6 +586,8 @@ class CompiledPolicy:
             source = next((o for o in state.list(ref.apiVersion, ref.kind)
                            if (o.get("metadata") or {}).get("name") == ref.name), None)
         if source is None or not ref.dataKey:
+            if source is not None:
+                remember_stable(source)
             return source
         cached = self._params_cache
         if cached is not None and cached[0] is source:  # stored objects are never mutated in place
@@ -593,6 +598,8 @@ class CompiledPolicy:
         except yaml.YAMLError:
             parsed = None  # an unreadable config is an unknown config
         self._params_cache = (source, parsed)
+        if isinstance(parsed, dict):
+            remember_stable(parsed)  # kept per source and never mutated: sized once for the cost bound
         return parsed
 
     def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace, where: str) -> str:
@@ -610,7 +617,7 @@ class CompiledPolicy:
     def _validate(self, activation, verdict: Verdict, trace) -> None:
         for i, (rule, expr, message_expr) in enumerate(self.validations):
             where = f"validations[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             message = self._message(rule, message_expr, activation,
                                     f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
@@ -619,20 +626,20 @@ class CompiledPolicy:
             verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
-            if self._eval(expr, activation, where, trace) is True:
+            if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
             verdict.warnings.append(self._message(rule, message_expr, activation,
                                                   f"failed expression: {expr.source.strip()}", trace,
                                                   f"{where}.messageExpression"))
         for key, expr in self.audit_annotations:
-            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace)
+            value = self._eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
             if value is not None:
                 verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
 
     def _mutate(self, activation, verdict: Verdict, trace, start: int = 0) -> None:
         for i, (patch_type, expr) in enumerate(self.mutations[start:], start):
             where = f"mutations[{i}]"
-            patch = self._eval(expr, activation, where, trace)
+            patch = self._eval(expr, activation, where, trace, _any)
             activation["object"] = self._apply(patch_type, patch, activation["object"], where)  # later mutations see it
         verdict.object = activation["object"]
 
@@ -643,6 +650,18 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+def _is_true(value: Any) -> bool:
+    return value is True
+
+
+def _is_bool(value: Any) -> bool:
+    return value is True or value is False
+
+
+def _is_text(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 def _reads_only_state(exprs: Any) -> bool:
@@ -688,3 +707,11 @@ def _labels(obj: Mapping[str, Any] | None) -> dict[str, str]:
 
 def _selector(selector: LabelSelector | None) -> Selector:
     return from_label_selector(selector.model_dump() if selector is not None else None)
+
+
+def _is_list(value: Any) -> bool:
+    return type(value) is list
+
+
+def _any(value: Any) -> bool:
+    return True

@@ -14,6 +14,7 @@ from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library.base import NONE, LibraryError, OptionalValue
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.optimize import RANGE_LIMIT
+from webhook.cel.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, not_an_int
 
 
 def _index_error(i: int) -> LibraryError:
@@ -112,7 +113,13 @@ def slice_(items: list, start: int, end: int) -> list:
     return items[start:end]
 
 
+_KINDS = {str: "string", float: "double", bool: "bool", bytes: "bytes", type(None): "null_type",
+          datetime.datetime: TIMESTAMP, datetime.timedelta: DURATION, list: "list", dict: "map"}
+
+
 def flatten(items: list, depth: int = 1) -> list:
+    if type(depth) is not int:
+        raise LibraryError(not_an_int(GO_VALUE_TYPES.get(_KINDS.get(type(depth), ""), type(depth).__name__)))
     if not isinstance(items, list):
         raise TypeError("flatten applies to lists")
     if depth < 0:

@@ -79,7 +79,8 @@ def last_index_of(values: list[Any], item: Any) -> int:
     return next((i for i in range(len(values) - 1, -1, -1) if cel_equals(values[i], item)), -1)
 
 
-_COMPARABLE = ("bool", "int", "uint", "double", "bytes", "string", "google.protobuf.Duration", "google.protobuf.Timestamp")
+# in Kubernetes' declaration order (library/lists.go comparableTypes, summableTypes)
+_COMPARABLE = ("int", "uint", "double", "bool", "google.protobuf.Duration", "google.protobuf.Timestamp", "string", "bytes")
 _SHORT = {"google.protobuf.Duration": "duration", "google.protobuf.Timestamp": "timestamp"}
 _SNAKE = {"isSorted": "is_sorted", "sum": "sum", "min": "min", "max": "max"}
 _SUMMABLE = ("int", "uint", "double", "google.protobuf.Duration")
