@@ -97,6 +97,46 @@ def test_failed_dispatch_names_the_runtime_types(engine, expression, value, mess
     assert error_of(engine, expression, self=value) == message
 
 
+@pytest.mark.parametrize("expression, value, message", [
+    ("quantity(self)", 2, "no such overload: quantity(int)"),  # an int-or-string field holding an int
+    ("url(self).getHost()", None, "no such overload: url(null_type)"),
+    ("self.getHost()", "http://x", "no such overload: getHost(string)"),
+    ("cidr('10.0.0.0/8').containsIP(self)", [1], "no such overload: containsIP(net.CIDR, list)"),
+    ("format.dns1123Label().validate(self)", 1, "no such overload: validate(kubernetes.NamedFormat, int)"),
+    ("self.format([1])", datetime.timedelta(seconds=1), "no such overload: format(google.protobuf.Duration, list)"),
+])
+def test_kubernetes_library_calls_name_the_runtime_types(engine, expression, value, message):
+    assert error_of(engine, expression, self=value) == message
+
+
+_CEL_CPP_SELECT = pytest.mark.xfail(strict=True, reason=(
+    "cel-cpp fails any selection on a value that is no map or message ('Applying SELECT to "
+    "non-message type', without the field); has() too. A guard on every dyn selection would "
+    "slow the hot path and take has() off the native fast path"))
+
+
+@pytest.mark.parametrize("engine_name", [pytest.param("cel-expr", marks=_CEL_CPP_SELECT), "cel-python"])
+@pytest.mark.parametrize("expression, value, expected", [
+    ("self.foo", "a", ("error", "no such key: foo")),  # cel-go qualifies any other value as a missing key
+    ("self.foo", [1], ("error", "unsupported index type 'string' in list")),
+    ("has(self.foo)", 1, ("value", False)),
+    ("has(self.foo)", [1], ("error", "unsupported index type 'string' in list")),
+    ("self.?foo.orValue(2)", None, ("value", 2)),
+])
+def test_selecting_a_field_of_another_value(engine_name, expression, value, expected):
+    engine = get_engine(engine_name)
+    try:
+        got = ("value", evaluate(engine, expression, self=value))
+    except CelEvalError as err:
+        got = ("error", str(err))
+    assert got == expected
+
+
+def test_types_are_values_with_their_qualified_names(engine):
+    assert evaluate(engine, "type(self) == google.protobuf.Duration && type(timestamp(0)) == google.protobuf.Timestamp",
+                    self=datetime.timedelta(seconds=1)) is True
+
+
 def test_the_sum_of_a_map_is_an_error(engine):
     """cel-cpp summed the keys ('a'); the apiserver fails the dispatch (here without the
     runtime types, which keeps sum() on the native fast path)."""

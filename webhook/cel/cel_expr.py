@@ -26,7 +26,7 @@ from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
-from webhook.cel.library import LibraryError
+from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError
 from webhook.cel.native import NativeProgram, NotNative, compile_native
 from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, _children, optimize, select_overload
 
@@ -56,10 +56,35 @@ _EVAL_WORDING = [
 
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+    library_call = _LIBRARY_NO_OVERLOAD.match(message)
+    if library_call:
+        return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
     for pattern, replacement in _EVAL_WORDING:
         if pattern.match(message):
             return pattern.sub(replacement, message)
     return message
+
+
+# a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
+_LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")
+_CPP_KINDS = {"int64": "int", "uint64": "uint", "duration": "google.protobuf.Duration",
+              "timestamp": "google.protobuf.Timestamp"}
+_OPAQUE_NAMES = frozenset(t.cel_type for t in OPAQUE_TYPES)
+
+
+def _library_no_overload(member: bool, function: str, kinds: list[str]) -> str:
+    """cel-go's ``no such overload: f(<runtime types>)`` from cel-cpp's kinds; a library value
+    is a "struct" to cel-cpp, named from the function's overloads when only one type fits."""
+    names = []
+    for i, kind in enumerate(kinds):
+        if kind == "struct":
+            fitting = {o.params[i] for o in OVERLOADS if o.function == function and o.member == member
+                       and len(o.params) == len(kinds) and o.params[i] in _OPAQUE_NAMES}
+            if len(fitting) != 1:
+                return "no such overload"
+            kind = fitting.pop()
+        names.append(_CPP_KINDS.get(kind, kind))
+    return f"no such overload: {function}({', '.join(names)})"
 
 
 _NO_OVERLOAD = re.compile(r"^(ERROR: <input>:(\d+):(\d+): found no matching overload for '([^']+)' applied to )'\((.*)\)'$", re.M)

@@ -76,7 +76,7 @@ class Function:
     def _no_such_overload(self, args: tuple[Any, ...]) -> CELEvalError:
         """As the default engine words a failed dispatch (cel-go's ``no such overload: f(types)``
         where it can tell the runtime types, ``optimize.no_such_overload``)."""
-        if self.name in SIGNED_DISPATCH:
+        if self.name in SIGNED_DISPATCH or (self.overloads and self.name != "sum"):
             return CELEvalError(f"{NO_SUCH_OVERLOAD}: {self.name}({', '.join(map(type_name, args))})")
         return CELEvalError(NO_SUCH_OVERLOAD)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import celpy
 from celpy import celtypes
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, NameContainer
 
 from webhook.cel.celpy_rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
 from webhook.cel.celpy_values import (
@@ -29,15 +29,22 @@ from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
 from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_timestamp
 
-_TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES}  # "net.IP" -> the class type() returns
+# qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
+_TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {
+    "google.protobuf.Timestamp": celtypes.TimestampType, "google.protobuf.Duration": celtypes.DurationType}
+_TYPE_PACKAGES = {name.rsplit(".", 1)[0] for name in _TYPE_VALUES}  # "google.protobuf", "net"
 
 
 def select(operand: Any, field: str) -> Any:
     """``operand.field`` as cel-go evaluates it."""
     if isinstance(operand, CELEvalError):
         return operand
-    if isinstance(operand, Namespace):  # a qualified type name: net.IP, kubernetes.Quantity
+    if isinstance(operand, NameContainer) and field == "protobuf":  # celpy's own package: google
+        return Namespace("google.protobuf")
+    if isinstance(operand, Namespace):  # a qualified type name: net.IP, google.protobuf.Duration
         name = f"{operand.name}.{field}"
+        if name in _TYPE_PACKAGES:
+            return Namespace(name)
         return _TYPE_VALUES[name] if name in _TYPE_VALUES else error(f"undeclared reference to '{name}'")
     if isinstance(operand, OptionalValue):  # selection through an optional stays optional
         if not operand.has_value:
@@ -47,18 +54,27 @@ def select(operand: Any, field: str) -> Any:
     if isinstance(operand, celtypes.MapType):
         key = celtypes.StringType(field)
         return operand[key] if key in operand else error(f"no such key: {field}")
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return error(f"no such key: {field}")  # cel-go qualifies any other value as a missing key
+
+
+# cel-go's attribute qualification of a list by a field name (types.IndexOrError)
+_STRING_INDEX = "unsupported index type 'string' in list"
 
 
 def has(operand: Any, field: str) -> Any:
-    """``has(operand.field)``: whether a map has the key; an error for anything else."""
+    """``has(operand.field)`` as cel-go tests presence: a map's key; a list fails on the field
+    name as an index; any other value has no fields."""
     if isinstance(operand, CELEvalError):
         return operand
     if isinstance(operand, OptionalValue):
         return has(to_cel(operand.value), field) if operand.has_value else celtypes.BoolType(False)
     if isinstance(operand, celtypes.MapType):
         return celtypes.BoolType(celtypes.StringType(field) in operand)
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return celtypes.BoolType(False)
 
 
 def index(operand: Any, key: Any) -> Any:
@@ -98,7 +114,9 @@ def opt_select(operand: Any, field: Any) -> Any:
         return opt_select(to_cel(operand.value), field) if operand.has_value else NONE
     if isinstance(operand, celtypes.MapType):
         return OptionalValue.of(to_python(operand[field])) if field in operand else NONE
-    return error(NO_SUCH_OVERLOAD)
+    if isinstance(operand, celtypes.ListType):
+        return error(_STRING_INDEX)
+    return NONE  # presence, as has(): any other value has no fields
 
 
 def opt_index(operand: Any, key: Any) -> Any:

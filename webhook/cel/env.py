@@ -26,7 +26,7 @@ from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, OpaqueValue, Overload
-from webhook.cel.library.base import OptionalValue
+from webhook.cel.library.base import OptionalValue, no_such_overload
 from webhook.cel.typenames import DURATION, TIMESTAMP, TypeName, parse_type, yaml_type
 
 KEY_FIELD = "canonical_form"
@@ -290,7 +290,7 @@ def _dispatcher(overloads: list[Overload]) -> Callable[..., Any]:
                     return to_runtime(overload.impl(*values))
                 except LibraryError as err:
                     raise ValueError(str(err)) from None
-        raise ValueError("no such overload")
+        raise ValueError(no_such_overload(overloads[0].function, values))
 
     return call
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,3 +79,20 @@ class OptionalValue:
 
 
 NONE = OptionalValue()
+
+
+_TYPE_NAMES = {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes", list: "list", dict: "map",
+               type(None): "null_type", datetime.datetime: "google.protobuf.Timestamp",
+               datetime.timedelta: "google.protobuf.Duration", OptionalValue: "optional_type"}
+
+
+def cel_type_name(value: Any) -> str:
+    """The CEL type name of a plain Python value, as cel-go's ``TypeName()`` prints it."""
+    if isinstance(value, OpaqueValue):
+        return value.cel_type
+    return _TYPE_NAMES.get(type(value), "dyn")
+
+
+def no_such_overload(function: str, values: Any) -> str:
+    """cel-go's failed dispatch of a guarded overload: the function and the runtime types."""
+    return f"no such overload: {function}({', '.join(map(cel_type_name, values))})"
