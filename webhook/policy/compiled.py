@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import copy
-import functools
 import itertools
 import operator
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import jsonpatch
@@ -39,19 +38,20 @@ class PolicyInput:
     old_object: dict[str, Any] | None
     namespace_object: dict[str, Any] | None
     state: ClusterState
+    # What policies' rules match: (group, kind, operation, subresource).
+    rule_key: tuple[str, str, Any, str] = field(init=False, repr=False, compare=False)
+    # This input's values shared by its policies' batches.
+    scope: ReviewScope = field(init=False, repr=False, compare=False)
 
-    @functools.cached_property
-    def scope(self) -> ReviewScope:
-        """This input's values shared by its policies' batches."""
-        return ReviewScope(dict(zip(REQUEST_VARIABLES, (self.object, self.old_object, self.request,
-                                                        self.namespace_object))))
-
-    @functools.cached_property
-    def rule_key(self) -> tuple[str, str, Any, str]:
-        """What policies' rules match: (group, kind, operation, subresource)."""
+    def __post_init__(self) -> None:
+        # made here rather than as cached properties: every review reads both, and a
+        # cached_property takes a lock on first use
         kind = self.request.get("kind") or {}
-        return kind.get("group", ""), kind.get("kind", ""), self.request.get("operation"), \
+        rule_key = kind.get("group", ""), kind.get("kind", ""), self.request.get("operation"), \
             self.request.get("subResource") or ""
+        object.__setattr__(self, "rule_key", rule_key)
+        object.__setattr__(self, "scope", ReviewScope(dict(zip(REQUEST_VARIABLES, (
+            self.object, self.old_object, self.request, self.namespace_object)))))
 
     @property
     def group(self) -> str:
@@ -157,6 +157,7 @@ class CompiledPolicy:
         self.rules = s.matchConstraints.resourceRules
         self.namespace_selector = _selector(s.matchConstraints.namespaceSelector)
         self.object_selector = _selector(s.matchConstraints.objectSelector)
+        self._selects = not (self.namespace_selector.empty and self.object_selector.empty)
         self.param_ref = s.paramRef
         self.lookups = [(lk, self._compile_lookup(lk, i, compile_)) for i, lk in enumerate(s.lookups)]
         self.match_conditions = [(m.name, compile_(m.expression, ("spec", "matchConditions", i, "expression")))
@@ -178,6 +179,7 @@ class CompiledPolicy:
         self.mutating_stage = bool(self.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._params_cache: tuple[Any, Any] | None = None
         self._engine = engine
+        self._binds: bool | None = None  # whether the engine shares bindings (``_shares``)
         # built on first use: one program per stage (key: mutating), for the lookups' arguments
         # ("lookups") and the rest of the mutations after a change (("mutations", start)), see
         # ``batch``; the lookups' Python readers ("readers"), what the batches read ("reads",
@@ -227,8 +229,8 @@ class CompiledPolicy:
             if len(self._ruled) >= _RULED_LIMIT:  # requests name any kind they like: keep it bounded
                 self._ruled.clear()
             ruled = self._ruled[key] = self._rules_match(*key)
-        if not ruled:
-            return False
+        if not ruled or not self._selects:
+            return ruled
         subject = inp.object if inp.object is not None else inp.old_object
         if not self.object_selector.empty and not self.object_selector.matches(_labels(subject)):
             return False
@@ -304,9 +306,11 @@ class CompiledPolicy:
 
     def _shares(self) -> bool:
         """Whether the engine binds values for many programs (else each batch gets its data)."""
-        if self._engine is None:
-            self._engine = get_engine()
-        return hasattr(self._engine, "bind")
+        if self._binds is None:
+            if self._engine is None:
+                self._engine = get_engine()
+            self._binds = hasattr(self._engine, "bind")
+        return self._binds
 
     def _rename(self) -> dict[str, str] | None:
         return self.names if self._shares() else None

@@ -119,6 +119,18 @@ class SchemaValidator:
 
     # -- one node -----------------------------------------------------------------------
     def _node(self, node: Node, value: Any, path: str, old: Any) -> list[fe.FieldError]:
+        kind = type(value)
+        if kind is dict and node.plain_object:  # the usual inner node: straight to its fields
+            errs = self._object(node, value, path, old)
+            return self._ratchet(node, errs, value, old) if errs else errs
+        if kind is list and node.plain_array:
+            errs = self._array(node, value, path, old)
+            return self._ratchet(node, errs, value, old) if errs else errs
+        if kind is str and node.plain_string:
+            errs = self._string(node, value, path) if node.has_string_checks else []
+            if node.enum is not None and value not in node.enum_strings:
+                errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
+            return self._ratchet(node, errs, value, old) if errs else errs
         errs: list[fe.FieldError] = []
         if value is None:
             if node.types and not node.nullable:
@@ -303,11 +315,12 @@ class SchemaValidator:
         else:
             present = [(key, child) for key, child in node.sorted_properties if key in value]
         for key, child in present:
-            if type(value[key]) in child.plain_types:
+            item = value[key]
+            if type(item) in child.plain_types:
                 continue  # a plain leaf with a value of its type: nothing can fail
             child_path = f"{path}.{key}" if path else key
             child_old = old_map.get(key, ABSENT) if old_map is not None else ABSENT
-            errs += self._node(child, value[key], child_path, child_old)
+            errs += self._node(child, item, child_path, child_old)
         for key in node.required:
             if key not in value:
                 errs.append(fe.required(self._field(f"{path}.{key}" if path else key)))

@@ -108,6 +108,11 @@ class Node:
     enum_strings: frozenset | None = None  # the enum's string members, for a quick string check
     # JSON types a value may have to pass this node with nothing else to check (a plain leaf)
     plain_types: frozenset = frozenset()
+    # an object (array) here needs only the object's (array's) own checks: no type error
+    # possible, no format, combinators or enum
+    plain_object: bool = False
+    plain_array: bool = False
+    plain_string: bool = False  # a string here needs only the string checks and the enum
 
     @property
     def type(self) -> str:
@@ -213,6 +218,10 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
              and len(node.types) == 1)
     if plain:
         node.plain_types = _PLAIN_PYTHON_TYPES.get(node.types[0], frozenset())
+    bare = not node.format and node.enum is None and not node.has_combinators
+    node.plain_object = bare and node.types in ((), ("object",))
+    node.plain_array = bare and node.types in ((), ("array",))
+    node.plain_string = node.types == ("string",) and not node.has_combinators  # (formats never fail a type check)
 
     children = [*node.properties.values(), *(n for n in (node.additional, node.items) if n is not None)]
     node.has_defaults = any(c.default is not ABSENT or c.has_defaults for c in children)
