@@ -255,19 +255,19 @@ auditAnnotations:
     assert admit(request(kubeai_model()), mutating=False).allowed
 
 
-def test_lookups_of_cluster_state_alone_follow_every_change_of_the_state(tmp_path):
-    """A lookup whose arguments read nothing of the request is kept between reviews while
-    the state's objects stay the same; every put and delete is seen by the next review."""
+def test_params_and_lookups_of_cluster_state_alone_follow_every_change_of_the_state(tmp_path):
+    """Params, and a lookup whose arguments read nothing of the request, are kept between
+    reviews while the state's objects stay the same; every put and delete is seen by the
+    next review."""
     from webhook.controller.snapshot import MemoryState
 
     policies = _policy_set(tmp_path, MODEL_RULES + """\
+paramRef: {apiVersion: v1, kind: ConfigMap, name: quota, namespace: ops}
 lookups:
   - name: gpuModels
     list: {apiVersion: kubeai.org/v1, kind: Model, labelSelector: "'tier=gpu'"}
-  - name: quota
-    get: {apiVersion: v1, kind: ConfigMap, name: "'quota'", namespace: "'ops'"}
 validations:
-  - expression: "size(lookups.gpuModels) < (lookups.quota == null ? 2 : int(lookups.quota.data.max))"
+  - expression: "size(lookups.gpuModels) < (params == null ? 2 : int(params.data.max))"
     messageExpression: "string(size(lookups.gpuModels)) + ' GPU models'"
 """)
     state = MemoryState()

@@ -193,6 +193,7 @@ class CompiledPolicy:
         self._state_variables = self._variables_of_state()
         self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
         self._state_lookup_results: tuple[Any, int, dict[str, Any]] | None = None  # ``_kept_state_lookups``
+        self._params_kept: tuple[Any, int, Any] | None = None  # (state, generation, params): ``_params``
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
         self._computed_variables = [name for name, _ in self.variables if name not in self._state_variables]
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
@@ -599,9 +600,21 @@ class CompiledPolicy:
         return found
 
     def _params(self, state: ClusterState) -> Any:
-        ref = self.param_ref
-        if ref is None:
+        """The params object (or its ``dataKey`` parsed), kept while the state's objects stay
+        the same (as ``_kept_state_lookups``)."""
+        if self.param_ref is None:
             return None
+        generation = getattr(state, "generation", None)
+        kept = self._params_kept
+        if generation is not None and kept is not None and kept[0] is state and kept[1] == generation:
+            return kept[2]
+        params = self._read_params(state)
+        if generation is not None:
+            self._params_kept = (state, generation, params)
+        return params
+
+    def _read_params(self, state: ClusterState) -> Any:
+        ref = self.param_ref
         if ref.namespace:
             source = state.get(ref.apiVersion, ref.kind, ref.name, ref.namespace)
         else:
