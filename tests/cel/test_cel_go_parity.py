@@ -64,6 +64,18 @@ def test_compile_errors_read_as_cel_go(engine, expression, report):
 
 
 @pytest.mark.parametrize("literal, valid", [
+    ("2000-01-01T00:00:00,5Z", True), ("2000-01-01t00:00:00z", False), ("0000-01-01T00:00:00Z", False),
+    ("9999-12-31T23:59:59-01:00", False),  # past year 9999 in UTC
+])
+def test_timestamp_literals_are_checked_by_gos_parser(engine, literal, valid):
+    expression = f"timestamp('{literal}') > timestamp(0)"
+    if valid:
+        assert evaluate(engine, expression) is True
+    else:
+        assert "invalid timestamp argument" in compile_error_of(engine, expression)
+
+
+@pytest.mark.parametrize("literal, valid", [
     ("+1s", True), ("1μs", True), ("1µs", True), ("2562047h47m16.854775807s", True),  # Go accepts
     ("2562047h47m16.854775808s", False), ("3000000h", False), ("1", False),        # beyond Go's int64 ns
 ])
@@ -122,14 +134,21 @@ _CEL_CPP_SELECT = pytest.mark.xfail(strict=True, reason=(
     ("has(self.foo)", 1, ("value", False)),
     ("has(self.foo)", [1], ("error", "unsupported index type 'string' in list")),
     ("self.?foo.orValue(2)", None, ("value", 2)),
+    ("self[1]", "ab", ("error", "no such key: 1")),  # cel-cpp: "Invalid container type: 'string'"
 ])
-def test_selecting_a_field_of_another_value(engine_name, expression, value, expected):
+def test_selecting_from_another_value(engine_name, expression, value, expected):
     engine = get_engine(engine_name)
     try:
         got = ("value", evaluate(engine, expression, self=value))
     except CelEvalError as err:
         got = ("error", str(err))
     assert got == expected
+
+
+@pytest.mark.parametrize("key, message", [("'k'", "unsupported index type 'string' in list"),
+                                          ("true", "unsupported index type 'bool' in list")])
+def test_a_list_indexed_by_another_type(engine, key, message):
+    assert error_of(engine, f"self[{key}]", self=[1]) == message
 
 
 def test_types_are_values_with_their_qualified_names(engine):
@@ -179,6 +198,8 @@ def test_the_zero_timestamp_is_gos_zero_time(engine):
     ("double(self)", "1e-400", 0.0),
     ("duration(self)", "1µs", datetime.timedelta(microseconds=1)),
     ("duration(self)", "+1.5h", datetime.timedelta(hours=1.5)),
+    ("timestamp(self)", "2000-01-01T00:00:00,5+01:00",  # Go takes a comma before the fraction
+     datetime.datetime(1999, 12, 31, 23, 0, 0, 500000, tzinfo=datetime.timezone.utc)),
 ])
 def test_strings_convert_as_go_parses_them(engine, expression, text, expected):
     assert evaluate(engine, expression, self=text) == expected
@@ -196,6 +217,10 @@ def test_strings_convert_as_go_parses_them(engine, expression, text, expected):
     ("bool(self)", "yes", "bool"),
     ("duration(self)", "3000000h", "google.protobuf.Duration"),  # beyond time.Duration
     ("timestamp(self)", "2000-01-01", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01t00:00:00z", "google.protobuf.Timestamp"),  # time.Parse(time.RFC3339, s)
+    ("timestamp(self)", "2000-01-01T00:00:00+0100", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01T23:59:60Z", "google.protobuf.Timestamp"),
+    ("timestamp(self)", "2000-01-01 00:00:00Z", "google.protobuf.Timestamp"),
 ])
 def test_unparsable_strings_are_cel_gos_conversion_error(engine, expression, text, target):
     assert error_of(engine, expression, self=text) == f"type conversion error from 'string' to '{target}'"
@@ -218,6 +243,7 @@ def test_int_of_a_computed_padded_string(engine_name):
 
 
 @pytest.mark.parametrize("expression, value, message", [
+    ("timestamp(self)", "0000-01-01T00:00:00Z", "timestamp overflow"),
     ("int(self)", 1e30, "integer overflow"),
     ("int(self)", 2**64 - 1, "integer overflow"),  # a uint
     ("uint(self)", -1, "unsigned integer overflow"),
@@ -257,3 +283,11 @@ def test_a_constant_find_pattern_that_does_not_compile_rejects_the_crd():
     with pytest.raises(CrdRuleError) as caught:
         _rules("self.s.find(')') == ''", {"s": {"type": "string"}})
     assert caught.value.issues[0].detail == "program instantiation failed: error parsing regexp: unexpected ): `)`"
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}, "x-kubernetes-validations": [
+        {"rule": "self.s != ''", "messageExpression": "self.s.find('[')"}]}
+    with pytest.raises(CrdRuleError) as caught:
+        compile_schema_rules(schema, is_root=False, path="")
+    issue = caught.value.issues[0]
+    assert (issue.field, issue.detail) == ("x-kubernetes-validations[0].messageExpression",
+                                           "messageExpression instantiation failed: error parsing regexp: "
+                                           "missing closing ]: `[`")

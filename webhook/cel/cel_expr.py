@@ -59,12 +59,16 @@ def clean_message(message: str) -> str:
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+    list_index = _LIST_INDEX.match(message)
+    if list_index:  # cel-go: types.IndexOrError (a fractional double names its value: not known here)
+        return f"unsupported index type '{_CPP_KINDS.get(list_index[1], list_index[1])}' in list"
     for pattern, replacement in _EVAL_WORDING:
         if pattern.match(message):
             return pattern.sub(replacement, message)
     return message
 
 
+_LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
 # a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
 _LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")
 _CPP_KINDS = {"int64": "int", "uint64": "uint", "duration": "google.protobuf.Duration",
@@ -145,11 +149,11 @@ def _wrong_arity(expression: str, report: str) -> str:
         return report
     try:
         expr = parse(expression)
-    except CelSyntaxError:
+        variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
+                     and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
+        checked = check(expr, variables, {}, validate_literals=False)
+    except (CelSyntaxError, RecursionError):
         return report
-    variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
-                 and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
-    checked = check(expr, variables, {}, validate_literals=False)
     errors = {location(expression, offset): message for offset, message in checked.errors}
     entries = []
     for entry in re.split(r"\n(?=ERROR: )", report):

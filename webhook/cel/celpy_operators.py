@@ -23,11 +23,12 @@ from celpy.evaluation import CELEvalError, NameContainer
 from webhook.cel.celpy_rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
 from webhook.cel.celpy_values import (
     NO_SUCH_OVERLOAD, Namespace, equal, error, go_value, is_bool, is_number, map_key, number, to_cel, to_python,
+    type_name,
 )
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
-from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_timestamp
+from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {
@@ -89,15 +90,17 @@ def index(operand: Any, key: Any) -> Any:
         return value if isinstance(value, CELEvalError) else OptionalValue.of(to_python(value))
     if isinstance(operand, celtypes.ListType):
         position = _list_index(key)
-        if position is None:
-            return error(NO_SUCH_OVERLOAD)
+        if position is None:  # cel-go's types.IndexOrError
+            if isinstance(key, celtypes.DoubleType):
+                return error(f"unsupported index value {float(key)!r} in list")
+            return error(f"unsupported index type '{type_name(key)}' in list")
         if not 0 <= position < len(operand):
             return error(f"index out of bounds: {position}")
         return operand[position]
     if isinstance(operand, celtypes.MapType):
         found = map_key(operand, key)
         return operand[found] if found is not None else error(f"no such key: {go_value(key)}")
-    return error(NO_SUCH_OVERLOAD)
+    return error(f"no such key: {go_value(key)}")  # cel-go qualifies any other value as a missing key
 
 
 def _list_index(key: Any) -> int | None:
@@ -376,7 +379,7 @@ def builtins() -> dict[str, Callable[..., Any]]:
         "size": _size,
         **{name: _string_method(base[name]) for name in ("contains", "startsWith", "endsWith")},
         "duration": _conversion(base["duration"], parse_duration, "google.protobuf.Duration"),
-        "timestamp": _conversion(base["timestamp"], parse_timestamp, "google.protobuf.Timestamp"),
+        "timestamp": _conversion(base["timestamp"], parse_rfc3339, "google.protobuf.Timestamp"),
     }
 
 
@@ -398,7 +401,9 @@ def _conversion(base: Callable[[Any], Any], parse: Callable[[str], Any], type_na
             return base(value) if isinstance(value, kind) else error(NO_SUCH_OVERLOAD)
         try:
             parsed = parse(str(value))
-        except (ValueError, OverflowError):
+        except OverflowError:
+            return error("timestamp overflow")
+        except ValueError:
             parsed = None
         return _conversion_error(type_name) if parsed is None else to_cel(parsed)
 

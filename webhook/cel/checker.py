@@ -23,7 +23,7 @@ from webhook.cel.syntax import (
 from webhook.cel.types import (
     BOOL, BYTES, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, CelType, DeclType, list_of, map_of, optional_of,
 )
-from webhook.cel.values import parse_duration, parse_timestamp
+from webhook.cel.values import parse_duration, parse_rfc3339
 
 _LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
                   "null": NULL}
@@ -481,8 +481,10 @@ def instantiation_error(expr: Expr) -> str | None:
 
 
 def _valid_timestamp(text: str) -> bool:
-    parsed = parse_timestamp(text)
-    return parsed is not None and 1 <= parsed.year <= 9999
+    try:
+        return parse_rfc3339(text) is not None
+    except OverflowError:
+        return False
 
 
 _DURATION_MAX_SECONDS = 315_576_000_000

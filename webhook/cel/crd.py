@@ -489,6 +489,9 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         elif message_analysis.result_type != STRING:
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     "messageExpression must evaluate to a string", go_rule_json(entry)))
+        elif (problem := instantiation_error(message_analysis.parsed)) is not None:
+            issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
+                                    f"messageExpression instantiation failed: {problem}", go_rule_json(entry)))
         else:
             message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]

@@ -2,15 +2,22 @@
 the rewrite of Kubernetes library calls into what the C++ runtime evaluates.
 
 * **validate**: homogeneous aggregate literals, constant regexes (``matches``, ``find``,
-  ``findAll``), constant ``duration``/``timestamp`` literals and literal ``format`` calls,
-  as the apiserver rejects them;
+  ``findAll``), constant ``duration``/``timestamp`` literals (Go's parsers) and literal
+  ``format`` calls, as the apiserver rejects them, and the conversions cel-cpp declares and
+  cel-go does not (``duration(int)``, ``int(duration)``);
 * **fold**: a library call whose arguments are all constants is evaluated once, here
   (Kubernetes' ``OptOptimize`` does the same), so it costs no Python call per evaluation;
 * **native**: ``isSorted``/``sum``/``min``/``max``/``indexOf``/``lastIndexOf``,
   ``optional.unwrap``/``unwrapOpt`` and ``find``/``findAll`` with a constant pattern become
   plain CEL (comprehensions, cel-cpp's ``regex`` extension): no Python call at all;
 * **guard**: cel-go's range checks and messages around cel-cpp's ``charAt``/``substring``/
-  ``indexOf``/``lastIndexOf``, and a cap on a computed ``lists.range(n)``;
+  ``indexOf``/``lastIndexOf``, and a cap on a computed ``lists.range(n)``; where cel-cpp and
+  cel-go part ways on dyn values: the list functions and string functions on a value of
+  another type (cel-go's ``no such overload: f(types)``), a ``flatten`` depth that is no int,
+  ``optional.ofNonZeroValue`` of Go's zero time, strings parsed as Go's strconv,
+  ``time.ParseDuration`` and ``time.Parse(time.RFC3339)`` read them (``uint``, ``double``,
+  ``duration``, ``timestamp``; ``int`` and ``sum``
+  only where it keeps a program on the native fast path, see ``go_number_syntax``);
 * **hoist** (``hoist=True``): a library call on data selected from a variable
   (``quantity(self.memory)``) becomes a hidden variable the backend computes in Python
   before the evaluation;
@@ -22,7 +29,7 @@ keep steady-state evaluation in C++.
 
 from __future__ import annotations
 
-import datetime
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,7 +43,7 @@ from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
-from webhook.cel.values import go_parse_float, go_parse_int
+from webhook.cel.values import go_parse_float, go_parse_int, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
@@ -322,6 +329,8 @@ class Optimizer:
             return self.go_zero_timestamp(node)
         if call.function == "duration" and "string_to_duration" in ids and len(call.args) == 1:
             return self.go_duration(node)
+        if call.function == "timestamp" and "string_to_timestamp" in ids and len(call.args) == 1:
+            return self.go_timestamp(node)
         parsed_as = _STRING_TO_NUMBER.get(call.function)
         if parsed_as is not None and parsed_as in ids and len(call.args) == 1:
             return self.go_number_syntax(node)
@@ -678,6 +687,33 @@ class Optimizer:
         self.refs.pop(node.id, None)
         return rewritten
 
+    def go_timestamp(self, node: Any) -> Any:
+        """``timestamp(string)`` as Go's ``time.Parse(time.RFC3339, s)`` reads it: cel-cpp's
+        parser also takes a lower-case ``t``/``z``, an offset without a colon and second 60,
+        and refuses a comma before the fraction."""
+        call = node.call_expr
+        if _is_string_const(call.args[0]):
+            if _valid_timestamp(call.args[0].const_expr.string_value):  # else check_literals reported it
+                call.args[0].const_expr.string_value = _cpp_rfc3339(call.args[0].const_expr.string_value)
+            return node
+        failed = self.call(FAIL_FUNCTION, self.const("type conversion error from 'string' to 'google.protobuf.Timestamp'"))
+
+        def parse(text: Callable[[], Any]) -> Any:
+            well_formed = self.call("matches", self.const(_RFC3339_PATTERN), target=text())
+            converted = self.call("timestamp", self.call("replace", self.const(","), self.const("."), target=text()))
+            return self.cond(well_formed, converted, failed)
+
+        def by_type(value: Callable[[], Any]) -> Any:
+            if self.type_of(call.args[0]) == "string":
+                return parse(value)
+            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
+            return self.cond(is_string, parse(value), self.call("timestamp", value()))
+
+        rewritten = self.bind("@text", call.args[0], by_type)
+        rewritten.id = node.id
+        self.refs.pop(node.id, None)
+        return rewritten
+
     def go_number_syntax(self, node: Any) -> Any:
         """``int``/``uint``/``double`` of a string parse as Go's strconv does in cel-go; cel-cpp's
         parsers also take surrounding whitespace, ``uint('+1')``, a hex double without an
@@ -949,10 +985,24 @@ def select_overload(candidates: tuple[Overload, ...] | list[Overload], values: l
 
 def _valid_timestamp(text: str) -> bool:
     try:
-        datetime.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+        return parse_rfc3339(text) is not None
+    except OverflowError:
         return False
-    return "T" in text.upper()
+
+
+def _cpp_rfc3339(text: str) -> str:
+    """An RFC 3339 timestamp Go reads, spelled as cel-cpp reads the same instant: a dot before
+    the fraction, at most nine fraction digits."""
+    match = _FRACTION.search(text)
+    if match is None:
+        return text
+    return text[:match.start()] + "." + match[1][:9] + text[match.end():]
+
+
+_FRACTION = re.compile(r"[.,]([0-9]+)")
+# Go's time.Parse(time.RFC3339) syntax, ranges left to cel-cpp's parser (which checks them too)
+_RFC3339_PATTERN = (r"^[0-9]{4}-(0[1-9]|1[0-2])-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.,][0-9]+)?"
+                    r"(Z|[+-][0-9]{2}:[0-9]{2})$")
 
 
 def optimize(checked: Any, *, hoist: bool = False) -> Result:

@@ -214,3 +214,52 @@ def go_parse_float(text: str) -> float | None:
     else:
         return None
     return None if math.isinf(number) else number
+
+
+# --- Go's time.Parse(time.RFC3339, s), as cel-go converts a string to a timestamp ---------------
+
+_RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?(?:Z|([+-])(\d{2}):(\d{2}))", re.A)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# cel-go's timestamp range: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z (seconds)
+_MIN_SECONDS, _MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def parse_rfc3339(text: str) -> datetime | None:
+    """The instant Go's ``time.Parse(time.RFC3339, s)`` reads (an upper-case ``T`` and ``Z``,
+    seconds up to 59, a fraction after a dot or a comma, an offset with a colon), None where
+    Go refuses it; ``OverflowError`` outside CEL's years 1 to 9999 ("timestamp overflow")."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second, fraction, sign, offset_hour, offset_minute = match.groups()
+    if not (1 <= int(month) <= 12 and int(hour) <= 23 and int(minute) <= 59 and int(second) <= 59):
+        return None
+    if sign and not (int(offset_hour) <= 24 and int(offset_minute) <= 60):  # Go's general parser's bounds
+        return None
+    days_in_month = (31, 29 if _leap(int(year)) else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[int(month) - 1]
+    if not 1 <= int(day) <= days_in_month:
+        return None
+    # days since 1970 by the proleptic calendar (year 0 included), so that the range check sees it
+    days = _days_from_civil(int(year), int(month), int(day))
+    seconds = days * 86_400 + int(hour) * 3600 + int(minute) * 60 + int(second)
+    if sign:
+        offset = int(offset_hour) * 3600 + int(offset_minute) * 60
+        seconds -= offset if sign == "+" else -offset
+    if not _MIN_SECONDS <= seconds <= _MAX_SECONDS:
+        raise OverflowError("timestamp overflow")
+    micros = int((fraction or "0")[:6].ljust(6, "0"))
+    return _EPOCH + timedelta(seconds=seconds, microseconds=micros)
+
+
+def _leap(year: int) -> bool:
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm)."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146_097 + day_of_era - 719_468
