@@ -255,6 +255,39 @@ auditAnnotations:
     assert admit(request(kubeai_model()), mutating=False).allowed
 
 
+def test_params_and_lookups_of_cluster_state_alone_follow_every_change_of_the_state(tmp_path):
+    """Params, and a lookup whose arguments read nothing of the request, are kept between
+    reviews while the state's objects stay the same; every put and delete is seen by the
+    next review."""
+    from webhook.controller.snapshot import MemoryState
+
+    policies = _policy_set(tmp_path, MODEL_RULES + """\
+paramRef: {apiVersion: v1, kind: ConfigMap, name: quota, namespace: ops}
+lookups:
+  - name: gpuModels
+    list: {apiVersion: kubeai.org/v1, kind: Model, labelSelector: "'tier=gpu'"}
+validations:
+  - expression: "size(lookups.gpuModels) < (params == null ? 2 : int(params.data.max))"
+    messageExpression: "string(size(lookups.gpuModels)) + ' GPU models'"
+""")
+    state = MemoryState()
+    admit = chain(state, policies, schema=False).admit
+
+    def gpu(name):
+        return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name, "namespace": "team",
+                                                                             "labels": {"tier": "gpu"}}}
+    verdicts = []
+    for change in (lambda: None, lambda: state.put(gpu("a")), lambda: state.put(gpu("b")),
+                   lambda: state.put({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "quota",
+                                      "namespace": "ops"}, "data": {"max": "3"}}),
+                   lambda: state.delete("kubeai.org/v1", "Model", "a", "team"), lambda: None):
+        change()
+        for _ in range(2):  # the second review of each state reads what the first kept
+            answer = admit(request(kubeai_model()), mutating=False)
+            verdicts.append(answer.allowed or messages(answer)[0])
+    assert verdicts == [True, True, True, True, "2 GPU models", "2 GPU models", True, True, True, True, True, True]
+
+
 def test_apply_configuration_and_json_patch_mutations_compose(tmp_path):
     policies = _policy_set(tmp_path, MODEL_RULES + """\
 mutations:

@@ -335,7 +335,7 @@ async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes
 async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_rest_in_the_pool(tmp_path):
     """Placement: the pool (interruptible by the deadline) for a kind not yet seen, a large
     body or a kind whose last review was slow; the event loop (no thread hop) otherwise.
-    The CPU bound is 10 ms here (0.25 ms by default) so that a loaded test machine cannot
+    The CPU bound is 10 ms here (1 ms by default) so that a loaded test machine cannot
     blur it; the wall-clock bound is the default 20 ms, which the sleeping review exceeds."""
     server = await start_server(tmp_path, ScriptedAdmitter(), inline_max_cpu_seconds=0.01)
     try:

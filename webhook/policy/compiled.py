@@ -192,6 +192,8 @@ class CompiledPolicy:
         self._state_lookups = tuple(lk.name for lk, exprs in self.lookups if _reads_only_state(exprs.values()))
         self._state_variables = self._variables_of_state()
         self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
+        self._state_lookup_results: tuple[Any, int, dict[str, Any]] | None = None  # ``_kept_state_lookups``
+        self._params_kept: tuple[Any, int, Any] | None = None  # (state, generation, params): ``_params``
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
         self._computed_variables = [name for name, _ in self.variables if name not in self._state_variables]
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
@@ -368,16 +370,37 @@ class CompiledPolicy:
         if self.lookups:
             activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
             arguments = self._lookup_arguments(activation)
+            kept = self._kept_state_lookups(inp.state)
             try:
                 for i, (lookup, exprs) in enumerate(self.lookups):
-                    lookups[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
-                                                        arguments[i] if arguments else None)
+                    if kept is not None and lookup.name in kept[2]:
+                        lookups[lookup.name] = kept[2][lookup.name]
+                        continue
+                    lookups[lookup.name] = found = self._lookup(lookup, exprs, activation, inp.state, None,
+                                                                arguments[i] if arguments else None)
+                    if kept is not None and lookup.name in self._state_lookups:
+                        kept[2][lookup.name] = found
             except _RuleError:
                 return None
         variables = self._state_values_for(lookups, params)
         if variables is None:
             return None
         return Prepared(params, lookups, variables, self._lookups_read())
+
+    def _kept_state_lookups(self, state: ClusterState) -> tuple[Any, int, dict[str, Any]] | None:
+        """(state, generation, results) of the lookups that read only cluster state
+        (``_state_lookups``), kept while the state's objects stay the same: a review then
+        neither lists nor sorts them again. None when the state cannot say (no
+        ``generation``)."""
+        if not self._state_lookups:
+            return None
+        generation = getattr(state, "generation", None)
+        if generation is None:
+            return None
+        kept = self._state_lookup_results
+        if kept is None or kept[0] is not state or kept[1] != generation:
+            kept = self._state_lookup_results = (state, generation, {})  # (read before the lookups run)
+        return kept
 
     def _reads(self) -> frozenset[str]:
         """The names the stages' batches read in a review's bindings."""
@@ -577,9 +600,21 @@ class CompiledPolicy:
         return found
 
     def _params(self, state: ClusterState) -> Any:
-        ref = self.param_ref
-        if ref is None:
+        """The params object (or its ``dataKey`` parsed), kept while the state's objects stay
+        the same (as ``_kept_state_lookups``)."""
+        if self.param_ref is None:
             return None
+        generation = getattr(state, "generation", None)
+        kept = self._params_kept
+        if generation is not None and kept is not None and kept[0] is state and kept[1] == generation:
+            return kept[2]
+        params = self._read_params(state)
+        if generation is not None:
+            self._params_kept = (state, generation, params)
+        return params
+
+    def _read_params(self, state: ClusterState) -> Any:
+        ref = self.param_ref
         if ref.namespace:
             source = state.get(ref.apiVersion, ref.kind, ref.name, ref.namespace)
         else:

@@ -406,14 +406,20 @@ class _Builder:
             return None
         if rule.uses_old_self and not rule.optional_old_self:
             source = f"!({old_present}) || ({source})"
-        own = _python_work(rule.program)
-        if own[1] and self.python_work[1] + own[1] > len(HOIST_VARIABLES):
-            return None  # one program computes this many calls before its evaluation at most
+        work = own = _python_work(rule.program)
         if own != (0, 0):  # would the library calls still be computed the same way?
             alone = compile_program(_guarded(source, here))
-            if alone is None or _python_work(alone) != own:
+            if alone is None:
                 return None
-        self.python_work = (self.python_work[0] + own[0], self.python_work[1] + own[1])
+            work = _python_work(alone)
+            # a call hoisted on its own may run inside the engine here (a regex on list items:
+            # the engine's own matches, no Python call, and the native program needs neither);
+            # one more Python call per evaluation would leak (cel-expr-python 0.1.3)
+            if work[0] > own[0]:
+                return None
+        if work[1] and self.python_work[1] + work[1] > len(HOIST_VARIABLES):
+            return None  # one program computes this many calls before its evaluation at most
+        self.python_work = (self.python_work[0] + work[0], self.python_work[1] + work[1])
         return source
 
 

@@ -68,22 +68,27 @@ class ObjectStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kinds: dict[GroupKind, dict[ObjectKey, dict[str, Any]]] = {}
+        # bumped by every write: a reader may keep what it read while this stays the same
+        self.generation = 0
 
     def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]]) -> None:
         fresh = {_key(o): sanitize(o) for o in objects}
         with self._lock:
             self._kinds[(group, kind)] = fresh
+            self.generation += 1
 
     def put(self, obj: dict[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
         kept = sanitize(obj)
         with self._lock:
             self._kinds.setdefault(gk, {})[_key(obj)] = kept
+            self.generation += 1
 
     def delete(self, obj: Mapping[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
         with self._lock:
             self._kinds.get(gk, {}).pop(_key(obj), None)
+            self.generation += 1
 
     def get(self, group: str, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
         return self._kinds.get((group, kind), {}).get((namespace or "", name))
@@ -124,6 +129,12 @@ class ClusterState(abc.ABC):
             selector = parse_selector(label_selector)
             objects = [o for o in objects if selector.matches((o.get("metadata") or {}).get("labels"))]
         return objects
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever a stored object does: what was read from the state stays true
+        while it stays the same."""
+        return self._store.generation
 
     @property
     @abc.abstractmethod
