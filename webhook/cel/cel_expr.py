@@ -82,7 +82,7 @@ def clean_message(message: str) -> str:
 # a cel-go extension function cel-cpp could not dispatch: "(map).lowerAscii()", "sets.contains(map, list)"
 _EXTENSION_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?([\w.]+)\((.*)\)$")
 # an operator or size() on operands it does not take: "_+_(map, int64)", "(bool).size()"
-_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size)\((.*)\)$")
+_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size|sort)\((.*)\)$")
 _LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
 # a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
 _LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")
