@@ -59,6 +59,18 @@ _EVAL_WORDING = [
 
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+    dispatch = _dispatch_error(message)
+    if dispatch is not None:
+        return dispatch
+    for pattern, replacement in _EVAL_WORDING:
+        if pattern.match(message):
+            return pattern.sub(replacement, message)
+    return message
+
+
+def _dispatch_error(message: str) -> str | None:
+    """cel-go's words for a call or an index on values of types it does not take, from
+    cel-cpp's message with the runtime kinds ("No matching overloads found : f(map, int64)")."""
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
@@ -68,15 +80,13 @@ def clean_message(message: str) -> str:
         return f"no such overload: {extension_call[2]}({', '.join(_CPP_KINDS.get(k, k) for k in kinds)})"
     operator_call = _OPERATOR_NO_OVERLOAD.match(message)
     if operator_call:
-        first = operator_call[1] or _split_types(operator_call[3])[0]
-        return operator_error(operator_call[2], _CPP_KINDS.get(first, first))
+        operands = ([operator_call[1]] if operator_call[1] else []) + _split_types(operator_call[3])
+        if operands:
+            return operator_error(operator_call[2], _CPP_KINDS.get(operands[0], operands[0]))
     list_index = _LIST_INDEX.match(message)
     if list_index:  # cel-go: types.IndexOrError (a fractional double names its value: not known here)
         return f"unsupported index type '{_CPP_KINDS.get(list_index[1], list_index[1])}' in list"
-    for pattern, replacement in _EVAL_WORDING:
-        if pattern.match(message):
-            return pattern.sub(replacement, message)
-    return message
+    return None
 
 
 # a cel-go extension function cel-cpp could not dispatch: "(map).lowerAscii()", "sets.contains(map, list)"
