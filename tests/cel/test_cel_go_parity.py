@@ -151,6 +151,22 @@ def test_a_list_indexed_by_another_type(engine, key, message):
     assert error_of(engine, f"self[{key}]", self=[1]) == message
 
 
+@pytest.mark.parametrize("expression, value, message", [
+    # the first operand lacks the operator's trait: cel-go names the function
+    ("self + 1", {"a": 1}, "no such overload: _+_"),
+    ("self - 1", [1], "no such overload: _-_"),
+    ("self < 1", None, "no such overload: _<_"),
+    ("self % 2", 1.5, "no such overload: _%_"),
+    ("size(self)", True, "no such overload: size"),
+    # it has the trait (or is a receiver type): the operand's own error
+    ("self + 1", "a", "no such overload"),
+    ("self * 2", datetime.timedelta(seconds=1), "no such overload"),  # celpy scaled it
+    ("1 + self", {"a": 1}, "no such overload"),
+])
+def test_operators_on_other_types_fail_as_cel_go_dispatches_them(engine, expression, value, message):
+    assert error_of(engine, expression, self=value) == message
+
+
 def test_types_are_values_with_their_qualified_names(engine):
     assert evaluate(engine, "type(self) == google.protobuf.Duration && type(timestamp(0)) == google.protobuf.Timestamp",
                     self=datetime.timedelta(seconds=1)) is True

@@ -21,6 +21,7 @@ from webhook.cel import protos
 from webhook.cel.checker import check
 from webhook.cel.declarations import TYPE_IDENTS, functions
 from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
+from webhook.cel.typenames import operator_error
 from webhook.cel.types import DYN
 from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
@@ -59,6 +60,10 @@ def clean_message(message: str) -> str:
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+    operator_call = _OPERATOR_NO_OVERLOAD.match(message)
+    if operator_call:
+        first = operator_call[1] or _split_types(operator_call[3])[0]
+        return operator_error(operator_call[2], _CPP_KINDS.get(first, first))
     list_index = _LIST_INDEX.match(message)
     if list_index:  # cel-go: types.IndexOrError (a fractional double names its value: not known here)
         return f"unsupported index type '{_CPP_KINDS.get(list_index[1], list_index[1])}' in list"
@@ -68,6 +73,8 @@ def clean_message(message: str) -> str:
     return message
 
 
+# an operator or size() on operands it does not take: "_+_(map, int64)", "(bool).size()"
+_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size)\((.*)\)$")
 _LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
 # a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
 _LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")

@@ -28,6 +28,7 @@ from webhook.cel.celpy_values import (
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
+from webhook.cel.typenames import operator_error
 from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
@@ -183,7 +184,7 @@ def _equality(negate: bool) -> Callable[[Any, Any], Any]:
 _ORDERED = (celtypes.StringType, celtypes.BytesType, celtypes.BoolType, celtypes.TimestampType, celtypes.DurationType)
 
 
-def _ordering(python: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+def _ordering(python: Callable[[Any, Any], bool], function: str) -> Callable[[Any, Any], Any]:
     """Ordering of numbers by value across int, uint and double (cel-go's cross-type ordering)
     and of two values of one ordered type; nothing else is ordered."""
 
@@ -195,7 +196,7 @@ def _ordering(python: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
             return celtypes.BoolType(python(number(a), number(b)))
         if type(a) is type(b) and isinstance(a, _ORDERED):
             return celtypes.BoolType(python(a, b))
-        return error(NO_SUCH_OVERLOAD)
+        return error(operator_error(function, type_name(a)))
 
     return compare
 
@@ -208,11 +209,14 @@ def _arithmetic(base: Callable[..., Any], symbol: str) -> Callable[..., Any]:
         for value in args:
             if isinstance(value, CELEvalError):
                 return value
+        failed = error(operator_error(f"_{symbol}_" if len(args) == 2 else "-_", type_name(args[0])))
         if any(is_bool(value) for value in args):  # celpy's bools are ints
-            return error(NO_SUCH_OVERLOAD)
+            return failed
+        if symbol in "*/%" and not all(is_number(value) for value in args):  # celpy scales durations
+            return failed
         if len(args) == 2 and is_number(args[0]) and is_number(args[1]):
             if type(args[0]) is not type(args[1]):
-                return error(NO_SUCH_OVERLOAD)
+                return failed
             if symbol in "/%" and not isinstance(args[0], float) and args[1] == 0:
                 return error("division by zero" if symbol == "/" else "modulus by zero")
         try:
@@ -221,7 +225,7 @@ def _arithmetic(base: Callable[..., Any], symbol: str) -> Callable[..., Any]:
             unsigned = isinstance(args[0], celtypes.UintType)
             return error("unsigned integer overflow" if unsigned else "integer overflow")
         except TypeError:
-            return error(NO_SUCH_OVERLOAD)
+            return failed
         return celtypes.ListType(result) if type(result) is list else result  # list + list
 
     return apply
@@ -351,7 +355,7 @@ def _to_bool(value: Any) -> Any:
 def _size(value: Any) -> Any:
     if isinstance(value, (str, bytes, celtypes.ListType, celtypes.MapType)):
         return celtypes.IntType(len(value))
-    return error(NO_SUCH_OVERLOAD)
+    return error(operator_error("size", type_name(value)))
 
 
 def _string_method(base: Callable[..., Any]) -> Callable[..., Any]:
@@ -416,10 +420,10 @@ def operators() -> dict[str, Callable[..., Any]]:
     return {
         "_==_": _equality(False),
         "_!=_": _equality(True),
-        "_<_": _ordering(operator.lt),
-        "_<=_": _ordering(operator.le),
-        "_>_": _ordering(operator.gt),
-        "_>=_": _ordering(operator.ge),
+        "_<_": _ordering(operator.lt, "_<_"),
+        "_<=_": _ordering(operator.le, "_<=_"),
+        "_>_": _ordering(operator.gt, "_>_"),
+        "_>=_": _ordering(operator.ge, "_>=_"),
         "_in_": _in,
         "_||_": _logic(True),
         "_&&_": _logic(False),

@@ -23,6 +23,35 @@ def not_an_int(go_type: str) -> str:
     return f"internal error: interface conversion: ref.Val is {go_type}, not types.Int"
 
 
+# cel-go's operators and size() dispatch on a trait of the first operand (common/types: each
+# type's trait mask); a value without it fails as "no such overload: <function>", unless it
+# is a receiver type, whose Receive() answers "no such overload" like a wrong second operand
+_TRAITS = {
+    "adder": {"int", "uint", "double", "string", "bytes", "list", TIMESTAMP, DURATION},
+    "subtractor": {"int", "uint", "double", TIMESTAMP, DURATION},
+    "multiplier": {"int", "uint", "double"},
+    "divider": {"int", "uint", "double"},
+    "modder": {"int", "uint"},
+    "negator": {"int", "double", "bool", DURATION},
+    "comparer": {"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION},
+    "sizer": {"string", "bytes", "list", "map"},
+}
+_OPERATOR_TRAITS = {
+    "_+_": "adder", "_-_": "subtractor", "_*_": "multiplier", "_/_": "divider", "_%_": "modder", "-_": "negator",
+    "_<_": "comparer", "_<=_": "comparer", "_>_": "comparer", "_>=_": "comparer", "size": "sizer",
+}
+_RECEIVERS = {"string", TIMESTAMP, DURATION}
+TRAIT_DISPATCHED = frozenset(_OPERATOR_TRAITS)
+
+
+def operator_error(function: str, first: str) -> str:
+    """cel-go's error for an operator (or ``size``) that fails on its operands, the first
+    operand's CEL type name given."""
+    if first in _TRAITS[_OPERATOR_TRAITS[function]] or first in _RECEIVERS:
+        return "no such overload"
+    return f"no such overload: {function}"
+
+
 _PRIMITIVES = {1: "bool", 2: "int", 3: "uint", 4: "double", 5: "string", 6: "bytes"}
 _WELL_KNOWN = {1: "any", 2: TIMESTAMP, 3: DURATION}
 
