@@ -121,6 +121,19 @@ def test_kubernetes_library_calls_name_the_runtime_types(engine, expression, val
     assert error_of(engine, expression, self=value) == message
 
 
+@pytest.mark.parametrize("expression, value, message", [
+    ("self.lowerAscii()", {"a": 1}, "no such overload: lowerAscii(map)"),
+    ("self.replace('a', 'b')", 1, "no such overload: replace(int, string, string)"),
+    ("self.slice(0, 1)", "ab", "no such overload: slice(string, int, int)"),
+    ("lists.range(self)", "3", "no such overload: lists.range(string)"),  # not the cost guard's comparison
+    ("sets.intersects([1], self)", {"a": 1}, "no such overload: sets.intersects(list, map)"),  # celpy: false
+    ("self.sort()", {"a": 1}, "no such overload: sort"),  # a trait check in cel-go, not a type guard
+    ("self.sort()", "ab", "no such overload"),  # a string is a receiver type
+])
+def test_extension_calls_name_the_runtime_types(engine, expression, value, message):
+    assert error_of(engine, expression, self=value) == message
+
+
 _CEL_CPP_SELECT = pytest.mark.xfail(strict=True, reason=(
     "cel-cpp fails any selection on a value that is no map or message ('Applying SELECT to "
     "non-message type', without the field); has() too. A guard on every dyn selection would "

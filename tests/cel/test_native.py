@@ -147,6 +147,8 @@ CORPUS = [
     "self.?a.orValue(1)", "self.?a.?b.orValue('d')", "self.?a.hasValue()", "self.a[?0].orValue(null)",
     "optional.of(self.a).value()", "optional.none().or(self.?a).orValue(0)", "[self.a, ?self.?b]",
     "{'k': self.a, ?'o': self.?b}", "{self.a: 1}", "[self.a].map(v, [v, v])[0]",
+    "[self.a].filter(x, x > 1)", "[self.a].all(x, x > 1)", "[self.a].exists(x, x == 1)",
+    "[self.a].map(x, x > 0, x)", "self.?a.?b.hasValue()", "self.a.?b.orValue(self.c)",
     "!has(self.a) || self.a.b.startsWith('x')", "self.a == 1 || self.b", "self.b && self.a == 1",
     "self.a.all(x, x.startsWith('a')) && size(self.a) < 3",
     "self.a + [self.b]", "self.a + 'x'", "[1, 2].map(x, x * self.a)", "self.a > 9223372036854775807 - self.b",

@@ -29,7 +29,9 @@ from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError
 from webhook.cel.native import NativeProgram, NotNative, compile_native
-from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, Issue, _children, optimize, select_overload
+from webhook.cel.optimize import (
+    COST_EXCEEDED, HOIST_VARIABLES, SIGNED_DISPATCH, Hoist, Issue, _children, optimize, select_overload,
+)
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
@@ -60,6 +62,10 @@ def clean_message(message: str) -> str:
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+    extension_call = _EXTENSION_NO_OVERLOAD.match(message)
+    if extension_call and extension_call[2] in SIGNED_DISPATCH:
+        kinds = ([extension_call[1]] if extension_call[1] else []) + _split_types(extension_call[3])
+        return f"no such overload: {extension_call[2]}({', '.join(_CPP_KINDS.get(k, k) for k in kinds)})"
     operator_call = _OPERATOR_NO_OVERLOAD.match(message)
     if operator_call:
         first = operator_call[1] or _split_types(operator_call[3])[0]
@@ -73,8 +79,10 @@ def clean_message(message: str) -> str:
     return message
 
 
+# a cel-go extension function cel-cpp could not dispatch: "(map).lowerAscii()", "sets.contains(map, list)"
+_EXTENSION_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?([\w.]+)\((.*)\)$")
 # an operator or size() on operands it does not take: "_+_(map, int64)", "(bool).size()"
-_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size)\((.*)\)$")
+_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size|sort)\((.*)\)$")
 _LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
 # a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
 _LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")

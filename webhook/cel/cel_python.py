@@ -32,6 +32,7 @@ from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
+from webhook.cel.typenames import TRAIT_DISPATCHED, operator_error
 
 
 # extension functions whose arguments after the receiver include ints (or strings, never bools)
@@ -76,6 +77,8 @@ class Function:
     def _no_such_overload(self, args: tuple[Any, ...]) -> CELEvalError:
         """As the default engine words a failed dispatch (cel-go's ``no such overload: f(types)``
         where it can tell the runtime types, ``optimize.no_such_overload``)."""
+        if self.name in TRAIT_DISPATCHED and args:
+            return CELEvalError(operator_error(self.name, type_name(args[0])))
         if self.name in SIGNED_DISPATCH or (self.overloads and self.name != "sum"):
             return CELEvalError(f"{NO_SUCH_OVERLOAD}: {self.name}({', '.join(map(type_name, args))})")
         return CELEvalError(NO_SUCH_OVERLOAD)

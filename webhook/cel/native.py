@@ -462,10 +462,34 @@ def _select_optional(value: Any, field: str) -> Any:
     return value[field]
 
 
+def _path_or(value: Any, fields: tuple[str, ...], default: Any) -> Any:
+    """``value.?f1.?f2....orValue(default)``: the value down the path, or the default where a
+    field is absent; selecting from a non-map is an error (cel-expr reports it)."""
+    for field in fields:
+        if type(value) is not dict:
+            raise NotNative
+        if field not in value:
+            return default
+        value = value[field]
+    return value
+
+
+def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
+    """``value.?f1.?f2....hasValue()``."""
+    for field in fields:
+        if type(value) is not dict:
+            raise NotNative
+        if field not in value:
+            return False
+        value = value[field]
+    return True
+
+
 _HELPERS: dict[str, Any] = {
     "_bail": _bail, "_NotNative": NotNative, "_equal": _equal, "_size": _size, "_in": _in,
     "_index": _index, "_optional_list": _optional_list, "_map_literal": _map_literal,
-    "_optional_select": _optional_select, "_select_optional": _select_optional,
+    "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
+    "_path_has": _path_has,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
 }
 _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "_greater"), "_>=_": (">=", "_greater_equal")}
@@ -578,6 +602,13 @@ class _Codegen:
             t = self.fresh("_t")
             test = _STRING_TESTS[function].format(t=t, c=repr(_string_constant(nodes[1])))
             return f"({test} if type({t} := {self.expr(nodes[0])}) is str else _bail())"
+        if function in ("orValue", "hasValue") and nodes:
+            chain = _optional_chain(nodes[0])  # x.?a.?b.orValue(d): one walk down the fields
+            if chain is not None and arity == (1 if function == "hasValue" else 2):
+                base, fields = chain
+                if function == "hasValue":
+                    return f"_path_has({self.expr(base)}, {fields!r})"
+                return f"_path_or({self.expr(base)}, {fields!r}, {self.expr(nodes[1])})"
         if function == "_?._" and arity == 2 and _string_constant(nodes[1]) is not None:
             return f"_optional_select({self.expr(nodes[0])}, {_string_constant(nodes[1])!r})"
         if function == "dyn" and arity == 1:
@@ -635,6 +666,19 @@ class _Codegen:
         result = self.expr(c.result)
         self.scopes.pop()
         self.functions.pop()
+        single = (second is None and c.iter_range.WhichOneof("expr_kind") == "list_expr"
+                  and len(c.iter_range.list_expr.elements) == 1 and not c.iter_range.list_expr.optional_indices)
+        if single:  # [x].map(v, ...): how the policy batches bind a variable; no loop needed
+            body = [f"{first} = {iter_range[1:-1]}", "_n[0] += 1", f"{accu} = {init}"]
+            indent = ""
+            if condition is not None:
+                g = self.fresh("_g")
+                body += [f"{g} = {condition}", f"if {g} is not True and {g} is not False: _bail()", f"if {g}:"]
+                indent = "    "
+            body += [indent + line for line in (appended if appended is not None else [f"{accu} = {step}"])]
+            body.append(f"return {result}")
+            self.functions[-1].prelude.extend([f"def {name}():"] + ["    " + line for line in function.prelude + body])
+            return f"{name}()"
         if second is None:
             loop = f"for {first} in {items}:"
         else:
@@ -729,6 +773,17 @@ def _may_be_optional(node: Any) -> bool:
     if node.WhichOneof("expr_kind") != "call_expr":
         return False
     return node.call_expr.function in ("_?._", "_[?_]", "optional.of", "optional.none", "or")
+
+
+def _optional_chain(node: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """``x.?a.?b`` as (x, ("a", "b")) when ``x`` is no optional itself; else None."""
+    fields = []
+    while _is_call(node, "_?._", 2) and _string_constant(node.call_expr.args[1]) is not None:
+        fields.append(_string_constant(node.call_expr.args[1]))
+        node = node.call_expr.args[0]
+    if not fields or _may_be_optional(node):
+        return None
+    return node, tuple(reversed(fields))  # (a variable holding an optional: not a map, so NotNative)
 
 
 def _is_call(node: Any, function: str, arity: int) -> bool:

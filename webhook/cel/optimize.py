@@ -51,8 +51,15 @@ COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
 RANGE_LIMIT = 1_000_000  # Kubernetes' per-call cost limit
 _OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
 _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
-# functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``
-SIGNED_DISPATCH = frozenset(_NATIVE_LISTS - {"sum"} | {"charAt", "substring"})
+# functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``:
+# Kubernetes' list functions (but ``sum``, which stays on the native fast path) and the cel-go
+# extensions whose overloads carry their own bindings (type-guarded; ``sort`` and ``flatten``
+# are not: a trait check, an implementation that tests its arguments)
+SIGNED_DISPATCH = frozenset(_NATIVE_LISTS - {"sum"} | {
+    "charAt", "indexOf", "lastIndexOf", "lowerAscii", "upperAscii", "replace", "split", "substring", "trim",
+    "join", "strings.quote", "reverse", "slice", "distinct", "lists.range", "first", "last",
+    "sets.contains", "sets.equivalent", "sets.intersects",
+})
 _OPTIONAL_RESULT = {"format-named", "format-validate"}
 _GO_DURATION_MAX = 2**63 - 1  # nanoseconds: Go's time.Duration
 # conversions cel-cpp declares and cel-go does not
@@ -805,9 +812,16 @@ class Optimizer:
     def guard_range(self, node: Any) -> Any:
         """``lists.range(n)`` of a computed ``n`` never allocates past the per-call limit."""
         count = node.call_expr.args[0]
+
+        def too_large(n: Callable[[], Any]) -> Any:
+            test = self.op("_>_", n(), self.const(RANGE_LIMIT))
+            if self.type_of(count) == "int":
+                return test
+            # a dyn count of another type is lists.range's own dispatch error, not the comparison's
+            return self.op("_&&_", self.op("_==_", self.call("type", n()), self.ident("int")), test)
+
         rewritten = self.bind("@n", count, lambda n: self.cond(
-            self.op("_>_", n(), self.const(RANGE_LIMIT)), self.call(FAIL_FUNCTION, self.const(COST_EXCEEDED)),
-            self.call("lists.range", n()),
+            too_large(n), self.call(FAIL_FUNCTION, self.const(COST_EXCEEDED)), self.call("lists.range", n()),
         ))
         rewritten.id = node.id
         self.refs.pop(node.id, None)

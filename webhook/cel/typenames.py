@@ -23,7 +23,7 @@ def not_an_int(go_type: str) -> str:
     return f"internal error: interface conversion: ref.Val is {go_type}, not types.Int"
 
 
-# cel-go's operators and size() dispatch on a trait of the first operand (common/types: each
+# cel-go's operators, size() and sort() dispatch on a trait of the first operand (common/types: each
 # type's trait mask); a value without it fails as "no such overload: <function>", unless it
 # is a receiver type, whose Receive() answers "no such overload" like a wrong second operand
 _TRAITS = {
@@ -35,17 +35,19 @@ _TRAITS = {
     "negator": {"int", "double", "bool", DURATION},
     "comparer": {"int", "uint", "double", "string", "bytes", "bool", TIMESTAMP, DURATION},
     "sizer": {"string", "bytes", "list", "map"},
+    "lister": {"list"},
 }
 _OPERATOR_TRAITS = {
     "_+_": "adder", "_-_": "subtractor", "_*_": "multiplier", "_/_": "divider", "_%_": "modder", "-_": "negator",
     "_<_": "comparer", "_<=_": "comparer", "_>_": "comparer", "_>=_": "comparer", "size": "sizer",
+    "sort": "lister",  # the lists extension's sort(): one binding for its overloads, on lists
 }
 _RECEIVERS = {"string", TIMESTAMP, DURATION}
 TRAIT_DISPATCHED = frozenset(_OPERATOR_TRAITS)
 
 
 def operator_error(function: str, first: str) -> str:
-    """cel-go's error for an operator (or ``size``) that fails on its operands, the first
+    """cel-go's error for an operator (or ``size``, ``sort``) that fails on its operands, the first
     operand's CEL type name given."""
     if first in _TRAITS[_OPERATOR_TRAITS[function]] or first in _RECEIVERS:
         return "no such overload"

@@ -151,11 +151,18 @@ def lists_range(n: int) -> list[int]:
     return list(range(n))
 
 
+def _lists(*values: Any) -> None:
+    if not all(isinstance(value, list) for value in values):
+        raise TypeError("sets functions take lists")  # the caller's "no such overload"
+
+
 def sets_contains(a: list, b: list) -> bool:
+    _lists(a, b)
     return all(any(cel_equals(x, y) for y in a) for x in b)
 
 
 def sets_intersects(a: list, b: list) -> bool:
+    _lists(a, b)
     return any(any(cel_equals(x, y) for y in a) for x in b)
 
 
