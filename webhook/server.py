@@ -276,7 +276,7 @@ class Placement:
     """Where the chain judges a review: on the event loop or in the worker pool.
 
     The pool costs a thread hop per review (~0.1 ms of CPU measured here, and the chain
-    runs colder there: 10-20% more CPU per review in all for the shipped validations, whose
+    runs colder there: 6-20% more CPU per review in all for the shipped validations, whose
     chain costs 0.25-0.5 ms), but there the deadline can cut a slow review short and the
     loop keeps answering others meanwhile. So a review runs on the loop only when its body
     is small (the chain's cost grows with the object) and the last review of its endpoint
@@ -557,14 +557,16 @@ def try_it(settings: Settings) -> str:
     )
 
 
-GC_YOUNG_THRESHOLD = 10_000
 AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]]"]
+
+GC_YOUNG_THRESHOLD = 10_000  # container objects allocated (net) between young collections (default 700)
 
 
 def _freeze_loaded_heap() -> None:
     """Keep the loaded chain (CRD schemas, compiled policies, the state: long-lived) out of
     the cyclic GC's full collections, which otherwise walk all of it every few thousand
-    reviews (measured: ~17 µs a review on average). Objects made later are collected as
+    reviews (measured with the reviews in the worker pool: ~25 µs of GC a review, 17 of it
+    full collections; BENCHMARKS.md, "srvgap"). Objects made later are collected as
     usual; only cycles among today's objects that become garbage later are never freed
     (a policy set dropped by a reload: ~50 small objects, once).
 
