@@ -160,3 +160,27 @@ def test_hidden_entries_are_skipped(tmp_path):
     (tmp_path / "ns.yaml").symlink_to(hidden / "ns.yaml")
     write(tmp_path, ".swp.yaml", "not: [valid\n")
     assert [n["metadata"]["name"] for n in FileState(tmp_path).list("v1", "Namespace")] == ["a"]
+
+
+def _model(name: str, namespace: str) -> dict:
+    return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name, "namespace": namespace}}
+
+
+def test_listing_follows_every_write_and_hands_out_its_own_list():
+    """Lists are kept per kind and namespace between writes; each write of the kind drops them."""
+    from webhook.state.base import ObjectStore
+
+    store = ObjectStore()
+    store.replace("kubeai.org", "Model", [_model("b", "x"), _model("a", "x"), _model("c", "y")])
+    names = lambda ns: [o["metadata"]["name"] for o in store.list("kubeai.org", "Model", ns)]  # noqa: E731
+    assert names("x") == ["a", "b"] and names(None) == ["a", "b", "c"]
+    store.list("kubeai.org", "Model", "x").clear()  # the caller's own list
+    assert names("x") == ["a", "b"]
+    store.put(_model("0", "x"))
+    assert names("x") == ["0", "a", "b"] and names("y") == ["c"]
+    store.delete(_model("a", "x"))
+    assert names("x") == ["0", "b"] and names(None) == ["0", "b", "c"]
+    store.replace("kubeai.org", "Model", [_model("z", "y")])
+    assert names("x") == [] and names("y") == ["z"]
+    store.put({**_model("q", "x"), "kind": "Other"})  # another kind leaves these alone
+    assert names("x") == []

@@ -68,6 +68,9 @@ class ObjectStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kinds: dict[GroupKind, dict[ObjectKey, dict[str, Any]]] = {}
+        # a kind's sorted lists, per namespace (None: all), until the kind is written: a
+        # policy lists a kind in the request's namespace on every review
+        self._lists: dict[GroupKind, dict[str | None, list[dict[str, Any]]]] = {}
         # bumped by every write: a reader may keep what it read while this stays the same
         self.generation = 0
 
@@ -75,31 +78,41 @@ class ObjectStore:
         fresh = {_key(o): sanitize(o) for o in objects}
         with self._lock:
             self._kinds[(group, kind)] = fresh
-            self.generation += 1
+            self._written((group, kind))
 
     def put(self, obj: dict[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
         kept = sanitize(obj)
         with self._lock:
             self._kinds.setdefault(gk, {})[_key(obj)] = kept
-            self.generation += 1
+            self._written(gk)
 
     def delete(self, obj: Mapping[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
         with self._lock:
             self._kinds.get(gk, {}).pop(_key(obj), None)
-            self.generation += 1
+            self._written(gk)
+
+    def _written(self, gk: GroupKind) -> None:
+        self._lists.pop(gk, None)
+        self.generation += 1
 
     def get(self, group: str, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
         return self._kinds.get((group, kind), {}).get((namespace or "", name))
 
     def list(self, group: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
+        """The kind's objects (in ``namespace``; None: all) in (namespace, name) order; a new
+        list each call (of the stored objects themselves)."""
+        gk = (group, kind)
         with self._lock:
-            items = list(self._kinds.get((group, kind), {}).items())
-        if namespace is not None:
-            items = [kv for kv in items if kv[0][0] == namespace]
-        items.sort(key=lambda kv: kv[0])
-        return [obj for _, obj in items]
+            lists = self._lists.setdefault(gk, {})
+            found = lists.get(namespace)
+            if found is None:
+                items = self._kinds.get(gk, {}).items()
+                if namespace is not None:
+                    items = [kv for kv in items if kv[0][0] == namespace]
+                found = lists[namespace] = [obj for _, obj in sorted(items, key=lambda kv: kv[0])]
+            return list(found)
 
     def kinds(self) -> list[GroupKind]:
         with self._lock:
