@@ -263,7 +263,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native")
+                 "_env", "reads", "native", "_declared", "_rename")
 
     def __init__(
         self,
@@ -278,6 +278,8 @@ class CelExprProgram:
         env: cel.Env | None = None,
         reads: frozenset[str] = frozenset(),
         native: NativeProgram | None = None,
+        declared: frozenset[str] = frozenset(),
+        rename: Mapping[str, str] | None = None,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -289,7 +291,8 @@ class CelExprProgram:
         self._measure = cost.needs_measure
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
-        self.native = native  # the same program as Python closures, when it fits (``native``)
+        self.native = native  # the same program as generated Python, when it fits (``native``)
+        self._declared, self._rename = declared, dict(rename or {})  # for ``_as_cel_go``
 
     @property
     def hoisted_calls(self) -> int:
@@ -301,6 +304,7 @@ class CelExprProgram:
         """The program's value on ``activation``. ``accept``: the answers the caller can use
         without cel-expr's exact errors and messages (all rules true, a patch); the native
         program answers first, and a value it passes is the answer (see ``native``)."""
+        given = activation
         shared = type(activation) is Bindings and self._env is not None
         if self._measure:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())
@@ -335,11 +339,29 @@ class CelExprProgram:
             names = self.reads if shared else activation
             result = self._eval(program, {name: well_known(activation[name]) for name in names if name in activation})
         if result.type() == _ERROR:
-            raise _eval_error(clean_message(result.value()))
+            message = clean_message(result.value())
+            if message.startswith(_CEL_CPP_ONLY):
+                return self._as_cel_go(given, cost_limit, message)
+            raise _eval_error(message)
         value = from_runtime(result.plain_value())
         if self._optional_root:
             return OptionalValue.of(value[0]) if value else NONE
         return value
+
+    def _as_cel_go(self, activation: Mapping[str, Any], cost_limit: int | None, message: str) -> Any:
+        """cel-cpp fails a selection or an index on a value of another kind (a field of a
+        string, ``has()`` on a number) with words of its own, where cel-go names the field or
+        key, or answers (``has()`` of a scalar's field is false). The pure-Python backend
+        follows cel-go there: it answers these rare evaluations, under the same cost limit."""
+        from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
+
+        try:
+            program = CelPythonEngine().compile(self.expression, self._declared)
+        except CelCompileError:
+            raise _eval_error(message) from None
+        data = {name: activation[self._rename.get(name, name)] for name in self._declared
+                if self._rename.get(name, name) in activation}
+        return program.evaluate(data, cost_limit=cost_limit)
 
     @staticmethod
     def _eval(program: cel.Expression, activation: Mapping[str, Any]) -> cel.Value:
@@ -393,6 +415,8 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
+# cel-cpp's own words for a selection or index on a value of another kind (see ``_as_cel_go``)
+_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type")
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"
@@ -533,6 +557,7 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=shape(plain.checked.expr), env=runtime, reads=reads, native=native,
+            declared=variables, rename=rename,
         )
     return CelExprProgram(
         expression,
@@ -545,6 +570,8 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         env=runtime,
         reads=reads,
         native=native,
+        declared=variables,
+        rename=rename,
     )
 
 
