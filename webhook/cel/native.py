@@ -41,6 +41,7 @@ from typing import Any
 
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
+from webhook.cel.optimize import _children
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_ITERATIONS = 10_000  # cel-cpp's comprehension iteration limit: past it, cel-expr answers
@@ -474,15 +475,12 @@ def _path_or(value: Any, fields: tuple[str, ...], default: Any) -> Any:
     return value
 
 
+_MISSING = object()
+
+
 def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
     """``value.?f1.?f2....hasValue()``."""
-    for field in fields:
-        if type(value) is not dict:
-            raise NotNative
-        if field not in value:
-            return False
-        value = value[field]
-    return True
+    return _path_or(value, fields, _MISSING) is not _MISSING
 
 
 _HELPERS: dict[str, Any] = {
@@ -812,23 +810,6 @@ def _reads(node: Any, name: str) -> bool:
             continue
         stack.extend(_children(current))
     return False
-
-
-def _children(node: Any) -> list[Any]:
-    kind = node.WhichOneof("expr_kind")
-    if kind == "select_expr":
-        return [node.select_expr.operand]
-    if kind == "call_expr":
-        c = node.call_expr
-        return ([c.target] if c.HasField("target") else []) + list(c.args)
-    if kind == "list_expr":
-        return list(node.list_expr.elements)
-    if kind == "struct_expr":
-        return [part for e in node.struct_expr.entries for part in (e.map_key, e.value)]
-    if kind == "comprehension_expr":
-        c = node.comprehension_expr
-        return [c.iter_range, c.accu_init, c.loop_condition, c.loop_step, c.result]
-    return []
 
 
 # --- programs ---------------------------------------------------------------------------------

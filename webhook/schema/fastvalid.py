@@ -77,11 +77,7 @@ class _Codegen:
         return [f"def {name}(v):"] + ["    " + line for line in body]
 
     def string(self, node: Node) -> list[str]:
-        out = []
-        if node.max_length is not None:
-            out.append(f"if len(v) > {node.max_length}: return False")
-        if node.min_length is not None:
-            out.append(f"if len(v) < {node.min_length}: return False")
+        out = _length(node.min_length, node.max_length)
         if node.pattern_text:
             if node.pattern is None:
                 return ["return False"]
@@ -93,11 +89,7 @@ class _Codegen:
     def array(self, node: Node) -> list[str]:
         if node.unique_items:
             return ["return False"]
-        out = []
-        if node.min_items is not None:
-            out.append(f"if len(v) < {node.min_items}: return False")
-        if node.max_items is not None:
-            out.append(f"if len(v) > {node.max_items}: return False")
+        out = _length(node.min_items, node.max_items)
         if node.items is not None:
             item = self.function(node.items)
             plain = self.value(node.items.plain_types)
@@ -105,11 +97,7 @@ class _Codegen:
         return out or ["pass"]
 
     def object(self, node: Node) -> list[str]:
-        out = []
-        if node.min_properties is not None:
-            out.append(f"if len(v) < {node.min_properties}: return False")
-        if node.max_properties is not None:
-            out.append(f"if len(v) > {node.max_properties}: return False")
+        out = _length(node.min_properties, node.max_properties)
         # property -> (types needing no check, its node's function), built after every function
         entries = ", ".join(f"{key!r}: ({self.value(child.plain_types)}, {self.function(child)})"
                             for key, child in node.properties.items())
@@ -132,6 +120,12 @@ class _Codegen:
         if node.required:
             out.append(f"if not {self.value(frozenset(node.required))} <= v.keys(): return False")
         return out
+
+
+def _length(low: int | None, high: int | None) -> list[str]:
+    """minLength/maxLength, minItems/maxItems, minProperties/maxProperties."""
+    return ([f"if len(v) < {low}: return False"] if low is not None else []) + \
+        ([f"if len(v) > {high}: return False"] if high is not None else [])
 
 
 def _number_check(node: Node) -> Callable[[Any], bool]:
