@@ -47,14 +47,13 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_ITERATIONS = 10_000  # cel-cpp's comprehension iteration limit: past it, cel-expr answers
 
 
-
 class NotNative(Exception):
     """This evaluator cannot answer for certain: cel-expr must (a CEL error, a value or case
     outside the subset)."""
 
 
 class _Optional:
-    """CEL's ``optional_type`` value (None: ``optional.none()``)."""
+    """CEL's ``optional_type`` value (``present`` False: ``optional.none()``)."""
 
     __slots__ = ("value", "present")
 
@@ -169,13 +168,6 @@ def _negate(x: Any) -> Any:
         return _int(-x)
     if tx is float:
         return -x
-    raise NotNative
-
-
-def _size(x: Any) -> int:
-    tx = type(x)
-    if tx is str or tx is list or tx is dict:
-        return len(x)
     raise NotNative
 
 
@@ -344,11 +336,10 @@ def _optional_index(container: Any, key: Any) -> _Optional:
     raise NotNative
 
 
-# Plain functions: (name, arity counting a member call's target) -> implementation. Every
-# argument is evaluated first (CEL calls are strict).
+# Functions called as they are: (name, arity counting a member call's target) -> implementation;
+# every argument is evaluated first (CEL calls are strict). Operators, size() and dyn() are
+# written inline by the code generator (``_Codegen.call``).
 _FUNCTIONS: dict[tuple[str, int], Callable[..., Any]] = {
-    ("_==_", 2): _equal,
-    ("_!=_", 2): lambda x, y: not _equal(x, y),
     ("_+_", 2): _add,
     ("_-_", 2): _subtract,
     ("_*_", 2): _multiply,
@@ -357,8 +348,6 @@ _FUNCTIONS: dict[tuple[str, int], Callable[..., Any]] = {
     ("-_", 1): _negate,
     ("@in", 2): _in,
     ("_[_]", 2): _index,
-    ("size", 1): _size,
-    ("dyn", 1): lambda x: x,
     ("string", 1): _to_string,
     ("int", 1): _to_int,
     ("startsWith", 2): _starts_with,
@@ -401,8 +390,6 @@ def _greater_equal(x: Any, y: Any) -> bool:
     _ordered(x, y)
     return x >= y
 
-
-_FUNCTIONS.update({("_<_", 2): _less, ("_<=_", 2): _less_equal, ("_>_", 2): _greater, ("_>=_", 2): _greater_equal})
 
 
 # --- compilation ------------------------------------------------------------------------------
@@ -483,9 +470,9 @@ def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
     return _path_or(value, fields, _MISSING) is not _MISSING
 
 
+# the names the generated source calls (``_FUNCTIONS``' implementations get names of their own)
 _HELPERS: dict[str, Any] = {
-    "_bail": _bail, "_NotNative": NotNative, "_equal": _equal, "_size": _size, "_in": _in,
-    "_index": _index, "_optional_list": _optional_list, "_map_literal": _map_literal,
+    "_bail": _bail, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
     "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
     "_path_has": _path_has,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
