@@ -490,10 +490,12 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
 
-        def on_bundle(bundle: certs.CertBundle) -> None:
+        def inject_ca(bundle: certs.CertBundle) -> None:
             changed = certs.inject_ca_bundle(api_client, settings.webhook_name, bundle.ca_pem())
             if changed:
                 log.info("caBundle injected", extra={"fields": {"configurations": changed}})
+
+        on_bundle = inject_ca
     else:
         store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
         watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)

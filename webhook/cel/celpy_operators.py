@@ -11,7 +11,6 @@ import datetime
 import decimal
 import math
 import operator
-import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any

@@ -434,7 +434,7 @@ class _Parser:
             digits = text[:-1]
             value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits)
             if value > 2**64 - 1:
-                raise CelSyntaxError(offset, f"invalid uint literal")
+                raise CelSyntaxError(offset, "invalid uint literal")
             return Literal(self._new_id(), offset, "uint", value)
         if text[:2].lower() == "0x":
             value = sign * int(text, 16)

@@ -175,7 +175,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
         parsed = [doc for source in sources if source.documents for doc in source.documents]
         registry = _registry(args, parsed, warnings.append)
         chain = None if args.crd_only else _chain(args, registry)
-    except _SETUP_ERRORS as exc:
+    except _SETUP_ERRORS:
         first = _first_input_error(sources)
         if first is not None:
             raise first from None

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.schema.openapi import _enum_matches
-from webhook.schema.structural import ABSENT, Node, fits_type
+from webhook.schema.structural import Node, fits_type
 
 _PYTHON_TYPES = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float),
                  "array": (list,), "object": (dict,)}
@@ -29,7 +29,7 @@ _JSON_TYPES = (str, bool, int, float, list, dict)
 
 class _Codegen:
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {"_ABSENT": ABSENT, "_enum_matches": _enum_matches, "_fits": fits_type}
+        self.names: dict[str, Any] = {"_enum_matches": _enum_matches}
         self.lines: list[str] = []
         self.tables: list[str] = []
         self.functions: dict[int, str] = {}  # id(node) -> its function's name
