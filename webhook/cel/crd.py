@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
+from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
@@ -100,8 +101,12 @@ class CompiledRule:
     fields: frozenset[str] | None = None  # the fields of self/oldSelf it reads (None: the whole value)
     runtime_charge: RuntimeCharge | None = None           # expensive rules: charged by actual sizes
     message_runtime_charge: RuntimeCharge | None = None
+    actual: ActualCost | None = None                      # cel-go's count of an evaluation
+    message_actual: ActualCost | None = None
 
     def charge(self, activation: Mapping[str, Any]) -> int:
+        """At least what cel-go charges one evaluation: the estimate (worst case, or over the
+        sizes of the values seen)."""
         if self.runtime_charge is None:
             return self.max_cost
         return self.runtime_charge(activation)
@@ -110,6 +115,36 @@ class CompiledRule:
         if self.message_runtime_charge is None:
             return self.message_max_cost or 0
         return self.message_runtime_charge(activation)
+
+    def cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
+        """What the apiserver charges the evaluation that gave ``outcome`` (a value or the
+        CelEvalError): cel-go's count where it is known here, else the estimate (capped just
+        past the per-call limit, where cel-go would have stopped)."""
+        counted = _cost(self.actual, activation, outcome)
+        return counted if counted is not None else min(self.charge(activation), PER_CALL_LIMIT + 1)
+
+    def message_cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
+        counted = _cost(self.message_actual, activation, outcome)
+        return counted if counted is not None else min(self.message_charge(activation), PER_CALL_LIMIT + 1)
+
+
+def _cost(actual: ActualCost | None, activation: Mapping[str, Any], outcome: Any) -> int | None:
+    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown)."""
+    if actual is None:
+        return None
+    counted = actual.count(activation, PER_CALL_LIMIT)
+    if counted is None or not _agrees(counted, outcome):
+        return None
+    return counted.cost
+
+
+def _agrees(counted: Counted, outcome: Any) -> bool:
+    value = counted.value
+    if value is EXCEEDED:
+        return True  # cel-go stops there, whatever the engine went on to answer
+    if isinstance(outcome, CelEvalError):
+        return isinstance(value, Error) and not isinstance(outcome, CelCostExceeded)
+    return type(value) is type(outcome) and value == outcome
 
 
 # Rules whose worst case is at most this are charged their worst case; costlier ones are charged
@@ -180,9 +215,9 @@ class NodeRules:
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
-            cost = rule.charge(activation)
+            cost = rule.cost(activation, outcome)
             if cost > PER_CALL_LIMIT:
-                if PER_CALL_LIMIT + 1 > budget.remaining:
+                if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
                 budget.remaining = -1
                 failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
@@ -285,15 +320,15 @@ class NodeRules:
     def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
-            cost = rule.message_charge(activation)
+            try:
+                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
+            except CelEvalError as err:
+                text = err
+            cost = rule.message_cost(activation, text)
             if cost > budget.remaining:
                 budget.remaining = -1
                 return None
             budget.remaining -= cost
-            try:
-                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
-            except CelEvalError:
-                text = None
             if isinstance(text, str):
                 text = text.strip()
                 if text and "\n" not in text and len(text.encode()) <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES:
@@ -478,6 +513,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     message_program = None
     message_cost: int | None = None
     message_charge = None
+    message_actual = None
     message_parsed = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
@@ -496,6 +532,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_charge = _charge_for(message_analysis.checked, message_cost)
+            message_actual = ActualCost(message_analysis.checked)
             message_parsed = message_analysis.parsed
     if issues:
         return issues
@@ -522,6 +559,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
                              _accessed_fields(message_parsed) if message_parsed is not None else frozenset()),
         runtime_charge=_charge_for(analysis.checked, max_cost),
         message_runtime_charge=message_charge,
+        actual=ActualCost(analysis.checked),
+        message_actual=message_actual,
     )
 
 
