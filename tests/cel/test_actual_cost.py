@@ -14,7 +14,7 @@ import yaml
 
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
-from webhook.cel.crd import ABSENT, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
 from webhook.cel.declarations import Overload
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
@@ -128,3 +128,24 @@ def test_an_uncounted_rule_is_charged_its_estimate() -> None:
     rules = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": rule}]}),
                                  is_root=False, path="")
     assert charged == rules.rules[0].charge(rules.activation({"items": ["a"]})) > 0
+
+
+def test_the_budget_runs_out_where_the_actual_costs_run_it_out() -> None:
+    """Charges are owed while their estimates fit what is left, and counted before the
+    budget could run out: the request stops at the rule the actual costs stop it at."""
+    rules = ["self.name == 'abc' || self.name.startsWith('zzz')", "self.items.all(x, x.size() < 10)"]
+    node = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": r} for r in rules]}),
+                                is_root=False, path="")
+    value = {"name": "abc", "items": ["a", "b"]}
+    activation = node.activation(value)
+    exact = [rule.cost(activation, True) for rule in node.rules]
+    bounds = [rule.bound(activation) for rule in node.rules]  # the estimates (over these sizes)
+    assert all(cost <= bound for cost, bound in zip(exact, bounds)) and sum(exact) < sum(bounds)
+
+    budget = CostBudget(sum(exact))
+    assert node.evaluate(value, ABSENT, budget=budget) == []
+    assert budget.remaining == 0 and not budget.exhausted
+
+    budget = CostBudget(sum(exact) - 1)
+    assert [r.error for r in node.evaluate(value, ABSENT, budget=budget)] == [OUT_OF_BUDGET]
+    assert budget.exhausted
