@@ -130,8 +130,10 @@ class ServerState:
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     placement: Placement = field(init=False)
+    batch: LoopBatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self.batch = LoopBatch()
         self.placement = Placement(self.config.inline_max_bytes, self.config.inline_max_cpu_seconds,
                                    self.config.inline_max_seconds)
 
@@ -264,7 +266,8 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     admitter = state.slot.admitter
     if (admitter is not None and (state.executor is None or state.placement.on_loop(key, len(body)))
             and state.slot.unmet() is None):
-        result = _judged_on_loop(state, admitter, admission, mutating=mutating, key=key)  # no await: the common case
+        result = await state.batch.judge(functools.partial(_judged_on_loop, state, admitter, admission,
+                                                          mutating=mutating, key=key))
     else:
         result = await _admit(state, admission, mutating=mutating, deadline=deadline, key=key)
     body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
@@ -311,6 +314,43 @@ class Placement:
 
     def judged(self, key: tuple[str, str], cpu_seconds: float, seconds: float) -> None:
         self._cheap[key] = cpu_seconds <= self.max_cpu_seconds and seconds <= self.max_seconds
+
+
+class LoopBatch:
+    """Reviews judged on the event loop, a batch per turn of the loop.
+
+    The requests that arrive together are decoded one after the other (each by its own
+    task), then judged one after the other (here), then answered one after the other:
+    the chain's code and data stay in the CPU's caches from one review to the next, and so
+    do the HTTP, TLS and decoding code, instead of each review's chain evicting the
+    server's path and the other way round (measured: a validation review ~15% less CPU
+    with batches of a few to 16 reviews, BENCHMARKS.md "srvpath"). Nothing waits for a
+    batch to fill: it is what the loop already had, judged in the same turn; a lone
+    review is a batch of one. Judging a batch blocks the loop exactly as long as judging
+    its reviews one by one did."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], AdmissionResult], asyncio.Future[AdmissionResult]]] = []
+
+    def judge(self, admit: Callable[[], AdmissionResult]) -> asyncio.Future[AdmissionResult]:
+        """``admit()``'s result, judged once every task already running this turn has
+        had its go (the batch runs after them)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._run)
+        self._pending.append((admit, future))
+        return future
+
+    def _run(self) -> None:
+        pending, self._pending = self._pending, []
+        for admit, future in pending:
+            if future.done():  # its request went away (shutdown): nothing to judge
+                continue
+            try:
+                future.set_result(admit())
+            except Exception as exc:  # the others are still judged; this one's handler answers 500
+                future.set_exception(exc)
 
 
 def _timed(admit: Callable[[], AdmissionResult], placement: Placement, key: tuple[str, str]) -> AdmissionResult:
