@@ -59,6 +59,8 @@ _EVAL_WORDING = [
 
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+    if message.startswith(_OPTIONAL_QUALIFIER):
+        return message  # cel-cpp's own: see ``_CEL_CPP_ONLY``
     dispatch = _dispatch_error(message)
     if dispatch is not None:
         return dispatch
@@ -350,8 +352,9 @@ class CelExprProgram:
 
     def _as_cel_go(self, activation: Mapping[str, Any], cost_limit: int | None, message: str) -> Any:
         """cel-cpp fails a selection or an index on a value of another kind (a field of a
-        string, ``has()`` on a number) with words of its own, where cel-go names the field or
-        key, or answers (``has()`` of a scalar's field is false). The pure-Python backend
+        string, ``has()`` on a number, ``null.?f``) with words of its own, where cel-go names the
+        field or key, or answers (``has()`` of a scalar's field is false, ``null.?f`` is
+        optional.none()). The pure-Python backend
         follows cel-go there: it answers these rare evaluations, under the same cost limit."""
         from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
 
@@ -415,8 +418,11 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
+# cel-cpp's optional selection or index of a value with no fields or elements (``null.?f``,
+# ``'ab'[?0]``), where cel-go's presence test answers optional.none()
+_OPTIONAL_QUALIFIER = ("No matching overloads found : _?._", "No matching overloads found : _[?_]")
 # cel-cpp's own words for a selection or index on a value of another kind (see ``_as_cel_go``)
-_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type")
+_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", *_OPTIONAL_QUALIFIER)
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"

@@ -237,9 +237,12 @@ class Optimizer:
         return format_checked(self.types[node.id]) if node.id in self.types else "dyn"
 
     def run(self) -> Result:
-        root_type = self.type_of(self.checked.expr)
-        expr = self.visit(self.checked.expr)
-        optional_root = root_type.startswith("optional_type")
+        root = self.checked.expr
+        root_type = self.type_of(root)
+        # cel-cpp's checker types an optional index of a dyn value (``x[?0]``) as dyn
+        optional_root = root_type.startswith("optional_type") or (
+            root.WhichOneof("expr_kind") == "call_expr" and root.call_expr.function == "_[?_]")
+        expr = self.visit(root)
         if optional_root:
             expr = self.bind("@root", expr, lambda o: self.cond(
                 self.call("hasValue", target=o()), self.list_of(self.call("value", target=o())), self.list_of()))
