@@ -40,6 +40,28 @@ def compile_error_of(engine, expression, *variables):
 
 
 @pytest.mark.parametrize("expression, report", [
+    # cel-go's homogeneousAggregateLiteralValidator (cel/validator.go): every element has the
+    # first one's type, dyn being a type of its own (Kubernetes vector sets-0049: a in [b, 32])
+    ("[a, 32]", "ERROR: <input>:1:5: expected type 'dyn' but found 'int'\n | [a, 32]\n | ....^"),
+    ("[1, dyn('x')]",  # (a call's position is its '(')
+     "ERROR: <input>:1:8: expected type 'int' but found 'dyn'\n | [1, dyn('x')]\n | .......^"),
+    # a map reports every key and value that differs from the first entry's, in source order
+    ("{'a': 1, 'b': a, a: 2}",
+     "ERROR: <input>:1:15: expected type 'int' but found 'dyn'\n | {'a': 1, 'b': a, a: 2}\n | ..............^\n"
+     "ERROR: <input>:1:18: expected type 'string' but found 'dyn'\n | {'a': 1, 'b': a, a: 2}\n | .................^"),
+])
+def test_literals_of_dyn_and_typed_values(engine, expression, report):
+    assert compile_error_of(engine, expression, "a") == report
+
+
+def test_literals_may_mix_dyn_values_where_the_caller_says_so(engine):
+    # a CRD rule's self (typed by checker.py against the schema), infergate's JSON patch maps
+    program = engine.compile("[a, 32] == [dyn(1), 32] && size({'op': 'add', 'value': dyn(0)}) == 2",
+                             ["a"], mixed_literals=True)
+    assert program.evaluate({"a": 1}) is True
+
+
+@pytest.mark.parametrize("expression, report", [
     # a declared function with an arity it lacks: cel-cpp says "undeclared reference"
     ("'hello'.substring(1, 2, 3)",
      "ERROR: <input>:1:18: found no matching overload for 'substring' applied to 'string.(int, int, int)'\n"
@@ -217,7 +239,8 @@ def test_the_sum_of_a_map_is_an_error(engine):
 
 
 def test_list_functions_still_take_lists(engine):
-    assert evaluate(engine, "[self.sum(), self.indexOf(2), self.max()]", self=[3, 2]) == [5, 1, 3]
+    # (sum() and max() of a dyn receiver are dyn, indexOf() an int: a literal of the three needs dyn())
+    assert evaluate(engine, "[self.sum(), dyn(self.indexOf(2)), self.max()]", self=[3, 2]) == [5, 1, 3]
     assert evaluate(engine, "self.indexOf('b', 1)", self="abc") == 1
 
 

@@ -265,7 +265,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals")
 
     def __init__(
         self,
@@ -282,6 +282,7 @@ class CelExprProgram:
         native: NativeProgram | None = None,
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
+        mixed_literals: bool = False,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -294,7 +295,7 @@ class CelExprProgram:
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
         self.native = native  # the same program as generated Python, when it fits (``native``)
-        self._declared, self._rename = declared, dict(rename or {})  # for ``_as_cel_go``
+        self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``_as_cel_go``
 
     @property
     def hoisted_calls(self) -> int:
@@ -359,7 +360,7 @@ class CelExprProgram:
         from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
 
         try:
-            program = CelPythonEngine().compile(self.expression, self._declared)
+            program = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
         except CelCompileError:
             raise _eval_error(message) from None
         data = {name: activation[self._rename.get(name, name)] for name in self._declared
@@ -516,15 +517,15 @@ _cache_lock = threading.Lock()
 
 
 def compile_typed(expression: str, variables: Mapping[str, cel.Type],
-                  rename: Mapping[str, str] | None = None) -> CelExprProgram:
+                  rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
     """Compile against typed variable declarations; cached by expression and declarations.
 
     ``rename`` gives some variables another name at evaluation (type-checked under the
     declared name): programs of different sources that share one ``Bindings`` each read
-    their own value of, say, ``params``."""
+    their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
     declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
     renamed = tuple(sorted((rename or {}).items()))
-    key = (expression, declarations, renamed)
+    key = (expression, declarations, renamed, mixed_literals)
     with _cache_lock:
         program = _programs.get(key)
         if program is not None:
@@ -533,7 +534,7 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
         envs = _envs.get(declarations)
         if envs is None:
             envs = _envs[declarations] = (new_env(variables), runtime_env(variables, HOIST_VARIABLES))
-    program = _compile(expression, *envs, dict(renamed), frozenset(variables))
+    program = _compile(expression, *envs, dict(renamed), frozenset(variables), mixed_literals)
     with _cache_lock:
         _programs[key] = program
         if len(_programs) > _PROGRAM_CACHE_SIZE:
@@ -542,7 +543,7 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
 
 
 def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mapping[str, str],
-             variables: frozenset[str]) -> CelExprProgram:
+             variables: frozenset[str], mixed_literals: bool) -> CelExprProgram:
     try:
         checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:
@@ -552,18 +553,18 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         decoded = protos.decode(checked_expr)
         return rename_variables(decoded, rename) if rename else decoded
 
-    plain = optimize(checked())
+    plain = optimize(checked(), mixed_literals=mixed_literals)
     if plain.issues:
         raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
     native = None if plain.optional_root else compile_native(plain.checked.expr)
-    hoisted = optimize(checked(), hoist=True)
+    hoisted = optimize(checked(), hoist=True, mixed_literals=mixed_literals)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=shape(plain.checked.expr), env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename,
+            declared=variables, rename=rename, mixed_literals=mixed_literals,
         )
     return CelExprProgram(
         expression,
@@ -578,6 +579,7 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         native=native,
         declared=variables,
         rename=rename,
+        mixed_literals=mixed_literals,
     )
 
 
@@ -623,8 +625,8 @@ class CelExprEngine:
     name = "cel-expr"
 
     def compile(self, expression: str, variables: Iterable[str],
-                rename: Mapping[str, str] | None = None) -> CelExprProgram:
-        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename)
+                rename: Mapping[str, str] | None = None, *, mixed_literals: bool = False) -> CelExprProgram:
+        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
 
     @staticmethod
     def bind(values: Mapping[str, Any]) -> Bindings:
