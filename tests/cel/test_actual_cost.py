@@ -15,7 +15,7 @@ import yaml
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
 from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
-from webhook.cel.declarations import Overload
+from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
 
@@ -149,3 +149,11 @@ def test_the_budget_runs_out_where_the_actual_costs_run_it_out() -> None:
     budget = CostBudget(sum(exact) - 1)
     assert [r.error for r in node.evaluate(value, ABSENT, budget=budget)] == [OUT_OF_BUDGET]
     assert budget.exhausted
+
+
+def test_a_map_is_counted_appending_in_place() -> None:
+    checked = check(parse("self.map(x, x).size() > 0"), {"self": parse_type("list(int)")}, {}, validate_literals=False)
+    counted = ActualCost(checked).count({"self": list(range(20_000))}, 10**9)
+    # self 1; per item: @result 1, [x] 10 + 1, + 1; the result 1; size 1; > 1
+    assert counted is not None and counted.value is True
+    assert counted.cost == 1 + 20_000 * 13 + 1 + 1 + 1

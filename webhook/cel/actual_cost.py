@@ -28,19 +28,20 @@ from __future__ import annotations
 
 import datetime
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker import Checked
-from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue
+from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
 from webhook.cel.optimize import select_overload
-from webhook.cel.values import parse_duration, parse_rfc3339
+from webhook.cel.values import go_parse_int, parse_duration, parse_rfc3339
 from webhook.cel.syntax import (
-    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select,
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
 )
 
 STRING_TRAVERSAL = 0.1   # common.StringTraversalCostFactor
@@ -104,10 +105,6 @@ class ActualCost:
         except Unknown:
             self._root = None
 
-    @property
-    def countable(self) -> bool:
-        return self._root is not None
-
     def count(self, activation: Mapping[str, Any], limit: int) -> Counted | None:
         """cel-go's value and cost on ``activation`` (None: not known here)."""
         if self._root is None:
@@ -117,9 +114,7 @@ class ActualCost:
             value = self._root(frame)
         except _Exceeded as exceeded:
             return Counted(EXCEEDED, exceeded.cost)
-        except (Unknown, RecursionError):
-            return None
-        except Exception:  # a Python fault on a value outside what is known here: the estimate
+        except Exception:  # Unknown, or a value outside what is known here (nesting too deep...)
             return None
         return Counted(value, frame.cost)
 
@@ -265,9 +260,6 @@ _UNKNOWN_FUNCTIONS = frozenset({"@sortByAssociatedKeys", "check", "fieldSelector
 
 # --- values ------------------------------------------------------------------------------------
 
-_NUMBERS = (int, float)
-
-
 def _is_number(value: Any) -> bool:
     kind = type(value)
     return kind is int or kind is float
@@ -302,32 +294,30 @@ def _int(value: int) -> Any:
     return value if _INT64_MIN <= value <= _INT64_MAX else Error("integer overflow")
 
 
+_ARITHMETIC = {"_+_": ("add", operator.add), "_-_": ("subtract", operator.sub), "_*_": ("multiply", operator.mul)}
+
+
 def _arithmetic(function: str, x: Any, y: Any) -> tuple[str, Any]:
     kx, ky = _kind(x), _kind(y)
     if kx != ky:
         return "", Error("no such overload")
     if kx == "int":
-        if function == "_+_":
-            return "add_int64", _int(x + y)
-        if function == "_-_":
-            return "subtract_int64", _int(x - y)
-        if function == "_*_":
-            return "multiply_int64", _int(x * y)
+        if function in _ARITHMETIC:
+            name, apply = _ARITHMETIC[function]
+            return f"{name}_int64", _int(apply(x, y))
         if y == 0:
             return "", Error("division by zero" if function == "_/_" else "modulus by zero")
-        quotient = abs(x) // abs(y)
+        quotient, remainder = abs(x) // abs(y), abs(x) % abs(y)  # Go truncates toward zero
         if function == "_/_":
             return "divide_int64", _int(quotient if (x < 0) == (y < 0) else -quotient)
-        remainder = abs(x) % abs(y)
         return "modulo_int64", remainder if x >= 0 else -remainder
-    if kx == "double" and function != "_%_":
-        if function == "_/_":
-            if y == 0:
-                return "divide_double", (math.copysign(math.inf, x) * math.copysign(1, y) if x == x and x != 0
-                                         else math.nan)
-            return "divide_double", x / y
-        return {"_+_": "add_double", "_-_": "subtract_double", "_*_": "multiply_double"}[function], \
-            {"_+_": x + y, "_-_": x - y, "_*_": x * y}[function]
+    if kx == "double" and function in _ARITHMETIC:
+        name, apply = _ARITHMETIC[function]
+        return f"{name}_double", apply(x, y)
+    if kx == "double" and function == "_/_":
+        if y == 0:  # IEEE 754, as Go divides
+            return "divide_double", math.nan if x == 0 or x != x else math.copysign(math.inf, x) * math.copysign(1, y)
+        return "divide_double", x / y
     if function == "_+_" and kx in ("string", "bytes", "list"):
         return f"add_{kx}", x + y
     raise Unknown(f"{function}({kx}, {ky})")
@@ -386,10 +376,8 @@ def _to_int(value: Any) -> tuple[str, Any]:
     if kind is int:
         return "int64_to_int64", value
     if kind is str:
-        text = value.strip()
-        if text and text.lstrip("+-").isdigit() and text == value and value.isascii():
-            return "string_to_int64", _int(int(value))
-        return "string_to_int64", Error("type conversion error")
+        parsed = go_parse_int(value)
+        return "string_to_int64", Error("type conversion error") if parsed is None else _int(parsed)
     raise Unknown("int() of this kind")
 
 
@@ -515,9 +503,7 @@ _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
 }
 _CONVERSIONS = frozenset({"bool", "bytes", "double", "duration", "dyn", "int", "string", "timestamp", "type", "uint"})
 
-_LIBRARY: dict[str, tuple] = {}
-for _overload in OVERLOADS:
-    _LIBRARY.setdefault(_overload.id, _overload)  # type: ignore[arg-type]
+_LIBRARY: dict[str, Overload] = {overload.id: overload for overload in reversed(OVERLOADS)}  # the first of an id
 
 
 def _library_call(function: str, overload_ids: tuple[str, ...], args: list) -> tuple[str, Any]:
@@ -678,7 +664,8 @@ class _Compiler:
         init = self.compile(e.accu_init, scope)
         inner = scope | {e.iter_var, e.accu_var} | ({e.iter_var2} if e.iter_var2 else set())
         condition = self.compile(e.loop_condition, inner)
-        step = self.compile(e.loop_step, inner)
+        appending = self.appending_step(e, inner)
+        step = appending or self.compile(e.loop_step, inner)
         result = self.compile(e.result, (scope - {e.iter_var, e.iter_var2}) | {e.accu_var})
         first, second, accu = e.iter_var, e.iter_var2, e.accu_var
 
@@ -688,7 +675,7 @@ class _Compiler:
                 return items
             saved = {name: f.locals.get(name, _UNSET) for name in (first, second, accu) if name}
             try:
-                f.locals[accu] = init(f)
+                f.locals[accu] = [] if appending else init(f)  # [] is a constant: free
                 if type(items) is list:
                     pairs = enumerate(items) if second else ((item, None) for item in items)
                 elif type(items) is dict:
@@ -715,6 +702,42 @@ class _Compiler:
                     else:
                         f.locals[name] = value
         return fold
+
+    def appending_step(self, e: Comprehension, scope: frozenset[str]) -> Step | None:
+        """The step of ``map``/``filter``/``transformList``, ``@result + [x]`` (maybe under
+        ``p ? ... : @result``) over an accumulator that starts as ``[]``, appending in place as
+        cel-go's mutable accumulator does (a copy per append would be quadratic), charged as
+        the concatenation is; None for any other step."""
+        init, step, test = e.accu_init, e.loop_step, None
+        if not isinstance(init, CreateList) or init.elements:
+            return None
+        if _is_call(step, "_?_:_", 3) and _is_ident(step.args[2], e.accu_var):
+            test, step = step.args[0], step.args[1]
+        if (not _is_call(step, "_+_", 2) or not _is_ident(step.args[0], e.accu_var)
+                or not isinstance(step.args[1], CreateList) or step.args[1].optional_indices
+                or any(_is_ident(node, e.accu_var) for node in walk(step.args[1]))
+                or (test is not None and any(_is_ident(node, e.accu_var) for node in walk(test)))):
+            return None
+        read = self.compile(step.args[0], scope)       # the accumulator: 1
+        element = self.compile(step.args[1], scope)    # [x]: 10 and x (a constant: free)
+        chosen = None if test is None else self.compile(test, scope)
+
+        def append(f: _Frame) -> Any:
+            if chosen is not None:
+                keep = chosen(f)
+                if keep is False:
+                    return read(f)
+                if keep is not True:
+                    return keep if isinstance(keep, Error) else Error("no such overload")
+            accumulator, items = read(f), element(f)
+            f.charge(1)  # add_list
+            if isinstance(accumulator, Error):
+                return accumulator
+            if isinstance(items, Error):
+                return items
+            accumulator.extend(items)
+            return accumulator
+        return append
 
     def call(self, e: Call, scope: frozenset[str]) -> Step:
         function = self.function(e)
@@ -854,6 +877,14 @@ def _is_attribute(e: Expr) -> bool:
     if isinstance(e, Ident) or (isinstance(e, Select) and not e.test_only):
         return True
     return isinstance(e, Call) and e.function in ("_[_]", "_?_:_") and e.target is None
+
+
+def _is_call(e: Expr, function: str, arity: int) -> bool:
+    return isinstance(e, Call) and e.function == function and e.target is None and len(e.args) == arity
+
+
+def _is_ident(e: Expr, name: str) -> bool:
+    return isinstance(e, Ident) and e.name == name
 
 
 def _order_free(e: Comprehension) -> bool:
