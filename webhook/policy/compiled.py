@@ -362,7 +362,7 @@ class CompiledPolicy:
         if prepared is UNPREPARED:
             prepared = scope.prepared[self._serial] = self._prepare(inp)
             if prepared is not None and self._shares():
-                scope.add(prepared.bound(self.names), self._reads())
+                scope.add(prepared.bound(self.names))
         return prepared
 
     def _prepare(self, inp: PolicyInput) -> Prepared | None:
@@ -417,20 +417,33 @@ class CompiledPolicy:
     def _lookups_of_review(self, inp: PolicyInput, params: Any, of_state: dict[str, Any]) -> dict[str, Any] | None:
         """Every lookup's result, in order: those of cluster state alone as kept, the others
         read for this review."""
-        lookups: dict[str, Any] = {}
-        activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
+        readers = self._argument_readers()
+        if readers is not None:  # the usual shapes, read in Python: no activation for CEL
+            values = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                      "namespaceObject": inp.namespace_object, "params": params}
+            state, lookups = inp.state, self.lookups
+            found: dict[str, Any] = {}
+            for i, fields in readers:
+                arguments = {f: read(values) for f, read in fields}
+                if UNREAD in arguments.values():
+                    break
+                found[lookups[i][0].name] = self._fetch(lookups[i][0], arguments, state)
+            else:
+                return {lookup.name: found[lookup.name] if lookup.name in found else of_state[lookup.name]
+                        for lookup, _ in lookups}
+        lookups_so_far: dict[str, Any] = {}
+        activation = {**inp.scope.values, "params": params, "lookups": lookups_so_far, "variables": {}}
         arguments = self._lookup_arguments(activation)
-        state = inp.state
         try:
             for i, (lookup, exprs) in enumerate(self.lookups):
                 if lookup.name in of_state:
-                    lookups[lookup.name] = of_state[lookup.name]
+                    lookups_so_far[lookup.name] = of_state[lookup.name]
                 else:
-                    lookups[lookup.name] = self._lookup(lookup, exprs, activation, state, None,
-                                                        arguments[i] if arguments else None)
+                    lookups_so_far[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
+                                                               arguments[i] if arguments else None)
         except _RuleError:
             return None
-        return lookups
+        return lookups_so_far
 
     def _reads(self) -> frozenset[str]:
         """The names the stages' batches read in a review's bindings."""
@@ -545,12 +558,13 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
-        judged = len(self.validations) + len(self.warnings)
-        if len(results) != judged + len(self.audit_annotations) or any(v is not True for v in results[:judged]):
+        if not self._passes(results):  # (cel-expr's answers are not checked by ``accept``)
             return None
-        for (key, _), value in zip(self.audit_annotations, results[judged:]):
-            if value is not None:
-                verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        if self.audit_annotations:
+            judged = len(self.validations) + len(self.warnings)
+            for (key, _), value in zip(self.audit_annotations, results[judged:]):
+                if value is not None:
+                    verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
         return True
 
     def _passes(self, results: Any) -> bool:
@@ -620,9 +634,13 @@ class CompiledPolicy:
 
     def _lookup(self, lookup: Lookup, exprs: dict[str, Expression], activation, state: ClusterState, trace,
                 values: dict[str, Any] | None = None) -> Any:
-        rule = f"lookups.{lookup.name}"
         if values is None:
-            values = {f: self._eval(e, activation, f"{rule}.{f}", trace) for f, e in exprs.items()}
+            values = {f: self._eval(e, activation, f"lookups.{lookup.name}.{f}", trace) for f, e in exprs.items()}
+        return self._fetch(lookup, values, state)
+
+    @staticmethod
+    def _fetch(lookup: Lookup, values: Mapping[str, Any], state: ClusterState) -> Any:
+        """What a lookup with these arguments finds."""
         if lookup.get is not None:
             name = values.get("name")
             if not isinstance(name, str) or not name:
