@@ -133,7 +133,7 @@ def test_kubernetes_library_vectors(recorded):
 
 CORPUS = [
     "self.a == self.b", "self.a != self.b", "self.a == 1", "self.a == 1.0", "self.a == true", "self.a == null",
-    "self.a == 'x'", "self.a == [1, dyn('x')]", "self.a == {'k': 1}", "self.a < self.b", "self.a <= 3",
+    "self.a == 'x'", "self.a == [dyn(1), dyn('x')]", "self.a == {'k': 1}", "self.a < self.b", "self.a <= 3",
     "self.a > self.b", "self.a >= 2.5", "self.a + self.b", "self.a - self.b", "self.a * self.b",
     "self.a / self.b", "self.a % self.b", "-self.a", "!self.a", "self.a && self.b", "self.a || self.b",
     "self.a ? self.b : self.c", "has(self.a)", "has(self.a.b)", "self.a.b", "self.a[0]", "self.a['k']",

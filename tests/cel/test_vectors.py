@@ -12,11 +12,9 @@ VECTORS = vectors.load()
 
 _UNTYPED_SUM = ("self is dyn to the engine alone, so an empty list's sum() is 0, not duration('0') "
                 "(test_cel_crd_vectors replays it as a CRD rule, where the schema types it)")
-_DYN_VARIABLE = "variables are dyn by contract (they stand for schema-typed values), so [dynVar, 32] is not flagged"
 # both engines type-check with cel-expr, so a checker difference is a gap of both
 _CHECKER_GAPS = {
     "lists-0037": _UNTYPED_SUM,
-    "sets-0049": _DYN_VARIABLE,
 }
 KNOWN_GAPS = {
     "cel-expr": {

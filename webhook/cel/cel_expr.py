@@ -59,6 +59,8 @@ _EVAL_WORDING = [
 
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
+    if message.startswith(_OPTIONAL_QUALIFIER):
+        return message  # cel-cpp's own: see ``_CEL_CPP_ONLY``
     dispatch = _dispatch_error(message)
     if dispatch is not None:
         return dispatch
@@ -263,7 +265,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals")
 
     def __init__(
         self,
@@ -280,6 +282,7 @@ class CelExprProgram:
         native: NativeProgram | None = None,
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
+        mixed_literals: bool = False,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -292,7 +295,7 @@ class CelExprProgram:
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
         self.native = native  # the same program as generated Python, when it fits (``native``)
-        self._declared, self._rename = declared, dict(rename or {})  # for ``_as_cel_go``
+        self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``_as_cel_go``
 
     @property
     def hoisted_calls(self) -> int:
@@ -350,13 +353,14 @@ class CelExprProgram:
 
     def _as_cel_go(self, activation: Mapping[str, Any], cost_limit: int | None, message: str) -> Any:
         """cel-cpp fails a selection or an index on a value of another kind (a field of a
-        string, ``has()`` on a number) with words of its own, where cel-go names the field or
-        key, or answers (``has()`` of a scalar's field is false). The pure-Python backend
+        string, ``has()`` on a number, ``null.?f``) with words of its own, where cel-go names the
+        field or key, or answers (``has()`` of a scalar's field is false, ``null.?f`` is
+        optional.none()). The pure-Python backend
         follows cel-go there: it answers these rare evaluations, under the same cost limit."""
         from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
 
         try:
-            program = CelPythonEngine().compile(self.expression, self._declared)
+            program = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
         except CelCompileError:
             raise _eval_error(message) from None
         data = {name: activation[self._rename.get(name, name)] for name in self._declared
@@ -415,8 +419,11 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
+# cel-cpp's optional selection or index of a value with no fields or elements (``null.?f``,
+# ``'ab'[?0]``), where cel-go's presence test answers optional.none()
+_OPTIONAL_QUALIFIER = ("No matching overloads found : _?._", "No matching overloads found : _[?_]")
 # cel-cpp's own words for a selection or index on a value of another kind (see ``_as_cel_go``)
-_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type")
+_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", *_OPTIONAL_QUALIFIER)
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"
@@ -510,15 +517,15 @@ _cache_lock = threading.Lock()
 
 
 def compile_typed(expression: str, variables: Mapping[str, cel.Type],
-                  rename: Mapping[str, str] | None = None) -> CelExprProgram:
+                  rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
     """Compile against typed variable declarations; cached by expression and declarations.
 
     ``rename`` gives some variables another name at evaluation (type-checked under the
     declared name): programs of different sources that share one ``Bindings`` each read
-    their own value of, say, ``params``."""
+    their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
     declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
     renamed = tuple(sorted((rename or {}).items()))
-    key = (expression, declarations, renamed)
+    key = (expression, declarations, renamed, mixed_literals)
     with _cache_lock:
         program = _programs.get(key)
         if program is not None:
@@ -527,7 +534,7 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
         envs = _envs.get(declarations)
         if envs is None:
             envs = _envs[declarations] = (new_env(variables), runtime_env(variables, HOIST_VARIABLES))
-    program = _compile(expression, *envs, dict(renamed), frozenset(variables))
+    program = _compile(expression, *envs, dict(renamed), frozenset(variables), mixed_literals)
     with _cache_lock:
         _programs[key] = program
         if len(_programs) > _PROGRAM_CACHE_SIZE:
@@ -536,7 +543,7 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
 
 
 def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mapping[str, str],
-             variables: frozenset[str]) -> CelExprProgram:
+             variables: frozenset[str], mixed_literals: bool) -> CelExprProgram:
     try:
         checked_expr = checking.compile(two_variable_exists_one(expression))
     except RuntimeError as err:
@@ -546,18 +553,18 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         decoded = protos.decode(checked_expr)
         return rename_variables(decoded, rename) if rename else decoded
 
-    plain = optimize(checked())
+    plain = optimize(checked(), mixed_literals=mixed_literals)
     if plain.issues:
         raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
     native = None if plain.optional_root else compile_native(plain.checked.expr)
-    hoisted = optimize(checked(), hoist=True)
+    hoisted = optimize(checked(), hoist=True, mixed_literals=mixed_literals)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=shape(plain.checked.expr), env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename,
+            declared=variables, rename=rename, mixed_literals=mixed_literals,
         )
     return CelExprProgram(
         expression,
@@ -572,6 +579,7 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         native=native,
         declared=variables,
         rename=rename,
+        mixed_literals=mixed_literals,
     )
 
 
@@ -617,8 +625,8 @@ class CelExprEngine:
     name = "cel-expr"
 
     def compile(self, expression: str, variables: Iterable[str],
-                rename: Mapping[str, str] | None = None) -> CelExprProgram:
-        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename)
+                rename: Mapping[str, str] | None = None, *, mixed_literals: bool = False) -> CelExprProgram:
+        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
 
     @staticmethod
     def bind(values: Mapping[str, Any]) -> Bindings:

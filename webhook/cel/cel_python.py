@@ -139,16 +139,16 @@ def _eval_message(err: Exception) -> str:
 class CelPythonEngine:
     name = "cel-python"
 
-    def compile(self, expression: str, variables: Iterable[str]) -> CelPythonProgram:
-        return _compile(expression, tuple(sorted(set(variables))))
+    def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> CelPythonProgram:
+        return _compile(expression, tuple(sorted(set(variables))), mixed_literals)
 
 
 _ENV = celpy.Environment()
 
 
 @lru_cache(maxsize=4096)
-def _compile(expression: str, variables: tuple[str, ...]) -> CelPythonProgram:
-    checked = compile_typed(expression, {name: cel.Type.DYN for name in variables})  # Kubernetes' checks
+def _compile(expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
+    checked = compile_typed(expression, {name: cel.Type.DYN for name in variables}, mixed_literals=mixed_literals)  # Kubernetes' checks
     try:
         ast = _ENV.compile(celpy_source(expression))
     except celpy.CELParseError as err:

@@ -90,10 +90,8 @@ def index(operand: Any, key: Any) -> Any:
         return value if isinstance(value, CELEvalError) else OptionalValue.of(to_python(value))
     if isinstance(operand, celtypes.ListType):
         position = _list_index(key)
-        if position is None:  # cel-go's types.IndexOrError
-            if isinstance(key, celtypes.DoubleType):
-                return error(f"unsupported index value {float(key)!r} in list")
-            return error(f"unsupported index type '{type_name(key)}' in list")
+        if position is None:
+            return _index_error(key)
         if not 0 <= position < len(operand):
             return error(f"index out of bounds: {position}")
         return operand[position]
@@ -101,6 +99,13 @@ def index(operand: Any, key: Any) -> Any:
         found = map_key(operand, key)
         return operand[found] if found is not None else error(f"no such key: {go_value(key)}")
     return error(f"no such key: {go_value(key)}")  # cel-go qualifies any other value as a missing key
+
+
+def _index_error(key: Any) -> CELEvalError:
+    """cel-go's ``types.IndexOrError`` for a list index that is no whole number."""
+    if isinstance(key, celtypes.DoubleType):
+        return error(f"unsupported index value {float(key)!r} in list")
+    return error(f"unsupported index type '{type_name(key)}' in list")
 
 
 def _list_index(key: Any) -> int | None:
@@ -129,12 +134,12 @@ def opt_index(operand: Any, key: Any) -> Any:
     if isinstance(operand, celtypes.ListType):
         position = _list_index(key)
         if position is None:
-            return error(NO_SUCH_OVERLOAD)
+            return _index_error(key)
         return OptionalValue.of(to_python(operand[position])) if 0 <= position < len(operand) else NONE
     if isinstance(operand, celtypes.MapType):
         found = map_key(operand, key)
         return OptionalValue.of(to_python(operand[found])) if found is not None else NONE
-    return error(NO_SUCH_OVERLOAD)
+    return NONE  # cel-go's presence test: any other value has no elements
 
 
 def opt_list(elements: Any, optional_positions: Any) -> Any:

@@ -559,7 +559,8 @@ def compile_program(source: str) -> Any:
 
 def _engine_program(source: str) -> Any:
     try:
-        return get_engine().compile(source, _VARIABLES)
+        # checker.py checked the rule's literals with the schema's types
+        return get_engine().compile(source, _VARIABLES, mixed_literals=True)
     except CelCompileError as err:
         return _Uncompilable(f"rule compile error: compilation failed: {err}")
 

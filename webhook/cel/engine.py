@@ -42,10 +42,16 @@ class Program(Protocol):
 class Engine(Protocol):
     name: str
 
-    def compile(self, expression: str, variables: Iterable[str]) -> Program:
+    def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> Program:
         """Parse and type-check ``expression`` with every variable typed ``dyn``.
 
-        Raises ``CelCompileError``. Programs are cached by expression and variable set.
+        Kubernetes rejects a list or map literal whose elements differ in type, ``dyn``
+        counting as a type of its own (``[dynValue, 1]``, ``{'a': 'x', 'b': dyn(0)}``).
+        ``mixed_literals``: ``dyn`` values may join typed ones there, for callers whose dyn
+        variables stand for values typed elsewhere (a CRD rule's ``self``, which ``checker.py``
+        checks against the schema) and for infergate's policies (JSON patch maps).
+
+        Raises ``CelCompileError``. Programs are cached by expression, variable set and mode.
         """
 
 

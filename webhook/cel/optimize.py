@@ -106,8 +106,9 @@ class Result:
 
 
 class Optimizer:
-    def __init__(self, checked: Any, hoist: bool = False) -> None:
+    def __init__(self, checked: Any, hoist: bool = False, mixed_literals: bool = False) -> None:
         self.checked = checked
+        self.mixed_literals = mixed_literals
         self.types = checked.type_map
         self.refs = checked.reference_map
         self.issues: list[Issue] = []
@@ -237,9 +238,12 @@ class Optimizer:
         return format_checked(self.types[node.id]) if node.id in self.types else "dyn"
 
     def run(self) -> Result:
-        root_type = self.type_of(self.checked.expr)
-        expr = self.visit(self.checked.expr)
-        optional_root = root_type.startswith("optional_type")
+        root = self.checked.expr
+        root_type = self.type_of(root)
+        # cel-cpp's checker types an optional index of a dyn value (``x[?0]``) as dyn
+        optional_root = root_type.startswith("optional_type") or (
+            root.WhichOneof("expr_kind") == "call_expr" and root.call_expr.function == "_[?_]")
+        expr = self.visit(root)
         if optional_root:
             expr = self.bind("@root", expr, lambda o: self.cond(
                 self.call("hasValue", target=o()), self.list_of(self.call("value", target=o())), self.list_of()))
@@ -258,7 +262,7 @@ class Optimizer:
         elif kind == "list_expr":
             for element in node.list_expr.elements:
                 element.CopyFrom(self.visit(element))
-            self.check_homogeneous(list(node.list_expr.elements), node.list_expr.optional_indices)
+            self.check_homogeneous(list(node.list_expr.elements), node.list_expr.optional_indices, first_only=True)
         elif kind == "struct_expr":
             for entry in node.struct_expr.entries:
                 if entry.HasField("map_key"):
@@ -266,10 +270,11 @@ class Optimizer:
                 entry.value.CopyFrom(self.visit(entry.value))
             if not node.struct_expr.message_name:
                 entries = list(node.struct_expr.entries)
-                self.check_homogeneous([e.map_key for e in entries], [])
-                values = [e.value for e in entries]
                 optional = [i for i, e in enumerate(entries) if e.optional_entry]
-                self.check_homogeneous(values, optional)
+                keys = self.check_homogeneous([e.map_key for e in entries], [], first_only=False)
+                values = self.check_homogeneous([e.value for e in entries], optional, first_only=False)
+                # cel-go reports an entry's key, then its value
+                self.issues += sorted(keys + values, key=lambda issue: self._entry_of(entries, issue.node_id))
         elif kind == "comprehension_expr":
             c = node.comprehension_expr
             for part in ("iter_range", "accu_init"):
@@ -280,11 +285,15 @@ class Optimizer:
             del self._scope[-3:]
         return node
 
-    def check_homogeneous(self, elements: list[Any], optional_indices: Any) -> None:
-        """Kubernetes' HomogeneousAggregateLiterals: the elements (or keys, or values) of a
-        literal share one type; ``format``'s argument list is exempt."""
+    def check_homogeneous(self, elements: list[Any], optional_indices: Any, *, first_only: bool) -> list[Issue]:
+        """Kubernetes' HomogeneousAggregateLiterals (cel-go's validator): the elements (or keys,
+        or values) of a literal all have the first one's type, ``dyn`` included; ``format``'s
+        argument list is exempt. A list reports its first mismatch (appended here), a map
+        every one (returned, for the caller to order). With ``mixed_literals``, ``dyn`` matches
+        any type."""
+        issues: list[Issue] = []
         if self._exempt:
-            return
+            return issues
         first = None
         for i, element in enumerate(elements):
             t = self.type_of(element)
@@ -292,11 +301,17 @@ class Optimizer:
                 t = t[len("optional_type(") : -1]
             if first is None:
                 first = t
-            elif t != first and "dyn" not in (t, first):
-                # variables are declared dyn here (their schema types are unknown to this
-                # env), so only literal types that disagree are the apiserver's error
-                self.issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
-                return
+            elif t != first and not (self.mixed_literals and "dyn" in (t, first)):
+                issues.append(Issue(element.id, f"expected type '{first}' but found '{t}'"))
+                if first_only:
+                    break
+        if first_only:
+            self.issues += issues
+        return issues
+
+    @staticmethod
+    def _entry_of(entries: list[Any], node_id: int) -> int:
+        return next(i for i, e in enumerate(entries) if node_id in (e.map_key.id, e.value.id))
 
     def visit_call(self, node: Any) -> Any:
         call = node.call_expr
@@ -1019,5 +1034,7 @@ _RFC3339_PATTERN = (r"^[0-9]{4}-(0[1-9]|1[0-2])-[0-9]{2}T([01][0-9]|2[0-3]):[0-5
                     r"(Z|[+-][0-9]{2}:[0-9]{2})$")
 
 
-def optimize(checked: Any, *, hoist: bool = False) -> Result:
-    return Optimizer(checked, hoist).run()
+def optimize(checked: Any, *, hoist: bool = False, mixed_literals: bool = False) -> Result:
+    """``mixed_literals``: a list or map literal may mix ``dyn`` values with typed ones (see
+    ``Engine.compile``)."""
+    return Optimizer(checked, hoist, mixed_literals).run()

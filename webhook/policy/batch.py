@@ -97,6 +97,8 @@ def compile_batch(engine: Any, source: str | None, variables: Sequence[str],
     if source is None:
         return None
     try:
-        return engine.compile(source, variables, rename) if rename else engine.compile(source, variables)
+        if rename:  # as the policy loader compiles each expression
+            return engine.compile(source, variables, rename, mixed_literals=True)
+        return engine.compile(source, variables, mixed_literals=True)
     except CelCompileError:
         return None

@@ -67,7 +67,8 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
     def compile_(source: str, path: tuple[Any, ...]) -> Expression:
         where = f"{doc.where(path)}: {_dotted(path)}"
         try:
-            program = engine.compile(source, CEL_VARIABLES)
+            # infergate's policies mix dyn and typed values in literals (JSON patch maps)
+            program = engine.compile(source, CEL_VARIABLES, mixed_literals=True)
         except CelCompileError as exc:
             problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
             program = None

@@ -225,7 +225,8 @@ def offer_of(device_class: Mapping, profiles: DeviceProfiles, engine) -> DeviceC
     programs = []
     for index, expression in enumerate(_selectors(device_class)):
         try:
-            programs.append(engine.compile(expression, ["device"]))
+            # Kubernetes types ``device`` (DRA's selector env): its fields may join typed literals
+            programs.append(engine.compile(expression, ["device"], mixed_literals=True))
         except CelCompileError as exc:
             problems.append(f"selectors[{index}]: {exc}")
     candidates: list[Device] = []
