@@ -21,17 +21,18 @@ import os
 import signal
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from aiohttp import web
+from aiohttp import hdrs, web
 from pydantic import ValidationError
 
 from webhook import logging as logs
-from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, AdmissionReview, clip_message,
+from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, clip_message,
                                       response_review)
 from webhook.metrics import Metrics
 from webhook.settings import Settings
@@ -129,8 +130,10 @@ class ServerState:
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     placement: Placement = field(init=False)
+    batch: LoopBatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self.batch = LoopBatch()
         self.placement = Placement(self.config.inline_max_bytes, self.config.inline_max_cpu_seconds,
                                    self.config.inline_max_seconds)
 
@@ -171,23 +174,30 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
         raise BadReview(400, "BadRequest", "AdmissionReview has no request")
     if not request.get("uid"):
         raise BadReview(400, "BadRequest", "AdmissionReview request has no uid")
-    try:
-        review = AdmissionReview.model_validate(data)
+    try:  # the envelope is checked above: only the request goes through the model
+        admission = AdmissionRequest.model_validate(request)
     except ValidationError as exc:
-        raise BadReview(400, "BadRequest", f"invalid AdmissionReview: {_summarize(exc)}") from None
-    return api_version, review.request
+        raise BadReview(400, "BadRequest", f"invalid AdmissionReview: {_summarize(exc, 'request')}") from None
+    return api_version, admission
 
 
-def _summarize(exc: ValidationError) -> str:
+def _summarize(exc: ValidationError, within: str = "") -> str:
     parts = []
     for error in exc.errors(include_url=False, include_input=False)[:5]:
-        where = ".".join(str(p) for p in error["loc"])
+        where = ".".join(str(p) for p in (within, *error["loc"]) if p != "")
         parts.append(f"{where}: {error['msg']}")
     more = exc.error_count() - len(parts)
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-@functools.lru_cache(maxsize=64)  # the apiserver sends the same few values
+@functools.lru_cache(maxsize=64)  # the apiserver sends the same few query strings
+def query_timeout(query: str) -> float | None:
+    """``timeout_seconds`` of the first ``timeout=`` in a raw query string."""
+    return next((timeout_seconds(value) for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True)
+                 if name == "timeout"), None)
+
+
+@functools.lru_cache(maxsize=64)
 def timeout_seconds(text: str) -> float | None:
     """The apiserver's ``?timeout=`` (a Go duration: ``10s``, ``1m30s``, ``500ms``) in
     seconds; None when absent, not a duration, or not positive."""
@@ -233,7 +243,8 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     try:
         if state.config.client_certificates and _without_client_certificate(request):
             raise BadReview(401, "Unauthorized", "a client certificate signed by the configured client CA is required")
-        if request.content_type != "application/json":
+        # The apiserver sends exactly "application/json": compared as is before parsing.
+        if request.headers.get(hdrs.CONTENT_TYPE) != JSON and request.content_type != JSON:
             raise BadReview(415, "UnsupportedMediaType", f"content type must be application/json, got {request.content_type!r}")
         if request.content_length is not None and request.content_length > state.config.max_body_bytes:
             raise BadReview(413, "RequestEntityTooLarge", _too_large(state.config.max_body_bytes))
@@ -248,17 +259,26 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         return _error_response(err)
 
     # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
-    timeout = min(timeout_seconds(request.query.get("timeout", "")) or state.config.default_timeout, 30.0)
+    timeout = min(query_timeout(request.rel_url.raw_query_string) or state.config.default_timeout, 30.0)
     deadline = started + max(timeout - state.config.timeout_margin, 0.001)
     kind = state.metrics.kind_label(admission.kind.kind or "-")
-    result = await _admit(state, admission, mutating=mutating, deadline=deadline, endpoint=endpoint, kind=kind,
-                          size=len(body))
+    key = (endpoint, kind)
+    admitter = state.slot.admitter
+    if (admitter is not None and (state.executor is None or state.placement.on_loop(key, len(body)))
+            and state.slot.unmet() is None):
+        result = await state.batch.judge(functools.partial(_judged_on_loop, state, admitter, admission,
+                                                          mutating=mutating, key=key))
+    else:
+        result = await _admit(state, admission, mutating=mutating, deadline=deadline, key=key)
     body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
 
     elapsed = time.perf_counter() - started
     state.metrics.review_answered(endpoint, kind, admission.operation, result.allowed, elapsed)
     _log_review(endpoint, admission, result, elapsed, mutating=mutating)
-    return web.Response(body=body, content_type="application/json")
+    return web.Response(body=body, content_type=JSON)
+
+
+JSON = "application/json"
 
 
 def _without_client_certificate(request: web.Request) -> bool:
@@ -296,6 +316,43 @@ class Placement:
         self._cheap[key] = cpu_seconds <= self.max_cpu_seconds and seconds <= self.max_seconds
 
 
+class LoopBatch:
+    """Reviews judged on the event loop, a batch per turn of the loop.
+
+    The requests that arrive together are decoded one after the other (each by its own
+    task), then judged one after the other (here), then answered one after the other:
+    the chain's code and data stay in the CPU's caches from one review to the next, and so
+    do the HTTP, TLS and decoding code, instead of each review's chain evicting the
+    server's path and the other way round (measured: a validation review ~15% less CPU
+    with batches of a few to 16 reviews, BENCHMARKS.md "srvpath"). Nothing waits for a
+    batch to fill: it is what the loop already had, judged in the same turn; a lone
+    review is a batch of one. Judging a batch blocks the loop exactly as long as judging
+    its reviews one by one did."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Callable[[], AdmissionResult], asyncio.Future[AdmissionResult]]] = []
+
+    def judge(self, admit: Callable[[], AdmissionResult]) -> asyncio.Future[AdmissionResult]:
+        """``admit()``'s result, judged once every task already running this turn has
+        had its go (the batch runs after them)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._run)
+        self._pending.append((admit, future))
+        return future
+
+    def _run(self) -> None:
+        pending, self._pending = self._pending, []
+        for admit, future in pending:
+            if future.done():  # its request went away (shutdown): nothing to judge
+                continue
+            try:
+                future.set_result(admit())
+            except Exception as exc:  # the others are still judged; this one's handler answers 500
+                future.set_exception(exc)
+
+
 def _timed(admit: Callable[[], AdmissionResult], placement: Placement, key: tuple[str, str]) -> AdmissionResult:
     """``admit()``, telling ``placement`` what it cost (CPU time of the thread running it)."""
     began, began_cpu = time.perf_counter(), time.thread_time()
@@ -305,8 +362,20 @@ def _timed(admit: Callable[[], AdmissionResult], placement: Placement, key: tupl
         placement.judged(key, time.thread_time() - began_cpu, time.perf_counter() - began)
 
 
+def _judged_on_loop(state: ServerState, admitter: Admitter, admission: AdmissionRequest, *, mutating: bool,
+                    key: tuple[str, str]) -> AdmissionResult:
+    """The chain's verdict, judged here on the event loop (``Placement`` chose it)."""
+    try:
+        return _timed(functools.partial(admitter.admit, admission, mutating=mutating), state.placement, key)
+    except Exception:
+        return _failed(state, admission, key)
+
+
 async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: bool, deadline: float,
-                 endpoint: str, kind: str, size: int) -> AdmissionResult:
+                 key: tuple[str, str]) -> AdmissionResult:
+    """The chain's verdict (or the failure mode's answer) wherever it is judged, waiting
+    for the chain to load and judging in the worker pool against the deadline."""
+    endpoint, kind = key
     mode = state.config.failure_mode
     admitter = state.slot.admitter or await state.slot.wait(deadline - time.perf_counter())
     if admitter is None:
@@ -318,12 +387,9 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
         state.metrics.policy_errors.labels(endpoint, kind, "not-ready").inc()
         return failure_result(mode, "not-ready", f"infergate cannot judge yet ({unmet}); try again")
     admit = functools.partial(admitter.admit, admission, mutating=mutating)
-    key = (endpoint, kind)
     try:
         if state.executor is None:  # workers=0: always on the event loop, never interruptible
             return admit()
-        if state.placement.on_loop(key, size):
-            return _timed(admit, state.placement, key)
         job = asyncio.get_running_loop().run_in_executor(state.executor, _timed, admit, state.placement, key)
         return await asyncio.wait_for(job, timeout=max(deadline - time.perf_counter(), 0))
     except TimeoutError:
@@ -331,9 +397,16 @@ async def _admit(state: ServerState, admission: AdmissionRequest, *, mutating: b
         log.error("admission timed out", extra={"fields": _who(admission) | {"endpoint": endpoint}})
         return failure_result(mode, "timeout", "infergate could not judge this request before the apiserver's timeout")
     except Exception:
-        state.metrics.policy_errors.labels(endpoint, kind, "error").inc()
-        log.exception("admission failed", extra={"fields": _who(admission) | {"endpoint": endpoint}})
-        return failure_result(mode, "error", "infergate failed to judge this request (internal error; see its logs)")
+        return _failed(state, admission, key)
+
+
+def _failed(state: ServerState, admission: AdmissionRequest, key: tuple[str, str]) -> AdmissionResult:
+    """The failure mode's answer when the chain raised (a bug: logged with its traceback)."""
+    endpoint, kind = key
+    state.metrics.policy_errors.labels(endpoint, kind, "error").inc()
+    log.exception("admission failed", extra={"fields": _who(admission) | {"endpoint": endpoint}})
+    return failure_result(state.config.failure_mode, "error",
+                          "infergate failed to judge this request (internal error; see its logs)")
 
 
 def _who(admission: AdmissionRequest) -> dict[str, Any]:

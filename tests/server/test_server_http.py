@@ -231,6 +231,22 @@ async def test_review_shape_errors_are_400_with_the_reason(server):
     await expect_status(server, "/validate", orjson.dumps(bad_op), 400, "request.operation")
 
 
+@pytest.mark.parametrize("field,meta,message", [
+    ("object", {"name": 5}, "request.object: Value error, metadata.name must be a string, not a number"),
+    ("object", {"name": "m", "labels": {"team": ["a"]}}, "metadata.labels['team'] must be a string, not a list"),
+    ("oldObject", {"name": "m", "annotations": "x"}, "request.oldObject: Value error, metadata.annotations must be an object of strings"),
+    ("object", {"name": "m", "finalizers": ["a", 1]}, "metadata.finalizers must be a list of strings"),
+    ("object", {"name": "m", "managedFields": [{}, "x"]}, "metadata.managedFields must be a list of objects"),
+    ("object", ["not", "an", "object"], "metadata must be an object, not a list"),
+])
+async def test_metadata_that_would_not_decode_as_object_meta_is_400(server, field, meta, message):
+    """The apiserver decodes metadata strictly before any webhook sees it: only another
+    client sends anything else, and gets a 400 naming the field, not an internal error."""
+    sent = review(MODEL, operation="UPDATE", old=MODEL)
+    sent["request"][field] = dict(MODEL, metadata=meta)
+    await expect_status(server, "/validate", orjson.dumps(sent), 400, message)
+
+
 async def test_bodies_over_the_limit_are_413_declared_or_streamed(tmp_path):
     running = await start_server(tmp_path, ScriptedAdmitter(), max_body_bytes=64 * 1024)
     try:

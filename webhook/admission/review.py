@@ -8,6 +8,7 @@ The server decodes a request body into :class:`AdmissionReview`, hands
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -70,37 +71,45 @@ class AdmissionRequest(BaseModel):
         return obj
 
 
-_META_STRINGS = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
-                 "deletionTimestamp")
-_META_STRING_MAPS = ("labels", "annotations")
+# What metav1.ObjectMeta's decoding checks, by field: a string, a map of strings, a list
+# of strings, a list of objects. Other fields are not checked here.
+_META_FIELDS = {
+    **dict.fromkeys(("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp",
+                     "deletionTimestamp"), "string"),
+    **dict.fromkeys(("labels", "annotations"), "string map"),
+    "finalizers": "string list",
+    **dict.fromkeys(("ownerReferences", "managedFields"), "object list"),
+}
 
 
 def object_meta_problem(meta: Any) -> str | None:
-    """Why ``meta`` would not decode as metav1.ObjectMeta, or None when it would."""
+    """Why ``meta`` would not decode as metav1.ObjectMeta, or None when it would.
+
+    One pass over the fields present (a review's metadata has a handful)."""
     if meta is None:
         return None
     if not isinstance(meta, dict):
         return f"metadata must be an object, not {_json_type(meta)}"
-    for key in _META_STRINGS:
-        if meta.get(key) is not None and not isinstance(meta[key], str):
-            return f"metadata.{key} must be a string, not {_json_type(meta[key])}"
-    for key in _META_STRING_MAPS:
-        value = meta.get(key)
-        if value is None:
+    for key, value in meta.items():
+        shape = _META_FIELDS.get(key)
+        if shape is None or value is None:
             continue
-        if not isinstance(value, dict):
-            return f"metadata.{key} must be an object of strings, not {_json_type(value)}"
-        for k, v in value.items():
-            if not isinstance(v, str):
-                return f"metadata.{key}[{k!r}] must be a string, not {_json_type(v)}"
-    for key in ("finalizers",):
-        value = meta.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            return f"metadata.{key} must be a list of strings"
-    for key in ("ownerReferences", "managedFields"):
-        value = meta.get(key)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, dict) for v in value)):
-            return f"metadata.{key} must be a list of objects"
+        if shape == "string":
+            if not isinstance(value, str):
+                return f"metadata.{key} must be a string, not {_json_type(value)}"
+        elif shape == "string map":
+            if not isinstance(value, dict):
+                return f"metadata.{key} must be an object of strings, not {_json_type(value)}"
+            for k, v in value.items():
+                if not isinstance(v, str):
+                    return f"metadata.{key}[{k!r}] must be a string, not {_json_type(v)}"
+        else:
+            item, what = (str, "strings") if shape == "string list" else (dict, "objects")
+            if not isinstance(value, list):
+                return f"metadata.{key} must be a list of {what}"
+            for v in value:
+                if not isinstance(v, item):
+                    return f"metadata.{key} must be a list of {what}"
     return None
 
 
@@ -120,14 +129,18 @@ class AdmissionReview(BaseModel):
     request: AdmissionRequest
 
 
-class AdmissionResult(BaseModel):
-    """What the admission chain decided for one request (independent of the wire version)."""
+@dataclass(slots=True)
+class AdmissionResult:
+    """What the admission chain decided for one request (independent of the wire version).
+
+    Made by our own code, never decoded: a plain dataclass, not a validated model (pydantic
+    checking our own values cost ~3 µs a review)."""
 
     allowed: bool
     status: dict[str, Any] | None = None  # metav1.Status on denial: code, reason, message, details
-    patch: list[dict[str, Any]] = Field(default_factory=list)  # RFC 6902 operations
-    warnings: list[str] = Field(default_factory=list)
-    audit_annotations: dict[str, str] = Field(default_factory=dict)
+    patch: list[dict[str, Any]] = field(default_factory=list)  # RFC 6902 operations
+    warnings: list[str] = field(default_factory=list)
+    audit_annotations: dict[str, str] = field(default_factory=dict)
 
 
 MAX_WARNING_LENGTH = 120
