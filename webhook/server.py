@@ -1,7 +1,8 @@
 """``infergate serve``: the admission webhook over HTTPS (aiohttp).
 
 The request path is: limits and content type → decode (:mod:`webhook.admission.review`)
-→ the admission chain, run in a worker thread against the apiserver's deadline → encode
+→ the admission chain, on the event loop for small reviews of quick kinds (a batch per
+turn of the loop) or else in a worker thread against the apiserver's deadline → encode
 in the AdmissionReview version asked. The chain is pure CPU work behind a one-method
 interface (:class:`Admitter`), so everything here is the edge: HTTP, TLS, health,
 metrics, logs and shutdown. Every well-formed review gets HTTP 200; anything else gets a
