@@ -16,28 +16,51 @@ Times are this thread's CPU time (``time.thread_time``): on a shared machine, wa
 measures the neighbours (``--wall`` for wall time).
 
 Usage: python bench/admission_chain.py [--rounds N] [--wall] [--without-native]
+       python bench/admission_chain.py --against OTHER_TREE [--runs 3]
+
+``--against`` compares two code trees (e.g. a ``git worktree`` of the commit before a change):
+this script measures each tree's code in turn (``--tree``), alternating, ``--runs`` times each,
+and prints each cell's best run before → after.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import yaml
 
+from _timing import per_call  # (bench/ is on sys.path as the script's folder)
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-from _timing import per_call  # noqa: E402  (bench/ is on sys.path as the script's folder)
-from webhook import resources  # noqa: E402
-from webhook.admission.chain import AdmissionChain, offline_request  # noqa: E402
-from webhook.policy import PolicySet  # noqa: E402
-from webhook.schema import CRDRegistry  # noqa: E402
-from webhook.state import FileState  # noqa: E402
+# one row of the table ``main`` prints: name, then the columns in µs
+_COLUMNS = ("baseline", "mutate", "validate", "policies", "run")
+_ROW = re.compile(r"^(\S+)" + r"\s+([\d.]+)µ" * len(_COLUMNS))
 
+
+def compare(other: Path, runs: int, rounds: int, wall: bool) -> int:
+    """Before (the tree ``other``) → after (this tree): this script measuring each in turn."""
+    best: dict[str, dict[str, dict[str, float]]] = {"before": {}, "after": {}}
+    for _ in range(runs):
+        for label, tree in (("before", other), ("after", REPO)):
+            text = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), "--tree", str(tree),
+                                   *(["--wall"] if wall else [])], capture_output=True, text=True, check=True).stdout
+            for match in filter(None, map(_ROW.match, text.splitlines())):
+                cells = best[label].setdefault(match[1], {})
+                for column, value in zip(_COLUMNS, match.groups()[1:]):
+                    cells[column] = min(cells.get(column, float("inf")), float(value))
+    print(f"{'object':44} " + " ".join(f"{c + ' before → after':>22}" for c in _COLUMNS))
+    for name, after in best["after"].items():
+        before = best["before"].get(name)
+        if before is not None:
+            print(f"{name:44} " + " ".join(f"{before[c]:11.0f} → {after[c]:6.0f}µ  " for c in _COLUMNS))
+    return 0
 
 
 def main() -> int:
@@ -46,7 +69,18 @@ def main() -> int:
     parser.add_argument("--wall", action="store_true", help="wall time instead of CPU time")
     parser.add_argument("--without-native", action="store_true",
                         help="every CEL program on cel-expr alone (no native fast path): the before of an A/B")
+    parser.add_argument("--against", type=Path, help="another code tree to compare with (before → after)")
+    parser.add_argument("--runs", type=int, default=3, help="with --against: runs of each tree, alternating")
+    parser.add_argument("--tree", type=Path, default=REPO, help="the code tree to measure (default: this one)")
     args = parser.parse_args()
+    if args.against is not None:
+        return compare(args.against.resolve(), args.runs, args.rounds, args.wall)
+    sys.path.insert(0, str(args.tree.resolve()))
+    from webhook import resources
+    from webhook.admission.chain import AdmissionChain, offline_request
+    from webhook.policy import PolicySet
+    from webhook.schema import CRDRegistry
+    from webhook.state import FileState
     if args.without_native:
         import webhook.cel.cel_expr as cel_expr
         cel_expr.compile_native = lambda expr: None

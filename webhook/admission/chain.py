@@ -9,7 +9,6 @@ work over in-memory policies and cluster state: no I/O.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,7 +147,7 @@ class AdmissionChain:
             warnings += verdict.warnings
             denials += verdict.denials
             if verdict.object is not None and verdict.object is not inp.object:
-                inp = dataclasses.replace(inp, object=verdict.object)  # later policies see earlier mutations
+                inp = inp.with_object(verdict.object)  # later policies see earlier mutations
         if denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings)
             return result, traces, inp.object

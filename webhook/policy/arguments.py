@@ -30,111 +30,119 @@ _LITERALS = frozenset({"string", "int", "bool", "null"})
 Reader = Callable[[Mapping[str, Any]], Any]  # activation -> value or UNREAD
 
 
-class _Absent:
-    """An optional selection that found nothing (``a.?b`` without ``b``)."""
-
-
-_ABSENT = _Absent()
-
-
 def reader(source: str) -> Reader | None:
-    """A Python reader of ``source``, or None when it is not one of the shapes above."""
+    """A Python reader of ``source``, or None when it is not one of the shapes above.
+
+    The reader is generated Python (one function with the selections inline: a lookup's
+    arguments are read on every review, and a closure per node cost several times more)."""
     try:
-        return _value(parse(source))
+        tree = parse(source)
+        writer = _Writer()
+        result = writer.value(tree, 1)
     except (CelSyntaxError, _Unsupported):
         return None
+    lines = ["def read(activation):", *writer.lines, f"    return {result}"]
+    namespace = {"UNREAD": UNREAD, **writer.constants}
+    exec(compile("\n".join(lines), f"<lookup argument {source!r}>", "exec"), namespace)  # noqa: S102
+    return namespace["read"]
 
 
 class _Unsupported(Exception):
     pass
 
 
-def _value(node: Expr) -> Reader:
-    """A reader of a plain value (never an optional)."""
-    if isinstance(node, Literal) and node.kind in _LITERALS:
-        value = node.value
-        return lambda activation: value
-    if isinstance(node, Call) and node.function == "orValue" and node.target is not None and len(node.args) == 1:
-        optional, default = _optional(node.target), _value(node.args[0])
+class _Writer:
+    """The statements of a reader: each ``value`` call writes code that leaves the node's value
+    in a fresh local (returning ``UNREAD`` wherever CEL would answer an error) and names it."""
 
-        def or_value(activation: Mapping[str, Any]) -> Any:
-            found, otherwise = optional(activation), default(activation)  # CEL evaluates both
-            if found is UNREAD or otherwise is UNREAD:
-                return UNREAD
-            return otherwise if found is _ABSENT else found
-        return or_value
-    if isinstance(node, Call) and node.function in ("_==_", "_!=_") and len(node.args) == 2:
-        return _comparison(node)
-    if isinstance(node, Call) and node.function == "_?_:_" and len(node.args) == 3:
-        condition, when_true, when_false = (_value(arg) for arg in node.args)
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.constants: dict[str, Any] = {}
+        self._names = 0
 
-        def choose(activation: Mapping[str, Any]) -> Any:
-            decided = condition(activation)
-            if type(decided) is not bool:  # an error in CEL (or UNREAD)
-                return UNREAD
-            return (when_true if decided else when_false)(activation)  # only the branch taken
-        return choose
-    return _path(node)
+    def _local(self) -> str:
+        self._names += 1
+        return f"v{self._names}"
 
+    def _emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
 
-def _path(node: Expr) -> Reader:
-    """``root.a.b``: each field present in a map, else CEL's error (UNREAD)."""
-    fields: list[str] = []
-    while isinstance(node, Select) and not node.optional and not node.test_only:
-        fields.append(node.field)
-        node = node.operand
-    if not isinstance(node, Ident) or node.name not in _ROOTS:
-        raise _Unsupported()
-    root, fields = node.name, fields[::-1]
+    def value(self, node: Expr, depth: int) -> str:
+        """A plain value (never an optional)."""
+        if isinstance(node, Literal) and node.kind in _LITERALS:
+            name = f"k{len(self.constants)}"
+            self.constants[name] = node.value
+            return name
+        if isinstance(node, Call) and node.function == "orValue" and node.target is not None and len(node.args) == 1:
+            return self._or_value(node, depth)
+        if isinstance(node, Call) and node.function in ("_==_", "_!=_") and len(node.args) == 2:
+            return self._comparison(node, depth)
+        if isinstance(node, Call) and node.function == "_?_:_" and len(node.args) == 3:
+            condition = self.value(node.args[0], depth)
+            out = self._local()
+            self._emit(depth, f"if type({condition}) is not bool:")  # an error in CEL
+            self._emit(depth + 1, "return UNREAD")
+            self._emit(depth, f"if {condition}:")  # only the branch taken is read
+            self._emit(depth + 1, f"{out} = {self.value(node.args[1], depth + 1)}")
+            self._emit(depth, "else:")
+            self._emit(depth + 1, f"{out} = {self.value(node.args[2], depth + 1)}")
+            return out
+        return self._path(node, depth)
 
-    def select(activation: Mapping[str, Any]) -> Any:
-        value = activation.get(root)
-        for name in fields:
-            if type(value) is not dict or name not in value:
-                return UNREAD
-            value = value[name]
-        return value
-    return select
+    def _path(self, node: Expr, depth: int) -> str:
+        """``root.a.b``: each field present in a map, else CEL's error (UNREAD)."""
+        fields: list[str] = []
+        while isinstance(node, Select) and not node.optional and not node.test_only:
+            fields.append(node.field)
+            node = node.operand
+        if not isinstance(node, Ident) or node.name not in _ROOTS:
+            raise _Unsupported()
+        out = self._local()
+        self._emit(depth, f"{out} = activation.get({node.name!r})")
+        for name in reversed(fields):
+            self._emit(depth, f"if type({out}) is not dict or {name!r} not in {out}:")
+            self._emit(depth + 1, "return UNREAD")
+            self._emit(depth, f"{out} = {out}[{name!r}]")
+        return out
 
+    def _or_value(self, node: Call, depth: int) -> str:
+        """``path.?a.?b.orValue(default)``: the value when every optional field is there, else
+        the default (CEL evaluates both; ``.?`` on a value that is not a map is an error)."""
+        target: Expr = node.target
+        fields: list[str] = []
+        while isinstance(target, Select) and target.optional and not target.test_only:
+            fields.append(target.field)
+            target = target.operand
+        if not fields:
+            raise _Unsupported()
+        found = self._path(target, depth)
+        present = self._local()
+        self._emit(depth, f"{present} = True")
+        for name in reversed(fields):
+            self._emit(depth, f"if {present}:")
+            self._emit(depth + 1, f"if type({found}) is not dict:")
+            self._emit(depth + 2, "return UNREAD")
+            self._emit(depth + 1, f"if {name!r} in {found}:")
+            self._emit(depth + 2, f"{found} = {found}[{name!r}]")
+            self._emit(depth + 1, "else:")
+            self._emit(depth + 2, f"{present} = False")
+        otherwise = self.value(node.args[0], depth)
+        out = self._local()
+        self._emit(depth, f"{out} = {found} if {present} else {otherwise}")
+        return out
 
-def _optional(node: Expr) -> Reader:
-    """``path.?a.?b``: the value, ``_ABSENT``, or UNREAD (``.?`` on a value that is not a map)."""
-    fields: list[str] = []
-    while isinstance(node, Select) and node.optional and not node.test_only:
-        fields.append(node.field)
-        node = node.operand
-    if not fields:
-        raise _Unsupported()
-    base, fields = _path(node), fields[::-1]
-
-    def select(activation: Mapping[str, Any]) -> Any:
-        value = base(activation)
-        if value is UNREAD:
-            return UNREAD
-        for name in fields:
-            if type(value) is not dict:
-                return UNREAD
-            if name not in value:
-                return _ABSENT
-            value = value[name]
-        return value
-    return select
-
-
-def _comparison(node: Call) -> Reader:
-    """``value == 'text'`` (or ``!=``): CEL's equality of a string with any value."""
-    left, right = node.args
-    if isinstance(right, Literal) and right.kind == "string":
-        value, text = _value(left), right.value
-    elif isinstance(left, Literal) and left.kind == "string":
-        value, text = _value(right), left.value
-    else:
-        raise _Unsupported()
-    equal = node.function == "_==_"
-
-    def compare(activation: Mapping[str, Any]) -> Any:
-        found = value(activation)
-        if found is UNREAD:
-            return UNREAD
-        return (type(found) is str and found == text) == equal  # other types are simply not equal
-    return compare
+    def _comparison(self, node: Call, depth: int) -> str:
+        """``value == 'text'`` (or ``!=``): CEL's equality of a string with any value (other
+        types are simply not equal)."""
+        left, right = node.args
+        if isinstance(right, Literal) and right.kind == "string":
+            operand, text = left, right.value
+        elif isinstance(left, Literal) and left.kind == "string":
+            operand, text = right, left.value
+        else:
+            raise _Unsupported()
+        found = self.value(operand, depth)
+        out = self._local()
+        test = f"type({found}) is str and {found} == {text!r}"
+        self._emit(depth, f"{out} = {test}" if node.function == "_==_" else f"{out} = not ({test})")
+        return out

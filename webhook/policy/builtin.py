@@ -8,6 +8,7 @@ the controller can never disagree on a limit.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from webhook.facts import FactError, parse_parameter_count
@@ -15,6 +16,16 @@ from webhook.policy.compiled import PolicyInput
 from webhook.policy.verdict import Denial, Trace, Verdict
 
 AI = "ai.deckhouse.io/v1alpha1"
+
+
+@lru_cache(maxsize=256)
+def _limit(text: str) -> int | None:
+    """A class's ``maxParameterCount`` parsed (None: not a parameter count). The same few
+    texts come with every review of a class's orders: parsed once each."""
+    try:
+        return parse_parameter_count(text)
+    except FactError:
+        return None
 
 
 def _get(obj: Any, *path: str) -> Any:
@@ -39,34 +50,40 @@ class ParameterCountPolicy:
     mutating_stage = False
     coverage_rules = ("catalog", "huggingface")  # its traces' rule names (``infergate test --coverage``)
 
+    def may_apply(self, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
+        """Whether requests with this rule key (``PolicyInput.rule_key``) may see it: writes of an
+        InferenceService itself, in the validating webhook (``PolicySet.for_review``)."""
+        group, kind, operation, subresource = rule_key
+        return not mutating and group == "ai.deckhouse.io" and kind == "InferenceService" \
+            and operation in ("CREATE", "UPDATE") and not subresource
+
     def evaluate(self, inp: PolicyInput, *, mutating: bool, explain: bool = False) -> Verdict | None:
-        if mutating or inp.group != "ai.deckhouse.io" or inp.kind != "InferenceService" \
-                or inp.request.get("operation") not in ("CREATE", "UPDATE") or inp.request.get("subResource"):
+        if not self.may_apply(inp.rule_key, mutating):
             return None
-        obj = inp.object or {}
-        class_name = _get(obj, "spec", "inferenceServiceClassName")
+        spec = _get(inp.object, "spec")
+        class_name = _get(spec, "inferenceServiceClassName")
         cls = inp.state.get(AI, "InferenceServiceClass", class_name) if isinstance(class_name, str) else None
         limit_text = _get(cls, "spec", "modelPolicy", "maxParameterCount")
         if not isinstance(limit_text, str):
             return None
-        verdict = Verdict(self.name)
-        try:
-            limit = parse_parameter_count(limit_text)
-        except FactError:
+        limit = _limit(limit_text)
+        if limit is None:
             return None  # the class CRD's pattern rejects such a class; nothing to compare with
-        src = _get(obj, "spec", "model", "src")
+        verdict = Verdict(self.name)
+        model = _get(spec, "model")
+        src = _get(model, "src")
         if src == "ai-models":
-            self._catalog(inp, obj, class_name, limit_text, limit, verdict, explain)
+            self._catalog(inp, model, class_name, limit_text, limit, verdict, explain)
         elif src == "HuggingFace":
-            self._huggingface(obj, class_name, limit_text, limit, verdict, explain)
+            self._huggingface(model, class_name, limit_text, limit, verdict, explain)
         return verdict
 
     def _trace(self, verdict: Verdict, explain: bool, rule: str, values: dict, result: str) -> None:
         if explain:
             verdict.traces.append(Trace(self.name, rule, "parameterCount <= parse(maxParameterCount)  # Python", values, result))
 
-    def _catalog(self, inp, obj, class_name, limit_text, limit, verdict, explain) -> None:
-        ref = _get(obj, "spec", "model", "ref") or {}
+    def _catalog(self, inp, model, class_name, limit_text, limit, verdict, explain) -> None:
+        ref = _get(model, "ref") or {}
         kind, name = ref.get("kind"), ref.get("name")
         if kind == "ClusterModel":
             entry = inp.state.get(AI, "ClusterModel", name) if isinstance(name, str) else None
@@ -79,7 +96,7 @@ class ParameterCountPolicy:
             return  # unknown catalog entry: the catalog policy speaks about it
         count = _get(entry, "status", "resolved", "parameterCount")
         values = {"class": class_name, "maxParameterCount": limit_text, "limit": limit,
-                  f"{kind}/{name}.status.resolved.parameterCount": count}
+                  f"{kind}/{name}.status.resolved.parameterCount": count} if explain else {}
         if not isinstance(count, int) or isinstance(count, bool):
             self._trace(verdict, explain, "catalog", values, "unknown")
             verdict.warnings.append(
@@ -96,10 +113,10 @@ class ParameterCountPolicy:
                 f"most {limit_text} parameters or a class that allows more",
                 "ParameterCountExceeded", "spec.model.ref"))
 
-    def _huggingface(self, obj, class_name, limit_text, limit, verdict, explain) -> None:
-        given = _get(obj, "spec", "model", "parameterCount")
+    def _huggingface(self, model, class_name, limit_text, limit, verdict, explain) -> None:
+        given = _get(model, "parameterCount")
         values = {"class": class_name, "maxParameterCount": limit_text, "limit": limit,
-                  "spec.model.parameterCount": given}
+                  "spec.model.parameterCount": given} if explain else {}
         if not isinstance(given, str):
             self._trace(verdict, explain, "huggingface", values, "unknown")
             verdict.warnings.append(

@@ -6,7 +6,6 @@ import copy
 import itertools
 import operator
 import re
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import jsonpatch
@@ -28,30 +27,33 @@ _serials = itertools.count()
 _RULED_LIMIT = 1024
 
 
-@dataclass(frozen=True)
 class PolicyInput:
     """The request as policies see it (built once per request by the chain; a mutated object
-    is a new input)."""
+    is a new input: ``with_object``). Read-only by convention: policies only read it.
 
-    request: Mapping[str, Any]  # the AdmissionRequest minus object/oldObject
-    object: dict[str, Any] | None
-    old_object: dict[str, Any] | None
-    namespace_object: dict[str, Any] | None
-    state: ClusterState
-    # What policies' rules match: (group, kind, operation, subresource).
-    rule_key: tuple[str, str, Any, str] = field(init=False, repr=False, compare=False)
-    # This input's values shared by its policies' batches.
-    scope: ReviewScope = field(init=False, repr=False, compare=False)
+    A plain class with slots: built on every review, where a frozen dataclass's field by field
+    ``object.__setattr__`` costs several µs."""
 
-    def __post_init__(self) -> None:
-        # made here rather than as cached properties: every review reads both, and a
-        # cached_property takes a lock on first use
-        kind = self.request.get("kind") or {}
-        rule_key = kind.get("group", ""), kind.get("kind", ""), self.request.get("operation"), \
-            self.request.get("subResource") or ""
-        object.__setattr__(self, "rule_key", rule_key)
-        object.__setattr__(self, "scope", ReviewScope(dict(zip(REQUEST_VARIABLES, (
-            self.object, self.old_object, self.request, self.namespace_object)))))
+    __slots__ = ("request", "object", "old_object", "namespace_object", "state", "rule_key", "scope")
+
+    def __init__(self, request: Mapping[str, Any], object: dict[str, Any] | None, old_object: dict[str, Any] | None,
+                 namespace_object: dict[str, Any] | None, state: ClusterState) -> None:
+        self.request = request  # the AdmissionRequest minus object/oldObject
+        self.object = object
+        self.old_object = old_object
+        self.namespace_object = namespace_object
+        self.state = state
+        # what policies' rules match: (group, kind, operation, subresource)
+        kind = request.get("kind") or {}
+        self.rule_key = kind.get("group", ""), kind.get("kind", ""), request.get("operation"), \
+            request.get("subResource") or ""
+        # this input's values shared by its policies' batches
+        self.scope = ReviewScope({"object": object, "oldObject": old_object, "request": request,
+                                  "namespaceObject": namespace_object})
+
+    def with_object(self, obj: dict[str, Any] | None) -> "PolicyInput":
+        """The same request carrying ``obj`` (after a mutation)."""
+        return PolicyInput(self.request, obj, self.old_object, self.namespace_object, self.state)
 
     @property
     def group(self) -> str:
@@ -192,7 +194,9 @@ class CompiledPolicy:
         self._state_lookups = tuple(lk.name for lk, exprs in self.lookups if _reads_only_state(exprs.values()))
         self._state_variables = self._variables_of_state()
         self._state_values: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # (inputs, values)
-        self._state_lookup_results: tuple[Any, int, dict[str, Any]] | None = None  # ``_kept_state_lookups``
+        # the lookups read per review (their arguments read the request), by index
+        self._review_lookups = tuple(i for i, (lk, _) in enumerate(self.lookups) if lk.name not in self._state_lookups)
+        self._state_kept: tuple[Any, int, tuple[Any, dict[str, Any], dict[str, Any]]] | None = None  # ``_of_state``
         self._params_kept: tuple[Any, int, Any] | None = None  # (state, generation, params): ``_params``
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
         self._computed_variables = [name for name, _ in self.variables if name not in self._state_variables]
@@ -358,49 +362,88 @@ class CompiledPolicy:
         if prepared is UNPREPARED:
             prepared = scope.prepared[self._serial] = self._prepare(inp)
             if prepared is not None and self._shares():
-                scope.add(prepared.bound(self.names), self._reads())
+                scope.add(prepared.bound(self.names))
         return prepared
 
     def _prepare(self, inp: PolicyInput) -> Prepared | None:
-        if not self.lookups and self.param_ref is None and self._shares() \
-                and self._reads().isdisjoint(self.names.values()):
+        if self._reads_request_only():
             return NOTHING  # its batches read only the request
-        params = self._params(inp.state)
-        lookups: dict[str, Any] = {}
-        if self.lookups:
-            activation = {**inp.scope.values, "params": params, "lookups": lookups, "variables": {}}
-            arguments = self._lookup_arguments(activation)
-            kept = self._kept_state_lookups(inp.state)
-            try:
-                for i, (lookup, exprs) in enumerate(self.lookups):
-                    if kept is not None and lookup.name in kept[2]:
-                        lookups[lookup.name] = kept[2][lookup.name]
-                        continue
-                    lookups[lookup.name] = found = self._lookup(lookup, exprs, activation, inp.state, None,
-                                                                arguments[i] if arguments else None)
-                    if kept is not None and lookup.name in self._state_lookups:
-                        kept[2][lookup.name] = found
-            except _RuleError:
-                return None
-        variables = self._state_values_for(lookups, params)
-        if variables is None:
+        of_state = self._of_state(inp.state)
+        if of_state is None:
             return None
+        params, lookups, variables = of_state
+        if self._review_lookups:
+            lookups = self._lookups_of_review(inp, params, lookups)
+            if lookups is None:
+                return None
         return Prepared(params, lookups, variables, self._lookups_read())
 
-    def _kept_state_lookups(self, state: ClusterState) -> tuple[Any, int, dict[str, Any]] | None:
-        """(state, generation, results) of the lookups that read only cluster state
-        (``_state_lookups``), kept while the state's objects stay the same: a review then
-        neither lists nor sorts them again. None when the state cannot say (no
-        ``generation``)."""
-        if not self._state_lookups:
-            return None
+    def _reads_request_only(self) -> bool:
+        """Whether the batches read nothing but the request (no params, lookups, variables
+        computed before them): such a policy has nothing to prepare."""
+        if "request only" not in self._batches:
+            self._batches["request only"] = not self.lookups and self.param_ref is None and self._shares() \
+                and self._reads().isdisjoint(self.names.values())
+        return self._batches["request only"]
+
+    def _of_state(self, state: ClusterState) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+        """What reads only cluster state: the params, the results of the lookups whose
+        arguments read no request value (``_state_lookups``) and the state variables' values;
+        kept while the state's objects stay the same (``ClusterState.generation``, bumped by
+        every write), so a review neither lists nor sorts them again. None when a lookup's
+        argument fails (the per-expression path reports it)."""
         generation = getattr(state, "generation", None)
-        if generation is None:
+        kept = self._state_kept
+        if kept is not None and generation is not None and kept[0] is state and kept[1] == generation:
+            return kept[2]
+        params = self._params(state)
+        found: dict[str, Any] = {}
+        if self._state_lookups:
+            activation = {"params": params, "lookups": found, "variables": {}}
+            try:
+                for lookup, exprs in self.lookups:
+                    if lookup.name in self._state_lookups:
+                        found[lookup.name] = self._lookup(lookup, exprs, activation, state, None)
+            except _RuleError:
+                return None
+        variables = self._state_values_for(found, params)
+        if variables is None:
             return None
-        kept = self._state_lookup_results
-        if kept is None or kept[0] is not state or kept[1] != generation:
-            kept = self._state_lookup_results = (state, generation, {})  # (read before the lookups run)
-        return kept
+        part = (params, found, variables)
+        if generation is not None:
+            self._state_kept = (state, generation, part)
+        return part
+
+    def _lookups_of_review(self, inp: PolicyInput, params: Any, of_state: dict[str, Any]) -> dict[str, Any] | None:
+        """Every lookup's result, in order: those of cluster state alone as kept, the others
+        read for this review."""
+        readers = self._argument_readers()
+        if readers is not None:  # the usual shapes, read in Python: no activation for CEL
+            values = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                      "namespaceObject": inp.namespace_object, "params": params}
+            state, lookups = inp.state, self.lookups
+            found: dict[str, Any] = {}
+            for i, fields in readers:
+                arguments = {f: read(values) for f, read in fields}
+                if UNREAD in arguments.values():
+                    break
+                found[lookups[i][0].name] = self._fetch(lookups[i][0], arguments, state)
+            else:
+                return {lookup.name: found[lookup.name] if lookup.name in found else of_state[lookup.name]
+                        for lookup, _ in lookups}
+        lookups_so_far: dict[str, Any] = {}
+        activation = {**inp.scope.values, "params": params, "lookups": lookups_so_far, "variables": {}}
+        arguments = self._lookup_arguments(activation)
+        try:
+            for i, (lookup, exprs) in enumerate(self.lookups):
+                if lookup.name in of_state:
+                    lookups_so_far[lookup.name] = of_state[lookup.name]
+                else:
+                    lookups_so_far[lookup.name] = self._lookup(lookup, exprs, activation, inp.state, None,
+                                                               arguments[i] if arguments else None)
+        except _RuleError:
+            return None
+        return lookups_so_far
 
     def _reads(self) -> frozenset[str]:
         """The names the stages' batches read in a review's bindings."""
@@ -444,17 +487,22 @@ class CompiledPolicy:
         remember_stable(activation["variables"])  # the same values until those objects change
         return activation["variables"]
 
-    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-        """Every lookup's names and selectors, read in Python when they have the usual shapes
+    def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
+        """The names and selectors of the lookups that read the review (``_review_lookups``;
+        None in the places of the others), read in Python when they have the usual shapes
         (``arguments``), else from one engine call when none reads another lookup; None:
         evaluate them one by one (also on any error, for its exact text)."""
         readers = self._argument_readers()
         if readers is not None:
-            out = [{f: read(activation) for f, read in fields.items()} for fields in readers]
-            if not any(value is UNREAD for fields in out for value in fields.values()):
+            out: list[dict[str, Any] | None] = [None] * len(self.lookups)
+            for i, fields in readers:
+                out[i] = values = {f: read(activation) for f, read in fields}
+                if UNREAD in values.values():
+                    break
+            else:
                 return out
         if "lookups" not in self._batches:
-            exprs = [e for _, fields in self.lookups for e in fields.values()]
+            exprs = [e for i in self._review_lookups for e in self.lookups[i][1].values()]
             program = None
             if exprs and not any("lookups" in e._needs or "variables" in e._needs for e in exprs):
                 program = self._compile_batch(list_source(e.source for e in exprs), "lookups")
@@ -466,15 +514,19 @@ class CompiledPolicy:
             values = batch.evaluate(activation)
         except CelError:
             return None
-        out, it = [], iter(values if isinstance(values, list) else ())
-        for _, fields in self.lookups:
-            out.append({f: next(it, None) for f in fields})
-        return out if isinstance(values, list) and len(values) == sum(map(len, out)) else None
+        if not isinstance(values, list):
+            return None
+        out, it = [None] * len(self.lookups), iter(values)
+        for i in self._review_lookups:
+            out[i] = {f: next(it, None) for f in self.lookups[i][1]}
+        return out if len(values) == sum(len(self.lookups[i][1]) for i in self._review_lookups) else None
 
-    def _argument_readers(self) -> list[dict[str, Any]] | None:
+    def _argument_readers(self) -> list[tuple[int, tuple[tuple[str, Any], ...]]] | None:
+        """(lookup index, ((field, reader), ...)) of the lookups that read the review."""
         if "readers" not in self._batches:
-            readers = [{f: reader(e.source) for f, e in fields.items()} for _, fields in self.lookups]
-            ok = all(read is not None for fields in readers for read in fields.values())
+            readers = [(i, tuple((f, reader(e.source)) for f, e in self.lookups[i][1].items()))
+                       for i in self._review_lookups]
+            ok = all(read is not None for _, fields in readers for _, read in fields)
             self._batches["readers"] = readers if ok else None
         return self._batches["readers"]
 
@@ -506,12 +558,13 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
-        judged = len(self.validations) + len(self.warnings)
-        if len(results) != judged + len(self.audit_annotations) or any(v is not True for v in results[:judged]):
+        if not self._passes(results):  # (cel-expr's answers are not checked by ``accept``)
             return None
-        for (key, _), value in zip(self.audit_annotations, results[judged:]):
-            if value is not None:
-                verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        if self.audit_annotations:
+            judged = len(self.validations) + len(self.warnings)
+            for (key, _), value in zip(self.audit_annotations, results[judged:]):
+                if value is not None:
+                    verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
         return True
 
     def _passes(self, results: Any) -> bool:
@@ -581,9 +634,13 @@ class CompiledPolicy:
 
     def _lookup(self, lookup: Lookup, exprs: dict[str, Expression], activation, state: ClusterState, trace,
                 values: dict[str, Any] | None = None) -> Any:
-        rule = f"lookups.{lookup.name}"
         if values is None:
-            values = {f: self._eval(e, activation, f"{rule}.{f}", trace) for f, e in exprs.items()}
+            values = {f: self._eval(e, activation, f"lookups.{lookup.name}.{f}", trace) for f, e in exprs.items()}
+        return self._fetch(lookup, values, state)
+
+    @staticmethod
+    def _fetch(lookup: Lookup, values: Mapping[str, Any], state: ClusterState) -> Any:
+        """What a lookup with these arguments finds."""
         if lookup.get is not None:
             name = values.get("name")
             if not isinstance(name, str) or not name:
@@ -601,7 +658,7 @@ class CompiledPolicy:
 
     def _params(self, state: ClusterState) -> Any:
         """The params object (or its ``dataKey`` parsed), kept while the state's objects stay
-        the same (as ``_kept_state_lookups``)."""
+        the same (as ``_of_state``)."""
         if self.param_ref is None:
             return None
         generation = getattr(state, "generation", None)

@@ -25,26 +25,25 @@ class ReviewScope:
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
         self.prepared: dict[int, Prepared | None] = {}  # by policy serial
-        self._reads: frozenset[str] = frozenset()  # what the prepared batches read
-        self._batches = 0  # how many
+        self._batches = 0  # how many batches prepared their values
         self._bindings: Mapping[str, Any] | None = None
-        self._bound: frozenset[str] = frozenset()
+        self._bound = 0  # how many values the bindings hold
 
-    def add(self, values: Mapping[str, Any], reads: frozenset[str]) -> None:
-        """A policy's values, and the names its batches read."""
+    def add(self, values: Mapping[str, Any]) -> None:
+        """A policy's values (under names of its own: a value once added never changes)."""
         self.values.update(values)
-        self._reads |= reads
         self._batches += 1
 
     def bindings(self, engine: Any, reads: frozenset[str]) -> Mapping[str, Any]:
-        """The values of (at least) ``reads``: bindings of everything the prepared batches
-        read, made anew only when a batch reads more; for a single batch, plain data (a
-        binding pays off from the second program that reads its values)."""
+        """The values of (at least) ``reads``: bindings of every value, made anew only when
+        values were added since (a binding converts a value only when a program first reads it,
+        and is sized by what each program reads); for a single batch, plain data with only what
+        it reads (a binding pays off from the second program that reads its values)."""
         if self._batches < 2:
             return {name: self.values[name] for name in reads if name in self.values}
-        if self._bindings is None or not reads <= self._bound:
-            self._bound = self._reads | reads | self._bound
-            self._bindings = engine.bind({name: self.values[name] for name in self._bound if name in self.values})
+        if self._bindings is None or self._bound != len(self.values):
+            self._bound = len(self.values)
+            self._bindings = engine.bind(self.values)
         return self._bindings
 
 

@@ -81,8 +81,6 @@ class BatchPlan:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
-            if not _valid(self.root, obj):
-                return None
             value = _select(self.root, obj)
             old_value = _select(self.root, old) if self.reads_old else None
             charged = _charge(self.root, value, old_value)
@@ -120,12 +118,23 @@ def _valid(site: _Site, value: Any) -> bool:
     return True
 
 
+class _InvalidData(Exception):
+    """Data contradicting the schema where a rule reads it (``_valid``): the walk answers."""
+
+
 def _select(site: _Site, value: Any) -> Any:
     """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
-    properties the rules read and the way to the children's rules."""
+    properties the rules read and the way to the children's rules. Checks the data on the way
+    (``_valid``, in the same walk): ``_InvalidData`` where the walk would report it."""
     decl = site.decl
     if site.read is None or value is None:
+        if value is not None and not _valid(site, value):
+            raise _InvalidData()
         return to_cel(value, decl)
+    if site.batched:
+        rules = site.rules
+        if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
+            raise _InvalidData()
     if isinstance(value, dict):
         if decl.kind == "map":
             additional = site.additional
@@ -133,7 +142,8 @@ def _select(site: _Site, value: Any) -> Any:
                 key: item if item is None else _select(additional, item) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
-        for key in site.read:
+        read = site.read
+        for key in read:
             item = value.get(key)
             if item is not None:
                 name, item_decl = by_property[key]
@@ -142,10 +152,15 @@ def _select(site: _Site, value: Any) -> Any:
                     selected[key] = converted
         for key, name, child in site.properties:
             item = value.get(key)
-            if item is not None and key not in site.read:
-                selected[name] = converted = _select(child, item)
-                if key in RESERVED_SYMBOLS:
-                    selected[key] = converted
+            if item is None:
+                continue
+            if key in read:  # converted whole above: only checked here
+                if not _valid(child, item):
+                    raise _InvalidData()
+                continue
+            selected[name] = converted = _select(child, item)
+            if key in RESERVED_SYMBOLS:
+                selected[key] = converted
         return selected
     if isinstance(value, list) and site.items is not None:
         items = site.items

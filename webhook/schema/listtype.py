@@ -1,8 +1,16 @@
-"""``x-kubernetes-list-type`` set/map uniqueness (apiextensions' ``listtype.ValidateListSetsAndMaps``)."""
+"""``x-kubernetes-list-type`` set/map uniqueness (apiextensions' ``listtype.ValidateListSetsAndMaps``).
+
+Most objects have no duplicates, and for those the walk, which builds a path at every node it
+passes, only answers "no errors". So a schema's list types also become one generated predicate
+(as ``fastvalid`` does for the structural checks) that says only "surely no duplicates": sets
+of distinct strings or integers, maps of objects with one key of distinct such values. Anything
+else (nulls, mixed types, compound items, several keys) runs the walk, which writes the errors.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from functools import lru_cache
+from typing import Any, Callable
 
 from webhook.gofmt import go_json
 from webhook.schema import fielderrors as fe
@@ -18,6 +26,8 @@ def _child(path: str | None, key: str) -> str:
 def validate_list_types(node: Node, value: Any, path: str | None = None) -> list[fe.FieldError]:
     """Duplicate items of ``set`` lists and duplicate keys of ``map`` lists, anywhere in ``value``."""
     if not node.has_list_types or not isinstance(value, dict):
+        return []
+    if surely_unique(node)(value):
         return []
     errs: list[fe.FieldError] = []
     _walk_object(node, value, path, errs)
@@ -91,3 +101,105 @@ def _validate_map(node: Node, value: list, path: str | None) -> list[fe.FieldErr
                 for i in _non_unique(key_values)]
     key_maps = [{} if item is None else {k: item[k] for k in keys if k in item} for item in value]
     return [fe.duplicate(f"{path}[{i}]", key_maps[i]) for i in _non_unique(key_maps)]
+
+
+# -- the fast path: "surely no duplicates" as generated Python ------------------------------
+
+def _distinct(values: list) -> bool:
+    """Items all strings or all integers (where Python's equality is the walk's identity), none twice."""
+    first = type(values[0])
+    if first is not str and first is not int:
+        return False
+    for value in values:
+        if type(value) is not first:
+            return False
+    return len(set(values)) == len(values)
+
+
+def _distinct_keys(items: list, key: str) -> bool:
+    """A map list's items all objects holding ``key``, its values distinct (``_distinct``)."""
+    values = []
+    for item in items:
+        if type(item) is not dict or key not in item:
+            return False
+        values.append(item[key])
+    return _distinct(values)
+
+
+def _objects(items: list) -> bool:
+    return all(type(item) is dict for item in items)
+
+
+class _Codegen:
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {"_distinct": _distinct, "_distinct_keys": _distinct_keys, "_objects": _objects}
+        self.lines: list[str] = []
+        self.functions: dict[int, str] = {}  # id(node) -> its function's name
+
+    def function(self, node: Node) -> str:
+        name = self.functions.get(id(node))
+        if name is None:
+            name = self.functions[id(node)] = f"_n{len(self.functions)}"
+            self.lines.extend(self.node(node, name))
+        return name
+
+    def node(self, node: Node, name: str) -> list[str]:
+        """The function for ``node``: what the walk checks there, False on the first doubt."""
+        body = ["t = type(v)"]
+        array = self.array(node)
+        if array:
+            body += ["if t is list:"] + ["    " + line for line in array]
+        children = [(key, self.function(child)) for key, child in node.sorted_properties if child.has_list_types]
+        additional = node.additional if node.additional is not None and node.additional.has_list_types else None
+        if children or additional is not None:
+            body.append("if t is dict:")
+            for key, function in children:
+                body += [f"    x = v.get({key!r})", f"    if x is not None and not {function}(x): return False"]
+            if additional is not None:
+                known = f"_k{len(self.names)}"
+                self.names[known] = frozenset(node.properties)
+                body += ["    for k, x in v.items():",
+                         f"        if k not in {known} and not {self.function(additional)}(x): return False"]
+        body.append("return True")
+        return [f"def {name}(v):"] + ["    " + line for line in body]
+
+    def array(self, node: Node) -> list[str]:
+        out = []
+        if node.list_type == "set":
+            out.append("if len(v) > 1 and not _distinct(v): return False")
+        elif node.list_type == "map":
+            keys = node.list_map_keys
+            out.append("if not _objects(v): return False")  # the walk's "must be an object"
+            if len(keys) == 1:
+                out.append(f"if len(v) > 1 and not _distinct_keys(v, {keys[0]!r}): return False")
+            else:
+                out.append("if len(v) > 1: return False")
+        if node.items is not None and node.items.has_list_types:
+            out += ["for x in v:", f"    if not {self.function(node.items)}(x): return False"]
+        return out
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+@lru_cache(maxsize=256)
+def surely_unique(root: Node) -> Callable[[Any], bool]:
+    """``root``'s predicate: True when ``validate_list_types(root, value)`` surely finds
+    nothing; never True for a schema it cannot write (nested past Python's limits)."""
+    generator = _Codegen()
+    try:
+        entry = generator.function(root)
+        namespace = dict(generator.names)
+        exec(compile("\n".join(generator.lines), "<list types fast path>", "exec"), namespace)  # noqa: S102
+    except (RecursionError, SyntaxError, MemoryError):
+        return _never
+    function = namespace[entry]
+
+    def passes(value: Any) -> bool:
+        try:
+            return function(value) is True
+        except RecursionError:  # nesting past the stack: the walk answers
+            return False
+
+    return passes
