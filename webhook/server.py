@@ -1,7 +1,8 @@
 """``infergate serve``: the admission webhook over HTTPS (aiohttp).
 
 The request path is: limits and content type → decode (:mod:`webhook.admission.review`)
-→ the admission chain, run in a worker thread against the apiserver's deadline → encode
+→ the admission chain, on the event loop for small reviews of quick kinds (a batch per
+turn of the loop) or else in a worker thread against the apiserver's deadline → encode
 in the AdmissionReview version asked. The chain is pure CPU work behind a one-method
 interface (:class:`Admitter`), so everything here is the edge: HTTP, TLS, health,
 metrics, logs and shutdown. Every well-formed review gets HTTP 200; anything else gets a
@@ -25,7 +26,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
 from aiohttp import hdrs, web
@@ -39,6 +40,8 @@ from webhook.settings import Settings
 from webhook.validation.strfmt import parse_go_duration
 
 log = logs.get("server")
+
+T = TypeVar("T")
 
 
 class Admitter(Protocol):
@@ -130,12 +133,12 @@ class ServerState:
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     placement: Placement = field(init=False)
-    batch: LoopBatch = field(init=False)
+    batch: LoopBatch[Review] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.batch = LoopBatch()
         self.placement = Placement(self.config.inline_max_bytes, self.config.inline_max_cpu_seconds,
                                    self.config.inline_max_seconds)
+        self.batch = LoopBatch(functools.partial(_decode, self), functools.partial(_judge_if_quick, self))
 
 
 STATE = web.AppKey("infergate", ServerState)
@@ -236,6 +239,19 @@ def failure_result(mode: str, cause: str, message: str) -> AdmissionResult:
     )
 
 
+@dataclass(slots=True)
+class Review:
+    """One review on its way through the server (see :class:`LoopBatch`)."""
+
+    endpoint: str
+    mutating: bool
+    body: bytes
+    api_version: str = ""
+    admission: AdmissionRequest = field(init=False)
+    key: tuple[str, str] = ("", "")  # endpoint and kind label: Placement's and the metrics' key
+    result: AdmissionResult | None = None
+
+
 async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     state = request.app[STATE]
     endpoint = "mutate" if mutating else "validate"
@@ -252,30 +268,40 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise BadReview(413, "RequestEntityTooLarge", _too_large(state.config.max_body_bytes)) from None
-        api_version, admission = decode_review(body)
+        review = await state.batch.submit(Review(endpoint, mutating, body))  # decoded, and judged if quick
     except BadReview as err:
         state.metrics.bad_requests.labels(err.reason).inc()
         log.warning("rejected request", extra={"fields": {"endpoint": endpoint, "code": err.code, "error": err.message}})
         return _error_response(err)
 
-    # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
-    timeout = min(query_timeout(request.rel_url.raw_query_string) or state.config.default_timeout, 30.0)
-    deadline = started + max(timeout - state.config.timeout_margin, 0.001)
-    kind = state.metrics.kind_label(admission.kind.kind or "-")
-    key = (endpoint, kind)
-    admitter = state.slot.admitter
-    if (admitter is not None and (state.executor is None or state.placement.on_loop(key, len(body)))
-            and state.slot.unmet() is None):
-        result = await state.batch.judge(functools.partial(_judged_on_loop, state, admitter, admission,
-                                                          mutating=mutating, key=key))
-    else:
-        result = await _admit(state, admission, mutating=mutating, deadline=deadline, key=key)
-    body = orjson.dumps(response_review(api_version, admission.uid, result, with_patch=mutating))
+    admission = review.admission
+    if review.result is None:  # for the worker pool, or the chain is not ready to judge
+        # The apiserver says how long it waits (?timeout=, at most 30s); answer before that.
+        timeout = min(query_timeout(request.rel_url.raw_query_string) or state.config.default_timeout, 30.0)
+        deadline = started + max(timeout - state.config.timeout_margin, 0.001)
+        review.result = await _admit(state, admission, mutating=mutating, deadline=deadline, key=review.key)
+    result = review.result
+    body = orjson.dumps(response_review(review.api_version, admission.uid, result, with_patch=mutating))
 
     elapsed = time.perf_counter() - started
-    state.metrics.review_answered(endpoint, kind, admission.operation, result.allowed, elapsed)
+    state.metrics.review_answered(endpoint, review.key[1], admission.operation, result.allowed, elapsed)
     _log_review(endpoint, admission, result, elapsed, mutating=mutating)
     return web.Response(body=body, content_type=JSON)
+
+
+def _decode(state: ServerState, review: Review) -> None:
+    """The first stage of a batch: the review decoded (or :class:`BadReview`)."""
+    review.api_version, review.admission = decode_review(review.body)
+    review.key = (review.endpoint, state.metrics.kind_label(review.admission.kind.kind or "-"))
+
+
+def _judge_if_quick(state: ServerState, review: Review) -> None:
+    """The second stage: the verdict, when the chain is ready and ``Placement`` puts the
+    review on the event loop (else it stays None: the review's own task takes it on)."""
+    admitter = state.slot.admitter
+    if (admitter is not None and (state.executor is None or state.placement.on_loop(review.key, len(review.body)))
+            and state.slot.unmet() is None):
+        review.result = _judged_on_loop(state, admitter, review.admission, mutating=review.mutating, key=review.key)
 
 
 JSON = "application/json"
@@ -316,41 +342,45 @@ class Placement:
         self._cheap[key] = cpu_seconds <= self.max_cpu_seconds and seconds <= self.max_seconds
 
 
-class LoopBatch:
-    """Reviews judged on the event loop, a batch per turn of the loop.
+class LoopBatch(Generic[T]):
+    """Work on the event loop, done a stage at a time for all the requests of a turn.
 
-    The requests that arrive together are decoded one after the other (each by its own
-    task), then judged one after the other (here), then answered one after the other:
-    the chain's code and data stay in the CPU's caches from one review to the next, and so
-    do the HTTP, TLS and decoding code, instead of each review's chain evicting the
-    server's path and the other way round (measured: a validation review ~15% less CPU
-    with batches of a few to 16 reviews, BENCHMARKS.md "srvpath"). Nothing waits for a
-    batch to fill: it is what the loop already had, judged in the same turn; a lone
-    review is a batch of one. Judging a batch blocks the loop exactly as long as judging
-    its reviews one by one did."""
+    The requests whose bodies were read in the same turn of the loop are decoded one
+    after the other, then the quick ones judged one after the other, each stage for all of
+    them before the next: the decoding code, then the chain's code and data, stay in the
+    CPU's caches from one review to the next, instead of each review's chain evicting the
+    server's path and the other way round (measured: BENCHMARKS.md, "Batches on the event
+    loop"). Nothing waits for a batch to fill: it is what the loop already had, processed
+    in the next turn; a lone review is a batch of one. A batch blocks the loop exactly as
+    long as its reviews did one by one; its first review is answered after its last is
+    judged."""
 
-    def __init__(self) -> None:
-        self._pending: list[tuple[Callable[[], AdmissionResult], asyncio.Future[AdmissionResult]]] = []
+    def __init__(self, *stages: Callable[[T], None]) -> None:
+        self.stages = stages
+        self._pending: list[tuple[T, asyncio.Future[T]]] = []
 
-    def judge(self, admit: Callable[[], AdmissionResult]) -> asyncio.Future[AdmissionResult]:
-        """``admit()``'s result, judged once every task already running this turn has
-        had its go (the batch runs after them)."""
+    def submit(self, item: T) -> asyncio.Future[T]:
+        """``item`` once every stage has run on it, or the exception a stage raised."""
         loop = asyncio.get_running_loop()
-        future = loop.create_future()
+        future: asyncio.Future[T] = loop.create_future()
         if not self._pending:
-            loop.call_soon(self._run)
-        self._pending.append((admit, future))
+            loop.call_soon(self._run)  # after the tasks this turn has already scheduled
+        self._pending.append((item, future))
         return future
 
     def _run(self) -> None:
         pending, self._pending = self._pending, []
-        for admit, future in pending:
-            if future.done():  # its request went away (shutdown): nothing to judge
-                continue
-            try:
-                future.set_result(admit())
-            except Exception as exc:  # the others are still judged; this one's handler answers 500
-                future.set_exception(exc)
+        for stage in self.stages:
+            for item, future in pending:
+                if future.done():  # failed at an earlier stage, or its request went away
+                    continue
+                try:
+                    stage(item)
+                except Exception as exc:  # BadReview; the others go on
+                    future.set_exception(exc)
+        for item, future in pending:
+            if not future.done():
+                future.set_result(item)
 
 
 def _timed(admit: Callable[[], AdmissionResult], placement: Placement, key: tuple[str, str]) -> AdmissionResult:

@@ -1,6 +1,6 @@
-"""Reviews judged on the event loop in batches (``LoopBatch``): each review gets its own
-verdict, a failing one does not take the others down, and a batch is what one turn of the
-loop holds."""
+"""Reviews decoded and judged on the event loop in batches (``LoopBatch``): each review
+gets its own verdict, a failing one does not take the others down, and a batch is what
+one turn of the loop holds."""
 
 from __future__ import annotations
 
@@ -8,50 +8,59 @@ import asyncio
 import json
 import threading
 
-from webhook.admission.review import AdmissionResult
 from webhook.server import LoopBatch
 
 from .conftest import ScriptedAdmitter, review, start_server
 from .test_server_http import MODEL
 
 
-async def test_a_batch_is_judged_after_the_turn_that_filled_it_in_arrival_order():
-    batch, judged = LoopBatch(), []
+async def test_a_batch_runs_stage_by_stage_in_arrival_order_after_the_turn_that_filled_it():
+    steps = []
 
-    def admit(n: int):
-        def run() -> AdmissionResult:
-            judged.append(n)
-            if n == 1:
-                raise RuntimeError("chain bug")
-            return AdmissionResult(allowed=n % 2 == 0)
-        return run
+    def decode(item: dict) -> None:
+        steps.append(("decode", item["n"]))
+        if item["n"] == 1:
+            raise ValueError("bad input")  # this one stops here; the others go on
+        item["decoded"] = True
 
-    futures = [batch.judge(admit(n)) for n in range(4)]
-    assert judged == []  # nothing judged while the turn that queued them runs
+    def judge(item: dict) -> None:
+        steps.append(("judge", item["n"]))
+        if item["n"] == 2:
+            raise RuntimeError("chain bug")
+        item["allowed"] = item["n"] % 2 == 0
+
+    batch = LoopBatch(decode, judge)
+    futures = [batch.submit({"n": n}) for n in range(4)]
+    assert steps == []  # nothing runs while the turn that submitted them does
     await asyncio.sleep(0)
-    assert judged == [0, 1, 2, 3]
-    assert [f.result().allowed for f in (futures[0], futures[2], futures[3])] == [True, True, False]
-    assert isinstance(futures[1].exception(), RuntimeError)  # its handler answers 500; the others are judged
-    later = batch.judge(admit(4))  # a new turn, a new batch
+    assert steps == [("decode", 0), ("decode", 1), ("decode", 2), ("decode", 3),
+                     ("judge", 0), ("judge", 2), ("judge", 3)]
+    assert futures[0].result() == {"n": 0, "decoded": True, "allowed": True}
+    assert isinstance(futures[1].exception(), ValueError)
+    assert isinstance(futures[2].exception(), RuntimeError)
+    assert futures[3].result()["allowed"] is False
+    later = batch.submit({"n": 4})  # a new turn, a new batch
     assert not later.done()
     await asyncio.sleep(0)
-    assert later.result().allowed is True and judged[-1] == 4
+    assert later.result()["allowed"] is True and steps[-2:] == [("decode", 4), ("judge", 4)]
 
 
-async def test_a_review_whose_request_went_away_is_not_judged():
-    batch, judged = LoopBatch(), []
-    gone = batch.judge(lambda: judged.append("gone") or AdmissionResult(allowed=True))
-    kept = batch.judge(lambda: judged.append("kept") or AdmissionResult(allowed=True))
+async def test_a_review_whose_request_went_away_is_not_processed():
+    steps = []
+    batch = LoopBatch(lambda item: steps.append(item))
+    gone, kept = batch.submit("gone"), batch.submit("kept")
     gone.cancel()
     await asyncio.sleep(0)
-    assert judged == ["kept"] and kept.result().allowed
+    assert steps == ["kept"] and kept.result() == "kept"
 
 
-async def test_concurrent_reviews_on_the_loop_each_get_their_own_answer(tmp_path):
+async def test_concurrent_reviews_on_the_loop_each_get_their_own_answer(tmp_path, monkeypatch):
     """Sixteen reviews in flight at once over separate TLS connections, judged on the loop
-    (the kind was quick last time), allowed and denied mixed: every answer carries its own
-    uid, verdict and message."""
-    admitter = ScriptedAdmitter()
+    (the kind was quick last time), allowed, denied and malformed mixed: every answer
+    carries its own uid, verdict and message; a malformed one gets its 400 alone."""
+    admitter, sizes = ScriptedAdmitter(), []
+    run = LoopBatch._run
+    monkeypatch.setattr(LoopBatch, "_run", lambda self: sizes.append(len(self._pending)) or run(self))
     running = await start_server(tmp_path, admitter)
     try:
         await running.post("/validate", review(MODEL))  # a quick first review: the kind goes to the loop
@@ -64,20 +73,30 @@ async def test_concurrent_reviews_on_the_loop_each_get_their_own_answer(tmp_path
                 o["metadata"]["annotations"] = {"test/deny": f"denied number {i}"}
             return o
 
+        malformed = {5: b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {',
+                     11: json.dumps(dict(review(obj(11)), request={"uid": "uid-11"})).encode()}
+
         async def send(i: int):
             session = running.session(force_close=True)
-            async with session.post(running.url + "/validate", json=review(obj(i), uid=f"uid-{i}")) as r:
+            body = malformed.get(i) or json.dumps(review(obj(i), uid=f"uid-{i}")).encode()
+            async with session.post(running.url + "/validate", data=body,
+                                    headers={"Content-Type": "application/json"}) as r:
                 return r.status, await r.json()
 
         answers = await asyncio.gather(*(send(i) for i in range(16)))
+        assert answers[5][0] == 400 and "malformed JSON" in answers[5][1]["message"]
+        assert answers[11][0] == 400 and "request.kind: Field required" in answers[11][1]["message"]
         for i, (status, body) in enumerate(answers):
+            if i in malformed:
+                continue
             resp = body["response"]
             assert status == 200 and resp["uid"] == f"uid-{i}"
             assert resp["allowed"] is (i % 3 != 0)
             if i % 3 == 0:
                 assert resp["status"]["message"] == f"denied number {i}"
-        assert sorted(r.name for r, _ in admitter.seen[1:]) == sorted(f"m{i}" for i in range(16))
+        assert sorted(r.name for r, _ in admitter.seen[1:]) == sorted(f"m{i}" for i in range(16) if i not in malformed)
         assert set(admitter.threads[1:]) == {on_loop}
+        assert sum(sizes) == 17 and max(sizes) > 1  # some arrived together: batches, not one by one
     finally:
         for s in running.sessions:
             await s.close()

@@ -39,6 +39,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.cel.env import FAIL_FUNCTION
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
 from webhook.cel.optimize import _children
@@ -222,6 +223,23 @@ def _to_int(x: Any) -> int:
     raise NotNative
 
 
+# what Go's unicode.IsSpace or Python's str.isspace may count as space (cel-cpp's trim() decides)
+_MAYBE_SPACE = frozenset("\x85\xa0\u180e\u200b\ufeff")
+
+
+def _trim(text: Any) -> str:
+    """``trim()`` of a string with no space at either end (itself); anything else gives up."""
+    if type(text) is not str:
+        raise NotNative
+    if text and (text[0].isspace() or text[-1].isspace() or text[0] in _MAYBE_SPACE or text[-1] in _MAYBE_SPACE):
+        raise NotNative
+    return text
+
+
+def _fail(message: Any) -> Any:
+    raise NotNative  # ``optimize``'s guards: cel-expr writes the message
+
+
 def _matches(text: Any, pattern: Any) -> bool:
     _strings(text, pattern)
     try:
@@ -359,6 +377,8 @@ _FUNCTIONS: dict[tuple[str, int], Callable[..., Any]] = {
     ("split", 2): _split,
     ("split", 3): _split,
     ("lowerAscii", 1): _lower_ascii,
+    ("trim", 1): _trim,
+    (FAIL_FUNCTION, 1): _fail,
     ("upperAscii", 1): _upper_ascii,
     ("sort", 1): _sort,
     ("orValue", 2): _or_value,
@@ -477,6 +497,8 @@ _HELPERS: dict[str, Any] = {
     "_path_has": _path_has,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
 }
+# ``type(x) == T`` of a JSON value, for ``optimize``'s guards
+_TYPE_TESTS = {"string": "str", "int": "int", "double": "float", "bool": "bool", "list": "list", "map": "dict"}
 _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "_greater"), "_>=_": (">=", "_greater_equal")}
 _STRING_TESTS = {"startsWith": "{t}.startswith({c})", "endsWith": "{t}.endswith({c})", "contains": "{c} in {t}"}
 
@@ -579,7 +601,7 @@ class _Codegen:
             t = self.fresh("_t")
             return f"({t} if ({t} := {self.expr(nodes[0])}) is True or {t} is False else _bail())"
         if function in ("_==_", "_!=_") and arity == 2:
-            equal = self.equality(*nodes)
+            equal = self.type_test(*nodes) or self.equality(*nodes)
             return equal if function == "_==_" else f"(not {equal})"
         if function in _COMPARE and arity == 2:
             return self.compare(function, *nodes)
@@ -611,6 +633,15 @@ class _Codegen:
             raise _Unsupported(function)
         name = self.constant(implementation)
         return f"{name}({', '.join(self.expr(n) for n in nodes)})"
+
+    def type_test(self, left_node: Any, right_node: Any) -> str | None:
+        """``type(x) == string`` (how ``optimize`` guards a dyn value) as a test of x's kind."""
+        if not (_is_call(left_node, "type", 1) and right_node.WhichOneof("expr_kind") == "ident_expr"):
+            return None
+        name = right_node.ident_expr.name
+        if name not in _TYPE_TESTS or self.local(name) is not None:
+            return None
+        return f"(type({self.expr(left_node.call_expr.args[0])}) is {_TYPE_TESTS[name]})"
 
     def equality(self, left_node: Any, right_node: Any) -> str:
         """``==`` inline against a constant (cel-go's heterogeneous equality: a value of another
@@ -651,6 +682,10 @@ class _Codegen:
         result = self.expr(c.result)
         self.scopes.pop()
         self.functions.pop()
+        if c.iter_range.WhichOneof("expr_kind") == "list_expr" and not c.iter_range.list_expr.elements:
+            # no iteration: cel.bind (how ``optimize`` binds a guarded value), the value in place
+            self.functions[-1].prelude.extend(function.prelude)
+            return f"({accu} := {init}, {result})[1]"
         single = (second is None and c.iter_range.WhichOneof("expr_kind") == "list_expr"
                   and len(c.iter_range.list_expr.elements) == 1 and not c.iter_range.list_expr.optional_indices)
         if single:  # [x].map(v, ...): how the policy batches bind a variable; no loop needed

@@ -741,9 +741,9 @@ class Optimizer:
         parsers also take surrounding whitespace, ``uint('+1')``, a hex double without an
         exponent (``'0x10'``) and an out-of-range double as infinity.
 
-        A constant is parsed here; a string Go refuses becomes one cel-cpp refuses too. ``int()``
-        of a computed string is left as it is: the guard would take its programs off the native
-        fast path (``native``), which reads strings as Go does and leaves the rest to cel-expr."""
+        A constant is parsed here; a string Go refuses becomes one cel-cpp refuses too. A
+        computed one is guarded (``native`` runs ``int()``'s guard as well, so its programs keep
+        the fast path)."""
         function = node.call_expr.function
         argument = node.call_expr.args[0]
         if _is_string_const(argument):
@@ -751,8 +751,6 @@ class Optimizer:
             parsed = go_parse_float(text) if function == "double" else go_parse_int(text, signed=function == "int")
             if parsed is None:
                 argument.const_expr.string_value = ""
-            return node
-        if function == "int":
             return node
         failed = self.call(FAIL_FUNCTION, self.const(f"type conversion error from 'string' to '{function}'"))
 
