@@ -125,9 +125,7 @@ def _library_rule_vectors() -> list[dict]:
             and v["k8s_1_36"] == "same"]
 
 
-# ext_lists-0037: the runtime cost is charged from the estimate (see RUNTIME_COST_GAPS), and
-# slice(3, 0)'s estimated size underflows, so the budget runs out before slice() reports.
-LIBRARY_RULE_GAPS = frozenset({"ext_lists-0037"})
+LIBRARY_RULE_GAPS: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize("vector", _library_rule_vectors(), ids=_ids(_library_rule_vectors()))
@@ -197,10 +195,6 @@ def test_crd_rule_runtime_cost(vector: dict) -> None:
     pytest.fail(f"{vector['id']} passes now: remove it from RUNTIME_COST_GAPS")
 
 
-# cel-go tracks cost step by step while evaluating: list and map literals of constants are folded
-# into free constants (OptOptimize) and library calls are charged by their actual arguments
-# (CallCost). The engine exposes no steps to count, so a rule is charged its estimate (a cheap rule
-# its worst case), never less than cel-go's count: 14 for 4 (0217, the literal [1,2,3,4]), 5 for 4
-# (0218, url() on a constant), 13 for 7 (0220, a literal of ten strings joined). Matching these
-# would take a second, cost-counting evaluator.
-RUNTIME_COST_GAPS = frozenset({"cost-0217", "cost-0218", "cost-0220"})
+# cel-go tracks cost step by step while evaluating (webhook.cel.actual_cost counts the same way):
+# every runtime cost vector passes.
+RUNTIME_COST_GAPS: frozenset[str] = frozenset()

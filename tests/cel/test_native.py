@@ -51,6 +51,14 @@ def _agrees(program: CelExprProgram, activation) -> str | None:
         value = program.native(activation)
     except NotNative:
         return None
+    except CelCostExceeded:  # its own count: the bound measured before cel-expr must refuse too
+        try:
+            program.evaluate(activation)
+        except CelCostExceeded:
+            return None
+        except CelError:
+            pass
+        return f"{program.expression!r}: native over its cost limit, cel-expr within its bound"
     try:
         exact = program.evaluate(activation)
     except CelCostExceeded:
@@ -98,7 +106,7 @@ def _check_all(seen) -> int:
 def _answers(program: CelExprProgram, activation) -> bool:
     try:
         program.native(activation)
-    except NotNative:
+    except (NotNative, CelCostExceeded):
         return False
     return True
 
@@ -273,3 +281,24 @@ def test_evaluate_answers_natively_only_what_the_caller_accepts(monkeypatch):
     assert calls == []  # answered natively
     assert program.evaluate({"self": {"a": 0}}, accept=lambda v: v is True) is False
     assert len(calls) == 1  # not accepted: cel-expr answered
+
+
+def test_native_bounds_its_own_work(monkeypatch):
+    """Nested loops: the native program counts its iterations' work and stops past the cost
+    limit, so an evaluation it answers needs no measure of the activation first."""
+    program = _compile("self.a.all(x, self.a.all(y, x + y >= 0))")
+    data = {"self": {"a": list(range(60))}}
+    assert program.cost.needs_measure
+    with pytest.raises(CelCostExceeded):
+        program.native(data, cost_limit=1000)
+    import webhook.cel.cel_expr as cel_expr
+
+    def no_measure(values):
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(cel_expr, "measure", no_measure)
+    assert program.evaluate(data, accept=lambda value: value is True) is True
+    with pytest.raises(CelCostExceeded):
+        program.evaluate(data, cost_limit=1000, accept=lambda value: value is True)
+    with pytest.raises(AssertionError, match="measured"):  # an answer it cannot give: cel-expr, measured
+        program.evaluate(data, accept=lambda value: value is False)

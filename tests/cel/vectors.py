@@ -1,15 +1,17 @@
 """Kubernetes' CEL library vectors (``shared/reference/cel/k8s_cel_library_vectors.yaml``).
 
-Loads the vectors this package owns, converts their JSON variables as the apiserver types
-them (for CRD vectors, by the ``self`` schema), and judges an engine's outcome against
-the Kubernetes 1.36 behaviour (``k8s_1_36: differs`` wins over the upstream expectation).
+Loads the vectors this package owns and replays each as Kubernetes ran it: on an environment
+with its variables (``dyn``), or, for a vector with a ``schema`` (Kubernetes'
+``TestValidationExpressions``), as a CRD rule with ``self`` typed by that schema
+(``webhook.cel.crd`` on the engine under test); then judges the outcome against the
+Kubernetes 1.36 behaviour (``k8s_1_36: differs`` wins over the upstream expectation).
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any
 import yaml
 
 from webhook.cel import CelCompileError, CelEvalError, get_engine
+from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.engine import ENGINE_VARIABLE
 from webhook.cel.library.base import OpaqueValue, OptionalValue
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,57 +35,6 @@ NOT_OURS = {"crd_values", "cost", "escaping"}  # replayed by webhook.cel.crd's t
 def load() -> list[dict[str, Any]]:
     with VECTORS_FILE.open() as f:
         return [v for v in yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if v["library"] not in NOT_OURS]
-
-
-# --- values as the apiserver types them ---------------------------------------------------
-
-_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GO_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
-def go_duration(text: str) -> datetime.timedelta:
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("+-")
-    if body == "0":
-        return datetime.timedelta(0)
-    seconds = sum(float(n) * _GO_DURATION_UNITS[u] for n, u in _GO_DURATION_PART.findall(body))
-    return datetime.timedelta(seconds=sign * seconds)
-
-
-def typed(value: Any, schema: dict[str, Any] | None) -> Any:
-    """A JSON value typed by its OpenAPI schema (date-time, date, duration, byte, number)."""
-    if schema is None or value is None:
-        return value
-    kind, fmt = schema.get("type"), schema.get("format")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        extra = extra if isinstance(extra, dict) else None
-        return {k: typed(v, props.get(k, extra)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [typed(v, schema.get("items")) for v in value]
-    if kind == "number" and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind == "string" and isinstance(value, str):
-        if fmt == "date-time":
-            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if fmt == "date":
-            return datetime.datetime.fromisoformat(value).replace(tzinfo=datetime.timezone.utc)
-        if fmt == "duration":
-            return go_duration(value)
-        if fmt == "byte":
-            return base64.b64decode(value)
-    return value
-
-
-def activation(vector: dict[str, Any]) -> dict[str, Any]:
-    variables = dict(vector.get("variables") or {})
-    if "schema" in vector:
-        for name in ("self", "oldSelf"):
-            if name in variables:
-                schema = vector.get("old_schema", vector["schema"]) if name == "oldSelf" else vector["schema"]
-                variables[name] = typed(variables[name], schema)
-    return variables
 
 
 # --- judging an outcome --------------------------------------------------------------------
@@ -158,8 +111,10 @@ def same_value(actual: Any, wanted: Any) -> bool:
 
 def outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
     """("value", v) | ("error", message) | ("compile_error", message)."""
+    if "schema" in vector:
+        return _rule_outcome(engine_name, vector)
     engine = get_engine(engine_name)
-    variables = activation(vector)
+    variables = vector.get("variables") or {}
     try:
         program = engine.compile(vector["expression"], variables.keys())
     except CelCompileError as err:
@@ -168,6 +123,38 @@ def outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
         return "value", program.evaluate(variables)
     except CelEvalError as err:
         return "error", str(err)
+
+
+@contextmanager
+def _crd_rules_on(engine_name: str):
+    """CRD rules compiled for ``engine_name`` (``webhook.cel.crd`` uses the process's engine)."""
+    saved = os.environ.get(ENGINE_VARIABLE)
+    os.environ[ENGINE_VARIABLE] = engine_name
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[ENGINE_VARIABLE]
+        else:
+            os.environ[ENGINE_VARIABLE] = saved
+
+
+def _rule_outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
+    """The vector as a CRD rule on a node of its schema: true when the rule holds."""
+    rule = {"rule": vector["expression"]}
+    if "\n" in rule["rule"]:  # a CRD requires a message for a rule with line breaks
+        rule["message"] = "failed"
+    schema = {**vector["schema"], "x-kubernetes-validations": [rule]}
+    variables = vector.get("variables") or {}
+    with _crd_rules_on(engine_name):
+        try:
+            rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="")
+        except CrdRuleError as err:
+            return "compile_error", err.issues[0].detail
+        results = rules.evaluate(variables.get("self"), variables.get("oldSelf", ABSENT), budget=CostBudget())
+    if not results:
+        return "value", True
+    return ("error", results[0].error) if results[0].error is not None else ("value", False)
 
 
 def judge(engine_name: str, vector: dict[str, Any]) -> str | None:

@@ -309,18 +309,18 @@ class CelExprProgram:
         program answers first, and a value it passes is the answer (see ``native``)."""
         given = activation
         shared = type(activation) is Bindings and self._env is not None
-        if self._measure:
-            sizes = activation.sizes(self.reads) if shared else measure(activation.values())
-            if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
-                raise CelCostExceeded()
         if accept is not None and self.native is not None:
-            try:
-                value = self.native(activation)
+            try:  # it bounds its own work (CelCostExceeded past the limit): no measure first
+                value = self.native(activation, cost_limit or PER_CALL_LIMIT)
             except NotNative:
                 pass
             else:
                 if accept(value):
                     return value
+        if self._measure:
+            sizes = activation.sizes(self.reads) if shared else measure(activation.values())
+            if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
+                raise CelCostExceeded()
         program = self._program
         if self._hoists:
             if shared:  # the hidden variables differ per program: this one gets its own data

@@ -12,10 +12,12 @@ resources) and evaluated with values converted by that same type.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
+from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
@@ -70,16 +72,53 @@ class RuleResult:
 
 
 class CostBudget:
-    """The runtime cost budget of one request, shared by every rule it evaluates."""
+    """The runtime cost budget of one request, shared by every rule it evaluates.
 
-    __slots__ = ("remaining",)
+    Each evaluation is charged what cel-go counts (``CompiledRule.cost``), which takes a
+    second evaluation. A charge that cannot change what happens is owed instead (``owe``):
+    its estimate, an upper bound, is within the per-call limit and within what is left once
+    every owed charge is counted at its estimate too. Owed charges are counted when
+    ``remaining`` is read; the budget never runs out before they are (``exhausted``,
+    ``depleted``), so it runs out at the same rule either way."""
+
+    __slots__ = ("_remaining", "_owed", "_owed_bound")
 
     def __init__(self, limit: int = RUNTIME_CEL_COST_BUDGET) -> None:
-        self.remaining = limit
+        self._remaining = limit
+        self._owed: list[tuple[Callable[[Any, Any], int], Any, Any]] = []
+        self._owed_bound = 0
+
+    @property
+    def remaining(self) -> int:
+        """What is left, every owed charge counted."""
+        if self._owed:
+            owed, self._owed, self._owed_bound = self._owed, [], 0
+            self._remaining -= sum(count(activation, outcome) for count, activation, outcome in owed)
+        return self._remaining
+
+    @remaining.setter
+    def remaining(self, value: int) -> None:
+        self._owed, self._owed_bound = [], 0
+        self._remaining = value
+
+    def owe(self, bound: int, count: Callable[[Any, Any], int], activation: Any, outcome: Any) -> bool:
+        """Owe the charge ``count(activation, outcome)`` (at most ``bound``); False when it must
+        be counted now."""
+        if bound > PER_CALL_LIMIT or self._remaining - self._owed_bound - bound < 0:
+            return False
+        self._owed.append((count, activation, outcome))
+        self._owed_bound += bound
+        return True
 
     @property
     def exhausted(self) -> bool:
-        return self.remaining < 0
+        """The budget ran out (owed charges never make it run out)."""
+        return self._remaining < 0
+
+    @property
+    def depleted(self) -> bool:
+        """Nothing is left (``remaining <= 0``), counting owed charges only when it may be so."""
+        return self._remaining - self._owed_bound <= 0 and self.remaining <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +139,12 @@ class CompiledRule:
     fields: frozenset[str] | None = None  # the fields of self/oldSelf it reads (None: the whole value)
     runtime_charge: RuntimeCharge | None = None           # expensive rules: charged by actual sizes
     message_runtime_charge: RuntimeCharge | None = None
+    actual: ActualCost | None = None                      # cel-go's count of an evaluation
+    message_actual: ActualCost | None = None
 
     def charge(self, activation: Mapping[str, Any]) -> int:
+        """At least what cel-go charges one evaluation: the estimate (worst case, or over the
+        sizes of the values seen)."""
         if self.runtime_charge is None:
             return self.max_cost
         return self.runtime_charge(activation)
@@ -110,6 +153,45 @@ class CompiledRule:
         if self.message_runtime_charge is None:
             return self.message_max_cost or 0
         return self.message_runtime_charge(activation)
+
+    def bound(self, activation: Mapping[str, Any]) -> int:
+        """An upper bound of ``cost``."""
+        if self.runtime_charge is None:
+            return self.max_cost if self.max_cost <= PER_CALL_LIMIT else PER_CALL_LIMIT + 1
+        return min(self.runtime_charge(activation), PER_CALL_LIMIT + 1)
+
+    def message_bound(self, activation: Mapping[str, Any]) -> int:
+        return min(self.message_charge(activation), PER_CALL_LIMIT + 1)
+
+    def cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
+        """What the apiserver charges the evaluation that gave ``outcome`` (a value or the
+        CelEvalError): cel-go's count where it is known here, else the estimate (capped just
+        past the per-call limit, where cel-go would have stopped)."""
+        counted = _cost(self.actual, activation, outcome)
+        return counted if counted is not None else self.bound(activation)
+
+    def message_cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
+        counted = _cost(self.message_actual, activation, outcome)
+        return counted if counted is not None else self.message_bound(activation)
+
+
+def _cost(actual: ActualCost | None, activation: Mapping[str, Any], outcome: Any) -> int | None:
+    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown)."""
+    if actual is None:
+        return None
+    counted = actual.count(activation, PER_CALL_LIMIT)
+    if counted is None or not _agrees(counted, outcome):
+        return None
+    return counted.cost
+
+
+def _agrees(counted: Counted, outcome: Any) -> bool:
+    value = counted.value
+    if value is EXCEEDED:
+        return True  # cel-go stops there, whatever the engine went on to answer
+    if isinstance(outcome, CelEvalError):
+        return isinstance(value, Error) and not isinstance(outcome, CelCostExceeded)
+    return type(value) is type(outcome) and value == outcome
 
 
 # Rules whose worst case is at most this are charged their worst case; costlier ones are charged
@@ -168,7 +250,7 @@ class NodeRules:
             return []
         if old_value is None:
             old_value = ABSENT
-        if budget.remaining <= 0:
+        if budget.depleted:
             budget.remaining = -1
             return [RuleResult(0, False, None, OUT_OF_BUDGET, None, None)]
         has_old = old_value is not ABSENT
@@ -180,17 +262,21 @@ class NodeRules:
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
-            cost = rule.charge(activation)
+            if budget.owe(rule.bound(activation), rule.cost, activation, outcome):
+                cost = 0
+            else:
+                cost = rule.cost(activation, outcome)
             if cost > PER_CALL_LIMIT:
-                if PER_CALL_LIMIT + 1 > budget.remaining:
+                if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
                 budget.remaining = -1
                 failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
                                              f"run due to call cost exceeds limit for rule: {rule.error_string}"))
                 return failures
-            if cost > budget.remaining:
+            if cost and cost > budget.remaining:
                 return self._out_of_budget(failures, budget)
-            budget.remaining -= cost
+            if cost:
+                budget.remaining -= cost
             if isinstance(outcome, CelEvalError):
                 failures.append(_error(rule, _runtime_error_text(outcome, rule)))
                 continue
@@ -285,15 +371,16 @@ class NodeRules:
     def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
-            cost = rule.message_charge(activation)
-            if cost > budget.remaining:
-                budget.remaining = -1
-                return None
-            budget.remaining -= cost
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
-            except CelEvalError:
-                text = None
+            except CelEvalError as err:
+                text = err
+            if not budget.owe(rule.message_bound(activation), rule.message_cost, activation, text):
+                cost = rule.message_cost(activation, text)
+                if cost > budget.remaining:
+                    budget.remaining = -1
+                    return None
+                budget.remaining -= cost
             if isinstance(text, str):
                 text = text.strip()
                 if text and "\n" not in text and len(text.encode()) <= MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES:
@@ -478,6 +565,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     message_program = None
     message_cost: int | None = None
     message_charge = None
+    message_actual = None
     message_parsed = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
@@ -496,6 +584,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_charge = _charge_for(message_analysis.checked, message_cost)
+            message_actual = ActualCost(message_analysis.checked)
             message_parsed = message_analysis.parsed
     if issues:
         return issues
@@ -522,6 +611,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
                              _accessed_fields(message_parsed) if message_parsed is not None else frozenset()),
         runtime_charge=_charge_for(analysis.checked, max_cost),
         message_runtime_charge=message_charge,
+        actual=ActualCost(analysis.checked),
+        message_actual=message_actual,
     )
 
 

@@ -19,7 +19,14 @@ and its caller falls back too:
   no matching overload), for any value that is not plain JSON (timestamps, durations,
   quantities, uint, bytes), and past cel-cpp's 10,000 comprehension iterations.
 
-So ``NotNative`` means "ask cel-expr", never "false". The logical operators short-circuit
+So ``NotNative`` means "ask cel-expr", never "false".
+
+It bounds its own work, so a caller need not measure the activation before it runs
+(``runtime_bound``): each comprehension counts its iterations times the nodes its condition
+and step hold (a comprehension inside counting itself), and past the cost limit the program
+stops with :class:`CelCostExceeded`. That count never exceeds the bound ``runtime_bound``
+computes from the activation's sizes for the same program, so whatever it refuses, the
+bound would have refused too. The logical operators short-circuit
 as CEL's do (``true || x`` is true whatever ``x`` is); an error on their left gives up rather
 than trying the right side (cel-go's ``error || true`` is true: cel-expr says so).
 
@@ -40,9 +47,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.cel.env import FAIL_FUNCTION
+from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
 from webhook.cel.optimize import _children
+from webhook.cel.runtime_bound import PER_CALL_LIMIT
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_ITERATIONS = 10_000  # cel-cpp's comprehension iteration limit: past it, cel-expr answers
@@ -430,6 +439,10 @@ def _bail() -> Any:
     raise NotNative
 
 
+def _exceeded() -> Any:
+    raise CelCostExceeded()
+
+
 def _optional_list(values: list, optional: frozenset[int]) -> list:
     out = []
     for i, value in enumerate(values):
@@ -492,7 +505,7 @@ def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
 
 # the names the generated source calls (``_FUNCTIONS``' implementations get names of their own)
 _HELPERS: dict[str, Any] = {
-    "_bail": _bail, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
+    "_bail": _bail, "_exceeded": _exceeded, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
     "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
     "_path_has": _path_has,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
@@ -686,10 +699,12 @@ class _Codegen:
             # no iteration: cel.bind (how ``optimize`` binds a guarded value), the value in place
             self.functions[-1].prelude.extend(function.prelude)
             return f"({accu} := {init}, {result})[1]"
+        weight = 1 + _nodes(c.loop_condition) + _nodes(c.loop_step)
         single = (second is None and c.iter_range.WhichOneof("expr_kind") == "list_expr"
                   and len(c.iter_range.list_expr.elements) == 1 and not c.iter_range.list_expr.optional_indices)
         if single:  # [x].map(v, ...): how the policy batches bind a variable; no loop needed
-            body = [f"{first} = {iter_range[1:-1]}", "_n[0] += 1", f"{accu} = {init}"]
+            body = [f"{first} = {iter_range[1:-1]}", "_n[0] += 1", f"_n[1] += {weight}",
+                    "if _n[1] > _limit: _exceeded()", f"{accu} = {init}"]
             indent = ""
             if condition is not None:
                 g = self.fresh("_g")
@@ -711,6 +726,8 @@ class _Codegen:
             f"if {kinds.format(items=items)}: _bail()",
             f"_n[0] += len({items})",
             f"if _n[0] > {MAX_ITERATIONS}: _bail()",
+            f"_n[1] += len({items}) * {weight}",
+            "if _n[1] > _limit: _exceeded()",
             f"{accu} = {init}",
             loop,
         ]
@@ -747,6 +764,18 @@ class _Codegen:
         k = self.fresh("_g")
         return ([f"{k} = {self.expr(test)}", f"if {k} is not True and {k} is not False: _bail()", f"if {k}:"]
                 + ["    " + line for line in appends])
+
+
+def _nodes(node: Any) -> int:
+    """The nodes of ``node`` one evaluation visits at most, a comprehension inside counting
+    as one (it counts its own iterations)."""
+    count, stack = 0, [node]
+    while stack:
+        current = stack.pop()
+        count += 1
+        if current.WhichOneof("expr_kind") != "comprehension_expr":
+            stack.extend(_children(current))
+    return count
 
 
 def _order_free(c: Any) -> bool:
@@ -839,19 +868,20 @@ def _reads(node: Any, name: str) -> bool:
 
 class NativeProgram:
     """A checked CEL expression as one Python function; ``program(activation)`` is its value,
-    or raises :class:`NotNative` when cel-expr must answer."""
+    or raises :class:`NotNative` when cel-expr must answer, or :class:`CelCostExceeded` when
+    its count passes ``cost_limit``."""
 
     __slots__ = ("_function", "source")
 
-    def __init__(self, function: Callable[[Mapping[str, Any]], Any], source: str) -> None:
+    def __init__(self, function: Callable[[Mapping[str, Any], int], Any], source: str) -> None:
         self._function = function
         self.source = source  # the generated Python, for reading and debugging
 
-    def __call__(self, activation: Mapping[str, Any]) -> Any:
+    def __call__(self, activation: Mapping[str, Any], cost_limit: int = PER_CALL_LIMIT) -> Any:
         try:
-            value = self._function(activation)
+            value = self._function(activation, cost_limit)
             _plain(value)
-        except NotNative:
+        except (NotNative, CelCostExceeded):
             raise
         except Exception:  # a missing key, a selection on a non-map, nesting past the stack: cel-expr answers
             raise NotNative from None
@@ -882,7 +912,7 @@ def compile_native(expr: Any) -> NativeProgram | None:
     except (_Unsupported, RecursionError):
         return None
     prelude = generator.functions[0].prelude
-    source = "\n".join(["def program(a):", "    _n = [0]", *("    " + line for line in prelude), f"    return {body}"])
+    source = "\n".join(["def program(a, _limit):", "    _n = [0, 0]", *("    " + line for line in prelude), f"    return {body}"])
     namespace = dict(generator.names)
     try:
         exec(compile(source, "<cel native>", "exec"), namespace)  # noqa: S102  (source generated above)

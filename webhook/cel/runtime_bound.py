@@ -6,7 +6,9 @@ a collection whose size is bounded by what the activation holds. At compile time
 optimised AST becomes a polynomial in ``L`` (the longest list or map in the activation) and
 ``C`` (the longest string); at evaluation time both are measured and the polynomial gives
 an upper bound of the iterations times the nodes evaluated per iteration. Over the limit,
-the evaluation is not started: ``CelCostExceeded`` with the apiserver's wording.
+the evaluation is not started: ``CelCostExceeded`` with the apiserver's wording. The native
+fast path (``native``) counts its own work as it runs, never more than this bound, so the
+activation is measured only before cel-expr evaluates.
 
 The bound covers the ranges CEL can build from an activation (selections, indexing,
 ``map``/``filter``/``transform*`` results, ``split``/``findAll`` of strings, concatenation,

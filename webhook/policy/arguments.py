@@ -19,7 +19,8 @@ asks CEL, which gives the exact answer or error.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 from webhook.cel.syntax import Call, CelSyntaxError, Expr, Ident, Literal, Select, parse
 
@@ -47,6 +48,57 @@ def reader(source: str) -> Reader | None:
     return namespace["read"]
 
 
+def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], remember: Callable[[Any], None]
+                   ) -> Callable[[Mapping[str, Any], Any, Mapping[str, Any]], Any] | None:
+    """The lookups a review reads, as one generated function ``(activation, state, kept) ->
+    {name: result}`` in ``order`` (the names it does not read come from ``kept``), or UNREAD
+    when an argument is one CEL must answer; None when an argument is not of the shapes above.
+
+    What ``CompiledPolicy`` does for each lookup (a ``get`` with a non-empty string name, a
+    ``list`` in a namespace or all, with a label selector or none; ``remember`` each stored
+    object found), written out: every review of a policy with lookups runs it."""
+    writer = _Writer()
+    try:
+        arguments = [{field: writer.value(parse(source), 1) for field, source in lookup.fields.items()}
+                     for lookup in lookups]
+    except (CelSyntaxError, _Unsupported):
+        return None
+    lines = ["def read(activation, state, kept):", *writer.lines]
+    found: dict[str, str] = {}
+    for i, (lookup, values) in enumerate(zip(lookups, arguments)):
+        out = found[lookup.name] = f"r{i}"
+        api_version, kind = writer.constant(lookup.api_version), writer.constant(lookup.kind)
+        if lookup.get:
+            name, namespace = values.get("name", "None"), values.get("namespace", "None")
+            lines += [f"    if isinstance({name}, str) and {name}:",
+                      f"        {out} = state.get({api_version}, {kind}, {name}, {namespace} or None)",
+                      f"        if {out} is not None:",
+                      f"            remember({out})",
+                      "    else:",
+                      f"        {out} = None"]
+        else:
+            namespace, selector = values.get("namespace", "None"), values.get("labelSelector", "None")
+            lines += [f"    {out} = state.list({api_version}, {kind}, {namespace} or None, {selector} or None)",
+                      f"    for o in {out}:",
+                      "        remember(o)"]
+    entries = ", ".join(f"{name!r}: {found[name]}" if name in found else f"{name!r}: kept[{name!r}]" for name in order)
+    lines.append(f"    return {{{entries}}}")
+    namespace_ = {"UNREAD": UNREAD, "remember": remember, **writer.constants}
+    exec(compile("\n".join(lines), "<review lookups>", "exec"), namespace_)  # noqa: S102
+    return namespace_["read"]
+
+
+@dataclass(frozen=True)
+class ReviewLookup:
+    """A lookup as ``review_lookups`` reads it: its arguments' CEL sources by field."""
+
+    name: str
+    get: bool  # else a list
+    api_version: str
+    kind: str
+    fields: Mapping[str, str]
+
+
 class _Unsupported(Exception):
     pass
 
@@ -60,6 +112,11 @@ class _Writer:
         self.constants: dict[str, Any] = {}
         self._names = 0
 
+    def constant(self, value: Any) -> str:
+        name = f"k{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
     def _local(self) -> str:
         self._names += 1
         return f"v{self._names}"
@@ -70,9 +127,7 @@ class _Writer:
     def value(self, node: Expr, depth: int) -> str:
         """A plain value (never an optional)."""
         if isinstance(node, Literal) and node.kind in _LITERALS:
-            name = f"k{len(self.constants)}"
-            self.constants[name] = node.value
-            return name
+            return self.constant(node.value)
         if isinstance(node, Call) and node.function == "orValue" and node.target is not None and len(node.args) == 1:
             return self._or_value(node, depth)
         if isinstance(node, Call) and node.function in ("_==_", "_!=_") and len(node.args) == 2:

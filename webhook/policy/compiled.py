@@ -13,7 +13,7 @@ import yaml
 
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
-from webhook.policy.arguments import UNREAD, reader
+from webhook.policy.arguments import UNREAD, ReviewLookup, reader, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
@@ -417,20 +417,12 @@ class CompiledPolicy:
     def _lookups_of_review(self, inp: PolicyInput, params: Any, of_state: dict[str, Any]) -> dict[str, Any] | None:
         """Every lookup's result, in order: those of cluster state alone as kept, the others
         read for this review."""
-        readers = self._argument_readers()
-        if readers is not None:  # the usual shapes, read in Python: no activation for CEL
-            values = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
-                      "namespaceObject": inp.namespace_object, "params": params}
-            state, lookups = inp.state, self.lookups
-            found: dict[str, Any] = {}
-            for i, fields in readers:
-                arguments = {f: read(values) for f, read in fields}
-                if UNREAD in arguments.values():
-                    break
-                found[lookups[i][0].name] = self._fetch(lookups[i][0], arguments, state)
-            else:
-                return {lookup.name: found[lookup.name] if lookup.name in found else of_state[lookup.name]
-                        for lookup, _ in lookups}
+        read = self._review_reader()
+        if read is not None:  # the usual shapes, read in Python: no activation for CEL
+            found = read({"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                          "namespaceObject": inp.namespace_object, "params": params}, inp.state, of_state)
+            if found is not UNREAD:
+                return found
         lookups_so_far: dict[str, Any] = {}
         activation = {**inp.scope.values, "params": params, "lookups": lookups_so_far, "variables": {}}
         arguments = self._lookup_arguments(activation)
@@ -520,6 +512,19 @@ class CompiledPolicy:
         for i in self._review_lookups:
             out[i] = {f: next(it, None) for f in self.lookups[i][1]}
         return out if len(values) == sum(len(self.lookups[i][1]) for i in self._review_lookups) else None
+
+    def _review_reader(self) -> Callable[..., Any] | None:
+        """The lookups that read the review as one generated function (``arguments.review_lookups``)."""
+        if "review reader" not in self._batches:
+            lookups = []
+            for i in self._review_lookups:
+                lookup, exprs = self.lookups[i]
+                source = lookup.get or lookup.list
+                lookups.append(ReviewLookup(lookup.name, lookup.get is not None, source.apiVersion, source.kind,
+                                            {f: e.source for f, e in exprs.items()}))
+            self._batches["review reader"] = review_lookups(lookups, [lk.name for lk, _ in self.lookups],
+                                                            remember_stable)
+        return self._batches["review reader"]
 
     def _argument_readers(self) -> list[tuple[int, tuple[tuple[str, Any], ...]]] | None:
         """(lookup index, ((field, reader), ...)) of the lookups that read the review."""

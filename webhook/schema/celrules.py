@@ -80,7 +80,7 @@ class CelValidator:
             return [], []
         walk = _Walk(_cel(), only=plan.remaining, reach=plan.reach, budget=RUNTIME_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
-        if walk.budget.remaining <= 0:  # the walk over every rule could run out at another point
+        if walk.budget.depleted:  # the walk over every rule could run out at another point
             return None
         return walk.errors, walk.warnings
 
@@ -124,7 +124,7 @@ class _Walk:
         return node.compiled_rules
 
     def node(self, node: Node, value: Any, old: Any, path: str | None, is_root: bool, correlated: bool) -> None:
-        if value is None or not self._reaches(node) or self.budget.remaining < 0:
+        if value is None or not self._reaches(node) or self.budget.exhausted:
             return  # nothing to check, or the cost budget ran out: no further rules run
         if node.rules:
             self._run(node, value, old, path, is_root, correlated)

@@ -1,0 +1,159 @@
+"""cel-go's actual cost (``webhook.cel.actual_cost``) against Kubernetes' own cost tests.
+
+The ``cost`` vectors of ``shared/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
+cel-go tracked for each expression in Kubernetes 1.36's base environment (``OptOptimize``:
+constant literals built once), which is what the apiserver charges a CRD rule."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
+from webhook.cel.checker import check
+from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.declarations import Overload, parse_type
+from webhook.cel.syntax import parse
+from webhook.cel.types import STRING
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
+VECTORS = SHARED / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+_JSONPATCH = {"jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),)}
+
+# Vectors whose count is not known here (the rule is then charged its estimate, never less):
+# uint values, format's validate() (charged by the format's regex size), and
+# folds over a map whose order decides the count (exists stops early) or that build a map.
+UNCOUNTED = frozenset({
+    "cost-0002", "cost-0006", "cost-0014", "cost-0022", "cost-0030", "cost-0039", "cost-0149", "cost-0150", "cost-0151", "cost-0152", "cost-0206",
+    "cost-0208", "cost-0209", "cost-0210", "cost-0211",
+})
+
+
+@cache
+def _cost_vectors() -> list[dict]:
+    with VECTORS.open() as handle:
+        vectors = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    out = []
+    for vector in vectors:
+        if vector["library"] != "cost" or "schema" in vector or vector.get("variable_types"):
+            continue
+        k8s = vector["k8s_1_36"]
+        expected = k8s["differs"].get("runtime_cost") if isinstance(k8s, dict) else vector["expect"]["cost"]["runtime"]
+        if expected is not None:
+            out.append({**vector, "runtime_cost": expected})
+    return out
+
+
+def _count(expression: str, limit: int = 10**9):
+    checked = check(parse(expression), {}, {}, validate_literals=False, extra_functions=_JSONPATCH)
+    assert checked.errors == []
+    return ActualCost(checked).count({}, limit)
+
+
+@pytest.mark.parametrize("vector", _cost_vectors(), ids=[v["id"] for v in _cost_vectors()])
+def test_runtime_cost_as_kubernetes_tracks_it(vector: dict) -> None:
+    counted = _count(vector["expression"])
+    if vector["id"] in UNCOUNTED:
+        assert counted is None, f"{vector['id']} is counted now: remove it from UNCOUNTED"
+        return
+    assert counted is not None
+    assert counted.cost == vector["runtime_cost"]
+
+
+def test_most_vectors_are_counted() -> None:
+    assert len(_cost_vectors()) - len(UNCOUNTED) >= 170
+
+
+@pytest.mark.parametrize(("expression", "cost"), [
+    ("!(false && 'abc'.startsWith('a'))", 1),          # short-circuit: only the negation is charged
+    ("true && 'abc'.startsWith('a')", 1),             # ceil(3 * 0.1)
+    ("[1, 2, 3].all(x, x > 0)", 3 * (2 + 1 + 1 + 1) + 1),  # per item: condition 2, step: accu, x, > ; result
+    ("[1, 2, 3].exists(x, x == 2)", 2 * (3 + 1 + 1 + 1) + 1 + 3),  # stops after the second item
+    ("'a' in ['a', 'b']", 0),                         # a constant list: a set membership test, free
+    ("[1, 2, 3][1] == 2", 3),                         # a relative attribute, its index, ==
+])
+def test_counted_steps(expression: str, cost: int) -> None:
+    counted = _count(expression)
+    assert counted is not None and counted.value is True
+    assert counted.cost == cost
+
+
+def test_errors_are_values_and_are_charged() -> None:
+    counted = _count("[1, 2][5] == 1 || true")
+    assert counted is not None and counted.value is True  # cel-go: error || true is true
+    counted = _count("[1, 2][5] == 1")
+    assert counted is not None and isinstance(counted.value, Error)
+
+
+def test_count_stops_at_the_limit() -> None:
+    counted = _count("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(y, x * y > 0))",
+                     limit=100)
+    assert counted is not None and counted.value is EXCEEDED
+    assert 100 < counted.cost <= 110
+
+
+_SCHEMA = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}},
+                                            "name": {"type": "string"}}}
+
+
+def _charged(rule: str, value: dict, **entry: str) -> tuple[int, list]:
+    schema = dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": rule, **entry}]})
+    budget = CostBudget()
+    results = compile_schema_rules(schema, is_root=False, path="").evaluate(value, ABSENT, budget=budget)
+    return RUNTIME_CEL_COST_BUDGET - budget.remaining, results
+
+
+def test_a_crd_rule_is_charged_its_actual_cost() -> None:
+    # self.items: 2, all(): per item condition 2 + step (accu 1, x 1, startsWith ceil(len(x) * 0.1)), result 1
+    charged, results = _charged("self.items.all(x, x.startsWith('a'))", {"items": ["ab", "a" * 25]})
+    assert results == []
+    assert charged == 2 + (2 + 1 + 1 + 1) + (2 + 1 + 1 + 3) + 1
+
+
+def test_a_failing_rule_and_its_message_expression_are_charged_their_actual_cost() -> None:
+    charged, results = _charged("self.name == 'x'", {"name": "abc"}, messageExpression="'bad: ' + self.name")
+    assert [r.message for r in results] == ["bad: abc"]
+    # rule: self.name 2, == ceil(min(3, 1) * 0.1) = 1; message: self.name 2, + ceil((5 + 3) * 0.1) = 1
+    assert charged == 3 + 3
+
+
+def test_an_uncounted_rule_is_charged_its_estimate() -> None:
+    rule = "self.items.sortBy(x, x).size() >= 0"  # sortBy's charges are not ported
+    charged, results = _charged(rule, {"items": ["a"]})
+    assert results == []
+    rules = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": rule}]}),
+                                 is_root=False, path="")
+    assert charged == rules.rules[0].charge(rules.activation({"items": ["a"]})) > 0
+
+
+def test_the_budget_runs_out_where_the_actual_costs_run_it_out() -> None:
+    """Charges are owed while their estimates fit what is left, and counted before the
+    budget could run out: the request stops at the rule the actual costs stop it at."""
+    rules = ["self.name == 'abc' || self.name.startsWith('zzz')", "self.items.all(x, x.size() < 10)"]
+    node = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": r} for r in rules]}),
+                                is_root=False, path="")
+    value = {"name": "abc", "items": ["a", "b"]}
+    activation = node.activation(value)
+    exact = [rule.cost(activation, True) for rule in node.rules]
+    bounds = [rule.bound(activation) for rule in node.rules]  # the estimates (over these sizes)
+    assert all(cost <= bound for cost, bound in zip(exact, bounds)) and sum(exact) < sum(bounds)
+
+    budget = CostBudget(sum(exact))
+    assert node.evaluate(value, ABSENT, budget=budget) == []
+    assert budget.remaining == 0 and not budget.exhausted
+
+    budget = CostBudget(sum(exact) - 1)
+    assert [r.error for r in node.evaluate(value, ABSENT, budget=budget)] == [OUT_OF_BUDGET]
+    assert budget.exhausted
+
+
+def test_a_map_is_counted_appending_in_place() -> None:
+    checked = check(parse("self.map(x, x).size() > 0"), {"self": parse_type("list(int)")}, {}, validate_literals=False)
+    counted = ActualCost(checked).count({"self": list(range(20_000))}, 10**9)
+    # self 1; per item: @result 1, [x] 10 + 1, + 1; the result 1; size 1; > 1
+    assert counted is not None and counted.value is True
+    assert counted.cost == 1 + 20_000 * 13 + 1 + 1 + 1
