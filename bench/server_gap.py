@@ -15,7 +15,10 @@ alternating their order per round, so a neighbour's load hits them alike:
 * ``validate-pool`` / ``validate-loop`` — the real chain, always in the pool / on the loop;
 * ``twice``       — the real chain run twice per review on the loop, timed separately: the
                     second run finds its code and data in the cache, the first as a review
-                    does (the difference is what the rest of the server's work evicts).
+                    does (the difference is what the rest of the server's work evicts);
+* ``echo``        — server_bench's baseline (a bare aiohttp TLS server echoing the body),
+                    driven with the same body: what any review costs at least (once per
+                    run, not per tree).
 
 ``--before DIR`` adds the same variants for another checkout (a before/after in one run).
 
@@ -112,6 +115,7 @@ VARIANTS = {  # name: (admitter, placement)
     "validate-pool": ("chain", "pool"),
     "validate-loop": ("chain", "loop"),
     "twice": ("twice", "loop"),
+    "echo": ("echo", ""),
 }
 
 
@@ -142,6 +146,15 @@ def probe(proc: subprocess.Popen, stats_file: Path) -> dict:
     raise SystemExit("the probed server did not report its counters")
 
 
+def counters(name: str, proc: subprocess.Popen, stats_file: Path) -> dict:
+    """The probe's counters; zeros for the echo, which has none."""
+    return {"reviews": 0, "admit_cpu": 0.0, "first_cpu": 0.0, "gc": 0.0} if name == "echo" else probe(proc, stats_file)
+
+
+def fmt(key: str, value: float) -> str:
+    return f"{key}={value:.1f}" if key.endswith("_ms") else f"{key}={value:.0f}"
+
+
 def main() -> int:
     import uvloop
 
@@ -150,7 +163,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--variants", default="allow,allow-pool,validate,validate-pool,validate-loop,twice")
+    parser.add_argument("--variants", default="echo,allow,allow-pool,validate,validate-pool,validate-loop,twice")
     parser.add_argument("--before", type=Path, help="another checkout, its variants run alongside")
     args = parser.parse_args()
 
@@ -158,6 +171,7 @@ def main() -> int:
     _, body = sb.as_the_apiserver_sends(sb.review_for(REPO / "examples/manifests/valid" / args.manifest))
     request = sb.http_request("/validate?timeout=10s", body)
     allowed = lambda resp: b'"allowed":true' in resp  # noqa: E731
+    echoed = sb.http_request("/echo", body), lambda resp: resp == body
     servers: dict[str, tuple[subprocess.Popen, int, Path]] = {}
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,25 +184,35 @@ def main() -> int:
                 for variant in args.variants.split(","):
                     admitter, placement = VARIANTS[variant]
                     port, stats_file = sb.free_port(), Path(tmp, f"{variant}{suffix.strip()}.json")
+                    if variant == "echo":
+                        if not suffix:
+                            proc = sb.spawn([sys.executable, "-c", sb.BASELINE_SERVER, str(port), str(cert_dir),
+                                             str(REPO)], REPO, procs)
+                            servers[variant] = (proc, port, stats_file)
+                        continue
                     proc = sb.spawn([sys.executable, "-c", PROBED_SERVER, str(port), str(cert_dir), str(tree), admitter,
                                      placement, str(stats_file)], tree, procs, cwd=tmp)
                     servers[variant + suffix] = (proc, port, stats_file)
             for name, (proc, port, _) in servers.items():
-                if sb.wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
+                ready = (sb.wait_listening(port, ctx, time.monotonic() + 60) if name == "echo"
+                         else sb.wait_ready(port, ctx, "/readyz", time.monotonic() + 60))
+                if ready is None:
                     print(f"{name} never became ready:\n" + sb.log_tail(proc), file=sys.stderr)
                     return 1
             rows: dict[str, list[dict]] = {name: [] for name in servers}
             for round_ in range(args.rounds):
                 for name in list(servers)[:: 1 if round_ % 2 == 0 else -1]:
                     proc, port, stats_file = servers[name]
-                    uvloop.run(sb.load(port, ctx, request, connections=args.connections, seconds=0.5, warmup=0,
-                                       check=allowed))  # warm-up
-                    cpu0, threads0, stats0 = sb.cpu_seconds(proc.pid), threads_cpu(proc.pid), probe(proc, stats_file)
-                    r = uvloop.run(sb.load(port, ctx, request, connections=args.connections, seconds=args.seconds,
-                                           warmup=0, check=allowed))
-                    cpu1, threads1, stats1 = sb.cpu_seconds(proc.pid), threads_cpu(proc.pid), probe(proc, stats_file)
+                    sent, check = echoed if name == "echo" else (request, allowed)
+                    uvloop.run(sb.load(port, ctx, sent, connections=args.connections, seconds=0.5, warmup=0,
+                                       check=check))  # warm-up
+                    cpu0, threads0, stats0 = sb.cpu_seconds(proc.pid), threads_cpu(proc.pid), counters(name, proc, stats_file)
+                    r = uvloop.run(sb.load(port, ctx, sent, connections=args.connections, seconds=args.seconds,
+                                           warmup=0, check=check))
+                    cpu1, threads1, stats1 = sb.cpu_seconds(proc.pid), threads_cpu(proc.pid), counters(name, proc, stats_file)
                     n, reviews = r["requests"], max(stats1["reviews"] - stats0["reviews"], 1)
-                    row = {"rps": r["rps"], "errors": r["errors"], "cpu_us": (cpu1 - cpu0) / n * 1e6,
+                    row = {"rps": r["rps"], "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "errors": r["errors"],
+                           "cpu_us": (cpu1 - cpu0) / n * 1e6,
                            "loop_us": (threads1[0] - threads0[0]) / n * 1e6,
                            "other_threads_us": (threads1[1] - threads0[1]) / n * 1e6,
                            "admit_us": (stats1["admit_cpu"] - stats0["admit_cpu"]) / reviews * 1e6,
@@ -196,14 +220,14 @@ def main() -> int:
                     if stats1["first_cpu"]:
                         row["first_admit_us"] = (stats1["first_cpu"] - stats0["first_cpu"]) / reviews * 1e6
                     rows[name].append(row)
-                    print(f"{name:24} " + " ".join(f"{k}={v:.0f}" for k, v in row.items()), flush=True)
+                    print(f"{name:24} " + " ".join(fmt(k, v) for k, v in row.items()), flush=True)
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(30)
     print(f"\nmedians over {args.rounds} rounds ({args.manifest}, load average {os.getloadavg()[0]:.1f}):")
     for name, runs in rows.items():
-        print(f"{name:24} " + " ".join(f"{k}={statistics.median(r[k] for r in runs):.0f}" for k in runs[0]))
+        print(f"{name:24} " + " ".join(fmt(k, statistics.median(r[k] for r in runs)) for k in runs[0]))
     return 0
 
 

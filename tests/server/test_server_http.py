@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from webhook import certs
 from webhook import logging as logs
-from webhook.server import timeout_seconds
+from webhook.server import STATE, timeout_seconds
 
 from .conftest import ScriptedAdmitter, client_identity, review, start_server
 
@@ -284,9 +284,35 @@ async def test_a_client_dropping_mid_body_leaves_the_server_serving(server):
 async def test_other_methods_and_paths_get_json_errors(server):
     s = server.session()
     async with s.get(server.url + "/validate") as r:
-        assert r.status == 405 and (await r.json())["code"] == 405
-    async with s.post(server.url + "/nope", json={}) as r:
-        assert r.status == 404
+        body = await r.json()
+        assert r.status == 405 and r.headers["Allow"] == "POST"
+        assert body["kind"] == "Status" and body["code"] == 405 and body["reason"] == "MethodNotAllowed"
+    async with s.put(server.url + "/healthz") as r:
+        assert r.status == 405 and r.headers["Allow"] == "GET,HEAD" and (await r.json())["code"] == 405
+    async with s.head(server.url + "/healthz") as r:
+        assert r.status == 200
+    for path in ("/nope", "/", "/validate/more", "/%2e%2e/etc"):
+        async with s.post(server.url + path, json={}) as r:
+            body = await r.json()
+            assert r.status == 404 and body["kind"] == "Status" and body["reason"] == "NotFound", path
+
+
+async def test_an_unexpected_error_is_a_500_status_never_a_traceback(server, monkeypatch, caplog):
+    """A bug outside the chain (here: rendering the metrics) answers a metav1.Status 500;
+    the traceback goes to the log only."""
+    def broken() -> bytes:
+        raise RuntimeError("render failed: secret-token-123")
+
+    monkeypatch.setattr(server.app[STATE].metrics, "render", broken)
+    with caplog.at_level(logging.ERROR, logger="infergate"):
+        logs.get().propagate = True
+        async with server.session().get(server.url + "/metrics") as r:
+            body = await r.json()
+    assert r.status == 500 and body["kind"] == "Status" and body["reason"] == "InternalError"
+    assert "secret-token" not in json.dumps(body) and "Traceback" not in json.dumps(body)
+    assert any("render failed" in r.exc_text for r in caplog.records if r.exc_text)
+    status, answer = await server.post("/validate", review(MODEL))  # still serving
+    assert status == 200 and answer["response"]["allowed"]
 
 
 def test_timeouts_are_go_durations():

@@ -70,6 +70,10 @@ _DOUBLE_MAX = 1.7976931348623157e308
 _TYPE_NAMES = ("map", "list", "string", "int", "double", "bool", "uint", "bytes", "null_type",
                "google.protobuf.Timestamp", "google.protobuf.Duration")
 _ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
+# Kubernetes' list functions' element types (library/lists.go summableTypes, comparableTypes)
+_NUMERIC = ("int", "uint", "double")
+_SUMMABLE = (*_NUMERIC, "google.protobuf.Duration")
+_COMPARABLE = (*_NUMERIC, "bool", "string", "bytes", "google.protobuf.Duration", "google.protobuf.Timestamp")
 _TIME_TO_STRING = {"timestamp_to_string", "duration_to_string"}
 
 
@@ -522,11 +526,9 @@ class Optimizer:
             if element in _ZERO or element == "google.protobuf.Duration":
                 zero = self.call("duration", self.const("0s")) if element == "google.protobuf.Duration" else self.const(_ZERO[element])
                 return self.fold(receiver, zero, lambda acc, x: self.op("_+_", acc, x), lambda acc: acc)
-            return self.fold(
-                receiver, self.const(None),
-                lambda acc, x: self.cond(self.op("_==_", acc, self.const(None)), x, self.op("_+_", acc, x)),
-                lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc),
-            )
+            return self.dyn_sum(receiver)
+        if element not in _COMPARABLE:
+            return self.dyn_min_max(function, receiver)
         # min / max: the first element wins ties, as in Kubernetes
         better = "_<_" if function == "min" else "_>_"
         return self.bind("@l", receiver, lambda l: self.cond(
@@ -537,6 +539,55 @@ class Optimizer:
                 lambda acc, x: self.cond(self.op(better, x, acc), x, acc),
                 lambda acc: acc,
             ),
+        ))
+
+    # Kubernetes' sum/min/max on a list of dyn values (library/lists.go): cel-go dispatches on the
+    # first element's type (list(int), list(double), ...: none fits a map, a list or null: "no
+    # such overload: sum(list)"); an element the chosen overload cannot add or compare fails
+    # with types.MaybeNoSuchOverloadErr ("no such overload"), while a comparison of two values
+    # of other kinds (1 and 'a') is an error min/max ignore: they keep the value they have.
+
+    def is_type(self, value: Callable[[], Any], kinds: tuple[str, ...]) -> Any:
+        tests = [self.op("_==_", self.call("type", value()), self.type_value(kind)) for kind in kinds]
+        test = tests[0]
+        for other in tests[1:]:
+            test = self.op("_||_", test, other)
+        return test
+
+    def dyn_sum(self, receiver: Any) -> Any:
+        duration, timestamp = "google.protobuf.Duration", "google.protobuf.Timestamp"
+
+        def step(acc: Any, x: Any) -> Any:
+            a, v = lambda: self.ident("@acc"), lambda: self.ident("@x")
+            same = self.op("_&&_", self.op("_==_", self.call("type", a()), self.call("type", v())),
+                           self.call("!_", self.is_type(v, (timestamp,))))
+            adds = self.op("_||_", same, self.op("_||_",
+                           self.op("_&&_", self.is_type(a, (duration,)), self.is_type(v, (timestamp,))),
+                           self.op("_&&_", self.is_type(a, (timestamp,)), self.is_type(v, (duration,)))))
+            first = self.cond(self.is_type(v, _SUMMABLE), v(), self.call(FAIL_FUNCTION, self.const("no such overload: sum(list)")))
+            return self.cond(self.op("_==_", acc, self.const(None)), first,
+                             self.cond(adds, self.op("_+_", acc, x), self.call(FAIL_FUNCTION, self.const("no such overload"))))
+
+        return self.fold(receiver, self.const(None), step,
+                         lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc))
+
+    def dyn_min_max(self, function: str, receiver: Any) -> Any:
+        better = "_<_" if function == "min" else "_>_"
+
+        def step(acc: Any, x: Any) -> Any:
+            a, v = lambda: self.ident("@acc"), lambda: self.ident("@x")
+            ordered = self.op("_||_", self.op("_==_", self.call("type", a()), self.call("type", v())),
+                              self.op("_&&_", self.is_type(a, _NUMERIC), self.is_type(v, _NUMERIC)))
+            return self.cond(self.is_type(v, _COMPARABLE),
+                             self.cond(self.op("_&&_", ordered, self.op(better, x, acc)), x, acc),
+                             self.call(FAIL_FUNCTION, self.const("no such overload")))
+
+        return self.bind("@l", receiver, lambda l: self.cond(
+            self.op("_==_", self.call("size", l()), self.const(0)),
+            self.call(FAIL_FUNCTION, self.const(f"{function} called on empty list")),
+            self.cond(self.is_type(lambda: self.op("_[_]", l(), self.const(0)), _COMPARABLE),
+                      self.fold(l(), self.op("_[_]", l(), self.const(0)), step, lambda acc: acc),
+                      self.call(FAIL_FUNCTION, self.const(f"no such overload: {function}(list)"))),
         ))
 
     def filter_indices(self, items: Callable[[], Any], keep: Callable[[Callable[[], Any]], Any]) -> Any:
