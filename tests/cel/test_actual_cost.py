@@ -172,3 +172,36 @@ def test_a_rule_over_the_limit_is_not_counted_again(monkeypatch) -> None:
     assert [r.error for r in results] == [
         f"'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call "
         f"cost exceeds limit for rule: {rule}"]
+
+
+def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monkeypatch) -> None:
+    """The count evaluates the rule itself: on every rule evaluation the recorded cases make
+    (the walk, every charge counted at once), a counted value must be the engine's answer
+    (its value, or an error for an error); otherwise the rule would be charged its estimate."""
+    from tests.schema.test_schema_cel_batch import OBJECT_SUITES, _outcome
+    from webhook.cel import crd
+    from webhook.offline.cases import load_suite
+    from webhook.schema import celrules
+
+    seen = {"counted": 0, "uncounted": 0}
+    differing = []
+    original = crd.CompiledRule.cost
+
+    def checked_cost(rule, activation, outcome):
+        counted = rule.actual.count(activation, crd.PER_CALL_LIMIT) if rule.actual is not None else None
+        if counted is None or isinstance(outcome, crd.CelCostExceeded):
+            seen["uncounted"] += 1
+        elif crd._agrees(counted, outcome):
+            seen["counted"] += 1
+        else:
+            differing.append(f"{rule.rule!r}: counted {counted.value!r}, the engine {outcome!r}")
+        return original(rule, activation, outcome)
+
+    monkeypatch.setattr(crd.CompiledRule, "cost", checked_cost)
+    monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
+    monkeypatch.setattr(celrules, "BATCHED", False)
+    for name in OBJECT_SUITES:
+        for case in load_suite(SHARED / "cases" / name).cases:
+            _outcome(case.suite.registry, case.data)
+    assert not differing, "\n".join(differing[:20])
+    assert seen["counted"] >= 1000 and seen["counted"] > 20 * seen["uncounted"], seen

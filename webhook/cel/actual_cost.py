@@ -817,10 +817,14 @@ class _Compiler:
         implementation = table.get((function, arity))
         library = any(oid in _LIBRARY for oid in overload_ids)
         if implementation is not None and library:  # indexOf of a string or of a list
+            candidates = [_LIBRARY[oid] for oid in overload_ids if oid in _LIBRARY]
+
             def either(args: list) -> tuple[str, Any]:
                 try:
                     return implementation(args)
                 except Unknown:
+                    if select_overload(candidates, args) is None:
+                        raise
                     return _library_call(function, overload_ids, args)
             return either
         if implementation is not None:
