@@ -157,3 +157,18 @@ def test_a_map_is_counted_appending_in_place() -> None:
     # self 1; per item: @result 1, [x] 10 + 1, + 1; the result 1; size 1; > 1
     assert counted is not None and counted.value is True
     assert counted.cost == 1 + 20_000 * 13 + 1 + 1 + 1
+
+
+def test_a_rule_over_the_limit_is_not_counted_again(monkeypatch) -> None:
+    """Nested loops over 3,000 items: the engine's bound refuses the evaluation at once, and
+    the charge is the limit's (cel-go stops there), not a count that would run as long."""
+    rule = "self.items.all(x, self.items.all(y, x == y || x != y))"
+
+    def no_count(self, activation, limit):
+        raise AssertionError("counted")
+
+    monkeypatch.setattr(ActualCost, "count", no_count)
+    _, results = _charged(rule, {"items": [str(i) for i in range(3000)]})
+    assert [r.error for r in results] == [
+        f"'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call "
+        f"cost exceeds limit for rule: {rule}"]

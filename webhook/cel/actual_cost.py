@@ -102,7 +102,7 @@ class ActualCost:
         self._root: Step | None
         try:
             self._root = _Compiler(checked).compile(checked.expr, frozenset())
-        except Unknown:
+        except (Unknown, RecursionError):  # RecursionError: nested deeper than Python's stack
             self._root = None
 
     def count(self, activation: Mapping[str, Any], limit: int) -> Counted | None:
@@ -448,6 +448,14 @@ def _join(args: list) -> tuple[str, Any]:
     return "list_join_string" if len(args) > 1 else "list_join", separator.join(items)
 
 
+def _sort(args: list) -> tuple[str, Any]:
+    items = args[0]
+    kinds = {_kind(item) for item in items} if type(items) is list else {"other"}
+    if len(kinds) > 1 or not kinds <= {"int", "double", "string", "bool", "bytes"}:
+        raise Unknown("sort of these values")
+    return f"list_{next(iter(kinds), 'int')}_sort", sorted(items)
+
+
 def _lists_range(args: list) -> tuple[str, Any]:
     if type(args[0]) is not int or args[0] > 1_000_000:
         raise Unknown("lists.range of this value")
@@ -483,6 +491,7 @@ _MEMBER: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("flatten", 1): _list_call("flatten", ext.flatten, "list_flatten"),
     ("flatten", 2): _list_call("flatten", ext.flatten, "list_flatten_int", nonnegative=True),
     ("distinct", 1): _list_call("distinct", ext.distinct, "list_distinct"),
+    ("sort", 1): _sort,
     ("size", 1): lambda args: _size(args[0]),
 }
 _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {

@@ -176,8 +176,10 @@ class CompiledRule:
 
 
 def _cost(actual: ActualCost | None, activation: Mapping[str, Any], outcome: Any) -> int | None:
-    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown)."""
-    if actual is None:
+    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown).
+    An evaluation the engine's bound stopped is not counted: it is over the per-call limit
+    either way (and counting it could take as long as it would have)."""
+    if actual is None or isinstance(outcome, CelCostExceeded):
         return None
     counted = actual.count(activation, PER_CALL_LIMIT)
     if counted is None or not _agrees(counted, outcome):
@@ -190,7 +192,7 @@ def _agrees(counted: Counted, outcome: Any) -> bool:
     if value is EXCEEDED:
         return True  # cel-go stops there, whatever the engine went on to answer
     if isinstance(outcome, CelEvalError):
-        return isinstance(value, Error) and not isinstance(outcome, CelCostExceeded)
+        return isinstance(value, Error)
     return type(value) is type(outcome) and value == outcome
 
 
