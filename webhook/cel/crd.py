@@ -264,20 +264,15 @@ class NodeRules:
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
-            if budget.owe(rule.bound(activation), rule.cost, activation, outcome):
-                cost = 0
-            else:
+            if not budget.owe(rule.bound(activation), rule.cost, activation, outcome):
                 cost = rule.cost(activation, outcome)
-            if cost > PER_CALL_LIMIT:
                 if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
-                budget.remaining = -1
-                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
-                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
-                return failures
-            if cost and cost > budget.remaining:
-                return self._out_of_budget(failures, budget)
-            if cost:
+                if cost > PER_CALL_LIMIT:
+                    budget.remaining = -1
+                    failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will "
+                                                 f"be run due to call cost exceeds limit for rule: {rule.error_string}"))
+                    return failures
                 budget.remaining -= cost
             if isinstance(outcome, CelEvalError):
                 failures.append(_error(rule, _runtime_error_text(outcome, rule)))
@@ -303,23 +298,6 @@ class NodeRules:
         if has_old and self.uses_old_self:
             activation["oldSelf"] = self._to_cel(old_value)
         return activation
-
-    def charge(self, rules: tuple[CompiledRule, ...], self_value: Any, old_value: Any = ABSENT) -> int | None:
-        """What ``evaluate`` charges the budget for ``rules`` (some of this node's) when they all
-        pass; None when one of them is over the per-call limit."""
-        total = 0
-        activation = None
-        for rule in rules:
-            if rule.runtime_charge is None:
-                cost = rule.max_cost
-            else:
-                if activation is None:
-                    activation = self.activation(self_value, old_value)
-                cost = rule.charge(activation)
-            if cost > PER_CALL_LIMIT:
-                return None
-            total += cost
-        return total
 
     def subset(self, rules: tuple[CompiledRule, ...]) -> "NodeRules":
         """The same node with only ``rules`` (indices, messages and ratcheting unchanged)."""
