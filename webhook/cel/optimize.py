@@ -41,7 +41,7 @@ from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
-from webhook.cel.library.strings_format import check_format
+from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
 from webhook.cel.values import go_parse_float, go_parse_int, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
@@ -327,6 +327,9 @@ class Optimizer:
             arg.CopyFrom(self.visit(arg))
         self._exempt = saved
         self.check_literals(node)
+        if call.function == "format" and call.HasField("target") and len(call.args) == 1 \
+                and call.args[0].WhichOneof("expr_kind") == "list_expr":
+            self.exact_arguments(call.args[0].list_expr)
         ref = self.refs.get(node.id)
         ids = list(ref.overload_id) if ref is not None else []
         if ids and set(ids) <= _CEL_CPP_ONLY:
@@ -434,6 +437,50 @@ class Optimizer:
         return self.value_node(result)
 
     # -- native rewrites -------------------------------------------------------------
+
+    def exact_arguments(self, arguments: Any) -> None:
+        """``format``'s duration and map arguments as Kubernetes' formatter sees them.
+        cel-expr-python hands Python a duration as a ``timedelta`` (microseconds:
+        ``duration('2ns')`` would print as 0s) and a map as a ``dict`` (where the keys ``1``
+        and ``true`` are one): a duration is passed as ``ExactDuration`` (cel-cpp's exact
+        ``string(d)``), a map as ``[MapEntries(), [key, value], ...]``. (Inside a list or a map
+        argument they still cross as Python's.)"""
+        def message(name: str, key: Any) -> Any:
+            node = self.new()
+            node.struct_expr.message_name = name
+            entry = node.struct_expr.entries.add(id=self._next_id, field_key=KEY_FIELD)
+            self._next_id += 1
+            entry.value.CopyFrom(key)
+            return node
+
+        def exact(value: Callable[[], Any]) -> Any:
+            return message(ExactDuration.cel_type, self.call("string", value()))
+
+        def entries(value: Callable[[], Any]) -> Any:
+            pairs = self.comprehension(
+                "@k", value(), "@out", self.list_of(), self.const(True),
+                self.op("_+_", self.ident("@out"), self.list_of(self.list_of(
+                    self.ident("@k"), self.op("_[_]", value(), self.ident("@k"))))),
+                self.ident("@out"))
+            return self.op("_+_", self.list_of(message(MapEntries.cel_type, self.const(""))), pairs)
+
+        def is_type(value: Callable[[], Any], kind: str) -> Any:
+            return self.op("_==_", self.call("type", value()), self.type_value(kind))
+
+        duration = "google.protobuf.Duration"
+        for element in arguments.elements:
+            kind = self.type_of(element)
+            if kind == duration:
+                rewritten = self.bind("@arg", element, exact)
+            elif kind.startswith("map(") and not kind.startswith("map(string,"):
+                rewritten = self.bind("@arg", element, entries)
+            elif kind == "dyn":
+                rewritten = self.bind("@arg", element, lambda v: self.cond(
+                    is_type(v, duration), exact(v), self.cond(is_type(v, "map"), entries(v), v())))
+            else:
+                continue
+            rewritten.id = element.id
+            element.CopyFrom(rewritten)
 
     def go_time_string(self, node: Any, *, only_time: bool) -> Any:
         """cel-go prints a timestamp as Go's RFC 3339 with nanoseconds and a duration as its
