@@ -75,6 +75,7 @@ def test_most_vectors_are_counted() -> None:
     ("[1, 2, 3].exists(x, x == 2)", 2 * (3 + 1 + 1 + 1) + 1 + 3),  # stops after the second item
     ("'a' in ['a', 'b']", 0),                         # a constant list: a set membership test, free
     ("[1, 2, 3][1] == 2", 3),                         # a relative attribute, its index, ==
+    ("type(1) == int && type('a') != int", 2),       # type() of a constant and a type name: constants
 ])
 def test_counted_steps(expression: str, cost: int) -> None:
     counted = _count(expression)

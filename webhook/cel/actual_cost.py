@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker import Checked
+from webhook.cel.types import DYN as _DYN
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
 from webhook.cel.library.lists import cel_equals
@@ -64,6 +65,13 @@ class Error:
     """A CEL error value (it propagates; what is evaluated meanwhile is charged)."""
 
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CelTypeValue:
+    """A CEL type as a value (``type(x)``, ``int``)."""
+
+    name: str
 
 
 EXCEEDED = object()  # the value of a count that passed the limit
@@ -381,6 +389,22 @@ def _to_int(value: Any) -> tuple[str, Any]:
     raise Unknown("int() of this kind")
 
 
+_TYPE_NAMES = {int: "int", float: "double", str: "string", bool: "bool", bytes: "bytes", type(None): "null_type",
+               list: "list", datetime.datetime: "google.protobuf.Timestamp",
+               datetime.timedelta: "google.protobuf.Duration", CelTypeValue: "type"}
+# type names that are values as they are (a map's type may be a schema's object type instead)
+_TYPE_IDENTS = frozenset(_TYPE_NAMES.values()) - {"google.protobuf.Timestamp", "google.protobuf.Duration"} | {"map"}
+
+
+def _type_of(value: Any) -> tuple[str, Any]:
+    name = _TYPE_NAMES.get(type(value))
+    if name is None:
+        if not isinstance(value, OpaqueValue):
+            raise Unknown("the type of a map (maybe a schema's object type)")
+        name = value.cel_type
+    return "type", CelTypeValue(name)
+
+
 def _to_bytes(value: Any) -> tuple[str, Any]:
     kind = type(value)
     if kind is bytes:
@@ -502,6 +526,7 @@ _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("double", 1): lambda args: _to_double(args[0]),
     ("dyn", 1): lambda args: ("to_dyn", args[0]),
     ("bytes", 1): lambda args: _to_bytes(args[0]),
+    ("type", 1): lambda args: _type_of(args[0]),
     ("duration", 1): lambda args: _parsed("string_to_duration", parse_duration, args[0]),
     ("timestamp", 1): lambda args: _parsed("string_to_timestamp", parse_rfc3339, args[0]),
     ("lists.range", 1): _lists_range,
@@ -577,7 +602,7 @@ class _Compiler:
         if known:
             return lambda f: value
         if isinstance(e, Ident):
-            return self.ident(e.name, scope)
+            return self.ident(e, scope)
         if isinstance(e, Select):
             return self.select(e, scope)
         if isinstance(e, Call):
@@ -592,7 +617,11 @@ class _Compiler:
             raise Unknown("message construction")
         raise Unknown(type(e).__name__)
 
-    def ident(self, name: str, scope: frozenset[str]) -> Step:
+    def ident(self, e: Ident, scope: frozenset[str]) -> Step:
+        name = e.name
+        if name not in scope and name in _TYPE_IDENTS and self.checked.types.get(e.id, _DYN).kind == "type":
+            value = CelTypeValue(name)  # a type name: a constant
+            return lambda f: value
         if name in scope:
             def local(f: _Frame) -> Any:
                 f.charge(1)
