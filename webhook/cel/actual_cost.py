@@ -38,6 +38,7 @@ from webhook.cel.types import DYN as _DYN
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
 from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
 from webhook.cel.optimize import select_overload
@@ -254,8 +255,12 @@ def call_cost(function: str, overload: str, args: list, result: Any) -> int:
         return _contains_ip(args, result, cidr=function == "containsCIDR", string=overload.endswith("_string"))
     if function == "_==_" and len(args) == 2 and isinstance(args[0], OpaqueValue):
         return 1
-    if function == "validate":
-        raise Unknown(function)  # charged by the format's regex size, not known here
+    if function == "validate" and len(args) == 2:
+        if not isinstance(args[0], NamedFormat):
+            return 1
+        if args[0].name not in _MAX_REGEX_SIZE:
+            raise Unknown(function)  # a format whose regex size Kubernetes takes from a library's pattern
+        return _ceil(1.0 + actual_size(args[1]), STRING_TRAVERSAL) * _ceil(_MAX_REGEX_SIZE[args[0].name], REGEX_LENGTH)
     tracked = _CEL_GO.get(overload)
     if tracked is not None:
         return tracked(args, result)
@@ -264,6 +269,11 @@ def call_cost(function: str, overload: str, args: list, result: Any) -> int:
         raise Unknown(overload)  # a tracker's overload not recognised from the arguments
     return 1
 
+
+# Kubernetes' ConstantFormats' MaxRegexSize (what validate() is charged as a regex of that length)
+_MAX_REGEX_SIZE = {"dns1123Label": 30, "dns1123Subdomain": 60, "dns1035Label": 30, "qualifiedName": 60,
+                   "portName": 20, "dns1123LabelPrefix": 30, "dns1123SubdomainPrefix": 60,
+                   "dns1035LabelPrefix": 30, "labelValue": 40}
 
 # functions whose charges are not ported here
 _UNKNOWN_FUNCTIONS = frozenset({"@sortByAssociatedKeys", "check", "fieldSelector", "labelSelector"})
