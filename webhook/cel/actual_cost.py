@@ -582,11 +582,15 @@ _CONVERSIONS = frozenset({"bool", "bytes", "double", "duration", "dyn", "int", "
 _LIBRARY: dict[str, Overload] = {overload.id: overload for overload in reversed(OVERLOADS)}  # the first of an id
 
 
-def _library_call(function: str, overload_ids: tuple[str, ...], args: list) -> tuple[str, Any]:
+def _library_overloads(function: str, member: bool, arity: int, overload_ids: tuple[str, ...]) -> list[Overload]:
+    """The library overloads a call may dispatch to: by the checker's ids, else by name (the
+    format constructors' ids are spelled ``format-dns1123Label`` there)."""
+    return [_LIBRARY[oid] for oid in overload_ids if oid in _LIBRARY] or [
+        o for o in OVERLOADS if o.function == function and o.member == member and len(o.params) == arity]
+
+
+def _library_call(candidates: list[Overload], args: list) -> tuple[str, Any]:
     """A Kubernetes library function, dispatched on the actual arguments."""
-    candidates = [_LIBRARY[oid] for oid in overload_ids if oid in _LIBRARY]
-    if not candidates:
-        raise Unknown(function)
     overload = select_overload(candidates, args)
     if overload is None:
         return "", Error("no such overload")
@@ -756,8 +760,9 @@ class _Compiler:
         init = self.compile(e.accu_init, scope)
         inner = scope | {e.iter_var, e.accu_var} | ({e.iter_var2} if e.iter_var2 else set())
         condition = self.compile(e.loop_condition, inner)
-        appending = self.appending_step(e, inner)
-        step = appending or self.compile(e.loop_step, inner)
+        # a step that appends to (map, filter) or inserts into (transformMap) its own accumulator
+        fresh, accumulating = self.appending_step(e, inner) or self.inserting_step(e, inner) or (None, None)
+        step = accumulating or self.compile(e.loop_step, inner)
         result = self.compile(e.result, (scope - {e.iter_var, e.iter_var2}) | {e.accu_var})
         first, second, accu = e.iter_var, e.iter_var2, e.accu_var
 
@@ -767,11 +772,11 @@ class _Compiler:
                 return items
             saved = {name: f.locals.get(name, _UNSET) for name in (first, second, accu) if name}
             try:
-                f.locals[accu] = [] if appending else init(f)  # [] is a constant: free
+                f.locals[accu] = fresh() if fresh else init(f)  # ([] and {}: constants, free)
                 if type(items) is list:
                     pairs = enumerate(items) if second else ((item, None) for item in items)
                 elif type(items) is dict:
-                    if len(items) > 1 and not _order_free(e):
+                    if len(items) > 1 and not (_order_free(e) or fresh is dict):  # (a map: any order)
                         raise Unknown("an order-dependent fold over a map")
                     pairs = items.items() if second else ((key, None) for key in items)
                 else:
@@ -795,41 +800,51 @@ class _Compiler:
                         f.locals[name] = value
         return fold
 
-    def appending_step(self, e: Comprehension, scope: frozenset[str]) -> Step | None:
+    def appending_step(self, e: Comprehension, scope: frozenset[str]) -> tuple[type, Step] | None:
         """The step of ``map``/``filter``/``transformList``, ``@result + [x]`` (maybe under
         ``p ? ... : @result``) over an accumulator that starts as ``[]``, appending in place as
         cel-go's mutable accumulator does (a copy per append would be quadratic), charged as
         the concatenation is; None for any other step."""
-        init, step, test = e.accu_init, e.loop_step, None
-        if not isinstance(init, CreateList) or init.elements:
+        if not isinstance(e.accu_init, CreateList) or e.accu_init.elements:
             return None
-        if _is_call(step, "_?_:_", 3) and _is_ident(step.args[2], e.accu_var):
-            test, step = step.args[0], step.args[1]
-        if (not _is_call(step, "_+_", 2) or not _is_ident(step.args[0], e.accu_var)
-                or not isinstance(step.args[1], CreateList) or step.args[1].optional_indices
-                or any(_is_ident(node, e.accu_var) for node in walk(step.args[1]))
-                or (test is not None and any(_is_ident(node, e.accu_var) for node in walk(test)))):
+        test, step = _accumulating(e, "_+_", 2)
+        if step is None or not isinstance(step.args[1], CreateList) or step.args[1].optional_indices:
             return None
-        read = self.compile(step.args[0], scope)       # the accumulator: 1
-        element = self.compile(step.args[1], scope)    # [x]: 10 and x (a constant: free)
-        chosen = None if test is None else self.compile(test, scope)
+        read, element = (self.compile(arg, scope) for arg in step.args)  # @result: 1; [x]: 10 and x
 
-        def append(f: _Frame) -> Any:
-            if chosen is not None:
-                keep = chosen(f)
-                if keep is False:
-                    return read(f)
-                if keep is not True:
-                    return keep if isinstance(keep, Error) else Error("no such overload")
-            accumulator, items = read(f), element(f)
-            f.charge(1)  # add_list
-            if isinstance(accumulator, Error):
-                return accumulator
+        def append(accumulator: list, items: Any) -> Any:
             if isinstance(items, Error):
                 return items
             accumulator.extend(items)
             return accumulator
-        return append
+        return list, _accumulate(None if test is None else self.compile(test, scope), read, [element], append)
+
+    def inserting_step(self, e: Comprehension, scope: frozenset[str]) -> tuple[type, Step] | None:
+        """The step of ``transformMap``/``transformMapEntry``, ``cel.@mapInsert(@result, k, v)``
+        or ``cel.@mapInsert(@result, {k: v})`` (maybe under ``p ? ... : @result``) over an
+        accumulator that starts as ``{}``, inserting in place as cel-go's mutable map does."""
+        if not isinstance(e.accu_init, CreateMap) or e.accu_init.entries:
+            return None
+        test, step = _accumulating(e, "cel.@mapInsert", 3)
+        if step is None:
+            test, step = _accumulating(e, "cel.@mapInsert", 2)
+        if step is None:
+            return None
+        read, *parts = (self.compile(arg, scope) for arg in step.args)
+
+        def insert(accumulator: dict, *values: Any) -> Any:
+            error = next((value for value in values if isinstance(value, Error)), None)
+            if error is not None:
+                return error
+            entries = {values[0]: values[1]} if len(values) == 2 else values[0]
+            if type(entries) is not dict or any(type(key) is not str for key in entries):
+                raise Unknown("map entries of another kind")
+            for key in entries:
+                if key in accumulator:
+                    return Error(f"insert failed: key {key} already exists")
+            accumulator.update(entries)
+            return accumulator
+        return dict, _accumulate(None if test is None else self.compile(test, scope), read, parts, insert)
 
     def call(self, e: Call, scope: frozenset[str]) -> Step:
         function = self.function(e)
@@ -900,22 +915,20 @@ class _Compiler:
             return lambda args: _in(*args)
         table = _MEMBER if member else _GLOBAL
         implementation = table.get((function, arity))
-        library = any(oid in _LIBRARY for oid in overload_ids)
-        if implementation is not None and library:  # indexOf of a string or of a list
-            candidates = [_LIBRARY[oid] for oid in overload_ids if oid in _LIBRARY]
-
+        candidates = _library_overloads(function, member, arity, overload_ids)
+        if implementation is not None and candidates:  # indexOf of a string or of a list
             def either(args: list) -> tuple[str, Any]:
                 try:
                     return implementation(args)
                 except Unknown:
                     if select_overload(candidates, args) is None:
                         raise
-                    return _library_call(function, overload_ids, args)
+                    return _library_call(candidates, args)
             return either
         if implementation is not None:
             return implementation
-        if library:
-            return lambda args: _library_call(function, overload_ids, args)
+        if candidates:
+            return lambda args: _library_call(candidates, args)
         raise Unknown(function)
 
     def index(self, nodes: list[Expr], scope: frozenset[str], optional: bool) -> Step:
@@ -990,6 +1003,38 @@ def _is_attribute(e: Expr) -> bool:
     if isinstance(e, Ident) or (isinstance(e, Select) and not e.test_only):
         return True
     return isinstance(e, Call) and e.function in ("_[_]", "_?_:_") and e.target is None
+
+
+def _accumulating(e: Comprehension, function: str, arity: int) -> tuple[Expr | None, Call | None]:
+    """(test, step) when the loop step is ``function(@result, ...)``, maybe under
+    ``test ? ... : @result``, and nothing else reads the accumulator; else (None, None)."""
+    step, test = e.loop_step, None
+    if _is_call(step, "_?_:_", 3) and _is_ident(step.args[2], e.accu_var):
+        test, step = step.args[0], step.args[1]
+    if not _is_call(step, function, arity) or not _is_ident(step.args[0], e.accu_var):
+        return None, None
+    others = [*step.args[1:], *([test] if test is not None else [])]
+    if any(_is_ident(node, e.accu_var) for other in others for node in walk(other)):
+        return None, None
+    return test, step
+
+
+def _accumulate(test: Step | None, read: Step, parts: list[Step], apply: Callable[..., Any]) -> Step:
+    """One step of an accumulating fold: ``test`` (None: always), then the accumulator and
+    the parts evaluated and charged as the call, ``apply(accumulator, *parts)`` in place."""
+    def step(f: _Frame) -> Any:
+        if test is not None:
+            keep = test(f)
+            if keep is False:
+                return read(f)
+            if keep is not True:
+                return keep if isinstance(keep, Error) else Error("no such overload")
+        accumulator, values = read(f), [part(f) for part in parts]
+        f.charge(1)  # add_list, cel.@mapInsert: one call each
+        if isinstance(accumulator, Error):
+            return accumulator
+        return apply(accumulator, *values)
+    return step
 
 
 def _is_call(e: Expr, function: str, arity: int) -> bool:
