@@ -8,7 +8,9 @@ that plain CEL values cannot carry spelled out.
   its order, takes the other list's element for a shared key and appends the rest;
 - with ``optionalOldSelf``, ``oldSelf`` is an optional (the engine gets the value and a flag);
 - ``sum()`` of an empty list of durations or doubles is that type's zero (the engine sees the
-  values, not the schema, so an empty list's sum would be the int 0).
+  values, not the schema, so an empty list's sum would be the int 0);
+- ``string()`` of a date-time field is spelled ``string(dyn(x))``: the engine prints it from the
+  value, in the field's own offset as cel-go does (see ``optimize.hoist_date_time_string``).
 
 Rewrites are spliced into the original text by source span, so everything else stays verbatim.
 """
@@ -54,6 +56,10 @@ class _Rewriter:
                     self.templates[node.id] = node.function
                 elif left is not None and node.function != "_+_" and _has_unordered_lists(left):
                     self.templates[node.id] = node.function
+            elif isinstance(node, Call) and node.function == "string" and node.target is None and len(node.args) == 1:
+                value = self.decl_of(node.args[0])
+                if value is not None and value.kind == "timestamp" and value.format == "date-time":
+                    self.templates[node.id] = "date-time-string"
             elif isinstance(node, Call) and node.function == "sum" and node.target is not None and not node.args:
                 items = self.decl_of(node.target)
                 if items is not None and items.kind == "list" and items.elem is not None \
@@ -97,6 +103,9 @@ class _Rewriter:
             items = self.render(node.target)
             zero = _SUM_ZERO[self.decl_of(node.target).elem.kind]  # type: ignore[union-attr]
             return f"(size({items}) == 0 ? {zero} : ({items}).sum())"
+        if kind == "date-time-string":
+            assert isinstance(node, Call)
+            return f"string(dyn({self.render(node.args[0])}))"
         if kind is not None:
             assert isinstance(node, Call)
             left, right = (self.render(arg) for arg in node.args)
