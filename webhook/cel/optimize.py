@@ -349,7 +349,9 @@ class Optimizer:
             return self.duration_milliseconds(node, maybe_timestamp="timestamp_to_milliseconds" in ids)
         if call.function == "string" and _TIME_TO_STRING & set(ids):
             hoisted = self.hoist_date_time_string(node) if self.hoist else None
-            return hoisted or self.go_time_string(node, only_time=set(ids) <= _TIME_TO_STRING)
+            if hoisted is not None:
+                return hoisted
+            return self.go_time_string(node, only_time=set(ids) <= _TIME_TO_STRING)
         if self.hoist and call.function == "matches":
             hoisted = self.hoist_matches(node)
             if hoisted is not None:
