@@ -3,7 +3,9 @@ kube-openapi's strfmt.ParseDateTime (Go's time.Parse: a fixed zone for a non-zer
 apiserver's Local, UTC, for a zero one) into a ``types.Timestamp`` holding that ``time.Time``.
 
 Where cel-go shows the location: ``string()`` is ``t.Format(time.RFC3339Nano)``
-(cel-go common/types/timestamp.go, ``ConvertToType(StringType)``). Where it does not:
+(cel-go common/types/timestamp.go, ``ConvertToType(StringType)``), and so is ``format``'s
+``%s`` (ext/formatting.go, ``formatString``: ``arg.ConvertToType(types.StringType)``; the
+strings extension at version 2, as Kubernetes enables it). Where it does not:
 comparisons are on instants, and the getters without a time zone argument read UTC (cel-go
 common/stdlib/standard.go: ``timestampGetHours(ts, utcTZ)``). Both engines must agree."""
 
@@ -61,6 +63,17 @@ def test_string_of_a_date_time_field_prints_its_own_offset(engine, text, expecte
 def test_message_expression_prints_the_offset_too(engine, monkeypatch) -> None:
     [result] = failed(engine, monkeypatch, {"since": "2011-08-18T19:03:37.01+01:00"},
                       {"rule": "false", "messageExpression": "'since ' + string(self.since)"})
+    assert result.message == "since 2011-08-18T19:03:37.01+01:00"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_format_s_prints_the_offset(engine, monkeypatch) -> None:
+    value = {"since": "2011-08-18T19:03:37.01+01:00", "times": ["2011-08-18T19:03:37-07:00"]}
+    assert failed(engine, monkeypatch, value,
+                  {"rule": "'%s'.format([self.since]) == '2011-08-18T19:03:37.01+01:00'"},
+                  {"rule": "'%d: %s'.format([1, self.times[0]]) == '1: 2011-08-18T19:03:37-07:00'"}) == []
+    [result] = failed(engine, monkeypatch, value,
+                      {"rule": "false", "messageExpression": "'since %s'.format([self.since])"})
     assert result.message == "since 2011-08-18T19:03:37.01+01:00"
 
 
