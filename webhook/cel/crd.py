@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
+from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
@@ -163,25 +165,36 @@ class CompiledRule:
     def message_bound(self, activation: Mapping[str, Any]) -> int:
         return min(self.message_charge(activation), PER_CALL_LIMIT + 1)
 
+    def count(self, activation: Mapping[str, Any]) -> Counted | None:
+        """cel-go's evaluation of the rule, counted (None: not known here)."""
+        if self.actual is None:
+            return None
+        if self.optional_old_self:  # oldSelf is an optional to the rule (the engine's source spells it out)
+            old = OptionalValue.of(activation["oldSelf"]) if activation["__oldSelfPresent"] else NONE
+            activation = {**activation, "oldSelf": old}
+        return self.actual.count(activation, PER_CALL_LIMIT)
+
     def cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
         """What the apiserver charges the evaluation that gave ``outcome`` (a value or the
         CelEvalError): cel-go's count where it is known here, else the estimate (capped just
         past the per-call limit, where cel-go would have stopped)."""
-        counted = _cost(self.actual, activation, outcome)
+        counted = _counted(self.count, activation, outcome)
         return counted if counted is not None else self.bound(activation)
 
     def message_cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
-        counted = _cost(self.message_actual, activation, outcome)
+        actual = self.message_actual
+        counted = None if actual is None else _counted(partial(actual.count, limit=PER_CALL_LIMIT), activation, outcome)
         return counted if counted is not None else self.message_bound(activation)
 
 
-def _cost(actual: ActualCost | None, activation: Mapping[str, Any], outcome: Any) -> int | None:
+def _counted(count: Callable[[Mapping[str, Any]], Counted | None], activation: Mapping[str, Any],
+             outcome: Any) -> int | None:
     """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown).
     An evaluation the engine's bound stopped is not counted: it is over the per-call limit
     either way (and counting it could take as long as it would have)."""
-    if actual is None or isinstance(outcome, CelCostExceeded):
+    if isinstance(outcome, CelCostExceeded):
         return None
-    counted = actual.count(activation, PER_CALL_LIMIT)
+    counted = count(activation)
     if counted is None or not _agrees(counted, outcome):
         return None
     return counted.cost
