@@ -472,7 +472,10 @@ def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionRes
         log.info("denied", extra={"fields": fields})
 
 
-def never_a_traceback(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def never_a_traceback(handler: Handler) -> Handler:
     """``handler``, answering its own failures with a ``metav1.Status`` (never a traceback).
 
     A wrapper per route rather than a middleware: aiohttp runs a middleware as two more
