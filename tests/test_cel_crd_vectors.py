@@ -31,8 +31,12 @@ def _vectors() -> list[dict]:
 
 # Vectors that do not pass (1 of 635):
 # - crd_values-0161: string(timestamp) keeps the original "+01:00" offset in cel-go (a Go time.Time
-#   carries its location); cel-cpp's timestamps are instants without one, so the engine prints UTC.
-#   Carrying the offset would mean a timestamp of our own in place of the engine's native one.
+#   carries its location: FixedZone from the date-time string; Format(time.RFC3339Nano) prints it).
+#   cel-expr-python turns the Python datetime (which has the offset) into a cel-cpp timestamp, an
+#   absl::Time instant with no location, and every timestamp result, string() and format included,
+#   comes from that instant: UTC. Carrying the offset would mean a timestamp type of our own in
+#   place of cel-cpp's (its arithmetic, comparisons, accessors and conversions all re-implemented),
+#   and cel-python (celpy's timestamps, normalised to UTC here to agree with cel-expr) likewise.
 KNOWN_GAPS = frozenset({
     "crd_values-0161",
 })

@@ -238,6 +238,105 @@ def test_the_sum_of_a_map_is_an_error(engine):
     assert error_of(engine, "self.sum()", self={"a": 1}).startswith("no such overload")
 
 
+@pytest.mark.parametrize("expression, value, expected", [
+    # Kubernetes' library/lists.go on a dyn list: cel-go dispatches on the first element's type
+    # (common/types.Type.IsAssignableRuntimeType; none of summableTypes/comparableTypes fits a map,
+    # a list or null: common/decls MaybeNoSuchOverload names the function and the runtime type)
+    ("self.sum()", [{}], ("error", "no such overload: sum(list)")),
+    ("self.sum()", [None, None], ("error", "no such overload: sum(list)")),
+    ("self.sum()", ["a", "b"], ("error", "no such overload: sum(list)")),
+    ("self.min()", [{"a": 1}, {"b": 2}], ("error", "no such overload: min(list)")),
+    ("self.max()", [None], ("error", "no such overload: max(list)")),
+    ("self.max()", [[1], [2]], ("error", "no such overload: max(list)")),
+    # a later element the chosen overload cannot add or compare: types.MaybeNoSuchOverloadErr
+    ("self.sum()", [1, {}], ("error", "no such overload")),
+    ("self.sum()", [1, 2.5], ("error", "no such overload")),  # Int.Add takes ints only
+    ("self.min()", [1, None], ("error", "no such overload")),
+    # min/max ignore the error of comparing two values of other kinds (cmp != IntOne)
+    ("self.min()", [2, "a", 1], ("value", 1)),
+    ("self.max()", ["a", 1], ("value", "a")),
+    ("self.min()", [3, 1.5, 2], ("value", 1.5)),  # numbers compare across kinds
+    ("self.sum()", [datetime.timedelta(seconds=1), datetime.timedelta(seconds=2)], ("value", datetime.timedelta(seconds=3))),
+])
+def test_sum_min_max_of_a_dyn_list(engine, expression, value, expected):
+    try:
+        got = ("value", evaluate(engine, expression, self=value))
+    except CelEvalError as err:
+        got = ("error", str(err))
+    assert got == expected
+
+
+@pytest.mark.parametrize("expression, value, expected", [
+    # cel-go ext/strings.go: list_join's runtime guard checks the first element (list(string));
+    # joinValSeparator refuses a later one with fmt's %v of it
+    ("self.join()", [1, 2], ("error", "no such overload: join(list)")),
+    ("self.join(',')", [1, 2], ("error", "no such overload: join(list, string)")),
+    ("self.join(',')", ["a", 1], ("error", "join: invalid input: 1")),
+    ("self.join()", ["a", "b", 2.5], ("error", "join: invalid input: 2.5")),
+    ("self.join('-')", ["a", "b"], ("value", "a-b")),
+])
+def test_join_of_other_values_than_strings(engine, expression, value, expected):
+    try:
+        got = ("value", evaluate(engine, expression, self=value))
+    except CelEvalError as err:
+        got = ("error", str(err))
+    assert got == expected
+
+
+@pytest.mark.parametrize("expression, value, message", [
+    # a Kubernetes library method given a value of another type: the function's dispatch over its
+    # Quantity and Semver overloads fails (common/decls MaybeNoSuchOverload with the runtime types)
+    ("quantity('1').isGreaterThan(self)", 1, "no such overload: isGreaterThan(kubernetes.Quantity, int)"),
+    ("quantity('1').compareTo(self)", "1", "no such overload: compareTo(kubernetes.Quantity, string)"),
+    ("self.isLessThan(quantity('1'))", 1.5, "no such overload: isLessThan(double, kubernetes.Quantity)"),
+    ("semver('1.0.0').compareTo(self)", 1, "no such overload: compareTo(kubernetes.Semver, int)"),
+    ("quantity('1').isGreaterThan(dyn(semver('1.0.0')))", 0,
+     "no such overload: isGreaterThan(kubernetes.Quantity, kubernetes.Semver)"),
+])
+def test_library_methods_on_a_value_of_another_type(engine, expression, value, message):
+    assert error_of(engine, expression, self=value) == message
+
+
+@pytest.mark.parametrize("value, negated", [
+    (datetime.timedelta(seconds=90), datetime.timedelta(seconds=-90)),  # cel-go: Duration.Negate
+    (datetime.timedelta(seconds=-1, microseconds=5), datetime.timedelta(microseconds=999995)),
+    (3, -3),
+])
+def test_negating_a_dyn_duration(engine, value, negated):
+    assert evaluate(engine, "-self", self=value) == negated
+
+
+_CELPY_DURATIONS = pytest.mark.xfail(strict=True, reason=(
+    "celpy's durations are datetime.timedelta subclasses (microseconds): the nanoseconds are gone "
+    "before string.format sees them"))
+
+
+@pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=_CELPY_DURATIONS)])
+@pytest.mark.parametrize("expression, value, expected", [
+    # cel-go: FormatString -> Duration.ConvertToType(StringType): FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+    ("'%s'.format([duration('2ns')])", None, "0.000000002s"),
+    ("'%s and %s'.format([self + duration('1ns'), 1])", datetime.timedelta(seconds=1), "1.000000001s and 1"),
+])
+def test_format_prints_a_duration_to_the_nanosecond(engine_name, expression, value, expected):
+    assert evaluate(get_engine(engine_name), expression, self=value) == expected
+
+
+@pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=pytest.mark.xfail(
+    strict=True, reason="celpy's maps are Python dicts: the keys 1 and true are one, the literal fails"))])
+def test_format_prints_a_map_with_keys_one_and_true(engine_name):
+    # cel-go formatMap: each key formatted, the entries sorted by it
+    assert evaluate(get_engine(engine_name), "'%s'.format([{true: 'b', 1: 'a', 'k': self}])", self={"z": 0, "y": 1}) \
+        == '{"k":{"y":1, "z":0}, 1:"a", true:"b"}'
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a duration or map inside a list or map argument reaches Python as cel-expr-python converts it "
+    "(datetime.timedelta: microseconds; dict: keys 1 and true are one); only format's own arguments "
+    "are passed exactly (optimize.exact_arguments)"))
+def test_format_of_a_duration_inside_a_list():
+    assert evaluate(get_engine("cel-expr"), "'%s'.format([[duration('2ns')]])") == '[duration("0.000000002s")]'
+
+
 def test_list_functions_still_take_lists(engine):
     # (sum() and max() of a dyn receiver are dyn, indexOf() an int: a literal of the three needs dyn())
     assert evaluate(engine, "[self.sum(), dyn(self.indexOf(2)), self.max()]", self=[3, 2]) == [5, 1, 3]

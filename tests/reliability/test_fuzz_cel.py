@@ -60,12 +60,12 @@ def test_most_expressions_compile():
 
 
 def evaluate(program, activation: dict[str, Any]) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a runaway, not the neighbours on a shared machine
     try:
         program.evaluate(activation)
     except CelError as err:
         assert str(err), program.expression
-    assert time.perf_counter() - started < SLOW, program.expression
+    assert time.thread_time() - started < SLOW, program.expression
 
 
 @pytest.mark.parametrize("engine", ["cel-expr", "cel-python"])
@@ -108,7 +108,7 @@ for expression in expressions:
         program = engine.compile(expression, ["self", "other"])
     except CelError:
         continue
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a runaway, not the neighbours
     try:
         program.evaluate({"self": value, "other": "x"})
         outcome = "value"
@@ -116,7 +116,7 @@ for expression in expressions:
         outcome = "cel-error" if str(err) else "empty cel-error"
     except BaseException as err:
         outcome = f"{type(err).__name__}: {str(err)[:100]}"
-    seconds = time.perf_counter() - started
+    seconds = time.process_time() - started
     print(orjson.dumps({"expression": expression, "outcome": outcome, "seconds": seconds}).decode(), flush=True)
     if seconds > SLOW:
         break  # one is enough
@@ -170,7 +170,7 @@ def test_accumulating_macros_are_refused_before_they_start(expression):
     program = get_engine("cel-expr").compile(expression, ["self"])
     make = ACCUMULATING[expression]
     assert len(program.evaluate({"self": make(300)})) == 300
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(CelCostExceeded):
         program.evaluate({"self": make(10_000)})
-    assert time.perf_counter() - started < SLOW
+    assert time.thread_time() - started < SLOW

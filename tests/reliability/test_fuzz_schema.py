@@ -93,9 +93,9 @@ def check(outcome: Outcome) -> None:
 
 
 def timed_handle(*args, **kw) -> Outcome:
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a runaway, not the neighbours on a shared machine
     outcome = REGISTRY.handle(*args, **kw)
-    assert time.perf_counter() - started < SLOW
+    assert time.thread_time() - started < SLOW
     return outcome
 
 

@@ -194,9 +194,9 @@ def test_catastrophic_regexes_run_in_linear_time(length):
     evil = "a" * (length - 1) + "b"
     obj = {"apiVersion": "hostile.test/v1", "kind": "Trap", "metadata": {"name": "t", "namespace": "n"},
            "spec": {"byPattern": evil, "byRule": evil}}
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: the regex engine's work, not the neighbours
     outcome = registry.handle("CREATE", obj)
-    assert time.perf_counter() - started < 2.0
+    assert time.thread_time() - started < 2.0
     assert not outcome.allowed
     messages = [str(e) for e in outcome.errors]
     assert any("spec.byPattern" in m and "should match '^(a+)+$'" in m for m in messages), messages

@@ -34,8 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker import Checked
+from webhook.cel.types import DYN as _DYN
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
+from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
 from webhook.cel.optimize import select_overload
@@ -64,6 +67,13 @@ class Error:
     """A CEL error value (it propagates; what is evaluated meanwhile is charged)."""
 
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CelTypeValue:
+    """A CEL type as a value (``type(x)``, ``int``)."""
+
+    name: str
 
 
 EXCEEDED = object()  # the value of a count that passed the limit
@@ -102,7 +112,7 @@ class ActualCost:
         self._root: Step | None
         try:
             self._root = _Compiler(checked).compile(checked.expr, frozenset())
-        except Unknown:
+        except (Unknown, RecursionError):  # RecursionError: nested deeper than Python's stack
             self._root = None
 
     def count(self, activation: Mapping[str, Any], limit: int) -> Counted | None:
@@ -126,6 +136,8 @@ def actual_size(value: Any) -> int:
     kind = type(value)
     if kind is str or kind is bytes or kind is list or kind is dict:
         return len(value)
+    if kind is OptionalValue and value.has_value:
+        return actual_size(value.value)
     return 1
 
 
@@ -243,8 +255,12 @@ def call_cost(function: str, overload: str, args: list, result: Any) -> int:
         return _contains_ip(args, result, cidr=function == "containsCIDR", string=overload.endswith("_string"))
     if function == "_==_" and len(args) == 2 and isinstance(args[0], OpaqueValue):
         return 1
-    if function == "validate":
-        raise Unknown(function)  # charged by the format's regex size, not known here
+    if function == "validate" and len(args) == 2:
+        if not isinstance(args[0], NamedFormat):
+            return 1
+        if args[0].name not in _MAX_REGEX_SIZE:
+            raise Unknown(function)  # a format whose regex size Kubernetes takes from a library's pattern
+        return _ceil(1.0 + actual_size(args[1]), STRING_TRAVERSAL) * _ceil(_MAX_REGEX_SIZE[args[0].name], REGEX_LENGTH)
     tracked = _CEL_GO.get(overload)
     if tracked is not None:
         return tracked(args, result)
@@ -253,6 +269,11 @@ def call_cost(function: str, overload: str, args: list, result: Any) -> int:
         raise Unknown(overload)  # a tracker's overload not recognised from the arguments
     return 1
 
+
+# Kubernetes' ConstantFormats' MaxRegexSize (what validate() is charged as a regex of that length)
+_MAX_REGEX_SIZE = {"dns1123Label": 30, "dns1123Subdomain": 60, "dns1035Label": 30, "qualifiedName": 60,
+                   "portName": 20, "dns1123LabelPrefix": 30, "dns1123SubdomainPrefix": 60,
+                   "dns1035LabelPrefix": 30, "labelValue": 40}
 
 # functions whose charges are not ported here
 _UNKNOWN_FUNCTIONS = frozenset({"@sortByAssociatedKeys", "check", "fieldSelector", "labelSelector"})
@@ -381,6 +402,22 @@ def _to_int(value: Any) -> tuple[str, Any]:
     raise Unknown("int() of this kind")
 
 
+_TYPE_NAMES = {int: "int", float: "double", str: "string", bool: "bool", bytes: "bytes", type(None): "null_type",
+               list: "list", datetime.datetime: "google.protobuf.Timestamp",
+               datetime.timedelta: "google.protobuf.Duration", CelTypeValue: "type"}
+# type names that are values as they are (a map's type may be a schema's object type instead)
+_TYPE_IDENTS = frozenset(_TYPE_NAMES.values()) - {"google.protobuf.Timestamp", "google.protobuf.Duration"} | {"map"}
+
+
+def _type_of(value: Any) -> tuple[str, Any]:
+    name = _TYPE_NAMES.get(type(value))
+    if name is None:
+        if not isinstance(value, OpaqueValue):
+            raise Unknown("the type of a map (maybe a schema's object type)")
+        name = value.cel_type
+    return "type", CelTypeValue(name)
+
+
 def _to_bytes(value: Any) -> tuple[str, Any]:
     kind = type(value)
     if kind is bytes:
@@ -404,6 +441,28 @@ def _to_double(value: Any) -> tuple[str, Any]:
     if kind is int:
         return "int64_to_double", float(value)
     raise Unknown("double() of this kind")
+
+
+def _optional_entry(container: Any, key: Any) -> Any:
+    """``container.?key`` / ``container[?key]``: an optional of the entry (none when absent)."""
+    if type(container) is OptionalValue:
+        if not container.has_value:
+            return NONE
+        container = container.value
+    kind = type(container)
+    if kind is dict and type(key) is str:
+        return OptionalValue.of(container[key]) if key in container else NONE
+    if kind is list and type(key) is int:
+        return OptionalValue.of(container[key]) if 0 <= key < len(container) else NONE
+    raise Unknown("an optional entry of another kind")
+
+
+def _optional_call(name: str, implementation: Callable[[OptionalValue], Any]) -> Callable[[list], tuple[str, Any]]:
+    def call(args: list) -> tuple[str, Any]:
+        if type(args[0]) is not OptionalValue:
+            return "", Error("no such overload")
+        return name, implementation(args[0])
+    return call
 
 
 # standard and extension functions over plain values: (function, arity) -> (args) -> (overload, value)
@@ -448,6 +507,14 @@ def _join(args: list) -> tuple[str, Any]:
     return "list_join_string" if len(args) > 1 else "list_join", separator.join(items)
 
 
+def _sort(args: list) -> tuple[str, Any]:
+    items = args[0]
+    kinds = {_kind(item) for item in items} if type(items) is list else {"other"}
+    if len(kinds) > 1 or not kinds <= {"int", "double", "string", "bool", "bytes"}:
+        raise Unknown("sort of these values")
+    return f"list_{next(iter(kinds), 'int')}_sort", sorted(items)
+
+
 def _lists_range(args: list) -> tuple[str, Any]:
     if type(args[0]) is not int or args[0] > 1_000_000:
         raise Unknown("lists.range of this value")
@@ -483,6 +550,10 @@ _MEMBER: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("flatten", 1): _list_call("flatten", ext.flatten, "list_flatten"),
     ("flatten", 2): _list_call("flatten", ext.flatten, "list_flatten_int", nonnegative=True),
     ("distinct", 1): _list_call("distinct", ext.distinct, "list_distinct"),
+    ("sort", 1): _sort,
+    ("hasValue", 1): _optional_call("optional_hasValue", lambda o: o.has_value),
+    ("value", 1): _optional_call("optional_value",
+                                 lambda o: o.value if o.has_value else Error("optional.none() dereference")),
     ("size", 1): lambda args: _size(args[0]),
 }
 _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
@@ -493,9 +564,14 @@ _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("double", 1): lambda args: _to_double(args[0]),
     ("dyn", 1): lambda args: ("to_dyn", args[0]),
     ("bytes", 1): lambda args: _to_bytes(args[0]),
+    ("type", 1): lambda args: _type_of(args[0]),
     ("duration", 1): lambda args: _parsed("string_to_duration", parse_duration, args[0]),
     ("timestamp", 1): lambda args: _parsed("string_to_timestamp", parse_rfc3339, args[0]),
     ("lists.range", 1): _lists_range,
+    ("optional.of", 1): lambda args: ("optional_of", OptionalValue.of(args[0])),
+    ("optional.none", 0): lambda args: ("optional_none", NONE),
+    ("optional.ofNonZeroValue", 1): lambda args: ("optional_ofNonZeroValue",
+                                                  NONE if ext._zero(args[0]) else OptionalValue.of(args[0])),
     ("strings.quote", 1): _string_call("strings.quote", ext.quote, "strings_quote"),
     ("sets.contains", 2): _list_call("sets.contains", ext.sets_contains, "list_sets_contains_list"),
     ("sets.intersects", 2): _list_call("sets.intersects", ext.sets_intersects, "list_sets_intersects_list"),
@@ -568,7 +644,7 @@ class _Compiler:
         if known:
             return lambda f: value
         if isinstance(e, Ident):
-            return self.ident(e.name, scope)
+            return self.ident(e, scope)
         if isinstance(e, Select):
             return self.select(e, scope)
         if isinstance(e, Call):
@@ -583,7 +659,11 @@ class _Compiler:
             raise Unknown("message construction")
         raise Unknown(type(e).__name__)
 
-    def ident(self, name: str, scope: frozenset[str]) -> Step:
+    def ident(self, e: Ident, scope: frozenset[str]) -> Step:
+        name = e.name
+        if name not in scope and name in _TYPE_IDENTS and self.checked.types.get(e.id, _DYN).kind == "type":
+            value = CelTypeValue(name)  # a type name: a constant
+            return lambda f: value
         if name in scope:
             def local(f: _Frame) -> Any:
                 f.charge(1)
@@ -598,8 +678,6 @@ class _Compiler:
         return variable
 
     def select(self, e: Select, scope: frozenset[str]) -> Step:
-        if e.optional:
-            raise Unknown("optional selection")
         operand = self.compile(e.operand, scope)
         field = e.field
         relative = 0 if _is_attribute(e.operand) else 1  # a selection from a computed value
@@ -616,25 +694,39 @@ class _Compiler:
                 return field in value
             return has
 
+        optional = e.optional
+
         def select(f: _Frame) -> Any:
             value = operand(f)
             f.charge(1 + relative)
             if isinstance(value, Error):
                 return value
+            if optional or type(value) is OptionalValue:  # x.?f, and any selection below it
+                return _optional_entry(value, field)
             if type(value) is not dict:
                 raise Unknown("a selection on another kind")
             return value[field] if field in value else Error(f"no such key: {field}")
         return select
 
     def create_list(self, e: CreateList, scope: frozenset[str]) -> Step:
-        if e.optional_indices:
-            raise Unknown("optional list entries")
         elements = [self.compile(element, scope) for element in e.elements]
+        optional = e.optional_indices
 
         def create(f: _Frame) -> Any:
             values = [element(f) for element in elements]
             f.charge(LIST_CREATE)
-            return next((v for v in values if isinstance(v, Error)), values)
+            error = next((v for v in values if isinstance(v, Error)), None)
+            if error is not None or not optional:
+                return error if error is not None else values
+            out = []
+            for i, value in enumerate(values):  # [?x]: x's value, when it has one
+                if i not in optional:
+                    out.append(value)
+                elif type(value) is not OptionalValue:
+                    return Error("no such overload")
+                elif value.has_value:
+                    out.append(value.value)
+            return out
         return create
 
     def create_map(self, e: CreateMap, scope: frozenset[str]) -> Step:
@@ -756,8 +848,10 @@ class _Compiler:
                     return otherwise(f)
                 return chosen if isinstance(chosen, Error) else Error("no such overload")
             return conditional
-        if function == "_[_]" and len(nodes) == 2:
-            return self.index(nodes, scope)
+        if function in ("_[_]", "_[?_]") and len(nodes) == 2:
+            return self.index(nodes, scope, optional=function == "_[?_]")
+        if function in ("or", "orValue") and member and len(nodes) == 2:
+            return self.optional_or(function == "or", *(self.compile(n, scope) for n in nodes))
         if function == "@in" and len(nodes) == 2:
             known, values = self.constant(nodes[1])
             if known and type(values) is list and all(_is_primitive(v) for v in values):
@@ -808,10 +902,14 @@ class _Compiler:
         implementation = table.get((function, arity))
         library = any(oid in _LIBRARY for oid in overload_ids)
         if implementation is not None and library:  # indexOf of a string or of a list
+            candidates = [_LIBRARY[oid] for oid in overload_ids if oid in _LIBRARY]
+
             def either(args: list) -> tuple[str, Any]:
                 try:
                     return implementation(args)
                 except Unknown:
+                    if select_overload(candidates, args) is None:
+                        raise
                     return _library_call(function, overload_ids, args)
             return either
         if implementation is not None:
@@ -820,7 +918,7 @@ class _Compiler:
             return lambda args: _library_call(function, overload_ids, args)
         raise Unknown(function)
 
-    def index(self, nodes: list[Expr], scope: frozenset[str]) -> Step:
+    def index(self, nodes: list[Expr], scope: frozenset[str], optional: bool) -> Step:
         container, key = (self.compile(n, scope) for n in nodes)
         relative = 0 if _is_attribute(nodes[0]) else 1
 
@@ -831,8 +929,23 @@ class _Compiler:
                 return value
             if isinstance(at, Error):
                 return at
+            if optional or type(value) is OptionalValue:  # x[?k], and any index below it
+                return _optional_entry(value, at)
             return _index(value, at)
         return index
+
+    @staticmethod
+    def optional_or(optional: bool, left: Step, right: Step) -> Step:
+        """``a.or(b)``, ``a.orValue(b)``: cel-go evaluates ``b`` only when ``a`` is none, and
+        charges nothing for the choice itself (not a call: its own evaluator)."""
+        def choose(f: _Frame) -> Any:
+            value = left(f)
+            if type(value) is not OptionalValue:
+                return value if isinstance(value, Error) else Error("no such overload")
+            if value.has_value:
+                return value if optional else value.value
+            return right(f)
+        return choose
 
     @staticmethod
     def logical(conjunction: bool, left: Step, right: Step) -> Step:

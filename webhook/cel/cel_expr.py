@@ -59,8 +59,8 @@ _EVAL_WORDING = [
 
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
-    if message.startswith(_OPTIONAL_QUALIFIER):
-        return message  # cel-cpp's own: see ``_CEL_CPP_ONLY``
+    if _FOR_CEL_GO.match(message):
+        return message  # cel-cpp's own words: see ``_CEL_CPP_ONLY``
     dispatch = _dispatch_error(message)
     if dispatch is not None:
         return dispatch
@@ -75,7 +75,8 @@ def _dispatch_error(message: str) -> str | None:
     cel-cpp's message with the runtime kinds ("No matching overloads found : f(map, int64)")."""
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
-        return _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+        dispatch = _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
+        return message if dispatch is None else dispatch  # (None: see ``_CEL_CPP_ONLY``)
     extension_call = _EXTENSION_NO_OVERLOAD.match(message)
     if extension_call and extension_call[2] in SIGNED_DISPATCH:
         kinds = ([extension_call[1]] if extension_call[1] else []) + _split_types(extension_call[3])
@@ -103,16 +104,17 @@ _CPP_KINDS = {"int64": "int", "uint64": "uint", "duration": "google.protobuf.Dur
 _OPAQUE_NAMES = frozenset(t.cel_type for t in OPAQUE_TYPES)
 
 
-def _library_no_overload(member: bool, function: str, kinds: list[str]) -> str:
+def _library_no_overload(member: bool, function: str, kinds: list[str]) -> str | None:
     """cel-go's ``no such overload: f(<runtime types>)`` from cel-cpp's kinds; a library value
-    is a "struct" to cel-cpp, named from the function's overloads when only one type fits."""
+    is a "struct" to cel-cpp, named from the function's overloads when only one type fits
+    (None when more do: ``isGreaterThan`` of a Quantity or a Semver)."""
     names = []
     for i, kind in enumerate(kinds):
         if kind == "struct":
             fitting = {o.params[i] for o in OVERLOADS if o.function == function and o.member == member
                        and len(o.params) == len(kinds) and o.params[i] in _OPAQUE_NAMES}
             if len(fitting) != 1:
-                return "no such overload"
+                return None
             kind = fitting.pop()
         names.append(_CPP_KINDS.get(kind, kind))
     return f"no such overload: {function}({', '.join(names)})"
@@ -353,10 +355,11 @@ class CelExprProgram:
 
     def _as_cel_go(self, activation: Mapping[str, Any], cost_limit: int | None, message: str) -> Any:
         """cel-cpp fails a selection or an index on a value of another kind (a field of a
-        string, ``has()`` on a number, ``null.?f``) with words of its own, where cel-go names the
-        field or key, or answers (``has()`` of a scalar's field is false, ``null.?f`` is
-        optional.none()). The pure-Python backend
-        follows cel-go there: it answers these rare evaluations, under the same cost limit."""
+        string, ``has()`` on a number, ``null.?f``) and some dispatches (``-d`` of a duration,
+        ``join()`` of numbers, a Quantity method given a Semver) with words of its own, where
+        cel-go names the field, key or runtime types, or answers (``has()`` of a scalar's field
+        is false, ``null.?f`` is optional.none()). The pure-Python backend follows cel-go
+        there: it answers these rare evaluations, under the same cost limit."""
         from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
 
         try:
@@ -419,11 +422,14 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
-# cel-cpp's optional selection or index of a value with no fields or elements (``null.?f``,
-# ``'ab'[?0]``), where cel-go's presence test answers optional.none()
-_OPTIONAL_QUALIFIER = ("No matching overloads found : _?._", "No matching overloads found : _[?_]")
-# cel-cpp's own words for a selection or index on a value of another kind (see ``_as_cel_go``)
-_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", *_OPTIONAL_QUALIFIER)
+# cel-cpp's failed dispatches where cel-go answers, or words its error with the runtime types:
+# an optional selection or index of a value with no fields or elements (``null.?f``,
+# ``'ab'[?0]``: optional.none()), the negation of a duration, ``join()`` of a list holding
+# other values than strings (``join: invalid input: 1``)
+_FOR_CEL_GO = re.compile(r"^No matching overloads found : (?:_\?\._|_\[\?_\]|-_\(duration\)$|join$)")
+# cel-cpp's own words for a selection or index on a value of another kind, and the dispatches
+# above or of a library function given a library value of another type (see ``_as_cel_go``)
+_CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", "No matching overloads found : ")
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation
 _ITERATION_BUDGET = "Iteration budget exceeded"

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
+from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
@@ -163,23 +165,36 @@ class CompiledRule:
     def message_bound(self, activation: Mapping[str, Any]) -> int:
         return min(self.message_charge(activation), PER_CALL_LIMIT + 1)
 
+    def count(self, activation: Mapping[str, Any]) -> Counted | None:
+        """cel-go's evaluation of the rule, counted (None: not known here)."""
+        if self.actual is None:
+            return None
+        if self.optional_old_self:  # oldSelf is an optional to the rule (the engine's source spells it out)
+            old = OptionalValue.of(activation["oldSelf"]) if activation["__oldSelfPresent"] else NONE
+            activation = {**activation, "oldSelf": old}
+        return self.actual.count(activation, PER_CALL_LIMIT)
+
     def cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
         """What the apiserver charges the evaluation that gave ``outcome`` (a value or the
         CelEvalError): cel-go's count where it is known here, else the estimate (capped just
         past the per-call limit, where cel-go would have stopped)."""
-        counted = _cost(self.actual, activation, outcome)
+        counted = _counted(self.count, activation, outcome)
         return counted if counted is not None else self.bound(activation)
 
     def message_cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
-        counted = _cost(self.message_actual, activation, outcome)
+        actual = self.message_actual
+        counted = None if actual is None else _counted(partial(actual.count, limit=PER_CALL_LIMIT), activation, outcome)
         return counted if counted is not None else self.message_bound(activation)
 
 
-def _cost(actual: ActualCost | None, activation: Mapping[str, Any], outcome: Any) -> int | None:
-    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown)."""
-    if actual is None:
+def _counted(count: Callable[[Mapping[str, Any]], Counted | None], activation: Mapping[str, Any],
+             outcome: Any) -> int | None:
+    """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown).
+    An evaluation the engine's bound stopped is not counted: it is over the per-call limit
+    either way (and counting it could take as long as it would have)."""
+    if isinstance(outcome, CelCostExceeded):
         return None
-    counted = actual.count(activation, PER_CALL_LIMIT)
+    counted = count(activation)
     if counted is None or not _agrees(counted, outcome):
         return None
     return counted.cost
@@ -190,7 +205,7 @@ def _agrees(counted: Counted, outcome: Any) -> bool:
     if value is EXCEEDED:
         return True  # cel-go stops there, whatever the engine went on to answer
     if isinstance(outcome, CelEvalError):
-        return isinstance(value, Error) and not isinstance(outcome, CelCostExceeded)
+        return isinstance(value, Error)
     return type(value) is type(outcome) and value == outcome
 
 
@@ -262,20 +277,15 @@ class NodeRules:
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
-            if budget.owe(rule.bound(activation), rule.cost, activation, outcome):
-                cost = 0
-            else:
+            if not budget.owe(rule.bound(activation), rule.cost, activation, outcome):
                 cost = rule.cost(activation, outcome)
-            if cost > PER_CALL_LIMIT:
                 if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
-                budget.remaining = -1
-                failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will be "
-                                             f"run due to call cost exceeds limit for rule: {rule.error_string}"))
-                return failures
-            if cost and cost > budget.remaining:
-                return self._out_of_budget(failures, budget)
-            if cost:
+                if cost > PER_CALL_LIMIT:
+                    budget.remaining = -1
+                    failures.append(_error(rule, f"'{CelCostExceeded().message}': no further validation rules will "
+                                                 f"be run due to call cost exceeds limit for rule: {rule.error_string}"))
+                    return failures
                 budget.remaining -= cost
             if isinstance(outcome, CelEvalError):
                 failures.append(_error(rule, _runtime_error_text(outcome, rule)))
@@ -301,23 +311,6 @@ class NodeRules:
         if has_old and self.uses_old_self:
             activation["oldSelf"] = self._to_cel(old_value)
         return activation
-
-    def charge(self, rules: tuple[CompiledRule, ...], self_value: Any, old_value: Any = ABSENT) -> int | None:
-        """What ``evaluate`` charges the budget for ``rules`` (some of this node's) when they all
-        pass; None when one of them is over the per-call limit."""
-        total = 0
-        activation = None
-        for rule in rules:
-            if rule.runtime_charge is None:
-                cost = rule.max_cost
-            else:
-                if activation is None:
-                    activation = self.activation(self_value, old_value)
-                cost = rule.charge(activation)
-            if cost > PER_CALL_LIMIT:
-                return None
-            total += cost
-        return total
 
     def subset(self, rules: tuple[CompiledRule, ...]) -> "NodeRules":
         """The same node with only ``rules`` (indices, messages and ratcheting unchanged)."""

@@ -42,6 +42,7 @@ extension), and the optional library's ``.?``, ``[?]``, ``optional.of/none``, ``
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -503,15 +504,33 @@ def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
     return _path_or(value, fields, _MISSING) is not _MISSING
 
 
+# ``type(x) == T`` (how ``optimize`` guards dyn values): the CEL type names of the values
+# cel-expr takes from Python, and the types the guards spell without a type identifier
+_CEL_TYPES = {str: "string", bool: "bool", float: "double", list: "list", dict: "map", type(None): "null_type",
+              bytes: "bytes", datetime.timedelta: "google.protobuf.Duration",
+              datetime.datetime: "google.protobuf.Timestamp"}
+_TYPE_IDENTS = frozenset(("string", "bool", "double", "list", "map", "null_type", "bytes", "int", "uint"))
+_TYPE_OF_VALUE = {"duration": "google.protobuf.Duration", "timestamp": "google.protobuf.Timestamp"}
+
+
+def _cel_type(value: Any) -> str:
+    kind = type(value)
+    if kind is int:
+        if INT64_MIN <= value <= INT64_MAX:
+            return "int"
+        raise NotNative  # cel-expr decides what a larger Python int is
+    name = _CEL_TYPES.get(kind)
+    if name is None:
+        raise NotNative  # optionals, library values
+    return name
+
 # the names the generated source calls (``_FUNCTIONS``' implementations get names of their own)
 _HELPERS: dict[str, Any] = {
     "_bail": _bail, "_exceeded": _exceeded, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
     "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
-    "_path_has": _path_has,
+    "_path_has": _path_has, "_cel_type": _cel_type,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
 }
-# ``type(x) == T`` of a JSON value, for ``optimize``'s guards
-_TYPE_TESTS = {"string": "str", "int": "int", "double": "float", "bool": "bool", "list": "list", "map": "dict"}
 _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "_greater"), "_>=_": (">=", "_greater_equal")}
 _STRING_TESTS = {"startsWith": "{t}.startswith({c})", "endsWith": "{t}.endswith({c})", "contains": "{c} in {t}"}
 
@@ -648,13 +667,25 @@ class _Codegen:
         return f"{name}({', '.join(self.expr(n) for n in nodes)})"
 
     def type_test(self, left_node: Any, right_node: Any) -> str | None:
-        """``type(x) == string`` (how ``optimize`` guards a dyn value) as a test of x's kind."""
-        if not (_is_call(left_node, "type", 1) and right_node.WhichOneof("expr_kind") == "ident_expr"):
+        """``type(x) == string``, ``type(x) == type(duration('0s'))``, ``type(x) == type(y)``
+        (how ``optimize`` guards dyn values) as a comparison of CEL type names."""
+        if not _is_call(left_node, "type", 1):
             return None
-        name = right_node.ident_expr.name
-        if name not in _TYPE_TESTS or self.local(name) is not None:
+        kind = right_node.WhichOneof("expr_kind")
+        if kind == "ident_expr" and right_node.ident_expr.name in _TYPE_IDENTS and self.local(right_node.ident_expr.name) is None:
+            name = repr(right_node.ident_expr.name)
+        elif _is_call(right_node, "type", 1):
+            inner = right_node.call_expr.args[0]
+            if _is_constant(inner) and _constant_value(inner.const_expr) is None:
+                name = "'null_type'"
+            elif inner.WhichOneof("expr_kind") == "call_expr" and inner.call_expr.function in _TYPE_OF_VALUE \
+                    and all(_is_constant(arg) for arg in inner.call_expr.args):
+                name = repr(_TYPE_OF_VALUE[inner.call_expr.function])
+            else:
+                name = f"_cel_type({self.expr(inner)})"
+        else:
             return None
-        return f"(type({self.expr(left_node.call_expr.args[0])}) is {_TYPE_TESTS[name]})"
+        return f"(_cel_type({self.expr(left_node.call_expr.args[0])}) == {name})"
 
     def equality(self, left_node: Any, right_node: Any) -> str:
         """``==`` inline against a constant (cel-go's heterogeneous equality: a value of another

@@ -41,7 +41,7 @@ from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
-from webhook.cel.library.strings_format import check_format
+from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
 from webhook.cel.values import go_parse_float, go_parse_int, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
@@ -70,6 +70,10 @@ _DOUBLE_MAX = 1.7976931348623157e308
 _TYPE_NAMES = ("map", "list", "string", "int", "double", "bool", "uint", "bytes", "null_type",
                "google.protobuf.Timestamp", "google.protobuf.Duration")
 _ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
+# Kubernetes' list functions' element types (library/lists.go summableTypes, comparableTypes)
+_NUMERIC = ("int", "uint", "double")
+_SUMMABLE = (*_NUMERIC, "google.protobuf.Duration")
+_COMPARABLE = (*_NUMERIC, "bool", "string", "bytes", "google.protobuf.Duration", "google.protobuf.Timestamp")
 _TIME_TO_STRING = {"timestamp_to_string", "duration_to_string"}
 
 
@@ -323,6 +327,9 @@ class Optimizer:
             arg.CopyFrom(self.visit(arg))
         self._exempt = saved
         self.check_literals(node)
+        if call.function == "format" and call.HasField("target") and len(call.args) == 1 \
+                and call.args[0].WhichOneof("expr_kind") == "list_expr":
+            self.exact_arguments(call.args[0].list_expr)
         ref = self.refs.get(node.id)
         ids = list(ref.overload_id) if ref is not None else []
         if ids and set(ids) <= _CEL_CPP_ONLY:
@@ -431,6 +438,50 @@ class Optimizer:
 
     # -- native rewrites -------------------------------------------------------------
 
+    def exact_arguments(self, arguments: Any) -> None:
+        """``format``'s duration and map arguments as Kubernetes' formatter sees them.
+        cel-expr-python hands Python a duration as a ``timedelta`` (microseconds:
+        ``duration('2ns')`` would print as 0s) and a map as a ``dict`` (where the keys ``1``
+        and ``true`` are one): a duration is passed as ``ExactDuration`` (cel-cpp's exact
+        ``string(d)``), a map as ``[MapEntries(), [key, value], ...]``. (Inside a list or a map
+        argument they still cross as Python's.)"""
+        def message(name: str, key: Any) -> Any:
+            node = self.new()
+            node.struct_expr.message_name = name
+            entry = node.struct_expr.entries.add(id=self._next_id, field_key=KEY_FIELD)
+            self._next_id += 1
+            entry.value.CopyFrom(key)
+            return node
+
+        def exact(value: Callable[[], Any]) -> Any:
+            return message(ExactDuration.cel_type, self.call("string", value()))
+
+        def entries(value: Callable[[], Any]) -> Any:
+            pairs = self.comprehension(
+                "@k", value(), "@out", self.list_of(), self.const(True),
+                self.op("_+_", self.ident("@out"), self.list_of(self.list_of(
+                    self.ident("@k"), self.op("_[_]", value(), self.ident("@k"))))),
+                self.ident("@out"))
+            return self.op("_+_", self.list_of(message(MapEntries.cel_type, self.const(""))), pairs)
+
+        def is_type(value: Callable[[], Any], kind: str) -> Any:
+            return self.op("_==_", self.call("type", value()), self.type_value(kind))
+
+        duration = "google.protobuf.Duration"
+        for element in arguments.elements:
+            kind = self.type_of(element)
+            if kind == duration:
+                rewritten = self.bind("@arg", element, exact)
+            elif kind.startswith("map(") and not kind.startswith("map(string,"):
+                rewritten = self.bind("@arg", element, entries)
+            elif kind == "dyn":
+                rewritten = self.bind("@arg", element, lambda v: self.cond(
+                    is_type(v, duration), exact(v), self.cond(is_type(v, "map"), entries(v), v())))
+            else:
+                continue
+            rewritten.id = element.id
+            element.CopyFrom(rewritten)
+
     def go_time_string(self, node: Any, *, only_time: bool) -> Any:
         """cel-go prints a timestamp as Go's RFC 3339 with nanoseconds and a duration as its
         shortest seconds ("...37.01Z", "1.01s"); cel-cpp writes the fraction in whole groups of
@@ -522,11 +573,9 @@ class Optimizer:
             if element in _ZERO or element == "google.protobuf.Duration":
                 zero = self.call("duration", self.const("0s")) if element == "google.protobuf.Duration" else self.const(_ZERO[element])
                 return self.fold(receiver, zero, lambda acc, x: self.op("_+_", acc, x), lambda acc: acc)
-            return self.fold(
-                receiver, self.const(None),
-                lambda acc, x: self.cond(self.op("_==_", acc, self.const(None)), x, self.op("_+_", acc, x)),
-                lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc),
-            )
+            return self.dyn_sum(receiver)
+        if element not in _COMPARABLE:
+            return self.dyn_min_max(function, receiver)
         # min / max: the first element wins ties, as in Kubernetes
         better = "_<_" if function == "min" else "_>_"
         return self.bind("@l", receiver, lambda l: self.cond(
@@ -537,6 +586,55 @@ class Optimizer:
                 lambda acc, x: self.cond(self.op(better, x, acc), x, acc),
                 lambda acc: acc,
             ),
+        ))
+
+    # Kubernetes' sum/min/max on a list of dyn values (library/lists.go): cel-go dispatches on the
+    # first element's type (list(int), list(double), ...: none fits a map, a list or null: "no
+    # such overload: sum(list)"); an element the chosen overload cannot add or compare fails
+    # with types.MaybeNoSuchOverloadErr ("no such overload"), while a comparison of two values
+    # of other kinds (1 and 'a') is an error min/max ignore: they keep the value they have.
+
+    def is_type(self, value: Callable[[], Any], kinds: tuple[str, ...]) -> Any:
+        tests = [self.op("_==_", self.call("type", value()), self.type_value(kind)) for kind in kinds]
+        test = tests[0]
+        for other in tests[1:]:
+            test = self.op("_||_", test, other)
+        return test
+
+    def dyn_sum(self, receiver: Any) -> Any:
+        duration, timestamp = "google.protobuf.Duration", "google.protobuf.Timestamp"
+
+        def step(acc: Any, x: Any) -> Any:
+            a, v = lambda: self.ident("@acc"), lambda: self.ident("@x")
+            same = self.op("_&&_", self.op("_==_", self.call("type", a()), self.call("type", v())),
+                           self.call("!_", self.is_type(v, (timestamp,))))
+            adds = self.op("_||_", same, self.op("_||_",
+                           self.op("_&&_", self.is_type(a, (duration,)), self.is_type(v, (timestamp,))),
+                           self.op("_&&_", self.is_type(a, (timestamp,)), self.is_type(v, (duration,)))))
+            first = self.cond(self.is_type(v, _SUMMABLE), v(), self.call(FAIL_FUNCTION, self.const("no such overload: sum(list)")))
+            return self.cond(self.op("_==_", acc, self.const(None)), first,
+                             self.cond(adds, self.op("_+_", acc, x), self.call(FAIL_FUNCTION, self.const("no such overload"))))
+
+        return self.fold(receiver, self.const(None), step,
+                         lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc))
+
+    def dyn_min_max(self, function: str, receiver: Any) -> Any:
+        better = "_<_" if function == "min" else "_>_"
+
+        def step(acc: Any, x: Any) -> Any:
+            a, v = lambda: self.ident("@acc"), lambda: self.ident("@x")
+            ordered = self.op("_||_", self.op("_==_", self.call("type", a()), self.call("type", v())),
+                              self.op("_&&_", self.is_type(a, _NUMERIC), self.is_type(v, _NUMERIC)))
+            return self.cond(self.is_type(v, _COMPARABLE),
+                             self.cond(self.op("_&&_", ordered, self.op(better, x, acc)), x, acc),
+                             self.call(FAIL_FUNCTION, self.const("no such overload")))
+
+        return self.bind("@l", receiver, lambda l: self.cond(
+            self.op("_==_", self.call("size", l()), self.const(0)),
+            self.call(FAIL_FUNCTION, self.const(f"{function} called on empty list")),
+            self.cond(self.is_type(lambda: self.op("_[_]", l(), self.const(0)), _COMPARABLE),
+                      self.fold(l(), self.op("_[_]", l(), self.const(0)), step, lambda acc: acc),
+                      self.call(FAIL_FUNCTION, self.const(f"no such overload: {function}(list)"))),
         ))
 
     def filter_indices(self, items: Callable[[], Any], keep: Callable[[Callable[[], Any]], Any]) -> Any:

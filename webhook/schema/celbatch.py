@@ -66,7 +66,7 @@ class _Site:
 class BatchPlan:
     """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
 
-    __slots__ = ("program", "root", "update", "reads_old", "remaining", "reach")
+    __slots__ = ("program", "root", "update", "reads_old", "remaining", "reach", "select")
 
     def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
                  remaining: dict[int, NodeRules], reach: frozenset[int]) -> None:
@@ -76,13 +76,14 @@ class BatchPlan:
         self.reads_old = reads_old
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
         self.reach = reach           # ids of the schema nodes the walk visits for them
+        self.select = compile_select(root)  # ``_select`` as generated Python
 
     def holds(self, obj: Any, old: Any) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
-            value = _select(self.root, obj)
-            old_value = _select(self.root, old) if self.reads_old else None
+            value = self.select(obj)
+            old_value = self.select(old) if self.reads_old else None
             charged = _charge(self.root, value, old_value)
             if charged is None:
                 return None
@@ -166,6 +167,91 @@ def _select(site: _Site, value: Any) -> Any:
         items = site.items
         return [item if item is None else _select(items, item) for item in value]
     return to_cel(value, decl)
+
+
+class _SelectCodegen:
+    """``_select`` written out for one plan: a function per site, its reads, conversions and
+    children inline (the generic walk looks each of them up on every object)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, Any] = {"_InvalidData": _InvalidData, "_valid": _valid, "_surely_valid": _surely_valid,
+                                      "invalid_reads": invalid_reads, "to_cel": to_cel}
+        self.lines: list[str] = []
+        self.functions: dict[int, str] = {}
+
+    def value(self, value: Any) -> str:
+        name = f"_k{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def function(self, site: _Site) -> str:
+        name = self.functions.get(id(site))
+        if name is None:
+            name = self.functions[id(site)] = f"_s{len(self.functions)}"
+            self.lines.extend(self.site(site, name))
+        return name
+
+    def convert(self, value: str, decl: DeclType | None) -> str:
+        """``to_cel(value, decl)``, or the value itself where that is what it returns."""
+        return value if decl is None or decl.plain else f"to_cel({value}, {self.value(decl)})"
+
+    def site(self, site: _Site, name: str) -> list[str]:
+        decl, me = site.decl, self.value(site)
+        if site.read is None:
+            return [f"def {name}(v):",
+                    f"    if v is not None and not _valid({me}, v): raise _InvalidData()",
+                    f"    return {self.convert('v', decl)}"]
+        body = ["if v is None: return None"]
+        if site.batched:
+            rules = self.value(site.rules)
+            body.append(f"if not _surely_valid(v, {me}) and invalid_reads(v, {rules}.decl, {rules}.properties): "
+                        "raise _InvalidData()")
+        body += ["if isinstance(v, dict):"] + ["    " + line for line in self.mapping(site)]
+        if site.items is not None:
+            items = self.function(site.items)
+            body.append(f"if isinstance(v, list): return [x if x is None else {items}(x) for x in v]")
+        body.append(f"return {self.convert('v', decl)}")
+        return [f"def {name}(v):"] + ["    " + line for line in body]
+
+    def mapping(self, site: _Site) -> list[str]:
+        decl = site.decl
+        if decl.kind == "map":
+            if site.additional is None:
+                return [f"return {self.convert('v', decl)}"]
+            return [f"return {{k: x if x is None else {self.function(site.additional)}(x) for k, x in v.items()}}"]
+        out = ["out = {}"]
+        for key in sorted(site.read):
+            out.append(f"x = v.get({key!r})")
+            entry = decl.by_property.get(key)
+            if entry is None:  # (no such property: the generic walk fails here too)
+                out.append("if x is not None: raise _InvalidData()")
+                continue
+            out += ["if x is not None:", f"    out[{entry[0]!r}] = {self.convert('x', entry[1])}"]
+            if key in RESERVED_SYMBOLS:
+                out.append(f"    out[{key!r}] = out[{entry[0]!r}]")
+        for key, cel_name, child in site.properties:
+            out += [f"x = v.get({key!r})", "if x is not None:"]
+            if key in site.read:  # converted whole above: only checked here
+                out.append(f"    if not _valid({self.value(child)}, x): raise _InvalidData()")
+                continue
+            out.append(f"    out[{cel_name!r}] = {self.function(child)}(x)")
+            if key in RESERVED_SYMBOLS:
+                out.append(f"    out[{key!r}] = out[{cel_name!r}]")
+        out.append("return out")
+        return out
+
+
+def compile_select(root: _Site) -> Any:
+    """``_select(root, value)`` as one generated function (the generic walk where the plan
+    cannot be written out: nested past Python's limits)."""
+    generator = _SelectCodegen()
+    try:
+        entry = generator.function(root)
+        namespace = dict(generator.names)
+        exec(compile("\n".join(generator.lines), "<schema rules selection>", "exec"), namespace)  # noqa: S102
+    except (RecursionError, SyntaxError, MemoryError):
+        return lambda value: _select(root, value)
+    return namespace[entry]
 
 
 # Python types a JSON value of each CEL kind has when it fits its schema (a stricter check than

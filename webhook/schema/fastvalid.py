@@ -25,6 +25,7 @@ from webhook.schema.structural import Node, fits_type
 _PYTHON_TYPES = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float),
                  "array": (list,), "object": (dict,)}
 _JSON_TYPES = (str, bool, int, float, list, dict)
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
 
 class _Codegen:
@@ -64,7 +65,14 @@ class _Codegen:
         if node.has_string_checks and str in allowed:
             body += ["if t is str:"] + ["    " + line for line in self.string(node)]
         if node.has_number_checks and (int in allowed or float in allowed):
-            body.append(f"if (t is int or t is float) and not {self.value(_number_check(node))}(v): return False")
+            check = self.value(_number_check(node))
+            integer = self.integer(node)  # integers, the usual numbers, inline
+            if integer is None:
+                body.append(f"if (t is int or t is float) and not {check}(v): return False")
+            else:
+                if integer:
+                    body += ["if t is int:"] + ["    " + line for line in integer]
+                body.append(f"if t is float and not {check}(v): return False")
         if node.enum is not None:
             strings, members = self.value(node.enum_strings or frozenset()), self.value(tuple(node.enum))
             body.append(f"if (v not in {strings}) if t is str else not any(_enum_matches(v, c) for c in {members}): "
@@ -75,6 +83,27 @@ class _Codegen:
             body += ["if t is dict:"] + ["    " + line for line in self.object(node)]
         body.append("return True")
         return [f"def {name}(v):"] + ["    " + line for line in body]
+
+    def integer(self, node: Node) -> list[str] | None:
+        """``_number_check`` for an ``int`` as inline tests (None: leave it to the check)."""
+        if node.multiple_of is not None:
+            return None
+        out = []
+        if node.format == "int32" and node.types and node.types[0] == "integer":
+            low, high = _INT32
+            out.append(f"if v < {low} or v > {high}: return False")
+        for bound, fits, exclusive, low in ((node.minimum, node.minimum_fits, node.exclusive_minimum, True),
+                                            (node.maximum, node.maximum_fits, node.exclusive_maximum, False)):
+            if bound is None:
+                continue
+            if not fits or not math.isfinite(bound) or not float(bound).is_integer():
+                return None
+            name = self.value(bound)
+            if low:
+                out.append(f"if v {'<=' if exclusive else '<'} {name}: return False")
+            else:
+                out.append(f"if v {'>=' if exclusive else '>'} {name}: return False")
+        return out
 
     def string(self, node: Node) -> list[str]:
         out = _length(node.min_length, node.max_length)

@@ -406,13 +406,12 @@ def _nested(obj: dict[str, Any], json_path: str, expected: str) -> tuple[Any, bo
         value = value[name]
     if value is None:
         return None, False, None
-    where = "." + ".".join(fields)
     if expected == "int64" and (isinstance(value, bool) or not isinstance(value, int)):
-        return None, True, f"{where} accessor error: {go_value(value)} is of the type {go_type_name(value)}, " \
-                           "expected int64"
+        return None, True, f".{'.'.join(fields)} accessor error: {go_value(value)} is of the type " \
+                           f"{go_type_name(value)}, expected int64"
     if expected == "string" and not isinstance(value, str):
-        return None, True, f"{where} accessor error: {go_value(value)} is of the type {go_type_name(value)}, " \
-                           "expected string"
+        return None, True, f".{'.'.join(fields)} accessor error: {go_value(value)} is of the type " \
+                           f"{go_type_name(value)}, expected string"
     return value, True, None
 
 

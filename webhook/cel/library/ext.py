@@ -10,6 +10,7 @@ import datetime
 from typing import Any
 
 from webhook.cel.errors import CelCostExceeded
+from webhook.gofmt import go_value
 
 from webhook.cel.library.base import NONE, LibraryError, OptionalValue
 from webhook.cel.library.lists import cel_equals
@@ -185,6 +186,17 @@ def _zero(value: Any) -> bool:
 _ZERO_TIME = datetime.datetime(1, 1, 1, tzinfo=datetime.timezone.utc)
 
 
+def join(items: list, separator: str = "") -> str:
+    """cel-go's ``join``: its runtime guard takes a list(string) by the first element (another
+    one is a failed dispatch); the join itself refuses any later element that is no string."""
+    if items and not isinstance(items[0], str):
+        raise TypeError("no such overload")
+    for item in items:
+        if not isinstance(item, str):
+            raise LibraryError(f"join: invalid input: {go_value(item)}")
+    return separator.join(items)
+
+
 def optional_value(o: OptionalValue) -> Any:
     if not o.has_value:
         raise LibraryError("optional.none() dereference")
@@ -202,7 +214,7 @@ FUNCTIONS: dict[str, Any] = {
     "split": split,
     "substring": substring,
     "trim": trim,
-    "join": lambda items, sep="": sep.join(items),
+    "join": join,
     "strings.quote": quote,
     "slice": slice_,
     "flatten": flatten,

@@ -45,30 +45,58 @@ def is_sorted(values: list[Any]) -> bool:
     return all(a <= b for a, b in zip(values, values[1:]))
 
 
+# cel-go dispatches sum/min/max on a dyn list by its first element's type (none fits a map, a
+# list or null: "no such overload: sum(list)"); the chosen overload then fails on an element it
+# cannot add or compare with types.MaybeNoSuchOverloadErr ("no such overload"), while min/max
+# ignore the error of comparing two values of other kinds (1 and 'a'): they keep the one they have
+_NUMERIC_KINDS = frozenset(("int", "double"))
+_SUMMABLE_KINDS = frozenset(("int", "double", "duration"))
+_COMPARABLE_KINDS = frozenset(("int", "double", "bool", "string", "bytes", "duration", "timestamp"))
+_KINDS = {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes",
+          datetime.datetime: "timestamp", datetime.timedelta: "duration"}
+
+
+def _cel_kind(value: Any) -> str | None:
+    return _KINDS.get(type(value))
+
+
 def sum_(values: list[Any]) -> Any:
     if not values:
         return 0
-    _comparable(values)
+    if _cel_kind(values[0]) not in _SUMMABLE_KINDS:
+        raise LibraryError("no such overload: sum(list)")
     total = values[0]
     for value in values[1:]:
+        kinds = (_cel_kind(total), _cel_kind(value))
+        if not ((kinds[0] == kinds[1] and kinds[0] != "timestamp") or set(kinds) == {"duration", "timestamp"}):
+            raise LibraryError("no such overload")
         total = total + value
         if isinstance(total, int) and not _INT64_MIN <= total <= _INT64_MAX:
             raise LibraryError("integer overflow")
     return total
 
 
-def min_(values: list[Any]) -> Any:
+def _extreme(function: str, values: list[Any], prefer: Any) -> Any:
     if not values:
-        raise LibraryError("min called on empty list")
-    _comparable(values)
-    return min(values)
+        raise LibraryError(f"{function} called on empty list")
+    if _cel_kind(values[0]) not in _COMPARABLE_KINDS:
+        raise LibraryError(f"no such overload: {function}(list)")
+    result = values[0]
+    for value in values[1:]:
+        kind, kept = _cel_kind(value), _cel_kind(result)
+        if kind not in _COMPARABLE_KINDS:
+            raise LibraryError("no such overload")
+        if (kind == kept or (kind in _NUMERIC_KINDS and kept in _NUMERIC_KINDS)) and prefer(value, result):
+            result = value
+    return result
+
+
+def min_(values: list[Any]) -> Any:
+    return _extreme("min", values, lambda value, kept: value < kept)
 
 
 def max_(values: list[Any]) -> Any:
-    if not values:
-        raise LibraryError("max called on empty list")
-    _comparable(values)
-    return max(values)
+    return _extreme("max", values, lambda value, kept: value > kept)
 
 
 def index_of(values: list[Any], item: Any) -> int:

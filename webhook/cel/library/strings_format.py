@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from webhook.cel.library.base import LibraryError, Overload
+from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 from webhook.gofmt import go_quote
 
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
@@ -29,6 +29,59 @@ _TYPE_NAMES = {
 
 class FormatError(LibraryError):
     pass
+
+
+class ExactDuration(OpaqueValue):
+    """A duration handed to ``format`` to the nanosecond: cel-expr-python gives Python a
+    duration as a ``timedelta`` (microseconds), so ``optimize`` passes a duration argument as
+    this value, made from cel-cpp's exact ``string(d)`` ("0.000000002s")."""
+
+    cel_type = "infergate.internal.ExactDuration"
+    __slots__ = ("nanos",)
+
+    def __init__(self, nanos: int) -> None:
+        self.nanos = nanos
+
+    @property
+    def key(self) -> str:
+        return _seconds_text(self.nanos) + "s"
+
+    @classmethod
+    def from_key(cls, key: str) -> ExactDuration:
+        return cls(int(decimal.Decimal(key.removesuffix("s")) * 1_000_000_000))
+
+
+class MapEntries(OpaqueValue):
+    """The first element of a list that stands for a map handed to ``format``: cel-expr-python
+    gives Python a map as a ``dict``, where the keys ``1`` and ``true`` are one, so ``optimize``
+    passes a map argument as ``[MapEntries(), [key, value], ...]``."""
+
+    cel_type = "infergate.internal.MapEntries"
+    __slots__ = ()
+
+    @property
+    def key(self) -> str:
+        return ""
+
+    @classmethod
+    def from_key(cls, key: str) -> MapEntries:
+        return cls()
+
+
+def _entries(value: Any) -> list[tuple[Any, Any]] | None:
+    """A map's entries: of a ``dict``, or of a list standing for one (``MapEntries``)."""
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list) and value and isinstance(value[0], MapEntries):
+        return [(key, item) for key, item in value[1:]]
+    return None
+
+
+def _seconds_text(nanos: int) -> str:
+    """Exact decimal seconds of ``nanos`` (no exponent, no trailing zeros)."""
+    sign = "-" if nanos < 0 else ""
+    whole, fraction = divmod(abs(nanos), 1_000_000_000)
+    return sign + str(whole) + (f".{fraction:09d}".rstrip("0") if fraction else "")
 
 
 # --- CEL values' type names and string forms (as cel-go prints them) ----------------------
@@ -49,12 +102,12 @@ def type_name(value: Any) -> str:
         return "bytes"
     if isinstance(value, datetime.datetime):
         return "google.protobuf.Timestamp"
-    if isinstance(value, datetime.timedelta):
+    if isinstance(value, (datetime.timedelta, ExactDuration)):
         return "google.protobuf.Duration"
+    if _entries(value) is not None:
+        return "map"
     if isinstance(value, list):
         return "list"
-    if isinstance(value, dict):
-        return "map"
     return getattr(value, "cel_type", type(value).__name__)
 
 
@@ -93,19 +146,25 @@ def _timestamp_string(t: datetime.datetime) -> str:
     return text + "Z"
 
 
-def _duration_string(d: datetime.timedelta) -> str:
-    micros = (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-    seconds = micros / 1_000_000
-    text = f"{seconds:.6f}".rstrip("0").rstrip(".") if micros % 1_000_000 else str(micros // 1_000_000)
-    return text + "s"
+def _duration_string(d: datetime.timedelta | ExactDuration) -> str:
+    """cel-go's ``FormatString`` of a duration: ``strconv.FormatFloat(d.Seconds(), 'f', -1, 64)``."""
+    if isinstance(d, ExactDuration):
+        nanos = d.nanos
+    else:
+        nanos = ((d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds) * 1000
+    if nanos % 1_000_000_000 == 0:
+        return str(nanos // 1_000_000_000) + "s"
+    seconds = nanos / 1e9  # a float64, as Go's Duration.Seconds()
+    return format(decimal.Decimal(repr(seconds)), "f") + "s"
 
 
 def format_string(value: Any) -> str:
     """The ``%s`` clause (cel-go ``FormatString``)."""
+    entries = _entries(value)
+    if entries is not None:
+        return _format_map(entries)
     if isinstance(value, list):
         return _format_list(value)
-    if isinstance(value, dict):
-        return _format_map(value)
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -120,7 +179,7 @@ def format_string(value: Any) -> str:
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, datetime.datetime):
         return _timestamp_string(value)
-    if isinstance(value, datetime.timedelta):
+    if isinstance(value, (datetime.timedelta, ExactDuration)):
         return _duration_string(value)
     if callable(getattr(value, "name", None)):  # a CEL type value
         return _TYPE_NAMES.get(value.name(), value.name())
@@ -142,7 +201,7 @@ def _member(value: Any) -> str:
         return "b" + go_quote(bytes(value).decode("utf-8", "replace"))
     if isinstance(value, datetime.datetime):
         return f"timestamp({go_quote(_timestamp_string(value))})"
-    if isinstance(value, datetime.timedelta):
+    if isinstance(value, (datetime.timedelta, ExactDuration)):
         return f"duration({go_quote(_duration_string(value))})"
     return format_string(value)
 
@@ -151,9 +210,9 @@ def _format_list(values: list[Any]) -> str:
     return "[" + ", ".join(_member(v) for v in values) + "]"
 
 
-def _format_map(values: dict[Any, Any]) -> str:
+def _format_map(entries: list[tuple[Any, Any]]) -> str:
     pairs = []
-    for key, value in values.items():
+    for key, value in entries:
         if isinstance(key, str):
             key_text = go_quote(key)
         elif isinstance(key, (bool, int)):
@@ -348,4 +407,5 @@ def check_format(template: str, arg_types: list[str]) -> str | None:
     return None
 
 
+TYPES = (ExactDuration, MapEntries)
 OVERLOADS = (Overload("format", "string_format", ("string", "list(dyn)"), "string", format_, member=True),)
