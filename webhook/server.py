@@ -142,6 +142,7 @@ class ServerState:
 
 
 STATE = web.AppKey("infergate", ServerState)
+JSON = "application/json"
 
 
 # ---------------------------------------------------------------------------------------
@@ -302,9 +303,6 @@ def _judge_if_quick(state: ServerState, review: Review) -> None:
     if (admitter is not None and (state.executor is None or state.placement.on_loop(review.key, len(review.body)))
             and state.slot.unmet() is None):
         review.result = _judged_on_loop(state, admitter, review.admission, mutating=review.mutating, key=review.key)
-
-
-JSON = "application/json"
 
 
 def _without_client_certificate(request: web.Request) -> bool:
@@ -472,7 +470,10 @@ def _log_review(endpoint: str, admission: AdmissionRequest, result: AdmissionRes
         log.info("denied", extra={"fields": fields})
 
 
-def never_a_traceback(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def never_a_traceback(handler: Handler) -> Handler:
     """``handler``, answering its own failures with a ``metav1.Status`` (never a traceback).
 
     A wrapper per route rather than a middleware: aiohttp runs a middleware as two more

@@ -28,7 +28,7 @@ from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
 from webhook.cel.typenames import operator_error
-from webhook.cel.values import go_parse_float, go_parse_int, parse_duration, parse_rfc3339
+from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_duration, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {
@@ -302,8 +302,10 @@ def _to_string(value: Any) -> Any:
             return celtypes.StringType(bytes(value).decode("utf-8"))
         except UnicodeDecodeError:
             return error("invalid UTF-8 in bytes, cannot convert to string")
+    if isinstance(value, celtypes.TimestampType):  # in its own offset, a date-time field's (Go's location)
+        return celtypes.StringType(go_rfc3339_nano(value))
     if isinstance(value, (celtypes.StringType, celtypes.BoolType, celtypes.IntType, celtypes.UintType,
-                          celtypes.TimestampType, celtypes.DurationType)):
+                          celtypes.DurationType)):
         return celtypes.StringType(format_string(to_python(value)))
     return error(NO_SUCH_OVERLOAD)
 

@@ -20,7 +20,8 @@ the rewrite of Kubernetes library calls into what the C++ runtime evaluates.
   only where it keeps a program on the native fast path, see ``go_number_syntax``);
 * **hoist** (``hoist=True``): a library call on data selected from a variable
   (``quantity(self.memory)``) becomes a hidden variable the backend computes in Python
-  before the evaluation;
+  before the evaluation, and so is ``string(dyn(self.ts))``, a CRD rule's ``string()`` of a
+  date-time field (its offset, which cel-go prints, is in the Python value only);
 * **private**: any other library call becomes a call of the runtime env's ``@k8s.<name>``.
 
 Calling Python from cel-expr-python 0.1.3 leaks memory on every call, so all but the last
@@ -29,6 +30,7 @@ keep steady-state evaluation in C++.
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,7 +45,7 @@ from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
 from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
-from webhook.cel.values import go_parse_float, go_parse_int, parse_rfc3339
+from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
@@ -346,6 +348,9 @@ class Optimizer:
         if "duration_to_milliseconds" in ids:
             return self.duration_milliseconds(node, maybe_timestamp="timestamp_to_milliseconds" in ids)
         if call.function == "string" and _TIME_TO_STRING & set(ids):
+            hoisted = self.hoist_date_time_string(node) if self.hoist else None
+            if hoisted is not None:
+                return hoisted
             return self.go_time_string(node, only_time=set(ids) <= _TIME_TO_STRING)
         if self.hoist and call.function == "matches":
             hoisted = self.hoist_matches(node)
@@ -963,6 +968,28 @@ class Optimizer:
         hoisted.id = node.id
         return hoisted
 
+    def hoist_date_time_string(self, node: Any) -> Any | None:
+        """``string(dyn(x))``, how a CRD rule's ``string()`` of a date-time field reaches the
+        engine (``rewrite.py``), on selected data: printed in Python from the value, which
+        keeps the field's offset as cel-go's timestamp keeps its location ("...+01:00"); a
+        cel-cpp timestamp is an instant, printed in UTC. Any other value: the plain program."""
+        args = node.call_expr.args
+        if len(args) != 1 or len(self.hoists) >= len(HOIST_VARIABLES):
+            return None
+        marker = args[0]
+        if marker.WhichOneof("expr_kind") != "call_expr" or marker.call_expr.function != "dyn" \
+                or marker.call_expr.HasField("target") or len(marker.call_expr.args) != 1:
+            return None
+        extractor = self.extractor(marker.call_expr.args[0])
+        if extractor is None or extractor[0] != "path":
+            return None
+        variable = HOIST_VARIABLES[len(self.hoists)]
+        self.hoists.append(Hoist(variable, (_DATE_TIME_STRING,), (extractor,)))
+        self.refs.pop(node.id, None)
+        hoisted = self.ident(variable)
+        hoisted.id = node.id
+        return hoisted
+
     def private_call(self, candidates: list[Overload], args: list[Any]) -> Any:
         overload = candidates[0]
         extractors = [self.extractor(arg) for arg in args] if self.hoist else [None]
@@ -1038,6 +1065,16 @@ def _children(node: Any) -> list[Any]:
 
 
 _MATCHES = Overload("matches", "matches_string", ("string", "string"), "bool", regex_matches, member=True)
+
+
+def _date_time_string(value: Any) -> str:
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        raise LibraryError("not a timestamp with its offset")  # the plain program answers
+    return go_rfc3339_nano(value)
+
+
+_DATE_TIME_STRING = Overload("string", "timestamp_to_string", ("google.protobuf.Timestamp",), "string",
+                             _date_time_string)
 
 
 def _seconds(nanos: int) -> str:

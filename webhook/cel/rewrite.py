@@ -8,7 +8,10 @@ that plain CEL values cannot carry spelled out.
   its order, takes the other list's element for a shared key and appends the rest;
 - with ``optionalOldSelf``, ``oldSelf`` is an optional (the engine gets the value and a flag);
 - ``sum()`` of an empty list of durations or doubles is that type's zero (the engine sees the
-  values, not the schema, so an empty list's sum would be the int 0).
+  values, not the schema, so an empty list's sum would be the int 0);
+- ``string()`` of a date-time field, and a date-time argument of ``format``'s ``%s``, is spelled
+  ``string(dyn(x))``: the engine prints it from the value, in the field's own offset as cel-go
+  does (see ``optimize.hoist_date_time_string``).
 
 Rewrites are spliced into the original text by source span, so everything else stays verbatim.
 """
@@ -16,7 +19,8 @@ Rewrites are spliced into the original text by source span, so everything else s
 from __future__ import annotations
 
 from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Select, walk
+from webhook.cel.library.strings_format import clause_letters
+from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk
 from webhook.cel.types import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
@@ -54,6 +58,17 @@ class _Rewriter:
                     self.templates[node.id] = node.function
                 elif left is not None and node.function != "_+_" and _has_unordered_lists(left):
                     self.templates[node.id] = node.function
+            elif isinstance(node, Call) and node.function == "string" and node.target is None and len(node.args) == 1:
+                if self.is_date_time(node.args[0]):
+                    self.templates[node.id] = "date-time-string"
+            elif isinstance(node, Call) and node.function == "format" and isinstance(node.target, Literal) \
+                    and node.target.kind == "string" and len(node.args) == 1 and isinstance(node.args[0], CreateList):
+                # cel-go's %s of a timestamp is its string(): a date-time argument is printed so
+                # (any other clause rejects a timestamp at compile time, as before)
+                letters = clause_letters(node.target.value) or []
+                for letter, element in zip(letters, node.args[0].elements):
+                    if letter == "s" and self.is_date_time(element):
+                        self.templates[element.id] = "date-time-string"
             elif isinstance(node, Call) and node.function == "sum" and node.target is not None and not node.args:
                 items = self.decl_of(node.target)
                 if items is not None and items.kind == "list" and items.elem is not None \
@@ -61,6 +76,10 @@ class _Rewriter:
                     self.templates[node.id] = "typed-sum"
         # macro-generated nodes have no source span; nothing rewritten can hide inside one
         return bool(self.templates) and all(node_id in self.spans for node_id in self.templates)
+
+    def is_date_time(self, node: Expr) -> bool:
+        decl = self.decl_of(node)
+        return decl is not None and decl.kind == "timestamp" and decl.format == "date-time"
 
     def decl_of(self, node: Expr) -> DeclType | None:
         if node.id in self.decls:
@@ -97,6 +116,10 @@ class _Rewriter:
             items = self.render(node.target)
             zero = _SUM_ZERO[self.decl_of(node.target).elem.kind]  # type: ignore[union-attr]
             return f"(size({items}) == 0 ? {zero} : ({items}).sum())"
+        if kind == "date-time-string":
+            if isinstance(node, Call) and node.function == "string":  # string(x)
+                return f"string(dyn({self.render(node.args[0])}))"
+            return f"string(dyn({self._verbatim(node)}))"  # x, an argument of format's %s
         if kind is not None:
             assert isinstance(node, Call)
             left, right = (self.render(arg) for arg in node.args)

@@ -136,22 +136,37 @@ def _shape_error(value: Any, decl: DeclType | None) -> str | None:
 
 
 def parse_timestamp(text: str) -> datetime | None:
-    """RFC 3339 date-time (sub-second digits beyond microseconds are truncated)."""
+    """RFC 3339 date-time in its own offset, as Kubernetes reads a ``date-time`` field (kube-openapi's
+    strfmt.ParseDateTime: Go's time.Parse); sub-second digits beyond microseconds are truncated."""
     match = _DATETIME.match(text)
     if match is None:
         return None
     year, month, day, hour, minute, second, frac, zulu, sign, off_h, off_m = match.groups()
     micros = int((frac or "0")[:6].ljust(6, "0"))
-    if zulu:
-        tz = timezone.utc
-    else:
-        offset = timedelta(hours=int(off_h), minutes=int(off_m))
-        tz = timezone(-offset if sign == "-" else offset)
+    offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
+    # Go's time.Parse keeps the offset as the time's location (a zero offset is the apiserver's
+    # Local, UTC): comparisons and arithmetic see the instant, string() prints the offset
+    tz = timezone(-offset if sign == "-" else offset) if not zulu and offset else timezone.utc
     try:
         moment = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micros, tz)
-    except ValueError:
+        moment.astimezone(timezone.utc)  # the instant, too, must be within datetime's years
+    except (ValueError, OverflowError):
         return None
-    return moment.astimezone(timezone.utc)
+    return moment
+
+
+def go_rfc3339_nano(moment: datetime) -> str:
+    """Go's ``t.Format(time.RFC3339Nano)`` in the time's own offset, as cel-go's ``string()`` of a
+    timestamp prints it: the fraction without trailing zeros, ``Z`` for UTC, else ``+hh:mm``."""
+    text = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    offset = moment.utcoffset()
+    if not offset:
+        return text + "Z"
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{text}{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def parse_date(text: str) -> datetime | None:

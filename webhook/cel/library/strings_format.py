@@ -364,6 +364,27 @@ def format_(template: str, args: list[Any]) -> str:
     return "".join(out)
 
 
+def clause_letters(template: str) -> list[str] | None:
+    """The clause letter each argument of ``template.format(args)`` meets, in order (None for
+    a template ``format_`` refuses)."""
+    letters, i = [], 0
+    while i < len(template):
+        if template[i] != "%":
+            i += 1
+        elif template[i + 1 : i + 2] == "%":
+            i += 2
+        elif i + 1 >= len(template):
+            return None
+        else:
+            try:
+                read, _, letter = _clause(template[i + 1 :])
+            except (FormatError, IndexError):
+                return None
+            letters.append(letter)
+            i += 1 + read
+    return letters
+
+
 # --- compile-time validation of literal calls ----------------------------------------------
 
 _CLAUSE_TYPES = {
