@@ -267,6 +267,40 @@ def test_sum_min_max_of_a_dyn_list(engine, expression, value, expected):
 
 
 @pytest.mark.parametrize("expression, value, expected", [
+    # Kubernetes' library/lists.go isSorted on a dyn list: cel-go's dispatch tries the
+    # list(int), list(uint), ... overloads in order, each matching on the first element only
+    # (common/types.Type.isAssignableRuntimeType); none fits null, a map or a list:
+    # common/decls.MaybeNoSuchOverload names the function and the runtime type
+    ("self.isSorted()", [None], ("error", "no such overload: isSorted(list)")),
+    ("self.isSorted()", [{"a": 1}], ("error", "no such overload: isSorted(list)")),
+    ("self.isSorted()", [[1], [0]], ("error", "no such overload: isSorted(list)")),
+    ("[null].isSorted()", None, ("error", "no such overload: isSorted(list)")),  # checked as list(duration)
+    # an empty list fits the first overload; one element is never compared
+    ("self.isSorted()", [], ("value", True)),
+    ("self.isSorted()", [3], ("value", True)),
+    # the walk: a later element that is no traits.Comparer fails (types.MaybeNoSuchOverloadErr),
+    # the first pair whose Compare is IntOne ends it (false), and Compare of two other kinds is
+    # an error, which is no IntOne: the pair counts as sorted
+    ("self.isSorted()", [1, None], ("error", "no such overload")),
+    ("self.isSorted()", [1, None, 2, 1], ("error", "no such overload")),
+    ("self.isSorted()", [2, 1, None], ("value", False)),
+    ("self.isSorted()", [1, "a"], ("value", True)),
+    ("self.isSorted()", [2, "a", 1], ("value", True)),
+    ("self.isSorted()", ["b", 1, "a"], ("value", True)),
+    ("self.isSorted()", [True, 0], ("value", True)),
+    ("self.isSorted()", [2, 1.5], ("value", False)),  # numbers compare across kinds
+    ("self.isSorted()", [1, 1.5, 2], ("value", True)),
+    ("self.isSorted()", ["a", "b", "a"], ("value", False)),
+])
+def test_is_sorted_of_a_dyn_list(engine, expression, value, expected):
+    try:
+        got = ("value", evaluate(engine, expression, self=value))
+    except CelEvalError as err:
+        got = ("error", str(err))
+    assert got == expected
+
+
+@pytest.mark.parametrize("expression, value, expected", [
     # cel-go ext/strings.go: list_join's runtime guard checks the first element (list(string));
     # joinValSeparator refuses a later one with fmt's %v of it
     ("self.join()", [1, 2], ("error", "no such overload: join(list)")),
