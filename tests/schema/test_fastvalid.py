@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.fastvalid import compile_fast
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import ABSENT, compile_schema
 
