@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Small CRDs built in tests, one schema keyword at a time."""
+"""Small CRDs built in tests, one schema keyword at a time; paths into JSON values."""
 
 from __future__ import annotations
 
@@ -48,3 +48,14 @@ def create(reg: CRDRegistry, spec: Any, **meta: Any) -> Outcome:
 
 def errors(outcome: Outcome) -> list[str]:
     return [str(e) for e in outcome.errors]
+
+
+def json_paths(value: Any, prefix: tuple = ()):
+    """Every path into ``value`` (keys and indexes), ``()`` for the value itself first."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from json_paths(item, prefix + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from json_paths(item, prefix + (i,))

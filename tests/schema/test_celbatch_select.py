@@ -15,6 +15,7 @@ from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import BatchPlan, _InvalidData, _select
 
+from tests.schema.helpers import json_paths
 from tests.schema.test_schema_cel_batch import OBJECT_SUITES, SHARED, _outcome
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,22 +74,12 @@ _json = st.recursive(
     max_leaves=5)
 
 
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _paths(item, prefix + (i,))
-
-
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_generated_edits_of_the_examples(data):
     plan, obj = data.draw(st.sampled_from(PLANS))
     obj = copy.deepcopy(obj)
-    path = data.draw(st.sampled_from([p for p in _paths(obj) if p]))
+    path = data.draw(st.sampled_from([p for p in json_paths(obj) if p]))
     target = obj
     for step in path[:-1]:
         target = target[step]

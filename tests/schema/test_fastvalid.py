@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.fastvalid import compile_fast
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import ABSENT, compile_schema
 
+from tests.schema.helpers import json_paths
 from tests.schema.test_schema_cel_batch import OBJECT_SUITES, SHARED, _outcome
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,16 +95,6 @@ _json = st.recursive(
 )
 
 
-def _paths(value, prefix=()):
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _paths(item, prefix + (i,))
-
-
 _VALID = [obj for folder, obj in _examples() if folder == "valid"]
 
 
@@ -113,7 +103,7 @@ _VALID = [obj for folder, obj in _examples() if folder == "valid"]
 def test_generated_edits_of_valid_objects(data):
     obj = copy.deepcopy(data.draw(st.sampled_from(_VALID)))
     prepared, _ = REGISTRY.prepare("CREATE", obj, namespace=obj["metadata"].get("namespace"))
-    path = data.draw(st.sampled_from([p for p in _paths(prepared) if p]))
+    path = data.draw(st.sampled_from([p for p in json_paths(prepared) if p]))
     target = prepared
     for step in path[:-1]:
         target = target[step]

@@ -74,6 +74,49 @@ async def test_readyz_turns_green_when_the_chain_and_state_are_loaded(tmp_path):
         assert await task == 0
 
 
+async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delaying_readiness(tmp_path, monkeypatch):
+    """The pure-Python CEL backend (cel-go's answers where cel-cpp words its own) takes ~0.4 s
+    to build on first use: built after loading, in a thread, not by the first review that
+    needs it on the event loop."""
+    from webhook.cel import cel_expr
+
+    built, release = [], asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def warm_up() -> None:  # held until the test has seen /readyz green
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
+        built.append(True)
+
+    monkeypatch.setattr(cel_expr, "warm_up_fallback", warm_up)
+    url, session, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}))
+    try:
+        for _ in range(500):
+            async with session.get(url + "/readyz") as r:
+                if r.status == 200:
+                    break
+            await asyncio.sleep(0.01)
+        assert r.status == 200 and built == []  # ready while the fallback is still being built
+        release.set()
+        for _ in range(500):
+            if built:
+                break
+            await asyncio.sleep(0.01)
+        assert built == [True]
+    finally:
+        release.set()
+        stop.set()
+        await session.close()
+        assert await task == 0
+
+
+def test_warming_up_builds_the_fallback_backend():
+    code = ("from webhook.cel import cel_expr; cel_expr.warm_up_fallback(); "
+            "from webhook.cel import cel_python; print(cel_python._compile.cache_info().currsize)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+
+
 async def test_a_chain_that_cannot_load_is_reported_by_readyz(tmp_path):
     def broken(settings):
         raise FileNotFoundError("policies/ missing")

@@ -415,6 +415,15 @@ class CelExprProgram:
         return f"<CelExprProgram {self.expression!r}>"
 
 
+def warm_up_fallback() -> None:
+    """Build the pure-Python backend that ``_as_cel_go`` answers with: its parser takes
+    ~0.4 s to build on first use. The server calls this once its chain is loaded, off the
+    event loop, so that the first such evaluation does not stall the reviews behind it."""
+    from webhook.cel.cel_python import CelPythonEngine
+
+    CelPythonEngine().compile("true", ())
+
+
 def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> dict[str, Any] | None:
     """The hidden variables' values, or None when any selection or call would fail."""
     values, results = {}, {}

@@ -19,10 +19,10 @@ from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
-from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk

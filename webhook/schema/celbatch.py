@@ -39,6 +39,7 @@ from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_
 from webhook.cel.escaping import RESERVED_SYMBOLS
 from webhook.cel.types import DeclType, decl_type
 from webhook.cel.values import invalid_reads, to_cel
+from webhook.schema.codegen import NodeCodegen
 from webhook.schema.structural import Node
 
 _VAR = "__cb"  # prefix of the program's own comprehension variables
@@ -169,33 +170,21 @@ def _select(site: _Site, value: Any) -> Any:
     return to_cel(value, decl)
 
 
-class _SelectCodegen:
+class _SelectCodegen(NodeCodegen):
     """``_select`` written out for one plan: a function per site, its reads, conversions and
     children inline (the generic walk looks each of them up on every object)."""
 
+    prefix = "_s"
+
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {"_InvalidData": _InvalidData, "_valid": _valid, "_surely_valid": _surely_valid,
-                                      "invalid_reads": invalid_reads, "to_cel": to_cel}
-        self.lines: list[str] = []
-        self.functions: dict[int, str] = {}
-
-    def value(self, value: Any) -> str:
-        name = f"_k{len(self.names)}"
-        self.names[name] = value
-        return name
-
-    def function(self, site: _Site) -> str:
-        name = self.functions.get(id(site))
-        if name is None:
-            name = self.functions[id(site)] = f"_s{len(self.functions)}"
-            self.lines.extend(self.site(site, name))
-        return name
+        super().__init__({"_InvalidData": _InvalidData, "_valid": _valid, "_surely_valid": _surely_valid,
+                          "invalid_reads": invalid_reads, "to_cel": to_cel})
 
     def convert(self, value: str, decl: DeclType | None) -> str:
         """``to_cel(value, decl)``, or the value itself where that is what it returns."""
         return value if decl is None or decl.plain else f"to_cel({value}, {self.value(decl)})"
 
-    def site(self, site: _Site, name: str) -> list[str]:
+    def define(self, site: _Site, name: str) -> list[str]:
         decl, me = site.decl, self.value(site)
         if site.read is None:
             return [f"def {name}(v):",
@@ -244,14 +233,10 @@ class _SelectCodegen:
 def compile_select(root: _Site) -> Any:
     """``_select(root, value)`` as one generated function (the generic walk where the plan
     cannot be written out: nested past Python's limits)."""
-    generator = _SelectCodegen()
     try:
-        entry = generator.function(root)
-        namespace = dict(generator.names)
-        exec(compile("\n".join(generator.lines), "<schema rules selection>", "exec"), namespace)  # noqa: S102
+        return _SelectCodegen().build(root, "<schema rules selection>")
     except (RecursionError, SyntaxError, MemoryError):
         return lambda value: _select(root, value)
-    return namespace[entry]
 
 
 # Python types a JSON value of each CEL kind has when it fits its schema (a stricter check than

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from webhook.schema.codegen import NodeCodegen, surely
 from webhook.schema.openapi import _enum_matches
 from webhook.schema.structural import Node, fits_type
 
@@ -28,26 +29,15 @@ _JSON_TYPES = (str, bool, int, float, list, dict)
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
 
-class _Codegen:
+class _Codegen(NodeCodegen):
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {"_enum_matches": _enum_matches}
-        self.lines: list[str] = []
-        self.tables: list[str] = []
-        self.functions: dict[int, str] = {}  # id(node) -> its function's name
+        super().__init__({"_enum_matches": _enum_matches})
+        self.tables: list[str] = []  # module-level lookup tables, after the functions
 
-    def value(self, value: Any) -> str:
-        name = f"_k{len(self.names)}"
-        self.names[name] = value
-        return name
+    def source(self) -> str:
+        return "\n".join(self.lines + self.tables)
 
-    def function(self, node: Node) -> str:
-        name = self.functions.get(id(node))
-        if name is None:
-            name = self.functions[id(node)] = f"_n{len(self.functions)}"
-            self.lines.extend(self.node(node, name))
-        return name
-
-    def node(self, node: Node, name: str) -> list[str]:
+    def define(self, node: Node, name: str) -> list[str]:
         """The function for ``node``: the walk's checks in its order, False on the first doubt."""
         if node.has_combinators:
             return [f"def {name}(v):", "    return False"]
@@ -193,20 +183,7 @@ def _number_check(node: Node) -> Callable[[Any], bool]:
 def compile_fast(root: Node) -> Callable[[Any], bool] | None:
     """``root``'s predicate: True when ``SchemaValidator(root).validate`` surely finds nothing;
     None when the schema cannot be written as one (nested past Python's limits)."""
-    generator = _Codegen()
     try:
-        entry = generator.function(root)
-        source = "\n".join(generator.lines + generator.tables)
-        namespace = dict(generator.names)
-        exec(compile(source, "<schema fast path>", "exec"), namespace)  # noqa: S102  (source generated above)
+        return surely(_Codegen().build(root, "<schema fast path>"))
     except (RecursionError, SyntaxError, MemoryError):
         return None
-    function = namespace[entry]
-
-    def passes(value: Any) -> bool:
-        try:
-            return function(value) is True
-        except RecursionError:  # nesting past the stack: the walk answers (iteratively where it must)
-            return False
-
-    return passes

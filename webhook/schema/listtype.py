@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from webhook.gofmt import go_json
 from webhook.schema import fielderrors as fe
+from webhook.schema.codegen import NodeCodegen, surely
 from webhook.schema.structural import Node
 
 _UNSPECIFIED = object()
@@ -130,20 +131,11 @@ def _objects(items: list) -> bool:
     return all(type(item) is dict for item in items)
 
 
-class _Codegen:
+class _Codegen(NodeCodegen):
     def __init__(self) -> None:
-        self.names: dict[str, Any] = {"_distinct": _distinct, "_distinct_keys": _distinct_keys, "_objects": _objects}
-        self.lines: list[str] = []
-        self.functions: dict[int, str] = {}  # id(node) -> its function's name
+        super().__init__({"_distinct": _distinct, "_distinct_keys": _distinct_keys, "_objects": _objects})
 
-    def function(self, node: Node) -> str:
-        name = self.functions.get(id(node))
-        if name is None:
-            name = self.functions[id(node)] = f"_n{len(self.functions)}"
-            self.lines.extend(self.node(node, name))
-        return name
-
-    def node(self, node: Node, name: str) -> list[str]:
+    def define(self, node: Node, name: str) -> list[str]:
         """The function for ``node``: what the walk checks there, False on the first doubt."""
         body = ["t = type(v)"]
         array = self.array(node)
@@ -187,19 +179,7 @@ def _never(value: Any) -> bool:
 def surely_unique(root: Node) -> Callable[[Any], bool]:
     """``root``'s predicate: True when ``validate_list_types(root, value)`` surely finds
     nothing; never True for a schema it cannot write (nested past Python's limits)."""
-    generator = _Codegen()
     try:
-        entry = generator.function(root)
-        namespace = dict(generator.names)
-        exec(compile("\n".join(generator.lines), "<list types fast path>", "exec"), namespace)  # noqa: S102
+        return surely(_Codegen().build(root, "<list types fast path>"))
     except (RecursionError, SyntaxError, MemoryError):
         return _never
-    function = namespace[entry]
-
-    def passes(value: Any) -> bool:
-        try:
-            return function(value) is True
-        except RecursionError:  # nesting past the stack: the walk answers
-            return False
-
-    return passes
