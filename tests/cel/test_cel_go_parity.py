@@ -503,6 +503,18 @@ def test_text_with_a_nul_reaches_cel_whole(engine, expression, expected):
     assert evaluate(engine, expression, self=_NUL_TEXT) == expected
 
 
+def _nested(depth, value):
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("value", [{1: "a\x00"}, _nested(300, "a\x00")])
+def test_text_with_a_nul_in_values_json_cannot_spell(engine, value):
+    # (an int key, nesting past orjson's 255 levels: the values are walked instead)
+    assert evaluate(engine, "self", self=value) == value
+
+
 def test_a_library_result_with_a_nul_reaches_cel_whole(engine):
     # (a Python library function's result: the C++ runtime takes it as a StringValue)
     assert evaluate(engine, "['a\\x00%d'.format([self]), 'b\\x00%s'.format([self])] == ['a\\x001', 'b\\x001'] "

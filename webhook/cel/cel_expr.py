@@ -336,6 +336,10 @@ class CelExprProgram:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())
             if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
                 raise CelCostExceeded()
+        # text with a NUL: see ``env.cut_by_runtime`` (hoisted results cross whole: ``to_runtime``)
+        cut = activation.cut_by_runtime(self.reads) if shared else cut_by_runtime(activation.values())
+        if cut and self._python_program() is not None:
+            return self._on_python(given, cost_limit)
         program = self._program
         if self._hoists:
             if shared:  # the hidden variables differ per program: this one gets its own data
@@ -345,9 +349,6 @@ class CelExprProgram:
                 program = self._fallback
             else:
                 activation = {**activation, **values}
-        cut = activation.cut_by_runtime(self.reads) if shared else cut_by_runtime(activation.values())
-        if cut and self._python_program() is not None:  # text with a NUL: see ``env.cut_by_runtime``
-            return self._on_python(given, cost_limit)
         if shared:
             result = self._eval_on(program, activation.activation(self._env))
         else:

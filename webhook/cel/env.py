@@ -124,7 +124,7 @@ def is_library_message(value: Any) -> bool:
 def to_runtime(value: Any) -> Any:
     """A library function's Python result as the C++ runtime takes it."""
     if type(value) in _PLAIN:
-        return _whole_text(value) if type(value) is str else value
+        return _whole_text(value)
     return _rebuild(value, _runtime_leaf, optional_as_list=True, key_of=_same)
 
 
@@ -133,15 +133,16 @@ def _same(value: Any) -> Any:
 
 
 def _runtime_leaf(value: Any) -> Any:
-    if type(value) is str:
-        return _whole_text(value)
-    return to_message(value) if isinstance(value, OpaqueValue) else value
+    return to_message(value) if isinstance(value, OpaqueValue) else _whole_text(value)
 
 
-def _whole_text(text: str) -> Any:
+def _whole_text(value: Any) -> Any:
     """A string with a NUL as a ``google.protobuf.StringValue``, which the C++ runtime takes
-    whole and reads as a string (cel-expr-python cuts a Python str at its first NUL)."""
-    return wrappers_pb2.StringValue(value=text) if "\x00" in text else text
+    whole and reads as a string (cel-expr-python cuts a Python str at its first NUL; no
+    library function returns bytes)."""
+    if type(value) is str and "\x00" in value:
+        return wrappers_pb2.StringValue(value=value)
+    return value
 
 
 _PLAIN = {bool, int, float, str, bytes, type(None)}
@@ -174,8 +175,8 @@ def cut_by_runtime(values: Iterable[Any]) -> bool:
     alarm, and only costs the slower exact answer)."""
     values = list(values)
     try:
-        text = orjson.dumps(values, default=_text_of, option=orjson.OPT_NON_STR_KEYS)
-    except orjson.JSONEncodeError:  # nested past orjson's 255 levels, integers past 64 bits
+        text = orjson.dumps(values, default=_text_of)
+    except orjson.JSONEncodeError:  # keys other than strings, nesting past orjson's 255 levels, integers past 64 bits
         return _holds_nul(values)
     return b"\\u0000" in text
 
