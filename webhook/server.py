@@ -142,7 +142,7 @@ class ServerState:
 
 
 STATE = web.AppKey("infergate", ServerState)
-JSON = "application/json"
+JSON_MEDIA_TYPE = "application/json"
 
 
 # ---------------------------------------------------------------------------------------
@@ -217,7 +217,8 @@ def status_body(code: int, reason: str, message: str) -> bytes:
 
 
 def _error_response(err: BadReview) -> web.Response:
-    return web.Response(status=err.code, body=status_body(err.code, err.reason, err.message), content_type="application/json")
+    return web.Response(status=err.code, body=status_body(err.code, err.reason, err.message),
+                        content_type=JSON_MEDIA_TYPE)
 
 
 # ---------------------------------------------------------------------------------------
@@ -261,7 +262,7 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
         if state.config.client_certificates and _without_client_certificate(request):
             raise BadReview(401, "Unauthorized", "a client certificate signed by the configured client CA is required")
         # The apiserver sends exactly "application/json": compared as is before parsing.
-        if request.headers.get(hdrs.CONTENT_TYPE) != JSON and request.content_type != JSON:
+        if request.headers.get(hdrs.CONTENT_TYPE) != JSON_MEDIA_TYPE and request.content_type != JSON_MEDIA_TYPE:
             raise BadReview(415, "UnsupportedMediaType", f"content type must be application/json, got {request.content_type!r}")
         if request.content_length is not None and request.content_length > state.config.max_body_bytes:
             raise BadReview(413, "RequestEntityTooLarge", _too_large(state.config.max_body_bytes))
@@ -287,7 +288,7 @@ async def _review(request: web.Request, *, mutating: bool) -> web.Response:
     elapsed = time.perf_counter() - started
     state.metrics.review_answered(endpoint, review.key[1], admission.operation, result.allowed, elapsed)
     _log_review(endpoint, admission, result, elapsed, mutating=mutating)
-    return web.Response(body=body, content_type=JSON)
+    return web.Response(body=body, content_type=JSON_MEDIA_TYPE)
 
 
 def _decode(state: ServerState, review: Review) -> None:
@@ -490,14 +491,14 @@ def never_a_traceback(handler: Handler) -> Handler:
         except Exception:
             log.exception("unhandled error", extra={"fields": {"path": request.path}})
             return web.Response(status=500, body=status_body(500, "InternalError", "internal error (see the webhook's logs)"),
-                                content_type=JSON)
+                                content_type=JSON_MEDIA_TYPE)
 
     return answered
 
 
 def _http_error(code: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=code, body=status_body(code, reason.replace(" ", ""), reason), content_type=JSON,
-                        headers=headers)
+    return web.Response(status=code, body=status_body(code, reason.replace(" ", ""), reason),
+                        content_type=JSON_MEDIA_TYPE, headers=headers)
 
 
 @never_a_traceback

@@ -225,6 +225,18 @@ def test_an_optional_old_self_is_counted_as_an_optional() -> None:
     assert RUNTIME_CEL_COST_BUDGET - update.remaining == 3 + 4
 
 
+def test_the_message_of_an_optional_old_self_rule_is_counted_with_an_optional() -> None:
+    schema = {"type": "string", "x-kubernetes-validations": [
+        {"rule": "!oldSelf.hasValue()", "optionalOldSelf": True,
+         "messageExpression": "oldSelf.hasValue() ? 'changed' : self + self + self + self"}]}
+    rules = compile_schema_rules(schema, is_root=False, path="")
+    budget = CostBudget()
+    assert [r.message for r in rules.evaluate("b", "a", budget=budget)] == ["changed"]
+    # the rule: oldSelf 1, hasValue() 1, ! 1; the message: oldSelf 1, hasValue() 1 (the estimate
+    # would charge the other branch too)
+    assert RUNTIME_CEL_COST_BUDGET - budget.remaining == 3 + 2
+
+
 @pytest.mark.parametrize(("expression", "value", "cost"), [
     ("self.?a.orValue('x') == 'x'", {}, 1 + 1 + 1),             # self, .?a, == (orValue: no charge)
     ("self.?a.orValue('x') == 'x'", {"a": "x"}, 1 + 1 + 1),

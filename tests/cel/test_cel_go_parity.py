@@ -5,12 +5,14 @@ reference: ext/lists.go, common/decls, common/types, Kubernetes' library/lists.g
 import datetime
 
 import pytest
+import yaml
 
 from webhook.cel import CelCompileError, CelEvalError, get_engine
 from webhook.cel.checker import check
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.syntax import parse
 from webhook.cel.types import INT
+from webhook.schema import CRDRegistry
 
 ENGINES = ["cel-expr", "cel-python"]
 
@@ -263,6 +265,40 @@ def test_sum_min_max_of_a_dyn_list(engine, expression, value, expected):
 
 
 @pytest.mark.parametrize("expression, value, expected", [
+    # Kubernetes' library/lists.go isSorted on a dyn list: cel-go's dispatch tries the
+    # list(int), list(uint), ... overloads in order, each matching on the first element only
+    # (common/types.Type.isAssignableRuntimeType); none fits null, a map or a list:
+    # common/decls.MaybeNoSuchOverload names the function and the runtime type
+    ("self.isSorted()", [None], ("error", "no such overload: isSorted(list)")),
+    ("self.isSorted()", [{"a": 1}], ("error", "no such overload: isSorted(list)")),
+    ("self.isSorted()", [[1], [0]], ("error", "no such overload: isSorted(list)")),
+    ("[null].isSorted()", None, ("error", "no such overload: isSorted(list)")),  # checked as list(duration)
+    # an empty list fits the first overload; one element is never compared
+    ("self.isSorted()", [], ("value", True)),
+    ("self.isSorted()", [3], ("value", True)),
+    # the walk: a later element that is no traits.Comparer fails (types.MaybeNoSuchOverloadErr),
+    # the first pair whose Compare is IntOne ends it (false), and Compare of two other kinds is
+    # an error, which is no IntOne: the pair counts as sorted
+    ("self.isSorted()", [1, None], ("error", "no such overload")),
+    ("self.isSorted()", [1, None, 2, 1], ("error", "no such overload")),
+    ("self.isSorted()", [2, 1, None], ("value", False)),
+    ("self.isSorted()", [1, "a"], ("value", True)),
+    ("self.isSorted()", [2, "a", 1], ("value", True)),
+    ("self.isSorted()", ["b", 1, "a"], ("value", True)),
+    ("self.isSorted()", [True, 0], ("value", True)),
+    ("self.isSorted()", [2, 1.5], ("value", False)),  # numbers compare across kinds
+    ("self.isSorted()", [1, 1.5, 2], ("value", True)),
+    ("self.isSorted()", ["a", "b", "a"], ("value", False)),
+])
+def test_is_sorted_of_a_dyn_list(engine, expression, value, expected):
+    try:
+        got = ("value", evaluate(engine, expression, self=value))
+    except CelEvalError as err:
+        got = ("error", str(err))
+    assert got == expected
+
+
+@pytest.mark.parametrize("expression, value, expected", [
     # cel-go ext/strings.go: list_join's runtime guard checks the first element (list(string));
     # joinValSeparator refuses a later one with fmt's %v of it
     ("self.join()", [1, 2], ("error", "no such overload: join(list)")),
@@ -421,6 +457,64 @@ def test_int_of_a_computed_string_keeps_the_native_fast_path():
 ])
 def test_numeric_conversions_overflow_as_cel_go(engine, expression, value, message):
     assert error_of(engine, expression, self=value) == message
+
+
+# Go strings hold any byte: a NUL in a key or a value is text like any other (a JSON object
+# under x-kubernetes-preserve-unknown-fields can carry any key). cel-expr-python 0.1.3 cuts
+# Python text at its first NUL, so those evaluations are the pure-Python backend's.
+_NUL_TEXT = {"\x00abc": 1, "a\x00b": ["\x00", b"\x00z"], "k": {"\x01\x00": "x\x00y"}}
+
+
+@pytest.mark.parametrize("expression, expected", [
+    ("self", _NUL_TEXT),
+    ("self.map(k, k)", list(_NUL_TEXT)),
+    ("'\\x00abc' in self && self['a\\x00b'][0] == '\\x00' && self.k['\\x01\\x00'] == 'x\\x00y'", True),
+    ("[size(self['a\\x00b'][0]), size(self['a\\x00b'][1]), size(self.k['\\x01\\x00'])]", [1, 2, 3]),
+    ("self.all(k, size(k) >= 1) && self.exists(k, k.startsWith('\\x00'))", True),
+])
+def test_text_with_a_nul_reaches_cel_whole(engine, expression, expected):
+    assert evaluate(engine, expression, self=_NUL_TEXT) == expected
+
+
+def test_a_library_result_with_a_nul_reaches_cel_whole(engine):
+    # (a Python library function's result: the C++ runtime takes it as a StringValue)
+    assert evaluate(engine, "['a\\x00%d'.format([self]), 'b\\x00%s'.format([self])] == ['a\\x001', 'b\\x001'] "
+                    "&& size('a\\x00%d'.format([self])) == 3", self=1) is True
+    assert evaluate(engine, "{'a\\x00%d'.format([self]): 'b\\x00%s'.format([self])}", self=1) == {"a\x001": "b\x001"}
+
+
+def test_text_with_a_nul_reaches_cel_whole_from_shared_bindings():
+    """(``bind``: values shared by many programs, the default engine's only)"""
+    engine = get_engine("cel-expr")
+    bindings = engine.bind({"object": {"\x00abc": "\x00"}, "other": "plain"})
+    for expression, expected in (("object", {"\x00abc": "\x00"}), ("other + '!'", "plain!"),
+                                 ("object.map(k, size(k) + size(object[k]))", [5])):
+        program = engine.compile(expression, ["object", "other"])
+        assert program.evaluate(bindings) == expected
+
+
+def test_a_crd_rule_reads_unknown_fields_as_the_apiserver_decodes_them(tmp_path):
+    """A map of any JSON values: keys with a NUL stay whole; integers past int64 are float64 (the apiserver's JSON decoding:
+    json.Number as int64 when it fits, else float64), and CEL sees them as doubles."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {
+                         "type": "object", "additionalProperties": {"x-kubernetes-preserve-unknown-fields": True},
+                         "x-kubernetes-validations": [
+                             {"rule": "'\\x00abc' in self && self.exists(k, size(k) == 4 && k.startsWith('\\x00'))"},
+                             {"rule": "type(self.big) == double && self.big == 9223372036854775808.0"},
+                             {"rule": "self.all(k, k == 'big')", "messageExpression": "'keys: ' + self.map(k, k).join(',')"},
+                         ]}}}}}]}}
+    (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
+    registry = CRDRegistry.load([tmp_path])
+    obj = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "a", "namespace": "default"},
+           "spec": {"\x00abc": 1, "big": 2**63}}
+    outcome = registry.handle("CREATE", obj)
+    assert [str(e) for e in outcome.errors] == ["spec: Invalid value: keys: \x00abc,big"]
 
 
 # --- CRD rules: the schema's types and the CRD-creation checks --------------------------------------

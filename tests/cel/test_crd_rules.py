@@ -98,6 +98,16 @@ def test_optional_old_self_runs_on_create_too() -> None:
     assert failures(node, {"url": "later"}, {"url": "init-x"}) == []
 
 
+def test_the_message_of_an_optional_old_self_rule_sees_oldself_as_an_optional() -> None:
+    """Kubernetes compiles a rule's messageExpression in the rule's environment."""
+    node = rules({"rule": "!oldSelf.hasValue() || self.url == oldSelf.value().url", "optionalOldSelf": True,
+                  "messageExpression": "oldSelf.hasValue() ? 'url was ' + oldSelf.value().url : 'new'"})
+    assert failures(node, {"url": "b"}, {"url": "a"})[0].message == "url was a"
+    with pytest.raises(CrdRuleError) as caught:
+        rules({"rule": "oldSelf.hasValue()", "optionalOldSelf": True, "messageExpression": "'was ' + oldSelf.url"})
+    assert "messageExpression compilation failed" in caught.value.errors[0]
+
+
 def test_escaped_property_names() -> None:
     node = rules({"rule": "self.foo__dash__bar == 'fb'"})
     assert failures(node, {"foo-bar": "fb"}) == []

@@ -39,6 +39,16 @@ async def start(tmp_path: Path, loader, **settings):
     return f"https://localhost:{ports[0]}", session, stop, task
 
 
+async def until_ready(session: aiohttp.ClientSession, url: str, seconds: float = 5.0) -> int:
+    """/readyz's status once it is 200, or when ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
+    while True:
+        async with session.get(url + "/readyz") as r:
+            if r.status == 200 or time.monotonic() > deadline:
+                return r.status
+        await asyncio.sleep(0.01)
+
+
 async def test_readyz_turns_green_when_the_chain_and_state_are_loaded(tmp_path):
     loaded = asyncio.Event()
     state_synced = [False]
@@ -90,12 +100,8 @@ async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delayi
     monkeypatch.setattr(cel_expr, "warm_up_fallback", warm_up)
     url, session, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}))
     try:
-        for _ in range(500):
-            async with session.get(url + "/readyz") as r:
-                if r.status == 200:
-                    break
-            await asyncio.sleep(0.01)
-        assert r.status == 200 and built == []  # ready while the fallback is still being built
+        assert await until_ready(session, url) == 200
+        assert built == []  # ready while the fallback is still being built
         release.set()
         for _ in range(500):
             if built:
@@ -167,12 +173,7 @@ async def test_client_ca_file_guards_reviews_and_leaves_probes_open(tmp_path):
     ctx.load_cert_chain(*identity)
     apiserver = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
     try:
-        for _ in range(200):
-            async with kubelet.get(url + "/readyz") as r:
-                if r.status == 200:
-                    break
-            await asyncio.sleep(0.02)
-        assert r.status == 200
+        assert await until_ready(kubelet, url) == 200
         async with kubelet.get(url + "/healthz") as r:
             assert r.status == 200
         async with kubelet.post(url + "/validate", json=review(MODEL)) as r:
@@ -246,11 +247,7 @@ async def test_sigterm_drains_first_answering_reviews_while_readyz_fails(tmp_pat
     kept-alive connections to it) while /readyz fails, so endpoints drop it before it closes."""
     url, session, stop, task = await start(tmp_path, lambda settings: (ScriptedAdmitter(), {}), shutdown_delay=1.0)
     try:
-        for _ in range(200):
-            async with session.get(url + "/readyz") as r:
-                if r.status == 200:
-                    break
-            await asyncio.sleep(0.01)
+        assert await until_ready(session, url) == 200
         stop.set()
         await asyncio.sleep(0.1)
         assert not task.done()

@@ -1,8 +1,9 @@
 """AdmissionReview (admission.k8s.io/v1 and v1beta1): the typed edge with the apiserver.
 
-The server decodes a request body into :class:`AdmissionReview`, hands
-:class:`AdmissionRequest` to the admission chain and encodes the chain's answer with
-:func:`response_review`, in the apiVersion the apiserver asked for.
+The server checks a request body's envelope (apiVersion, kind, request, uid), decodes its
+request into :class:`AdmissionRequest` for the admission chain and encodes the chain's
+answer with :func:`response_review`, in the apiVersion the apiserver asked for.
+:class:`AdmissionReview` is the whole body as a model, for tools and tests.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker import Checked
-from webhook.cel.types import DYN as _DYN
+from webhook.cel.cost import LIST_CREATE, MAP_CREATE, REGEX_LENGTH, STRING_TRAVERSAL
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
 from webhook.cel.library.base import NONE, OptionalValue
@@ -42,14 +42,12 @@ from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
 from webhook.cel.optimize import select_overload
-from webhook.cel.values import go_parse_int, parse_duration, parse_rfc3339
 from webhook.cel.syntax import (
     Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
 )
+from webhook.cel.types import DYN
+from webhook.cel.values import go_parse_int, parse_duration, parse_rfc3339
 
-STRING_TRAVERSAL = 0.1   # common.StringTraversalCostFactor
-REGEX_LENGTH = 0.25      # common.RegexStringLengthCostFactor
-LIST_CREATE, MAP_CREATE = 10, 30
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -86,6 +84,8 @@ class Counted:
 
 
 class _Frame:
+    """One count's state: the activation, the comprehension variables in scope, the cost so far."""
+
     __slots__ = ("activation", "locals", "cost", "limit")
 
     def __init__(self, activation: Mapping[str, Any], limit: int) -> None:
@@ -465,7 +465,6 @@ def _optional_call(name: str, implementation: Callable[[OptionalValue], Any]) ->
     return call
 
 
-# standard and extension functions over plain values: (function, arity) -> (args) -> (overload, value)
 def _strings(*values: Any) -> bool:
     return all(type(value) is str for value in values)
 
@@ -521,6 +520,7 @@ def _lists_range(args: list) -> tuple[str, Any]:
     return "lists_range", list(range(max(args[0], 0)))
 
 
+# standard and extension functions over plain values: (function, arity) -> (args) -> (overload, value)
 _MEMBER: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("startsWith", 2): _string_call("startsWith", str.startswith, "starts_with_string"),
     ("endsWith", 2): _string_call("endsWith", str.endswith, "ends_with_string"),
@@ -571,7 +571,7 @@ _GLOBAL: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("optional.of", 1): lambda args: ("optional_of", OptionalValue.of(args[0])),
     ("optional.none", 0): lambda args: ("optional_none", NONE),
     ("optional.ofNonZeroValue", 1): lambda args: ("optional_ofNonZeroValue",
-                                                  NONE if ext._zero(args[0]) else OptionalValue.of(args[0])),
+                                                  ext.FUNCTIONS["optional.ofNonZeroValue"](args[0])),
     ("strings.quote", 1): _string_call("strings.quote", ext.quote, "strings_quote"),
     ("sets.contains", 2): _list_call("sets.contains", ext.sets_contains, "list_sets_contains_list"),
     ("sets.intersects", 2): _list_call("sets.intersects", ext.sets_intersects, "list_sets_intersects_list"),
@@ -665,7 +665,7 @@ class _Compiler:
 
     def ident(self, e: Ident, scope: frozenset[str]) -> Step:
         name = e.name
-        if name not in scope and name in _TYPE_IDENTS and self.checked.types.get(e.id, _DYN).kind == "type":
+        if name not in scope and name in _TYPE_IDENTS and self.checked.types.get(e.id, DYN).kind == "type":
             value = CelTypeValue(name)  # a type name: a constant
             return lambda f: value
         if name in scope:
@@ -874,10 +874,10 @@ class _Compiler:
                 if not values:
                     return lambda f: False
 
-                def member(f: _Frame) -> Any:  # a set membership test: no call cost
+                def in_constant_list(f: _Frame) -> Any:  # a set membership test: no call cost
                     value = item(f)
                     return value if isinstance(value, Error) else _in(value, values)[1]
-                return member
+                return in_constant_list
         steps = [self.compile(n, scope) for n in nodes]
         overload_ids = self.checked.overloads.get(e.id, ())
         apply = self.implementation(function, member, len(nodes), overload_ids)

@@ -23,7 +23,7 @@ from webhook.cel.declarations import TYPE_IDENTS, functions
 from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
 from webhook.cel.typenames import operator_error
 from webhook.cel.types import DYN
-from webhook.cel.env import from_runtime, new_env, runtime_env, to_runtime
+from webhook.cel.env import cut_by_runtime, from_runtime, new_env, runtime_env, to_runtime
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
@@ -239,12 +239,13 @@ class Bindings(dict):
     built for these values on the first evaluation. The values must not change once bound:
     new values make new ``Bindings``."""
 
-    __slots__ = ("_activation", "_sizes")
+    __slots__ = ("_activation", "_sizes", "_cut")
 
     def __init__(self, values: Mapping[str, Any] = ()) -> None:
         super().__init__(values)
         self._activation: cel.Activation | None = None
         self._sizes: dict[str, tuple[int, int]] = {}
+        self._cut: dict[str, bool] = {}
 
     def activation(self, env: cel.Env) -> cel.Activation:
         if self._activation is None:
@@ -261,13 +262,24 @@ class Bindings(dict):
             longest_list, longest_string = max(longest_list, size[0]), max(longest_string, size[1])
         return longest_list, longest_string
 
+    def cut_by_runtime(self, names: Iterable[str]) -> bool:
+        """Whether a named value holds text the C++ runtime would cut (``env.cut_by_runtime``),
+        each value looked at once."""
+        for name in names:
+            cut = self._cut.get(name)
+            if cut is None:
+                cut = self._cut[name] = name in self and cut_by_runtime((self[name],))
+            if cut:
+                return True
+        return False
+
 
 class CelExprProgram:
     """A compiled expression: one C++ program, plus, when library calls read selected data,
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact")
 
     def __init__(
         self,
@@ -298,6 +310,7 @@ class CelExprProgram:
         self.reads = reads  # the variables the program reads
         self.native = native  # the same program as generated Python, when it fits (``native``)
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``_as_cel_go``
+        self._exact: Any = None  # ``_python_program``
 
     @property
     def hoisted_calls(self) -> int:
@@ -332,6 +345,9 @@ class CelExprProgram:
                 program = self._fallback
             else:
                 activation = {**activation, **values}
+        cut = activation.cut_by_runtime(self.reads) if shared else cut_by_runtime(activation.values())
+        if cut and self._python_program() is not None:  # text with a NUL: see ``env.cut_by_runtime``
+            return self._on_python(given, cost_limit)
         if shared:
             result = self._eval_on(program, activation.activation(self._env))
         else:
@@ -360,15 +376,26 @@ class CelExprProgram:
         cel-go names the field, key or runtime types, or answers (``has()`` of a scalar's field
         is false, ``null.?f`` is optional.none()). The pure-Python backend follows cel-go
         there: it answers these rare evaluations, under the same cost limit."""
+        if self._python_program() is None:
+            raise _eval_error(message)
+        return self._on_python(activation, cost_limit)
+
+    def _python_program(self) -> Any:
+        """The same expression on the pure-Python backend (compiled when first needed), or
+        None where that backend cannot compile it."""
         from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
 
-        try:
-            program = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
-        except CelCompileError:
-            raise _eval_error(message) from None
+        if self._exact is None:
+            try:
+                self._exact = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
+            except CelCompileError:
+                self._exact = False
+        return self._exact or None
+
+    def _on_python(self, activation: Mapping[str, Any], cost_limit: int | None) -> Any:
         data = {name: activation[self._rename.get(name, name)] for name in self._declared
                 if self._rename.get(name, name) in activation}
-        return program.evaluate(data, cost_limit=cost_limit)
+        return self._python_program().evaluate(data, cost_limit=cost_limit)
 
     @staticmethod
     def _eval(program: cel.Expression, activation: Mapping[str, Any]) -> cel.Value:

@@ -21,8 +21,8 @@ from webhook.cel.syntax import (
 from webhook.cel.types import CelType, DeclType
 
 MAX = 2**64 - 1
-STRING_TRAVERSAL = 0.1
-REGEX_LENGTH = 0.25
+STRING_TRAVERSAL = 0.1  # common.StringTraversalCostFactor
+REGEX_LENGTH = 0.25     # common.RegexStringLengthCostFactor
 LIST_CREATE = 10
 MAP_CREATE = 30
 STRUCT_CREATE = 40

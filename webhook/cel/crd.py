@@ -14,15 +14,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
-from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
@@ -167,12 +166,19 @@ class CompiledRule:
 
     def count(self, activation: Mapping[str, Any]) -> Counted | None:
         """cel-go's evaluation of the rule, counted (None: not known here)."""
-        if self.actual is None:
+        return self._count(self.actual, activation)
+
+    def message_count(self, activation: Mapping[str, Any]) -> Counted | None:
+        """cel-go's evaluation of the messageExpression, counted (None: not known here)."""
+        return self._count(self.message_actual, activation)
+
+    def _count(self, actual: ActualCost | None, activation: Mapping[str, Any]) -> Counted | None:
+        if actual is None:
             return None
-        if self.optional_old_self:  # oldSelf is an optional to the rule (the engine's source spells it out)
+        if self.optional_old_self:  # oldSelf is an optional to the rule and its message (the engine's source spells it out)
             old = OptionalValue.of(activation["oldSelf"]) if activation["__oldSelfPresent"] else NONE
             activation = {**activation, "oldSelf": old}
-        return self.actual.count(activation, PER_CALL_LIMIT)
+        return actual.count(activation, PER_CALL_LIMIT)
 
     def cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
         """What the apiserver charges the evaluation that gave ``outcome`` (a value or the
@@ -182,8 +188,7 @@ class CompiledRule:
         return counted if counted is not None else self.bound(activation)
 
     def message_cost(self, activation: Mapping[str, Any], outcome: Any) -> int:
-        actual = self.message_actual
-        counted = None if actual is None else _counted(partial(actual.count, limit=PER_CALL_LIMIT), activation, outcome)
+        counted = _counted(self.message_count, activation, outcome)
         return counted if counted is not None else self.message_bound(activation)
 
 
@@ -562,7 +567,8 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     message_parsed = None
     message_expression = entry.get("messageExpression") or ""
     if message_expression.strip():
-        message_analysis = analyze(message_expression, decl)
+        # typed as the rule is (Kubernetes compiles both in the rule's env: oldSelf optional too)
+        message_analysis = analyze(message_expression, decl, optional_old_self=optional_old_self)
         if message_analysis.errors is not None:
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     f"messageExpression compilation failed: {message_analysis.errors}",

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache, lru_cache
 from typing import Any
 
+import orjson
 from cel_expr_python import cel
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library.base import OptionalValue, no_such_overload
@@ -123,12 +124,24 @@ def is_library_message(value: Any) -> bool:
 def to_runtime(value: Any) -> Any:
     """A library function's Python result as the C++ runtime takes it."""
     if type(value) in _PLAIN:
-        return value
-    return _rebuild(value, _runtime_leaf, optional_as_list=True)
+        return _whole_text(value) if type(value) is str else value
+    return _rebuild(value, _runtime_leaf, optional_as_list=True, key_of=_same)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _runtime_leaf(value: Any) -> Any:
+    if type(value) is str:
+        return _whole_text(value)
     return to_message(value) if isinstance(value, OpaqueValue) else value
+
+
+def _whole_text(text: str) -> Any:
+    """A string with a NUL as a ``google.protobuf.StringValue``, which the C++ runtime takes
+    whole and reads as a string (cel-expr-python cuts a Python str at its first NUL)."""
+    return wrappers_pb2.StringValue(value=text) if "\x00" in text else text
 
 
 _PLAIN = {bool, int, float, str, bytes, type(None)}
@@ -153,9 +166,52 @@ def _python_leaf(value: Any) -> Any:
     return value
 
 
-def _rebuild(value: Any, leaf: Callable[[Any], Any], *, optional_as_list: bool = False) -> Any:
-    """``value`` with lists and maps rebuilt and every other value (and map key) passed
-    through ``leaf``, in a loop: values nest as deep as the input allows (the server's
+def cut_by_runtime(values: Iterable[Any]) -> bool:
+    """Whether any text in ``values`` (a string, bytes or map key at any depth) holds a NUL:
+    cel-expr-python 0.1.3 cuts such text at its first NUL when it takes a Python value, so
+    that evaluation is not the C++ runtime's to answer. orjson serialises the values in a few
+    µs and escapes a NUL as ``\\u0000`` (a string spelling out those six characters is a false
+    alarm, and only costs the slower exact answer)."""
+    values = list(values)
+    try:
+        text = orjson.dumps(values, default=_text_of, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # nested past orjson's 255 levels, integers past 64 bits
+        return _holds_nul(values)
+    return b"\\u0000" in text
+
+
+def _text_of(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("latin-1")
+    if isinstance(value, OptionalValue):
+        return [value.value] if value.has_value else None
+    return None  # durations, library values: no text of the user's
+
+
+def _holds_nul(values: list[Any]) -> bool:
+    stack = list(values)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                return True
+        elif isinstance(value, (bytes, bytearray)):
+            if b"\x00" in value:
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, OptionalValue) and value.has_value:
+            stack.append(value.value)
+    return False
+
+
+def _rebuild(value: Any, leaf: Callable[[Any], Any], *, optional_as_list: bool = False,
+             key_of: Callable[[Any], Any] | None = None) -> Any:
+    """``value`` with lists and maps rebuilt and every other value (and map key, unless
+    ``key_of`` is given for them) passed through ``leaf``, in a loop: values nest as deep as the input allows (the server's
     1,024 levels and more), deeper than Python's recursion limit."""
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
@@ -169,7 +225,7 @@ def _rebuild(value: Any, leaf: Callable[[Any], Any], *, optional_as_list: bool =
         elif isinstance(item, dict):
             built = {}
             for key, element in item.items():
-                key = leaf(key)
+                key = (key_of or leaf)(key)
                 built[key] = None  # the slot keeps the map's order
                 push((element, built, key))
         elif optional_as_list and isinstance(item, OptionalValue):  # ``[...].first()`` once optimised

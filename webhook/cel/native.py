@@ -532,6 +532,7 @@ def _cel_type(value: Any) -> str:
         raise NotNative  # optionals, library values
     return name
 
+
 # the names the generated source calls (``_FUNCTIONS``' implementations get names of their own)
 _HELPERS: dict[str, Any] = {
     "_bail": _bail, "_exceeded": _exceeded, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
@@ -1002,6 +1003,7 @@ def compile_native(expr: Any) -> NativeProgram | None:
     except (_Unsupported, RecursionError):
         return None
     prelude = generator.functions[0].prelude
+    # _n: the comprehensions' iterations so far (cel-cpp's bound) and their work (against _limit)
     source = "\n".join(["def program(a, _limit):", "    _n = [0, 0]", *("    " + line for line in prelude), f"    return {body}"])
     namespace = dict(generator.names)
     try:

@@ -570,6 +570,8 @@ class Optimizer:
                 ),
             )))
         if function == "isSorted":
+            if element not in _COMPARABLE:
+                return self.dyn_is_sorted(receiver)
             return self.bind("@l", receiver, lambda l: self.all_indices(l, lambda i: self.op(
                 "_||_", self.op("_==_", i(), self.const(0)),
                 self.op("_<=_", self.op("_[_]", l(), self.op("_-_", i(), self.const(1))), self.op("_[_]", l(), i())),
@@ -622,6 +624,36 @@ class Optimizer:
 
         return self.fold(receiver, self.const(None), step,
                          lambda acc: self.cond(self.op("_==_", acc, self.const(None)), self.const(0), acc))
+
+    def dyn_is_sorted(self, receiver: Any) -> Any:
+        """Kubernetes' isSorted on a list of dyn values, element by element as cel-go walks it:
+        the first element picks the overload (a map, a list or null: "no such overload:
+        isSorted(list)"), a later one that is no traits.Comparer fails ("no such overload"),
+        one of another kind than the element before is not compared (its Compare error is no
+        IntOne), and the first pair out of order ends the walk: false."""
+        def stops_at(l: Callable[[], Any], i: Callable[[], Any]) -> Any:
+            current = lambda: self.op("_[_]", l(), i())  # noqa: E731
+            previous = lambda: self.op("_[_]", l(), self.op("_-_", i(), self.const(1)))  # noqa: E731
+            ordered = self.op("_||_", self.op("_==_", self.call("type", previous()), self.call("type", current())),
+                              self.op("_&&_", self.is_type(previous, _NUMERIC), self.is_type(current, _NUMERIC)))
+            descends = self.op("_&&_", self.op("_>_", i(), self.const(0)),
+                               self.op("_&&_", ordered, self.op("_>_", previous(), current())))
+            return self.op("_||_", self.call("!_", self.is_type(current, _COMPARABLE)), descends)
+
+        def walk(l: Callable[[], Any]) -> Any:
+            i, stop = (lambda: self.ident("@i")), (lambda: self.ident("@stop"))
+            return self.comprehension(
+                "@i", self.call("lists.range", self.call("size", l())), "@stop", self.const(-1),
+                self.op("_==_", stop(), self.const(-1)), self.cond(stops_at(l, i), i(), stop()), stop(),
+            )
+
+        return self.bind("@l", receiver, lambda l: self.bind("@stop", walk(l), lambda stop: self.cond(
+            self.op("_==_", stop(), self.const(-1)), self.const(True),
+            self.cond(self.is_type(lambda: self.op("_[_]", l(), stop()), _COMPARABLE), self.const(False),
+                      self.cond(self.op("_==_", stop(), self.const(0)),
+                                self.call(FAIL_FUNCTION, self.const("no such overload: isSorted(list)")),
+                                self.call(FAIL_FUNCTION, self.const("no such overload")))),
+        )))
 
     def dyn_min_max(self, function: str, receiver: Any) -> Any:
         better = "_<_" if function == "min" else "_>_"

@@ -23,29 +23,7 @@ def cel_equals(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    for kind in (str, bytes, datetime.datetime, datetime.timedelta):
-        if isinstance(value, kind):
-            return kind.__name__
-    return type(value).__name__
-
-
-def _comparable(values: list[Any]) -> None:
-    kinds = {_kind(v) for v in values}
-    if len(kinds) > 1 or kinds & {"list", "dict", "NoneType"}:
-        raise LibraryError("no such overload")
-
-
-def is_sorted(values: list[Any]) -> bool:
-    _comparable(values)
-    return all(a <= b for a, b in zip(values, values[1:]))
-
-
-# cel-go dispatches sum/min/max on a dyn list by its first element's type (none fits a map, a
+# cel-go dispatches isSorted/sum/min/max on a dyn list by its first element's type (none fits a map, a
 # list or null: "no such overload: sum(list)"); the chosen overload then fails on an element it
 # cannot add or compare with types.MaybeNoSuchOverloadErr ("no such overload"), while min/max
 # ignore the error of comparing two values of other kinds (1 and 'a'): they keep the one they have
@@ -58,6 +36,20 @@ _KINDS = {bool: "bool", int: "int", float: "double", str: "string", bytes: "byte
 
 def _cel_kind(value: Any) -> str | None:
     return _KINDS.get(type(value))
+
+
+def is_sorted(values: list[Any]) -> bool:
+    """The walk stops at the first pair out of order (false) or the first element that is no
+    traits.Comparer; values of two kinds are not compared (``optimize.Optimizer.dyn_is_sorted``)."""
+    if values and _cel_kind(values[0]) not in _COMPARABLE_KINDS:
+        raise LibraryError("no such overload: isSorted(list)")
+    for previous, value in zip(values, values[1:]):
+        kind, kept = _cel_kind(value), _cel_kind(previous)
+        if kind not in _COMPARABLE_KINDS:
+            raise LibraryError("no such overload")
+        if (kind == kept or (kind in _NUMERIC_KINDS and kept in _NUMERIC_KINDS)) and previous > value:
+            return False
+    return True
 
 
 def sum_(values: list[Any]) -> Any:
