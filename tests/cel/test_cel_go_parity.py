@@ -357,12 +357,39 @@ def test_format_prints_a_map_with_keys_one_and_true(engine_name):
         == '{"k":{"y":1, "z":0}, 1:"a", true:"b"}'
 
 
+@pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=_CELPY_DURATIONS)])
+@pytest.mark.parametrize("expression, expected", [
+    # cel-go formatList/formatMap: each element or value by its clause, quoted for CEL (quoteForCEL)
+    ("'%s'.format([[duration('2ns')]])", '[duration("0.000000002s")]'),
+    ("'%s'.format([[[duration('2ns'), duration('1s')]]])", '[[duration("0.000000002s"), duration("1s")]]'),
+    ("'%s'.format([{'a': duration('2ns')}])", '{"a":duration("0.000000002s")}'),
+    ("'%s'.format([[dyn(duration('2ns'))]])", '[duration("0.000000002s")]'),
+])
+def test_format_prints_a_nested_duration_to_the_nanosecond(engine_name, expression, expected):
+    assert evaluate(get_engine(engine_name), expression) == expected
+
+
+def test_format_prints_nested_lists_and_maps_of_other_values(engine):
+    assert evaluate(engine, "'%s %s'.format([[1, 2], {'a': [self]}])", self="x") == '[1, 2] {"a":["x"]}'
+
+
+@pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=pytest.mark.xfail(
+    strict=True, reason="celpy's maps are Python dicts: the keys 1 and true are one, the literal fails"))])
+@pytest.mark.parametrize("expression, expected", [
+    ("'%s'.format([[{true: 'b', 1: 'a'}]])", '[{1:"a", true:"b"}]'),
+    ("'%s'.format([{'x': {true: 'b', 1: 'a'}}])", '{"x":{1:"a", true:"b"}}'),
+])
+def test_format_prints_a_nested_map_with_keys_one_and_true(engine_name, expression, expected):
+    assert evaluate(get_engine(engine_name), expression) == expected
+
+
 @pytest.mark.xfail(strict=True, reason=(
-    "a duration or map inside a list or map argument reaches Python as cel-expr-python converts it "
-    "(datetime.timedelta: microseconds; dict: keys 1 and true are one); only format's own arguments "
-    "are passed exactly (optimize.exact_arguments)"))
-def test_format_of_a_duration_inside_a_list():
-    assert evaluate(get_engine("cel-expr"), "'%s'.format([[duration('2ns')]])") == '[duration("0.000000002s")]'
+    "a value checked as dyn is looked at one level deep (optimize.exact_arguments): here the inner "
+    "map is a value of the outer map(dyn, dyn), and its duration reaches Python as cel-expr-python "
+    "converts it (datetime.timedelta: microseconds)"))
+def test_format_of_a_duration_inside_a_dyn_map():
+    assert evaluate(get_engine("cel-expr"), "'%s'.format([{'x': {true: 'b', 1: 'a', 'k': {2: duration('3ns')}}}])") \
+        == '{"x":{"k":{2:duration("0.000000003s")}, 1:"a", true:"b"}}'
 
 
 def test_list_functions_still_take_lists(engine):

@@ -44,7 +44,7 @@ from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
-from webhook.cel.typenames import GO_VALUE_TYPES, format_checked, not_an_int, parse_type
+from webhook.cel.typenames import GO_VALUE_TYPES, TypeName, format_checked, not_an_int, parse_type
 from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
 
@@ -448,8 +448,11 @@ class Optimizer:
         cel-expr-python hands Python a duration as a ``timedelta`` (microseconds:
         ``duration('2ns')`` would print as 0s) and a map as a ``dict`` (where the keys ``1``
         and ``true`` are one): a duration is passed as ``ExactDuration`` (cel-cpp's exact
-        ``string(d)``), a map as ``[MapEntries(), [key, value], ...]``. (Inside a list or a map
-        argument they still cross as Python's.)"""
+        ``string(d)``), a map as ``[MapEntries(), [key, value], ...]``, at any depth of a list
+        or map of a known type. (A ``dyn`` value is looked at one level deep: a duration or a
+        map inside a dyn list or map still crosses as Python's.)"""
+        duration = "google.protobuf.Duration"
+
         def message(name: str, key: Any) -> Any:
             node = self.new()
             node.struct_expr.message_name = name
@@ -458,34 +461,51 @@ class Optimizer:
             entry.value.CopyFrom(key)
             return node
 
-        def exact(value: Callable[[], Any]) -> Any:
-            return message(ExactDuration.cel_type, self.call("string", value()))
-
-        def entries(value: Callable[[], Any]) -> Any:
-            pairs = self.comprehension(
-                "@k", value(), "@out", self.list_of(), self.const(True),
-                self.op("_+_", self.ident("@out"), self.list_of(self.list_of(
-                    self.ident("@k"), self.op("_[_]", value(), self.ident("@k"))))),
-                self.ident("@out"))
-            return self.op("_+_", self.list_of(message(MapEntries.cel_type, self.const(""))), pairs)
+        def crosses_inexactly(kind: TypeName) -> bool:
+            if kind.name in (duration, "dyn"):
+                return True
+            if kind.name == "list" and kind.params:
+                return crosses_inexactly(kind.params[0])
+            if kind.name == "map" and len(kind.params) == 2:
+                return kind.params[0].name != "string" or crosses_inexactly(kind.params[1])
+            return False
 
         def is_type(value: Callable[[], Any], kind: str) -> Any:
             return self.op("_==_", self.call("type", value()), self.type_value(kind))
 
-        duration = "google.protobuf.Duration"
+        def entries(value: Callable[[], Any], item: TypeName | None) -> Any:
+            def exact_item() -> Any:
+                found = (lambda: self.op("_[_]", value(), self.ident("@k")))  # noqa: E731
+                return (exact(found, item) if item is not None else None) or found()
+
+            pairs = self.comprehension(
+                "@k", value(), "@out", self.list_of(), self.const(True),
+                self.op("_+_", self.ident("@out"), self.list_of(self.list_of(self.ident("@k"), exact_item()))),
+                self.ident("@out"))
+            return self.op("_+_", self.list_of(message(MapEntries.cel_type, self.const(""))), pairs)
+
+        def exact(value: Callable[[], Any], kind: TypeName) -> Any | None:
+            """``value`` (a node factory) as it must cross to Python, None when it crosses exactly."""
+            if not crosses_inexactly(kind):
+                return None
+            if kind.name == duration:
+                return message(ExactDuration.cel_type, self.call("string", value()))
+            if kind.name == "list":
+                element = exact(lambda: self.ident("@e"), kind.params[0])
+                return self.comprehension(
+                    "@e", value(), "@out", self.list_of(), self.const(True),
+                    self.op("_+_", self.ident("@out"), self.list_of(element)), self.ident("@out"))
+            if kind.name == "map":  # (bound first: an inner map's ``@k`` hides the outer one)
+                return self.bind("@arg", value(), lambda v: entries(v, kind.params[1]))
+            return self.bind("@arg", value(), lambda v: self.cond(  # dyn
+                is_type(v, duration), message(ExactDuration.cel_type, self.call("string", v())),
+                self.cond(is_type(v, "map"), entries(v, None), v())))
+
         for element in arguments.elements:
-            kind = self.type_of(element)
-            if kind == duration:
-                rewritten = self.bind("@arg", element, exact)
-            elif kind.startswith("map(") and not kind.startswith("map(string,"):
-                rewritten = self.bind("@arg", element, entries)
-            elif kind == "dyn":
-                rewritten = self.bind("@arg", element, lambda v: self.cond(
-                    is_type(v, duration), exact(v), self.cond(is_type(v, "map"), entries(v), v())))
-            else:
-                continue
-            rewritten.id = element.id
-            element.CopyFrom(rewritten)
+            rewritten = exact(lambda element=element: element, parse_type(self.type_of(element)))
+            if rewritten is not None:
+                rewritten.id = element.id
+                element.CopyFrom(rewritten)
 
     def go_time_string(self, node: Any, *, only_time: bool) -> Any:
         """cel-go prints a timestamp as Go's RFC 3339 with nanoseconds and a duration as its
