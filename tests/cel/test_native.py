@@ -163,6 +163,9 @@ CORPUS = [
     "!has(self.a) || self.a.b.startsWith('x')", "self.a == 1 || self.b", "self.b && self.a == 1",
     "self.a.all(x, x.startsWith('a')) && size(self.a) < 3",
     "self.a + [self.b]", "self.a + 'x'", "[1, 2].map(x, x * self.a)", "self.a > 9223372036854775807 - self.b",
+    # one-item bindings, as the policy batches write variables
+    "[self.a].map(v, [self.b].map(w, v == w)[0])[0]", "[self.a].map(v, v.map(x, x + 1))[0]",
+    "[self.a].map(v, [v].map(w, w.exists(x, x == v)))", "[self.a].map(v, [v, self.b])[0]",
 ]
 
 _json = st.recursive(
@@ -303,3 +306,15 @@ def test_native_bounds_its_own_work(monkeypatch):
         program.evaluate(data, cost_limit=1000, accept=lambda value: value is True)
     with pytest.raises(AssertionError, match="measured"):  # an answer it cannot give: cel-expr, measured
         program.evaluate(data, accept=lambda value: value is False)
+
+
+def test_a_binding_is_an_expression_counted_as_its_loop():
+    """``[x].map(v, e)[0]`` (a policy batch's variable) is written inline, no function, list or
+    index of its own, and counts its one iteration as the loop did: the limit still trips."""
+    program = _compile("[self.a].map(v, [v.size()].map(n, v.all(x, v.all(y, x + y + n >= 0)))[0])[0]")
+    assert program.native.source.count("def ") == 3  # the program and its two loops
+    data = {"self": {"a": list(range(60))}}
+    assert program.native(data) is True
+    with pytest.raises(CelCostExceeded):
+        program.native(data, cost_limit=1000)
+    assert program.evaluate(data, accept=lambda value: value is True) is True

@@ -444,6 +444,14 @@ def _exceeded() -> Any:
     raise CelCostExceeded()
 
 
+def _tick(counts: list[int], weight: int, limit: int) -> None:
+    """One iteration of weight ``weight`` counted (a one-item comprehension written inline)."""
+    counts[0] += 1
+    counts[1] += weight
+    if counts[1] > limit:
+        raise CelCostExceeded()
+
+
 def _optional_list(values: list, optional: frozenset[int]) -> list:
     out = []
     for i, value in enumerate(values):
@@ -529,7 +537,7 @@ def _cel_type(value: Any) -> str:
 _HELPERS: dict[str, Any] = {
     "_bail": _bail, "_exceeded": _exceeded, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
     "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
-    "_path_has": _path_has, "_cel_type": _cel_type,
+    "_path_has": _path_has, "_cel_type": _cel_type, "_tick": _tick,
     "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
 }
 _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "_greater"), "_>=_": (">=", "_greater_equal")}
@@ -661,6 +669,11 @@ class _Codegen:
                 raise _Unsupported("matches with a computed pattern")  # any size: cel-expr's job
         if function == "_[_]" and arity == 2 and _string_constant(nodes[1]) is not None and not _may_be_optional(nodes[0]):
             return f"{self.expr(nodes[0])}[{_string_constant(nodes[1])!r}]"
+        if function == "_[_]" and arity == 2 and _is_int_constant(nodes[1], 0) \
+                and nodes[0].WhichOneof("expr_kind") == "comprehension_expr":
+            bound = self.binding(nodes[0].comprehension_expr, first=True)  # [x].map(v, e)[0]: e with v = x
+            if bound is not None:
+                return bound
         implementation = _FUNCTIONS.get((function, arity))
         if implementation is None:
             raise _Unsupported(function)
@@ -712,7 +725,33 @@ class _Codegen:
             return f"({t} {operator} {right} if type({t} := {left}) is int else {helper}({t}, {right}))"
         return f"{helper}({left}, {right})"
 
+    def binding(self, c: Any, *, first: bool = False) -> str | None:
+        """``[x].map(v, e)`` (how the policy batches bind a variable) as one expression in the
+        enclosing function: ``v`` assigned, the iteration counted as the loop would, ``[e]``;
+        with ``first``, ``e`` itself (``[x].map(v, e)[0]``). None for any other comprehension."""
+        elements = _single_map(c)
+        if elements is None or (first and len(elements) != 1):
+            return None
+        value, accu = self.fresh("v"), self.fresh("v")
+        function = _Function()  # the loops inside: defined in the enclosing function, called lazily
+        self.functions.append(function)
+        iter_range = self.expr(c.iter_range.list_expr.elements[0])
+        self.scopes.append({c.iter_var: value, c.accu_var: accu})
+        values = [self.expr(e) for e in elements]
+        self.scopes[-1] = {c.accu_var: accu}
+        result = self.expr(c.result)
+        self.scopes.pop()
+        self.functions.pop()
+        self.functions[-1].prelude.extend(function.prelude)
+        tick = f"_tick(_n, {1 + _nodes(c.loop_condition) + _nodes(c.loop_step)}, _limit)"
+        if first and result == accu:
+            return f"({value} := {iter_range}, {tick}, {values[0]})[2]"
+        return f"({value} := {iter_range}, {tick}, {accu} := [{', '.join(values)}], {result})[3]"
+
     def comprehension(self, c: Any) -> str:
+        bound = self.binding(c)
+        if bound is not None:
+            return bound
         name, items, accu = self.fresh("_c"), self.fresh("_r"), self.fresh("v")
         first = self.fresh("v")
         second = self.fresh("v") if c.iter_var2 else None
@@ -796,6 +835,26 @@ class _Codegen:
         k = self.fresh("_g")
         return ([f"{k} = {self.expr(test)}", f"if {k} is not True and {k} is not False: _bail()", f"if {k}:"]
                 + ["    " + line for line in appends])
+
+
+def _single_map(c: Any) -> list[Any] | None:
+    """The elements ``e...`` of ``[x].map(v, [e...])``-shaped comprehensions (one item, no
+    condition, the step ``accu + [e...]`` over an accumulator starting as ``[]``); else None."""
+    if (c.iter_var2 or c.iter_range.WhichOneof("expr_kind") != "list_expr"
+            or len(c.iter_range.list_expr.elements) != 1 or c.iter_range.list_expr.optional_indices
+            or not _is_true_constant(c.loop_condition)
+            or c.accu_init.WhichOneof("expr_kind") != "list_expr" or c.accu_init.list_expr.elements
+            or not _is_call(c.loop_step, "_+_", 2)):
+        return None
+    left, right = c.loop_step.call_expr.args
+    if (not _is_ident(left, c.accu_var) or right.WhichOneof("expr_kind") != "list_expr"
+            or right.list_expr.optional_indices or _reads(right, c.accu_var)):
+        return None
+    return list(right.list_expr.elements)
+
+
+def _is_int_constant(node: Any, value: int) -> bool:
+    return _is_constant(node) and type(_constant_value(node.const_expr)) is int and _constant_value(node.const_expr) == value
 
 
 def _nodes(node: Any) -> int:

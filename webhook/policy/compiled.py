@@ -200,6 +200,8 @@ class CompiledPolicy:
         self._params_kept: tuple[Any, int, Any] | None = None  # (state, generation, params): ``_params``
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
         self._computed_variables = [name for name, _ in self.variables if name not in self._state_variables]
+        self._judged = len(self.validations) + len(self.warnings)  # a validating batch's answers: these, ...
+        self._answers = self._judged + len(self.audit_annotations)  # ... then the audit annotations'
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
 
     @staticmethod
@@ -576,15 +578,18 @@ class CompiledPolicy:
         """The validating batch's common answers: a matchCondition not true (``[]``), or every
         validation and warning true and every audit annotation a string or null
         (``Program.evaluate``'s ``accept``)."""
-        judged = len(self.validations) + len(self.warnings)
         if type(results) is not list:
             return False
         if not results:
             return True
-        if len(results) != judged + len(self.audit_annotations):
+        if len(results) != self._answers:
             return False
-        for i, value in enumerate(results):
-            if value is not True if i < judged else (value is not None and type(value) is not str):
+        judged = self._judged
+        for value in results[:judged]:
+            if value is not True:
+                return False
+        for value in results[judged:]:
+            if value is not None and type(value) is not str:
                 return False
         return True
 
