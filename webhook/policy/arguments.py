@@ -32,10 +32,9 @@ Reader = Callable[[Mapping[str, Any]], Any]  # activation -> value or UNREAD
 
 
 def reader(source: str) -> Reader | None:
-    """A Python reader of ``source``, or None when it is not one of the shapes above.
-
-    The reader is generated Python (one function with the selections inline: a lookup's
-    arguments are read on every review, and a closure per node cost several times more)."""
+    """A Python reader of ``source``, or None when it is not one of the shapes above: one
+    argument as ``review_lookups`` writes it (that is what the server runs; this single
+    form lets tests check each shape against CEL)."""
     try:
         tree = parse(source)
         writer = _Writer()
@@ -83,9 +82,9 @@ def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], rememb
                       "        remember(o)"]
     entries = ", ".join(f"{name!r}: {found[name]}" if name in found else f"{name!r}: kept[{name!r}]" for name in order)
     lines.append(f"    return {{{entries}}}")
-    namespace_ = {"UNREAD": UNREAD, "remember": remember, **writer.constants}
-    exec(compile("\n".join(lines), "<review lookups>", "exec"), namespace_)  # noqa: S102
-    return namespace_["read"]
+    globals_ = {"UNREAD": UNREAD, "remember": remember, **writer.constants}
+    exec(compile("\n".join(lines), "<review lookups>", "exec"), globals_)  # noqa: S102
+    return globals_["read"]
 
 
 @dataclass(frozen=True)

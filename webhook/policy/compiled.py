@@ -13,7 +13,7 @@ import yaml
 
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
-from webhook.policy.arguments import UNREAD, ReviewLookup, reader, review_lookups
+from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
@@ -483,18 +483,9 @@ class CompiledPolicy:
 
     def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
         """The names and selectors of the lookups that read the review (``_review_lookups``;
-        None in the places of the others), read in Python when they have the usual shapes
-        (``arguments``), else from one engine call when none reads another lookup; None:
-        evaluate them one by one (also on any error, for its exact text)."""
-        readers = self._argument_readers()
-        if readers is not None:
-            out: list[dict[str, Any] | None] = [None] * len(self.lookups)
-            for i, fields in readers:
-                out[i] = values = {f: read(activation) for f, read in fields}
-                if UNREAD in values.values():
-                    break
-            else:
-                return out
+        None in the places of the others) from one engine call, when none reads another
+        lookup; None: evaluate them one by one (also on any error, for its exact text). (The
+        usual shapes never get here: ``_review_reader`` reads them in Python.)"""
         if "lookups" not in self._batches:
             exprs = [e for i in self._review_lookups for e in self.lookups[i][1].values()]
             program = None
@@ -510,7 +501,8 @@ class CompiledPolicy:
             return None
         if not isinstance(values, list):
             return None
-        out, it = [None] * len(self.lookups), iter(values)
+        out: list[dict[str, Any] | None] = [None] * len(self.lookups)
+        it = iter(values)
         for i in self._review_lookups:
             out[i] = {f: next(it, None) for f in self.lookups[i][1]}
         return out if len(values) == sum(len(self.lookups[i][1]) for i in self._review_lookups) else None
@@ -527,15 +519,6 @@ class CompiledPolicy:
             self._batches["review reader"] = review_lookups(lookups, [lk.name for lk, _ in self.lookups],
                                                             remember_stable)
         return self._batches["review reader"]
-
-    def _argument_readers(self) -> list[tuple[int, tuple[tuple[str, Any], ...]]] | None:
-        """(lookup index, ((field, reader), ...)) of the lookups that read the review."""
-        if "readers" not in self._batches:
-            readers = [(i, tuple((f, reader(e.source)) for f, e in self.lookups[i][1].items()))
-                       for i in self._review_lookups]
-            ok = all(read is not None for _, fields in readers for _, read in fields)
-            self._batches["readers"] = readers if ok else None
-        return self._batches["readers"]
 
     def _run_batch(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:
         """The stage in one engine call: True when it decided the stage, False when a

@@ -100,14 +100,20 @@ def _is_true(value: Any) -> bool:
     return value is True
 
 
+def _reads_invalid(site: _Site, value: Any) -> bool:
+    """Whether the rules batched at ``site`` read data contradicting the schema in ``value``."""
+    if not site.batched:
+        return False
+    rules = site.rules
+    return not _surely_valid(value, site) and bool(invalid_reads(value, rules.decl, rules.properties))  # type: ignore
+
+
 def _valid(site: _Site, value: Any) -> bool:
     """False where the walk would find data contradicting the schema in what a rule reads (only
     possible where structural validation ratcheted, or did not run): it reports Kubernetes'
     invalid-data error there."""
-    if site.batched:
-        rules = site.rules
-        if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
-            return False
+    if _reads_invalid(site, value):
+        return False
     if isinstance(value, dict):
         for key, _, child in site.properties:
             item = value.get(key)
@@ -133,10 +139,8 @@ def _select(site: _Site, value: Any) -> Any:
         if value is not None and not _valid(site, value):
             raise _InvalidData()
         return to_cel(value, decl)
-    if site.batched:
-        rules = site.rules
-        if not _surely_valid(value, site) and invalid_reads(value, rules.decl, rules.properties):  # type: ignore
-            raise _InvalidData()
+    if _reads_invalid(site, value):
+        raise _InvalidData()
     if isinstance(value, dict):
         if decl.kind == "map":
             additional = site.additional

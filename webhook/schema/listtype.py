@@ -148,8 +148,7 @@ class _Codegen(NodeCodegen):
             for key, function in children:
                 body += [f"    x = v.get({key!r})", f"    if x is not None and not {function}(x): return False"]
             if additional is not None:
-                known = f"_k{len(self.names)}"
-                self.names[known] = frozenset(node.properties)
+                known = self.value(frozenset(node.properties))
                 body += ["    for k, x in v.items():",
                          f"        if k not in {known} and not {self.function(additional)}(x): return False"]
         body.append("return True")
