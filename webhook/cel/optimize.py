@@ -44,7 +44,7 @@ from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
-from webhook.cel.typenames import GO_VALUE_TYPES, TypeName, format_checked, not_an_int, parse_type
+from webhook.cel.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, TypeName, format_checked, not_an_int, parse_type
 from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_rfc3339
 from webhook.validation.strfmt import parse_go_duration
 
@@ -70,12 +70,12 @@ _STRING_TO_NUMBER = {"int": "string_to_int64", "uint": "string_to_uint64", "doub
 _DOUBLE_MAX = 1.7976931348623157e308
 # the kinds a value checked as dyn may have at runtime, most likely first
 _TYPE_NAMES = ("map", "list", "string", "int", "double", "bool", "uint", "bytes", "null_type",
-               "google.protobuf.Timestamp", "google.protobuf.Duration")
+               TIMESTAMP, DURATION)
 _ZERO = {"int": 0, "uint": ("uint", 0), "double": 0.0}
 # Kubernetes' list functions' element types (library/lists.go summableTypes, comparableTypes)
 _NUMERIC = ("int", "uint", "double")
-_SUMMABLE = (*_NUMERIC, "google.protobuf.Duration")
-_COMPARABLE = (*_NUMERIC, "bool", "string", "bytes", "google.protobuf.Duration", "google.protobuf.Timestamp")
+_SUMMABLE = (*_NUMERIC, DURATION)
+_COMPARABLE = (*_NUMERIC, "bool", "string", "bytes", DURATION, TIMESTAMP)
 _TIME_TO_STRING = {"timestamp_to_string", "duration_to_string"}
 
 
@@ -359,7 +359,7 @@ class Optimizer:
         if call.function == "lists.range" and len(call.args) == 1 and call.args[0].WhichOneof("expr_kind") != "const_expr":
             return self.guard_range(node)
         if call.function == "optional.ofNonZeroValue" and len(call.args) == 1 \
-                and self.type_of(call.args[0]) in ("dyn", "google.protobuf.Timestamp"):
+                and self.type_of(call.args[0]) in ("dyn", TIMESTAMP):
             return self.go_zero_timestamp(node)
         if call.function == "duration" and "string_to_duration" in ids and len(call.args) == 1:
             return self.go_duration(node)
@@ -451,7 +451,7 @@ class Optimizer:
         ``string(d)``), a map as ``[MapEntries(), [key, value], ...]``, at any depth of a list
         or map of a known type. (A ``dyn`` value is looked at one level deep: a duration or a
         map inside a dyn list or map still crosses as Python's.)"""
-        duration = "google.protobuf.Duration"
+        duration = DURATION
 
         def message(name: str, key: Any) -> Any:
             node = self.new()
@@ -469,9 +469,6 @@ class Optimizer:
             if kind.name == "map" and len(kind.params) == 2:
                 return kind.params[0].name != "string" or crosses_inexactly(kind.params[1])
             return False
-
-        def is_type(value: Callable[[], Any], kind: str) -> Any:
-            return self.op("_==_", self.call("type", value()), self.type_value(kind))
 
         def entries(value: Callable[[], Any], item: TypeName | None) -> Any:
             def exact_item() -> Any:
@@ -498,8 +495,8 @@ class Optimizer:
             if kind.name == "map":  # (bound first: an inner map's ``@k`` hides the outer one)
                 return self.bind("@arg", value(), lambda v: entries(v, kind.params[1]))
             return self.bind("@arg", value(), lambda v: self.cond(  # dyn
-                is_type(v, duration), message(ExactDuration.cel_type, self.call("string", v())),
-                self.cond(is_type(v, "map"), entries(v, None), v())))
+                self.is_type(v, (duration,)), message(ExactDuration.cel_type, self.call("string", v())),
+                self.cond(self.is_type(v, ("map",)), entries(v, None), v())))
 
         for element in arguments.elements:
             rewritten = exact(lambda element=element: element, parse_type(self.type_of(element)))
@@ -597,8 +594,8 @@ class Optimizer:
                 self.op("_<=_", self.op("_[_]", l(), self.op("_-_", i(), self.const(1))), self.op("_[_]", l(), i())),
             )))
         if function == "sum":
-            if element in _ZERO or element == "google.protobuf.Duration":
-                zero = self.call("duration", self.const("0s")) if element == "google.protobuf.Duration" else self.const(_ZERO[element])
+            if element in _ZERO or element == DURATION:
+                zero = self.call("duration", self.const("0s")) if element == DURATION else self.const(_ZERO[element])
                 return self.fold(receiver, zero, lambda acc, x: self.op("_+_", acc, x), lambda acc: acc)
             return self.dyn_sum(receiver)
         if element not in _COMPARABLE:
@@ -629,7 +626,7 @@ class Optimizer:
         return test
 
     def dyn_sum(self, receiver: Any) -> Any:
-        duration, timestamp = "google.protobuf.Duration", "google.protobuf.Timestamp"
+        duration, timestamp = DURATION, TIMESTAMP
 
         def step(acc: Any, x: Any) -> Any:
             a, v = lambda: self.ident("@acc"), lambda: self.ident("@x")
@@ -969,9 +966,9 @@ class Optimizer:
 
     def type_value(self, name: str) -> Any:
         """The CEL type ``name`` as a value (``type(x) == <it>``)."""
-        if name == "google.protobuf.Timestamp":
+        if name == TIMESTAMP:
             return self.call("type", self.call("timestamp", self.const(0)))
-        if name == "google.protobuf.Duration":
+        if name == DURATION:
             return self.call("type", self.call("duration", self.const("0s")))
         if name == "null_type":
             return self.call("type", self.const(None))
@@ -1125,7 +1122,7 @@ def _date_time_string(value: Any) -> str:
     return go_rfc3339_nano(value)
 
 
-_DATE_TIME_STRING = Overload("string", "timestamp_to_string", ("google.protobuf.Timestamp",), "string",
+_DATE_TIME_STRING = Overload("string", "timestamp_to_string", (TIMESTAMP,), "string",
                              _date_time_string)
 
 
