@@ -850,11 +850,18 @@ class Optimizer:
                         self.op("_<_", value(), self.call("duration", self.const(_seconds(-_GO_DURATION_MAX - 1))))),
                 failed, value()))
 
+        return self.parsed_string_conversion(node, "duration", parse)
+
+    def parsed_string_conversion(self, node: Any, function: str, parse: Callable[[Callable[[], Any]], Any]) -> Any:
+        """``function(x)`` (a conversion call ``node``) with a string ``x`` read by ``parse``
+        (Go's parser, as cel-go converts) and any other ``x`` converted as before."""
+        call = node.call_expr
+
         def by_type(value: Callable[[], Any]) -> Any:
             if self.type_of(call.args[0]) == "string":
                 return parse(value)
             is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
-            return self.cond(is_string, parse(value), self.call("duration", value()))
+            return self.cond(is_string, parse(value), self.call(function, value()))
 
         rewritten = self.bind("@text", call.args[0], by_type)
         rewritten.id = node.id
@@ -877,16 +884,7 @@ class Optimizer:
             converted = self.call("timestamp", self.call("replace", self.const(","), self.const("."), target=text()))
             return self.cond(well_formed, converted, failed)
 
-        def by_type(value: Callable[[], Any]) -> Any:
-            if self.type_of(call.args[0]) == "string":
-                return parse(value)
-            is_string = self.op("_==_", self.call("type", value()), self.ident("string"))
-            return self.cond(is_string, parse(value), self.call("timestamp", value()))
-
-        rewritten = self.bind("@text", call.args[0], by_type)
-        rewritten.id = node.id
-        self.refs.pop(node.id, None)
-        return rewritten
+        return self.parsed_string_conversion(node, "timestamp", parse)
 
     def go_number_syntax(self, node: Any) -> Any:
         """``int``/``uint``/``double`` of a string parse as Go's strconv does in cel-go; cel-cpp's
