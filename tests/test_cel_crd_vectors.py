@@ -17,11 +17,10 @@ from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[1]
-# shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
-SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
-VECTORS = SHARED / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
 
 
 @cache

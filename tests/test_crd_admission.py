@@ -13,9 +13,9 @@ import yaml
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
 from webhook.gofmt import go_json
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
 
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
 # they need cel-go's type checker and cost estimator.
@@ -26,7 +26,7 @@ KNOWN_GAPS = frozenset({
 
 @cache
 def _probes() -> list[dict]:
-    with (SHARED / "cases" / "crd-admission.yaml").open() as handle:
+    with (CONFORMANCE / "cases" / "crd-admission.yaml").open() as handle:
         return yaml.safe_load(handle)["probes"]
 
 
@@ -65,7 +65,7 @@ def test_loader_hook_raises_with_the_apiserver_message() -> None:
 @cache
 def _installed_crds() -> list[tuple[str, dict]]:
     """CRDs a real apiserver accepted: the shipped chart and the recorded suites' references."""
-    reference = [d for d in sorted((SHARED / "reference").iterdir()) if d.is_dir() and d.name != "cel"]
+    reference = [d for d in sorted((CONFORMANCE / "reference").iterdir()) if d.is_dir() and d.name != "cel"]
     files = sorted((REPO / "chart" / "crds").glob("*.yaml")) + [f for d in reference for f in sorted(d.rglob("*.yaml"))]
     found = []
     for file in files:

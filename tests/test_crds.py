@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 from webhook.resources import crds_dir
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parent.parent
-# shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
-SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
 CHART_CRDS = REPO / "chart" / "crds"
 
 UPSTREAM = {
@@ -55,7 +54,7 @@ def test_chart_ships_exactly_the_five_crds():
 
 @pytest.mark.parametrize("name", sorted(UPSTREAM))
 def test_upstream_crds_are_byte_identical_to_the_reference(name):
-    assert (CHART_CRDS / name).read_bytes() == (SHARED / UPSTREAM[name]).read_bytes()
+    assert (CHART_CRDS / name).read_bytes() == (CONFORMANCE / UPSTREAM[name]).read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(DECKHOUSE))

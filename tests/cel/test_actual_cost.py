@@ -18,10 +18,10 @@ from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Cost
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
-VECTORS = SHARED / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
 _JSONPATCH = {"jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),)}
 
 # Vectors whose count is not known here (the rule is then charged its estimate, never less):
@@ -207,7 +207,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
     monkeypatch.setattr(celrules, "BATCHED", False)
     for name in OBJECT_SUITES:
-        for case in load_suite(SHARED / "cases" / name).cases:
+        for case in load_suite(CONFORMANCE / "cases" / name).cases:
             _outcome(case.suite.registry, case.data)
     assert not differing, "\n".join(differing[:20])
     assert seen["counted"] >= 1000 and seen["counted"] > 20 * seen["uncounted"], seen

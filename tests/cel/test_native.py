@@ -26,7 +26,7 @@ from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.suite_format import PolicySuite
 
 from tests.cel import vectors
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, SHARED, _outcome
+from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE = get_engine("cel-expr")
@@ -112,7 +112,7 @@ def _answers(program: CelExprProgram, activation) -> bool:
 
 
 def test_recorded_cases(recorded):
-    for suite in (load_suite(SHARED / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
         for case in suite.cases:
             _outcome(case.suite.registry, case.data)
     assert len(recorded) >= 100

@@ -23,11 +23,10 @@ from webhook.cel import CelCompileError, CelEvalError, get_engine
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.engine import ENGINE_VARIABLE
 from webhook.cel.library.base import OpaqueValue, OptionalValue
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]
-# shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
-SHARED = next(p / "shared" for p in REPO.parents if (p / "shared" / "spec").is_dir())
-VECTORS_FILE = SHARED / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS_FILE = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
 NOT_OURS = {"crd_values", "cost", "escaping"}  # replayed by webhook.cel.crd's tests
 
 

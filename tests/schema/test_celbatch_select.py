@@ -16,7 +16,7 @@ from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import BatchPlan, _InvalidData, _select
 
 from tests.schema.helpers import json_paths
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, SHARED, _outcome
+from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = CRDRegistry.shipped()
@@ -44,7 +44,7 @@ def test_recorded_cases(monkeypatch):
         return original(self, obj, old)
 
     monkeypatch.setattr(BatchPlan, "holds", recording)
-    for suite in (load_suite(SHARED / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
         for case in suite.cases:
             _outcome(case.suite.registry, case.data)
     assert len(seen) >= 100

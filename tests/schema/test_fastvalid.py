@@ -22,7 +22,7 @@ from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import ABSENT, compile_schema
 
 from tests.schema.helpers import json_paths
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, SHARED, _outcome
+from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
 
 REPO = Path(__file__).resolve().parents[2]
 REGISTRY = CRDRegistry.shipped()
@@ -76,7 +76,7 @@ def test_recorded_cases(monkeypatch):
         return original(self, value, old)
 
     monkeypatch.setattr(SchemaValidator, "validate", recording)
-    for suite in (load_suite(SHARED / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
         for case in suite.cases:
             _outcome(case.suite.registry, case.data)
     answered = 0

@@ -18,9 +18,9 @@ from webhook.schema.celbatch import _respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema
 
 from tests.test_cel_crd_vectors import _library
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "cases").is_dir()), REPO.parent / "shared")
 OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
 
 
@@ -85,7 +85,7 @@ def _outcome(registry, data):
 
 
 def test_recorded_cases_answer_the_same_batched(monkeypatch, fast_paths):
-    suites = [load_suite(SHARED / "cases" / name) for name in OBJECT_SUITES]
+    suites = [load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
     for case in cases:

@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry, Outcome
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "reference").is_dir()), REPO.parent / "shared")
-REGISTRY = CRDRegistry.load([SHARED / "reference" / "conformance", REPO / "chart" / "crds"])
+REGISTRY = CRDRegistry.load([CONFORMANCE / "reference" / "conformance", REPO / "chart" / "crds"])
 KINDS = REGISTRY.kinds()
 
 

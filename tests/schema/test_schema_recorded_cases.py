@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from webhook.offline.cases import load_suite
+from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]
-# shared/ sits beside the repository (CI: a fresh clone with shared/ beside it; a worktree: further up)
-SHARED = next((p / "shared" for p in REPO.parents if (p / "shared" / "cases").is_dir()), REPO.parent / "shared")
-CASES_DIR = SHARED / "cases"
+CASES_DIR = CONFORMANCE / "cases"
 OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
 
 _SUITES = {name: load_suite(CASES_DIR / name) for name in OBJECT_SUITES if (CASES_DIR / name).is_file()}

@@ -1,0 +1,1 @@
+"""What the tests share: the repository's paths, and (in time) one fake apiserver."""
