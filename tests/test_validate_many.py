@@ -49,15 +49,20 @@ def test_workers_answer_as_one_process(tmp_path, capsys, small_batches):
     assert main(["validate", "-f", str(tmp_path), "-o", "json", "-j", "3"]) == 1
     assert json.loads(capsys.readouterr().out) == serial
     assert len(serial) == 40 and {a["allowed"] for a in serial} == {True, False}
+    assert [a["source"]["file"] for a in serial] == [str(tmp_path / f"m{i:03d}.yaml") for i in range(40)]
 
 
-def test_the_first_bad_document_is_reported_from_workers(tmp_path, capsys, small_batches):
+def test_bad_documents_are_reported_in_their_place_from_workers(tmp_path, capsys, small_batches):
     _write_many(tmp_path, 30)
     (tmp_path / "m010.yaml").write_text("- not\n- a mapping\n")
     (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
-    assert main(["validate", "-f", str(tmp_path), "-j", "3"]) == 2
-    err = capsys.readouterr().err
-    assert err.strip() == f"error: {tmp_path / 'm010.yaml'}:1: a document must be a mapping, got list"
+    assert main(["validate", str(tmp_path), "-j", "3"]) == 2
+    out = capsys.readouterr()
+    errors = [line for line in out.err.splitlines() if not line.startswith("Warning: ")]
+    assert errors == [f"infergate: error: {tmp_path / 'm010.yaml'}:1: a document must be a mapping, got list"]
+    lines = out.out.splitlines()
+    assert f"{tmp_path / 'm020.yaml'}:1: skipped Unknown/x (example.com/v1): no schema for this kind" in lines
+    assert len(lines) == 30 and lines[-1].endswith(" invalid, 1 skipped, 1 error, in 30 files")
 
 
 def test_progress_bar_only_on_a_terminal():
@@ -117,7 +122,10 @@ def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, m
         assert serial[0] == 1 and serial[1]  # some are invalid, all are judged
         assert _run(argv + ["-j", "2"], capsys) == serial
         if output == "text":  # the CRD among the manifests serves its kind to every worker
-            assert "model.example.com/llama-3-1-8b-instruct-l4 valid" in serial[1].splitlines()
+            own_kind = tmp_path / "m031-own-kind.json"
+            assert f"{own_kind}:1: model.example.com/llama-3-1-8b-instruct-l4 valid" in serial[1].splitlines()
+            crd = tmp_path / "m030-crd.yaml"
+            assert f"{crd}:1: customresourcedefinition.apiextensions.k8s.io/models.example.com valid" in serial[1]
             assert len(serial[1].splitlines()) > 140
 
     # stdin is parsed by the parent; its documents are judged across the workers all the same
@@ -127,22 +135,19 @@ def test_workers_print_byte_for_byte_what_one_process_prints(tmp_path, capsys, m
     monkeypatch.setattr("sys.stdin", io.StringIO(many))
     assert _run(["validate", "-f", "-", "-j", "2"], capsys) == serial and len(serial[1].splitlines()) >= 80
 
-    # a document that is no object, an unknown kind: the first in file order ends the run
+    # a document that is no object, an unknown kind (--strict), a file that does not parse, aliases
+    # nested past the limit: each reported in its place, every other document still judged
     (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
     (tmp_path / "m050.yaml").write_text("- not\n- a mapping\n")
-    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
-    assert serial[:2] == (2, "") and serial[2].startswith(f"error: {tmp_path / 'm020.yaml'}:1: no CustomResourceDefinition")
-    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
-
-    # a file that does not parse, or aliases nested past the limit, comes before any judging error
     (tmp_path / "m055.yaml").write_text("a: &a [*a]\n")
     (tmp_path / "m058.yaml").write_text("kind: [unclosed\n")
-    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
-    assert serial == (2, "", f"error: {tmp_path / 'm055.yaml'}:1: document nested more than 1024 levels deep "
-                             "(or containing itself through a YAML alias)\n")
-    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
-    (tmp_path / "m055.yaml").unlink()
-    serial = _run(["validate", "-f", str(tmp_path), "-j", "1"], capsys)
-    assert serial[:2] == (2, "") and serial[2].startswith(f"error: {tmp_path / 'm058.yaml'}:2: invalid YAML: ")
-    assert _run(["validate", "-f", str(tmp_path), "-j", "2"], capsys) == serial
+    serial = _run(["validate", str(tmp_path), "--strict", "-j", "1"], capsys)
+    errors = [line for line in serial[2].splitlines() if line.startswith("infergate: error: ")]
+    assert serial[0] == 2 and [e.split(": ")[2] for e in errors] == [
+        f"{tmp_path / 'm020.yaml'}:1", f"{tmp_path / 'm050.yaml'}:1", f"{tmp_path / 'm055.yaml'}:1",
+        f"{tmp_path / 'm058.yaml'}:2"]
+    assert "document nested more than 1024 levels deep (or containing itself through a YAML alias)" in errors[2]
+    assert "invalid YAML: " in errors[3]
+    assert serial[1].splitlines()[-1].endswith(" 0 skipped, 4 errors, in 63 files")
+    assert _run(["validate", str(tmp_path), "--strict", "-j", "2"], capsys) == serial
 

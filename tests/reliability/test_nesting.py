@@ -67,7 +67,7 @@ def test_validate_refuses_a_crafted_file_naming_it(tmp_path, name):
     done = subprocess.run([sys.executable, "-m", "webhook", "validate", "-f", str(path)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])  # an input error, not a crash
-    assert done.stderr.startswith(f"error: {path}:1: document ") and expected in done.stderr, done.stderr
+    assert done.stderr.startswith(f"infergate: error: {path}:1: document ") and expected in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert time.perf_counter() - started < 60
 
@@ -97,13 +97,25 @@ def test_state_directory_refuses_a_crafted_file_naming_it(tmp_path, name):
 @pytest.mark.parametrize("name", CRAFTED)
 def test_policy_files_and_suites_refuse_a_crafted_file_naming_it(tmp_path, name):
     """Policy params and policy test suites reach CEL too."""
-    from webhook.policy.source import SourceError, read_documents
+    from webhook.policy import PolicyLoadError, load_file
 
     text, expected = CRAFTED[name]
     path = tmp_path / "crafted.yaml"
     path.write_text(text)
-    with pytest.raises(SourceError, match=f"crafted.yaml:1: document .*{expected}"):
-        read_documents(path)
+    with pytest.raises(PolicyLoadError, match=f"crafted.yaml:1: document .*{expected}"):
+        load_file(path)
+
+
+@pytest.mark.parametrize("name", CRAFTED)
+def test_crd_files_refuse_a_crafted_file_naming_it(tmp_path, name):
+    """``--crd`` reads through the one document reader too: the same limit as every other edge."""
+    from webhook.schema import CRDLoadError, CRDRegistry
+
+    text, expected = CRAFTED[name]
+    path = tmp_path / "crafted.yaml"
+    path.write_text(text)
+    with pytest.raises(CRDLoadError, match=f"crafted.yaml:1: document .*{expected}"):
+        CRDRegistry.load([path], check=True)
 
 
 def test_recorded_case_files_refuse_a_crafted_file(tmp_path):

@@ -44,30 +44,39 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_validate_valid_manifest(tmp_path, capsys):
     path = _write(tmp_path, "good.yaml", GOOD)
-    assert main(["validate", "-f", str(path)]) == 0
-    assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{path}:1: model.kubeai.org/good valid",
+                                                    "1 valid, 0 invalid, 0 skipped, 0 errors, in 1 file"]
+    assert main(["validate", "-f", str(path)]) == 0  # kubectl's spelling, kept as an alias
 
 
 def test_validate_reports_like_kubectl(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
     assert main(["validate", "-f", str(path)]) == 1
     out = capsys.readouterr()
-    assert 'Warning: unknown field "spec.bogus"' in out.err
+    bad_line = GOOD.count("\n") + 2
+    assert f'Warning: {path}:{bad_line}: unknown field "spec.bogus"' in out.err
     assert out.out.splitlines() == [
-        "model.kubeai.org/good valid",
-        'The Model "bad" is invalid: ',
+        f"{path}:1: model.kubeai.org/good valid",
+        f'{path}:{bad_line}: The Model "bad" is invalid: ',
         '* spec.engine: Unsupported value: "Nope": supported values: "OLlama", "VLLM", "FasterWhisper", "Infinity"',
         "* <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
         "correct the existing errors to complete validation",
+        "1 valid, 1 invalid, 0 skipped, 0 errors, in 1 file",
     ]
 
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
     assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(REPO / "chart" / "crds")]) == 1
-    answers = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    answers = json.loads(out.out)
     assert [a["allowed"] for a in answers] == [True, False]
-    assert set(answers[0]) == {"allowed", "status", "warnings", "object"}
+    assert [a["result"] for a in answers] == ["valid", "invalid"]
+    assert set(answers[0]) == {"source", "result", "allowed", "status", "warnings", "object"}
+    assert answers[0]["source"] == {"file": str(path), "line": 1, "index": 0}
+    assert answers[1]["source"] == {"file": str(path), "line": GOOD.count("\n") + 2, "index": 1}
+    assert out.err.strip().splitlines()[-1] == "1 valid, 1 invalid, 0 skipped, 0 errors, in 1 file"
     assert answers[0]["object"]["spec"]["targetRequests"] == 100  # the CRD's default
     assert answers[0]["object"]["metadata"]["namespace"] == "default"
     assert answers[1]["status"]["code"] == 422 and answers[1]["warnings"] == ['unknown field "spec.bogus"']
@@ -87,12 +96,12 @@ def test_validate_update_and_status(tmp_path, capsys):
 def test_validate_input_errors_exit_2(tmp_path, capsys):
     broken = _write(tmp_path, "broken.yaml", "apiVersion: v1\nkind: [\n")
     assert main(["validate", "-f", str(broken)]) == 2
-    assert f"{broken}:3: invalid YAML" in capsys.readouterr().err
+    assert f"infergate: error: {broken}:3: invalid YAML" in capsys.readouterr().err
     cm = _write(tmp_path, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
-    assert main(["validate", "-f", str(cm)]) == 2
-    assert "no CustomResourceDefinition serves kind 'ConfigMap'" in capsys.readouterr().err
+    assert main(["validate", "-f", str(cm), "--strict"]) == 2
+    assert f"infergate: error: {cm}:1: no schema for kind 'ConfigMap' in apiVersion 'v1'" in capsys.readouterr().err
     assert main(["validate", "-f", str(tmp_path / "missing.yaml")]) == 2
-    assert "no such file or directory" in capsys.readouterr().err
+    assert f"infergate: error: {tmp_path / 'missing.yaml'}: no such file or directory" in capsys.readouterr().err
 
 
 SUITE = """\
@@ -136,14 +145,14 @@ def test_validate_expands_lists_and_reads_stdin(tmp_path, capsys, monkeypatch):
 
     listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(GOOD)]})
     monkeypatch.setattr("sys.stdin", io.StringIO(listed))
-    assert main(["validate", "-f", "-"]) == 0
-    assert capsys.readouterr().out.strip() == "model.kubeai.org/good valid"
+    assert main(["validate", "-"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "-:1: model.kubeai.org/good valid"
 
 
 def test_manifest_yaml_keeps_timestamps_as_text():
-    from webhook.offline.documents import parse_documents
+    from webhook.documents import parse
 
-    (doc,) = parse_documents("when: 2024-01-01T00:00:00Z\nday: 2024-06-02\nflag: yes\n", "x.yaml")
+    (doc,) = parse("when: 2024-01-01T00:00:00Z\nday: 2024-06-02\nflag: yes\n", "x.yaml").documents
     assert doc.content == {"when": "2024-01-01T00:00:00Z", "day": "2024-06-02", "flag": True}
 
 
@@ -202,5 +211,6 @@ def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
     _write(good, "good.yaml", GOOD)
     assert main(["validate", "-f", str(good), "--crd", str(tmp_path / "crd.yaml"), "--crd-only"]) == 2
     err = capsys.readouterr().err
+    assert err.startswith(f"infergate: error: --crd: {tmp_path / 'crd.yaml'}:1: ")
     assert 'CustomResourceDefinition.apiextensions.k8s.io "models.kubeai.org" is invalid: ' in err
     assert "properties[bad].items: Required value: must be specified" in err

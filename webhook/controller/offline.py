@@ -48,13 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_manifests(sources: list[str]) -> list[dict]:
     """The objects in files, directories or ``-`` (stdin), read as ``infergate validate`` does."""
-    from webhook.offline.documents import InputError as DocumentError
-    from webhook.offline.documents import read_sources
+    from webhook import documents as reader
 
-    try:
-        documents = read_sources(sources)
-    except DocumentError as exc:
-        raise InputError(str(exc)) from None
+    documents, errors = reader.read(sources)
+    if errors:
+        raise InputError(str(errors[0]))
     objects = []
     for document in documents:
         obj = document.content

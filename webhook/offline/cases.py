@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from webhook.offline.documents import load_yaml
+from webhook.documents import load_yaml
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"

@@ -94,17 +94,15 @@ def _case_problem(case: SuiteCase) -> str | None:
 
 
 def _format_errors(path: Path, exc: ValidationError) -> list[str]:
-    from webhook.policy.source import SourceError, read_documents
+    from webhook import documents
 
-    try:
-        doc = read_documents(path)[0]
-    except (SourceError, IndexError):
-        doc = None
+    parsed = documents.read_file(path).parse(node_lines=True, unwrap_lists=False)
+    doc = parsed.documents[0] if parsed.documents else None
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         dotted = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(suite)"
-        where = doc.where(loc) if doc is not None else str(path)
+        where = doc.where_of(loc) if doc is not None else str(path)
         out.append(f"{where}: {dotted}: {err['msg']}")
     return out
 

@@ -2,6 +2,9 @@
 
 Every document is judged by ``judge_document`` — the seam where the admission chain (the
 webhook's policies) joins the apiserver's own handling; ``--crd-only`` keeps to the latter.
+Every document gets one :class:`Result` naming its source (file, line, index): valid,
+invalid, skipped (a kind with no schema, a file that is no Kubernetes object) or an error
+(it cannot be read); a problem with one file never stops the others.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -17,13 +21,15 @@ from typing import Any, Callable
 import orjson
 import yaml
 
+from webhook import console, documents
 from webhook.admission.chain import AdmissionChain, offline_request
-from webhook.offline.documents import Document, InputError, Source, read_sources, read_texts
+from webhook.documents import Document, InputFile, Origin, ReadError
+from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
-from webhook.state import FileState, StateLoadError
+from webhook.state import FileState, StateLoadError, named_objects
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -75,26 +81,60 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
 
 
+DESCRIPTION = """\
+Validate manifests as the cluster would answer them: the CRDs' own schema, defaults and CEL
+rules exactly as kube-apiserver applies them, then the webhook's admission policies.
+
+Every document gets one line naming its file and line (valid, invalid, skipped or an error),
+then one summary: "N valid, M invalid, K skipped, E errors, in F files". A document of a kind
+with no schema (a ConfigMap, a Deployment, ...) is skipped and counted (--strict: an error); a
+file that cannot be read is reported in its place, and the other files are still validated."""
+
+EXAMPLES = """\
+infergate validate manifests/                           # every .yaml/.yml/.json, recursively
+helm template charts/app | infergate validate -         # stdin
+infergate validate new.yaml --old stored.yaml           # an UPDATE: transition rules, ratcheting
+infergate validate manifests/ --state manifests/        # policies look up objects of the same repository
+infergate validate manifests/ -o github                 # GitHub Actions annotations on the pull request
+infergate validate manifests/ -o junit > report.xml     # JUnit XML for CI (summary on stderr)
+"""
+
+OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-f", "--filename", action="append", required=True, metavar="FILE|DIR|-",
-                        help="manifests to validate (YAML or JSON, many documents; directories recursively; "
-                             "- for stdin); repeatable")
-    parser.add_argument("--old", action="append", default=[], metavar="FILE",
-                        help="the objects as stored: documents matching one by kind/namespace/name are UPDATEs")
+    parser.description = DESCRIPTION
+    parser.epilog = console.epilog(EXAMPLES)
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="manifests to validate: files (YAML or JSON, many documents each), directories "
+                             "(.yaml, .yml and .json, recursively) or - for stdin")
+    parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
+                        help="the same as a PATH argument (kubectl's spelling); repeatable")
+    parser.add_argument("--old", action="append", default=[], metavar="PATH",
+                        help="the objects as stored: a document matching one by apiVersion/kind/namespace/name is "
+                             "an UPDATE (an --old object that no document matches is an error); repeatable")
     parser.add_argument("--subresource", choices=["status"], help="validate writes to the /status subresource")
-    parser.add_argument("--crd", action="append", default=[], metavar="DIR",
-                        help="CRDs to validate against (default: the shipped chart/crds); repeatable")
+    parser.add_argument("--crd", action="append", default=[], metavar="PATH",
+                        help="CRDs to validate against (files or directories; a List of CRDs too; default: the "
+                             "shipped chart/crds); repeatable. CRDs among the manifests are added as well")
     parser.add_argument("--crd-only", action="store_true",
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
+    parser.add_argument("--strict", action="store_true",
+                        help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
+                             "(default: skipped and counted)")
     parser.add_argument("-n", "--namespace", default="default",
                         help="namespace of namespaced objects that name none (default: default)")
-    parser.add_argument("--state", metavar="DIR",
-                        help="the cluster to check against: a directory of manifests (default: the embedded "
-                             "example state)")
+    parser.add_argument("--state", action="append", default=[], metavar="PATH",
+                        help="the cluster the policies look up (classes, catalog, namespaces, Pods, Services, "
+                             "HTTPRoutes, ...): manifest files or directories, may be the inputs themselves "
+                             "(default: the embedded example state); repeatable")
     parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
     parser.add_argument("--explain", action="store_true",
                         help="show every policy rule evaluated: its expression, the values it saw, the verdict")
-    parser.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
+                        help="text (default: one line per document, colour on a terminal unless NO_COLOR), "
+                             "json/yaml (every answer with its source), junit (JUnit XML), github (workflow "
+                             "command annotations), sarif (SARIF 2.1.0 for code scanning)")
     parser.add_argument("-j", "--jobs", type=int, default=available_cpus(), metavar="N",
                         help="processes judging documents in large runs (default: the CPUs available)")
 
@@ -104,27 +144,49 @@ def _identity(obj: Any) -> tuple[Any, ...]:
     return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
 
 
-def _registry(args: argparse.Namespace, documents: list[Document], warn: Callable[[str], None]) -> CRDRegistry:
-    """The shipped CRDs, or ``--crd``; CRDs among the manifests too (as after ``kubectl apply``).
-    CRDs that did not come with infergate are first checked as the apiserver would admit them."""
-    registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
-    for doc in documents:
-        if _is_crd(doc.content):
-            for warning in registry.add_checked(doc.content, doc.where):
-                warn(f"Warning: {doc.where}: {warning}")
-    return registry
-
-
-def _chain(args: argparse.Namespace, registry: CRDRegistry) -> AdmissionChain:
-    from webhook import resources
-
-    policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir())
-    state = FileState(Path(args.state) if args.state else resources.examples_dir())
-    return AdmissionChain(registry, policies, state)
-
-
 def _is_crd(content: Any) -> bool:
     return isinstance(content, dict) and content.get("kind") == _CRD_KIND
+
+
+@dataclass
+class Result:
+    """One document's answer, or why it has none; small, it is all that comes back from a worker."""
+
+    origin: Origin
+    outcome: str  # "valid" | "invalid" | "skipped" | "error"
+    summary: str  # valid/invalid: the line kubectl would print; skipped/error: why
+    judgement: Judgement | None = None
+    name: str = ""  # Kind/name, for the CI formats
+    old: tuple[Any, ...] | None = None  # the --old object it was judged against
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.origin.as_dict(), "result": self.outcome}
+        if self.judgement is not None:
+            out.update(self.judgement.as_dict())
+        elif self.outcome == "skipped":
+            out["reason"] = self.summary
+        else:
+            out["error"] = self.summary
+        return out
+
+    def finding(self) -> Finding:
+        status = {"valid": "passed", "invalid": "failed"}.get(self.outcome, self.outcome)
+        rule = {"invalid": "denied"}.get(self.outcome, "input-error")
+        message = self.summary
+        if self.outcome == "invalid" and self.judgement is not None:
+            message = (self.judgement.status or {}).get("message") or self.summary
+        return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file,  # type: ignore[arg-type]
+                       self.origin.line, message if self.outcome != "valid" else "", rule)
+
+
+def _error(origin: Origin, message: str) -> Result:
+    return Result(origin, "error", message)
+
+
+def _label(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name") or meta.get("generateName") or ""
+    return f"{obj.get('kind')}/{name}" if name else str(obj.get("kind"))
 
 
 # A file larger than this is parsed in the parent and its documents judged one by one across the
@@ -132,149 +194,218 @@ def _is_crd(content: Any) -> bool:
 _LARGE_FILE = 64 * 1024
 
 
-def _parse_here(source: Source) -> bool:
-    """Whether the parent parses ``source`` before the workers start: a file that may hold a CRD
-    (every CRD joins the registry before anything is judged; ``kind`` spelled through an escape —
+def _parse_here(source: InputFile) -> bool:
+    """Whether the parent parses ``source`` before the workers start: stdin, a file that may hold a
+    CRD (every CRD joins the registry before anything is judged; ``kind`` spelled through an escape —
     JSON's ``\\u``, YAML's ``\\x`` — counts as may) or a large one. The rest the workers parse."""
     text = source.text
-    return text is not None and (len(text) > _LARGE_FILE or _CRD_KIND in text or "\\" in text)
+    return text is not None and (source.name == documents.STDIN or len(text) > _LARGE_FILE
+                                 or _CRD_KIND in text or "\\" in text)
 
 
-@dataclass
-class Verdict:
-    """One document's answer as printed: small, it is all that comes back from a worker."""
-
-    summary: str  # the line kubectl would print (``describe``)
-    judgement: Judgement
+Unit = InputFile | Document | Result  # parse and judge; judge; already answered
 
 
 @dataclass
 class _Setup:
-    units: list[Source]  # a file to parse and judge, or parsed documents to judge
-    olds: dict[tuple[Any, ...], dict[str, Any]]
-    has_old: bool  # whether --old held any document
+    inputs: list[InputFile]
+    units: list[Unit]
+    olds: dict[tuple[Any, ...], Document]
     registry: CRDRegistry
     chain: AdmissionChain | None
-    warnings: list[str]  # the CRDs' warnings, printed once every file has parsed
 
 
-_SETUP_ERRORS = (InputError, CRDLoadError, StateLoadError, PolicyLoadError)
+class SetupError(ValueError):
+    """What stops the run before any document is judged: a bad --crd, --old, --state or --policies."""
 
 
-def _setup(args: argparse.Namespace) -> _Setup:
-    """Everything loaded once before judging (workers fork after this and share it). The error
-    raised is the one a run parsing every file first would meet first: a file's input error
-    before ``--old``'s, before the CRDs', the policies' and the state's."""
-    sources = read_texts(args.filename)
-    warnings: list[str] = []
+def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
+    """Everything loaded once before judging (workers fork after this and share it)."""
+    inputs = documents.read_inputs(paths)
+    for source in inputs:
+        if _parse_here(source):
+            source.parsed = source.parse()
+    old_documents, old_errors = documents.read(args.old)
+    if old_errors:
+        raise SetupError(f"--old: {old_errors[0]}")
     try:
-        for source in sources:
-            if _parse_here(source):
-                source.documents = source.parse()
-        old_documents = read_sources(args.old)
-        parsed = [doc for source in sources if source.documents for doc in source.documents]
-        registry = _registry(args, parsed, warnings.append)
-        chain = None if args.crd_only else _chain(args, registry)
-    except _SETUP_ERRORS:
-        first = _first_input_error(sources)
-        if first is not None:
-            raise first from None
-        for warning in warnings:
-            print(warning, file=sys.stderr)
-        raise
-    units: list[Source] = []
-    for source in sources:  # parsed documents go one by one: any worker can judge any of them
-        if source.documents is None:
+        registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
+    except CRDLoadError as exc:
+        raise SetupError(f"--crd: {exc}") from None
+    units: list[Unit] = []
+    for source in inputs:
+        if source.parsed is None:
             units.append(source)
-        else:
-            units += [Source(source.name, documents=[doc]) for doc in source.documents if not _is_crd(doc.content)]
-    olds = {_identity(d.content): d.content for d in old_documents if isinstance(d.content, dict)}
-    return _Setup(units, olds, bool(old_documents), registry, chain, warnings)
+            continue
+        for doc in source.parsed.documents:  # one by one: any worker can judge any of them
+            units.append(_add_crd(registry, doc) if _is_crd(doc.content) else doc)
+        if source.parsed.error is not None:
+            units.append(_error(source.parsed.error.origin, source.parsed.error.message))
+    chain = None if args.crd_only else _chain(args, registry, {source.name for source in inputs})
+    olds: dict[tuple[Any, ...], Document] = {}
+    for doc in old_documents:
+        if isinstance(doc.content, dict):
+            olds.setdefault(_identity(doc.content), doc)
+    return _Setup(inputs, units, olds, registry, chain)
 
 
-def _first_input_error(sources: list[Source]) -> InputError | None:
-    for source in sources:
+def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
+    """A CRD among the manifests joins the registry (as after ``kubectl apply``), if the
+    apiserver would admit it."""
+    try:
+        warnings = registry.add_checked(doc.content, doc.where)
+    except CRDLoadError as exc:
+        return _error(doc.origin, str(exc).removeprefix(f"{doc.where}: "))
+    name = (doc.content.get("metadata") or {}).get("name") or ""
+    judgement = Judgement(True, None, warnings, doc.content)
+    return Result(doc.origin, "valid", f"customresourcedefinition.apiextensions.k8s.io/{name} valid", judgement,
+                  f"{_CRD_KIND}/{name}")
+
+
+def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) -> AdmissionChain:
+    from webhook import resources
+
+    try:
+        policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir())
+    except PolicyLoadError as exc:
+        raise SetupError(f"--policies: {exc}") from None
+    if not args.state:
         try:
-            source.parse()
-        except InputError as exc:
-            return exc
-    return None
+            return AdmissionChain(registry, policies, FileState(resources.examples_dir()))
+        except StateLoadError as exc:
+            raise SetupError(f"the example state: {exc}") from None
+    found, errors = documents.read(args.state)
+    errors = [e for e in errors if e.file not in inputs]  # an input's own problem is reported in its place
+    if errors:
+        raise SetupError(f"--state: {errors[0]}")
+    return AdmissionChain(registry, policies, FileState(objects=named_objects(found)))
 
 
 def run(args: argparse.Namespace) -> int:
+    paths = list(args.paths) + list(args.filename)
+    if not paths:
+        return console.error("validate: no input: give files, directories or - (stdin)")
+    if args.jobs < 1:
+        return console.error("validate: -j/--jobs must be at least 1")
     try:
-        setup = _setup(args)
-    except _SETUP_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        setup = _setup(args, paths)
+    except SetupError as exc:
+        return console.error(str(exc))
     registry, units = setup.registry, setup.units
 
-    def judge(doc: Document) -> Verdict | str:
-        """One document's verdict, or the error that ends the run (as text: it crosses processes)."""
+    def judge(doc: Document) -> Result:
         obj = doc.content
         if not isinstance(obj, dict):
-            return f"{doc.where}: a document must be a mapping, got {type(obj).__name__}"
-        old = setup.olds.get(_identity(obj))
+            return _error(doc.origin, f"a document must be a mapping, got {type(obj).__name__}")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
+            why = "not a Kubernetes object (no apiVersion and kind)"
+            return _error(doc.origin, why) if args.strict else Result(doc.origin, "skipped", why)
+        label = _label(obj)
+        if registry.served(api_version, kind) is None:
+            if args.strict:
+                known = ", ".join(f"{k} ({api})" for api, k in registry.kinds()) or "none"
+                return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
+                                                   f"(served: {known})", name=label)
+            return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind", name=label)
+        key = _identity(obj)
+        old_doc = setup.olds.get(key)
+        old = old_doc.content if old_doc is not None else None
         if args.subresource and old is None:
-            return f"{doc.where}: no stored object in --old matches this document"
+            return _error(doc.origin, "no stored object in --old matches this document")
         try:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
             judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
                                        crd_only=args.crd_only, chain=setup.chain, explain=args.explain)
-            return Verdict(describe(obj, judgement), judgement)
-        except UnknownKind as exc:
-            known = ", ".join(f"{kind} ({api})" for api, kind in registry.kinds()) or "none"
-            return f"{doc.where}: {exc} (served: {known})"
         except Exception as exc:  # a bug must still end in a message, not a traceback
-            return f"{doc.where}: internal error: {type(exc).__name__}: {exc}"
+            return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
+        return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
+                      label, key if old_doc is not None else None)
 
-    def judge_unit(i: int) -> list[Verdict | str] | InputError:
+    def judge_unit(i: int) -> list[Result]:
         """Parse (in the worker: the parse is a large share of the work) and judge one unit."""
-        try:
-            documents = units[i].parse()
-        except InputError as exc:
-            return exc
-        return [judge(doc) for doc in documents if not _is_crd(doc.content)]
+        unit = units[i]
+        if isinstance(unit, Result):
+            return [unit]
+        if isinstance(unit, Document):
+            return [judge(unit)]
+        parsed = unit.parse()
+        out = [judge(doc) for doc in parsed.documents]
+        if parsed.error is not None:
+            out.append(_error(parsed.error.origin, parsed.error.message))
+        return out
 
     progress = Progress(len(units), "validating")
     try:
         answers = map_ordered(judge_unit, len(units), jobs=args.jobs, progress=progress.advance)
     finally:
         progress.close()
-    for answer in answers:  # an input error anywhere comes first, as if every file were parsed first
-        if isinstance(answer, InputError):
-            print(f"error: {answer}", file=sys.stderr)
-            return 2
-    for warning in setup.warnings:
-        print(warning, file=sys.stderr)
-    if args.subresource and not setup.has_old:  # (judging was quick: no document found its stored object)
-        print("error: --subresource status needs --old (the stored objects)", file=sys.stderr)
-        return 2
-    verdicts: list[Verdict] = []
-    for answer in answers:
-        for verdict in answer:
-            if isinstance(verdict, str):
-                print(f"error: {verdict}", file=sys.stderr)
-                return 2
-            verdicts.append(verdict)
-    _print(args.output, verdicts)
-    return 0 if all(v.judgement.allowed for v in verdicts) else 1
+    results = [result for answer in answers for result in answer]
+    used = {result.old for result in results if result.old is not None}
+    for key, doc in setup.olds.items():
+        if key not in used:
+            api_version, kind, namespace, name = key
+            what = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
+            results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
+    _print(args.output, results, len(setup.inputs))
+    counts = Counter(result.outcome for result in results)
+    if counts["error"]:
+        return console.USAGE
+    return console.FAILED if counts["invalid"] else console.OK
 
 
-def _print(output: str, verdicts: list[Verdict]) -> None:
-    if output == "json":
-        sys.stdout.write(_json([v.judgement.as_dict() for v in verdicts]))
+def summary(counts: Counter, files: int) -> str:
+    """The closing line: every result counted, "0 objects" when there was nothing to judge."""
+    where = f"in {files} file{'s' if files != 1 else ''}"
+    if not sum(counts.values()):
+        return f"0 objects, {where}"
+    errors = counts["error"]
+    return (f"{counts['valid']} valid, {counts['invalid']} invalid, {counts['skipped']} skipped, "
+            f"{errors} error{'s' if errors != 1 else ''}, {where}")
+
+
+def _print(output: str, results: list[Result], files: int) -> None:
+    counts = Counter(result.outcome for result in results)
+    closing = summary(counts, files)
+    if output in ("json", "yaml"):
+        answers = [result.as_dict() for result in results]
+        if output == "json":
+            sys.stdout.write(_json(answers))
+        else:
+            yaml.safe_dump(answers, sys.stdout, sort_keys=False, allow_unicode=True)
+        print(closing, file=sys.stderr)
         return
-    if output == "yaml":
-        yaml.safe_dump([v.judgement.as_dict() for v in verdicts], sys.stdout, sort_keys=False, allow_unicode=True)
+    if output == "junit":
+        sys.stdout.write(junit_xml((r.finding() for r in results), "infergate validate"))
+        print(closing, file=sys.stderr)
         return
-    for verdict in verdicts:
-        for warning in verdict.judgement.warnings:
-            print(f"Warning: {warning}", file=sys.stderr)
-        print(verdict.summary)
-        for rule in verdict.judgement.explain or ():
-            print(explain_line(rule))
+    if output == "sarif":
+        from webhook import __version__
+
+        sys.stdout.write(sarif((r.finding() for r in results), version=__version__))
+        print(closing, file=sys.stderr)
+        return
+    paint = console.Painter(sys.stdout)
+    colours = {"valid": "green", "invalid": "red", "skipped": "yellow"}
+    for result in results:
+        if result.judgement is not None:
+            for warning in result.judgement.warnings:
+                print(f"Warning: {result.origin.where}: {warning}", file=sys.stderr)
+        if result.outcome == "error":
+            sys.stdout.flush()
+            console.error(f"{result.origin.where}: {result.summary}")
+        else:
+            text = result.summary if result.outcome != "skipped" else f"skipped {result.summary}"
+            print(f"{paint(result.origin.where, 'dim')}: {paint(text, colours[result.outcome])}"
+                  if paint.enabled else f"{result.origin.where}: {text}")
+            for rule in (result.judgement.explain if result.judgement else None) or ():
+                print(explain_line(rule))
+        if output == "github":
+            annotation = github_annotation(result.finding())
+            if annotation:
+                print(annotation)
+    print(closing)
 
 
 def _json(value: Any) -> str:

@@ -7,18 +7,18 @@ A load error names the file and line, the field (and expression) and why, e.g.::
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import ValidationError
 
+from webhook import documents
 from webhook.cel import CelCompileError, get_engine
+from webhook.documents import Document
 from webhook.policy.compiled import CEL_VARIABLES, CompiledPolicy, Expression
 from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
-from webhook.policy.source import SourceDocument, SourceError, read_documents
 
-SUFFIXES = (".yaml", ".yml")
+SUFFIXES = (".yaml", ".yml")  # not .json: JSON schemas (policy-suite.schema.json) live beside policies
 
 
 class PolicyLoadError(ValueError):
@@ -37,35 +37,29 @@ def _dotted(path: Iterable[Any]) -> str:
 
 
 def policy_files(directory: Path) -> list[Path]:
-    """The policy files of ``directory`` (recursively, in name order); JSON schema files excluded.
-
-    Symlinks are followed and names starting with "." skipped: a mounted ConfigMap (the Helm
-    chart's policies volume) is ``name -> ..data/name`` links into a hidden ``..<timestamp>``
-    directory, whose files must be read once, through the links."""
-    found = []
-    for root, dirs, files in os.walk(directory, followlinks=True):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [Path(root, f) for f in files if not f.startswith(".") and Path(f).suffix in SUFFIXES]
-    return sorted(found)
+    """The policy files of ``directory`` (recursively, in path order), as ``webhook.documents``
+    finds files: symlinks followed, names starting with "." skipped (a mounted ConfigMap, the
+    Helm chart's policies volume, is read once, through its links)."""
+    return documents.manifest_files(directory, SUFFIXES)
 
 
-def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
-    data = doc.data
+def _compile_document(doc: Document, engine) -> CompiledPolicy:
+    data = doc.content
     if not isinstance(data, dict) or data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
-        raise PolicyLoadError([f"{doc.where()}: not an {KIND} (expected apiVersion: {API_VERSION}, kind: {KIND})"])
+        raise PolicyLoadError([f"{doc.where}: not an {KIND} (expected apiVersion: {API_VERSION}, kind: {KIND})"])
     try:
         model = AdmissionPolicy.model_validate(data)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
-            problems.append(f"{doc.where(loc)}: {_dotted(loc) or '(document)'}: {err['msg']}")
+            problems.append(f"{doc.where_of(loc)}: {_dotted(loc) or '(document)'}: {err['msg']}")
         raise PolicyLoadError(problems) from None
 
     problems: list[str] = []
 
     def compile_(source: str, path: tuple[Any, ...]) -> Expression:
-        where = f"{doc.where(path)}: {_dotted(path)}"
+        where = f"{doc.where_of(path)}: {_dotted(path)}"
         try:
             # infergate's policies mix dyn and typed values in literals (JSON patch maps)
             program = engine.compile(source, CEL_VARIABLES, mixed_literals=True)
@@ -74,7 +68,7 @@ def _compile_document(doc: SourceDocument, engine) -> CompiledPolicy:
             program = None
         return Expression(program, source, where)
 
-    compiled = CompiledPolicy(model, compile_, str(doc.file), engine)
+    compiled = CompiledPolicy(model, compile_, doc.origin.file, engine)
     if problems:
         raise PolicyLoadError(problems)
     return compiled
@@ -87,13 +81,11 @@ def _is_test_suite(data: Any) -> bool:
 
 def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
     engine = engine or get_engine()
-    try:
-        docs = read_documents(file)
-    except SourceError as exc:
-        raise PolicyLoadError([str(exc)]) from None
-    policies, problems = [], []
-    for doc in docs:
-        if doc.data is None or _is_test_suite(doc.data):
+    parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=False)
+    policies: list[CompiledPolicy] = []
+    problems = [str(parsed.error)] if parsed.error is not None else []
+    for doc in parsed.documents:
+        if _is_test_suite(doc.content):
             continue
         try:
             policies.append(_compile_document(doc, engine))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
+from webhook import documents
+from webhook.documents import Document
 from webhook.gofmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
@@ -26,7 +26,6 @@ from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, 
                                        validate_object_meta_update)
 from webhook.schema.structural import ABSENT, Node
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster on the large CRDs
 _TOO_DEEP = "the object is nested too deeply to be decoded"
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
                                 "the existing errors to complete validation")
@@ -66,25 +65,15 @@ class RequestError(ValueError):
         return fe.bad_request_status(self.message)
 
 
-def _read_documents(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CRDLoadError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        return [doc for doc in yaml.load_all(text, Loader=_LOADER) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise CRDLoadError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-
-
-def _crd_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+def _crd_documents(path: Path) -> list[Document]:
+    """The documents of CRD files and directories (``webhook.documents``: ``List`` unwrapped,
+    the one nesting limit); the first problem is a ``CRDLoadError``."""
     if not path.exists():
         raise CRDLoadError(f"{path}: no such file or directory")
-    return [path]
+    found, errors = documents.read([path])
+    if errors:
+        raise CRDLoadError(str(errors[0]))
+    return found
 
 
 class CRDRegistry:
@@ -106,14 +95,14 @@ class CRDRegistry:
         """
         registry = cls()
         for raw in paths:
-            for file in _crd_files(Path(raw)):
-                for doc in _read_documents(file):
-                    if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                        continue
-                    if check:
-                        registry.add_checked(doc, str(file))
-                    else:
-                        registry._add(doc, str(file))
+            for doc in _crd_documents(Path(raw)):
+                crd = doc.content
+                if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+                    continue
+                if check:
+                    registry.add_checked(crd, doc.where)
+                else:
+                    registry._add(crd, doc.where)
         return registry
 
     def add_checked(self, crd: dict[str, Any], where: str = "") -> list[str]:

@@ -2,7 +2,7 @@
 (a watch cache), both behind :class:`ClusterState`."""
 
 from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize
-from webhook.state.files import FileState, StateLoadError, read_manifests
+from webhook.state.files import FileState, StateLoadError, named_objects, read_manifests
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "WatchedKind",
     "from_label_selector",
     "group_of",
+    "named_objects",
     "parse_selector",
     "read_manifests",
     "sanitize",

@@ -2,51 +2,26 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 
-from webhook.nesting import may_alias, tree_problem
+from webhook import documents as documents_reader
+from webhook.documents import Document
 from webhook.state.base import ClusterState, group_of
 
-__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "read_manifests"]
+__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "named_objects", "read_manifests"]
 
 # A bare KubeAI system config file (its own format: resourceProfiles, cacheProfiles, ...)
 # is served as the ConfigMap KubeAI's Helm chart creates, so policies read one shape.
 KUBEAI_CONFIG = {"namespace": "kubeai", "name": "kubeai-config", "key": "system.yaml"}
 _KUBEAI_CONFIG_KEYS = {"resourceProfiles", "cacheProfiles", "modelServers", "modelLoading"}
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, same nodes and marks
-_SUFFIXES = {".yaml", ".yml", ".json"}
 
 
 class StateLoadError(ValueError):
     """A manifest that cannot be read; the message names the file (and line)."""
-
-
-def _documents(path: Path) -> Iterator[tuple[int, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StateLoadError(f"{path}: cannot read: {exc}") from exc
-    loader = _LOADER(text)  # JSON is YAML
-    check = may_alias(text)
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            document = loader.construct_document(node)
-            problem = tree_problem(document) if check else None
-            if problem is not None:  # the same limit as the server's (webhook.nesting)
-                raise StateLoadError(f"{path}:{node.start_mark.line + 1}: document {problem}")
-            yield node.start_mark.line + 1, document
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise StateLoadError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
-    finally:
-        loader.dispose()
 
 
 def _kubeai_config_map(config: dict[str, Any]) -> dict[str, Any]:
@@ -58,46 +33,40 @@ def _kubeai_config_map(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _objects(path: Path) -> Iterator[dict[str, Any]]:
-    for line, doc in _documents(path):
-        if not isinstance(doc, dict):
-            raise StateLoadError(f"{path}:{line}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
-        if "kind" not in doc and _KUBEAI_CONFIG_KEYS & doc.keys():
-            yield _kubeai_config_map(doc)
+def _objects(document: Document) -> Iterator[dict[str, Any]]:
+    doc, where = document.content, document.where
+    if not isinstance(doc, dict):
+        raise StateLoadError(f"{where}: expected a Kubernetes object (a mapping), got {type(doc).__name__}")
+    if "kind" not in doc and _KUBEAI_CONFIG_KEYS & doc.keys():
+        yield _kubeai_config_map(doc)
+        return
+    missing = [f for f in ("apiVersion", "kind") if not isinstance(doc.get(f), str) or not doc.get(f)]
+    name = (doc.get("metadata") or {}).get("name")
+    if missing or not isinstance(name, str) or not name:
+        what = ", ".join(missing + ([] if name else ["metadata.name"]))
+        raise StateLoadError(f"{where}: object without {what}")
+    yield doc
+
+
+def named_objects(documents: list[Document]) -> list[dict[str, Any]]:
+    """The documents that are named Kubernetes objects (the rest skipped): the state a
+    repository of mixed files gives (``infergate validate --state`` on the inputs themselves)."""
+    out: list[dict[str, Any]] = []
+    for document in documents:
+        try:
+            out += _objects(document)
+        except StateLoadError:
             continue
-        is_list = str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list)
-        items = doc["items"] if is_list else [doc]
-        for obj in items:
-            if not isinstance(obj, dict):
-                raise StateLoadError(f"{path}:{line}: list item is not an object")
-            missing = [f for f in ("apiVersion", "kind") if not isinstance(obj.get(f), str) or not obj.get(f)]
-            name = (obj.get("metadata") or {}).get("name")
-            if missing or not isinstance(name, str) or not name:
-                what = ", ".join(missing + ([] if name else ["metadata.name"]))
-                raise StateLoadError(f"{path}:{line}: object without {what}")
-            yield obj
+    return out
 
 
-def _manifest_files(directory: Path) -> list[Path]:
-    """Manifests under ``directory`` in name order; hidden entries skipped (a mounted ConfigMap
-    shows each file twice: as a link and inside kubelet's hidden ``..<timestamp>`` directory)."""
-    found = []
-    for root, dirs, files in os.walk(directory, followlinks=True):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found += [Path(root, f) for f in files if not f.startswith(".") and Path(f).suffix in _SUFFIXES]
-    return sorted(found)
-
-
-def read_manifests(path: Path) -> list[dict[str, Any]]:
-    """The objects of a manifest file, or of every file under a directory, as :class:`FileState`
-    reads them; raises :class:`StateLoadError`."""
-    if path.is_dir():
-        files = _manifest_files(path)
-    elif path.is_file():
-        files = [path]
-    else:
-        raise StateLoadError(f"{path}: no such file or directory")
-    return [obj for file in files for obj in _objects(file)]
+def read_manifests(*paths: Path) -> list[dict[str, Any]]:
+    """The objects of manifest files, or of every file under directories, as :class:`FileState`
+    reads them (``webhook.documents``); raises :class:`StateLoadError` at the first problem."""
+    documents, errors = documents_reader.read(paths)
+    if errors:
+        raise StateLoadError(str(errors[0]))
+    return [obj for document in documents for obj in _objects(document)]
 
 
 class FileState(ClusterState):

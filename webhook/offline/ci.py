@@ -1,0 +1,138 @@
+"""Results in the formats CI systems read: JUnit XML, GitHub workflow commands, SARIF 2.1.0.
+
+``infergate validate`` and ``infergate test`` both describe their results as
+:class:`Finding` s (one per document or case, with its file and line) and print them here.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from typing import Iterable, Literal
+
+Status = Literal["passed", "failed", "error", "skipped"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result: a document judged, a case run, or a problem reading one."""
+
+    group: str  # the JUnit test suite: the file
+    name: str  # the JUnit test case: the object or case
+    status: Status
+    file: str
+    line: int | None
+    message: str = ""  # failed/error/skipped: why (the first line is the summary)
+    rule: str = ""  # SARIF ruleId: what kind of problem (denied, invalid-yaml, ...)
+    seconds: float = 0.0
+
+
+def junit_xml(findings: Iterable[Finding], name: str) -> str:
+    """One ``<testsuite>`` per group (file), one ``<testcase>`` per finding: a denial or failed case
+    is a ``<failure>``, a problem reading it an ``<error>``, a skipped document ``<skipped>``."""
+    root = ET.Element("testsuites", name=name)
+    suites: dict[str, ET.Element] = {}
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    times: dict[str, float] = {}
+    for finding in findings:
+        suite = suites.get(finding.group)
+        if suite is None:
+            suite = suites[finding.group] = ET.SubElement(root, "testsuite", name=finding.group)
+            suite.attrib.update(tests="0", failures="0", errors="0", skipped="0")
+            times[finding.group] = 0.0
+        attributes = {"classname": finding.group, "name": finding.name, "time": f"{finding.seconds:.3f}",
+                      "file": finding.file}
+        if finding.line is not None:
+            attributes["line"] = str(finding.line)
+        case = ET.SubElement(suite, "testcase", attributes)
+        counter = {"failed": "failures", "error": "errors", "skipped": "skipped"}.get(finding.status)
+        if counter is not None:
+            tag = {"failures": "failure", "errors": "error", "skipped": "skipped"}[counter]
+            first = finding.message.splitlines()[0] if finding.message else finding.status
+            child = ET.SubElement(case, tag, message=first[:200])
+            if tag != "skipped":
+                child.text = finding.message
+            suite.set(counter, str(int(suite.get(counter)) + 1))
+            totals[counter] += 1
+        suite.set("tests", str(int(suite.get("tests")) + 1))
+        totals["tests"] += 1
+        times[finding.group] += finding.seconds
+    for group, suite in suites.items():
+        suite.set("time", f"{times[group]:.3f}")
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{sum(times.values()):.3f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _escape_data(text: str) -> str:
+    # the runner's own escaping (actions/toolkit, command.ts): '%' first, then the line breaks
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotation(finding: Finding) -> str | None:
+    """The workflow command that annotates ``finding`` in a pull request's files, or None
+    (passed and skipped results need no annotation)."""
+    if finding.status not in ("failed", "error"):
+        return None
+    properties = f"file={_escape_property(finding.file)}"
+    if finding.line is not None:
+        properties += f",line={finding.line}"
+    properties += f",title={_escape_property(finding.name)}"
+    return f"::error {properties}::{_escape_data(finding.message)}"
+
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+_RULES = {
+    "denied": "The cluster would refuse the write (the CRD's schema or rules, or an admission policy)",
+    "case-failed": "A policy test case's answer differs from its expectation",
+    "input-error": "A file or document that cannot be read (broken YAML, not an object, unreadable)",
+    "unknown-kind": "A document of a kind with no schema (an error with --strict)",
+}
+
+
+def sarif(findings: Iterable[Finding], *, version: str) -> str:
+    """A SARIF 2.1.0 log (GitHub code scanning reads it): one result per failed or erroneous
+    finding, its location the file and line."""
+    rules_used: dict[str, int] = {}
+    results = []
+    for finding in findings:
+        if finding.status not in ("failed", "error"):
+            continue
+        rule = finding.rule or ("denied" if finding.status == "failed" else "input-error")
+        rules_used.setdefault(rule, len(rules_used))
+        region = {"startLine": finding.line} if finding.line is not None else None
+        location = {"physicalLocation": {"artifactLocation": {"uri": _uri(finding.file)}}}
+        if region:
+            location["physicalLocation"]["region"] = region
+        results.append({
+            "ruleId": rule,
+            "ruleIndex": rules_used[rule],
+            "level": "error",
+            "message": {"text": f"{finding.name}: {finding.message}" if finding.name else finding.message},
+            "locations": [location],
+        })
+    rules = [{"id": rule, "shortDescription": {"text": _RULES.get(rule, rule)}} for rule in rules_used]
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "infergate", "version": version, "rules": rules}},
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _uri(file: str) -> str:
+    """A relative URI reference as SARIF wants it (forward slashes, ``%`` and spaces escaped)."""
+    from urllib.parse import quote
+
+    return quote(file.replace("\\", "/"), safe="/:._-~")
