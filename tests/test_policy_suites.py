@@ -202,9 +202,13 @@ def test_failures_are_explained_and_exit_1(tmp_path, capsys):
         {"name": "wrong-patched", "object": _model(), "expect": {"patched": _model()}},
         {"name": "wrong-warning", "object": _model(), "expect": {"warnings": ["no resourceProfile"]}},
     ]
-    code, out, _ = _run(capsys, str(_user_suite(tmp_path, wrong)))
+    suite = _user_suite(tmp_path, wrong)
+    code, out, _ = _run(capsys, str(suite))
     assert code == 1
-    assert "FAIL suite.yaml: wrong-verdict\n    verdict: expected allowed, got denied: admission webhook" in out
+    line = next(i for i, text in enumerate(suite.read_text().splitlines(), 1) if "wrong-verdict" in text)
+    case_start = [i for i, text in enumerate(suite.read_text().splitlines(), 1) if text.startswith("- ")]
+    line = max(i for i in case_start if i <= line)  # the case's first line
+    assert f"FAIL {suite}:{line}: wrong-verdict\n    verdict: expected allowed, got denied: admission webhook" in out
     assert "errors: missing  spec.maxReplicas: Invalid value: 5: the team quota is 4" in out
     assert "errors: extra    spec.maxReplicas: Invalid value: 5: the team quota is 3" in out
     assert 'patched.metadata.labels: unexpected {"team": "team-a"}' in out
@@ -240,7 +244,7 @@ def test_junit_reports_a_broken_suite_as_an_error(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("apiVersion: policy.infergate.io/v1alpha1\nkind: PolicySuite\n"
                                        "cases:\n- name: x\n  expect: {allowd: true}\n")
     code, out, err = _run(capsys, str(tmp_path / "bad.yaml"), "-o", "junit")
-    assert code == 1
+    assert code == 2  # an input error
     assert f"{tmp_path / 'bad.yaml'}:5: cases[0].expect.allowd: Extra inputs are not permitted" in err
     error = ET.fromstring(out).find("testsuite/testcase/error")
     assert error is not None and "allowd" in error.text
@@ -298,7 +302,8 @@ def test_suite_errors_are_clear(tmp_path, capsys):
         path = tmp_path / f"s{i}.yaml"
         path.write_text(yaml.safe_dump({**base, **yaml.safe_load(override)}))
         code, _, err = _run(capsys, str(path))
-        assert code == 1 and wanted in err and "Traceback" not in err, (override, err)
+        assert code == 2 and wanted in err and "Traceback" not in err, (override, err)
+        assert err.startswith(f"infergate: error: {path}"), err
 
 
 def test_the_readme_suite_is_the_example_file_and_passes(capsys):

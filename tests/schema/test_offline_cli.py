@@ -128,16 +128,16 @@ def test_test_command_reports_each_failure_and_a_summary(tmp_path, capsys):
     suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=REPO / "chart" / "crds" / "kubeai.org_models.yaml"))
     assert main(["test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "FAIL suite.yaml: wrong-expectation" in out
+    assert f"FAIL {suite}:9: wrong-expectation" in out  # the line its case starts on
     assert "errors: missing  spec.engine: Required value" in out
     assert out.strip().splitlines()[-1] == "1 passed, 1 failed"
     assert main(["test", str(suite), "--crd", str(REPO / "chart" / "crds")]) == 1
 
 
-def test_test_command_on_a_broken_suite_exits_nonzero(tmp_path, capsys):
-    _write(tmp_path, "bad.yaml", "suite: x\ncases: [\n")
-    assert main(["test", str(tmp_path)]) == 1
-    assert "invalid YAML" in capsys.readouterr().err
+def test_test_command_on_a_broken_suite_is_an_input_error(tmp_path, capsys):
+    bad = _write(tmp_path, "bad.yaml", "suite: x\ncases: [\n")
+    assert main(["test", str(tmp_path)]) == 2
+    assert f"infergate: error: {bad}:3: invalid YAML" in capsys.readouterr().err
 
 
 def test_validate_expands_lists_and_reads_stdin(tmp_path, capsys, monkeypatch):

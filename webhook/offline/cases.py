@@ -3,21 +3,19 @@
 A suite file holds either object ``cases`` (a write and the apiserver's answer) or CRD
 ``probes`` (a CustomResourceDefinition and whether the apiserver admitted it). Running a
 case gives a ``CaseResult`` whose ``problems`` say, readably, where the answer differs.
-Other kinds of suite plug in by adding a loader to ``SUITE_KINDS``; user policy suites
-(``kind: PolicySuite``) are ``policy_suites``.
+What every kind of suite shares (cases, results, comparing) is ``suite.py``; user policy
+suites (``kind: PolicySuite``) are ``policy_suites.py``.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-import yaml
-
-from webhook.documents import load_yaml
+from webhook.documents import Document
+from webhook.offline.suite import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
+                                   read_suite_file)
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"
@@ -25,74 +23,28 @@ _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[
                       r"(?:/(?P<sub>[^/]+))?$")
 
 
-class SuiteError(ValueError):
-    """A suite file that cannot be read or does not follow the format."""
-
-
-class NotASuite(SuiteError):
-    """A YAML file without ``cases`` or ``probes`` (skipped when found while walking a directory)."""
-
-
-@dataclass
-class CaseResult:
-    suite: str
-    name: str
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems
-
-
-@dataclass
-class Case:
-    """One runnable case of a suite."""
-
-    suite: "Suite"
-    name: str
-    data: dict[str, Any]
-    run: Callable[["Case"], CaseResult]
-
-    def execute(self) -> CaseResult:
-        try:
-            return self.run(self)
-        except Exception as exc:  # a crash is a failing case with its reason, never a traceback
-            return CaseResult(self.suite.title, self.name, [f"crashed: {type(exc).__name__}: {exc}"])
-
-
-@dataclass
-class Suite:
-    path: Path
-    title: str
-    cases: list[Case]
-    registry: CRDRegistry | None = None
-
-
 # -- loading -------------------------------------------------------------------------------
 
 def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SuiteError(f"{path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise SuiteError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    except RecursionError:
-        raise SuiteError(f"{path}: nested too deeply to be read") from None
-    if isinstance(data, dict) and data.get("kind") == "PolicySuite":  # a user's policy suite
-        from webhook.offline.policy_suites import load_policy_suite
+    """A recorded suite file (``cases`` or ``probes``)."""
+    return load_recorded_suite(read_suite_file(path), crd_dirs)
 
-        return load_policy_suite(path, data, crd_dirs)
-    if isinstance(data, dict):
+
+def is_recorded_suite(data: Any) -> bool:
+    return isinstance(data, dict) and any(key in data for key in SUITE_KINDS)
+
+
+def load_recorded_suite(document: Document, crd_dirs: list[Path] | None = None) -> Suite:
+    path, data = Path(document.origin.file), document.content
+    if is_recorded_suite(data):
         for key, loader in SUITE_KINDS.items():
             if key in data:
-                return loader(path, data, crd_dirs)
+                return loader(document, crd_dirs)
     raise NotASuite(f"{path}: not a suite (expected a mapping with 'cases' or 'probes')")
 
 
-def _load_object_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None) -> Suite:
+def _load_object_suite(document: Document, crd_dirs: list[Path] | None) -> Suite:
+    path, data = Path(document.origin.file), document.content
     title = str(data.get("suite") or path.stem)
     if crd_dirs:
         sources = list(crd_dirs)
@@ -106,35 +58,26 @@ def _load_object_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | 
     for i, raw in enumerate(data.get("cases") or ()):
         if not isinstance(raw, dict):
             raise SuiteError(f"{path}: cases[{i}] is not a mapping")
-        suite.cases.append(Case(suite, str(raw.get("name") or f"case-{i}"), raw, run_object_case))
+        suite.cases.append(Case(suite, str(raw.get("name") or f"case-{i}"), raw, run_object_case,
+                                document.line_of(("cases", i))))
     return suite
 
 
-def _load_probe_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None) -> Suite:
+def _load_probe_suite(document: Document, crd_dirs: list[Path] | None) -> Suite:
+    path, data = Path(document.origin.file), document.content
     suite = Suite(path, str(data.get("suite") or path.stem), [])
     for i, raw in enumerate(data.get("probes") or ()):
         if not isinstance(raw, dict):
             raise SuiteError(f"{path}: probes[{i}] is not a mapping")
-        suite.cases.append(Case(suite, str(raw.get("name") or f"probe-{i}"), raw, run_crd_probe))
+        suite.cases.append(Case(suite, str(raw.get("name") or f"probe-{i}"), raw, run_crd_probe,
+                                document.line_of(("probes", i))))
     return suite
 
 
-SUITE_KINDS: dict[str, Callable[[Path, dict[str, Any], list[Path] | None], Suite]] = {
+SUITE_KINDS: dict[str, Callable[[Document, list[Path] | None], Suite]] = {
     "cases": _load_object_suite,
     "probes": _load_probe_suite,
 }
-
-
-def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
-    """(file, named directly): files named on the command line, and every ``*.yaml``/``*.yml``
-    under directories (recursively)."""
-    out: list[tuple[Path, bool]] = []
-    for path in paths:
-        if path.is_dir():
-            out += [(p, False) for p in sorted(path.rglob("*")) if p.suffix in (".yaml", ".yml") and p.is_file()]
-        else:
-            out.append((path, True))
-    return out
 
 
 # -- running -------------------------------------------------------------------------------
@@ -154,7 +97,9 @@ def request_path(case: dict[str, Any]) -> RequestPath | None:
 
 def run_object_case(case: Case) -> CaseResult:
     data = case.data
-    expect = data.get("expect") or {}
+    if not data.get("expect"):
+        return CaseResult(case.suite.title, case.name, ["no expect: the case checks nothing"], erroneous=True)
+    expect = data["expect"]
     outcome = case.suite.registry.handle(
         str(data.get("operation", "CREATE")), data.get("object"), data.get("old"), data.get("subresource"),
         request=request_path(data))
@@ -228,17 +173,6 @@ def _crd_answer(outcome: Any) -> tuple[list[str], list[str]]:
 
 # -- comparing -----------------------------------------------------------------------------
 
-def multiset_diff(what: str, expected: list[str], actual: list[str]) -> list[str]:
-    missing = Counter(expected) - Counter(actual)
-    extra = Counter(actual) - Counter(expected)
-    problems = []
-    for text in missing.elements():
-        problems.append(f"{what}: missing  {text}")
-    for text in extra.elements():
-        problems.append(f"{what}: extra    {text}")
-    return problems
-
-
 def reduce_metadata(obj: Any) -> Any:
     """Metadata cut to what the recorded answers keep: name, namespace, labels, annotations."""
     if not isinstance(obj, dict):
@@ -248,45 +182,3 @@ def reduce_metadata(obj: Any) -> Any:
     if isinstance(meta, dict):
         out["metadata"] = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return type(a) is type(b) and a == b
-
-
-def object_diff(expected: Any, actual: Any, path: str = "stored") -> list[str]:
-    """Differences between two objects, one line per differing path."""
-    if _same(expected, actual):
-        return []
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        out = []
-        for key in sorted(set(expected) | set(actual)):
-            sub = f"{path}.{key}"
-            if key not in actual:
-                out.append(f"{sub}: missing (expected {_short(expected[key])})")
-            elif key not in expected:
-                out.append(f"{sub}: unexpected {_short(actual[key])}")
-            else:
-                out += object_diff(expected[key], actual[key], sub)
-        return out
-    if isinstance(expected, list) and isinstance(actual, list) and len(expected) == len(actual):
-        out = []
-        for i, (x, y) in enumerate(zip(expected, actual)):
-            out += object_diff(x, y, f"{path}[{i}]")
-        return out
-    return [f"{path}: expected {_short(expected)}, got {_short(actual)}"]
-
-
-def _short(value: Any) -> str:
-    import json
-
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    return text if len(text) <= 160 else text[:157] + "..."

@@ -101,6 +101,12 @@ class Coverage:
     def missed(self) -> list[RuleCoverage]:
         return [r for r in self.rules.values() if not r.hit]
 
+    @property
+    def percent(self) -> float:
+        """The share of rules hit (100 when there are none to hit)."""
+        total = len(self.rules)
+        return 100.0 * (total - len(self.missed)) / total if total else 100.0
+
     def as_dict(self) -> dict[str, Any]:
         total = len(self.rules)
         return {"rules": total, "hit": total - len(self.missed), "entries": [r.as_dict() for r in self.rules.values()]}

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from webhook.admission.chain import AdmissionChain, ChainOutcome
 from webhook.admission.review import AdmissionRequest
-from webhook.offline.cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
+from webhook.documents import Document
+from webhook.offline.suite import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.schema import CRDLoadError, CRDRegistry
@@ -46,24 +47,28 @@ class PolicySuiteRun(Suite):
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None) -> PolicySuiteRun:
+def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None, *,
+                      document: Document | None = None) -> PolicySuiteRun:
+    """A policy suite from its file's data; ``document`` (the file as read, with its lines) lets
+    errors and results name the line of each case."""
     try:
         model = PolicySuite.model_validate(data)
     except ValidationError as exc:
-        raise SuiteError("\n".join(_format_errors(path, exc))) from None
+        raise SuiteError("\n".join(_format_errors(path, exc, document))) from None
     names = [c.name for c in model.cases]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise SuiteError(f"{path}: case names must be unique: {', '.join(duplicates)}")
-    for case in model.cases:
+    for i, case in enumerate(model.cases):
+        where = document.where_of(("cases", i)) if document is not None else str(path)
         problem = _case_problem(case)
         if problem:
-            raise SuiteError(f"{path}: case {case.name!r}: {problem}")
+            raise SuiteError(f"{where}: case {case.name!r}: {problem}")
         for pattern in [*(case.expect.errorsMatch or ()), *([case.expect.message] if case.expect.message else [])]:
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise SuiteError(f"{path}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
+                raise SuiteError(f"{where}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
     base = path.parent
     try:
         registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds))
@@ -76,8 +81,9 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     except StateLoadError as exc:
         raise SuiteError(f"{path}: state: {exc}") from None
     suite = PolicySuiteRun(path, model.name or path.stem, [], registry, AdmissionChain(registry, policies, state))
-    for raw, case in zip(data["cases"], model.cases):
-        suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case)))
+    for i, (raw, case) in enumerate(zip(data["cases"], model.cases)):
+        line = document.line_of(("cases", i)) if document is not None else None
+        suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case), line))
     return suite
 
 
@@ -93,11 +99,7 @@ def _case_problem(case: SuiteCase) -> str | None:
     return None
 
 
-def _format_errors(path: Path, exc: ValidationError) -> list[str]:
-    from webhook import documents
-
-    parsed = documents.read_file(path).parse(node_lines=True, unwrap_lists=False)
-    doc = parsed.documents[0] if parsed.documents else None
+def _format_errors(path: Path, exc: ValidationError, doc: Document | None) -> list[str]:
     out = []
     for err in exc.errors():
         loc = tuple(err["loc"])

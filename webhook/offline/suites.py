@@ -13,63 +13,132 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Iterable
 
-from webhook.offline.cases import NotASuite, SuiteError, load_suite, suite_files
-from webhook.offline.report import SuiteReport, json_report, junit_xml
+from webhook import console, documents
+from webhook.documents import Document
+from webhook.offline.cases import is_recorded_suite, load_recorded_suite
+from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
+from webhook.offline.policy_suites import PolicyCaseResult, load_policy_suite
+from webhook.offline.report import SuiteReport, json_report
+from webhook.offline.suite import NotASuite, Suite, SuiteError, read_suite_file
+
+DESCRIPTION = """\
+Run test suites: user policy suites (kind: PolicySuite — writes and the answers you expect, through
+the same admission chain the webhook runs) and recorded apiserver cases. A failing case prints
+what differs, with its file and line; the last line is "N passed, M failed". A case without an
+expect is an error (record one with --update)."""
+
+EXAMPLES = """\
+infergate test policies/tests                          # every suite under the directory
+infergate test policies/tests --coverage               # and which policy rules the cases never hit
+infergate test policies/tests --min-coverage 90        # fail the run below 90% of the rules hit
+infergate test policies/tests -o junit > report.xml    # JUnit XML for CI (failures and summary on stderr)
+infergate test policies/tests -o github                # GitHub Actions annotations on the failing cases
+infergate test my-suite.yaml --update                  # record the current answers as the expectation
+"""
+
+OUTPUTS = ("text", "junit", "json", "github", "sarif")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="suite files or directories (searched recursively)")
-    parser.add_argument("--crd", action="append", default=[], metavar="DIR",
-                        help="load CRDs from DIR instead of each suite's 'crds:' list (repeatable)")
+    parser.description = DESCRIPTION
+    parser.epilog = console.epilog(EXAMPLES)
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="suite files or directories (searched recursively for .yaml/.yml)")
+    parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
+                        help="the same as a PATH argument; repeatable")
+    parser.add_argument("--crd", action="append", default=[], metavar="PATH",
+                        help="load CRDs from PATH instead of each suite's 'crds:' list (repeatable)")
     parser.add_argument("--crd-only", action="store_true",
                         help="the apiserver's own handling only (no webhook policies)")
     parser.add_argument("--run", metavar="REGEX",
                         help="run only the cases whose name (or <suite>/<name>) matches REGEX")
-    parser.add_argument("-o", "--output", choices=["text", "junit", "json"], default="text",
-                        help="junit/json: the report on stdout, failures and the summary on stderr")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
+                        help="text (default), junit (JUnit XML), json (every answer), github (workflow command "
+                             "annotations), sarif (SARIF 2.1.0); for junit/json/sarif the report is on stdout, "
+                             "failures and the summary on stderr")
     parser.add_argument("--update", action="store_true",
                         help="record the current answers into policy suites whose cases fail or expect nothing")
     parser.add_argument("--coverage", action="store_true",
                         help="report which policy rules (validations, warnings, mutations, audit annotations) "
-                             "the cases hit and which they never hit")
+                             "the cases hit and which they never hit (information: --min-coverage is the gate)")
+    parser.add_argument("--min-coverage", type=_percent, metavar="PCT",
+                        help="fail the run (exit 1) when the cases hit fewer than PCT percent of the policies' rules")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only failures and the summary")
 
 
+def _percent(value: str) -> float:
+    try:
+        number = float(value.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {value!r}") from None
+    if not 0 <= number <= 100:
+        raise argparse.ArgumentTypeError(f"a percentage is between 0 and 100, not {value}")
+    return number
+
+
+SUITE_SUFFIXES = (".yaml", ".yml")
+
+
+def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
+    """(file, named directly): files named on the command line, and every ``*.yaml``/``*.yml``
+    under directories (recursively, as ``webhook.documents`` finds files)."""
+    out: list[tuple[Path, bool]] = []
+    for path in paths:
+        if path.is_dir():
+            out += [(p, False) for p in documents.manifest_files(path, SUITE_SUFFIXES)]
+        else:
+            out.append((path, True))
+    return out
+
+
+def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
+    """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``)."""
+    document: Document = read_suite_file(path)
+    data = document.content
+    if isinstance(data, dict) and data.get("kind") == "PolicySuite":
+        return load_policy_suite(path, data, crd_dirs, document=document)
+    if is_recorded_suite(data):
+        return load_recorded_suite(document, crd_dirs)
+    raise NotASuite(f"{path}: not a suite (expected kind: PolicySuite, or a mapping with 'cases' or 'probes')")
+
+
+NO_EXPECT = "no expect: the case checks nothing (record its answer with --update)"
+
+
 def run(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.paths]
+    paths = [Path(p) for p in [*args.paths, *args.filename]]
+    if not paths:
+        return console.error("test: no suites: give suite files or directories")
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        print(f"error: no such file or directory: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return console.error(f"no such file or directory: {', '.join(missing)}")
     try:
         selected = re.compile(args.run) if args.run else None
     except re.error as exc:
-        print(f"error: --run: invalid regular expression: {exc}", file=sys.stderr)
-        return 2
-    log = sys.stdout if args.output == "text" else sys.stderr  # the human-readable lines
+        return console.error(f"--run: invalid regular expression: {exc}")
+    log = sys.stdout if args.output in ("text", "github") else sys.stderr  # the human-readable lines
     coverage = None
-    if args.coverage:
+    if args.coverage or args.min_coverage is not None:
         from webhook.offline.coverage import Coverage
 
         coverage = Coverage()
     crd_dirs = [Path(d) for d in args.crd] or None
     reports: list[SuiteReport] = []
-    passed = failed = suites = 0
+    findings: list[Finding] = []
+    passed = failed = errors = suites = 0
     for file, named in suite_files(paths):
         try:
             suite = load_suite(file, crd_dirs)
-        except NotASuite as exc:
-            if not named:
-                continue  # other YAML beside the suites (CRDs, notes) is not an error
-            print(f"error: {exc}", file=sys.stderr)
-            reports.append(SuiteReport(file, file.stem, error=str(exc)))
-            failed += 1
-            continue
         except SuiteError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            if isinstance(exc, NotASuite) and not named:
+                continue  # other YAML beside the suites (CRDs, notes) is not an error
+            console.error(str(exc))
             reports.append(SuiteReport(file, file.stem, error=str(exc)))
-            failed += 1
+            findings.append(Finding(str(file), "(load)", "error", str(file), _line_of(str(exc), file), str(exc),
+                                    "input-error"))
+            errors += 1
             continue
         suites += 1
         if args.crd_only and hasattr(suite, "crd_only"):
@@ -78,47 +147,86 @@ def run(args: argparse.Namespace) -> int:
         reports.append(report)
         if coverage is not None:
             coverage.add_policies(getattr(suite, "policies", ()))
+        lines = {}
         for case in suite.cases:
             if selected and not (selected.search(case.name) or selected.search(f"{suite.title}/{case.name}")):
                 continue
             start = time.perf_counter()
             result = case.execute()
             report.results.append((result, time.perf_counter() - start))
+            lines[result.name] = case.line
             outcome = getattr(result, "outcome", None)
             if coverage is not None and outcome is not None:
                 coverage.record(outcome.traces)
         if args.update:
             _update(file, report, log)
+        for result, took in report.results:
+            if isinstance(result, PolicyCaseResult) and not result.expected and not args.update:
+                result.problems.append(NO_EXPECT)
+                result.erroneous = True
         suite_passed = sum(1 for r, _ in report.results if r.passed)
+        suite_errors = sum(1 for r, _ in report.results if getattr(r, "erroneous", False))
         passed += suite_passed
-        failed += len(report.results) - suite_passed
-        for result, _ in report.results:
+        errors += suite_errors
+        failed += len(report.results) - suite_passed - suite_errors
+        paint = console.Painter(log)
+        for result, took in report.results:
+            line = lines.get(result.name)
+            where = f"{file}:{line}" if line is not None else str(file)
+            status = "passed" if result.passed else "error" if getattr(result, "erroneous", False) else "failed"
+            findings.append(Finding(suite.title, result.name, status, str(file), line,
+                                    "\n".join(result.problems), "case-failed" if status == "failed" else "input-error",
+                                    took))
             if not result.passed:
-                print(f"FAIL {file.name}: {result.name}", file=log)
+                label = "ERROR" if status == "error" else "FAIL"
+                print(f"{paint(label, 'red')} {where}: {result.name}", file=log)
                 for problem in result.problems:
                     print(f"    {problem}", file=log)
+                if args.output == "github":
+                    print(github_annotation(findings[-1]), file=log)
         if not args.quiet:
             print(f"{file}: {suite_passed}/{len(report.results)} passed", file=log)
-    if not passed and not failed:
+    if not passed and not failed and not errors:
         if selected and suites:
-            print(f"error: no case matches --run {args.run}", file=sys.stderr)
-        else:
-            print("error: no suite files (with 'cases' or 'probes') under " + ", ".join(args.paths), file=sys.stderr)
-        return 2
+            return console.error(f"no case matches --run {args.run}")
+        return console.error("no suite files (with 'cases' or 'probes') under " + ", ".join(map(str, paths)))
+    if args.output == "github":
+        for finding in findings:
+            if finding.name == "(load)":
+                print(github_annotation(finding), file=log)
     if args.output == "junit":
-        sys.stdout.write(junit_xml(reports))
+        sys.stdout.write(junit_xml(findings, "infergate test"))
+    elif args.output == "sarif":
+        from webhook import __version__
+
+        sys.stdout.write(sarif(findings, version=__version__))
     elif args.output == "json":
         sys.stdout.write(json_report(reports, passed, failed, coverage.as_dict() if coverage else None))
-    if coverage is not None and args.output != "json":
-        print(coverage.render(), file=log)
-    print(f"{passed} passed, {failed} failed", file=log)
-    return 1 if failed else 0
+    below = False
+    if coverage is not None:
+        if args.coverage and args.output != "json":
+            print(coverage.render(), file=log)
+        if args.min_coverage is not None:
+            percent = coverage.percent
+            below = percent < args.min_coverage
+            verdict = "below" if below else "at least"
+            print(f"rule coverage {percent:.1f}% is {verdict} --min-coverage {args.min_coverage:g}%", file=log)
+    print(f"{passed} passed, {failed} failed" + (f", {errors} error{'s' if errors != 1 else ''}" if errors else ""),
+          file=log)
+    if errors:
+        return console.USAGE
+    return console.FAILED if failed or below else console.OK
+
+
+def _line_of(message: str, file: Path) -> int | None:
+    """The line a load error names (``file:LINE: ...``), if it names one."""
+    head = message.split(": ", 1)[0]
+    prefix = f"{file}:"
+    return int(head[len(prefix):]) if head.startswith(prefix) and head[len(prefix):].isdigit() else None
 
 
 def _update(file: Path, report: SuiteReport, log) -> None:
     """``--update``: record the answers of failing (or expectation-less) policy cases into ``file``."""
-    from webhook.offline.policy_suites import PolicyCaseResult
-
     results = [r for r, _ in report.results if isinstance(r, PolicyCaseResult)]
     if not results:
         if any(not r.passed for r, _ in report.results):
@@ -130,5 +238,6 @@ def _update(file: Path, report: SuiteReport, log) -> None:
     for result in results:
         if result.name in updated:
             result.problems.clear()
+            result.expected = True
     if updated:
         print(f"{file}: recorded the answers of {len(updated)} case(s): {', '.join(updated)}", file=log)
