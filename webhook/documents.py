@@ -165,16 +165,6 @@ def parse(text: str, file: str, *, node_lines: bool = False, unwrap_lists: bool 
     return Parsed(out)
 
 
-def load_yaml(text: str) -> Any:
-    """One YAML document (a suite file), timestamps kept as text; one too deep or too large
-    through aliases is a ``yaml.YAMLError`` too (``webhook.nesting``)."""
-    data = yaml.load(text, Loader=ManifestLoader)
-    problem = tree_problem(data) if may_alias(text) else None
-    if problem is not None:
-        raise yaml.constructor.ConstructorError(None, None, f"document {problem}", None)
-    return data
-
-
 def _node_lines(node: yaml.Node) -> dict[NodePath, int]:
     lines: dict[NodePath, int] = {}
     pending: list[tuple[yaml.Node, NodePath]] = [(node, ())]

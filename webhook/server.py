@@ -591,8 +591,10 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
 
+    from webhook.policy.typecheck import KindSchemas
+
     registry = CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
-    policies = PolicyDirectory(settings.policies_dir or resources.policies_dir())
+    policies = PolicyDirectory(settings.policies_dir or resources.policies_dir(), schemas=KindSchemas(registry.crds))
     policies.start()
     if settings.kube_state:
         from webhook.state import KubeState

@@ -45,11 +45,21 @@ def verdict(server: ServerThread) -> tuple[bool, str]:
     return response["allowed"], (response.get("status") or {}).get("message", "")
 
 
+def _replaced(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
 BROKEN = {
     "half-written": lambda text: text[: len(text) // 2],
     "not-yaml": lambda text: "spec: [unclosed\n  - {",
     "cel-does-not-compile": lambda text: text.replace("variables.url.startsWith('ollama://')",
                                                       "variables.url.startsWith('ollama://'", 1),
+    # compiles, but the apiserver's type check of a ValidatingAdmissionPolicy would refuse it: a
+    # validation that is no bool, a comparison the Model schema's types have no overload for
+    "validation-not-bool": lambda text: _replaced(text, "- expression: \"!has(object.spec.owner)\"",
+                                                  "- expression: object.spec.?owner.orValue('')"),
+    "ill-typed-for-the-schema": lambda text: _replaced(text, "object.spec.?url.orValue('')", "object.spec.url >= 1"),
     # a truncate-then-write editor between its two steps, or a disk full mid-write
     "emptied": lambda text: "",
     "whitespace-only": lambda text: "\n  \n",
@@ -68,6 +78,10 @@ def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
         path.write_text(BROKEN[damage](good))
         wait_until(lambda: policies.error is not None, timeout=RELOAD_S)
     assert policies.current().generation == generation  # nothing swapped in
+    if damage in ("validation-not-bool", "ill-typed-for-the-schema"):  # refused with file:line and the checker's words
+        assert f"{path}:" in policies.error and ("must evaluate to bool, not string" in policies.error
+                                                 or "found no matching overload for '_>=_' applied to '(string, int)'"
+                                                 in policies.error), policies.error
     assert verdict(server) == before  # still enforced, same words
     assert any("last good set stays in force" in r.getMessage() for r in caplog.records)
 

@@ -72,7 +72,7 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
     base = path.parent
     try:
         registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds))
-        policies = _policy_set(_resolve(base, model.policies), model.builtin)
+        policies = _policy_set(_resolve(base, model.policies), model.builtin, registry)
         state = _state(base, model.state)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
@@ -131,17 +131,19 @@ def _shipped_policies(builtin: bool) -> PolicySet:
     return PolicySet.load(resources.policies_dir(), builtin=builtin)
 
 
-def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None) -> PolicySet:
+def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry: CRDRegistry) -> PolicySet:
     if sources is None:
         return _shipped_policies(True if builtin is None else builtin)
     from webhook.policy.builtin import BUILTIN_POLICIES
+    from webhook.policy.typecheck import KindSchemas
 
+    schemas = KindSchemas(registry.crds)  # type-checked against the suite's CRDs
     loaded: list[Any] = []
     for source in sources:
         if source.is_dir():
-            loaded += load_directory(source)
+            loaded += load_directory(source, schemas=schemas)
         elif source.is_file():
-            loaded += load_file(source)
+            loaded += load_file(source, schemas=schemas)
         else:
             raise PolicyLoadError([f"{source}: no such file or directory"])
     return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)))

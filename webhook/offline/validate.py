@@ -265,8 +265,11 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
 def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) -> AdmissionChain:
     from webhook import resources
 
+    from webhook.policy.typecheck import KindSchemas
+
     try:
-        policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir())
+        policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir(),
+                                  schemas=KindSchemas(registry.crds))
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
     if not args.state:

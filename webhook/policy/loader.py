@@ -3,6 +3,9 @@
 A load error names the file and line, the field (and expression) and why, e.g.::
 
     policies/kubeai.yaml:42: spec.validations[1].expression: ERROR: <input>:1:5: Syntax error ...
+
+Expressions that compile are then type-checked against the schemas of the kinds the policy
+matches (``typecheck.py``), as the apiserver checks a ValidatingAdmissionPolicy.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from webhook.cel import CelCompileError, get_engine
 from webhook.documents import Document
 from webhook.policy.compiled import CEL_VARIABLES, CompiledPolicy, Expression
 from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
+from webhook.policy.typecheck import KindSchemas, check_policy, shipped_schemas
 
 SUFFIXES = (".yaml", ".yml")  # not .json: JSON schemas (policy-suite.schema.json) live beside policies
 
@@ -43,7 +47,7 @@ def policy_files(directory: Path) -> list[Path]:
     return documents.manifest_files(directory, SUFFIXES)
 
 
-def _compile_document(doc: Document, engine) -> CompiledPolicy:
+def _compile_document(doc: Document, engine, schemas: KindSchemas | None) -> CompiledPolicy:
     data = doc.content
     if not isinstance(data, dict) or data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise PolicyLoadError([f"{doc.where}: not an {KIND} (expected apiVersion: {API_VERSION}, kind: {KIND})"])
@@ -69,6 +73,9 @@ def _compile_document(doc: Document, engine) -> CompiledPolicy:
         return Expression(program, source, where)
 
     compiled = CompiledPolicy(model, compile_, doc.origin.file, engine)
+    if not problems:  # then as the apiserver type-checks a ValidatingAdmissionPolicy: against the kinds' schemas
+        for path, message in check_policy(model, schemas if schemas is not None else shipped_schemas()):
+            problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {message}")
     if problems:
         raise PolicyLoadError(problems)
     return compiled
@@ -79,7 +86,9 @@ def _is_test_suite(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == "PolicySuite"
 
 
-def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
+def load_file(file: Path, engine=None, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
+    """The policies of one file. ``schemas``: the kinds their expressions are type-checked
+    against (default: the shipped CRDs')."""
     engine = engine or get_engine()
     parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=False)
     policies: list[CompiledPolicy] = []
@@ -88,7 +97,7 @@ def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
         if _is_test_suite(doc.content):
             continue
         try:
-            policies.append(_compile_document(doc, engine))
+            policies.append(_compile_document(doc, engine, schemas))
         except PolicyLoadError as exc:
             problems += exc.problems
     if problems:
@@ -96,14 +105,14 @@ def load_file(file: Path, engine=None) -> list[CompiledPolicy]:
     return policies
 
 
-def load_directory(directory: Path, engine=None) -> list[CompiledPolicy]:
+def load_directory(directory: Path, engine=None, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
     """All policies under ``directory``; every problem of every file in one error."""
     if not directory.is_dir():
         raise PolicyLoadError([f"{directory}: not a directory"])
     policies, problems = [], []
     for file in policy_files(directory):
         try:
-            policies += load_file(file, engine)
+            policies += load_file(file, engine, schemas)
         except PolicyLoadError as exc:
             problems += exc.problems
     seen: dict[str, str] = {}

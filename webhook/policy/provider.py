@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.compiled import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
+from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,11 @@ class PolicySet:
                                                                     repr=False, compare=False)
 
     @classmethod
-    def load(cls, directory: str | Path, *, builtin: bool = True) -> "PolicySet":
+    def load(cls, directory: str | Path, *, builtin: bool = True, schemas: KindSchemas | None = None) -> "PolicySet":
+        """The policies of ``directory``; ``schemas``: the kinds they are type-checked against
+        (default: the shipped CRDs')."""
         directory = Path(directory)
-        loaded = tuple(load_directory(directory))
+        loaded = tuple(load_directory(directory, schemas=schemas))
         return cls(loaded + (tuple(BUILTIN_POLICIES) if builtin else ()), str(directory))
 
     def current(self) -> "PolicySet":
@@ -128,6 +131,7 @@ class PolicyDirectory:
     directory: Path
     interval: float = 2.0
     builtin: bool = True
+    schemas: KindSchemas | None = None  # the kinds the policies are type-checked against (default: shipped)
     error: str | None = None
     _set: PolicySet = field(init=False)
     _fingerprint: tuple = field(init=False, default=())
@@ -137,7 +141,7 @@ class PolicyDirectory:
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
         self._fingerprint = _fingerprint(self.directory)
-        self._set = PolicySet.load(self.directory, builtin=self.builtin)  # the first load must succeed
+        self._set = PolicySet.load(self.directory, builtin=self.builtin, schemas=self.schemas)  # must succeed
 
     def current(self) -> PolicySet:
         return self._set
@@ -150,7 +154,7 @@ class PolicyDirectory:
         self._fingerprint = fingerprint
         try:
             _refuse_emptied(self._set)
-            fresh = PolicySet.load(self.directory, builtin=self.builtin)
+            fresh = PolicySet.load(self.directory, builtin=self.builtin, schemas=self.schemas)
         except PolicyLoadError as exc:
             self.error = str(exc)
             log.error("policies not reloaded, the last good set stays in force:\n%s", exc)

@@ -1,0 +1,163 @@
+"""Type-checking a policy's expressions when it loads, as ValidatingAdmissionPolicy does.
+
+The apiserver type-checks a ValidatingAdmissionPolicy's expressions against the schema of
+every kind its ``matchConstraints`` name (``object`` and ``oldObject`` typed by that kind's
+OpenAPI schema), and an expression that must be a bool (a validation, a warning, a match
+condition) or a string (a ``messageExpression``) and cannot be is refused. Here both are load
+errors, so a policy that would only fail at admission time (``no such overload``) or deny
+with a misleading message never loads.
+
+The kinds' schemas are the CRDs' (``CRDRegistry``): the same ``DeclType`` s and the same
+cel-go checker (``webhook.cel.types``, ``webhook.cel.checker``) that CRD rules are compiled
+with. What the CRDs do not serve (built-in kinds, ``*``) is ``dyn``, as is everything else
+a policy sees (``request``, ``params``, ``lookups``, ``variables``, ``namespaceObject``):
+only what is known is checked, so a policy is never refused on a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterable, Iterator, Mapping
+
+from webhook.cel.checker import check
+from webhook.cel.crd import object_types
+from webhook.cel.syntax import CelSyntaxError, format_errors, parse
+from webhook.cel.types import BOOL, DYN, NULL, STRING, DeclType, decl_type
+from webhook.policy.model import AdmissionPolicy
+
+# ObjectMeta as the apiserver's OpenAPI publishes it (the fields policies read), since a CRD's
+# own schema says only ``metadata: {type: object}``
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_STRING_MAP = {"type": "object", "additionalProperties": _STRING}
+_OBJECT_META = {"type": "object", "properties": {
+    "name": _STRING, "generateName": _STRING, "namespace": _STRING, "uid": _STRING, "resourceVersion": _STRING,
+    "generation": {"type": "integer", "format": "int64"},
+    "creationTimestamp": {"type": "string", "format": "date-time"},
+    "deletionTimestamp": {"type": "string", "format": "date-time"},
+    "deletionGracePeriodSeconds": {"type": "integer", "format": "int64"},
+    "labels": _STRING_MAP, "annotations": _STRING_MAP, "finalizers": _STRINGS,
+    "ownerReferences": {"type": "array", "items": {"type": "object", "properties": {
+        "apiVersion": _STRING, "kind": _STRING, "name": _STRING, "uid": _STRING,
+        "controller": {"type": "boolean"}, "blockOwnerDeletion": {"type": "boolean"}}}},
+    "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+}}
+
+_DYN_VARIABLES = ("request", "namespaceObject", "params", "lookups", "variables")
+
+
+@dataclass(frozen=True)
+class KindType:
+    api_version: str
+    kind: str
+    decl: DeclType
+
+
+class KindSchemas:
+    """The CEL type of every (group, kind) the CRDs serve, one per served version."""
+
+    def __init__(self, crds: Iterable[Mapping[str, Any]]) -> None:
+        self._schemas: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
+        for crd in crds:
+            spec = crd.get("spec") if isinstance(crd, Mapping) else None
+            if not isinstance(spec, Mapping):
+                continue
+            group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
+            for version in spec.get("versions") or ():
+                schema = ((version.get("schema") or {}).get("openAPIV3Schema")) if version.get("served", True) else None
+                if isinstance(schema, Mapping):
+                    self._schemas.setdefault((group, kind), []).append((f"{group}/{version['name']}", schema))
+        self._types: dict[tuple[str, str], list[KindType]] = {}
+
+    def types(self, group: str, kind: str) -> list[KindType]:
+        key = (group, kind)
+        found = self._types.get(key)
+        if found is None:
+            found = []
+            for api_version, schema in self._schemas.get(key, ()):
+                decl = decl_type(_with_object_meta(schema), is_root=True, name=f"{kind}.{api_version}")
+                if decl is not None:
+                    found.append(KindType(api_version, kind, decl))
+            self._types[key] = found
+        return found
+
+
+def _with_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    properties = dict(schema.get("properties") or {})
+    properties.update(apiVersion=_STRING, kind=_STRING, metadata=_OBJECT_META)
+    return {**schema, "properties": properties}
+
+
+@lru_cache(maxsize=1)
+def shipped_schemas() -> KindSchemas:
+    """The kinds of the CRDs infergate ships (``chart/crds``)."""
+    from webhook import documents, resources
+
+    found, _ = documents.read([resources.crds_dir()])
+    return KindSchemas(d.content for d in found if isinstance(d.content, dict)
+                       and d.content.get("kind") == "CustomResourceDefinition")
+
+
+# where a policy needs which result type: (path in the spec, the expressions there, expected)
+def _expressions(policy: AdmissionPolicy) -> Iterator[tuple[tuple[Any, ...], str, Any]]:
+    spec = policy.spec
+    for i, m in enumerate(spec.matchConditions):
+        yield ("spec", "matchConditions", i, "expression"), m.expression, BOOL
+    for i, v in enumerate(spec.variables):
+        yield ("spec", "variables", i, "expression"), v.expression, None
+    for section, rules in (("validations", spec.validations), ("warnings", spec.warnings)):
+        for i, rule in enumerate(rules):
+            yield ("spec", section, i, "expression"), rule.expression, BOOL
+            if rule.messageExpression:
+                yield ("spec", section, i, "messageExpression"), rule.messageExpression, STRING
+    for i, a in enumerate(spec.auditAnnotations):
+        yield ("spec", "auditAnnotations", i, "valueExpression"), a.valueExpression, STRING
+    for i, m in enumerate(spec.mutations):
+        yield ("spec", "mutations", i, "expression"), m.expression, None
+
+
+def matched_types(policy: AdmissionPolicy, schemas: KindSchemas) -> list[KindType | None]:
+    """The types of the kinds the policy matches; None stands for any kind whose schema is not
+    known (``*``, a built-in kind): ``object`` is ``dyn`` there."""
+    out: list[KindType | None] = []
+    unknown = False
+    for rule in policy.spec.matchConstraints.resourceRules:
+        for group in rule.apiGroups:
+            for kind in rule.kinds:
+                found = schemas.types(group, kind) if "*" not in (group, kind) else []
+                if found:
+                    out += [t for t in found if t not in out]
+                else:
+                    unknown = True
+    return out + [None] if unknown or not out else out
+
+
+def check_policy(policy: AdmissionPolicy, schemas: KindSchemas) -> list[tuple[tuple[Any, ...], str]]:
+    """Every type error of ``policy``'s expressions: (path of the expression, message)."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    targets = matched_types(policy, schemas)
+    for path, source, expected in _expressions(policy):
+        try:
+            parsed = parse(source)
+        except CelSyntaxError:
+            continue  # the engine's compile error says it already
+        for target in targets:
+            variables = {name: DYN for name in _DYN_VARIABLES}
+            objects: dict[str, DeclType] = {}
+            if target is not None:
+                variables["object"] = variables["oldObject"] = target.decl.cel
+                objects = object_types(target.decl)
+            else:
+                variables["object"] = variables["oldObject"] = DYN
+            # infergate's policies may mix dyn and typed values in literals (JSON patch maps)
+            checked = check(parsed, variables, objects, validate_literals=False)
+            prefix = f"apiVersion={target.api_version}, kind={target.kind}: " if target is not None else ""
+            if checked.errors:
+                problems.append((path, prefix + format_errors(source, checked.errors)))
+                break  # one kind's errors say it; the other versions would repeat them
+            result = checked.result_type
+            if expected is not None and result not in (expected, DYN) and not (expected is STRING and result == NULL):
+                problems.append((path, f"{prefix}must evaluate to {expected}, not {result}"))
+                break
+    return problems
