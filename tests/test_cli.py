@@ -1,16 +1,117 @@
+"""The command line as a whole: one error style and exit codes for every subcommand, help with
+examples and a description for every flag, ``--cel-engine`` anywhere, log levels in any case."""
+
+import argparse
+import importlib
+import io
+import os
 import subprocess
 import sys
 
+import pytest
 
-def test_help_lists_every_command():
-    from webhook.cli import COMMANDS
+from webhook import console
+from webhook.cli import COMMANDS, main, take_engine
 
+
+def test_help_says_what_infergate_is_and_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "webhook", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
+    assert "admission webhook and offline validator for AI-inference APIs" in out.stdout
+    assert "examples:" in out.stdout
     for name in COMMANDS:
         assert name in out.stdout
 
 
 def test_unknown_command_is_a_usage_error():
     out = subprocess.run([sys.executable, "-m", "webhook", "frobnicate"], capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.splitlines()[-1].startswith("infergate: error: ")
+
+
+def _parser(name: str) -> argparse.ArgumentParser:
+    module_name, help_text = COMMANDS[name]
+    parser = console.Parser(prog=f"infergate {name}", description=help_text)
+    importlib.import_module(module_name).add_arguments(parser)
+    return parser
+
+
+def _actions(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _actions(sub)
+        elif not isinstance(action, argparse._HelpAction):
+            yield action
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_subcommand_help_has_examples_exit_codes_and_a_description_for_every_flag(name):
+    parser = _parser(name)
+    text = parser.format_help()
+    assert "examples:\n  infergate " in text and "exit status:\n  0  " in text and "\n  2  usage" in text
+    undescribed = [a.option_strings or a.dest for a in _actions(parser) if not a.help]
+    assert undescribed == []
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_subcommand_reports_a_bad_flag_in_the_one_style(name):
+    out = subprocess.run([sys.executable, "-m", "webhook", name, "--no-such-flag"], capture_output=True, text=True)
     assert out.returncode == 2
+    assert out.stderr.splitlines()[-1] == "infergate: error: unrecognized arguments: --no-such-flag" or \
+        out.stderr.splitlines()[-1].startswith("infergate: error: "), out.stderr
+
+
+def test_input_errors_read_the_same_in_every_offline_subcommand(tmp_path, capsys):
+    missing = str(tmp_path / "missing.yaml")
+    for argv in (["validate", missing], ["test", missing], ["reconcile", missing]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("infergate: error: ") and "missing.yaml" in err and "no such file" in err, (argv, err)
+
+
+def test_cel_engine_anywhere_on_the_command_line(monkeypatch):
+    assert take_engine(["validate", "x.yaml", "--cel-engine", "cel-python", "-o", "json"]) == (
+        "cel-python", ["validate", "x.yaml", "-o", "json"])
+    assert take_engine(["--cel-engine=cel-python", "test", "s.yaml"]) == ("cel-python", ["test", "s.yaml"])
+    assert take_engine(["validate", "--", "--cel-engine"]) == (None, ["validate", "--", "--cel-engine"])
+    with pytest.raises(ValueError, match="invalid choice: 'nope'"):
+        take_engine(["validate", "--cel-engine", "nope"])
+    out = subprocess.run([sys.executable, "-m", "webhook", "validate", "--cel-engine", "nope"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "infergate: error: argument --cel-engine: invalid choice" in out.stderr
+
+
+def test_the_engine_chosen_after_the_command_is_the_one_that_runs(tmp_path):
+    from webhook.cel.engine import ENGINE_VARIABLE
+
+    probe = "import os, sys; from webhook.cli import main; main(sys.argv[1:]); print(os.environ['%s'])" % ENGINE_VARIABLE
+    manifest = tmp_path / "empty.yaml"
+    manifest.write_text("")
+    out = subprocess.run([sys.executable, "-c", probe, "validate", str(manifest), "--cel-engine", "cel-python"],
+                         capture_output=True, text=True, env={**os.environ, ENGINE_VARIABLE: ""})
+    assert out.stdout.splitlines()[-1] == "cel-python", out.stderr
+
+
+def test_log_levels_in_any_case():
+    from webhook.settings import Settings
+
+    assert [console.log_level(v) for v in ("DEBUG", "Info", "warning", " ERROR ")] == ["debug", "info", "warning", "error"]
+    with pytest.raises(argparse.ArgumentTypeError):
+        console.log_level("loud")
+    assert Settings(log_level="WARNING").log_level == "warning"
+    for name in ("serve", "controller"):
+        args = _parser(name).parse_args(["--log-level", "DEBUG"])
+        assert args.log_level == "debug"
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    class Terminal:
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert console.Painter(Terminal())("valid", "green") == "\x1b[32mvalid\x1b[0m"
+    assert console.Painter(io.StringIO())("valid", "green") == "valid"  # a pipe, a CI log
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert console.Painter(Terminal())("valid", "green") == "valid"

@@ -96,11 +96,11 @@ def test_broken_policies_are_a_clear_error(tmp_path):
                                      "metadata: {name: p}\nspec:\n  matchConstraints: {resourceRules: []}\n")
     code, out, err = validate("--policies", str(tmp_path), "-f", str(MANIFESTS / "valid"))
     assert code == 2 and out == ""
-    assert err.startswith(f"error: {tmp_path / 'p.yaml'}:5: spec.matchConstraints.resourceRules:")
+    assert err.startswith(f"infergate: error: --policies: {tmp_path / 'p.yaml'}:5: spec.matchConstraints.resourceRules:")
     assert "Traceback" not in err
 
 
 def test_broken_state_is_a_clear_error(tmp_path):
     (tmp_path / "x.yaml").write_text("kind: Namespace\n")
     code, _, err = validate("--state", str(tmp_path), "-f", str(MANIFESTS / "valid"))
-    assert code == 2 and err.startswith(f"error: {tmp_path / 'x.yaml'}:1: object without apiVersion")
+    assert code == 2 and err.startswith(f"infergate: error: --state: {tmp_path / 'x.yaml'}:1: object without apiVersion")

@@ -787,27 +787,39 @@ class CertKeeper:
 # `infergate certs`
 
 
+CERTS_EXAMPLES = """\
+infergate certs generate --dir certs --service ns/name     # create, or renew when due (the CA first)
+infergate certs generate --dir certs --san webhook.example --force
+infergate certs show --dir certs                           # what they are and when they expire
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    from webhook import console
+
+    parser.epilog = console.epilog(CERTS_EXAMPLES, exit_codes="""\
+exit status:
+  0  done
+  2  usage error, or certificates that cannot be read or written (said in one line)""")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=console.Parser)
     gen = sub.add_parser("generate", help="create or renew the CA and serving certificate in a directory")
     gen.add_argument("--dir", type=Path, default=Path("certs"), help="where to write ca.crt, ca.key, tls.crt, tls.key (default: certs)")
     gen.add_argument("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the SANs")
     gen.add_argument("--san", action="append", default=[], help="an extra DNS name or IP address (repeatable)")
     gen.add_argument("--force", action="store_true", help="start over with a new CA even when valid certificates exist")
     show = sub.add_parser("show", help="print what the certificates in a directory are and when they expire")
-    show.add_argument("--dir", type=Path, default=Path("certs"))
+    show.add_argument("--dir", type=Path, default=Path("certs"), help="where the certificates are (default: certs)")
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
+    from webhook import console
 
     store = DirectoryStore(args.dir)
     try:
         current = store.load()
         if args.action == "show":
             if current is None:
-                print(f"no certificates in {args.dir}", file=sys.stderr)
-                return 1
+                return console.error(f"certs: no certificates in {args.dir}")
             print(describe(current))
             return 0
         sans = serving_sans(args.service, args.san)
@@ -820,8 +832,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"caBundle (base64): {base64.b64encode(result.bundle.ca_pem()).decode('ascii')}")
         return 0
     except (CertError, ValueError) as exc:
-        print(f"infergate certs: {exc}", file=sys.stderr)
-        return 1
+        return console.error(f"certs: {exc}")
 
 
 def describe(bundle: CertBundle) -> str:

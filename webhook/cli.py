@@ -3,7 +3,9 @@
 Each subcommand lives beside the layer it drives and exposes two functions:
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code). This module only
 wires them together, importing a subcommand's module when that subcommand runs, so
-``infergate validate`` never pays for the server's imports and vice versa.
+``infergate validate`` never pays for the server's imports and vice versa. What every
+subcommand shares on the command line (the error style, exit codes, colour) is
+``webhook.console``.
 """
 
 from __future__ import annotations
@@ -13,50 +15,97 @@ import importlib
 import os
 import sys
 
+from webhook import console
 from webhook.cel.engine import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
+
+DESCRIPTION = """\
+infergate: a Kubernetes admission webhook and offline validator for AI-inference APIs
+(KubeAI Model, Gateway API Inference Extension InferenceModel/InferencePool, Deckhouse
+InferenceService/InferenceServiceClass). It answers exactly as kube-apiserver does for the
+CRDs (schema, defaults, CEL rules), then applies admission policies written as data
+(ValidatingAdmissionPolicy-like CEL), and writes the objects' status as a controller."""
+
+EXAMPLES = """\
+infergate validate manifests/ -o github       # in CI: every manifest as the cluster would answer it
+infergate test policies/tests --coverage      # policy test suites
+infergate reconcile my-order.yaml             # where would this InferenceService land?
+infergate serve                               # the webhook, on https://0.0.0.0:8443
+infergate COMMAND --help                      # a command's flags, examples and exit codes
+"""
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("webhook.server", "serve the admission webhook over HTTPS"),
     "validate": ("webhook.offline.validate", "validate manifests as the apiserver and the webhook would"),
-    "test": ("webhook.offline.suites", "run recorded apiserver cases and policy test suites"),
+    "test": ("webhook.offline.suites", "run policy test suites and recorded apiserver cases"),
     "reconcile": ("webhook.controller.offline", "print the status the controller would write (offline)"),
     "controller": ("webhook.controller.runner", "run the status controller against a cluster"),
     "certs": ("webhook.certs", "generate or inspect the webhook's certificates"),
     "webhook-config": ("webhook.webhook_config", "print the webhook configurations to register"),
 }
 
+_ENGINE_FLAG = "--cel-engine"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="infergate", description=__doc__.splitlines()[0])
+    parser = console.Parser(prog="infergate", description=DESCRIPTION, epilog=console.epilog(EXAMPLES))
     from webhook import __version__
 
     parser.add_argument("--version", action="version", version=f"infergate {__version__}")
-    parser.add_argument("--cel-engine", choices=engine_names(),
-                        help=f"CEL backend for every command (default {DEFAULT_ENGINE}; env {ENGINE_VARIABLE})")
+    parser.add_argument(_ENGINE_FLAG, choices=engine_names(),
+                        help=f"CEL backend for every command, anywhere on the command line (default "
+                             f"{DEFAULT_ENGINE}; env {ENGINE_VARIABLE})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def take_engine(argv: list[str]) -> tuple[str | None, list[str]]:
+    """``--cel-engine NAME`` (or ``=NAME``) wherever it stands before ``--``: the engine named
+    (checked against the engines there are), and the arguments without it."""
+    rest: list[str] = []
+    engine: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest += argv[i:]
+            break
+        if arg == _ENGINE_FLAG or arg.startswith(_ENGINE_FLAG + "="):
+            if "=" in arg:
+                engine = arg.split("=", 1)[1]
+            elif i + 1 < len(argv):
+                engine = argv[i + 1]
+                i += 1
+            else:
+                raise ValueError(f"argument {_ENGINE_FLAG}: expected one argument")
+            if engine not in engine_names():
+                choices = ", ".join(repr(n) for n in engine_names())
+                raise ValueError(f"argument {_ENGINE_FLAG}: invalid choice: {engine!r} (choose from {choices})")
+        else:
+            rest.append(arg)
+        i += 1
+    return engine, rest
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv[:1] == ["--cel-engine"] or argv[:1] and argv[0].startswith("--cel-engine="):
-        # a global option before the command: it selects the backend for this process and its children
-        split = 1 if "=" in argv[0] else 2
-        known, _ = parser.parse_known_args(argv[:split])
-        os.environ[ENGINE_VARIABLE] = known.cel_engine
-        argv = argv[split:]
+    try:
+        engine, argv = take_engine(argv)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if engine is not None:  # selects the backend for this process and its children
+        os.environ[ENGINE_VARIABLE] = engine
     if not argv or argv[0] not in COMMANDS:
-        args = parser.parse_args(argv)  # prints help / version / usage errors
-        parser.print_help()
-        return 2
+        parser.parse_args(argv)  # prints help / version / usage errors
+        parser.print_help(sys.stderr)
+        return console.USAGE
     name = argv[0]
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(module_name)
-    command_parser = argparse.ArgumentParser(prog=f"infergate {name}", description=help_text)
+    command_parser = console.Parser(prog=f"infergate {name}", description=help_text)
     module.add_arguments(command_parser)
     args = command_parser.parse_args(argv[1:])
     try:

@@ -22,6 +22,12 @@ exit status:
   2  usage or input error (a bad flag, a missing or unreadable file, broken YAML)"""
 
 
+SERVICE_EXIT_CODES = """\
+exit status:
+  0  stopped cleanly (SIGTERM or SIGINT)
+  2  usage or start-up error (a bad flag, path or configuration; reported in one line)"""
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the one error style, and help text kept as written (examples stay lines)."""
 

@@ -32,6 +32,7 @@ import orjson
 from aiohttp import hdrs, web
 from pydantic import ValidationError
 
+from webhook import console
 from webhook import logging as logs
 from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, AdmissionResult, clip_message,
                                       response_review)
@@ -727,8 +728,8 @@ async def serve(
         ssl_context = await asyncio.to_thread(keeper.start)
     except Exception as exc:  # CertError, OSError, the cluster's config or API errors
         log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
-        print(f"infergate serve: cannot set up TLS: {exc}", file=sys.stderr)
-        return 1
+        print(f"infergate: error: serve: cannot set up TLS: {exc}", file=sys.stderr)
+        return console.USAGE
 
     slot = AdmitterSlot()
     readiness: dict[str, ReadinessCheck] = {"certificates": keeper.problem}
@@ -796,6 +797,14 @@ async def serve(
     return 0
 
 
+SERVE_EXAMPLES = """\
+infergate serve                                            # local certificates in certs/, the shipped policies
+infergate serve --service ns/name --san webhook.example    # the Service's DNS names in the certificate
+infergate serve --cert-mode files --cert-dir /mnt/tls      # certificates managed elsewhere (cert-manager)
+infergate serve --kube-state --policies-dir /etc/infergate/policies
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags mirror :class:`Settings` (also settable as INFERGATE_<NAME> variables)."""
     a = parser.add_argument
@@ -825,14 +834,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--shutdown-delay", type=float, help="seconds to keep answering after SIGTERM with /readyz failing, "
                                            "before the listener closes (default 0; the chart sets 5)")
-    a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
+    a("--log-level", type=console.log_level, metavar="LEVEL",
+      help="debug, info, warning or error, in any case; debug logs every review (default info)")
+    parser.epilog = console.epilog(SERVE_EXAMPLES, exit_codes=console.SERVICE_EXIT_CODES)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.load(vars(args))
     except ValidationError as exc:
-        print(f"infergate serve: {_summarize(exc)}", file=sys.stderr)
+        print(f"infergate: error: serve: {_summarize(exc)}", file=sys.stderr)
         return 2
     logs.configure(settings.log_level)
     try:

@@ -67,6 +67,11 @@ class Settings(BaseModel):
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value  # INFO, Info, info: one level
+
     @field_validator("cert_secret", "service")
     @classmethod
     def _namespaced(cls, value: str | None) -> str | None:

@@ -165,7 +165,19 @@ def build_webhook_configurations(
     return mutating, validating
 
 
+EXAMPLES = """\
+infergate webhook-config --service infergate-system/infergate | kubectl apply -f -
+infergate webhook-config --url https://127.0.0.1:8443 --ca-file certs/ca.crt   # a webhook outside the cluster
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from webhook import console
+
+    parser.epilog = console.epilog(EXAMPLES, exit_codes="""\
+exit status:
+  0  printed
+  2  usage error, or a CA bundle or CRDs that cannot be read (said in one line)""")
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="https URL the apiserver calls (the webhook outside the cluster)")
     where.add_argument("--service", help="NAMESPACE/NAME of the webhook's Service")
@@ -173,18 +185,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ca-file", type=Path, default=Path("certs/ca.crt"),
                         help="CA bundle (PEM) to put into caBundle (default certs/ca.crt; '' to leave it out)")
     parser.add_argument("--name", default="infergate", help="name of both configurations (default infergate)")
-    parser.add_argument("--failure-policy", default="Fail", choices=["Fail", "Ignore"])
-    parser.add_argument("--timeout-seconds", type=int, default=MAX_TIMEOUT_SECONDS)
+    parser.add_argument("--failure-policy", default="Fail", choices=["Fail", "Ignore"],
+                        help="what the apiserver does when the webhook cannot answer (default Fail)")
+    parser.add_argument("--timeout-seconds", type=int, default=MAX_TIMEOUT_SECONDS,
+                        help=f"how long the apiserver waits for an answer, 1..{MAX_TIMEOUT_SECONDS} "
+                             f"(default {MAX_TIMEOUT_SECONDS})")
     parser.add_argument("--crds-dir", type=Path, help="CRDs the webhook serves (default: the shipped chart/crds)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from webhook import console
+
     try:
         ca_bundle = args.ca_file.read_bytes() if str(args.ca_file) not in ("", ".") else None
     except OSError as exc:
-        print(f"infergate webhook-config: cannot read CA bundle {args.ca_file}: {exc.strerror} "
-              "(run `infergate certs generate` or pass --ca-file '')", file=sys.stderr)
-        return 1
+        return console.error(f"webhook-config: cannot read CA bundle {args.ca_file}: {exc.strerror} "
+                             "(run `infergate certs generate` or pass --ca-file '')")
     try:
         objects = build_webhook_configurations(
             url=args.url, service=args.service, port=args.port, ca_bundle=ca_bundle, name=args.name,
@@ -192,7 +208,6 @@ def run(args: argparse.Namespace) -> int:
             resources=served_resources(args.crds_dir) if args.crds_dir else None,
         )
     except (ValueError, OSError, yaml.YAMLError) as exc:
-        print(f"infergate webhook-config: {exc}", file=sys.stderr)
-        return 1
+        return console.error(f"webhook-config: {exc}")
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0

@@ -85,19 +85,20 @@ def test_whole_state_in_yaml(capsys):
 
 def test_bad_input_is_one_clear_line(capsys, tmp_path):
     code, _, err = reconcile(capsys, tmp_path / "missing.yaml")
-    assert code == 1 and err.strip() == f"infergate reconcile: {tmp_path / 'missing.yaml'}: no such file or directory"
+    assert code == 2 and err.strip() == f"infergate: error: reconcile: {tmp_path / 'missing.yaml'}: no such file or directory"
     broken = tmp_path / "broken.yaml"
     broken.write_text("kind: [unclosed\n")
     code, _, err = reconcile(capsys, broken)
-    assert code == 1 and err.startswith(f"infergate reconcile: {broken}:2: invalid YAML") and "Traceback" not in err
+    assert code == 2 and err.startswith(f"infergate: error: reconcile: {broken}:2: invalid YAML") and "Traceback" not in err
     not_an_object = tmp_path / "list.yaml"
     not_an_object.write_text("- just\n- a list\n")
     code, _, err = reconcile(capsys, not_an_object)
-    assert code == 1 and err.strip() == f"infergate reconcile: {not_an_object}:1: not a Kubernetes object (apiVersion, kind and metadata)"
+    assert code == 2 and err.strip() == (f"infergate: error: reconcile: {not_an_object}:1: not a Kubernetes object "
+                                         "(apiVersion, kind and metadata)")
     code = main(["reconcile", "--state", str(tmp_path / "nope")])
-    assert code == 1 and "not a directory" in capsys.readouterr().err
+    assert code == 2 and "not a directory" in capsys.readouterr().err
     code = main(["reconcile", "--state", str(CLUSTER), "--now", "soon"])
-    assert code == 1 and "RFC 3339" in capsys.readouterr().err
+    assert code == 2 and "RFC 3339" in capsys.readouterr().err
 
 
 def test_the_installed_command():
@@ -119,7 +120,7 @@ def test_a_malformed_object_is_reported_and_the_rest_reconciled(capsys, tmp_path
     code, out, err = reconcile(capsys, broken)
     assert code == 1
     assert "lands on DeviceClass nvidia-a30-mig-2g12-mps" in out
-    assert err.startswith("infergate reconcile: InferenceService hardfest-demo/broken: malformed, not reconciled")
+    assert err.startswith("infergate: error: reconcile: InferenceService hardfest-demo/broken: malformed, not reconciled")
     assert "Traceback" not in err
 
 

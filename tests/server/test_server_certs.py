@@ -182,4 +182,5 @@ def test_certs_generate_command_is_idempotent_and_force_starts_over(tmp_path):
     assert shown.returncode == 0 and "CA (signer)" in shown.stdout
     (tmp_path / "ca.key").write_text("nope")
     broken = cli("show", "--dir", str(tmp_path))
-    assert broken.returncode == 1 and "Traceback" not in broken.stderr and "unreadable" in broken.stderr
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr and "unreadable" in broken.stderr
+    assert broken.stderr.startswith("infergate: error: certs: ")

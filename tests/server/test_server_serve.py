@@ -232,13 +232,13 @@ def test_serve_with_no_flags_creates_certs_prints_how_to_try_and_stops_on_sigter
 
 async def test_tls_that_cannot_be_set_up_is_a_clear_error(tmp_path, capsys):
     no_cluster = Settings(host="127.0.0.1", port=0, cert_mode="secret", kubeconfig=tmp_path / "missing")
-    assert await serve(no_cluster, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 1
+    assert await serve(no_cluster, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 2
     (tmp_path / "certs").mkdir()
     (tmp_path / "certs" / "tls.crt").write_text("not a certificate")
     files = Settings(host="127.0.0.1", port=0, cert_mode="files", cert_dir=tmp_path / "certs")
-    assert await serve(files, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 1
+    assert await serve(files, load=lambda s: (ScriptedAdmitter(), {}), handle_signals=False) == 2
     err = capsys.readouterr().err
-    assert err.count("infergate serve: cannot set up TLS:") == 2 and "missing tls.key" in err
+    assert err.count("infergate: error: serve: cannot set up TLS:") == 2 and "missing tls.key" in err
     assert "Traceback" not in err
 
 

@@ -82,4 +82,4 @@ def test_webhook_config_command_prints_both_objects_with_the_ca(tmp_path):
 
     missing = subprocess.run([sys.executable, "-m", "webhook", "webhook-config", "--url", "https://x",
                               "--ca-file", str(tmp_path / "nope.crt")], capture_output=True, text=True)
-    assert missing.returncode == 1 and "cannot read CA bundle" in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.returncode == 2 and "infergate: error: webhook-config: cannot read CA bundle" in missing.stderr and "Traceback" not in missing.stderr

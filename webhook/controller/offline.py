@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from webhook import console
 from webhook.controller import kinds
 from webhook.controller.conditions import TRUE
 from webhook.controller.context import ReconcileContext, Settings
@@ -33,11 +34,30 @@ class InputError(Exception):
     """Input the command cannot use: reported in one line, never as a traceback."""
 
 
+EXAMPLES = """\
+infergate reconcile                                       # every owned object of the example cluster
+infergate reconcile my-order.yaml                         # where would this InferenceService land?
+infergate reconcile --state my-cluster-dump/ -o yaml      # every object with the status the controller writes
+kubectl get inferenceservices -A -o yaml | infergate reconcile -
+"""
+
+EXIT_CODES = """\
+exit status:
+  0  every status computed
+  1  an object's status could not be computed (said on stderr)
+  2  usage or input error (a bad flag, a missing or unreadable file, broken YAML)"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("files", nargs="*", metavar="FILE",
+    parser.epilog = console.epilog(EXAMPLES, exit_codes=EXIT_CODES)
+    parser.add_argument("files", nargs="*", metavar="PATH",
                         help="manifests (files, directories, - for stdin) laid over the state; only their statuses are printed")
+    parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
+                        help="the same as a PATH argument; repeatable")
     parser.add_argument("--state", type=Path, default=None, help="directory of manifests: the cluster view (default: the shipped examples)")
-    parser.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text")
+    parser.add_argument("-o", "--output", choices=("text", "yaml", "json"), default="text",
+                        help="text (default: where each object lands, or why not), yaml or json (the objects with "
+                             "their status)")
     parser.add_argument("--now", default=None, help="the clock, RFC 3339 (default: now); makes output reproducible")
     parser.add_argument("--replan-timeout", type=float, default=300.0, metavar="SECONDS",
                         help="a ResourceClaim unallocated this long triggers a replan (default 300)")
@@ -161,11 +181,11 @@ def run(args: argparse.Namespace) -> int:
                 raise InputError(f"--now {args.now!r}: expected an RFC 3339 time such as 2026-01-01T00:00:00Z")
         if args.replan_limit < 0 or args.replan_timeout < 0:
             raise InputError("--replan-limit and --replan-timeout must not be negative")
+        args.files = [*args.files, *args.filename]
         extra = read_manifests(args.files) if args.files else []
         state = load_state(args.state, extra)
     except InputError as exc:
-        print(f"infergate reconcile: {exc}", file=sys.stderr)
-        return 1
+        return console.error(f"reconcile: {exc}")
     settings = Settings(
         replan_timeout=timedelta(seconds=args.replan_timeout),
         replan_limit=args.replan_limit,
@@ -180,5 +200,5 @@ def run(args: argparse.Namespace) -> int:
     problems: list[str] = []
     sys.stdout.write(render(reconcile_all(objects, ctx, problems), args.output))
     for problem in problems:
-        print(f"infergate reconcile: {problem}", file=sys.stderr)
+        console.error(f"reconcile: {problem}")
     return 1 if problems else 0

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 
 from aiohttp import web
 
+from webhook import console
 from webhook import logging as infergate_logging
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
@@ -312,22 +313,36 @@ class Controller:
 # -- the command ------------------------------------------------------------------------------
 
 
+EXAMPLES = """\
+infergate controller                                   # in a pod: in-cluster config, leader-elected
+infergate controller --kubeconfig ~/.kube/config --no-leader-elect --log-level debug
+infergate controller --metrics-port 8080               # /healthz, /readyz and /metrics on :8080
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = console.epilog(EXAMPLES, exit_codes=console.SERVICE_EXIT_CODES)
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                         help="hold a Lease so that one replica writes (default: on)")
-    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
-    parser.add_argument("--lease-name", default="infergate-controller")
+    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"),
+                        help="namespace of the leader-election Lease (default: $POD_NAMESPACE, else default)")
+    parser.add_argument("--lease-name", default="infergate-controller",
+                        help="name of the leader-election Lease (default: infergate-controller)")
     parser.add_argument("--identity", default=None, help="this replica's name in the Lease (default: hostname + random)")
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--replan-timeout", type=float, default=300.0, metavar="SECONDS")
-    parser.add_argument("--replan-limit", type=int, default=3)
-    parser.add_argument("--resync-interval", type=float, default=600.0, metavar="SECONDS")
-    parser.add_argument("--public-domain-template", default=None)
+    parser.add_argument("--workers", type=int, default=4, help="objects reconciled at once (default 4)")
+    parser.add_argument("--replan-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="a ResourceClaim unallocated this long triggers a replan (default 300)")
+    parser.add_argument("--replan-limit", type=int, default=3, help="replans before Planned=False (default 3)")
+    parser.add_argument("--resync-interval", type=float, default=600.0, metavar="SECONDS",
+                        help="every object is reconciled again at least this often (default 600)")
+    parser.add_argument("--public-domain-template", default=None,
+                        help="Deckhouse publicDomainTemplate for External endpoints (default: ModuleConfig global)")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve /healthz, /readyz and /metrics on this port (default: off)")
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--log-level", default="info", type=console.log_level, metavar="LEVEL",
+                        help="debug, info, warning or error, in any case (default info)")
 
 
 def _api_client(args):
@@ -397,20 +412,16 @@ async def _serve(args, api_client) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    infergate_logging.configure(args.log_level.lower())
+    infergate_logging.configure(args.log_level)
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
-        print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
-        return 2
+        return console.error("controller: --workers must be >= 1, replan settings >= 0")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        print(f"infergate controller: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
-        return 1
+        return console.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
     try:
         api_client = _api_client(args)
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
-        print(f"infergate controller: cannot load Kubernetes configuration: {exc}", file=sys.stderr)
-        return 1
+        return console.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
         return asyncio.run(_serve(args, api_client))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
-        print(f"infergate controller: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
-        return 1
+        return console.error(f"controller: cannot reach the Kubernetes API: {exc}")

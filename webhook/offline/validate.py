@@ -29,7 +29,7 @@ from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
-from webhook.state import FileState, StateLoadError, named_objects
+from webhook.state import FileState, StateLoadError, named_objects, read_objects
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -172,9 +172,7 @@ class Result:
     def finding(self) -> Finding:
         status = {"valid": "passed", "invalid": "failed"}.get(self.outcome, self.outcome)
         rule = {"invalid": "denied"}.get(self.outcome, "input-error")
-        message = self.summary
-        if self.outcome == "invalid" and self.judgement is not None:
-            message = (self.judgement.status or {}).get("message") or self.summary
+        message = self.summary  # for a denial: what kubectl prints
         return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file,  # type: ignore[arg-type]
                        self.origin.line, message if self.outcome != "valid" else "", rule)
 
@@ -277,11 +275,18 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) ->
             return AdmissionChain(registry, policies, FileState(resources.examples_dir()))
         except StateLoadError as exc:
             raise SetupError(f"the example state: {exc}") from None
+    # the state may be the inputs themselves (a repository of mixed files): what is wrong with an
+    # input, or no named object, is said in its place among the results; the rest must be right
     found, errors = documents.read(args.state)
-    errors = [e for e in errors if e.file not in inputs]  # an input's own problem is reported in its place
+    errors = [e for e in errors if e.file not in inputs]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
-    return AdmissionChain(registry, policies, FileState(objects=named_objects(found)))
+    try:
+        objects = named_objects([d for d in found if d.origin.file in inputs])
+        objects += read_objects([d for d in found if d.origin.file not in inputs])
+    except StateLoadError as exc:
+        raise SetupError(f"--state: {exc}") from None
+    return AdmissionChain(registry, policies, FileState(objects=objects))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 (a watch cache), both behind :class:`ClusterState`."""
 
 from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize
-from webhook.state.files import FileState, StateLoadError, named_objects, read_manifests
+from webhook.state.files import FileState, StateLoadError, named_objects, read_manifests, read_objects
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "named_objects",
     "parse_selector",
     "read_manifests",
+    "read_objects",
     "sanitize",
 ]
 

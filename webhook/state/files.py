@@ -11,7 +11,7 @@ from webhook import documents as documents_reader
 from webhook.documents import Document
 from webhook.state.base import ClusterState, group_of
 
-__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "named_objects", "read_manifests"]
+__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "named_objects", "read_manifests", "read_objects"]
 
 # A bare KubeAI system config file (its own format: resourceProfiles, cacheProfiles, ...)
 # is served as the ConfigMap KubeAI's Helm chart creates, so policies read one shape.
@@ -60,13 +60,18 @@ def named_objects(documents: list[Document]) -> list[dict[str, Any]]:
     return out
 
 
+def read_objects(documents: list[Document]) -> list[dict[str, Any]]:
+    """The objects of ``documents``; the first that is none raises :class:`StateLoadError`."""
+    return [obj for document in documents for obj in _objects(document)]
+
+
 def read_manifests(*paths: Path) -> list[dict[str, Any]]:
     """The objects of manifest files, or of every file under directories, as :class:`FileState`
     reads them (``webhook.documents``); raises :class:`StateLoadError` at the first problem."""
     documents, errors = documents_reader.read(paths)
     if errors:
         raise StateLoadError(str(errors[0]))
-    return [obj for document in documents for obj in _objects(document)]
+    return read_objects(documents)
 
 
 class FileState(ClusterState):

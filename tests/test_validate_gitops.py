@@ -1,0 +1,221 @@
+"""``infergate validate`` on a GitOps repository as it is: inference objects mixed with
+ConfigMaps, Services and Deployments, empty files, notes that are no YAML, a broken file. One
+result per document naming its file and line, a closing summary, exit codes 0/1/2, and the CI
+formats (JUnit, GitHub workflow commands, SARIF) read by real parsers."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from webhook import resources
+from webhook.cli import main
+
+MANIFESTS = resources.examples_dir().parent / "manifests"
+VALID = MANIFESTS / "valid" / "kubeai-model-vllm.yaml"
+DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-speech-on-vllm.yaml"
+
+OTHERS = textwrap.dedent("""\
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: settings}
+    data: {a: "1"}
+    ---
+    apiVersion: v1
+    kind: Service
+    metadata: {name: web}
+    spec: {ports: [{port: 80}]}
+    ---
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web}
+    """)
+
+
+@pytest.fixture
+def repository(tmp_path) -> Path:
+    (tmp_path / "apps" / "web").mkdir(parents=True)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "good.yaml").write_text(VALID.read_text())
+    (tmp_path / "models" / "denied.yml").write_text(DENIED.read_text())
+    (tmp_path / "apps" / "web" / "all.yaml").write_text(OTHERS)
+    (tmp_path / "apps" / "empty.yaml").write_text("")
+    (tmp_path / "README.md").write_text("# not YAML: not read\n")
+    (tmp_path / "notes.txt").write_text("kind: [\n")
+    return tmp_path
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["validate", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith(text))
+
+
+def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repository, capsys):
+    code, out, err = _run(capsys, repository)
+    assert code == 1  # one object is denied
+    others, good, denied = repository / "apps" / "web" / "all.yaml", repository / "models" / "good.yaml", \
+        repository / "models" / "denied.yml"
+    assert out.splitlines() == [
+        f"{others}:1: skipped ConfigMap/settings (v1): no schema for this kind",
+        f"{others}:6: skipped Service/web (v1): no schema for this kind",
+        f"{others}:11: skipped Deployment/web (apps/v1): no schema for this kind",
+        f'{denied}:{_line(denied, "apiVersion")}: The Model "whisper-on-vllm" is invalid: spec.features: '
+        'Unsupported value: "SpeechToText": engine "VLLM" does not serve it; use engine "FasterWhisper" or drop the feature',
+        f"{good}:{_line(good, 'apiVersion')}: model.kubeai.org/llama-3-1-8b-instruct-l4 valid",
+        "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files",
+    ]
+    assert err == ""
+
+    code, out, err = _run(capsys, repository, "-o", "json")
+    results = json.loads(out)
+    assert code == 1 and [r["result"] for r in results] == ["skipped"] * 3 + ["invalid", "valid"]
+    assert results[1]["source"] == {"file": str(others), "line": 6, "index": 1}
+    assert results[1]["reason"] == "Service/web (v1): no schema for this kind"
+    assert results[4]["source"] == {"file": str(good), "line": _line(good, "apiVersion"), "index": 0}
+    assert results[3]["allowed"] is False and results[3]["status"]["code"] == 422
+    assert err == "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files\n"
+    assert yaml.safe_load(_run(capsys, repository, "-o", "yaml")[1]) == results
+
+    code, _, err = _run(capsys, repository, "--strict")
+    assert code == 2 and err.count("infergate: error: ") == 3 and "no schema for kind 'Deployment'" in err
+
+
+def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is_2(repository, capsys):
+    broken = repository / "apps" / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")
+    code, out, err = _run(capsys, repository)
+    assert code == 2
+    assert err == f"infergate: error: {broken}:5: invalid YAML: did not find expected ',' or ']'\n"
+    assert len(out.splitlines()) == 6 and "model.kubeai.org/llama-3-1-8b-instruct-l4 valid" in out
+    assert out.splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 1 error, in 5 files"
+
+
+def test_empty_input_is_reported_not_silence(tmp_path, capsys, monkeypatch):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert _run(capsys, tmp_path) == (0, "0 objects, in 0 files\n", "")
+    (tmp_path / "empty.yaml").write_text("# nothing\n")
+    assert _run(capsys, tmp_path) == (0, "0 objects, in 1 file\n", "")
+    import io
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert _run(capsys, "-") == (0, "0 objects, in 1 file\n", "")
+    assert _run(capsys)[0] == 2  # no input named at all is a usage error
+
+
+def test_an_old_object_no_document_matches_is_an_error(tmp_path, capsys):
+    old = tmp_path / "old.yaml"
+    old.write_text(VALID.read_text().replace("llama-3-1-8b-instruct-l4", "someone-else"))
+    code, out, err = _run(capsys, VALID, "--old", old)
+    assert code == 2
+    assert err == (f"infergate: error: {old}:{_line(old, 'apiVersion')}: --old: no document to validate matches "
+                   "Model ml-team/someone-else (kubeai.org/v1)\n")
+    assert out.splitlines()[-1] == "1 valid, 0 invalid, 0 skipped, 1 error, in 1 file"
+
+
+def test_the_state_may_be_the_inputs_themselves(tmp_path, capsys):
+    """A policy reads the Namespace from the same repository as the Model it judges."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "p.yaml").write_text((resources.examples_dir().parent / "policies" /
+                                      "production-min-replicas.yaml").read_text())
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    model = yaml.safe_load(VALID.read_text())
+    model["metadata"]["namespace"] = "shop"
+    model["spec"]["minReplicas"] = 0
+    (repo / "model.yaml").write_text(yaml.safe_dump(model))
+    (repo / "ns.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"
+                                  "  labels: {environment: production}\n---\nnot: an object\n")
+    code, out, _ = _run(capsys, repo, "--state", repo, "--policies", policies)
+    assert code == 1 and "Models in production namespaces keep a replica warm" in out
+    assert f"{repo / 'ns.yaml'}:7: skipped not a Kubernetes object (no apiVersion and kind)" in out
+    (repo / "ns.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n")
+    assert _run(capsys, repo, "--state", repo, "--policies", policies)[0] == 0
+
+
+def test_junit_is_valid_xml_with_a_failure_for_the_denial(repository, capsys):
+    (repository / "apps" / "broken.yaml").write_text("a: [\n")
+    code, out, err = _run(capsys, repository, "-o", "junit")
+    assert code == 2 and err.strip().splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 1 error, in 5 files"
+    root = ET.fromstring(out)
+    assert root.tag == "testsuites"
+    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "6", "failures": "1", "errors": "1", "skipped": "3"}
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert set(suites) == {str(repository / p) for p in ("apps/broken.yaml", "apps/web/all.yaml", "models/denied.yml",
+                                                         "models/good.yaml")}
+    for suite in suites.values():  # every count matches its children
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases)
+        for tag, counter in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+            assert int(suite.get(counter)) == sum(1 for c in cases if c.find(tag) is not None)
+    (denied,) = suites[str(repository / "models" / "denied.yml")].findall("testcase")
+    failure = denied.find("failure")
+    assert denied.get("name") == "Model/whisper-on-vllm" and denied.get("line") == str(_line(repository / "models" / "denied.yml", "apiVersion"))
+    assert failure.get("message").startswith('The Model "whisper-on-vllm" is invalid: spec.features: Unsupported value')
+    assert suites[str(repository / "apps" / "broken.yaml")].find("testcase/error").get("message").startswith("invalid YAML")
+
+
+def test_github_annotations_carry_file_and_line(repository, capsys):
+    code, out, _ = _run(capsys, repository, "-o", "github")
+    denied = repository / "models" / "denied.yml"
+    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    assert code == 1 and len(annotations) == 1
+    assert annotations[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},"
+                                     "title=Model/whisper-on-vllm::The Model \"whisper-on-vllm\" is invalid: ")
+    assert out.splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files"
+
+
+# SARIF 2.1.0's required structure (OASIS SARIF 2.1.0, §3.13 sarifLog, §3.14 run, §3.18 toolComponent,
+# §3.27 result, §3.28 location, §3.29 physicalLocation, §3.30 region), as a JSON schema of our own
+SARIF_REQUIRED = {
+    "type": "object", "required": ["version", "runs"],
+    "properties": {
+        "version": {"const": "2.1.0"}, "$schema": {"type": "string", "format": "uri"},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["tool"],
+            "properties": {
+                "tool": {"type": "object", "required": ["driver"], "properties": {"driver": {
+                    "type": "object", "required": ["name"],
+                    "properties": {"name": {"type": "string"}, "rules": {"type": "array", "items": {
+                        "type": "object", "required": ["id"]}}}}}},
+                "results": {"type": "array", "items": {
+                    "type": "object", "required": ["message"],
+                    "properties": {
+                        "ruleId": {"type": "string"}, "ruleIndex": {"type": "integer", "minimum": 0},
+                        "level": {"enum": ["none", "note", "warning", "error"]},
+                        "message": {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["id"]}]},
+                        "locations": {"type": "array", "items": {"type": "object", "properties": {
+                            "physicalLocation": {
+                                "type": "object", "required": ["artifactLocation"],
+                                "properties": {"artifactLocation": {"type": "object", "required": ["uri"]},
+                                               "region": {"type": "object", "properties": {
+                                                   "startLine": {"type": "integer", "minimum": 1}}}}}}}},
+                    }}},
+            }}},
+    },
+}
+
+
+def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, capsys):
+    code, out, _ = _run(capsys, repository, "-o", "sarif")
+    log = json.loads(out)
+    jsonschema.validate(log, SARIF_REQUIRED)
+    (run,) = log["runs"]
+    (result,) = run["results"]
+    rules = run["tool"]["driver"]["rules"]
+    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "denied"
+    location = result["locations"][0]["physicalLocation"]
+    denied = repository / "models" / "denied.yml"
+    assert location["artifactLocation"]["uri"] == str(denied)
+    assert location["region"]["startLine"] == _line(denied, "apiVersion")
