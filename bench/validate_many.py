@@ -6,15 +6,18 @@ with unique names, one per file, in the namespaces the example state admits) to 
 directory, then times, each as a fresh process (so startup — imports, CRDs, compiling the
 policies, loading the state — is included, as a user sees it):
 
-* baseline  — reading and parsing every file (``webhook.offline.documents.read_sources``);
-* validate  — ``infergate validate -f DIR -o json -j J`` for J = 1 and J = the CPUs available
+* baseline  — reading and parsing every file with libyaml (PyYAML's ``CSafeLoader``, no
+  infergate code: the same for every checkout);
+* validate  — ``infergate validate -f DIR -o FORMAT -j J`` for J = 1 and J = the CPUs available
   (every document through the whole chain: decode, mutating policies, schema + CEL,
-  validating policies).
+  validating policies), FORMAT = json (default) or text (``--output``).
 
 Wall time depends on the machine's load; CPU time (the process and its workers) does not,
-so both are reported. ``--against CHECKOUT`` times that checkout's ``infergate validate`` too,
-alternating with this one ``--rounds`` times (A/B on the same load), and reports the best of
-each. Usage: python bench/validate_many.py [--count N] [--keep DIR] [--against DIR --rounds N]
+so both are reported. ``--against CHECKOUT`` times that checkout's ``infergate validate`` too
+(``--against-ref REF`` first exports the git revision REF, e.g. ``main``, into a temporary
+directory with ``git archive``), alternating with this one ``--rounds`` times (A/B on the same
+load), and reports the best of each and their ratio. Usage: python bench/validate_many.py
+[--count N] [--keep DIR] [--output json|text] [--against DIR | --against-ref REF] [--rounds N]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import copy
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,14 +76,28 @@ def main() -> int:
     parser.add_argument("--keep", metavar="DIR", help="write the manifests here (and keep them)")
     parser.add_argument("--against", metavar="CHECKOUT", type=Path,
                         help="another checkout of infergate (e.g. main's) to time alternately with this one")
+    parser.add_argument("--against-ref", metavar="REF",
+                        help="a git revision of this repository (e.g. main), exported to time against")
     parser.add_argument("--rounds", type=int, default=1, help="alternations with --against (best of each)")
+    parser.add_argument("--output", choices=("json", "text"), default="json", help="validate's -o (default json)")
     args = parser.parse_args()
+    exported = None
+    if args.against_ref:
+        exported = Path(tempfile.mkdtemp(prefix="infergate-ref-"))
+        archive = subprocess.run(["git", "archive", args.against_ref], cwd=REPO, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(exported)], input=archive.stdout, check=True)
+        args.against = exported / args.against_ref.replace("/", "-")
+        exported.joinpath(args.against.name).mkdir()
+        for entry in list(exported.iterdir()):
+            if entry != args.against:
+                entry.rename(args.against / entry.name)
     directory = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="infergate-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
     write_manifests(directory, args.count)
     py = sys.executable
-    parse = [py, "-c", "import sys; from webhook.offline.documents import read_sources; "
-             "print(len(read_sources([sys.argv[1]])))", str(directory)]
+    parse = [py, "-c", "import sys, os, yaml; L = yaml.CSafeLoader; d = sys.argv[1]; "
+             "print(sum(1 for f in sorted(os.listdir(d)) for doc in yaml.load_all(open(os.path.join(d, f)).read(), L)"
+             " if doc is not None))", str(directory)]
     wall, cpu, proc = timed(parse)
     assert proc.returncode == 0 and int(proc.stdout) == args.count, proc.stderr
     rows = [("baseline: parse the YAML", 1, wall, cpu)]
@@ -90,11 +108,14 @@ def main() -> int:
     for _ in range(args.rounds if args.against else 1):
         for jobs in sorted({1, cpus}):
             for label, repo in checkouts:
-                argv = [py, "-m", "webhook", "validate", "-f", str(directory), "-o", "json", "-j", str(jobs)]
+                argv = [py, "-m", "webhook", "validate", "-f", str(directory), "-o", args.output, "-j", str(jobs)]
                 wall, cpu, proc = timed(argv, repo)
-                answers = json.loads(proc.stdout)
-                assert proc.returncode == 0 and len(answers) == args.count and all(a["allowed"] for a in answers), \
-                    proc.stderr[-2000:]
+                if args.output == "json":
+                    answers = json.loads(proc.stdout)
+                    assert len(answers) == args.count and all(a["allowed"] for a in answers), proc.stderr[-2000:]
+                else:
+                    assert proc.stdout.count(" valid\n") == args.count, proc.stdout[-2000:]
+                assert proc.returncode == 0, proc.stderr[-2000:]
                 name = f"infergate validate -j {jobs}{label}"
                 if name not in best or wall < best[name][1]:
                     best[name] = (jobs, wall, cpu)
@@ -107,10 +128,16 @@ def main() -> int:
     for name, _, wall, cpu in rows:
         print(f"| {name} | {wall:.1f} s | {args.count / wall:,.0f} | {cpu:.1f} s | {args.count / cpu:,.0f} | "
               f"{wall / base_wall:.1f}× | {cpu / base_cpu:.1f}× |")
+    if args.against:
+        print(f"\nthis checkout against {args.against.name} (best of {args.rounds}; < 1 is faster):")
+        for jobs in sorted({1, cpus}):
+            mine, theirs = best[f"infergate validate -j {jobs} ({REPO.name})"], \
+                best[f"infergate validate -j {jobs} ({args.against.name})"]
+            print(f"  -j {jobs}: wall {mine[1] / theirs[1]:.3f}×, CPU {mine[2] / theirs[2]:.3f}×")
     if not args.keep:
-        for file in directory.iterdir():
-            file.unlink()
-        directory.rmdir()
+        shutil.rmtree(directory)
+    if exported is not None:
+        shutil.rmtree(exported)
     return 0
 
 

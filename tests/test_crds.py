@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tomllib
 import zipfile
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import yaml
 
 from webhook.resources import crds_dir
 from tests.support.paths import CONFORMANCE
+from tests.support.wheel import build_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 CHART_CRDS = REPO / "chart" / "crds"
@@ -130,22 +129,8 @@ def test_package_reads_the_chart_crds_in_a_checkout():
 
 def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
     """Build the wheel with the project's own build config (hatchling, as pip would) and compare
-    its package data with chart/crds. The build runs on a copy of what the wheel is made of, so
-    that a data directory another layer has not populated yet cannot break this comparison."""
-    from hatchling.builders.wheel import WheelBuilder
-
-    source = tmp_path / "src"
-    for name in ("pyproject.toml", "README.md"):
-        (source / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / name, source / name)
-    shutil.copytree(REPO / "webhook", source / "webhook", ignore=shutil.ignore_patterns("__pycache__", "_data"))
-    forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
-    for directory in forced:
-        if (REPO / directory).is_dir():
-            shutil.copytree(REPO / directory, source / directory)
-        else:
-            (source / directory).mkdir(parents=True)
-    (wheel,) = WheelBuilder(str(source)).build(directory=str(tmp_path / "dist"), versions=["standard"])
+    its package data with chart/crds."""
+    wheel = build_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         packaged = {
             Path(n).name: archive.read(n)

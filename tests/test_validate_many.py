@@ -56,13 +56,19 @@ def test_bad_documents_are_reported_in_their_place_from_workers(tmp_path, capsys
     _write_many(tmp_path, 30)
     (tmp_path / "m010.yaml").write_text("- not\n- a mapping\n")
     (tmp_path / "m020.yaml").write_text("apiVersion: example.com/v1\nkind: Unknown\nmetadata: {name: x}\n")
-    assert main(["validate", str(tmp_path), "-j", "3"]) == 2
+    assert main(["validate", str(tmp_path), "-j", "3"]) == 1  # skipped, and some denied
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{tmp_path / 'm010.yaml'}:1: skipped not a Kubernetes object (a list, not a mapping)" in lines
+    assert f"{tmp_path / 'm020.yaml'}:1: skipped Unknown/x (example.com/v1): no schema for this kind" in lines
+    assert len(lines) == 31 and lines[-1].endswith(" invalid, 2 skipped, 0 errors, in 30 files")
+    assert main(["validate", str(tmp_path), "-j", "3", "--strict"]) == 2
     out = capsys.readouterr()
     errors = [line for line in out.err.splitlines() if not line.startswith("Warning: ")]
-    assert errors == [f"infergate: error: {tmp_path / 'm010.yaml'}:1: a document must be a mapping, got list"]
-    lines = out.out.splitlines()
-    assert f"{tmp_path / 'm020.yaml'}:1: skipped Unknown/x (example.com/v1): no schema for this kind" in lines
-    assert len(lines) == 30 and lines[-1].endswith(" invalid, 1 skipped, 1 error, in 30 files")
+    assert errors == [
+        f"infergate: error: {tmp_path / 'm010.yaml'}:1: not a Kubernetes object (a list, not a mapping)",
+        f"infergate: error: {tmp_path / 'm020.yaml'}:1: no schema for kind 'Unknown' in apiVersion 'example.com/v1' "
+        "(served: " + errors[1].split("(served: ", 1)[-1]]
+    assert out.out.splitlines()[-1].endswith(" invalid, 0 skipped, 2 errors, in 30 files")
 
 
 def test_progress_bar_only_on_a_terminal():

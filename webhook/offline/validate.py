@@ -303,8 +303,9 @@ def run(args: argparse.Namespace) -> int:
 
     def judge(doc: Document) -> Result:
         obj = doc.content
-        if not isinstance(obj, dict):
-            return _error(doc.origin, f"a document must be a mapping, got {type(obj).__name__}")
+        if not isinstance(obj, dict):  # other YAML in the repository (a list of hooks, a value)
+            why = f"not a Kubernetes object (a {type(obj).__name__}, not a mapping)"
+            return _error(doc.origin, why) if args.strict else Result(doc.origin, "skipped", why)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
             why = "not a Kubernetes object (no apiVersion and kind)"
