@@ -115,3 +115,26 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     assert console.Painter(io.StringIO())("valid", "green") == "valid"  # a pipe, a CI log
     monkeypatch.setenv("NO_COLOR", "1")
     assert console.Painter(Terminal())("valid", "green") == "valid"
+
+
+def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():
+    """Every ``infergate ...`` command in the README's Offline and GitOps sections is accepted by
+    its subcommand's parser (no stale flag), and the GitHub Actions example annotates with -o github."""
+    import re
+    import shlex
+
+    from tests.support.paths import REPO
+
+    readme = (REPO / "README.md").read_text()
+    sections = readme[readme.index("## Offline"):readme.index("## The webhook server")] + \
+        readme[readme.index("## GitOps"):readme.index("## End-to-end tests")]
+    commands = [m.group(1) for m in re.finditer(r"(?:^|run: |- |\| |`)(infergate [a-z-]+ [^`#|>\n]*)", sections, re.M)]
+    assert len(commands) >= 10
+    for command in commands:
+        words = shlex.split(command.replace("<", "").replace(">", ""))
+        if words[1] not in COMMANDS:
+            continue
+        parsed = _parser(words[1]).parse_args(words[2:])
+        assert parsed is not None, command
+    actions = readme[readme.index("GitHub Actions (`.github"):readme.index("GitLab CI")]
+    assert "infergate validate" in actions and "-o github" in actions
