@@ -35,6 +35,10 @@ OTHERS = textwrap.dedent("""\
     apiVersion: apps/v1
     kind: Deployment
     metadata: {name: web}
+    ---
+    apiVersion: kustomize.config.k8s.io/v1beta1
+    kind: Kustomization
+    resources: [web.yaml]
     """)
 
 
@@ -67,28 +71,60 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
     others, good, denied = repository / "apps" / "web" / "all.yaml", repository / "models" / "good.yaml", \
         repository / "models" / "denied.yml"
     assert out.splitlines() == [
-        f"{others}:1: skipped ConfigMap/settings (v1): no schema for this kind",
-        f"{others}:6: skipped Service/web (v1): no schema for this kind",
-        f"{others}:11: skipped Deployment/web (apps/v1): no schema for this kind",
+        f"{others}:1: configmap/settings valid",  # built-in kinds: against Kubernetes' own schemas
+        f"{others}:6: service/web valid",
+        f"{others}:11: deployment.apps/web valid",
+        f"{others}:15: skipped Kustomization (kustomize.config.k8s.io/v1beta1): no schema for this kind",
         f'{denied}:{_line(denied, "apiVersion")}: The Model "whisper-on-vllm" is invalid: spec.features: '
         'Unsupported value: "SpeechToText": engine "VLLM" does not serve it; use engine "FasterWhisper" or drop the feature',
         f"{good}:{_line(good, 'apiVersion')}: model.kubeai.org/llama-3-1-8b-instruct-l4 valid",
-        "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files",
+        "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files",
     ]
     assert err == ""
 
     code, out, err = _run(capsys, repository, "-o", "json")
     results = json.loads(out)
-    assert code == 1 and [r["result"] for r in results] == ["skipped"] * 3 + ["invalid", "valid"]
+    assert code == 1 and [r["result"] for r in results] == ["valid"] * 3 + ["skipped", "invalid", "valid"]
     assert results[1]["source"] == {"file": str(others), "line": 6, "index": 1}
-    assert results[1]["reason"] == "Service/web (v1): no schema for this kind"
-    assert results[4]["source"] == {"file": str(good), "line": _line(good, "apiVersion"), "index": 0}
-    assert results[3]["allowed"] is False and results[3]["status"]["code"] == 422
-    assert err == "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files\n"
+    assert results[3]["reason"] == "Kustomization (kustomize.config.k8s.io/v1beta1): no schema for this kind"
+    assert results[5]["source"] == {"file": str(good), "line": _line(good, "apiVersion"), "index": 0}
+    assert results[4]["allowed"] is False and results[4]["status"]["code"] == 422
+    assert err == "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files\n"
     assert yaml.safe_load(_run(capsys, repository, "-o", "yaml")[1]) == results
 
     code, _, err = _run(capsys, repository, "--strict")
-    assert code == 2 and err.count("infergate: error: ") == 3 and "no schema for kind 'Deployment'" in err
+    assert code == 2 and err.count("infergate: error: ") == 1 and "no schema for kind 'Kustomization'" in err
+
+
+def test_built_in_kinds_are_checked_against_kubernetes_own_schemas(tmp_path, capsys):
+    path = tmp_path / "web.yaml"
+    path.write_text(textwrap.dedent("""\
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web}
+        spec:
+          selector: {matchLabels: {app: web}}
+          template:
+            metadata: {labels: {app: web}}
+            spec:
+              containers:
+              - {name: web, image: nginx, ports: [{containerPort: "80"}], imagePullPolcy: Always}
+        ---
+        apiVersion: apps.example.com/v1
+        kind: Deployment
+        metadata: {name: not-the-built-in-one}
+        """))
+    code, out, _ = _run(capsys, path)
+    assert code == 1
+    assert out.splitlines() == [
+        f'{path}:1: The Deployment "web" is invalid: ',
+        "* spec.template.spec.containers[0]: Additional properties are not allowed ('imagePullPolcy' was unexpected)",
+        "* spec.template.spec.containers[0].ports[0].containerPort: '80' is not of type 'integer'",
+        f"{path}:12: skipped Deployment/not-the-built-in-one (apps.example.com/v1): no schema for this kind",
+        "0 valid, 1 invalid, 1 skipped, 0 errors, in 1 file",
+    ]
+    (result, _) = json.loads(_run(capsys, path, "-o", "json")[1])
+    assert result["status"]["message"].startswith('Deployment.apps "web" is invalid: [spec.template.spec.containers[0]: ')
 
 
 def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is_2(repository, capsys):
@@ -97,8 +133,8 @@ def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is
     code, out, err = _run(capsys, repository)
     assert code == 2
     assert err == f"infergate: error: {broken}:5: invalid YAML: did not find expected ',' or ']'\n"
-    assert len(out.splitlines()) == 6 and "model.kubeai.org/llama-3-1-8b-instruct-l4 valid" in out
-    assert out.splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 1 error, in 5 files"
+    assert len(out.splitlines()) == 7 and "model.kubeai.org/llama-3-1-8b-instruct-l4 valid" in out
+    assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
 
 
 def test_empty_input_is_reported_not_silence(tmp_path, capsys, monkeypatch):
@@ -146,11 +182,11 @@ def test_the_state_may_be_the_inputs_themselves(tmp_path, capsys):
 def test_junit_is_valid_xml_with_a_failure_for_the_denial(repository, capsys):
     (repository / "apps" / "broken.yaml").write_text("a: [\n")
     code, out, err = _run(capsys, repository, "-o", "junit")
-    assert code == 2 and err.strip().splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 1 error, in 5 files"
+    assert code == 2 and err.strip().splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
     root = ET.fromstring(out)
     assert root.tag == "testsuites"
     assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
-        "tests": "6", "failures": "1", "errors": "1", "skipped": "3"}
+        "tests": "7", "failures": "1", "errors": "1", "skipped": "1"}
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert set(suites) == {str(repository / p) for p in ("apps/broken.yaml", "apps/web/all.yaml", "models/denied.yml",
                                                          "models/good.yaml")}
@@ -173,7 +209,7 @@ def test_github_annotations_carry_file_and_line(repository, capsys):
     assert code == 1 and len(annotations) == 1
     assert annotations[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},"
                                      "title=Model/whisper-on-vllm::The Model \"whisper-on-vllm\" is invalid: ")
-    assert out.splitlines()[-1] == "1 valid, 1 invalid, 3 skipped, 0 errors, in 4 files"
+    assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files"
 
 
 # SARIF 2.1.0's required structure (OASIS SARIF 2.1.0, §3.13 sarifLog, §3.14 run, §3.18 toolComponent,

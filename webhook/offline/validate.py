@@ -4,7 +4,8 @@ Every document is judged by ``judge_document`` — the seam where the admission 
 webhook's policies) joins the apiserver's own handling; ``--crd-only`` keeps to the latter.
 Every document gets one :class:`Result` naming its source (file, line, index): valid,
 invalid, skipped (a kind with no schema, a file that is no Kubernetes object) or an error
-(it cannot be read); a problem with one file never stops the others.
+(it cannot be read); a problem with one file never stops the others. Built-in kinds
+(ConfigMap, Deployment, ...) are checked against Kubernetes' own schemas (``builtin_kinds.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import yaml
 from webhook import console, documents
 from webhook.admission.chain import AdmissionChain, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
+from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
 from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
@@ -300,6 +302,7 @@ def run(args: argparse.Namespace) -> int:
     except SetupError as exc:
         return console.error(str(exc))
     registry, units = setup.registry, setup.units
+    builtins = BuiltinSchemas()
 
     def judge(doc: Document) -> Result:
         obj = doc.content
@@ -312,6 +315,11 @@ def run(args: argparse.Namespace) -> int:
             return _error(doc.origin, why) if args.strict else Result(doc.origin, "skipped", why)
         label = _label(obj)
         if registry.served(api_version, kind) is None:
+            causes = builtins.causes(obj)
+            if causes is not None:  # a built-in kind: checked against Kubernetes' own schema
+                status = invalid_status(obj, causes) if causes else None
+                judgement = Judgement(not causes, status, [], obj)
+                return Result(doc.origin, "invalid" if causes else "valid", describe(obj, judgement), judgement, label)
             if args.strict:
                 known = ", ".join(f"{k} ({api})" for api, k in registry.kinds()) or "none"
                 return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
