@@ -86,36 +86,38 @@ def test_validate_still_reads_aliases_within_the_limit(tmp_path):
     assert second["status"]["details"]["causes"][0]["field"] == "spec.args[0]"
 
 
-@pytest.mark.parametrize("name", CRAFTED)
-def test_state_directory_refuses_a_crafted_file_naming_it(tmp_path, name):
-    text, expected = CRAFTED[name]
-    (tmp_path / "crafted.yaml").write_text(text)
-    with pytest.raises(StateLoadError, match=f"crafted.yaml:1: document .*{expected}"):
-        FileState(tmp_path)
+def _state(path):
+    return FileState(path.parent)
 
 
+def _policies(path):
+    from webhook.policy import load_file
+
+    return load_file(path)
+
+
+def _crds(path):
+    from webhook.schema import CRDRegistry
+
+    return CRDRegistry.load([path], check=True)
+
+
+# every edge that reads YAML from files, each through ``webhook.documents``: the same limit;
+# policy params and policy test suites reach CEL too, and ``--crd`` no longer bypasses it
+EDGES = {"state directory": _state, "policy file": _policies, "CRD file": _crds}
+
+
+@pytest.mark.parametrize("edge", EDGES)
 @pytest.mark.parametrize("name", CRAFTED)
-def test_policy_files_and_suites_refuse_a_crafted_file_naming_it(tmp_path, name):
-    """Policy params and policy test suites reach CEL too."""
-    from webhook.policy import PolicyLoadError, load_file
+def test_every_file_edge_refuses_a_crafted_file_naming_it(tmp_path, edge, name):
+    from webhook.policy import PolicyLoadError
+    from webhook.schema import CRDLoadError
 
     text, expected = CRAFTED[name]
     path = tmp_path / "crafted.yaml"
     path.write_text(text)
-    with pytest.raises(PolicyLoadError, match=f"crafted.yaml:1: document .*{expected}"):
-        load_file(path)
-
-
-@pytest.mark.parametrize("name", CRAFTED)
-def test_crd_files_refuse_a_crafted_file_naming_it(tmp_path, name):
-    """``--crd`` reads through the one document reader too: the same limit as every other edge."""
-    from webhook.schema import CRDLoadError, CRDRegistry
-
-    text, expected = CRAFTED[name]
-    path = tmp_path / "crafted.yaml"
-    path.write_text(text)
-    with pytest.raises(CRDLoadError, match=f"crafted.yaml:1: document .*{expected}"):
-        CRDRegistry.load([path], check=True)
+    with pytest.raises((StateLoadError, PolicyLoadError, CRDLoadError), match=f"crafted.yaml:1: document .*{expected}"):
+        EDGES[edge](path)
 
 
 def test_recorded_case_files_refuse_a_crafted_file(tmp_path):

@@ -30,6 +30,7 @@ from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
+from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
 
@@ -264,8 +265,6 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
 
 def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) -> AdmissionChain:
     from webhook import resources
-
-    from webhook.policy.typecheck import KindSchemas
 
     try:
         policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir(),
