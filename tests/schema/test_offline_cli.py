@@ -97,9 +97,12 @@ def test_validate_input_errors_exit_2(tmp_path, capsys):
     broken = _write(tmp_path, "broken.yaml", "apiVersion: v1\nkind: [\n")
     assert main(["validate", "-f", str(broken)]) == 2
     assert f"infergate: error: {broken}:3: invalid YAML" in capsys.readouterr().err
-    cm = _write(tmp_path, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
-    assert main(["validate", "-f", str(cm), "--strict"]) == 2
-    assert f"infergate: error: {cm}:1: no schema for kind 'ConfigMap' in apiVersion 'v1'" in capsys.readouterr().err
+    widget = _write(tmp_path, "widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: x}\n")
+    assert main(["validate", "-f", str(widget)]) == 0  # skipped, and counted
+    assert "1 skipped" in capsys.readouterr().out
+    assert main(["validate", "-f", str(widget), "--strict"]) == 2
+    assert f"infergate: error: {widget}:1: no schema for kind 'Widget' in apiVersion 'example.com/v1'" in \
+        capsys.readouterr().err
     assert main(["validate", "-f", str(tmp_path / "missing.yaml")]) == 2
     assert f"infergate: error: {tmp_path / 'missing.yaml'}: no such file or directory" in capsys.readouterr().err
 
