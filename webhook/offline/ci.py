@@ -93,8 +93,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _RULES = {
     "denied": "The cluster would refuse the write (the CRD's schema or rules, or an admission policy)",
     "case-failed": "A policy test case's answer differs from its expectation",
-    "input-error": "A file or document that cannot be read (broken YAML, not an object, unreadable)",
-    "unknown-kind": "A document of a kind with no schema (an error with --strict)",
+    "input-error": "A file or document that cannot be used (broken YAML, unreadable; with --strict a kind "
+                   "with no schema), or a test case that checks nothing",
 }
 
 

@@ -28,6 +28,7 @@ class CaseResult:
     name: str
     problems: list[str] = field(default_factory=list)
     erroneous: bool = False  # the case itself is wrong (no expectation): an input error, not a failure
+    line: int | None = None  # where its case starts in the suite file
 
     @property
     def passed(self) -> bool:
@@ -46,9 +47,11 @@ class Case:
 
     def execute(self) -> CaseResult:
         try:
-            return self.run(self)
+            result = self.run(self)
         except Exception as exc:  # a crash is a failing case with its reason, never a traceback
-            return CaseResult(self.suite.title, self.name, [f"crashed: {type(exc).__name__}: {exc}"])
+            result = CaseResult(self.suite.title, self.name, [f"crashed: {type(exc).__name__}: {exc}"])
+        result.line = self.line
+        return result
 
 
 @dataclass

@@ -147,14 +147,12 @@ def run(args: argparse.Namespace) -> int:
         reports.append(report)
         if coverage is not None:
             coverage.add_policies(getattr(suite, "policies", ()))
-        lines = {}
         for case in suite.cases:
             if selected and not (selected.search(case.name) or selected.search(f"{suite.title}/{case.name}")):
                 continue
             start = time.perf_counter()
             result = case.execute()
             report.results.append((result, time.perf_counter() - start))
-            lines[result.name] = case.line
             outcome = getattr(result, "outcome", None)
             if coverage is not None and outcome is not None:
                 coverage.record(outcome.traces)
@@ -171,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
         failed += len(report.results) - suite_passed - suite_errors
         paint = console.Painter(log)
         for result, took in report.results:
-            line = lines.get(result.name)
+            line = result.line
             where = f"{file}:{line}" if line is not None else str(file)
             status = "passed" if result.passed else "error" if getattr(result, "erroneous", False) else "failed"
             findings.append(Finding(suite.title, result.name, status, str(file), line,

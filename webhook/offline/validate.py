@@ -26,7 +26,7 @@ from webhook import console, documents
 from webhook.admission.chain import AdmissionChain, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
-from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
+from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
@@ -173,11 +173,17 @@ class Result:
         return out
 
     def finding(self) -> Finding:
-        status = {"valid": "passed", "invalid": "failed"}.get(self.outcome, self.outcome)
-        rule = {"invalid": "denied"}.get(self.outcome, "input-error")
-        message = self.summary  # for a denial: what kubectl prints
-        return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file,  # type: ignore[arg-type]
-                       self.origin.line, message if self.outcome != "valid" else "", rule)
+        status, rule = _FINDINGS[self.outcome]
+        message = self.summary if self.outcome != "valid" else ""  # a denial: what kubectl prints
+        return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file, self.origin.line,
+                       message, rule)
+
+
+# a result's outcome -> (its status in the CI formats, the SARIF rule of a problem)
+_FINDINGS: dict[str, tuple[Status, str]] = {
+    "valid": ("passed", ""), "invalid": ("failed", "denied"), "skipped": ("skipped", ""),
+    "error": ("error", "input-error"),
+}
 
 
 def _error(origin: Origin, message: str) -> Result:

@@ -19,7 +19,6 @@ KUBEAI_CONFIG = {"namespace": "kubeai", "name": "kubeai-config", "key": "system.
 _KUBEAI_CONFIG_KEYS = {"resourceProfiles", "cacheProfiles", "modelServers", "modelLoading"}
 
 
-
 class StateLoadError(ValueError):
     """A manifest that cannot be read; the message names the file (and line)."""
 
