@@ -96,6 +96,24 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
     assert code == 2 and err.count("infergate: error: ") == 1 and "no schema for kind 'Kustomization'" in err
 
 
+def test_crds_may_come_as_a_list_given_with_crd_or_among_the_manifests(tmp_path, capsys):
+    crd = yaml.safe_load((resources.crds_dir() / "kubeai.org_models.yaml").read_text())
+    crd["metadata"]["name"], crd["spec"]["group"] = "models.example.com", "example.com"
+    listed = tmp_path / "crds.yaml"
+    listed.write_text(yaml.safe_dump({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
+                                      "items": [crd]}))
+    model = yaml.safe_load(VALID.read_text())
+    model["apiVersion"] = "example.com/v1"
+    manifest = tmp_path / "model.yaml"
+    manifest.write_text(yaml.safe_dump(model))
+    code, out, _ = _run(capsys, manifest, "--crd", listed, "--crd-only")
+    assert code == 0 and "model.example.com/llama-3-1-8b-instruct-l4 valid" in out
+    code, out, _ = _run(capsys, listed, manifest, "--crd-only")  # a List of CRDs among the manifests
+    assert code == 0 and out.splitlines()[:2] == [
+        f"{listed}:1: customresourcedefinition.apiextensions.k8s.io/models.example.com valid",
+        f"{manifest}:1: model.example.com/llama-3-1-8b-instruct-l4 valid"]
+
+
 def test_built_in_kinds_are_checked_against_kubernetes_own_schemas(tmp_path, capsys):
     path = tmp_path / "web.yaml"
     path.write_text(textwrap.dedent("""\
@@ -253,5 +271,12 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
     assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "denied"
     location = result["locations"][0]["physicalLocation"]
     denied = repository / "models" / "denied.yml"
-    assert location["artifactLocation"]["uri"] == str(denied)
+    assert location["artifactLocation"]["uri"] == str(denied)  # outside the working directory: as given
     assert location["region"]["startLine"] == _line(denied, "apiVersion")
+
+
+def test_sarif_locations_are_relative_to_the_working_directory_the_repository(repository, capsys, monkeypatch):
+    monkeypatch.chdir(repository)
+    code, out, _ = _run(capsys, repository / "models", "-o", "sarif")
+    (result,) = json.loads(out)["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/denied.yml"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Literal
 
 Status = Literal["passed", "failed", "error", "skipped"]
@@ -132,7 +133,15 @@ def sarif(findings: Iterable[Finding], *, version: str) -> str:
 
 
 def _uri(file: str) -> str:
-    """A relative URI reference as SARIF wants it (forward slashes, ``%`` and spaces escaped)."""
+    """The file as a URI reference: relative to the working directory when it lies under it (code
+    scanning resolves results against the repository's root, where CI runs), forward slashes,
+    ``%`` and spaces escaped."""
     from urllib.parse import quote
 
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            file = str(path.relative_to(Path.cwd()))
+        except ValueError:
+            pass
     return quote(file.replace("\\", "/"), safe="/:._-~")

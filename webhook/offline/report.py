@@ -25,7 +25,7 @@ class SuiteReport:
 
 def _case_json(result: CaseResult, took: float) -> dict[str, Any]:
     out: dict[str, Any] = {"name": result.name, "passed": result.passed, "problems": result.problems,
-                           "seconds": round(took, 4)}
+                           "seconds": round(took, 4), "line": result.line}
     outcome = getattr(result, "outcome", None)
     if outcome is not None:  # policy suites: the whole answer
         out["answer"] = {"allowed": outcome.allowed, "status": outcome.status, "warnings": outcome.warnings,
