@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
+from webhook import documents
+
 WEBHOOK_PATHS = {"mutate": "/mutate", "validate": "/validate"}
 OPERATIONS = {"mutate": ("CREATE", "UPDATE"), "validate": ("CREATE", "UPDATE")}
 # The apiserver's webhook timeout is 10s by default; a slow webhook blocks every write,
@@ -37,21 +38,24 @@ class ServedResource:
 
 
 def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
-    """Every CRD in ``crds_dir`` (default: the shipped ``chart/crds``), sorted by group and plural."""
+    """Every CRD in ``crds_dir`` (default: the shipped ``chart/crds``; read as ``CRDRegistry``
+    reads them, through ``webhook.documents``), sorted by group and plural."""
     from webhook.resources import crds_dir as shipped
 
     directory = crds_dir or shipped()
+    read, errors = documents.read([Path(directory)])
+    if errors:
+        raise ValueError(str(errors[0]))
     found = []
-    for path in sorted(Path(directory).glob("*.y*ml")):
-        for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
-            if not doc or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            versions = tuple(v["name"] for v in spec.get("versions", []) if v.get("served", True))
-            found.append(ServedResource(
-                group=spec["group"], versions=versions, plural=spec["names"]["plural"],
-                kind=spec["names"]["kind"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-            ))
+    for doc in (d.content for d in read):
+        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = doc["spec"]
+        versions = tuple(v["name"] for v in spec.get("versions", []) if v.get("served", True))
+        found.append(ServedResource(
+            group=spec["group"], versions=versions, plural=spec["names"]["plural"],
+            kind=spec["names"]["kind"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+        ))
     if not found:
         raise ValueError(f"no CustomResourceDefinition in {directory}")
     return sorted(found, key=lambda r: (r.group, r.plural))

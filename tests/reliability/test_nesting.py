@@ -127,3 +127,22 @@ def test_recorded_case_files_refuse_a_crafted_file(tmp_path):
     path.write_text(CRAFTED["alias inside its own anchor"][0])
     with pytest.raises(SuiteError, match="containing itself"):
         load_suite(path)
+
+
+def test_policy_params_from_a_crafted_config_map_are_an_unknown_config(tmp_path):
+    """``paramRef.dataKey`` parses a ConfigMap's text from the cluster: through the one reader, so a
+    value aliases make too deep never reaches CEL; the policy sees ``params == null``."""
+    from tests.policy_support import chain, request
+    from webhook.policy import PolicySet
+
+    (tmp_path / "p.yaml").write_text(
+        "apiVersion: policy.infergate.io/v1alpha1\nkind: AdmissionPolicy\nmetadata: {name: p}\nspec:\n"
+        "  matchConstraints: {resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]}\n"
+        "  paramRef: {apiVersion: v1, kind: ConfigMap, name: limits, namespace: ops, dataKey: limits.yaml}\n"
+        "  validations:\n  - expression: params == null\n    message: the params were read\n")
+    crafted = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "ops"},
+               "data": {"limits.yaml": CRAFTED["alias chain 1,100 deep"][0]}}
+    model = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "team"}}
+    answer = chain(FileState(None, objects=[crafted]), PolicySet.load(tmp_path, builtin=False), schema=False).admit(
+        request(model), mutating=False)
+    assert answer.allowed, answer.status

@@ -9,8 +9,8 @@ import re
 from typing import Any, Callable, Mapping
 
 import jsonpatch
-import yaml
 
+from webhook import documents
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
@@ -678,10 +678,10 @@ class CompiledPolicy:
         if cached is not None and cached[0] is source:  # stored objects are never mutated in place
             return cached[1]
         text = (source.get("data") or {}).get(ref.dataKey)
-        try:
-            parsed = yaml.safe_load(text) if isinstance(text, str) else None
-        except yaml.YAMLError:
-            parsed = None  # an unreadable config is an unknown config
+        # through the one reader: the nesting limit holds for params too; an unreadable config
+        # is an unknown config
+        found = documents.parse(text, ref.dataKey, unwrap_lists=False) if isinstance(text, str) else None
+        parsed = found.documents[0].content if found is not None and found.error is None and found.documents else None
         self._params_cache = (source, parsed)
         if isinstance(parsed, dict):
             remember_stable(parsed)  # kept per source and never mutated: sized once for the cost bound
