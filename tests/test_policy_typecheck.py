@@ -90,3 +90,25 @@ def test_validate_refuses_such_a_policy_at_start_with_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"infergate: error: --policies: {path}:10: spec.validations[0].expression: ")
     assert "must evaluate to bool, not int" in err
+
+
+def test_patches_and_lookup_arguments_have_their_types_too(tmp_path):
+    path = _policy(tmp_path, """\
+        lookups:
+        - name: ns
+          get: {apiVersion: v1, kind: Namespace, name: object.spec.minReplicas}
+        mutations:
+        - patchType: JSONPatch
+          expression: "{'op': 'add', 'path': '/spec/owner', 'value': 'me'}"
+        - patchType: ApplyConfiguration
+          expression: "[{'spec': {'owner': 'me'}}]"
+        - patchType: ApplyConfiguration
+          expression: "has(object.spec.minReplicas) ? {} : {'spec': {'minReplicas': 1}}"
+        """)
+    refusal = _refusal(path)
+    assert "spec.lookups[0].get.name: apiVersion=kubeai.org/v1, kind=Model: must evaluate to string, not int" in refusal
+    assert "spec.mutations[0].expression: apiVersion=kubeai.org/v1, kind=Model: must evaluate to a list " \
+           "(JSON patch operations), not map(string, string)" in refusal
+    assert "spec.mutations[1].expression: apiVersion=kubeai.org/v1, kind=Model: must evaluate to a map " \
+           "(a partial object), not list(" in refusal
+    assert "mutations[2]" not in refusal

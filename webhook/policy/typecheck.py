@@ -3,7 +3,9 @@
 The apiserver type-checks a ValidatingAdmissionPolicy's expressions against the schema of
 every kind its ``matchConstraints`` name (``object`` and ``oldObject`` typed by that kind's
 OpenAPI schema), and an expression that must be a bool (a validation, a warning, a match
-condition) or a string (a ``messageExpression``) and cannot be is refused. Here both are load
+condition), a string (a ``messageExpression``, an audit annotation, a lookup's name) or a
+patch (a list of JSON patch operations, a map for an apply configuration) and cannot be is
+refused. Here both are load
 errors, so a policy that would only fail at admission time (``no such overload``) or deny
 with a misleading message never loads.
 
@@ -23,7 +25,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from webhook.cel.checker import check
 from webhook.cel.crd import object_types
 from webhook.cel.syntax import CelSyntaxError, format_errors, parse
-from webhook.cel.types import BOOL, DYN, NULL, STRING, DeclType, decl_type
+from webhook.cel.types import BOOL, DYN, NULL, STRING, CelType, DeclType, decl_type
 from webhook.policy.model import AdmissionPolicy
 
 # ObjectMeta as the apiserver's OpenAPI publishes it (the fields policies read), since a CRD's
@@ -99,8 +101,25 @@ def shipped_schemas() -> KindSchemas:
                        and d.content.get("kind") == "CustomResourceDefinition")
 
 
+def _fits(result: CelType, expected: CelType | str | None) -> bool:
+    """Whether a result of type ``result`` can be what the policy needs there: ``dyn`` always can
+    (it is known at evaluation only), a string-valued field may also be null (no value)."""
+    if expected is None or result == DYN:
+        return True
+    if expected == "list":  # a JSON patch: a list of operations
+        return result.kind == "list"
+    if expected == "map":  # an apply configuration: a partial object
+        return result.kind in ("map", "object")
+    return result == expected or (expected == STRING and result == NULL)
+
+
+def _expected_name(expected: CelType | str) -> str:
+    return {"list": "a list (JSON patch operations)", "map": "a map (a partial object)"}.get(
+        expected, str(expected)) if isinstance(expected, str) else str(expected)
+
+
 # where a policy needs which result type: (path in the spec, the expressions there, expected)
-def _expressions(policy: AdmissionPolicy) -> Iterator[tuple[tuple[Any, ...], str, Any]]:
+def _expressions(policy: AdmissionPolicy) -> Iterator[tuple[tuple[Any, ...], str, CelType | str | None]]:
     spec = policy.spec
     for i, m in enumerate(spec.matchConditions):
         yield ("spec", "matchConditions", i, "expression"), m.expression, BOOL
@@ -113,8 +132,14 @@ def _expressions(policy: AdmissionPolicy) -> Iterator[tuple[tuple[Any, ...], str
                 yield ("spec", section, i, "messageExpression"), rule.messageExpression, STRING
     for i, a in enumerate(spec.auditAnnotations):
         yield ("spec", "auditAnnotations", i, "valueExpression"), a.valueExpression, STRING
+    for i, lookup in enumerate(spec.lookups):
+        section, source = ("get", lookup.get) if lookup.get is not None else ("list", lookup.list)
+        for name in ("name", "namespace", "labelSelector"):
+            text = getattr(source, name, None)
+            if text is not None:
+                yield ("spec", "lookups", i, section, name), text, STRING
     for i, m in enumerate(spec.mutations):
-        yield ("spec", "mutations", i, "expression"), m.expression, None
+        yield ("spec", "mutations", i, "expression"), m.expression, "list" if m.patchType == "JSONPatch" else "map"
 
 
 def matched_types(policy: AdmissionPolicy, schemas: KindSchemas) -> list[KindType | None]:
@@ -156,8 +181,7 @@ def check_policy(policy: AdmissionPolicy, schemas: KindSchemas) -> list[tuple[tu
             if checked.errors:
                 problems.append((path, prefix + format_errors(source, checked.errors)))
                 break  # one kind's errors say it; the other versions would repeat them
-            result = checked.result_type
-            if expected is not None and result not in (expected, DYN) and not (expected is STRING and result == NULL):
-                problems.append((path, f"{prefix}must evaluate to {expected}, not {result}"))
+            if not _fits(checked.result_type, expected):
+                problems.append((path, f"{prefix}must evaluate to {_expected_name(expected)}, not {checked.result_type}"))
                 break
     return problems
