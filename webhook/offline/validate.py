@@ -296,6 +296,66 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) ->
     return AdmissionChain(registry, policies, FileState(objects=objects))
 
 
+class Judge:
+    """Gives every document its :class:`Result`; the workers share one (forked, nothing sent)."""
+
+    def __init__(self, args: argparse.Namespace, setup: _Setup) -> None:
+        self.args, self.setup, self.registry = args, setup, setup.registry
+        self.builtins = BuiltinSchemas()
+
+    def unit(self, i: int) -> list[Result]:
+        """Parse (in the worker: the parse is a large share of the work) and judge one unit."""
+        unit = self.setup.units[i]
+        if isinstance(unit, Result):
+            return [unit]
+        if isinstance(unit, Document):
+            return [self.document(unit)]
+        parsed = unit.parse()
+        out = [self.document(doc) for doc in parsed.documents]
+        if parsed.error is not None:
+            out.append(_error(parsed.error.origin, parsed.error.message))
+        return out
+
+    def document(self, doc: Document) -> Result:
+        obj, strict = doc.content, self.args.strict
+        if not isinstance(obj, dict):  # other YAML in the repository (a list of hooks, a value)
+            why = f"not a Kubernetes object (a {type(obj).__name__}, not a mapping)"
+            return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
+            why = "not a Kubernetes object (no apiVersion and kind)"
+            return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
+        if self.registry.served(api_version, kind) is None:
+            return self._without_crd(doc, obj, api_version, kind)
+        key = _identity(obj)
+        old_doc = self.setup.olds.get(key)
+        old = old_doc.content if old_doc is not None else None
+        if self.args.subresource and old is None:
+            return _error(doc.origin, "no stored object in --old matches this document")
+        try:
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
+            judgement = judge_document(self.registry, obj, old, self.args.subresource, namespace=namespace,
+                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain)
+        except Exception as exc:  # a bug must still end in a message, not a traceback
+            return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
+        return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
+                      _label(obj), key if old_doc is not None else None)
+
+    def _without_crd(self, doc: Document, obj: dict[str, Any], api_version: str, kind: str) -> Result:
+        """A kind no CRD serves: a built-in one against Kubernetes' own schema, else skipped."""
+        label = _label(obj)
+        causes = self.builtins.causes(obj)
+        if causes is not None:
+            judgement = Judgement(not causes, invalid_status(obj, causes) if causes else None, [], obj)
+            return Result(doc.origin, "invalid" if causes else "valid", describe(obj, judgement), judgement, label)
+        if self.args.strict:
+            known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
+            return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
+                                               f"(served: {known})", name=label)
+        return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind", name=label)
+
+
 def run(args: argparse.Namespace) -> int:
     paths = list(args.paths) + list(args.filename)
     if not paths:
@@ -306,66 +366,15 @@ def run(args: argparse.Namespace) -> int:
         setup = _setup(args, paths)
     except SetupError as exc:
         return console.error(str(exc))
-    registry, units = setup.registry, setup.units
-    builtins = BuiltinSchemas()
-
-    def judge(doc: Document) -> Result:
-        obj = doc.content
-        if not isinstance(obj, dict):  # other YAML in the repository (a list of hooks, a value)
-            why = f"not a Kubernetes object (a {type(obj).__name__}, not a mapping)"
-            return _error(doc.origin, why) if args.strict else Result(doc.origin, "skipped", why)
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
-        if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
-            why = "not a Kubernetes object (no apiVersion and kind)"
-            return _error(doc.origin, why) if args.strict else Result(doc.origin, "skipped", why)
-        label = _label(obj)
-        if registry.served(api_version, kind) is None:
-            causes = builtins.causes(obj)
-            if causes is not None:  # a built-in kind: checked against Kubernetes' own schema
-                status = invalid_status(obj, causes) if causes else None
-                judgement = Judgement(not causes, status, [], obj)
-                return Result(doc.origin, "invalid" if causes else "valid", describe(obj, judgement), judgement, label)
-            if args.strict:
-                known = ", ".join(f"{k} ({api})" for api, k in registry.kinds()) or "none"
-                return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
-                                                   f"(served: {known})", name=label)
-            return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind", name=label)
-        key = _identity(obj)
-        old_doc = setup.olds.get(key)
-        old = old_doc.content if old_doc is not None else None
-        if args.subresource and old is None:
-            return _error(doc.origin, "no stored object in --old matches this document")
-        try:
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else args.namespace
-            judgement = judge_document(registry, obj, old, args.subresource, namespace=namespace,
-                                       crd_only=args.crd_only, chain=setup.chain, explain=args.explain)
-        except Exception as exc:  # a bug must still end in a message, not a traceback
-            return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
-        return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
-                      label, key if old_doc is not None else None)
-
-    def judge_unit(i: int) -> list[Result]:
-        """Parse (in the worker: the parse is a large share of the work) and judge one unit."""
-        unit = units[i]
-        if isinstance(unit, Result):
-            return [unit]
-        if isinstance(unit, Document):
-            return [judge(unit)]
-        parsed = unit.parse()
-        out = [judge(doc) for doc in parsed.documents]
-        if parsed.error is not None:
-            out.append(_error(parsed.error.origin, parsed.error.message))
-        return out
-
-    progress = Progress(len(units), "validating")
+    judge = Judge(args, setup)
+    progress = Progress(len(setup.units), "validating")
     try:
-        answers = map_ordered(judge_unit, len(units), jobs=args.jobs, progress=progress.advance)
+        answers = map_ordered(judge.unit, len(setup.units), jobs=args.jobs, progress=progress.advance)
     finally:
         progress.close()
     results = [result for answer in answers for result in answer]
     used = {result.old for result in results if result.old is not None}
-    for key, doc in setup.olds.items():
+    for key, doc in setup.olds.items():  # an --old nothing matched would have quietly made a CREATE
         if key not in used:
             api_version, kind, namespace, name = key
             what = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
