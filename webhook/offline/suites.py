@@ -12,6 +12,7 @@ import argparse
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     crd_dirs = [Path(d) for d in args.crd] or None
     reports: list[SuiteReport] = []
     findings: list[Finding] = []
-    passed = failed = errors = suites = 0
+    suites = 0
     for file, named in suite_files(paths):
         try:
             suite = load_suite(file, crd_dirs)
@@ -138,60 +139,27 @@ def run(args: argparse.Namespace) -> int:
             reports.append(SuiteReport(file, file.stem, error=str(exc)))
             findings.append(Finding(str(file), "(load)", "error", str(file), _line_of(str(exc), file), str(exc),
                                     "input-error"))
-            errors += 1
+            if args.output == "github":
+                print(github_annotation(findings[-1]), file=log)
             continue
         suites += 1
         if args.crd_only and hasattr(suite, "crd_only"):
             suite.crd_only = True
-        report = SuiteReport(file, suite.title)
+        report = _execute(suite, selected, coverage)
         reports.append(report)
-        if coverage is not None:
-            coverage.add_policies(getattr(suite, "policies", ()))
-        for case in suite.cases:
-            if selected and not (selected.search(case.name) or selected.search(f"{suite.title}/{case.name}")):
-                continue
-            start = time.perf_counter()
-            result = case.execute()
-            report.results.append((result, time.perf_counter() - start))
-            outcome = getattr(result, "outcome", None)
-            if coverage is not None and outcome is not None:
-                coverage.record(outcome.traces)
         if args.update:
             _update(file, report, log)
-        for result, took in report.results:
+        for result, _ in report.results:
             if isinstance(result, PolicyCaseResult) and not result.expected and not args.update:
                 result.problems.append(NO_EXPECT)
                 result.erroneous = True
-        suite_passed = sum(1 for r, _ in report.results if r.passed)
-        suite_errors = sum(1 for r, _ in report.results if getattr(r, "erroneous", False))
-        passed += suite_passed
-        errors += suite_errors
-        failed += len(report.results) - suite_passed - suite_errors
-        paint = console.Painter(log)
-        for result, took in report.results:
-            line = result.line
-            where = f"{file}:{line}" if line is not None else str(file)
-            status = "passed" if result.passed else "error" if getattr(result, "erroneous", False) else "failed"
-            findings.append(Finding(suite.title, result.name, status, str(file), line,
-                                    "\n".join(result.problems), "case-failed" if status == "failed" else "input-error",
-                                    took))
-            if not result.passed:
-                label = "ERROR" if status == "error" else "FAIL"
-                print(f"{paint(label, 'red')} {where}: {result.name}", file=log)
-                for problem in result.problems:
-                    print(f"    {problem}", file=log)
-                if args.output == "github":
-                    print(github_annotation(findings[-1]), file=log)
-        if not args.quiet:
-            print(f"{file}: {suite_passed}/{len(report.results)} passed", file=log)
+        findings += _report_suite(report, args, log)
+    counts = Counter(f.status for f in findings)
+    passed, failed, errors = counts["passed"], counts["failed"], counts["error"]
     if not passed and not failed and not errors:
         if selected and suites:
             return console.error(f"no case matches --run {args.run}")
         return console.error("no suite files (with 'cases' or 'probes') under " + ", ".join(map(str, paths)))
-    if args.output == "github":
-        for finding in findings:
-            if finding.name == "(load)":
-                print(github_annotation(finding), file=log)
     if args.output == "junit":
         sys.stdout.write(junit_xml(findings, "infergate test"))
     elif args.output == "sarif":
@@ -204,16 +172,56 @@ def run(args: argparse.Namespace) -> int:
     if coverage is not None:
         if args.coverage and args.output != "json":
             print(coverage.render(), file=log)
-        if args.min_coverage is not None:
-            percent = coverage.percent
-            below = percent < args.min_coverage
+        if args.min_coverage is not None:  # --coverage informs; --min-coverage is the gate
+            below = coverage.percent < args.min_coverage
             verdict = "below" if below else "at least"
-            print(f"rule coverage {percent:.1f}% is {verdict} --min-coverage {args.min_coverage:g}%", file=log)
+            print(f"rule coverage {coverage.percent:.1f}% is {verdict} --min-coverage {args.min_coverage:g}%", file=log)
     print(f"{passed} passed, {failed} failed" + (f", {errors} error{'s' if errors != 1 else ''}" if errors else ""),
           file=log)
     if errors:
         return console.USAGE
     return console.FAILED if failed or below else console.OK
+
+
+def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteReport:
+    """Run the suite's cases (those ``--run`` selects), timing each; their traces feed ``coverage``."""
+    report = SuiteReport(suite.path, suite.title)
+    if coverage is not None:
+        coverage.add_policies(getattr(suite, "policies", ()))
+    for case in suite.cases:
+        if selected and not (selected.search(case.name) or selected.search(f"{suite.title}/{case.name}")):
+            continue
+        start = time.perf_counter()
+        result = case.execute()
+        report.results.append((result, time.perf_counter() - start))
+        outcome = getattr(result, "outcome", None)
+        if coverage is not None and outcome is not None:
+            coverage.record(outcome.traces)
+    return report
+
+
+def _report_suite(report: SuiteReport, args: argparse.Namespace, log) -> list[Finding]:
+    """Print a suite's failing cases (``FAIL file:line: name`` and what differs) and its tally;
+    the findings of every case."""
+    paint = console.Painter(log)
+    findings = []
+    for result, took in report.results:
+        where = f"{report.file}:{result.line}" if result.line is not None else str(report.file)
+        status = "passed" if result.passed else "error" if result.erroneous else "failed"
+        finding = Finding(report.title, result.name, status, str(report.file), result.line,
+                          "\n".join(result.problems), "case-failed" if status == "failed" else "input-error", took)
+        findings.append(finding)
+        if result.passed:
+            continue
+        print(f"{paint('ERROR' if result.erroneous else 'FAIL', 'red')} {where}: {result.name}", file=log)
+        for problem in result.problems:
+            print(f"    {problem}", file=log)
+        if args.output == "github":
+            print(github_annotation(finding), file=log)
+    if not args.quiet:
+        passed = sum(1 for r, _ in report.results if r.passed)
+        print(f"{report.file}: {passed}/{len(report.results)} passed", file=log)
+    return findings
 
 
 def _line_of(message: str, file: Path) -> int | None:
