@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from webhook import resources
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet

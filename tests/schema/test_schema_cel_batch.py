@@ -17,7 +17,7 @@ from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import _respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema
 
-from tests.test_cel_crd_vectors import _library
+from tests.cel.test_cel_crd_vectors import _library
 from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parents[2]

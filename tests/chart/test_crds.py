@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from webhook.resources import crds_dir
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CONFORMANCE, REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CHART_CRDS = REPO / "chart" / "crds"
 
 UPSTREAM = {

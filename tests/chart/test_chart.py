@@ -4,14 +4,13 @@ against the Kubernetes JSON schemas and for the safety properties the chart prom
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CHART = REPO / "chart"
 POLICIES = REPO / "policies"
 KUBERNETES_VERSION = "1.36.0"

@@ -15,8 +15,8 @@ from webhook.cli import main
 from webhook.offline import parallel
 from webhook.offline.parallel import map_ordered
 from webhook.offline.progress import Progress
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 VALID = sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml"))
 DENIED = sorted((REPO / "examples" / "manifests" / "denied-by-webhook").glob("*.yaml"))
 INVALID = sorted((REPO / "examples" / "manifests" / "invalid").glob("*.yaml"))

@@ -4,7 +4,7 @@ InferenceModel llama-chat serving llama-3.1-8b-instruct in vllm-llama3-8b."""
 
 import pytest
 
-from tests.policy_support import chain, messages, request
+from tests.support.policy import chain, messages, request
 
 
 def inference_model(name="new-chat", model_name="my-model", pool="vllm-llama3-8b", **spec):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,9 +16,8 @@ from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CONFORMANCE, REPO
 
-REPO = Path(__file__).resolve().parents[1]
 VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
 
 

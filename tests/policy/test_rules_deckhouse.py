@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.policy_support import chain, messages, patched
-from tests.policy_support import request as review
-from tests.state_backends import example, make_state  # noqa: F401 - fixtures
+from tests.support.policy import chain, messages, patched
+from tests.support.policy import request as review
+from tests.support.state import example, make_state  # noqa: F401 - fixtures
 
 AI = "ai.deckhouse.io/v1alpha1"
 

@@ -4,8 +4,8 @@ nvidia-gpu-h100, amd-gpu-mi300x and cache profiles efs-dynamic, standard-filesto
 
 import pytest
 
-from tests.policy_support import chain, messages, patched, request
-from tests.state_backends import example, make_state  # noqa: F401 - fixtures
+from tests.support.policy import chain, messages, patched, request
+from tests.support.state import example, make_state  # noqa: F401 - fixtures
 from webhook.state import FileState
 
 

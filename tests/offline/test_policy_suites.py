@@ -19,8 +19,8 @@ from webhook.cli import main
 from webhook.offline.coverage import policy_rules
 from webhook.offline.suite_format import json_schema_text
 from webhook.policy import PolicySet
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SHIPPED_SUITES = resources.policies_dir() / "tests"
 
 

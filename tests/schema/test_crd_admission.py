@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,9 +12,8 @@ import yaml
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
 from webhook.gofmt import go_json
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CONFORMANCE, REPO
 
-REPO = Path(__file__).resolve().parents[1]
 
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
 # they need cel-go's type checker and cost estimator.

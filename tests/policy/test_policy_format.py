@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.policy_support import chain, messages, request
+from tests.support.policy import chain, messages, request
 from webhook import resources
 from webhook.policy import PolicyDirectory, PolicyLoadError, PolicySet, load_file
 from webhook.policy.model import json_schema_text

@@ -86,7 +86,7 @@ def test_review_lookups_find_what_the_lookups_evaluated_by_cel_find():
     """``arguments.review_lookups`` (one generated function per policy) against each lookup's
     arguments evaluated by CEL, for every shipped policy with lookups that read the review."""
     from webhook.policy.compiled import PolicyInput, _RuleError
-    from tests.policy_support import example_state, shipped_policies
+    from tests.support.policy import example_state, shipped_policies
 
     state = example_state()
     checked = 0

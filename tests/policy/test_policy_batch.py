@@ -4,7 +4,6 @@ and the same answers as the expression-by-expression path for every shipped suit
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,9 +15,9 @@ from webhook.policy import CEL_VARIABLES, PolicySet
 from webhook.state import FileState
 from webhook.policy.batch import batch_source, bind_variables
 
-from tests.policy_support import chain, request
+from tests.support.policy import chain, request
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SUITES = sorted((REPO / "policies" / "tests").glob("*.yaml"))
 
 

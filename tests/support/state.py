@@ -10,7 +10,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from webhook import resources
 from webhook.state import FileState, group_of
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer, eventually
+from tests.support.apiserver import FakeApiServer, eventually
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState, WatchedKind
 
 NAMESPACES = WatchedKind("v1", "Namespace", "namespaces")

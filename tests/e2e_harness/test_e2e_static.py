@@ -24,8 +24,8 @@ from e2e import test_admission, test_controller, test_operations
 from webhook import certs
 from webhook.controller import kinds
 from webhook.schema.crd_admission import check_crd
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 E2E_MODULES = (test_admission, test_controller, test_operations)
 KUBERNETES_VERSION = "1.32.0"
 
@@ -355,7 +355,7 @@ def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
 def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
     """The set-up's real requests (CRDs and their Established wait, the example state with the
     catalog's status, ServiceAccounts) and the sweep, against an in-memory apiserver."""
-    from memory_apiserver import MemoryApiserver
+    from tests.support.memory_apiserver import MemoryApiserver
 
     before = [_obj("v1", "Namespace", "kube-system"), _obj("v1", "Namespace", "default"),
               _obj("v1", "Secret", "someone-elses", None, "default")]

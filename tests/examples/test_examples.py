@@ -8,8 +8,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.support.paths import REPO
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+EXAMPLES = REPO / "examples"
 STATE = EXAMPLES / "state"
 MANIFESTS = EXAMPLES / "manifests"
 REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
