@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import re
-from functools import cache
 
 import pytest
-import yaml
 
 from webhook.cel.checker import check
 from webhook.cel.cost import TypeSizeEstimator, estimate
@@ -16,23 +14,11 @@ from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
-from tests.support.paths import CONFORMANCE, REPO
-
-VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
-
-
-@cache
-def _vectors() -> list[dict]:
-    with VECTORS.open() as handle:
-        return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+from tests.cel.vectors import every_vector, library_vectors
 
 # Every CRD-rule vector passes (crd_values-0161, string() of a date-time field in its own offset,
 # is answered from the Python value: see rewrite.py and optimize.hoist_date_time_string).
 KNOWN_GAPS: frozenset[str] = frozenset()
-
-
-def _library(name: str, *, crd: bool) -> list[dict]:
-    return [v for v in _vectors() if v["library"] == name and ("schema" in v) == crd]
 
 
 def _ids(vectors: list[dict]) -> list[str]:
@@ -101,27 +87,27 @@ def _replay(vector: dict) -> None:
         assert len(results) == 1 and results[0].error is None, results
 
 
-@pytest.mark.parametrize("vector", _library("crd_values", crd=True), ids=_ids(_library("crd_values", crd=True)))
+@pytest.mark.parametrize("vector", library_vectors("crd_values", crd=True), ids=_ids(library_vectors("crd_values", crd=True)))
 def test_crd_values(vector: dict) -> None:
     replay(vector)
 
 
-@pytest.mark.parametrize("vector", _library("escaping", crd=True), ids=_ids(_library("escaping", crd=True)))
+@pytest.mark.parametrize("vector", library_vectors("escaping", crd=True), ids=_ids(library_vectors("escaping", crd=True)))
 def test_escaping_in_rules(vector: dict) -> None:
     replay(vector)
 
 
-def _library_rule_vectors() -> list[dict]:
+def _library_ruleevery_vector() -> list[dict]:
     """The library vectors Kubernetes ran as CRD rules (TestValidationExpressions), with the
     Kubernetes 1.36 answer their upstream one (``tests/cel`` replays them on the engines alone)."""
-    return [v for v in _vectors() if "schema" in v and v["library"] not in ("crd_values", "escaping", "cost")
+    return [v for v in every_vector() if "schema" in v and v["library"] not in ("crd_values", "escaping", "cost")
             and v["k8s_1_36"] == "same"]
 
 
 LIBRARY_RULE_GAPS: frozenset[str] = frozenset()
 
 
-@pytest.mark.parametrize("vector", _library_rule_vectors(), ids=_ids(_library_rule_vectors()))
+@pytest.mark.parametrize("vector", _library_ruleevery_vector(), ids=_ids(_library_ruleevery_vector()))
 def test_library_vectors_as_crd_rules(vector: dict) -> None:
     """What the engine-only replay cannot see: the schema's types (``[].sum()`` of a duration
     list), the CRD-creation checks and the field errors, as Kubernetes' own test observed them."""
@@ -133,7 +119,7 @@ def test_library_vectors_as_crd_rules(vector: dict) -> None:
     pytest.xfail("known gap")
 
 
-@pytest.mark.parametrize("vector", _library("escaping", crd=False), ids=_ids(_library("escaping", crd=False)))
+@pytest.mark.parametrize("vector", library_vectors("escaping", crd=False), ids=_ids(library_vectors("escaping", crd=False)))
 def test_escaping_names(vector: dict) -> None:
     expect = vector["expect"]
     if "property_name" in vector:
@@ -157,8 +143,8 @@ _JSONPATCH = {  # the cost tests' environment also has jsonpatch.escapeKey (not 
 }
 
 
-@pytest.mark.parametrize("vector", [v for v in _library("cost", crd=False)],
-                         ids=_ids(_library("cost", crd=False)))
+@pytest.mark.parametrize("vector", [v for v in library_vectors("cost", crd=False)],
+                         ids=_ids(library_vectors("cost", crd=False)))
 def test_estimated_cost(vector: dict) -> None:
     """cel-go's estimate with Kubernetes' estimators, as in Kubernetes' own cost tests (strings 0..12)."""
     variables = {name: parse_type(t) for name, t in (vector.get("variable_types") or {}).items()}
@@ -169,7 +155,7 @@ def test_estimated_cost(vector: dict) -> None:
     assert estimate(checked, TypeSizeEstimator()) == (expect["estimated_min"], expect["estimated_max"])
 
 
-@pytest.mark.parametrize("vector", _library("cost", crd=True), ids=_ids(_library("cost", crd=True)))
+@pytest.mark.parametrize("vector", library_vectors("cost", crd=True), ids=_ids(library_vectors("cost", crd=True)))
 def test_crd_rule_runtime_cost(vector: dict) -> None:
     def run() -> None:
         schema = dict(vector["schema"], **{"x-kubernetes-validations": [{"rule": vector["expression"]}]})

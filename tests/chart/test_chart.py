@@ -9,10 +9,8 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
-from tests.support.paths import REPO
+from tests.support.paths import CHART, POLICIES
 
-CHART = REPO / "chart"
-POLICIES = REPO / "policies"
 KUBERNETES_VERSION = "1.36.0"
 NAMESPACE = "infergate-system"
 RELEASE = "infergate"

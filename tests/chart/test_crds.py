@@ -11,9 +11,8 @@ import pytest
 import yaml
 
 from webhook.resources import crds_dir
-from tests.support.paths import CONFORMANCE, REPO
+from tests.support.paths import CHART_CRDS, CONFORMANCE, REPO
 
-CHART_CRDS = REPO / "chart" / "crds"
 
 UPSTREAM = {
     "kubeai.org_models.yaml": "reference/kubeai/kubeai.org_models.yaml",

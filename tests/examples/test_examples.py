@@ -8,12 +8,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.support.paths import REPO
+from tests.support.paths import EXAMPLES, MANIFESTS
 
 
-EXAMPLES = REPO / "examples"
 STATE = EXAMPLES / "state"
-MANIFESTS = EXAMPLES / "manifests"
 REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")

@@ -15,11 +15,11 @@ from webhook.cli import main
 from webhook.offline import parallel
 from webhook.offline.parallel import map_ordered
 from webhook.offline.progress import Progress
-from tests.support.paths import REPO
+from tests.support.paths import CHART_CRDS, MANIFESTS
 
-VALID = sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml"))
-DENIED = sorted((REPO / "examples" / "manifests" / "denied-by-webhook").glob("*.yaml"))
-INVALID = sorted((REPO / "examples" / "manifests" / "invalid").glob("*.yaml"))
+VALID = sorted((MANIFESTS / "valid").glob("*.yaml"))
+DENIED = sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml"))
+INVALID = sorted((MANIFESTS / "invalid").glob("*.yaml"))
 
 
 @pytest.fixture
@@ -99,11 +99,11 @@ def _mixed_directory(directory: Path) -> None:
     sources = VALID + INVALID + DENIED
     for i in range(60):
         (directory / f"m{i:03d}.yaml").write_text(sources[i % len(sources)].read_text())
-    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
     crd["metadata"]["name"] = "models.example.com"
     crd["spec"]["group"] = "example.com"
     (directory / "m030-crd.yaml").write_text(yaml.safe_dump(crd))
-    model = yaml.safe_load((REPO / "examples" / "manifests" / "valid" / "kubeai-model-vllm.yaml").read_text())
+    model = yaml.safe_load((MANIFESTS / "valid" / "kubeai-model-vllm.yaml").read_text())
     (directory / "m031-own-kind.json").write_text(json.dumps({**model, "apiVersion": "example.com/v1"}))
     many = [yaml.safe_load(sources[i % len(sources)].read_text()) for i in range(80)]
     (directory / "m045-many.yaml").write_text(yaml.safe_dump_all(many) + "# " + "padding " * 10_000 + "\n")

@@ -16,9 +16,9 @@ from webhook.state import FileState
 from webhook.policy.batch import batch_source, bind_variables
 
 from tests.support.policy import chain, request
-from tests.support.paths import REPO
+from tests.support.paths import POLICY_SUITES
 
-SUITES = sorted((REPO / "policies" / "tests").glob("*.yaml"))
+SUITES = sorted(POLICY_SUITES.glob("*.yaml"))
 
 
 def test_variables_become_bound_names_outside_string_literals():

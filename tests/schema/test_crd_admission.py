@@ -12,7 +12,7 @@ import yaml
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
 from webhook.gofmt import go_json
-from tests.support.paths import CONFORMANCE, REPO
+from tests.support.paths import CASES, CHART_CRDS, REFERENCE
 
 
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
@@ -24,7 +24,7 @@ KNOWN_GAPS = frozenset({
 
 @cache
 def _probes() -> list[dict]:
-    with (CONFORMANCE / "cases" / "crd-admission.yaml").open() as handle:
+    with (CASES / "crd-admission.yaml").open() as handle:
         return yaml.safe_load(handle)["probes"]
 
 
@@ -63,8 +63,8 @@ def test_loader_hook_raises_with_the_apiserver_message() -> None:
 @cache
 def _installed_crds() -> list[tuple[str, dict]]:
     """CRDs a real apiserver accepted: the shipped chart and the recorded suites' references."""
-    reference = [d for d in sorted((CONFORMANCE / "reference").iterdir()) if d.is_dir() and d.name != "cel"]
-    files = sorted((REPO / "chart" / "crds").glob("*.yaml")) + [f for d in reference for f in sorted(d.rglob("*.yaml"))]
+    reference = [d for d in sorted((REFERENCE).iterdir()) if d.is_dir() and d.name != "cel"]
+    files = sorted(CHART_CRDS.glob("*.yaml")) + [f for d in reference for f in sorted(d.rglob("*.yaml"))]
     found = []
     for file in files:
         for doc in yaml.safe_load_all(file.read_text()):

@@ -1,7 +1,7 @@
 """An in-memory stand-in for the kube-apiserver's REST surface (discovery, create with
 dryRun, get, list by label, replace incl. /status, delete, namespace finalize; CRDs become
 served kinds, Established at once). It judges nothing: it lets the e2e set-up and sweep run
-their real HTTP requests without a cluster (tests/test_e2e_static.py)."""
+their real HTTP requests without a cluster (tests/e2e_harness/test_e2e_static.py)."""
 
 from __future__ import annotations
 
