@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from webhook.facts import FactError, parse_parameter_count, parse_quantity
+from webhook.quantity import QuantityError, parse_parameter_count, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -24,7 +24,7 @@ def test_parameter_count_is_exact(text, expected):
 
 @pytest.mark.parametrize("text", ["", "32", "32K", "1T", "1.B", ".5B", "-1B", "1e3B", " 32B", 32])
 def test_parameter_count_rejects_what_the_pattern_rejects(text):
-    with pytest.raises(FactError, match="invalid parameter count"):
+    with pytest.raises(QuantityError, match="invalid parameter count"):
         parse_parameter_count(text)
 
 
@@ -48,5 +48,5 @@ def test_quantity(text, expected):
 
 @pytest.mark.parametrize("text", ["", "Gi", "12 Gi", "1.2.3", "12GiB", True, None])
 def test_quantity_rejects_garbage(text):
-    with pytest.raises(FactError):
+    with pytest.raises(QuantityError):
         parse_quantity(text)

@@ -11,7 +11,7 @@ import yaml
 
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
-from webhook.gofmt import go_json
+from webhook.gocompat.fmt import go_json
 from tests.support.paths import CASES, CHART_CRDS, REFERENCE
 
 

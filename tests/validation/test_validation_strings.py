@@ -7,6 +7,7 @@ import pytest
 
 from webhook.cel import CelEvalError, get_engine
 from webhook.cel.crd import CostBudget, compile_schema_rules
+from webhook.gocompat.time import parse_go_duration
 from webhook.schema.crd_admission import check_crd
 from webhook.schema.objectmeta import validate_object_meta
 from webhook.validation import names, strfmt
@@ -78,7 +79,7 @@ def test_cel_formats_are_the_schema_engine_checkers(fmt, value, valid):
     ("1", None, None), (".s", None, None), ("", None, None), ("5 parsecs", None, None), ("-1 s", None, None),
 ])
 def test_durations_parse_as_go_and_kube_openapi_do(text, go, kube_openapi):
-    assert strfmt.parse_go_duration(text) == go
+    assert parse_go_duration(text) == go
     assert strfmt.parse_duration(text) == kube_openapi
     assert FORMAT_CHECKERS["duration"](text) is (kube_openapi is not None)
 

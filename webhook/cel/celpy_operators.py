@@ -28,7 +28,9 @@ from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
 from webhook.cel.typenames import operator_error
-from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_duration, parse_rfc3339
+from webhook.cel.values import parse_duration
+from webhook.gocompat.strconv import go_parse_float, go_parse_int
+from webhook.gocompat.time import go_rfc3339_nano, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {

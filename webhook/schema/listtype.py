@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
-from webhook.gofmt import go_json
+from webhook.gocompat.fmt import go_json
 from webhook.schema import fielderrors as fe
 from webhook.schema.codegen import NodeCodegen, surely
 from webhook.schema.structural import Node

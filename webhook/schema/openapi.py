@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from webhook.gofmt import go_float, go_json, go_quote
+from webhook.gocompat.fmt import go_float, go_json, go_quote
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node, fits_type

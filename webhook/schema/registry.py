@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from webhook.gofmt import go_json, go_type_name, go_value
+from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 DEFAULT_PRECISION = 6

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 _HEX = "0123456789abcdefABCDEF"
 _UNRESERVED = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~")
