@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from webhook.policy.loader import policy_files
-from webhook.policy.provider import _fingerprint
+from webhook.policy.provider import directory_fingerprint
 
 
 def project(volume: Path, generation: str, files: dict[str, str]) -> None:
@@ -40,8 +40,8 @@ def test_projected_policies_are_found_once_each_through_their_links(tmp_path):
 
 def test_an_atomic_update_changes_the_fingerprint(tmp_path):
     project(tmp_path, "1", {"user/team.yaml": "c: 1\n"})
-    before = _fingerprint(tmp_path)
+    before = directory_fingerprint(tmp_path)
     project(tmp_path, "2", {"user/team.yaml": "c: 2 # changed\n"})
-    after = _fingerprint(tmp_path)
+    after = directory_fingerprint(tmp_path)
     assert [entry[0] for entry in before] == [entry[0] for entry in after] == [str(tmp_path / "user/team.yaml")]
     assert before != after

@@ -79,12 +79,12 @@ def test_progress_bar_only_on_a_terminal():
 
 
 def test_json_output_is_pythons_text_even_beyond_64_bit_integers(tmp_path, capsys):
-    from webhook.offline.validate import _json
+    from webhook.offline.validate import json_text
 
     answer = [{"allowed": True, "object": {"name": "ünïcode", "n": 1.5, "big": 2 ** 70, "empty": {}, "list": []}}]
-    assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
+    assert json_text(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
     answer[0]["object"]["big"] = 7
-    assert _json(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
+    assert json_text(answer) == json.dumps(answer, indent=2, ensure_ascii=False) + "\n"
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry
-from webhook.schema.listtype import _walk_object, surely_unique
+from webhook.schema.listtype import walk_object, surely_unique
 from webhook.schema.structural import compile_schema
 from tests.support.paths import MANIFESTS
 
@@ -21,7 +21,7 @@ REGISTRY = CRDRegistry.shipped()
 def _walk(node, value) -> list:
     errs: list = []
     if isinstance(value, dict):
-        _walk_object(node, value, None, errs)
+        walk_object(node, value, None, errs)
     return errs
 
 
