@@ -16,7 +16,7 @@ import aiohttp
 from webhook.controller import kinds
 from webhook.controller.leader import LEASE
 
-from tests.controller.fakeapi import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
 from tests.support.paths import REPO
 

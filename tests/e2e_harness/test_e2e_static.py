@@ -354,14 +354,15 @@ def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
 
 def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
     """The set-up's real requests (CRDs and their Established wait, the example state with the
-    catalog's status, ServiceAccounts) and the sweep, against an in-memory apiserver."""
-    from tests.support.memory_apiserver import MemoryApiserver
+    catalog's status, ServiceAccounts) and the sweep, against the fake apiserver."""
+    from tests.support.apiserver import FakeApiServer
 
     before = [_obj("v1", "Namespace", "kube-system"), _obj("v1", "Namespace", "default"),
               _obj("v1", "Secret", "someone-elses", None, "default")]
-    with MemoryApiserver(before) as server:
-        kube = api.Kube(ApiClient(Configuration(host=server.url)))
-        found = server.objects()
+    server = FakeApiServer(before, builtins=True)
+    with server.running() as url:
+        kube = api.Kube(ApiClient(Configuration(host=url)))
+        found = server.all_objects()
         owned = cluster.Owned("r1")
         crds = cluster.load_documents(cluster.CRDS_DIR) + cluster.support_crds(kube)
         assert len(cluster.apply_crds(kube, crds, owned)) == 8
@@ -370,11 +371,11 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
             assert stored.get("status") == obj.get("status") or not obj.get("status")
         assert owned.borrowed_namespaces == {"kube-system"}
         cluster.ensure_service_account(kube, "ml-team", owned)
-        labelled = [o for o in server.objects() if o["metadata"].get("labels", {}).get(cluster.RUN_LABEL) == "r1"]
+        labelled = [o for o in server.all_objects() if o["metadata"].get("labels", {}).get(cluster.RUN_LABEL) == "r1"]
         assert len(labelled) == len(crds) + len(cluster.example_state()) - 1 + 1  # kube-system borrowed; + the SA
         catalog = kube.get("ai.deckhouse.io/v1alpha1", "ClusterModel", "qwen3-8b")
         assert catalog["status"]["resolved"]  # the facts the planner reads
         with pytest.raises(cluster.ClusterNotScratch, match="left over from e2e run r1"):
             cluster.create_owned(kube, cluster.example_state()[-1], cluster.Owned("r2"))
         assert cluster.sweep(kube, "r1", timeout=5) == []
-        assert server.objects() == found
+        assert server.all_objects() == found

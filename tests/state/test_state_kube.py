@@ -27,7 +27,7 @@ MISSING = WatchedKind("ai.deckhouse.io/v1alpha1", "ClusterModel", "clustermodels
 @pytest.fixture
 async def cluster(aiohttp_server):
     api = FakeApiServer()
-    server = await aiohttp_server(api.app)
+    server = await aiohttp_server(api.app())
     config = Configuration(host=str(server.make_url("")).rstrip("/"))
     client = ApiClient(config)
     states = []
@@ -60,7 +60,7 @@ async def test_paged_list_then_watch_events(cluster):
     assert ns.lists == 2  # two pages
     await eventually(lambda: ns.watchers)
     assert ns.watch_requests[0]["allowWatchBookmarks"] == "true"
-    assert ns.watch_requests[0]["resourceVersion"] == str(api.rv)
+    assert ns.watch_requests[0]["resourceVersion"] == str(api.resource_version)
 
     api.add(ns, {"metadata": {"name": "d"}})
     api.modify(ns, {"metadata": {"name": "a", "labels": {"team": "x"}}})
@@ -76,7 +76,7 @@ async def test_bookmark_moves_the_resume_point(cluster):
     assert await state.wait_ready(15)
     await eventually(lambda: classes.watchers)
     api.bookmark(classes)
-    bookmark_rv = str(api.rv)
+    bookmark_rv = str(api.resource_version)
     await asyncio.sleep(0.1)
     api.end_streams(classes)  # the server's timeoutSeconds elapsed
     await eventually(lambda: len(classes.watch_requests) == 2)

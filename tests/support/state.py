@@ -36,7 +36,7 @@ async def make_state(request, aiohttp_server):
             res = resources_.get((group_of(obj["apiVersion"]), obj["kind"]))
             if res is not None:
                 api.add(res, obj)
-        server = await aiohttp_server(api.app)
+        server = await aiohttp_server(api.app())
         state = KubeState(ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))),
                           backoff=Backoff(0.01, 0.05))
         state.start()
