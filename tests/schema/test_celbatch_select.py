@@ -1,5 +1,5 @@
 """The CEL batch's generated selection (``celbatch.compile_select``) against the generic walk
-(``celbatch._select``): the same value, or both refusing the data, for every object and old
+(``celbatch.select_walk``): the same value, or both refusing the data, for every object and old
 object the recorded cases hand to a batch plan, and for edits of the example manifests."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.celbatch import BatchPlan, _InvalidData, _select
+from webhook.schema.celbatch import BatchPlan, InvalidData, select_walk
 
 from tests.schema.helpers import json_paths
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
@@ -25,12 +25,12 @@ def _either(function, value):
     """("value", the selection) or ("refused", None): either refusal sends the object to the walk."""
     try:
         return "value", function(value)
-    except (_InvalidData, KeyError, TypeError, AttributeError, ValueError):
+    except (InvalidData, KeyError, TypeError, AttributeError, ValueError):
         return "refused", None
 
 
 def _agree(plan: BatchPlan, value) -> None:
-    generated, walked = _either(plan.select, value), _either(lambda v: _select(plan.root, v), value)
+    generated, walked = _either(plan.select, value), _either(lambda v: select_walk(plan.root, v), value)
     assert generated == walked, value
 
 

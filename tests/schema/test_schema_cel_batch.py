@@ -12,7 +12,7 @@ import yaml
 import webhook.schema.celrules as celrules
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.celbatch import _respell, build_plan
+from webhook.schema.celbatch import respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema
 
 from tests.cel.vectors import library_vectors
@@ -45,11 +45,11 @@ def _both_ways(monkeypatch, run):
 
 def test_respelling_replaces_only_the_free_variables():
     names = {"self": "self.spec.x", "oldSelf": "oldSelf.spec.x", "__oldSelfPresent": "(p)"}
-    assert _respell("self.a == oldSelf.a && 'self' != self.b && __oldSelfPresent", names) == \
+    assert respell("self.a == oldSelf.a && 'self' != self.b && __oldSelfPresent", names) == \
         "self.spec.x.a == oldSelf.spec.x.a && 'self' != self.spec.x.b && (p)"
-    assert _respell("has(self.a) && self.l.all(v, v.startsWith(self.p))", names) == \
+    assert respell("has(self.a) && self.l.all(v, v.startsWith(self.p))", names) == \
         "has(self.spec.x.a) && self.spec.x.l.all(v, v.startsWith(self.spec.x.p))"
-    assert _respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
+    assert respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
 
 
 def test_shipped_crds_batch_every_rule():
