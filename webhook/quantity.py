@@ -107,16 +107,16 @@ def _parse(text: str) -> Decimal:
         return Decimal(0)
     positive, value, _num, _denom, suffix = _split(text)
     base, exponent, binary = _interpret(suffix)
+    ctx = DECIMAL_CONTEXT
     try:
-        amount = DECIMAL_CONTEXT.create_decimal(value)
+        amount = ctx.create_decimal(value)
     except decimal.InvalidOperation:
         raise QuantityError(FORMAT_ERROR) from None
     if amount.is_nan() or amount.is_infinite():
         raise QuantityError(FORMAT_ERROR)
-    amount = amount.copy_abs()
-    amount = DECIMAL_CONTEXT.multiply(amount, DECIMAL_CONTEXT.power(2, exponent) if base == 2 else Decimal(1).scaleb(exponent, DECIMAL_CONTEXT))
-    if not amount.is_zero():
-        amount = amount.quantize(_NANO, rounding=decimal.ROUND_UP, context=DECIMAL_CONTEXT) if amount.as_tuple().exponent < -9 else amount
+    amount = ctx.multiply(amount.copy_abs(), ctx.power(2, exponent) if base == 2 else Decimal(1).scaleb(exponent, ctx))
+    if not amount.is_zero() and amount.as_tuple().exponent < -9:
+        amount = amount.quantize(_NANO, rounding=decimal.ROUND_UP, context=ctx)
     if binary and amount > MAX_INT64:
         amount = Decimal(MAX_INT64)
     return amount if positive else amount.copy_negate()
