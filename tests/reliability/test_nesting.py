@@ -12,15 +12,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 
 from webhook.nesting import MAX_DEPTH, MAX_VALUES, tree_problem
 from webhook.state import FileState, StateLoadError
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: kubeai.org/v1\nkind: Model\nmetadata:\n  name: crafted\n"
 SPEC = "  url: hf://org/model\n  features: [TextGeneration]\n  engine: VLLM\n  resourceProfile: cpu:1\n"
 
@@ -132,7 +131,7 @@ def test_recorded_case_files_refuse_a_crafted_file(tmp_path):
 def test_policy_params_from_a_crafted_config_map_are_an_unknown_config(tmp_path):
     """``paramRef.dataKey`` parses a ConfigMap's text from the cluster: through the one reader, so a
     value aliases make too deep never reaches CEL; the policy sees ``params == null``."""
-    from tests.policy_support import chain, request
+    from tests.support.policy import chain, request
     from webhook.policy import PolicySet
 
     (tmp_path / "p.yaml").write_text(
