@@ -18,7 +18,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import yaml
 
@@ -45,11 +45,11 @@ ManifestLoader.yaml_implicit_resolvers = {
 NodePath = tuple[Any, ...]  # ("spec", "validations", 2, "expression")
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a document came from: its file (``-`` for stdin), the line its document starts
     on (1-based), its index among the file's documents (0-based); ``item``: its index in the
-    ``List`` document it was unwrapped from (the List's file, line and index are kept)."""
+    ``List`` document it was unwrapped from (the List's file, line and index are kept). A tuple:
+    one is made for every document read, ten thousand at a time."""
 
     file: str
     line: int | None  # None: a whole file that cannot be read
@@ -67,8 +67,10 @@ class Origin:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Document:
+    """One document read (not to be changed: many hold it; slots, not frozen, for speed)."""
+
     origin: Origin
     content: Any
     # with ``node_lines``: the 1-based line of every key and item, for errors that point inside

@@ -151,7 +151,7 @@ def _is_crd(content: Any) -> bool:
     return isinstance(content, dict) and content.get("kind") == _CRD_KIND
 
 
-@dataclass
+@dataclass(slots=True)
 class Result:
     """One document's answer, or why it has none; small, it is all that comes back from a worker."""
 
