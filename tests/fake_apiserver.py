@@ -124,7 +124,8 @@ class FakeApiServer:
 
     def list(self, request, res):
         res.lists += 1
-        items = [copy.deepcopy(o) for _, o in sorted(res.objects.items())]
+        selected = _selected_name(request)
+        items = [copy.deepcopy(o) for name, o in sorted(res.objects.items()) if selected in (None, name)]
         metadata_only = metadata_view(request.headers.get("Accept", ""), "PartialObjectMetadataList")
         res.views.append(("list", "metadata" if metadata_only else "full"))
         if metadata_only:
@@ -161,6 +162,7 @@ class FakeApiServer:
             await response.write(json.dumps({"type": "ERROR", "object": gone(rv)}).encode() + b"\n")
             return response
         queue: asyncio.Queue = asyncio.Queue()
+        selected = _selected_name(request)
         for event_rv, event in res.history:
             if event_rv > rv:
                 queue.put_nowait(event)
@@ -175,6 +177,9 @@ class FakeApiServer:
                     continue
                 if event is None:
                     break
+                if selected is not None and event["type"] != "ERROR" \
+                        and event["object"].get("metadata", {}).get("name") not in (None, selected):
+                    continue  # not the one name the fieldSelector asks for
                 if metadata_only and event["type"] in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
                     event = {"type": event["type"], "object": partial(event["object"])}
                 line = json.dumps(event).encode() + b"\n"
@@ -185,6 +190,12 @@ class FakeApiServer:
         finally:
             res.watchers.remove(queue)
         return response
+
+
+def _selected_name(request) -> str | None:
+    """The name of a ``fieldSelector=metadata.name=NAME`` (the only field selector served)."""
+    selector = request.query.get("fieldSelector", "")
+    return selector.removeprefix("metadata.name=") if selector.startswith("metadata.name=") else None
 
 
 async def eventually(predicate, timeout=15.0):

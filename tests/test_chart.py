@@ -476,7 +476,7 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     on its own two webhook configurations by name (the caBundle watch, webhook.certs), and
     reads nothing else."""
     from webhook import certs
-    from webhook.state.kube import WEBHOOK_KINDS
+    from webhook.server import webhook_watches
     from webhook.state.base import group_of
 
     (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]
@@ -486,10 +486,11 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     reads[(group, resource)] = rule.get("resourceNames")
-    expected = {}
-    for kind in WEBHOOK_KINDS:
+    expected: dict[tuple[str, str], list[str] | None] = {}
+    for kind in webhook_watches():
         by_name = (kind.field_selector or "").removeprefix("metadata.name=")
-        expected[(group_of(kind.api_version), kind.plural)] = [by_name] if by_name else None
+        key = (group_of(kind.api_version), kind.plural)
+        expected[key] = sorted([*(expected.get(key) or ()), by_name]) if by_name else None
     for call in certs.WEBHOOK_CONFIGURATIONS.values():
         expected[("admissionregistration.k8s.io", call.replace("_", "") + "s")] = ["infergate"]
     assert reads == expected

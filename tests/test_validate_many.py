@@ -99,7 +99,7 @@ def _mixed_directory(directory: Path) -> None:
     sources = VALID + INVALID + DENIED
     for i in range(60):
         (directory / f"m{i:03d}.yaml").write_text(sources[i % len(sources)].read_text())
-    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load((REPO / "chart" / "files" / "crds" / "legacy" / "kubeai.org_models_v1-kubeai-v0.12.0.yaml").read_text())
     crd["metadata"]["name"] = "models.example.com"
     crd["spec"]["group"] = "example.com"
     (directory / "m030-crd.yaml").write_text(yaml.safe_dump(crd))

@@ -591,18 +591,45 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
 
-    registry = CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
     policies = PolicyDirectory(settings.policies_dir or resources.policies_dir())
     policies.start()
+    registry: Any
     if settings.kube_state:
-        from webhook.state import KubeState
-
-        state = KubeState(_kube_api_client(settings.kubeconfig))
-        state.start()
+        state, registry = watch_cluster(_kube_api_client(settings.kubeconfig))
     else:
         state = FileState(settings.state_dir or resources.examples_dir())
+        if settings.crds_dir:
+            registry = CRDRegistry.load([settings.crds_dir])
+        else:
+            registry = CRDRegistry.shipped(settings.kubeai_crd)
     prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
     return AdmissionChain(registry, policies, state), prerequisites
+
+
+def webhook_watches():
+    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
+    kinds it judges, one watch per name (RBAC then grants exactly these CRDs by resourceNames,
+    and no other CRD of the cluster travels)."""
+    from webhook.schema.bundled import crd_names
+    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
+    from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
+
+    return WEBHOOK_KINDS + tuple(
+        WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
+        for name in sorted(crd_names()))
+
+
+def watch_cluster(api_client: Any):
+    """The watch cache and the CRDs the cluster serves as the schema (kept current by the CRD
+    watches, compiled before the cache is ready); both started."""
+    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
+    from webhook.state.kube import KubeState
+
+    state = KubeState(api_client, webhook_watches())
+    registry = WatchedCRDs(state)
+    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    state.start()
+    return state, registry
 
 
 def build_cert_keeper(settings: Settings, metrics_: Metrics):
@@ -810,7 +837,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                "/healthz, /readyz and /metrics answer without one (the kubelet's probes)")
     a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
-    a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
+    a("--crds-dir", help="CRDs to serve (default: the bundled ones; with --kube-state, the cluster's)")
+    a("--kubeai-crd", choices=["v0.23", "v0.12.0"],
+      help="the bundled KubeAI Model CRD: the current one (v0.23, default) or v0.12.0's")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
     a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
