@@ -1,4 +1,6 @@
-"""The five CRDs in chart/crds: upstream copies, the ai.deckhouse.io schemas, one source of truth."""
+"""The bundled CRDs: infergate's own in chart/crds (the ai.deckhouse.io schemas), the third-party
+ones in chart/files/crds (upstream copies, byte for byte, with their provenance), one source of
+truth for the chart, the wheel and ``webhook.schema.bundled``."""
 
 from __future__ import annotations
 
@@ -10,21 +12,31 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.resources import crds_dir
+from webhook.resources import crds_dir, data_dir
+from webhook.schema import CRDRegistry, bundled
 from tests.support.paths import CONFORMANCE
 
 REPO = Path(__file__).resolve().parent.parent
 CHART_CRDS = REPO / "chart" / "crds"
+THIRD_PARTY = REPO / "chart" / "files" / "crds"
+UPSTREAM_DIR = THIRD_PARTY / "upstream"
+LEGACY_DIR = THIRD_PARTY / "legacy"
 
-UPSTREAM = {
-    "kubeai.org_models.yaml": "reference/kubeai/kubeai.org_models.yaml",
-    "inference.networking.x-k8s.io_inferencemodels.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
-    "inference.networking.x-k8s.io_inferencepools.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
+# the earlier versions: the copies the seed-era recorded suites were recorded with
+LEGACY = {
+    "kubeai.org_models_v1-kubeai-v0.12.0.yaml": "reference/kubeai/kubeai.org_models.yaml",
+    "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml":
+        "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
+    "inference.networking.x-k8s.io_inferencepools_v1alpha1.yaml":
+        "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
 }
+# the current upstream ones: the copies the current-API suites were recorded with (same names)
+UPSTREAM = sorted(p.name for p in UPSTREAM_DIR.glob("*.yaml"))
 DECKHOUSE = {
     "ai.deckhouse.io_inferenceserviceclasses.yaml": ("InferenceServiceClass", "Cluster", "isc"),
     "ai.deckhouse.io_inferenceservices.yaml": ("InferenceService", "Namespaced", "is"),
 }
+ALL_FILES = [CHART_CRDS / n for n in DECKHOUSE] + [UPSTREAM_DIR / n for n in UPSTREAM] + [LEGACY_DIR / n for n in LEGACY]
 
 
 def load_crd(path: Path) -> dict:
@@ -47,14 +59,70 @@ def walk(node: dict, path: str = ""):
         yield from walk(node["items"], f"{path}[]")
 
 
-def test_chart_ships_exactly_the_five_crds():
-    names = sorted(p.name for p in CHART_CRDS.glob("*.yaml"))
-    assert names == sorted([*UPSTREAM, *DECKHOUSE])
+def test_the_chart_always_installs_only_infergates_own_crds():
+    assert sorted(p.name for p in CHART_CRDS.iterdir()) == sorted(DECKHOUSE)
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM))
-def test_upstream_crds_are_byte_identical_to_the_reference(name):
-    assert (CHART_CRDS / name).read_bytes() == (CONFORMANCE / UPSTREAM[name]).read_bytes()
+def test_the_current_upstream_crds_are_the_kinds_of_today():
+    kinds = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "upstream"}
+    assert kinds == {
+        ("inference.networking.k8s.io/v1", "InferencePool"),
+        ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
+        ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
+        ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"),
+        ("llm-d.ai/v1alpha2", "InferenceObjective"),
+        ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
+        ("kubeai.org/v1", "Model"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+        ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
+    }
+    legacy = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "legacy"}
+    assert legacy == {("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
+                      ("inference.networking.x-k8s.io/v1alpha1", "InferencePool")}  # KubeAI's: only when chosen
+
+
+@pytest.mark.parametrize("name", UPSTREAM)
+def test_upstream_crds_are_byte_identical_to_the_recorded_reference(name):
+    assert (UPSTREAM_DIR / name).read_bytes() == (CONFORMANCE / "reference" / "upstream" / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_earlier_crds_are_the_seed_era_copies(name):
+    assert (LEGACY_DIR / name).read_bytes() == (CONFORMANCE / LEGACY[name]).read_bytes()
+
+
+@pytest.mark.parametrize("directory", [UPSTREAM_DIR, LEGACY_DIR], ids=["upstream", "legacy"])
+def test_every_third_party_file_has_its_repository_path_and_commit(directory):
+    rows = {}
+    for line in (directory / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].endswith(".yaml"):
+            rows[cells[0]] = cells[1:]
+    assert sorted(rows) == sorted(p.name for p in directory.glob("*.yaml"))
+    for name, (repository, path, commit) in rows.items():
+        assert "/" in repository and path.endswith(".yaml") and commit, name
+
+
+def test_kubeai_model_is_one_kind_with_two_schemas_the_current_one_by_default():
+    def model_crd(choice=None):
+        served = CRDRegistry.shipped(choice).served("kubeai.org/v1", "Model")
+        return served.crd
+
+    assert model_crd() == model_crd("v0.23") == load_crd(UPSTREAM_DIR / bundled.KUBEAI_CRDS["v0.23"][1])
+    assert model_crd("v0.12.0") == load_crd(LEGACY_DIR / bundled.KUBEAI_CRDS["v0.12.0"][1])
+    assert [p.name for _, p in bundled.crd_files("v0.12.0")].count("kubeai.org_models_v1-kubeai-v0.12.0.yaml") == 1
+    assert not any("kubeai-main" in p.name for _, p in bundled.crd_files("v0.12.0"))
+    with pytest.raises(ValueError, match="unknown KubeAI Model CRD 'v9'"):
+        bundled.crd_files("v9")
+
+
+def test_the_kubeai_choices_are_the_settings_choices():
+    from typing import get_args
+
+    from webhook.settings import Settings
+
+    assert set(get_args(Settings.model_fields["kubeai_crd"].annotation)) == set(bundled.KUBEAI_CRDS)
+    assert Settings().kubeai_crd == bundled.DEFAULT_KUBEAI_CRD
 
 
 @pytest.mark.parametrize("name", sorted(DECKHOUSE))
@@ -126,6 +194,8 @@ def test_seed_markers_are_present():
 
 def test_package_reads_the_chart_crds_in_a_checkout():
     assert crds_dir().resolve() == CHART_CRDS.resolve()
+    assert data_dir("upstream_crds").resolve() == UPSTREAM_DIR.resolve()
+    assert data_dir("legacy_crds").resolve() == LEGACY_DIR.resolve()
 
 
 def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
@@ -148,21 +218,23 @@ def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
     (wheel,) = WheelBuilder(str(source)).build(directory=str(tmp_path / "dist"), versions=["standard"])
     with zipfile.ZipFile(wheel) as archive:
         packaged = {
-            Path(n).name: archive.read(n)
+            n: archive.read(n)
             for n in archive.namelist()
-            if n.startswith("webhook/_data/crds/") and n.endswith(".yaml")
+            if n.startswith(("webhook/_data/crds/", "webhook/_data/third-party-crds/")) and not n.endswith("/")
         }
-    shipped = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
+    shipped = {f"webhook/_data/crds/{p.name}": p.read_bytes() for p in CHART_CRDS.iterdir()}
+    shipped |= {f"webhook/_data/third-party-crds/{p.relative_to(THIRD_PARTY)}": p.read_bytes()
+                for p in THIRD_PARTY.rglob("*") if p.is_file()}
     assert packaged == shipped
 
 
-@pytest.mark.parametrize("name", sorted([*UPSTREAM, *DECKHOUSE]))
-def test_the_apiserver_would_accept_the_crd(name):
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
+def test_the_apiserver_would_accept_the_crd(path):
     """No rejection and no warning when the CRD is created (structural schema, CEL compilation,
     estimated cost against the apiserver's budget), as webhook.schema.crd_admission judges it."""
     from webhook.schema.crd_admission import check_crd
 
-    errors, warnings = check_crd(load_crd(CHART_CRDS / name))
+    errors, warnings = check_crd(load_crd(path))
     assert errors == [] and warnings == []
 
 

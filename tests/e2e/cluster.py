@@ -20,10 +20,14 @@ from typing import Any
 
 import yaml
 
+from webhook.schema import bundled
+
 from .api import Kube, NotServed, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-CRDS_DIR = REPO / "chart" / "crds"
+# the scenarios are the seed era's: KubeAI v0.12.0's Model beside the other bundled CRDs
+KUBEAI_CRD = "v0.12.0"
+CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = REPO / "examples" / "manifests"
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
