@@ -171,3 +171,20 @@ def test_crd_files_may_be_kubectl_list_dumps(tmp_path):
     assert CRDRegistry.load([tmp_path / "dump.yaml"], check=True).kinds() == [
         ("example.io/v1", "Gadget"), ("example.io/v1", "Widget")]
     assert CRDRegistry.load([tmp_path / "api.json"], check=True).kinds() == [("example.io/v1", "Widget")]
+
+
+# kube-openapi's SchemaValidator.numberValidator: "We only pass the format to the validator if it
+# is valid for the resolved type and the type is unambiguous (exactly one type specified)" — an
+# int-or-string's type is integer,string, so a float gets the type error alone
+def test_an_int_or_string_given_a_float_gets_one_error():
+    spec = {"type": "object", "properties": {"port": {"x-kubernetes-int-or-string": True}}}
+    registry = CRDRegistry([crd(spec)])
+
+    def errors(value):
+        return [str(e) for e in registry.handle("CREATE", {
+            "apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"},
+            "spec": {"port": value}}).errors]
+
+    assert errors(1.5) == ['spec.port: Invalid value: "number": spec.port in body must be of type integer,string: '
+                           '"number"']
+    assert errors(8080) == errors("http") == errors(2.0) == []
