@@ -675,6 +675,9 @@ def _kube_api_client(kubeconfig: Path | None):
     from kubernetes import client, config
 
     configuration = client.Configuration()
+    # every watch of the cache holds a connection for minutes (one per kind and per watched CRD):
+    # a pool smaller than that discards and reopens connections, with a warning each time
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
     if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
         config.load_incluster_config(client_configuration=configuration)
     else:

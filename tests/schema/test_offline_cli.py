@@ -205,3 +205,11 @@ def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
     err = capsys.readouterr().err
     assert 'CustomResourceDefinition.apiextensions.k8s.io "models.kubeai.org" is invalid: ' in err
     assert "properties[bad].items: Required value: must be specified" in err
+
+
+def test_the_current_kubeai_model_crd_is_the_default_and_v0_12_0_is_selectable(tmp_path, capsys):
+    """KubeAI's Model is one kind with two schemas: oci:// URLs came after v0.12.0."""
+    path = _write(tmp_path, "oci.yaml", GOOD.replace("hf://org/model", "oci://registry.example/model:1"))
+    assert main(["validate", "-f", str(path), "--crd-only"]) == 0
+    assert main(["validate", "-f", str(path), "--crd-only", "--kubeai-crd", "v0.12.0"]) == 1
+    assert 'url must start with "hf://"' in capsys.readouterr().out
