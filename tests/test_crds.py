@@ -352,3 +352,9 @@ def test_readme_names_every_kind_and_version_served():
     values = yaml.safe_load((REPO / "chart" / "values.yaml").read_text())["crds"]
     helm = readme[readme.index("## Install on a cluster with Helm"):]
     assert all(f"crds.{name}" in helm for name in values)
+
+
+def test_the_image_build_copies_everything_the_wheel_force_includes():
+    forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert set(forced) <= copied

@@ -37,7 +37,9 @@ async def cluster(aiohttp_server, tmp_path):
     api = FakeApiServer()
     crds = api.serve(CRDS)
     server = await aiohttp_server(api.app)
-    client = ApiClient(Configuration(host=str(server.make_url("")).rstrip("/")))
+    configuration = Configuration(host=str(server.make_url("")).rstrip("/"))
+    configuration.connection_pool_maxsize = 64  # a connection per watch, as the server configures it
+    client = ApiClient(configuration)
     state, registry = await asyncio.to_thread(watch_cluster, client)
     (tmp_path / "policies").mkdir()
     webhook = await start_server(tmp_path, AdmissionChain(registry, PolicySet.load(tmp_path / "policies",
