@@ -196,9 +196,15 @@ class CRDRegistry:
             namespace = request.namespace
         try:
             served = self._target(obj, request)
-            stored = self._stored(served, operation, old, subresource)
+            endpoint = self.by_resource(request.api_version, request.plural) if request is not None else None
+            if endpoint is None or endpoint.kind != served.kind:
+                endpoint = served
+            stored = self._stored(endpoint, operation, old, subresource)
             prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
-            errors, more = self._validate(served, operation, prepared, stored, subresource)
+            if endpoint is not served:
+                prepared = _convert(prepared, endpoint)
+            errors, more = self._validate(endpoint, operation, prepared, stored, subresource)
+            served = endpoint
         except RequestError as exc:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
         except RecursionError:
@@ -387,6 +393,17 @@ class CRDRegistry:
                 cel_errors, warnings = served.cel.validate(obj, old_value)
                 errors += cel_errors
         return errors, warnings
+
+
+def _convert(obj: dict[str, Any], endpoint: ServedVersion) -> dict[str, Any]:
+    """A body of another served version, decoded (pruned and defaulted, its unknown fields
+    warned about) in its own version, converted to the endpoint's: the ``None`` strategy sets
+    the apiVersion, and the converter's schema coercion prunes what the endpoint's version does
+    not know, reporting nothing (``schemaCoercingConverter`` discards the pruned paths)."""
+    obj["apiVersion"] = endpoint.api_version
+    if obj.get("kind") == endpoint.kind:
+        prune(obj, endpoint.schema, root=True)
+    return obj
 
 
 def _unknown_field_warnings(paths: list[str]) -> list[str]:
