@@ -23,13 +23,13 @@ import yaml
 from webhook.schema import bundled
 
 from .api import Kube, NotServed, wait_for
+from tests.support.paths import MANIFESTS, REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # the scenarios are the seed era's: KubeAI v0.12.0's Model beside the other bundled CRDs
 KUBEAI_CRD = "v0.12.0"
 CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
 STATE_DIR = REPO / "examples" / "state"
-MANIFESTS_DIR = REPO / "examples" / "manifests"
+MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
 
 RUN_LABEL = "e2e.infergate.io/run"

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from webhook.offline.cases import load_suite
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CASES
 
-REPO = Path(__file__).resolve().parents[2]
-CASES_DIR = CONFORMANCE / "cases"
-# every object suite recorded there (crd-admission.yaml holds probes: tests/test_crd_admission.py)
+CASES_DIR = CASES
+# every object suite recorded there (crd-admission.yaml holds probes: test_crd_admission.py)
 OBJECT_SUITES = tuple(sorted(p.name for p in CASES_DIR.glob("*.yaml") if p.name != "crd-admission.yaml"))
 SEED_ERA_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
 CURRENT_API_SUITES = ("gie-inferencemodelrewrite-v1alpha2.yaml", "gie-inferenceobjective-v1alpha2.yaml",

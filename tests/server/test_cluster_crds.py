@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer, eventually
+from tests.support.apiserver import FakeApiServer, eventually
 from tests.support.paths import CASES
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
@@ -36,7 +36,7 @@ async def cluster(aiohttp_server, tmp_path):
     """(fake apiserver, its CRD collection, the webhook's CRDs in force, post a review to /validate)."""
     api = FakeApiServer()
     crds = api.serve(CRDS)
-    server = await aiohttp_server(api.app)
+    server = await aiohttp_server(api.app())
     configuration = Configuration(host=str(server.make_url("")).rstrip("/"))
     configuration.connection_pool_maxsize = 64  # a connection per watch, as the server configures it
     client = ApiClient(configuration)

@@ -28,7 +28,7 @@ from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError
-from webhook.goregexp import go_error_text
+from webhook.gocompat.regexp import go_error_text
 from webhook.cel.native import NativeProgram, NotNative, compile_native
 from webhook.cel.optimize import (
     COST_EXCEEDED, HOIST_VARIABLES, SIGNED_DISPATCH, Hoist, Issue, _children, optimize, select_overload,

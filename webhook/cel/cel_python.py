@@ -29,7 +29,7 @@ from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
-from webhook.goregexp import go_error_text
+from webhook.gocompat.regexp import go_error_text
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
