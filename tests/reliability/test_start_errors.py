@@ -121,3 +121,24 @@ def test_state_that_does_not_load_is_named_by_readyz_as_the_cluster_state(tmp_pa
     failure = next(e for e in logged if e["msg"] == "cannot load the admission chain")
     assert failure["level"] == "error" and list(failure["failed"]) == ["cluster-state"]
     assert "exception" not in failure  # the input's error says it all: no traceback
+
+
+def test_every_input_that_does_not_load_is_named_and_nothing_is_started(tmp_path):
+    import threading
+
+    from webhook.server import InputsFailed, load_admitter
+    from webhook.settings import Settings
+
+    crds, state = tmp_path / "crds", tmp_path / "state"
+    crds.mkdir()
+    state.mkdir()
+    (crds / "bad.yaml").write_text("kind: CustomResourceDefinition\nspec: {\n")
+    (state / "bad.yaml").write_text("- not an object\n")
+    with pytest.raises(InputsFailed) as failed:
+        load_admitter(Settings(crds_dir=crds, state_dir=state))
+    assert list(failed.value.failed) == ["crds", "cluster-state"]  # the shipped policies loaded
+    assert failed.value.failed["crds"] == (
+        f"CRDLoadError: {crds / 'bad.yaml'} (line 3): invalid YAML: did not find expected node content")
+    assert failed.value.failed["cluster-state"] == (
+        f"StateLoadError: {state / 'bad.yaml'}:1: expected a Kubernetes object (a mapping), got list")
+    assert "policy-reload" not in [t.name for t in threading.enumerate()]  # the policies' reloader not started

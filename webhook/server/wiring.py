@@ -4,7 +4,8 @@ its TLS socket, the chain's heap frozen out of the cyclic GC once loaded, and sh
 
 Each input of the chain loads on its own and fails under the name of the readiness check
 that reports it (``crds``, ``policies``, ``cluster-state``): a new input is one more
-loader in :func:`load_admitter` and, if it can fall behind, one more prerequisite.
+``attempt`` in :func:`load_admitter` and, if it can fall behind (a watch), one more
+prerequisite.
 """
 
 from __future__ import annotations
@@ -80,21 +81,25 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
     """The real admission chain over the configured (or shipped) CRDs, policies and state,
     and its prerequisites (see :class:`AdmitterSlot`): the cluster state synced.
 
-    Raises :class:`InputsFailed` naming every input that did not load; nothing is started
-    (no reload thread, no watch) unless all did."""
+    Every input is tried, in order, an input that needs an earlier one only when that one
+    loaded; :class:`InputsFailed` names all that did not. Nothing is started (no reload
+    thread, no watch) unless all loaded."""
     from webhook.admission.chain import AdmissionChain
 
-    loaders = {"crds": _crds, CHAIN_CHECK: _policies, "cluster-state": _cluster_state}
-    loaded: dict[str, Any] = {}
     failed: dict[str, str] = {}
-    for name, load in loaders.items():
+
+    def attempt(check: str, load: Callable[[Settings], Any]) -> Any:
         try:
-            loaded[name] = load(settings)
+            return load(settings)
         except Exception as exc:  # CRDLoadError, PolicyLoadError, StateLoadError, the cluster's config
-            failed[name] = f"{type(exc).__name__}: {exc}"
+            failed[check] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    registry = attempt("crds", _crds)
+    policies = attempt(CHAIN_CHECK, _policies)
+    state = attempt("cluster-state", _cluster_state)
     if failed:
         raise InputsFailed(failed)
-    registry, policies, state = loaded["crds"], loaded[CHAIN_CHECK], loaded["cluster-state"]
     policies.start()
     state.start()
     prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
