@@ -47,6 +47,8 @@ async def review_answered(port: int, ca: bytes, uid: str) -> dict:
 
 
 async def test_a_body_that_never_finishes_gets_408_within_its_bound_while_others_are_answered(tmp_path):
+    stream = io.StringIO()
+    logs.configure("info", stream=stream)
     port, ca, stop, task = await running(tmp_path, body_timeout=BOUND, header_timeout=30)
     try:
         reader, writer = await tls_connection(port, ca)
@@ -71,7 +73,12 @@ async def test_a_body_that_never_finishes_gets_408_within_its_bound_while_others
         assert (await review_answered(port, ca, "after"))["allowed"] is True
     finally:
         stop.set()
+        logs.configure("info")
     assert await task == 0
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    cut = [e for e in entries if e["msg"] == "request body not received in time; connection closed"]
+    assert len(cut) == 1 and cut[0]["level"] == "info" and cut[0]["endpoint"] == "validate"
+    assert not [e for e in entries if "exception" in e or e["level"] in ("error", "warning")], entries
 
 
 async def test_headers_that_never_finish_close_the_connection_within_the_bound(tmp_path):
