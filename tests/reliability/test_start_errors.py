@@ -134,10 +134,11 @@ def test_every_input_that_does_not_load_is_named_and_nothing_is_started(tmp_path
     state.mkdir()
     (crds / "bad.yaml").write_text("kind: CustomResourceDefinition\nspec: {\n")
     (state / "bad.yaml").write_text("- not an object\n")
+    reloaders = [t for t in threading.enumerate() if t.name == "policy-reload"]  # other tests' servers
     with pytest.raises(InputsFailed) as failed:
         load_admitter(Settings(crds_dir=crds, state_dir=state))
     assert list(failed.value.failed) == ["crds", "cluster-state"]  # the shipped policies loaded
     # each as its loader words it, naming the file
     assert failed.value.failed["crds"].startswith(f"CRDLoadError: {crds / 'bad.yaml'}")
     assert failed.value.failed["cluster-state"].startswith(f"StateLoadError: {state / 'bad.yaml'}")
-    assert "policy-reload" not in [t.name for t in threading.enumerate()]  # the policies' reloader not started
+    assert [t for t in threading.enumerate() if t.name == "policy-reload"] == reloaders  # this one's not started
