@@ -13,7 +13,9 @@ One module per job, each importing only those above it:
   into, readiness checks;
 - :mod:`~webhook.server.scheduling`: where and when a review is judged (``Placement``,
   ``LoopBatch``, the worker pool, the failure mode's answers);
-- :mod:`~webhook.server.http`: routes, decoding and answering reviews, 4xx answers,
+- :mod:`~webhook.server.decode`: a request body decoded into a review, or what is
+  wrong with it;
+- :mod:`~webhook.server.http`: routes, reading and answering reviews, 4xx answers,
   health, readiness and metrics;
 - :mod:`~webhook.server.wiring`: the chain built from its inputs, certificates, the
   socket, GC freezing, shutdown (``serve``);
@@ -22,7 +24,8 @@ One module per job, each importing only those above it:
 
 from webhook.server.admitter import Admitter, AdmitterSlot, ReadinessCheck
 from webhook.server.command import add_arguments, run
-from webhook.server.http import STATE, BadReview, ServerConfig, create_app, decode_review, timeout_seconds
+from webhook.server.decode import BadReview, decode_review, timeout_seconds
+from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.scheduling import LoopBatch, Placement, failure_result
 from webhook.server.wiring import InputsFailed, build_cert_keeper, load_admitter, serve
 

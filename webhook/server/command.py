@@ -11,7 +11,7 @@ import sys
 from pydantic import ValidationError
 
 from webhook import logging as logs
-from webhook.server.http import summarize
+from webhook.server.decode import summarize
 from webhook.server.wiring import serve, unusable_paths
 from webhook.settings import Settings
 
