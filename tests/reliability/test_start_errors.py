@@ -19,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from webhook import certs
 
 from .conftest import review
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def infergate(*args: str, cwd: Path, **env: str):

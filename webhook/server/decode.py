@@ -11,7 +11,7 @@ import orjson
 from pydantic import ValidationError
 
 from webhook.admission.review import SUPPORTED_VERSIONS, AdmissionRequest
-from webhook.validation.strfmt import parse_go_duration
+from webhook.gocompat.time import parse_go_duration
 
 
 class BadReview(Exception):
