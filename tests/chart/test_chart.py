@@ -520,7 +520,7 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     on its own two webhook configurations by name (the caBundle watch, webhook.certs), and
     reads nothing else."""
     from webhook import certs
-    from webhook.server import webhook_watches
+    from webhook.server.wiring import webhook_watches
     from webhook.state.base import group_of
 
     (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from webhook.schema.bundled import crd_names
-from webhook.server import webhook_watches
+from webhook.server.wiring import webhook_watches
 from tests.support.paths import CHART
 
 NAMESPACE, RELEASE = "infergate-system", "infergate"

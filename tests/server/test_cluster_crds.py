@@ -18,7 +18,7 @@ from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.resources import data_dir
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
-from webhook.server import watch_cluster, webhook_watches
+from webhook.server.wiring import watch_cluster, webhook_watches
 from webhook.state.kube import WatchedKind
 
 from .conftest import review, start_server
