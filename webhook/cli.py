@@ -35,7 +35,7 @@ infergate COMMAND --help                      # a command's flags, examples and 
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.server", "serve the admission webhook over HTTPS"),
+    "serve": ("webhook.server.command", "serve the admission webhook over HTTPS"),
     "validate": ("webhook.offline.validate", "validate manifests as the apiserver and the webhook would"),
     "test": ("webhook.offline.suites", "run policy test suites and recorded apiserver cases"),
     "reconcile": ("webhook.controller.offline", "print the status the controller would write (offline)"),

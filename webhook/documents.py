@@ -18,7 +18,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import yaml
 
@@ -127,6 +127,18 @@ def is_list(content: Any) -> bool:
             and isinstance(content.get("kind"), str) and content["kind"].endswith("List"))
 
 
+def _list_items(content: dict[str, Any]) -> Iterator[tuple[int, Any]]:
+    """A list's items, by index. The API's ``<Kind>List`` (``CustomResourceDefinitionList``) leaves
+    its items' ``apiVersion`` and ``kind`` out: they are the list's, and are filled in."""
+    kind = content["kind"][: -len("List")]
+    for i, item in enumerate(content["items"]):
+        if item is None:
+            continue
+        if kind and isinstance(item, dict) and "kind" not in item:
+            item = {"apiVersion": content.get("apiVersion"), "kind": kind, **item}
+        yield i, item
+
+
 def parse(text: str, file: str, *, node_lines: bool = False, unwrap_lists: bool = True) -> Parsed:
     """Every non-empty document of a YAML (or JSON) stream, with its origin.
 
@@ -152,7 +164,7 @@ def parse(text: str, file: str, *, node_lines: bool = False, unwrap_lists: bool 
             lines = _node_lines(node) if node_lines else None
             if unwrap_lists and is_list(content):
                 out += [Document(Origin(file, line, index, i), item, _item_lines(lines, i))
-                        for i, item in enumerate(content["items"]) if item is not None]
+                        for i, item in _list_items(content)]
             else:
                 out.append(Document(Origin(file, line, index), content, lines))
             index += 1

@@ -84,3 +84,14 @@ def test_stdin_and_unreadable_files(tmp_path, monkeypatch):
     assert [(d.where, d.content) for d in found] == [("-:1", {"a": 1}), ("-:3", {"b": 2})]
     assert len(errors) == 1 and errors[0].where == str(tmp_path / "latin1.yaml")
     assert "cannot read: not UTF-8 text" in errors[0].message
+
+
+def test_the_apis_kind_lists_leave_their_items_kind_out_and_it_is_filled_in():
+    text = json.dumps({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
+                       "items": [{"metadata": {"name": "a.example.com"}},
+                                 {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                                  "metadata": {"name": "b.example.com"}}]})
+    docs = documents.parse(text, "crds.json").documents
+    assert [(d.content["apiVersion"], d.content["kind"], d.content["metadata"]["name"]) for d in docs] == [
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "a.example.com"),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "b.example.com")]

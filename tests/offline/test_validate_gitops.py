@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
+from tests.support.paths import KUBEAI_V0_12_CRD
 from webhook import resources
 from webhook.cli import main
 
@@ -97,7 +98,7 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
 
 
 def test_crds_may_come_as_a_list_given_with_crd_or_among_the_manifests(tmp_path, capsys):
-    crd = yaml.safe_load((resources.crds_dir() / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load(KUBEAI_V0_12_CRD.read_text())
     crd["metadata"]["name"], crd["spec"]["group"] = "models.example.com", "example.com"
     listed = tmp_path / "crds.yaml"
     listed.write_text(yaml.safe_dump({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",

@@ -23,6 +23,7 @@ from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.policy_suites import PolicyCaseResult, load_policy_suite
 from webhook.offline.report import SuiteReport, json_report
 from webhook.offline.suite import NotASuite, Suite, SuiteError, read_suite_file
+from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 
 DESCRIPTION = """\
 Run test suites: user policy suites (kind: PolicySuite — writes and the answers you expect, through
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="load CRDs from PATH instead of each suite's 'crds:' list (repeatable)")
     parser.add_argument("--crd-only", action="store_true",
                         help="the apiserver's own handling only (no webhook policies)")
+    parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
+                        help="the bundled KubeAI Model CRD for policy suites that name no CRDs "
+                             f"(default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--run", metavar="REGEX",
                         help="run only the cases whose name (or <suite>/<name>) matches REGEX")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
@@ -94,12 +98,13 @@ def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
     return out
 
 
-def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
-    """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``)."""
+def load_suite(path: Path, crd_dirs: list[Path] | None = None, *, kubeai_crd: str | None = None) -> Suite:
+    """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``);
+    ``kubeai_crd``: the bundled KubeAI Model CRD for policy suites that name no CRDs."""
     document: Document = read_suite_file(path)
     data = document.content
     if isinstance(data, dict) and data.get("kind") == "PolicySuite":
-        return load_policy_suite(path, data, crd_dirs, document=document)
+        return load_policy_suite(path, data, crd_dirs, document=document, kubeai_crd=kubeai_crd)
     if is_recorded_suite(data):
         return load_recorded_suite(document, crd_dirs)
     raise NotASuite(f"{path}: not a suite (expected kind: PolicySuite, or a mapping with 'cases' or 'probes')")
@@ -131,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     suites = 0
     for file, named in suite_files(paths):
         try:
-            suite = load_suite(file, crd_dirs)
+            suite = load_suite(file, crd_dirs, kubeai_crd=args.kubeai_crd)
         except SuiteError as exc:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error

@@ -32,6 +32,7 @@ from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
+from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
 
 _CRD_KIND = "CustomResourceDefinition"
@@ -118,8 +119,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "an UPDATE (an --old object that no document matches is an error); repeatable")
     parser.add_argument("--subresource", choices=["status"], help="validate writes to the /status subresource")
     parser.add_argument("--crd", action="append", default=[], metavar="PATH",
-                        help="CRDs to validate against (files or directories; a List of CRDs too; default: the "
-                             "shipped chart/crds); repeatable. CRDs among the manifests are added as well")
+                        help="CRDs to validate against: files or directories, also `kubectl get crd -o yaml` "
+                             "dumps (default: the bundled CRDs); repeatable. CRDs among the manifests are added "
+                             "as well")
+    parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
+                        help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--crd-only", action="store_true",
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
     parser.add_argument("--strict", action="store_true",
@@ -236,7 +240,8 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
     try:
-        registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
+        registry = (CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd
+                    else CRDRegistry.shipped(args.kubeai_crd))
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
     units: list[Unit] = []

@@ -93,10 +93,12 @@ def _with_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @lru_cache(maxsize=1)
 def shipped_schemas() -> KindSchemas:
-    """The kinds of the CRDs infergate ships (``chart/crds``)."""
-    from webhook import documents, resources
+    """The kinds of the CRDs infergate bundles (``webhook.schema.bundled``: its own, the current
+    upstream ones and the earlier versions still served)."""
+    from webhook import documents
+    from webhook.schema import bundled
 
-    found, _ = documents.read([resources.crds_dir()])
+    found, _ = documents.read([path for _, path in bundled.crd_files()])
     return KindSchemas(d.content for d in found if isinstance(d.content, dict)
                        and d.content.get("kind") == "CustomResourceDefinition")
 
