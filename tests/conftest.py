@@ -11,7 +11,7 @@ _DESELECTED = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "decision(section, phrase): the decisions.md rule an e2e scenario proves")
+    config.addinivalue_line("markers", "decision(section, phrase): the docs/decisions.md rule an e2e scenario proves")
 
 
 def pytest_collection_modifyitems(config, items):

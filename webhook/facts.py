@@ -3,7 +3,7 @@
 One implementation shared by admission (policies) and the controller (planner), so both
 answer the same for the same text:
 
-* parameter counts (``"32B"``, ``"1.5B"``, ``"500M"``; design_notes §8) -> int, parsed with
+* parameter counts (``"32B"``, ``"1.5B"``, ``"500M"``; docs/design.md, "Parameter counts") -> int, parsed with
   ``Decimal`` so ``1.1B`` is exactly 1_100_000_000 and never 1_100_000_000.0000002;
 * Kubernetes quantities (``"12032Mi"``, ``"24Gi"``, ``"1.5"``, ``"100m"``, ``"1e3"``) -> an exact
   ``Decimal`` (what ``resource.MustParse`` means, without its rounding to milli-units).

@@ -1,4 +1,4 @@
-"""Every recorded apiserver case in ../shared/cases, run through ``infergate test``'s machinery.
+"""Every recorded apiserver case in tests/conformance/cases, run through ``infergate test``'s machinery.
 
 One pytest case per recorded case: verdict and code, error multiset, Status message (unless the
 apiserver's own order varied), warnings and the stored object must match the real kube-apiserver.
