@@ -28,7 +28,7 @@ def test_what_counts_as_outside():
     assert not hermetic.outside(os.path.join(sys.base_prefix, "lib", "json", "__init__.py"))
     assert not hermetic.outside("/etc/ssl/certs/ca-certificates.crt")
     assert not hermetic.outside(os.path.join(tempfile.gettempdir(), "pytest-of-someone", "x"))
-    assert hermetic.outside("/srv/shared/spec/decisions.md")
+    assert hermetic.outside("/srv/data/decisions.md")
     assert hermetic.outside(str(REPO) + "-old/README.md")  # a prefix of the name is not inside
 
 
