@@ -76,6 +76,20 @@ def test_a_failed_install_is_retried(checkout):
     assert ensure(checkout) == ["-m pip install -q -e ."]
 
 
+def test_no_tests_collected_fails_ci_loudly(checkout):
+    """pytest's exit 5 (no tests collected) stays a failure of scripts/test.sh and so of CI."""
+    shutil.copy(REPO / "scripts" / "test.sh", checkout / "scripts" / "test.sh")
+    ensure(checkout, "test")
+    python = checkout / ".venv" / "bin" / "python"
+    python.write_text(STAND_IN + 'if [ "$1 $2" = "-m pytest" ]; then exit 5; fi\n')
+    run = subprocess.run(["bash", "scripts/test.sh", "tests/nothing"], cwd=checkout, capture_output=True, text=True,
+                         env=dict(os.environ, CALLS=str(checkout.parent / "calls"), CI="true"), stdin=subprocess.DEVNULL)
+    assert run.returncode == 5
+    assert "collected no tests" in run.stderr
+    assert (checkout.parent / "calls").read_text().splitlines()[-1] == "-m pytest tests/nothing"
+    assert (REPO / ".ci" / "run").read_text().splitlines()[-1] == "exec ./scripts/test.sh"
+
+
 def test_the_scripts_use_it():
     for name, call in (("serve.sh", "ensure_venv\n"), ("test.sh", "ensure_venv test\n")):
         text = (REPO / "scripts" / name).read_text()
