@@ -27,7 +27,7 @@ import pytest
 from tests.support.paths import REPO
 
 _WATCHED = frozenset({"open", "os.listdir", "os.scandir"})
-_SYSTEM = ("/dev", "/proc", "/sys", "/etc", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/run", "/var/lib")
+_SYSTEM = ("/dev", "/proc", "/sys", "/etc", "/usr", "/lib", "/lib64")
 
 
 def _prefixes(paths) -> tuple[str, ...]:
@@ -39,6 +39,7 @@ _PYTHON = _prefixes(
      site.getusersitepackages(), *sysconfig.get_paths().values()]
 )
 _SCRATCH_OR_SYSTEM = _prefixes([tempfile.gettempdir(), *_SYSTEM])
+_repo = REPO
 _INSIDE: tuple[str, ...] = ()
 _BESIDE: tuple[str, ...] = ()
 
@@ -46,14 +47,16 @@ _BESIDE: tuple[str, ...] = ()
 def confine_to(repo: Path) -> None:
     """Judge reads against ``repo``: inside it is fine; beside it (a sibling of the checkout)
     is not, unless the checkout sits right in the temporary directory or at /."""
-    global _INSIDE, _BESIDE
+    global _repo, _INSIDE, _BESIDE
+    _repo = repo
     _INSIDE = _prefixes([repo])
     _BESIDE = tuple(p for p in _prefixes([repo.parent]) if p not in _SCRATCH_OR_SYSTEM and p != os.sep)
 
 
 confine_to(REPO)
 
-_seen: list[str] = []  # paths outside, since the last test's teardown
+_seen: list[str] = []  # paths read outside, since the last test's teardown
+_between: list[str] = []  # ... and those read outside any test
 
 
 def outside(path: str) -> bool:
@@ -100,7 +103,7 @@ def pytest_configure(config):
 
 def _message(paths: list[str]) -> str:
     listed = "\n".join(f"  {p}" for p in paths[:20])
-    return (f"read outside the repository ({REPO}); a fresh clone has none of this:\n{listed}\n"
+    return (f"read outside the repository ({_repo}); a fresh clone has none of this:\n{listed}\n"
             "copy the data into the repository (tests/conformance/ for recorded cases) and "
             "reach it through tests/support/paths.py")
 
@@ -120,9 +123,6 @@ def pytest_runtest_makereport(item, call):
         if paths and report.passed:
             report.outcome = "failed"
             report.longrepr = _message(paths)
-
-
-_between: list[str] = []
 
 
 def pytest_sessionfinish(session, exitstatus):
