@@ -24,6 +24,7 @@ from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
 from webhook.cel.typenames import operator_error
 from webhook.cel.types import DYN
 from webhook.cel.env import cut_by_runtime, from_runtime, new_env, runtime_env, to_runtime
+from webhook.cel.ladder import ALL, Routes
 from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
@@ -318,13 +319,14 @@ class CelExprProgram:
         return len(self._hoists)
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Callable[[Any], bool] | None = None) -> Any:
-        """The program's value on ``activation``. ``accept``: the answers the caller can use
-        without cel-expr's exact errors and messages (all rules true, a patch); the native
-        program answers first, and a value it passes is the answer (see ``native``)."""
+                 accept: Callable[[Any], bool] | None = None, routes: Routes = ALL) -> Any:
+        """The program's value on ``activation``, down the ladder (``webhook.cel.ladder``).
+        ``accept``: the answers the caller can use without cel-expr's exact errors and messages
+        (all rules true, a patch); the native program answers first, and a value it passes is
+        the answer (see ``native``). ``routes``: the fast routes that may run."""
         given = activation
         shared = type(activation) is Bindings and self._env is not None
-        if accept is not None and self.native is not None:
+        if accept is not None and self.native is not None and routes.native:
             try:  # it bounds its own work (CelCostExceeded past the limit): no measure first
                 value = self.native(activation, cost_limit or PER_CALL_LIMIT)
             except NotNative:
@@ -341,7 +343,9 @@ class CelExprProgram:
         if cut and self._python_program() is not None:
             return self._on_python(given, cost_limit)
         program = self._program
-        if self._hoists:
+        if self._hoists and not routes.hoisted:
+            program = self._fallback
+        elif self._hoists:
             if shared:  # the hidden variables differ per program: this one gets its own data
                 activation, shared = {name: activation[name] for name in self.reads if name in activation}, False
             values = hoisted_values(self._hoists, activation)

@@ -116,7 +116,7 @@ class CelPythonProgram:
         self._checked = checked  # the cel-expr program: its runtime bound
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Any = None) -> Any:  # no fast path: the fallback is the slow, exact one
+                 accept: Any = None, routes: Any = None) -> Any:  # no fast route: the slow, exact one
         cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
         if cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()

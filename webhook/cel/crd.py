@@ -21,6 +21,7 @@ from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
@@ -264,8 +265,10 @@ class NodeRules:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget) -> list[RuleResult]:
-        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order."""
+    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget,
+                 routes: Routes = ALL) -> list[RuleResult]:
+        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order.
+        ``routes``: the fast routes that may run (``webhook.cel.ladder``)."""
         if self_value is None or not self.rules:
             return []
         if old_value is None:
@@ -276,7 +279,7 @@ class NodeRules:
         has_old = old_value is not ABSENT
         activation = self.activation(self_value, old_value)
         runnable = self.runnable(has_old)
-        outcomes = self._run(runnable, activation)
+        outcomes = self._run(runnable, activation, routes)
         invalid = invalid_reads(self_value, self.decl, self.properties)
         if invalid:  # data contradicting the schema: a rule that reads it fails as in Kubernetes
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
@@ -297,7 +300,7 @@ class NodeRules:
                 continue
             if outcome is True:
                 continue
-            message = self._message(rule, activation, budget)
+            message = self._message(rule, activation, budget, routes)
             if message is None:
                 failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
                 return failures
@@ -327,23 +330,26 @@ class NodeRules:
             value = {key: item for key, item in value.items() if key in properties}
         return to_cel(value, self.decl)
 
-    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
-        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
-        handing the object to the engine costs more than the rules; rule by rule on any error."""
-        if len(rules) > 1:
+    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any], routes: Routes) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError). The node batch first (one engine
+        call for the lot, since handing the object to the engine costs more than the rules),
+        taken only when every rule is true; else rule by rule, the exact path."""
+        if len(rules) > 1 and routes.node_batch:
             batch = self._batch(rules)
             if batch is not None:
                 try:
-                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules), accept=_all_true)
+                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules), accept=_all_true,
+                                              routes=routes)
                 except CelEvalError:
                     pass
                 else:
-                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
+                    if _all_true(outcomes) and len(outcomes) == len(rules):
                         return outcomes
         results: list[Any] = []
         for rule in rules:
             try:
-                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true))
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
+                                                     routes=routes))
             except CelEvalError as err:
                 results.append(err)
         return results
@@ -366,11 +372,12 @@ class NodeRules:
         return failures
 
     @staticmethod
-    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget,
+                 routes: Routes) -> str | None:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
             try:
-                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
+                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
             except CelEvalError as err:
                 text = err
             if not budget.owe(rule.message_bound(activation), rule.message_cost, activation, text):
@@ -632,7 +639,8 @@ class _Uncompilable:
     def __init__(self, message: str) -> None:
         self.message = message
 
-    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None, accept: Any = None) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None, accept: Any = None,
+                 routes: Any = None) -> Any:
         raise _CompileFailure(self.message)
 
 

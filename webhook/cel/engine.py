@@ -29,13 +29,14 @@ class Program(Protocol):
     expression: str
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Callable[[Any], bool] | None = None) -> Any:
+                 accept: Callable[[Any], bool] | None = None, routes: Any = None) -> Any:
         """Evaluate with plain Python values bound to the variables; plain values out.
 
         Raises ``CelEvalError`` (cel-go wording) or ``CelCostExceeded`` when the runtime
         bound (``cost_limit``, default the apiserver's per-call limit) trips. ``accept``: the
         answers the caller can use as they are (all rules true, a patch), which a backend may
         give from a fast path of its own before its exact one; the value is the same.
+        ``routes``: the fast routes that may run (``webhook.cel.ladder.Routes``; default all).
         """
 
 

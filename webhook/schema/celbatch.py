@@ -34,6 +34,7 @@ from typing import Any, Mapping
 
 from webhook.cel.crd import (PER_CALL_LIMIT, CompiledRule, NodeRules,
                              compile_program, compile_schema_rules)
+from webhook.cel.ladder import ALL, Routes
 from webhook.cel.optimize import HOIST_VARIABLES
 from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
 from webhook.cel.escaping import RESERVED_SYMBOLS
@@ -79,7 +80,7 @@ class BatchPlan:
         self.reach = reach           # ids of the schema nodes the walk visits for them
         self.select = compile_select(root)  # ``_select`` as generated Python
 
-    def holds(self, obj: Any, old: Any) -> int | None:
+    def holds(self, obj: Any, old: Any, routes: Routes = ALL) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
@@ -89,7 +90,8 @@ class BatchPlan:
             if charged is None:
                 return None
             activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true) is True
+            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
+                                          routes=routes) is True
             return charged if holds else None
         except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cel.ladder import ALL, Routes
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
@@ -43,28 +44,30 @@ def _child(path: str | None, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-# Whether objects first try every rule in one engine call (``celbatch``); switched off only by
-# tests that compare both paths.
-BATCHED = True
 _UNBUILT: Any = object()
 
 
 class CelValidator:
-    """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
+    """Evaluates every node's rules of one schema; rules are compiled on first use and kept.
 
-    __slots__ = ("root", "_plans")
+    The routes a rule takes, in order, are ``webhook.cel.ladder``'s: the object batch, then the
+    walk. ``routes`` switches fast routes off (every one runs by default; tests and benchmarks
+    compare)."""
 
-    def __init__(self, root: Node):
+    __slots__ = ("root", "routes", "_plans")
+
+    def __init__(self, root: Node, routes: Routes = ALL):
         self.root = root
+        self.routes = routes
         self._plans = [_UNBUILT, _UNBUILT]   # the batch plans for CREATE and UPDATE, built on first use
 
     def validate(self, obj: Any, old: Any = ABSENT) -> tuple[list[fe.FieldError], list[str]]:
         """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE."""
-        if BATCHED:
+        if self.routes.object_batch:
             answer = self._batched(obj, old)
             if answer is not None:
                 return answer
-        walk = _Walk(_cel())
+        walk = _Walk(_cel(), self.routes)
         walk.node(self.root, obj, old, None, True, True)
         return walk.errors, walk.warnings
 
@@ -73,12 +76,13 @@ class CelValidator:
         plan = self._plan(old is not ABSENT)
         if plan is None:
             return None
-        charged = plan.holds(obj, old)
+        charged = plan.holds(obj, old, self.routes)
         if charged is None or charged >= RUNTIME_COST_BUDGET:
             return None
         if not plan.remaining:
             return [], []
-        walk = _Walk(_cel(), only=plan.remaining, reach=plan.reach, budget=RUNTIME_COST_BUDGET - charged)
+        walk = _Walk(_cel(), self.routes, only=plan.remaining, reach=plan.reach,
+                     budget=RUNTIME_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.depleted:  # the walk over every rule could run out at another point
             return None
@@ -102,11 +106,12 @@ class _Walk:
     limits it to some rules (by schema node), as after the batch, and ``reach`` to the nodes
     holding them or leading to them."""
 
-    __slots__ = ("errors", "warnings", "budget", "_crd", "_only", "_reach")
+    __slots__ = ("errors", "warnings", "budget", "_crd", "_routes", "_only", "_reach")
 
-    def __init__(self, crd: Any, *, only: dict[int, Any] | None = None, reach: frozenset[int] | None = None,
-                 budget: int = RUNTIME_COST_BUDGET):
+    def __init__(self, crd: Any, routes: Routes, *, only: dict[int, Any] | None = None,
+                 reach: frozenset[int] | None = None, budget: int = RUNTIME_COST_BUDGET):
         self._crd = crd
+        self._routes = routes
         self._only = only
         self._reach = reach
         self.errors: list[fe.FieldError] = []
@@ -175,7 +180,7 @@ class _Walk:
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
         try:
-            results = rules.evaluate(value, cel_old, budget=self.budget)
+            results = rules.evaluate(value, cel_old, budget=self.budget, routes=self._routes)
         except Exception as exc:  # an engine fault must not lose the answer: report it on the node
             self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
             return
