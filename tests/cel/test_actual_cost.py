@@ -14,7 +14,8 @@ import yaml
 
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
-from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING

@@ -26,14 +26,11 @@ from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
-from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
+from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT,
+                                RUNTIME_CEL_COST_BUDGET)
+from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
 from webhook.gofmt import go_json
-
-# apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
-RUNTIME_CEL_COST_BUDGET = 10_000_000
-PER_CALL_LIMIT = 1_000_000
-MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 _MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "

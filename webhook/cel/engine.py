@@ -1,8 +1,9 @@
 """The engine interface: compile once, evaluate many times.
 
 Two backends implement it: ``cel-expr`` (cel-expr-python, the C++ runtime; default) and
-``cel-python`` (pure Python; the fallback named in the design card). Both expose every
-Kubernetes CEL library with Kubernetes' names and semantics.
+``cel-python`` (pure Python: cel-go's exact wording where cel-cpp's differs, and the fallback
+engine; see ``cel_python``). Both expose every Kubernetes CEL library with Kubernetes' names
+and semantics.
 """
 
 from __future__ import annotations

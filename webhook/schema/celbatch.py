@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.cel.crd import (PER_CALL_LIMIT, CompiledRule, NodeRules,
-                             compile_program, compile_schema_rules)
+from webhook.cel.crd import CompiledRule, NodeRules, compile_program, compile_schema_rules
 from webhook.cel.ladder import ALL, Routes
+from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.optimize import HOIST_VARIABLES
 from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
 from webhook.cel.escaping import RESERVED_SYMBOLS

@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.cel.ladder import ALL, Routes
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
-
-RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
 
 _REASONS = {
     "FieldValueForbidden": "forbidden",
@@ -77,12 +76,12 @@ class CelValidator:
         if plan is None:
             return None
         charged = plan.holds(obj, old, self.routes)
-        if charged is None or charged >= RUNTIME_COST_BUDGET:
+        if charged is None or charged >= RUNTIME_CEL_COST_BUDGET:
             return None
         if not plan.remaining:
             return [], []
         walk = _Walk(_cel(), self.routes, only=plan.remaining, reach=plan.reach,
-                     budget=RUNTIME_COST_BUDGET - charged)
+                     budget=RUNTIME_CEL_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.depleted:  # the walk over every rule could run out at another point
             return None
@@ -109,7 +108,7 @@ class _Walk:
     __slots__ = ("errors", "warnings", "budget", "_crd", "_routes", "_only", "_reach")
 
     def __init__(self, crd: Any, routes: Routes, *, only: dict[int, Any] | None = None,
-                 reach: frozenset[int] | None = None, budget: int = RUNTIME_COST_BUDGET):
+                 reach: frozenset[int] | None = None, budget: int = RUNTIME_CEL_COST_BUDGET):
         self._crd = crd
         self._routes = routes
         self._only = only
