@@ -128,8 +128,6 @@ def _all_routes() -> tuple[dict[str, Any], dict[str, Any], dict[str, int]]:
 
     spies = [
         mock.patch.object(BatchPlan, "holds", counting("object_batch", BatchPlan.holds, lambda r: r is not None)),
-        # the node batch's outcomes are taken only when this says so
-        mock.patch.object(crd, "_all_true", counting("node_batch", crd._all_true, bool)),
         mock.patch.object(NativeProgram, "__call__", counting("native", NativeProgram.__call__, lambda r: r is True)),
         mock.patch.object(cel_expr, "hoisted_values", counting("hoisted", cel_expr.hoisted_values,
                                                                lambda r: r is not None)),

@@ -239,11 +239,10 @@ class RuleCost:
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches", "properties")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "properties")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
-        self.batches: dict[tuple[int, ...], Any] = {}
         # only the properties the rules read are handed to the engine (None: the whole object)
         self.properties = _read_properties(decl, _union_fields(*(rule.fields for rule in rules)))
         self.decl = decl
@@ -327,21 +326,10 @@ class NodeRules:
             value = {key: item for key, item in value.items() if key in properties}
         return to_cel(value, self.decl)
 
-    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any], routes: Routes) -> list[Any]:
-        """Every rule's outcome (a value or the CelEvalError). The node batch first (one engine
-        call for the lot, since handing the object to the engine costs more than the rules),
-        taken only when every rule is true; else rule by rule, the exact path."""
-        if len(rules) > 1 and routes.node_batch:
-            batch = self._batch(rules)
-            if batch is not None:
-                try:
-                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules), accept=_all_true,
-                                              routes=routes)
-                except CelEvalError:
-                    pass
-                else:
-                    if _all_true(outcomes) and len(outcomes) == len(rules):
-                        return outcomes
+    @staticmethod
+    def _run(rules: list[CompiledRule], activation: Mapping[str, Any], routes: Routes) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError), rule by rule (each program takes
+        its own ladder: a true from the native route, else cel-expr)."""
         results: list[Any] = []
         for rule in rules:
             try:
@@ -350,17 +338,6 @@ class NodeRules:
             except CelEvalError as err:
                 results.append(err)
         return results
-
-    def _batch(self, rules: list[CompiledRule]) -> Any:
-        key = tuple(rule.index for rule in rules)
-        if key not in self.batches:
-            if any(rule.source is None for rule in rules):
-                self.batches[key] = None
-            else:
-                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
-                if isinstance(self.batches[key], _Uncompilable):
-                    self.batches[key] = None
-        return self.batches[key]
 
     @staticmethod
     def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
@@ -622,10 +599,6 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
 def _is_true(value: Any) -> bool:
     """A rule's common answer, which an engine's fast path may give (``Program.evaluate``)."""
     return value is True
-
-
-def _all_true(values: Any) -> bool:
-    return type(values) is list and all(value is True for value in values)
 
 
 class _Uncompilable:

@@ -16,10 +16,8 @@ vectors with each route off in turn).
      │       │             (webhook/schema/celbatch.py); true → only the rules it left out are walked
      │       └─ anything else ─┐
      ▼                         ▼
-     2. walk ── node by node as the apiserver walks (celrules); at each node
-     │   ├─ 2a. node batch ── the node's rules as one list program (webhook/cel/crd.py
-     │   │                    ``NodeRules``); every one true → the node passes
-     │   └─ 2b. rule by rule ── the exact path's order, each rule charged to the budget
+     2. walk ── node by node as the apiserver walks (celrules), each node's rules one by
+     │          one in rule order (webhook/cel/crd.py ``NodeRules``), each charged to the budget
      │
      each program evaluation (webhook/cel/cel_expr.py ``CelExprProgram.evaluate``):
      ├─ a. native ──── generated Python over the plain JSON values (webhook/cel/native.py);
@@ -49,7 +47,6 @@ class Routes:
     """Which of the switchable routes run (every one by default)."""
 
     object_batch: bool = True   # 1: the whole object's rules in one program (celbatch)
-    node_batch: bool = True     # 2a: a node's rules in one program (crd.NodeRules)
     native: bool = True         # a: generated Python over the JSON values (native)
     hoisted: bool = True        # b: library calls computed before cel-expr runs (else c only)
 
@@ -81,13 +78,8 @@ LADDER: tuple[Route, ...] = (
           "a schema with batchable rules, the object's rules all true, budget not at stake",
           "surely true (the walk then runs only the rules it left out)"),
     Route("walk", None, "webhook/schema/celrules.py, webhook/cel/crd.py",
-          "always, when the batch did not answer",
+          "always, when the object batch did not answer; rule by rule at each node",
           "every error, message, warning (ratcheting) and budget exhaustion"),
-    Route("node batch", "node_batch", "webhook/cel/crd.py",
-          "a node with several rules, every one true",
-          "surely true (the rules are then charged and pass one by one)"),
-    Route("rule by rule", None, "webhook/cel/crd.py", "always, when the node batch did not answer",
-          "each rule's outcome, charged to the request's budget"),
     Route("native", "native", "webhook/cel/native.py",
           "a program in its subset, on plain JSON values, within the cost limit",
           "surely true (NotNative, or any other value, goes to cel-expr)"),

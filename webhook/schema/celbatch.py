@@ -1,9 +1,8 @@
 """Every CEL rule of an object in ONE engine call: the fast path for objects that pass.
 
-The per-node walk (``celrules``) makes one engine call per schema node with rules and per
-value at that node (ten list items with a rule: ten calls), and cel-expr converts the
-activation into C++ values on every call (~35 µs even for ``true``), more than the rules
-themselves cost. Here a schema's rules become one program over the root object, each
+The per-node walk (``celrules``) makes one engine call per rule and per value at its node
+(ten list items with a rule: ten calls), and cel-expr converts the activation into C++ values
+on every call, which costs more than the rules themselves. Here a schema's rules become one program over the root object, each
 rule's ``self`` spelled as its node's path from the root::
 
     (root rules) && (!has(self.spec) || ((rules of spec, on self.spec)
