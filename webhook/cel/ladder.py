@@ -33,8 +33,11 @@ vectors with each route off in turn).
 ``INFERGATE_CEL_ENGINE=cel-python`` (``webhook.cel.engine``) makes cel-python the backend of
 the whole process instead: steps b–d are then cel-python alone, with no fast route.
 
-``Routes`` switches the fast routes; the server, the CLI and the tests build with ``ALL`` and
-pass another ``Routes`` only to compare (tests) or to measure a route's worth (``bench/``).
+``Routes`` switches routes off: the server and the CLI run ``ALL``; tests pass another to
+compare, ``bench/`` to measure what a route is worth. Of the switches, ``hoisted`` is no fast
+route but the exact path with library calls computed first, which keeps Python calls out of
+cel-expr (each such call leaks in cel-expr-python); switched off, the unhoisted program answers
+the same.
 """
 
 from __future__ import annotations
