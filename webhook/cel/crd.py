@@ -23,11 +23,11 @@ from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT,
+                                RUNTIME_CEL_COST_BUDGET)
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
-from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT,
-                                RUNTIME_CEL_COST_BUDGET)
 from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
 from webhook.gofmt import go_json
