@@ -20,8 +20,7 @@ import pytest
 
 from tests.cel import vectors
 from tests.support.paths import CASES
-from webhook.cel import CelCompileError, CelEvalError, crd, get_engine
-from webhook.cel import cel_expr
+from webhook.cel import CelCompileError, CelEvalError, cel_expr, crd, get_engine
 from webhook.cel.ladder import ALL, LADDER, Routes
 from webhook.cel.native import NativeProgram
 from webhook.offline.cases import Case, Suite, load_suite, request_path
