@@ -94,4 +94,10 @@ LADDER: tuple[Route, ...] = (
     Route("cel-python", None, "webhook/cel/cel_python.py",
           "where cel-cpp words or answers unlike cel-go, or would cut text at a NUL",
           "anything, in cel-go's wording"),
+    Route("cost count", None, "webhook/cel/actual_cost.py",
+          "after each rule the walk runs, when the request's budget could run out",
+          "nothing about the rule: what cel-go charges for it (else the estimate)"),
+    Route("cel-python backend", None, "webhook/cel/cel_python.py, webhook/cel/engine.py",
+          "every evaluation of a process run with INFERGATE_CEL_ENGINE=cel-python (instead of a-d)",
+          "anything, in cel-go's wording"),
 )
