@@ -90,7 +90,7 @@ class CelValidator:
     def _plan(self, update: bool) -> Any:
         plan = self._plans[update]
         if plan is _UNBUILT:
-            from webhook.schema.celbatch import build_plan
+            from webhook.schema.celbatch import build_plan  # (late, as ``_cel``: it loads the CEL layer)
 
             try:
                 plan = build_plan(self.root, update=update)
