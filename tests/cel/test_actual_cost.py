@@ -7,7 +7,6 @@ constant literals built once), which is what the apiserver charges a CRD rule.""
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,10 +18,9 @@ from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CASES, CEL_VECTORS
 
-REPO = Path(__file__).resolve().parents[2]
-VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS = CEL_VECTORS
 _JSONPATCH = {"jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),)}
 
 # Vectors whose count is not known here (the rule is then charged its estimate, never less):
@@ -185,7 +183,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     """The count evaluates the rule itself: on every rule evaluation the recorded cases make
     (the walk, every charge counted at once), a counted value must be the engine's answer
     (its value, or an error for an error); otherwise the rule would be charged its estimate."""
-    from tests.schema.test_schema_cel_batch import OBJECT_SUITES, _outcome
+    from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
     from webhook.cel import crd
     from webhook.cel.ladder import ALL
     from webhook.offline.cases import load_suite
@@ -208,10 +206,10 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     monkeypatch.setattr(crd.CompiledRule, "cost", checked_cost)
     monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
     for name in OBJECT_SUITES:
-        suite = load_suite(CONFORMANCE / "cases" / name)
+        suite = load_suite(CASES / name)
         walk = CRDRegistry(suite.registry.crds, routes=ALL.without("object_batch"))
         for case in suite.cases:
-            _outcome(walk, case.data)
+            recorded_outcome(walk, case.data)
     assert not differing, "\n".join(differing[:20])
     assert seen["counted"] >= 1000 and seen["counted"] > 20 * seen["uncounted"], seen
 

@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from .api import Kube, NotServed, wait_for
+from tests.support.paths import CHART_CRDS, MANIFESTS, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-CRDS_DIR = REPO / "chart" / "crds"
+CRDS_DIR = CHART_CRDS
 STATE_DIR = REPO / "examples" / "state"
-MANIFESTS_DIR = REPO / "examples" / "manifests"
+MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
 
 RUN_LABEL = "e2e.infergate.io/run"

@@ -30,7 +30,7 @@ from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, nor
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
-from webhook.gofmt import go_json
+from webhook.gocompat.fmt import go_json
 
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 _MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
