@@ -14,6 +14,7 @@ from webhook.cel.optimize import SIGNED_DISPATCH, Issue
 from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
 from webhook.cel.typenames import operator_error
 from webhook.cel.types import DYN
+from webhook.gocompat.regexp import go_error_text
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
 # suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
@@ -49,7 +50,15 @@ def clean_message(message: str) -> str:
     for pattern, replacement in _EVAL_WORDING:
         if pattern.match(message):
             return pattern.sub(replacement, message)
+    bad_regex = _BAD_REGEX.match(message)
+    if bad_regex:
+        # cel-go's String.Match returns Go's regexp error itself; RE2 (cel-cpp) names the
+        # whole pattern where Go does
+        return go_error_text(bad_regex.group(1))
     return message
+
+
+_BAD_REGEX = re.compile(r"^invalid regular expression: (.+)$")
 
 
 def _dispatch_error(message: str) -> str | None:
