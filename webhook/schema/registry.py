@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from webhook import documents
+from webhook.cel.ladder import ALL, Routes
 from webhook.documents import Document
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
@@ -78,9 +79,11 @@ def _crd_documents(path: Path) -> list[Document]:
 
 
 class CRDRegistry:
-    """Custom resource definitions by group/version/kind, compiled once."""
+    """Custom resource definitions by group/version/kind, compiled once. ``routes``: the CEL
+    rules' fast routes (``webhook.cel.ladder``; every one by default)."""
 
-    def __init__(self, crds: Iterable[dict[str, Any]] = ()):
+    def __init__(self, crds: Iterable[dict[str, Any]] = (), *, routes: Routes = ALL):
+        self.routes = routes
         self.crds: list[dict[str, Any]] = []
         self._served: dict[tuple[str, str], ServedVersion] = {}
         self._by_plural: dict[tuple[str, str], ServedVersion] = {}
@@ -88,13 +91,13 @@ class CRDRegistry:
             self.add(crd)
 
     @classmethod
-    def load(cls, paths: Iterable[str | Path], *, check: bool = False) -> "CRDRegistry":
+    def load(cls, paths: Iterable[str | Path], *, check: bool = False, routes: Routes = ALL) -> "CRDRegistry":
         """CRDs from YAML/JSON files and directories (searched recursively).
 
         ``check``: refuse, with the apiserver's message, a CRD the apiserver would not admit
         (for CRDs that never went through one; recorded and shipped CRDs are known good).
         """
-        registry = cls()
+        registry = cls(routes=routes)
         for raw in paths:
             for doc in _crd_documents(Path(raw)):
                 crd = doc.content
@@ -126,18 +129,19 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
-    def shipped(cls, kubeai_crd: str | None = None) -> "CRDRegistry":
+    def shipped(cls, kubeai_crd: str | None = None, *, routes: Routes = ALL) -> "CRDRegistry":
         """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
         ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
         the current one)."""
         from webhook.schema import bundled
 
-        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)])
+        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)],
+                        routes=routes)
 
     def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
         """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""
         self.crds.append(crd)
-        for served in served_versions(crd) if compiled is None else compiled:
+        for served in served_versions(crd, self.routes) if compiled is None else compiled:
             self._served[(served.api_version, served.kind)] = served
             self._by_plural[(served.api_version, served.plural)] = served
 
