@@ -30,7 +30,6 @@ class PolicyCaseResult(CaseResult):
     """A case's result with the whole answer (for ``--update``, ``--coverage`` and ``-o json``)."""
 
     outcome: ChainOutcome | None = None
-    expected: bool = True  # False: the case has no expectation yet (``--update`` records one)
 
 
 @dataclass

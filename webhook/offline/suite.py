@@ -28,6 +28,7 @@ class CaseResult:
     name: str
     problems: list[str] = field(default_factory=list)
     erroneous: bool = False  # the case itself is wrong (no expectation): an input error, not a failure
+    expected: bool = True  # False: the case has no expectation yet (``--update`` records one)
     line: int | None = None  # where its case starts in the suite file
 
     @property
