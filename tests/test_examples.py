@@ -16,6 +16,13 @@ REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")
 OTHER_CRD_GROUPS = ("cert-manager.io/",)  # no Kubernetes JSON schema for these
+# today's upstream CRDs (checked against those CRDs by the schema engine: the apiserver's answer)
+UPSTREAM_CRDS = {
+    "gateway.networking.k8s.io/": "gateway.networking.k8s.io_httproutes_v1-gateway-api-v1.6.1.yaml",
+    "inference.networking.k8s.io/": "inference.networking.k8s.io_inferencepools_v1-gie-v1.6.0.yaml",
+    "llm-d.ai/": ("llm-d.ai_inferenceobjectives_v1alpha2-llm-d-router-v0.10.0.yaml",
+                  "llm-d.ai_inferencemodelrewrites_v1alpha2-llm-d-router-v0.10.0.yaml"),
+}
 CLUSTER_SCOPED = {"ClusterIssuer", "Namespace", "InferenceServiceClass", "ClusterModel", "DeviceClass", "ResourceSlice",
                   "PriorityClass", "StorageClass"}
 
@@ -52,7 +59,21 @@ def test_object_identity_and_scope(source, obj):
     assert ("namespace" in obj["metadata"]) == (obj["kind"] not in CLUSTER_SCOPED), "namespace iff namespaced"
 
 
-BUILTIN = [(s, o) for s, o in STATE_OBJECTS if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS)]
+BUILTIN = [(s, o) for s, o in STATE_OBJECTS
+           if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS + tuple(UPSTREAM_CRDS))]
+UPSTREAM = [(s, o) for s, o in STATE_OBJECTS + MANIFEST_OBJECTS if o["apiVersion"].startswith(tuple(UPSTREAM_CRDS))]
+
+
+@pytest.mark.parametrize(("source", "obj"), UPSTREAM, ids=[label(s, o) for s, o in UPSTREAM])
+def test_upstream_kinds_are_admitted_by_their_upstream_crds(source, obj):
+    from tests.support.paths import REFERENCE
+    from webhook.schema import CRDRegistry
+
+    files = [f for prefix, names in UPSTREAM_CRDS.items() if obj["apiVersion"].startswith(prefix)
+             for f in ([names] if isinstance(names, str) else names)]
+    registry = CRDRegistry.load([REFERENCE / "upstream" / f for f in files])
+    outcome = registry.handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
+    assert outcome.allowed and outcome.warnings == [], outcome.status
 
 
 @pytest.mark.parametrize(("source", "obj"), BUILTIN, ids=[label(s, o) for s, o in BUILTIN])
