@@ -1,8 +1,11 @@
 """A small Kubernetes API server for tests, speaking the real wire format over HTTP.
 
 GET object, LIST (with resourceVersion), WATCH (JSON event lines), POST (create; 409
-AlreadyExists), PUT (replace; 409 Conflict on a stale resourceVersion) and PUT ``/status``
-(only ``status`` changes; same 409). Every write bumps a global resourceVersion, as etcd does;
+AlreadyExists), PUT (replace; 409 Conflict on a stale resourceVersion), PUT ``/status``
+(only ``status`` changes; same 409) and server-side apply to ``/status`` (PATCH
+``application/apply-patch+yaml``: managedFields kept by ``tests.support.managed_fields``, 409 on
+a stale resourceVersion or on another manager's field). Every write's field manager is
+recorded as the apiserver derives it (``?fieldManager=``, else the User-Agent's product). Every write bumps a global resourceVersion, as etcd does;
 ``metadata.generation`` moves when ``spec`` changes. Every request is recorded, so tests can
 count writes. ``on_change`` lets a test mirror objects into an in-memory cluster view.
 """
@@ -15,7 +18,10 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import yaml
 from aiohttp import web
+
+from tests.support import managed_fields
 
 
 @dataclass
@@ -54,6 +60,7 @@ class FakeApiServer:
     kinds: dict[str, str] = field(default_factory=dict)  # plural -> kind
     objects: dict[tuple, dict] = field(default_factory=dict)  # (apiVersion, plural, ns, name) -> object
     requests: list[tuple[str, str]] = field(default_factory=list)
+    managers: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, field manager) per write
     events: list[tuple[int, str, tuple, dict]] = field(default_factory=list)  # (rv, type, key, object)
     resource_version: int = 100
     on_change: Callable[[str, dict], None] | None = None
@@ -104,6 +111,9 @@ class FakeApiServer:
     def get(self, api_version: str, plural: str, name: str, namespace: str | None = None) -> dict | None:
         return copy.deepcopy(self.objects.get((api_version, plural, namespace, name)))
 
+    def status_of(self, api_version: str, plural: str, name: str, namespace: str | None = None) -> dict:
+        return (self.get(api_version, plural, name, namespace) or {}).get("status") or {}
+
     def writes(self, suffix: str = "/status") -> list[str]:
         return [path for method, path in self.requests if method in ("PUT", "POST", "PATCH") and path.endswith(suffix)]
 
@@ -116,6 +126,10 @@ class FakeApiServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        if request.method in ("POST", "PUT", "PATCH"):
+            # as the apiserver: the fieldManager parameter, else the User-Agent up to its first "/"
+            manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
+            self.managers.append((request.method, request.path, manager))
         discovery = self._discovery(request.path)
         if discovery is not None:
             return discovery
@@ -134,7 +148,12 @@ class FakeApiServer:
         if request.method == "POST" and route.name is None:
             return self._create(route, await request.json())
         if request.method == "PUT" and route.name is not None:
-            return self._replace(route, await request.json())
+            return self._replace(route, await request.json(), self.managers[-1][2])
+        if request.method == "PATCH" and route.name is not None and route.subresource == "status":
+            if request.content_type != "application/apply-patch+yaml":
+                return status_error(415, "UnsupportedMediaType", f"{request.content_type} is not supported here")
+            return self._apply(route, yaml.safe_load(await request.text()), self.managers[-1][2],
+                               request.query.get("force") == "true")
         return status_error(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
     def _discovery(self, path: str) -> web.Response | None:
@@ -199,7 +218,27 @@ class FakeApiServer:
         body.setdefault("apiVersion", route.api_version)
         return web.json_response(self.put(body, route.plural), status=201)
 
-    def _replace(self, route: Route, body: dict) -> web.Response:
+    def _apply(self, route: Route, body: dict, manager: str, force: bool) -> web.Response:
+        key = (route.api_version, route.plural, route.namespace, route.name)
+        current = self.objects.get(key)
+        if current is None:
+            return status_error(404, "NotFound", f'{route.plural} "{route.name}" not found')
+        sent_version = (body.get("metadata") or {}).get("resourceVersion")
+        if sent_version and sent_version != current["metadata"]["resourceVersion"]:
+            return status_error(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on {route.plural} "{route.name}": the object has been modified; '
+                f"please apply your changes to the latest version and try again",
+            )
+        try:
+            updated = managed_fields.apply(current, body, manager, root="status", subresource="status", force=force)
+        except managed_fields.ApplyConflict as exc:
+            return status_error(409, "Conflict", str(exc))
+        if updated != current:  # a no-op apply writes nothing, as the apiserver
+            self.put(updated, route.plural)
+        return web.json_response(copy.deepcopy(self.objects[key]))
+
+    def _replace(self, route: Route, body: dict, manager: str = "") -> web.Response:
         key = (route.api_version, route.plural, route.namespace, route.name)
         current = self.objects.get(key)
         if current is None:
@@ -214,6 +253,7 @@ class FakeApiServer:
         updated = copy.deepcopy(current)
         if route.subresource == "status":
             updated["status"] = body.get("status")
+            updated = managed_fields.update(current, updated, manager, root="status", subresource="status")
         else:
             updated = {**body, "status": current.get("status")} if "status" in current else dict(body)
             updated["metadata"] = {**current["metadata"], **{k: v for k, v in body["metadata"].items()
