@@ -246,6 +246,15 @@ def test_every_state_class_validates():
         assert statuses[("InferenceServiceClass", name)]["phase"] == "Ready", statuses[("InferenceServiceClass", name)]
 
 
+def crd_args() -> list[str]:
+    """The shipped CRDs and the upstream ones of today's kinds the examples use."""
+    from tests.support.paths import REFERENCE
+    from webhook.resources import crds_dir
+
+    files = [f for names in UPSTREAM_CRDS.values() for f in ([names] if isinstance(names, str) else names)]
+    return ["--crd", str(crds_dir()), *[a for f in files for a in ("--crd", str(REFERENCE / "upstream" / f))]]
+
+
 def validate(args: list[str]) -> tuple[int, list[dict]]:
     """`infergate validate ... -o json`: (exit code, one entry per document)."""
     import contextlib
@@ -256,7 +265,7 @@ def validate(args: list[str]) -> tuple[int, list[dict]]:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["validate", *args, "-o", "json"])
+        code = main(["validate", *crd_args(), *args, "-o", "json"])
     return code, json.loads(out.getvalue())
 
 
