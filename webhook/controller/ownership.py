@@ -36,6 +36,29 @@ WRITABLE: dict[str, kinds.Kind] = {f"{k.plural}.{k.group}": k for k in kinds.OWN
 OFF_BY_DEFAULT = frozenset({kinds.KUBEAI_MODEL})
 
 
+# the kinds whose status another controller writes, by (group, kind), and who that is; the
+# seed-era v1alpha1 InferencePool (infergate's Ready) is the one version of its group it writes
+OTHER_WRITERS: dict[tuple[str, str], str] = {
+    ("kubeai.org", "Model"): "KubeAI's model controller (status.replicas, status.cache)",
+    ("inference.networking.k8s.io", "InferencePool"): "Gateway implementations (status.parents)",
+    ("inference.networking.x-k8s.io", "InferencePool"): "Gateway implementations (status.parents)",
+    ("llm-d.ai", "InferenceObjective"): "the endpoint picker",
+    ("inference.networking.x-k8s.io", "InferenceObjective"): "the endpoint picker",
+    ("llm-d.ai", "InferenceModelRewrite"): "the endpoint picker",
+    ("inference.networking.x-k8s.io", "InferenceModelRewrite"): "the endpoint picker",
+    ("inference.networking.x-k8s.io", "InferencePoolImport"): "GIE's multi-cluster controller",
+}
+
+
+def other_writer(obj: Mapping[str, Any], writes: frozenset[kinds.Kind]) -> str | None:
+    """Who writes ``obj``'s status when infergate does not (None: infergate writes it)."""
+    kind = kinds.BY_KEY.get((obj.get("apiVersion", ""), obj.get("kind", "")))
+    if kind is not None and kind in writes:
+        return None
+    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    return OTHER_WRITERS.get((group, str(obj.get("kind", ""))))
+
+
 class StatusWritesError(ValueError):
     """A ``--status-writes`` value that names no writable kind or no mode."""
 
