@@ -364,7 +364,7 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
         found = server.objects()
         owned = cluster.Owned("r1")
         crds = cluster.load_documents(cluster.CRDS_DIR) + cluster.support_crds(kube)
-        assert len(cluster.apply_crds(kube, crds, owned)) == 8
+        assert len(cluster.apply_crds(kube, crds, owned)) == 8 + len(cluster.UPSTREAM_CRDS)
         for obj in cluster.example_state():
             stored = cluster.create_owned(kube, obj, owned)
             assert stored.get("status") == obj.get("status") or not obj.get("status")

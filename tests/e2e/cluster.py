@@ -27,6 +27,17 @@ CRDS_DIR = REPO / "chart" / "crds"
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = REPO / "examples" / "manifests"
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
+# today's upstream CRDs of the kinds the example state and scenarios use (Gateway API's HTTPRoute,
+# GIE's GA InferencePool, llm-d's InferenceObjective and InferenceModelRewrite): installed, as the
+# support CRDs, only where the cluster does not serve the kind yet (a cluster with Gateway API
+# installed keeps its own)
+UPSTREAM_CRDS = tuple(REPO / "tests" / "conformance" / "reference" / "upstream" / name for name in (
+    "gateway.networking.k8s.io_httproutes_v1-gateway-api-v1.6.1.yaml",
+    "inference.networking.k8s.io_inferencepools_v1-gie-v1.6.0.yaml",
+    "llm-d.ai_inferenceobjectives_v1alpha2-llm-d-router-v0.10.0.yaml",
+    "llm-d.ai_inferencemodelrewrites_v1alpha2-llm-d-router-v0.10.0.yaml",
+    "inference.networking.x-k8s.io_inferencepoolimports_v1alpha1-gie-v1.6.0.yaml",
+))
 
 RUN_LABEL = "e2e.infergate.io/run"
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
@@ -39,6 +50,10 @@ NAMESPACE = ("v1", "Namespace")
 SWEEP_KINDS: tuple[tuple[str, str], ...] = (
     VWC, MWC,
     ("ai.deckhouse.io/v1alpha1", "InferenceService"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("llm-d.ai/v1alpha2", "InferenceModelRewrite"), ("llm-d.ai/v1alpha2", "InferenceObjective"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
     ("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
     ("inference.networking.x-k8s.io/v1alpha1", "InferencePool"),
     ("kubeai.org/v1", "Model"),
@@ -161,10 +176,11 @@ def _established(kube: Kube, name: str) -> bool:
 
 
 def support_crds(kube: Kube) -> list[dict[str, Any]]:
-    """Minimal CRDs for the APIs the example state reads but infergate does not own (the
-    ai-models catalog, cert-manager), for a cluster that does not serve them yet."""
+    """CRDs for the APIs the example state holds but infergate does not own, for a cluster
+    that does not serve them yet: minimal ones for the ai-models catalog and cert-manager, the
+    upstream ones of today's inference kinds (``UPSTREAM_CRDS``)."""
     needed = []
-    for crd in load_documents(SUPPORT_CRDS):
+    for crd in load_documents(SUPPORT_CRDS, *UPSTREAM_CRDS):
         spec = crd["spec"]
         if not kube.serves(f"{spec['group']}/{spec['versions'][0]['name']}", spec["names"]["kind"]):
             needed.append(crd)

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .cluster import STATE_DIR
+from .cluster import CRDS_DIR, STATE_DIR, UPSTREAM_CRDS
 from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S, run_infergate
 
 
@@ -22,12 +22,18 @@ def _with_manifests(objects: Sequence[Mapping], args: list[str], tmp: Path) -> l
     return [*args, str(path)]
 
 
+def crd_args() -> list[str]:
+    """The CRDs a run serves: infergate's own and the upstream ones it installs."""
+    return [a for path in (CRDS_DIR, *UPSTREAM_CRDS) for a in ("--crd", str(path))]
+
+
 def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequence[Mapping] = (),
              state: Path | None = None) -> list[dict[str, Any]]:
     """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});
     an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it."""
     with tempfile.TemporaryDirectory() as tmp:
         args = ["validate", "-o", "json", "--state", str(state or STATE_DIR)] + (["--crd-only"] if crd_only else [])
+        args += crd_args()
         if old:
             old_path = Path(tmp) / "old.yaml"
             old_path.write_text(yaml.safe_dump_all([dict(o) for o in old]))
