@@ -109,11 +109,15 @@ def load_documents(*paths: Path) -> list[dict[str, Any]]:
 def example_state() -> list[dict[str, Any]]:
     """``examples/state`` as it goes into a real cluster: Namespaces first, and nothing that
     changes cluster-wide defaults for everyone else (no globalDefault PriorityClass, no
-    default StorageClass): the cluster must keep behaving as it did for its other users."""
+    default StorageClass), and Pods that never run: the cluster must keep behaving as it did
+    for its other users."""
     docs = load_documents(STATE_DIR)
     for doc in docs:
         if doc["kind"] == "PriorityClass":
             doc.pop("globalDefault", None)
+        if doc["kind"] == "Pod":  # API objects only: a scheduling gate keeps them off every node
+            doc["spec"]["schedulingGates"] = [{"name": "e2e.infergate.io/never"}]
+            doc["spec"]["automountServiceAccountToken"] = False
         annotations = (doc.get("metadata") or {}).get("annotations") or {}
         annotations.pop("storageclass.kubernetes.io/is-default-class", None)
     return sorted(docs, key=lambda d: d["kind"] != "Namespace")
