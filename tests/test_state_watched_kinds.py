@@ -31,7 +31,8 @@ def pod(name, labels, ports=(8000,), phase="Running", **extra):
             **extra,
         },
         "status": {"phase": phase, "podIP": "10.0.0.7",
-                   "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
+                   "conditions": [{"type": "PodScheduled", "status": "True"},
+                                  {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:00Z"}],
                    "containerStatuses": [{"name": "vllm", "ready": True, "image": "vllm/vllm-openai:v0.11.0"}]},
     }
 

@@ -58,7 +58,7 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
 
 # What a Pod keeps in the state: the fields policies and reconcilers read (selection by labels,
 # container ports, phase, readiness). A cluster holds many Pods, and a whole Pod is mostly what
-# none of them reads (env, volumes, probes, managedFields): ~10-50x the kept part.
+# none of them reads (env, volumes, probes, managedFields, container statuses).
 _POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
                  "deletionTimestamp", "labels")
 
@@ -85,7 +85,7 @@ def _container_ports(containers: Any, *, init: bool = False) -> list[dict[str, A
 def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """The part of a Pod the state keeps: metadata for selection (name, namespace, labels,
     versions, timestamps), each container's name and ports (sidecars' too), the phase and the
-    conditions' type and status. Idempotent: a trimmed Pod is kept as it is."""
+    Ready condition's status. Idempotent: a trimmed Pod is kept as it is."""
     metadata = pod.get("metadata") or {}
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     kept: dict[str, Any] = {
@@ -100,8 +100,8 @@ def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     trimmed_status: dict[str, Any] = {}
     if "phase" in status:
         trimmed_status["phase"] = status["phase"]
-    conditions = [{k: c[k] for k in ("type", "status") if k in c}
-                  for c in status.get("conditions") or () if isinstance(c, dict)]
+    conditions = [{"type": "Ready", "status": c.get("status")}
+                  for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"]
     if conditions:
         trimmed_status["conditions"] = conditions
     if trimmed_status:
