@@ -183,3 +183,26 @@ def test_label_selector_and_selector_are_exclusive(tmp_path):
     (tmp_path / "policy.yaml").write_text(SELECTOR_POLICY.replace("selector: object", "labelSelector: \"'a=b'\", selector: object"))
     with pytest.raises(Exception, match="give labelSelector or selector, not both"):
         PolicySet.load(tmp_path, builtin=False)
+
+
+async def test_a_group_upgraded_in_place_moves_to_the_newer_version(cluster):
+    """The cluster's CRD drops v1alpha1 for v1alpha2 while watched: the cache follows the newer
+    version without a restart."""
+    api, make_state = cluster
+    old_kind = WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools")
+    legacy = api.serve(old_kind)
+    api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    state = make_state((watched,))
+    assert await state.wait_ready(15)
+    await eventually(lambda: legacy.watchers)
+    current = api.serve(watched)
+    api.add(current, {"metadata": {"name": "pool-v2", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    del api.resources[old_kind.path]
+    api.end_streams(legacy)
+
+    def moved():
+        found = state.list(watched.api_version, "InferencePool")
+        return [(o["apiVersion"], o["metadata"]["name"]) for o in found] == [(watched.api_version, "pool-v2")]
+
+    await eventually(moved)

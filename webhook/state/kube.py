@@ -206,10 +206,12 @@ class KubeState(ClusterState):
         delays = self._backoff.delays()
         versions = kind.api_versions
         served = 0  # which of them is watched
+        unserved = 0  # how many in a row answered 404
         while not self._stopping.is_set():
             try:
                 if resource_version is None:
                     resource_version = self._list(kind, versions[served])
+                    unserved = 0
                 resource_version = self._watch(kind, resource_version, versions[served])
                 delays = self._backoff.delays()  # a clean end of stream: reconnect at once
             except _Gone:
@@ -222,9 +224,10 @@ class KubeState(ClusterState):
                     continue
                 if exc.status == 404:  # version not served (CRD not installed yet): empty until it is
                     resource_version = None
-                    served = (served + 1) % len(versions)
-                    if served:  # an older version of the group may be served: try it at once
+                    served, unserved = (served + 1) % len(versions), unserved + 1
+                    if unserved < len(versions):  # another version of the group may be served: at once
                         continue
+                    unserved = 0
                     self._store.replace(group_of(kind.api_version), kind.kind, ())
                     self._mark_synced(kind)
                 log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
