@@ -1,17 +1,13 @@
-"""What the cluster view keeps of today's inference kinds: Pods trimmed to what is read (both
-backends), an older served version of a group watched when the newer one is not, and policy
-lookups that list Pods by an object's own label selector."""
+"""What the cluster view keeps of today's inference kinds: Pods trimmed to what is read, the
+kinds the webhook watches, and policy lookups that list Pods by an object's own label selector.
+(The watch cache's side: tests/test_state_kube.py.)"""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer, eventually
 from webhook.state import FileState, trim_pod
-from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState, WatchedKind
+from webhook.state.kube import WEBHOOK_KINDS
 
 
 def pod(name, labels, ports=(8000,), phase="Running", **extra):
@@ -66,65 +62,6 @@ def test_the_webhook_watches_what_the_new_policies_read():
         ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"), ("llm-d.ai/v1alpha2", "InferenceObjective"),
         ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"), ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
     }
-
-
-@pytest.fixture
-async def cluster(aiohttp_server):
-    api = FakeApiServer()
-    server = await aiohttp_server(api.app)
-    client = ApiClient(Configuration(host=str(server.make_url("")).rstrip("/")))
-    states = []
-
-    def make_state(kinds, **kw):
-        state = KubeState(client, kinds, backoff=Backoff(0.01, 0.05), **kw)
-        states.append(state)
-        state.start()
-        return state
-
-    yield api, make_state
-    for state in states:
-        await asyncio.to_thread(state.stop, 2.0)
-    client.close()
-
-
-async def test_the_watch_cache_trims_pods_on_list_and_on_watch(cluster):
-    api, make_state = cluster
-    pods = api.serve(WatchedKind("v1", "Pod", "pods"), typed_list=True)
-    api.add(pods, pod("a", {"app": "x"}))
-    state = make_state((WatchedKind("v1", "Pod", "pods"),))
-    assert await state.wait_ready(15)
-    listed = state.get("v1", "Pod", "a", "ml-team")
-    listed["metadata"].pop("resourceVersion")  # the fake apiserver's own
-    assert listed == {**KEPT, "metadata": {k: v for k, v in KEPT["metadata"].items() if k != "resourceVersion"}}
-    await eventually(lambda: pods.watchers)
-    api.add(pods, pod("b", {"app": "x"}, ports=(8080,)))
-    await eventually(lambda: state.get("v1", "Pod", "b", "ml-team") is not None)
-    kept = state.get("v1", "Pod", "b", "ml-team")
-    assert "env" not in kept["spec"]["containers"][0] and "podIP" not in kept["status"]
-    assert kept["spec"]["containers"][0]["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-
-
-async def test_an_older_served_version_is_watched_when_the_newer_is_not(cluster):
-    """A cluster on a GIE release before v0.3 serves the legacy InferencePool only as v1alpha1."""
-    api, make_state = cluster
-    legacy = api.serve(WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools"))
-    api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
-    state = make_state((watched,))
-    assert await state.wait_ready(15)
-    found = state.get("inference.networking.x-k8s.io/v1alpha2", "InferencePool", "pool", "ml-team")
-    assert found is not None and found["apiVersion"] == "inference.networking.x-k8s.io/v1alpha1"
-    await eventually(lambda: legacy.watchers)
-    api.add(legacy, {"metadata": {"name": "pool-2", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    await eventually(lambda: state.get("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "pool-2", "ml-team"))
-
-
-async def test_a_kind_served_in_no_version_is_empty_and_ready(cluster):
-    api, make_state = cluster
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
-    state = make_state((watched,))
-    assert await state.wait_ready(15)
-    assert state.list(watched.api_version, "InferencePool") == []
 
 
 # -- lookups by an object's own label selector ----------------------------------------------------
@@ -183,26 +120,3 @@ def test_label_selector_and_selector_are_exclusive(tmp_path):
     (tmp_path / "policy.yaml").write_text(SELECTOR_POLICY.replace("selector: object", "labelSelector: \"'a=b'\", selector: object"))
     with pytest.raises(Exception, match="give labelSelector or selector, not both"):
         PolicySet.load(tmp_path, builtin=False)
-
-
-async def test_a_group_upgraded_in_place_moves_to_the_newer_version(cluster):
-    """The cluster's CRD drops v1alpha1 for v1alpha2 while watched: the cache follows the newer
-    version without a restart."""
-    api, make_state = cluster
-    old_kind = WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools")
-    legacy = api.serve(old_kind)
-    api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
-    state = make_state((watched,))
-    assert await state.wait_ready(15)
-    await eventually(lambda: legacy.watchers)
-    current = api.serve(watched)
-    api.add(current, {"metadata": {"name": "pool-v2", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    del api.resources[old_kind.path]
-    api.end_streams(legacy)
-
-    def moved():
-        found = state.list(watched.api_version, "InferencePool")
-        return [(o["apiVersion"], o["metadata"]["name"]) for o in found] == [(watched.api_version, "pool-v2")]
-
-    await eventually(moved)
