@@ -183,3 +183,27 @@ def test_status_writes_defaults_and_flags():
         status_writes(["models=on"])
     with pytest.raises(StatusWritesError):
         status_writes(["models.kubeai.org=yes"])
+
+
+async def test_its_own_fields_written_by_an_earlier_version_are_taken_back(cluster):
+    """An earlier infergate wrote status with PUT under the client's default manager: the apply
+    takes the fields that are its own by definition (forced on its own kinds) and nothing else."""
+    await cluster.write_status(IM, "chat", {"conditions": [
+        {"type": "Accepted", "status": "Unknown", "reason": "Pending", "message": "old",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        {"type": "Ready", "status": "True", "reason": "EndpointsSynced", "message": "by the endpoint picker",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, "OpenAPI-Generator")
+    await cluster.write_status(IM, "chat", {"conditions": cluster.get(IM, "chat")["status"]["conditions"] + [
+        {"type": "Synced", "status": "True", "reason": "Synced", "message": "by another",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}, "epp")
+    controller, stop, task = await run(cluster)
+    stored = cluster.get(IM, "chat")
+    assert conditions(stored) == {"Accepted": "True", "Ready": "True", "Synced": "True"}
+    assert all(p.startswith("status.conditions.[Accepted].") for p in owners(stored)[FIELD_MANAGER])
+    # what the old write set and the apply did not change stays shared: the entry's key
+    assert set(owners(stored)["OpenAPI-Generator"]) - {"status.conditions.[Accepted].type"} == {
+        "status.conditions.[Ready].reason", "status.conditions.[Ready].message", "status.conditions.[Ready].status",
+        "status.conditions.[Ready].type", "status.conditions.[Ready].lastTransitionTime"}
+    assert all(p.startswith("status.conditions.[Synced].") for p in owners(stored)["epp"])
+    stop.set()
+    await task

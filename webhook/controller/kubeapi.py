@@ -5,8 +5,8 @@ loop. Every write names the controller's own field manager (``ownership.FIELD_MA
 apiserver would otherwise record the client library's User-Agent, ``OpenAPI-Generator``).
 Status is a server-side apply to the ``/status`` subresource of only the fields the controller
 owns, with the resourceVersion it was computed from: a stale write is refused with 409
-Conflict, and so is an apply of a field another manager owns (``OwnedElsewhere``), instead of
-overwriting someone else's change.
+Conflict, and so is an unforced apply of a field another manager owns (``OwnedElsewhere``),
+instead of overwriting someone else's change.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from webhook.controller.kinds import Kind
-from webhook.controller.ownership import FIELD_MANAGER
+from webhook.controller.ownership import FIELD_MANAGER, FORCED
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the client sends the body as JSON
 
@@ -66,12 +66,14 @@ class KubeApi:
         self.writes = 0  # status writes, for metrics and tests
 
     def _request(self, method: str, path: str, body: Mapping | None = None, *,
-                 content_type: str = "application/json") -> dict[str, Any]:
+                 content_type: str = "application/json", force: bool = False) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
         query = []
         if body is not None:
             headers["Content-Type"] = content_type
             query.append(("fieldManager", FIELD_MANAGER))
+        if force:
+            query.append(("force", "true"))
         request = self.api_client.param_serialize(
             method=method, resource_path=path, query_params=query, header_params=headers, body=body,
             auth_settings=["BearerToken"],
@@ -109,7 +111,8 @@ class KubeApi:
 
     def apply_status(self, kind: Kind, obj: Mapping, status: Mapping) -> dict[str, Any]:
         """Server-side apply of ``status`` (the fields this controller owns) to ``obj``'s
-        ``/status``, as of ``obj``'s resourceVersion; never forced."""
+        ``/status``, as of ``obj``'s resourceVersion; forced only on infergate's own kinds
+        (``ownership.FORCED``)."""
         meta = obj.get("metadata") or {}
         body = {
             "apiVersion": kind.api_version,
@@ -118,7 +121,7 @@ class KubeApi:
             "status": status,
         }
         path = object_path(kind, meta.get("name"), meta.get("namespace"), "status")
-        result = self._request("PATCH", path, body, content_type=APPLY_PATCH)
+        result = self._request("PATCH", path, body, content_type=APPLY_PATCH, force=kind in FORCED)
         self.writes += 1
         return result
 

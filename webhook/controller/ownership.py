@@ -3,9 +3,11 @@
 The controller writes status through server-side apply under its own field manager
 (``FIELD_MANAGER``), so the apiserver records which fields are its own: a condition type it
 applies is its own entry of the ``conditions`` list-map (keyed by ``type``), and another
-writer's conditions and fields are never touched. An apply that would take a field another
-manager owns is refused by the apiserver (no ``force``): the controller then leaves it to that
-writer. Where another controller owns a kind's status, the default is not to write at all:
+writer's conditions and fields are never touched. On its own kinds it forces the apply
+(``FORCED``): it sends only the fields that are its by definition (its condition types, its
+status fields), which earlier versions wrote under the client's default manager; on KubeAI's
+Model it never forces, so a field KubeAI's controller owns is refused by the apiserver and left
+to it. Where another controller owns a kind's status, the default is not to write at all:
 
 | kind | status written by | infergate writes (default) |
 |---|---|---|
@@ -34,6 +36,9 @@ FIELD_MANAGER = "infergate-controller"
 WRITABLE: dict[str, kinds.Kind] = {f"{k.plural}.{k.group}": k for k in kinds.OWNED}
 # off unless asked: another controller owns the status (decisions.md, "Current upstream versions")
 OFF_BY_DEFAULT = frozenset({kinds.KUBEAI_MODEL})
+# the kinds whose status fields infergate defines: an apply of them takes them from any manager
+# (an earlier infergate wrote them as "OpenAPI-Generator"); never another controller's kind
+FORCED = frozenset(kinds.OWNED) - OFF_BY_DEFAULT
 
 
 # the kinds whose status another controller writes, by (group, kind), and who that is; the
