@@ -13,8 +13,7 @@ def inference_model(name="new-chat", model_name="my-model", pool="vllm-llama3-8b
             "metadata": {"name": name, "namespace": "ml-team"}, "spec": body}
 
 
-MIGRATION = ("inference.networking.x-k8s.io/v1alpha1 InferenceModel is an API version upstream has removed "
-             "(not served since GIE v0.2.0): use InferenceObjective llm-d.ai/v1alpha2")
+MIGRATION = "InferenceModel is removed upstream: use llm-d.ai/v1alpha2 InferenceObjective"
 
 
 def run(obj, **kw):
