@@ -83,7 +83,7 @@ def main() -> int:
     sys.path.insert(0, str(args.tree.resolve()))
     from webhook.schema import CRDRegistry
     from webhook.schema.objectmeta import validate_object_meta
-    from webhook.schema.registry import ABSENT, _list_type_errors
+    from webhook.schema.registry import ABSENT, list_type_errors
 
     clock = time.perf_counter if args.wall else time.thread_time
     if args.walk:
@@ -115,7 +115,7 @@ def main() -> int:
             prepared, _ = registry.prepare("CREATE", obj, namespace=namespace)
             validate_object_meta(prepared["metadata"], namespaced=served.namespaced)
             served.validator.validate(prepared, ABSENT)
-            _list_type_errors(served.schema, prepared, None)
+            list_type_errors(served.schema, prepared, None)
 
         def total():
             registry.handle("CREATE", obj, namespace=namespace)

@@ -37,7 +37,7 @@ from webhook.admission.review import (SUPPORTED_VERSIONS, AdmissionRequest, Admi
                                       response_review)
 from webhook.metrics import Metrics
 from webhook.settings import Settings
-from webhook.validation.strfmt import parse_go_duration
+from webhook.gocompat.time import parse_go_duration
 
 log = logs.get("server")
 

@@ -7,7 +7,6 @@ constant literals built once), which is what the apiserver charges a CRD rule.""
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,10 +17,9 @@ from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, Cost
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CASES, CEL_VECTORS
 
-REPO = Path(__file__).resolve().parents[2]
-VECTORS = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS = CEL_VECTORS
 _JSONPATCH = {"jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),)}
 
 # Vectors whose count is not known here (the rule is then charged its estimate, never less):
@@ -184,7 +182,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     """The count evaluates the rule itself: on every rule evaluation the recorded cases make
     (the walk, every charge counted at once), a counted value must be the engine's answer
     (its value, or an error for an error); otherwise the rule would be charged its estimate."""
-    from tests.schema.test_schema_cel_batch import OBJECT_SUITES, _outcome
+    from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
     from webhook.cel import crd
     from webhook.offline.cases import load_suite
     from webhook.schema import celrules
@@ -207,8 +205,8 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
     monkeypatch.setattr(celrules, "BATCHED", False)
     for name in OBJECT_SUITES:
-        for case in load_suite(CONFORMANCE / "cases" / name).cases:
-            _outcome(case.suite.registry, case.data)
+        for case in load_suite(CASES / name).cases:
+            recorded_outcome(case.suite.registry, case.data)
     assert not differing, "\n".join(differing[:20])
     assert seen["counted"] >= 1000 and seen["counted"] > 20 * seen["uncounted"], seen
 

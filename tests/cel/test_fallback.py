@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-from tests.cel.vectors import REPO, CONFORMANCE
 from webhook import cli
 from webhook.cel.engine import ENGINE_VARIABLE
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
 from webhook.cel import celpy_eval
 from webhook.cel.celpy_rewrite import celpy_source
+from tests.support.paths import CASES, POLICY_SUITES, REPO
 
 ENGINES = ["cel-expr", "cel-python"]
 
@@ -133,7 +133,7 @@ def test_every_macro_spends_the_iteration_bound(expression, monkeypatch):
 
 def test_the_recorded_cases_and_shipped_policy_suites_pass_on_the_fallback():
     """``infergate --cel-engine cel-python`` gives the real apiserver's answers too."""
-    for suites, options in ((CONFORMANCE / "cases", ["--crd-only"]), (REPO / "policies" / "tests", [])):
+    for suites, options in ((CASES, ["--crd-only"]), (POLICY_SUITES, [])):
         done = subprocess.run([sys.executable, "-m", "webhook", "--cel-engine", "cel-python", "test", "-q", *options,
                                str(suites)], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
@@ -142,7 +142,7 @@ def test_the_recorded_cases_and_shipped_policy_suites_pass_on_the_fallback():
 
 def test_the_engine_option_selects_the_backend_for_the_process(monkeypatch, capsys):
     monkeypatch.setenv(ENGINE_VARIABLE, "cel-expr")  # recorded, so teardown restores the real value
-    assert cli.main(["--cel-engine", "cel-python", "test", "-q", "--crd-only", str(CONFORMANCE / "cases" / "gateway-inference.yaml")]) == 0
+    assert cli.main(["--cel-engine", "cel-python", "test", "-q", "--crd-only", str(CASES / "gateway-inference.yaml")]) == 0
     assert get_engine().name == "cel-python"
     monkeypatch.delenv(ENGINE_VARIABLE)
     assert get_engine().name == "cel-expr"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,9 +25,9 @@ from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.suite_format import PolicySuite
 
 from tests.cel import vectors
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
+from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
+from tests.support.paths import CASES, POLICY_SUITES
 
-REPO = Path(__file__).resolve().parents[2]
 ENGINE = get_engine("cel-expr")
 
 
@@ -112,15 +111,15 @@ def _answers(program: CelExprProgram, activation) -> bool:
 
 
 def test_recorded_cases(recorded):
-    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
         for case in suite.cases:
-            _outcome(case.suite.registry, case.data)
+            recorded_outcome(case.suite.registry, case.data)
     assert len(recorded) >= 100
     assert _check_all(recorded) >= 200  # evaluations the native path answered (not all gave up)
 
 
 def test_shipped_policy_suites_and_examples(recorded):
-    for suite_file in sorted((REPO / "policies" / "tests").glob("*.yaml")):
+    for suite_file in sorted(POLICY_SUITES.glob("*.yaml")):
         data = yaml.safe_load(suite_file.read_text())
         model = PolicySuite.model_validate(data)
         suite = load_policy_suite(suite_file, data)

@@ -14,7 +14,6 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,17 +22,27 @@ from webhook.cel import CelCompileError, CelEvalError, get_engine
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.engine import ENGINE_VARIABLE
 from webhook.cel.library.base import OpaqueValue, OptionalValue
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CEL_VECTORS
 
-REPO = Path(__file__).resolve().parents[2]
-VECTORS_FILE = CONFORMANCE / "reference" / "cel" / "k8s_cel_library_vectors.yaml"
+VECTORS_FILE = CEL_VECTORS
 NOT_OURS = {"crd_values", "cost", "escaping"}  # replayed by webhook.cel.crd's tests
 
 
 @cache
-def load() -> list[dict[str, Any]]:
+def every_vector() -> list[dict[str, Any]]:
+    """Every vector of the file, the CRD-rule ones (``crd_values``, ``cost``, ``escaping``) too."""
     with VECTORS_FILE.open() as f:
-        return [v for v in yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if v["library"] not in NOT_OURS]
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def load() -> list[dict[str, Any]]:
+    """The vectors this package replays on the engines alone."""
+    return [v for v in every_vector() if v["library"] not in NOT_OURS]
+
+
+def library_vectors(name: str, *, crd: bool) -> list[dict[str, Any]]:
+    """The vectors of library ``name``, those run as CRD rules (with a ``schema``) or the others."""
+    return [v for v in every_vector() if v["library"] == name and ("schema" in v) == crd]
 
 
 # --- judging an outcome --------------------------------------------------------------------

@@ -16,10 +16,10 @@ import aiohttp
 from webhook.controller import kinds
 from webhook.controller.leader import LEASE
 
-from tests.controller.fakeapi import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 OPTIONAL = {kinds.CLUSTER_ISSUER, kinds.MODULE_CONFIG}  # not installed in this cluster
 
 

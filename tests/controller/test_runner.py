@@ -18,7 +18,7 @@ from webhook.controller.leader import LEASE, LeaderElector, LeaseConfig
 from webhook.controller.runner import Controller, RunnerConfig
 from webhook.controller.snapshot import MemoryState
 
-from tests.controller.fakeapi import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
 
 IS = kinds.INFERENCE_SERVICE

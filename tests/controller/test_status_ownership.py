@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from kubernetes.client import ApiClient, Configuration
 
-from tests.controller.fakeapi import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from tests.support import managed_fields
 from webhook.controller import kinds
 from webhook.controller.events import EventRecorder

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from tests.support.paths import CHART
+
 from . import cluster
 from .api import wait_for
 from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S
@@ -21,7 +23,7 @@ from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S
 if TYPE_CHECKING:
     from .conftest import Run
 
-CHART = cluster.REPO / "chart"
+
 RELEASE = "infergate"
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 

@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 
 from .api import Kube, NotServed, wait_for
+from tests.support.paths import CHART_CRDS, MANIFESTS, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-CRDS_DIR = REPO / "chart" / "crds"
+CRDS_DIR = CHART_CRDS
 STATE_DIR = REPO / "examples" / "state"
-MANIFESTS_DIR = REPO / "examples" / "manifests"
+MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
 # today's upstream CRDs of the kinds the example state and scenarios use (Gateway API's HTTPRoute,
 # GIE's GA InferencePool, llm-d's InferenceObjective and InferenceModelRewrite): installed, as the

@@ -10,7 +10,7 @@ import time
 
 from kubernetes.client import ApiClient, Configuration
 
-from tests.controller.fakeapi import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
 from webhook.controller import kinds
 from webhook.controller.kubeapi import ApiError, KubeApi

@@ -4,7 +4,7 @@ webhook answers from its last synced state, /readyz says whether it has one, and
 catches up by itself when the API is back.
 
 The API is a fake kube-apiserver on loopback speaking the list/watch wire format
-(``tests/fake_apiserver.py``); the client is the real ``kubernetes`` one inside
+(``tests/support/apiserver.py``); the client is the real ``kubernetes`` one inside
 ``KubeState``; the chain and the server are the real ones.
 """
 
@@ -20,7 +20,7 @@ import yaml
 from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
-from tests.fake_apiserver import FakeApiServer
+from tests.support.apiserver import FakeApiServer
 from webhook import resources
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet

@@ -10,18 +10,18 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cel import CelCostExceeded, CelError, get_engine
 
-from .test_fuzz_review import json_values
+from tests.support.paths import REPO
+
+from .strategies import json_values
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = 1.0
@@ -133,7 +133,6 @@ EXTREME_EXPRESSIONS = [
 # refuses them (test_nesting.py), as the C++ runtime would overflow its stack on them.
 EXTREMES = ["deep-1000", "deep-limit", "string-3MiB", "list-10000", "map-10000", "int-beyond-int64",
             "negative-beyond-int64", "huge-float", "unicode"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 KNOWN: dict[str, str] = {}  # name -> why it fails (strict xfail: a fix makes the marker fail)

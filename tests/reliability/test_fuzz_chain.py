@@ -19,7 +19,7 @@ from webhook.server import load_admitter
 from webhook.settings import Settings
 
 from .conftest import ServerThread, assert_well_formed, review
-from .test_fuzz_schema import mutated
+from .strategies import mutated
 
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 

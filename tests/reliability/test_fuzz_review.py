@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import MiB, RecordingAdmitter, ServerThread, assert_well_formed, review
+from .strategies import json_values
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -26,21 +27,6 @@ MODEL = {
     "apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "team-a"},
     "spec": {"features": ["TextGeneration"], "url": "hf://Qwen/Qwen2.5-0.5B", "engine": "VLLM", "resourceProfile": "cpu:1"},
 }
-
-# Scalars as the apiserver could send them and worse: integers far beyond int64, floats at
-# the edges, every unicode plane (lone surrogates too: not valid JSON text once encoded).
-scalars = (
-    st.none() | st.booleans()
-    | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=40)
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
-    max_leaves=30,
-)
-
 
 def encode(value: Any, *, ascii_only: bool) -> bytes:
     """The stdlib encoder: it writes integers of any size (orjson stops at 64 bits)."""

@@ -11,73 +11,27 @@ from __future__ import annotations
 import copy
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook import resources
 from webhook.schema import CRDRegistry, Outcome
 
-from .test_fuzz_review import json_values
+from .strategies import SEEDS, json_values, mutated
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = 2.0  # seconds: far above any sane handling time, far below the apiserver's 10 s
 
 
-def valid_examples() -> list[dict[str, Any]]:
-    folder = Path(resources.example_manifests_dir()) / "valid"
-    return [doc for path in sorted(folder.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
-
-
 REGISTRY = CRDRegistry.shipped()
-SEEDS = valid_examples()
 
 
 def test_the_seeds_are_accepted():
     assert len({s["kind"] for s in SEEDS}) == 5
     for seed in SEEDS:
         assert REGISTRY.handle("CREATE", seed).allowed, seed["metadata"]["name"]
-
-
-def paths(value: Any, prefix: tuple = ()) -> list[tuple]:
-    """Every path into ``value`` (keys and indexes), containers included."""
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += paths(item, prefix + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            found += paths(item, prefix + (i,))
-    return found
-
-
-def put(doc: Any, path: tuple, value: Any) -> None:
-    for key in path[:-1]:
-        doc = doc[key]
-    doc[path[-1]] = value
-
-
-@st.composite
-def mutated(draw, under: tuple = ()) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(seed, the seed with 1-4 places replaced by anything; only below ``under`` if given)."""
-    seed = draw(st.sampled_from(SEEDS))
-    obj = copy.deepcopy(seed)
-    for _ in range(draw(st.integers(1, 4))):
-        targets = [p for p in paths(obj) if p and (not under or p[0] in under)]
-        path = draw(st.sampled_from(targets))
-        if draw(st.booleans()):  # a new key beside an existing one
-            parent = path[:-1]
-            holder = obj
-            for key in parent:
-                holder = holder[key]
-            if isinstance(holder, dict):
-                path = parent + (draw(st.text(max_size=10)),)
-        put(obj, path, draw(json_values))
-    return seed, obj
 
 
 def check(outcome: Outcome) -> None:

@@ -12,15 +12,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import orjson
 import pytest
 
 from webhook.nesting import MAX_DEPTH, MAX_VALUES, tree_problem
 from webhook.state import FileState, StateLoadError
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: kubeai.org/v1\nkind: Model\nmetadata:\n  name: crafted\n"
 SPEC = "  url: hf://org/model\n  features: [TextGeneration]\n  engine: VLLM\n  resourceProfile: cpu:1\n"
 

@@ -24,8 +24,8 @@ import yaml
 from webhook import certs, resources
 
 from .conftest import MiB, review
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 # Runs `infergate serve` with an audit hook recording every path opened for writing, made,
 # renamed or removed from Python (OpenSSL and the CEL runtime write nothing themselves);

@@ -5,15 +5,14 @@ webhook's grants are also checked against what its code watches."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import helm_python as helm
 import pytest
 import yaml
 
 from webhook.state.kube import WEBHOOK_KINDS
+from tests.support.paths import CHART
 
-REPO = Path(__file__).resolve().parents[2]
 NAMESPACE, RELEASE = "infergate-system", "infergate"
 
 # (role, scope, apiGroup, resource, resourceName or "*") -> (verbs, why)
@@ -81,7 +80,7 @@ GRANTS = {key: (frozenset(verbs.split()), why) for key, (verbs, why) in GRANTS.i
 
 
 def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]]:
-    with helm.Chart.load(REPO / "chart") as chart:
+    with helm.Chart.load(CHART) as chart:
         rendered = chart.render(values, name=RELEASE, namespace=NAMESPACE)
     grants: dict = {}
     for path, text in rendered.items():

@@ -1,9 +1,13 @@
-"""Small CRDs built in tests, one schema keyword at a time; paths into JSON values."""
+"""Small CRDs built in tests, one schema keyword at a time; paths into JSON values; recorded
+cases replayed as plain outcomes."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
+from webhook.offline.cases import request_path
 from webhook.schema import CRDRegistry, Outcome
 
 API = "test.infergate.io/v1"
@@ -59,3 +63,16 @@ def json_paths(value: Any, prefix: tuple = ()):
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from json_paths(item, prefix + (i,))
+
+
+# The recorded suites whose cases are objects (not CRDs): what the fast paths are compared on.
+OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
+
+
+def recorded_outcome(registry: CRDRegistry, data: dict[str, Any]) -> dict[str, Any]:
+    """A recorded case's request through ``registry.handle``, its Outcome as plain fields."""
+    outcome = registry.handle(str(data.get("operation", "CREATE")), copy.deepcopy(data.get("object")),
+                              copy.deepcopy(data.get("old")), data.get("subresource"), request=request_path(data))
+    # errors as the apiserver prints them (their fields hold sentinels that do not deep-copy)
+    return {**{f.name: getattr(outcome, f.name) for f in dataclasses.fields(outcome)},
+            "errors": [str(e) for e in outcome.errors]}

@@ -1,11 +1,10 @@
 """The CEL batch's generated selection (``celbatch.compile_select``) against the generic walk
-(``celbatch._select``): the same value, or both refusing the data, for every object and old
+(``celbatch.select_walk``): the same value, or both refusing the data, for every object and old
 object the recorded cases hand to a batch plan, and for edits of the example manifests."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -13,12 +12,12 @@ from hypothesis import strategies as st
 
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.celbatch import BatchPlan, _InvalidData, _select
+from webhook.schema.celbatch import BatchPlan, InvalidData, select_walk
 
 from tests.schema.helpers import json_paths
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
+from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
+from tests.support.paths import CASES, MANIFESTS
 
-REPO = Path(__file__).resolve().parents[2]
 REGISTRY = CRDRegistry.shipped()
 
 
@@ -26,12 +25,12 @@ def _either(function, value):
     """("value", the selection) or ("refused", None): either refusal sends the object to the walk."""
     try:
         return "value", function(value)
-    except (_InvalidData, KeyError, TypeError, AttributeError, ValueError):
+    except (InvalidData, KeyError, TypeError, AttributeError, ValueError):
         return "refused", None
 
 
 def _agree(plan: BatchPlan, value) -> None:
-    generated, walked = _either(plan.select, value), _either(lambda v: _select(plan.root, v), value)
+    generated, walked = _either(plan.select, value), _either(lambda v: select_walk(plan.root, v), value)
     assert generated == walked, value
 
 
@@ -44,9 +43,9 @@ def test_recorded_cases(monkeypatch):
         return original(self, obj, old)
 
     monkeypatch.setattr(BatchPlan, "holds", recording)
-    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
         for case in suite.cases:
-            _outcome(case.suite.registry, case.data)
+            recorded_outcome(case.suite.registry, case.data)
     assert len(seen) >= 100
     for plan, obj, old in seen:
         _agree(plan, obj)
@@ -56,7 +55,7 @@ def test_recorded_cases(monkeypatch):
 
 def _plans_and_objects():
     found = []
-    for path in sorted((REPO / "examples" / "manifests").glob("*/*.yaml")):
+    for path in sorted(MANIFESTS.glob("*/*.yaml")):
         for obj in yaml.safe_load_all(path.read_text()):
             served = isinstance(obj, dict) and REGISTRY.served(obj.get("apiVersion"), obj.get("kind"))
             if served and served.cel is not None:

@@ -9,7 +9,6 @@ generated values; and it must answer True for the valid objects (else it saves n
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -22,9 +21,9 @@ from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import ABSENT, compile_schema
 
 from tests.schema.helpers import json_paths
-from tests.schema.test_schema_cel_batch import OBJECT_SUITES, CONFORMANCE, _outcome
+from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
+from tests.support.paths import CASES, MANIFESTS
 
-REPO = Path(__file__).resolve().parents[2]
 REGISTRY = CRDRegistry.shipped()
 
 
@@ -43,7 +42,7 @@ def _agree(validator: SchemaValidator, value) -> bool:
 def _examples() -> list[dict]:
     objects = []
     for folder in ("valid", "invalid"):
-        for path in sorted((REPO / "examples" / "manifests" / folder).glob("*.yaml")):
+        for path in sorted((MANIFESTS / folder).glob("*.yaml")):
             objects += [(folder, d) for d in yaml.safe_load_all(path.read_text())
                         if isinstance(d, dict) and REGISTRY.served(d.get("apiVersion"), d.get("kind"))]
     return objects
@@ -76,9 +75,9 @@ def test_recorded_cases(monkeypatch):
         return original(self, value, old)
 
     monkeypatch.setattr(SchemaValidator, "validate", recording)
-    for suite in (load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
         for case in suite.cases:
-            _outcome(case.suite.registry, case.data)
+            recorded_outcome(case.suite.registry, case.data)
     answered = 0
     for validator, value, old in seen:
         if validator.passes(value):

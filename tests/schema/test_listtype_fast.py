@@ -5,24 +5,23 @@ valid example manifests (else it saves nothing) and False wherever the walk repo
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry
-from webhook.schema.listtype import _walk_object, surely_unique
+from webhook.schema.listtype import walk_object, surely_unique
 from webhook.schema.structural import compile_schema
+from tests.support.paths import MANIFESTS
 
-REPO = Path(__file__).resolve().parents[2]
 REGISTRY = CRDRegistry.shipped()
 
 
 def _walk(node, value) -> list:
     errs: list = []
     if isinstance(value, dict):
-        _walk_object(node, value, None, errs)
+        walk_object(node, value, None, errs)
     return errs
 
 
@@ -35,7 +34,7 @@ def _agree(node, value) -> bool:
 
 def test_valid_example_manifests_pass_without_the_walk():
     checked = 0
-    for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
+    for path in sorted((MANIFESTS / "valid").glob("*.yaml")):
         for obj in yaml.safe_load_all(path.read_text()):
             served = isinstance(obj, dict) and REGISTRY.served(obj.get("apiVersion"), obj.get("kind"))
             if served and served.schema.has_list_types:

@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 
 from webhook.cli import main
+from tests.support.paths import CHART_CRDS
 
-REPO = Path(__file__).resolve().parents[2]
 
 GOOD = """\
 apiVersion: kubeai.org/v1
@@ -64,7 +64,7 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(REPO / "chart" / "crds")]) == 1
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(CHART_CRDS)]) == 1
     answers = json.loads(capsys.readouterr().out)
     assert [a["allowed"] for a in answers] == [True, False]
     assert set(answers[0]) == {"allowed", "status", "warnings", "object"}
@@ -116,13 +116,13 @@ cases:
 
 
 def test_test_command_reports_each_failure_and_a_summary(tmp_path, capsys):
-    suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=REPO / "chart" / "crds" / "kubeai.org_models.yaml"))
+    suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=CHART_CRDS / "kubeai.org_models.yaml"))
     assert main(["test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "FAIL suite.yaml: wrong-expectation" in out
     assert "errors: missing  spec.engine: Required value" in out
     assert out.strip().splitlines()[-1] == "1 passed, 1 failed"
-    assert main(["test", str(suite), "--crd", str(REPO / "chart" / "crds")]) == 1
+    assert main(["test", str(suite), "--crd", str(CHART_CRDS)]) == 1
 
 
 def test_test_command_on_a_broken_suite_exits_nonzero(tmp_path, capsys):
@@ -149,7 +149,7 @@ def test_manifest_yaml_keeps_timestamps_as_text():
 
 def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_path, capsys):
     (tmp_path / "crds").mkdir()
-    (tmp_path / "crds" / "crd.yaml").write_text((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    (tmp_path / "crds" / "crd.yaml").write_text((CHART_CRDS / "kubeai.org_models.yaml").read_text())
     assert main(["test", str(tmp_path)]) == 2
     assert "no suite files" in capsys.readouterr().err
     one_case = SUITE.format(crd="crds/crd.yaml").split("- name: wrong-expectation")[0]
@@ -159,7 +159,7 @@ def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_p
 
 
 def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
-    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
     broken = json.loads(json.dumps(crd))
     spec_schema = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec_schema["properties"]["bad"] = {"type": "array"}
@@ -175,7 +175,7 @@ def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
 
 
 def test_generated_names_match_any_generated_name(tmp_path, capsys):
-    suite = {"suite": "gen", "crds": [str(REPO / "chart" / "crds" / "kubeai.org_models.yaml")], "cases": [{
+    suite = {"suite": "gen", "crds": [str(CHART_CRDS / "kubeai.org_models.yaml")], "cases": [{
         "name": "generated", "operation": "CREATE",
         "object": {"apiVersion": "kubeai.org/v1", "kind": "Model",
                    "metadata": {"generateName": "m-", "namespace": "d"},
@@ -193,7 +193,7 @@ def test_generated_names_match_any_generated_name(tmp_path, capsys):
 
 
 def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
-    crd = yaml.safe_load((REPO / "chart" / "crds" / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["bad"] = {
         "type": "array"}
     (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))

@@ -5,24 +5,19 @@ as a list item) and every example manifest, with the batch switched on and off."
 from __future__ import annotations
 
 import copy
-import dataclasses
-from pathlib import Path
 
 import pytest
 import yaml
 
 import webhook.schema.celrules as celrules
-from webhook.offline.cases import load_suite, request_path
+from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
-from webhook.schema.celbatch import _respell, build_plan
+from webhook.schema.celbatch import respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema
 
-from tests.test_cel_crd_vectors import _library
-from tests.support.paths import CONFORMANCE
-
-REPO = Path(__file__).resolve().parents[2]
-OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
-
+from tests.cel.vectors import library_vectors
+from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
+from tests.support.paths import CASES, MANIFESTS
 
 @pytest.fixture
 def fast_paths(monkeypatch):
@@ -50,11 +45,11 @@ def _both_ways(monkeypatch, run):
 
 def test_respelling_replaces_only_the_free_variables():
     names = {"self": "self.spec.x", "oldSelf": "oldSelf.spec.x", "__oldSelfPresent": "(p)"}
-    assert _respell("self.a == oldSelf.a && 'self' != self.b && __oldSelfPresent", names) == \
+    assert respell("self.a == oldSelf.a && 'self' != self.b && __oldSelfPresent", names) == \
         "self.spec.x.a == oldSelf.spec.x.a && 'self' != self.spec.x.b && (p)"
-    assert _respell("has(self.a) && self.l.all(v, v.startsWith(self.p))", names) == \
+    assert respell("has(self.a) && self.l.all(v, v.startsWith(self.p))", names) == \
         "has(self.spec.x.a) && self.spec.x.l.all(v, v.startsWith(self.spec.x.p))"
-    assert _respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
+    assert respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
 
 
 def test_shipped_crds_batch_every_rule():
@@ -76,20 +71,12 @@ def test_shipped_crds_batch_every_rule():
     assert {kind: rules for kind, rules in left.items() if rules} == {}
 
 
-def _outcome(registry, data):
-    outcome = registry.handle(str(data.get("operation", "CREATE")), copy.deepcopy(data.get("object")),
-                              copy.deepcopy(data.get("old")), data.get("subresource"), request=request_path(data))
-    # errors as the apiserver prints them (their fields hold sentinels that do not deep-copy)
-    return {**{f.name: getattr(outcome, f.name) for f in dataclasses.fields(outcome)},
-            "errors": [str(e) for e in outcome.errors]}
-
-
 def test_recorded_cases_answer_the_same_batched(monkeypatch, fast_paths):
-    suites = [load_suite(CONFORMANCE / "cases" / name) for name in OBJECT_SUITES]
+    suites = [load_suite(CASES / name) for name in OBJECT_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
     for case in cases:
-        walked, batched = _both_ways(monkeypatch, lambda: _outcome(case.suite.registry, case.data))
+        walked, batched = _both_ways(monkeypatch, lambda: recorded_outcome(case.suite.registry, case.data))
         assert batched == walked, case.name
     # the CEL step runs for most cases; the batch answers every one whose rules all hold
     assert fast_paths["batched"] >= 80, fast_paths
@@ -99,7 +86,7 @@ def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
     registry = CRDRegistry.shipped()
     objects, valid = [], 0
     for folder in ("valid", "invalid"):
-        for path in sorted((REPO / "examples" / "manifests" / folder).glob("*.yaml")):
+        for path in sorted((MANIFESTS / folder).glob("*.yaml")):
             found = [doc for doc in yaml.safe_load_all(path.read_text())
                      if isinstance(doc, dict) and registry.served(doc.get("apiVersion"), doc.get("kind"))]
             objects += found
@@ -108,7 +95,7 @@ def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
     for obj in objects:
         for data in ({"operation": "CREATE", "object": obj},
                      {"operation": "UPDATE", "object": obj, "old": obj}):
-            walked, batched = _both_ways(monkeypatch, lambda: _outcome(registry, data))
+            walked, batched = _both_ways(monkeypatch, lambda: recorded_outcome(registry, data))
             assert batched == walked, (obj["kind"], obj["metadata"].get("name"), data["operation"])
     # every valid object (with rules), both operations; invalid ones where their broken rule is not a CEL rule
     assert fast_paths["batched"] >= 2 * (valid - 1)  # (one valid kind, InferencePool, has no rules)
@@ -116,7 +103,7 @@ def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
 
 def _vectors():
     for library in ("crd_values", "escaping"):
-        for vector in _library(library, crd=True):
+        for vector in library_vectors(library, crd=True):
             if "compile_error_contains" not in vector["expect"]:
                 yield vector
 

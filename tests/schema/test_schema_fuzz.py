@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry, Outcome
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CHART_CRDS, REFERENCE
 
-REPO = Path(__file__).resolve().parents[2]
-REGISTRY = CRDRegistry.load([CONFORMANCE / "reference" / "conformance", REPO / "chart" / "crds"])
+REGISTRY = CRDRegistry.load([REFERENCE / "conformance", CHART_CRDS])
 KINDS = REGISTRY.kinds()
 
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from webhook.offline.cases import load_suite
-from tests.support.paths import CONFORMANCE
+from tests.support.paths import CASES
 
-REPO = Path(__file__).resolve().parents[2]
-CASES_DIR = CONFORMANCE / "cases"
+CASES_DIR = CASES
 OBJECT_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.yaml")
 
 _SUITES = {name: load_suite(CASES_DIR / name) for name in OBJECT_SUITES if (CASES_DIR / name).is_file()}

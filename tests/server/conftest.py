@@ -29,6 +29,15 @@ from webhook.server import AdmitterSlot, ServerConfig, create_app
 TEST_POLICY = certs.RotationPolicy()
 
 
+# A valid KubeAI Model, as a client writes it.
+MODEL = {
+    "apiVersion": "kubeai.org/v1",
+    "kind": "Model",
+    "metadata": {"name": "qwen", "namespace": "team-a"},
+    "spec": {"features": ["TextGeneration"], "url": "hf://Qwen/Qwen2.5-0.5B", "engine": "VLLM", "resourceProfile": "cpu:1"},
+}
+
+
 def review(
     obj: dict[str, Any] | None, *, operation: str = "CREATE", old: dict[str, Any] | None = None,
     api_version: str = "admission.k8s.io/v1", uid: str | None = None, subresource: str = "",

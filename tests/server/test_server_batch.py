@@ -10,8 +10,7 @@ import threading
 
 from webhook.server import LoopBatch
 
-from .conftest import ScriptedAdmitter, review, start_server
-from .test_server_http import MODEL
+from .conftest import MODEL, ScriptedAdmitter, review, start_server
 
 
 async def test_a_batch_runs_stage_by_stage_in_arrival_order_after_the_turn_that_filled_it():

@@ -20,15 +20,7 @@ from webhook import certs
 from webhook import logging as logs
 from webhook.server import STATE, timeout_seconds
 
-from .conftest import ScriptedAdmitter, client_identity, review, start_server
-
-MODEL = {
-    "apiVersion": "kubeai.org/v1",
-    "kind": "Model",
-    "metadata": {"name": "qwen", "namespace": "team-a"},
-    "spec": {"features": ["TextGeneration"], "url": "hf://Qwen/Qwen2.5-0.5B", "engine": "VLLM", "resourceProfile": "cpu:1"},
-}
-
+from .conftest import MODEL, ScriptedAdmitter, client_identity, review, start_server
 
 def with_notes(**notes: str) -> dict:
     obj = json.loads(json.dumps(MODEL))

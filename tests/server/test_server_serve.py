@@ -19,9 +19,9 @@ from webhook.server import serve
 from webhook.settings import Settings
 
 from .conftest import ScriptedAdmitter, client_identity, review
+from tests.support.paths import REPO
 
 MODEL = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "a"}, "spec": {}}
-REPO = Path(__file__).resolve().parents[2]
 
 
 async def start(tmp_path: Path, loader, **settings):

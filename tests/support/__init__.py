@@ -1,1 +1,1 @@
-"""What the tests share: the repository's paths, and (in time) one fake apiserver."""
+"""What the tests share: the repository's paths, the fake apiserver, the shipped chain and state."""

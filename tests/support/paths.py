@@ -2,7 +2,8 @@
 
 ``tests/conformance/`` holds the answers recorded from a real kube-apiserver v1.36 (``cases/``)
 and the CRDs and CEL vectors those cases name (``reference/``), so a clone with nothing beside
-it runs the whole suite.
+it runs the whole suite. The shipped artefacts the tests read (the chart, its CRDs, the
+policies and their suites, the examples) are named here once, as the repository lays them out.
 """
 
 from __future__ import annotations
@@ -14,3 +15,10 @@ CONFORMANCE = REPO / "tests" / "conformance"
 CASES = CONFORMANCE / "cases"
 REFERENCE = CONFORMANCE / "reference"
 CEL_VECTORS = REFERENCE / "cel" / "k8s_cel_library_vectors.yaml"
+
+CHART = REPO / "chart"
+CHART_CRDS = CHART / "crds"
+POLICIES = REPO / "policies"
+POLICY_SUITES = POLICIES / "tests"
+EXAMPLES = REPO / "examples"
+MANIFESTS = EXAMPLES / "manifests"

@@ -46,7 +46,9 @@ from webhook.cel.syntax import (
     Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
 )
 from webhook.cel.types import DYN
-from webhook.cel.values import go_parse_int, parse_duration, parse_rfc3339
+from webhook.cel.values import parse_duration
+from webhook.gocompat.strconv import go_parse_int
+from webhook.gocompat.time import parse_rfc3339
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 

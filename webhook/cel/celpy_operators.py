@@ -8,7 +8,6 @@ nor wraps, ``||``/``&&``/``!`` over errors, and Go's duration parser.
 from __future__ import annotations
 
 import datetime
-import decimal
 import math
 import operator
 from collections.abc import Callable
@@ -28,7 +27,10 @@ from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
 from webhook.cel.typenames import operator_error
-from webhook.cel.values import go_parse_float, go_parse_int, go_rfc3339_nano, parse_duration, parse_rfc3339
+from webhook.cel.values import parse_duration
+from webhook.gocompat.fmt import go_float
+from webhook.gocompat.strconv import go_parse_float, go_parse_int
+from webhook.gocompat.time import go_rfc3339_nano, parse_rfc3339
 
 # qualified type names -> the class type() returns ("net.IP", "google.protobuf.Duration")
 _TYPE_VALUES = {t.cel_type: t for t in OPAQUE_TYPES} | {
@@ -269,34 +271,10 @@ def _in(item: Any, container: Any) -> Any:
     return error(NO_SUCH_OVERLOAD)
 
 
-def go_double(f: float) -> str:
-    """``strconv.FormatFloat(f, 'g', -1, 64)``: what ``string(double)`` gives."""
-    if math.isnan(f) or math.isinf(f):
-        return format_string(f)
-    if f == 0:
-        return "-0" if math.copysign(1, f) < 0 else "0"
-    digits, exponent = _shortest(abs(f))
-    sign = "-" if f < 0 else ""
-    if exponent < -4 or exponent >= 6:  # Go's shortest 'g': exponent form from 1e+06 on
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
-    if exponent < 0:
-        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
-    whole = digits[:exponent + 1].ljust(exponent + 1, "0")
-    return sign + whole + ("." + digits[exponent + 1:] if len(digits) > exponent + 1 else "")
-
-
-def _shortest(f: float) -> tuple[str, int]:
-    """The shortest round-trip digits of ``f`` > 0 and the decimal exponent of the first."""
-    parts = decimal.Decimal(repr(f)).normalize().as_tuple()
-    digits = "".join(map(str, parts.digits))
-    return digits, len(digits) - 1 + int(parts.exponent)
-
-
 def _to_string(value: Any) -> Any:
     """``string(x)`` as cel-go converts: no lists, maps or null; bytes must be UTF-8."""
     if isinstance(value, celtypes.DoubleType):
-        return celtypes.StringType(go_double(float(value)))
+        return celtypes.StringType(go_float(float(value)))  # strconv.FormatFloat(f, 'g', -1, 64)
     if isinstance(value, celtypes.BytesType):
         try:
             return celtypes.StringType(bytes(value).decode("utf-8"))

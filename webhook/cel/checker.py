@@ -23,7 +23,8 @@ from webhook.cel.syntax import (
 from webhook.cel.types import (
     BOOL, BYTES, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, CelType, DeclType, list_of, map_of, optional_of,
 )
-from webhook.cel.values import parse_duration, parse_rfc3339
+from webhook.cel.values import parse_duration
+from webhook.gocompat.time import parse_rfc3339
 
 _LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
                   "null": NULL}

@@ -27,7 +27,7 @@ from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, nor
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
 from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
-from webhook.gofmt import go_json
+from webhook.gocompat.fmt import go_json
 
 # apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
 RUNTIME_CEL_COST_BUDGET = 10_000_000

@@ -1,5 +1,5 @@
 """One ``x-kubernetes-validations`` entry as the apiserver checks it before compiling it, and how
-its error messages print the rule struct (other values as ``webhook.gofmt`` prints them).
+its error messages print the rule struct (other values as ``webhook.gocompat.fmt`` prints them).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.gofmt import go_json, go_quote, go_struct_json
+from webhook.gocompat.fmt import go_json, go_quote, go_struct_json
 
 SUPPORTED_REASONS = ("FieldValueDuplicate", "FieldValueForbidden", "FieldValueInvalid", "FieldValueRequired")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from webhook.facts import FactError, parse_parameter_count
+from webhook.quantity import QuantityError, parse_parameter_count
 from webhook.policy.compiled import PolicyInput
 from webhook.policy.verdict import Denial, Trace, Verdict
 
@@ -24,7 +24,7 @@ def _limit(text: str) -> int | None:
     texts come with every review of a class's orders: parsed once each."""
     try:
         return parse_parameter_count(text)
-    except FactError:
+    except QuantityError:
         return None
 
 
@@ -125,7 +125,7 @@ class ParameterCountPolicy:
             return
         try:
             count = parse_parameter_count(given)
-        except FactError:
+        except QuantityError:
             return  # the CRD pattern rejects it with its own message
         passed = count <= limit
         self._trace(verdict, explain, "huggingface", values, "true" if passed else "false")

@@ -110,7 +110,7 @@ def _refuse_emptied(in_force: PolicySet) -> None:
         raise PolicyLoadError(problems)
 
 
-def _fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
+def directory_fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
     out = []
     for file in policy_files(directory):
         try:
@@ -136,7 +136,7 @@ class PolicyDirectory:
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
-        self._fingerprint = _fingerprint(self.directory)
+        self._fingerprint = directory_fingerprint(self.directory)
         self._set = PolicySet.load(self.directory, builtin=self.builtin)  # the first load must succeed
 
     def current(self) -> PolicySet:
@@ -144,7 +144,7 @@ class PolicyDirectory:
 
     def poll(self) -> bool:
         """Reload if the files changed; True when a new set is in force."""
-        fingerprint = _fingerprint(self.directory)
+        fingerprint = directory_fingerprint(self.directory)
         if fingerprint == self._fingerprint:
             return False
         self._fingerprint = fingerprint

@@ -22,7 +22,7 @@ estimate over the values for the costliest), and an object those charges leave n
 for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
 stay on the walk, so the program's bound can only be stricter than theirs (so do programs that
 do not describe their bound: the cel-python backend's, which then never batches). The activation
-holds only what the program reads (``_select``). A rule the program cannot hold unchanged (a
+holds only what the program reads (``select_walk``). A rule the program cannot hold unchanged (a
 name clash, a library call that would no longer be computed before the evaluation) stays on
 the walk, which then runs for such rules alone.
 """
@@ -77,7 +77,7 @@ class BatchPlan:
         self.reads_old = reads_old
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
         self.reach = reach           # ids of the schema nodes the walk visits for them
-        self.select = compile_select(root)  # ``_select`` as generated Python
+        self.select = compile_select(root)  # ``select_walk`` as generated Python
 
     def holds(self, obj: Any, old: Any) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
@@ -126,26 +126,26 @@ def _valid(site: _Site, value: Any) -> bool:
     return True
 
 
-class _InvalidData(Exception):
+class InvalidData(Exception):
     """Data contradicting the schema where a rule reads it (``_valid``): the walk answers."""
 
 
-def _select(site: _Site, value: Any) -> Any:
+def select_walk(site: _Site, value: Any) -> Any:
     """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
     properties the rules read and the way to the children's rules. Checks the data on the way
-    (``_valid``, in the same walk): ``_InvalidData`` where the walk would report it."""
+    (``_valid``, in the same walk): ``InvalidData`` where the walk would report it."""
     decl = site.decl
     if site.read is None or value is None:
         if value is not None and not _valid(site, value):
-            raise _InvalidData()
+            raise InvalidData()
         return to_cel(value, decl)
     if _reads_invalid(site, value):
-        raise _InvalidData()
+        raise InvalidData()
     if isinstance(value, dict):
         if decl.kind == "map":
             additional = site.additional
             return to_cel(value, decl) if additional is None else {
-                key: item if item is None else _select(additional, item) for key, item in value.items()}
+                key: item if item is None else select_walk(additional, item) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
         read = site.read
@@ -162,26 +162,26 @@ def _select(site: _Site, value: Any) -> Any:
                 continue
             if key in read:  # converted whole above: only checked here
                 if not _valid(child, item):
-                    raise _InvalidData()
+                    raise InvalidData()
                 continue
-            selected[name] = converted = _select(child, item)
+            selected[name] = converted = select_walk(child, item)
             if key in RESERVED_SYMBOLS:
                 selected[key] = converted
         return selected
     if isinstance(value, list) and site.items is not None:
         items = site.items
-        return [item if item is None else _select(items, item) for item in value]
+        return [item if item is None else select_walk(items, item) for item in value]
     return to_cel(value, decl)
 
 
 class _SelectCodegen(NodeCodegen):
-    """``_select`` written out for one plan: a function per site, its reads, conversions and
+    """``select_walk`` written out for one plan: a function per site, its reads, conversions and
     children inline (the generic walk looks each of them up on every object)."""
 
     prefix = "_s"
 
     def __init__(self) -> None:
-        super().__init__({"_InvalidData": _InvalidData, "_valid": _valid, "_surely_valid": _surely_valid,
+        super().__init__({"InvalidData": InvalidData, "_valid": _valid, "_surely_valid": _surely_valid,
                           "invalid_reads": invalid_reads, "to_cel": to_cel})
 
     def convert(self, value: str, decl: DeclType | None) -> str:
@@ -192,13 +192,13 @@ class _SelectCodegen(NodeCodegen):
         decl, me = site.decl, self.value(site)
         if site.read is None:
             return [f"def {name}(v):",
-                    f"    if v is not None and not _valid({me}, v): raise _InvalidData()",
+                    f"    if v is not None and not _valid({me}, v): raise InvalidData()",
                     f"    return {self.convert('v', decl)}"]
         body = ["if v is None: return None"]
         if site.batched:
             rules = self.value(site.rules)
             body.append(f"if not _surely_valid(v, {me}) and invalid_reads(v, {rules}.decl, {rules}.properties): "
-                        "raise _InvalidData()")
+                        "raise InvalidData()")
         body += ["if isinstance(v, dict):"] + ["    " + line for line in self.mapping(site)]
         if site.items is not None:
             items = self.function(site.items)
@@ -217,7 +217,7 @@ class _SelectCodegen(NodeCodegen):
             out.append(f"x = v.get({key!r})")
             entry = decl.by_property.get(key)
             if entry is None:  # (no such property: the generic walk fails here too)
-                out.append("if x is not None: raise _InvalidData()")
+                out.append("if x is not None: raise InvalidData()")
                 continue
             out += ["if x is not None:", f"    out[{entry[0]!r}] = {self.convert('x', entry[1])}"]
             if key in RESERVED_SYMBOLS:
@@ -225,7 +225,7 @@ class _SelectCodegen(NodeCodegen):
         for key, cel_name, child in site.properties:
             out += [f"x = v.get({key!r})", "if x is not None:"]
             if key in site.read:  # converted whole above: only checked here
-                out.append(f"    if not _valid({self.value(child)}, x): raise _InvalidData()")
+                out.append(f"    if not _valid({self.value(child)}, x): raise InvalidData()")
                 continue
             out.append(f"    out[{cel_name!r}] = {self.function(child)}(x)")
             if key in RESERVED_SYMBOLS:
@@ -235,12 +235,12 @@ class _SelectCodegen(NodeCodegen):
 
 
 def compile_select(root: _Site) -> Any:
-    """``_select(root, value)`` as one generated function (the generic walk where the plan
+    """``select_walk(root, value)`` as one generated function (the generic walk where the plan
     cannot be written out: nested past Python's limits)."""
     try:
         return _SelectCodegen().build(root, "<schema rules selection>")
     except (RecursionError, SyntaxError, MemoryError):
-        return lambda value: _select(root, value)
+        return lambda value: select_walk(root, value)
 
 
 # Python types a JSON value of each CEL kind has when it fits its schema (a stricter check than
@@ -491,7 +491,7 @@ class _Builder:
             names = {"self": here, "oldSelf": old or "null", "__oldSelfPresent": f"({old_present})"}
         else:
             names = {"self": here, "oldSelf": "null", "__oldSelfPresent": "false"}
-        source = _respell(rule.source, names)
+        source = respell(rule.source, names)
         if source is None:
             return None
         if rule.uses_old_self and not rule.optional_old_self:
@@ -530,7 +530,7 @@ def _fixed_charge(rules: list[CompiledRule]) -> int | None:
     return sum(r.max_cost for r in rules)
 
 
-def _respell(source: str, names: Mapping[str, str]) -> str | None:
+def respell(source: str, names: Mapping[str, str]) -> str | None:
     """``source`` with each free ``self``/``oldSelf``/``__oldSelfPresent`` replaced; None when a
     comprehension of the rule rebinds one of them (or the source does not parse here)."""
     try:

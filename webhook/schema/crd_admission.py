@@ -14,8 +14,8 @@ from typing import Any, Iterator, Mapping
 
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
-from webhook.gofmt import go_json, go_quote
-from webhook.goregexp import compile_error
+from webhook.gocompat.fmt import go_json, go_quote
+from webhook.gocompat.regexp import compile_error
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
 from webhook.validation.strfmt import kept_format

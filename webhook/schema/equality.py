@@ -1,4 +1,5 @@
-"""Strict JSON equality (Go's ``reflect.DeepEqual`` on decoded JSON) and list item correlation."""
+"""Strict JSON equality (Go's ``reflect.DeepEqual`` on decoded JSON), enum membership as kube-openapi
+compares it, and list item correlation."""
 
 from __future__ import annotations
 
@@ -25,6 +26,27 @@ def json_equal(a: Any, b: Any) -> bool:
     if ta is list:
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def enum_matches(value: Any, candidate: Any) -> bool:
+    """``reflect.Value.Convert`` then ``DeepEqual``, as kube-openapi compares enum members."""
+    if isinstance(candidate, bool):
+        return value is candidate
+    if isinstance(candidate, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value) == candidate
+    if isinstance(candidate, str):
+        if isinstance(value, str):
+            return value == candidate
+        if isinstance(value, int) and not isinstance(value, bool):  # Go converts an int to a rune string
+            try:
+                return chr(value) == candidate if 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF \
+                    else candidate == "\ufffd"
+            except (ValueError, OverflowError):
+                return candidate == "\ufffd"
+        return False
+    if isinstance(candidate, int):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == candidate
+    return json_equal(value, candidate)
 
 
 def _hashable(value: Any) -> Any:

@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.schema.codegen import NodeCodegen, surely
-from webhook.schema.openapi import _enum_matches
+from webhook.schema.equality import enum_matches
 from webhook.schema.structural import Node, fits_type
 
 _PYTHON_TYPES = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float),
@@ -31,7 +31,7 @@ _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
 class _Codegen(NodeCodegen):
     def __init__(self) -> None:
-        super().__init__({"_enum_matches": _enum_matches})
+        super().__init__({"enum_matches": enum_matches})
         self.tables: list[str] = []  # module-level lookup tables, after the functions
 
     def source(self) -> str:
@@ -65,7 +65,7 @@ class _Codegen(NodeCodegen):
                 body.append(f"if t is float and not {check}(v): return False")
         if node.enum is not None:
             strings, members = self.value(node.enum_strings or frozenset()), self.value(tuple(node.enum))
-            body.append(f"if (v not in {strings}) if t is str else not any(_enum_matches(v, c) for c in {members}): "
+            body.append(f"if (v not in {strings}) if t is str else not any(enum_matches(v, c) for c in {members}): "
                         "return False")
         if list in allowed:
             body += ["if t is list:"] + ["    " + line for line in self.array(node)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from webhook.gofmt import go_float, go_json, go_quote
+from webhook.gocompat.fmt import go_float, go_json, go_quote
 
 # error type -> (StatusCause reason, text)
 REQUIRED = ("FieldValueRequired", "Required value")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable
 
-from webhook.gofmt import go_json
+from webhook.gocompat.fmt import go_json
 from webhook.schema import fielderrors as fe
 from webhook.schema.codegen import NodeCodegen, surely
 from webhook.schema.structural import Node
@@ -31,7 +31,7 @@ def validate_list_types(node: Node, value: Any, path: str | None = None) -> list
     if surely_unique(node)(value):
         return []
     errs: list[fe.FieldError] = []
-    _walk_object(node, value, path, errs)
+    walk_object(node, value, path, errs)
     return errs
 
 
@@ -41,10 +41,12 @@ def _walk(node: Node, value: Any, path: str | None, errs: list[fe.FieldError]) -
     if isinstance(value, list):
         _walk_list(node, value, path, errs)
     elif isinstance(value, dict):
-        _walk_object(node, value, path, errs)
+        walk_object(node, value, path, errs)
 
 
-def _walk_object(node: Node, value: dict, path: str | None, errs: list[fe.FieldError]) -> None:
+def walk_object(node: Node, value: dict, path: str | None, errs: list[fe.FieldError]) -> None:
+    """Append to ``errs`` the list-type errors under an object node's value (the walk that
+    ``surely_unique`` stands in for)."""
     if node.additional is not None and node.additional.has_list_types:
         for key in sorted(value):
             if key not in node.properties:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 from webhook.schema import fielderrors as fe
 from webhook.validation import names
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from webhook.gofmt import go_float, go_json, go_quote
+from webhook.gocompat.fmt import go_float, go_json, go_quote
 from webhook.schema import fielderrors as fe
-from webhook.schema.equality import OldItems, json_equal, unchanged
+from webhook.schema.equality import OldItems, enum_matches, json_equal, unchanged
+from webhook.schema.fastvalid import compile_fast
 from webhook.schema.structural import ABSENT, Node, fits_type
 
 _MAX_JSON_FLOAT = float(2 ** 53 - 1)
@@ -67,27 +68,6 @@ def _range_message(typ: str, fmt: str, prefix: str, path: str) -> str:
     return f"{prefix} value must be of type {typ} (default format) in {path}"
 
 
-def _enum_matches(value: Any, candidate: Any) -> bool:
-    """``reflect.Value.Convert`` then ``DeepEqual``, as kube-openapi compares enum members."""
-    if isinstance(candidate, bool):
-        return value is candidate
-    if isinstance(candidate, float):
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value) == candidate
-    if isinstance(candidate, str):
-        if isinstance(value, str):
-            return value == candidate
-        if isinstance(value, int) and not isinstance(value, bool):  # Go converts an int to a rune string
-            try:
-                return chr(value) == candidate if 0 <= value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF \
-                    else candidate == "\ufffd"
-            except (ValueError, OverflowError):
-                return candidate == "\ufffd"
-        return False
-    if isinstance(candidate, int):
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and value == candidate
-    return json_equal(value, candidate)
-
-
 def _enum_text(value: Any) -> str:
     return value if isinstance(value, str) else go_json(value)
 
@@ -98,8 +78,6 @@ class SchemaValidator:
     __slots__ = ("root", "prefix", "root_of_object", "passes")
 
     def __init__(self, root: Node, prefix: str | None = None):
-        from webhook.schema.fastvalid import compile_fast  # (it builds on this module's checks)
-
         self.root = root
         self.prefix = prefix
         # the whole object never counts as unchanged: its metadata always changes on a write
@@ -152,7 +130,7 @@ class SchemaValidator:
         elif sch_type in ("integer", "number") and node.has_number_checks:
             errs += self._number(node, value, path)
         if node.enum is not None and not (value in node.enum_strings if sch_type == "string"
-                                          else any(_enum_matches(value, c) for c in node.enum)):
+                                          else any(enum_matches(value, c) for c in node.enum)):
             errs.append(fe.not_supported(self._field(path), value, [_enum_text(c) for c in node.enum]))
         if sch_type == "object":
             errs += self._object(node, value, path, old)

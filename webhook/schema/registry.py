@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from webhook.gofmt import go_json, go_type_name, go_value
+from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
@@ -349,11 +349,11 @@ class CRDRegistry:
                 errors += _scale_errors(served.scale, obj, spec=True)
             errors += _scale_errors(served.scale, obj, spec=False)
         if status_write:
-            errors += _list_type_errors(served.schema, obj, stored)
+            errors += list_type_errors(served.schema, obj, stored)
             errors += _embedded_errors(served.schema, obj, None)
         else:
             errors += _embedded_errors(served.schema, obj, None)
-            errors += _list_type_errors(served.schema, obj, stored)
+            errors += list_type_errors(served.schema, obj, stored)
         warnings: list[str] = []
         if served.cel is not None:
             if any(err.blocking for err in errors):
@@ -457,7 +457,7 @@ def _embedded_errors(node: Node, value: Any, path: str | None) -> list[FieldErro
     return errs
 
 
-def _list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] | None) -> list[FieldError]:
+def list_type_errors(schema: Node, obj: dict[str, Any], stored: dict[str, Any] | None) -> list[FieldError]:
     """List-type checks; skipped on UPDATE when the stored object already fails them (ratcheting)."""
     if stored is not None and validate_list_types(schema, stored):
         return []

@@ -13,7 +13,7 @@ from typing import Any
 
 import re2
 
-from webhook.goregexp import GoRegexp
+from webhook.gocompat.regexp import GoRegexp
 from webhook.validation.strfmt import FORMAT_CHECKERS, kept_format
 
 ABSENT: Any = object()  # "no default", "no old value"

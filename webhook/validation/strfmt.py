@@ -11,7 +11,8 @@ import re
 import unicodedata
 from typing import Callable
 
-from webhook import goneturl
+from webhook.gocompat import neturl
+from webhook.gocompat.time import parse_go_duration
 from webhook.validation import names
 
 # kube-openapi's HostnamePattern over a "skeleton" of the string where every non-ASCII
@@ -71,73 +72,11 @@ def is_datetime(text: str) -> bool:
     return match.group(1) <= "23" and match.group(2) <= "59" and match.group(3) <= "59"
 
 
-_GO_UNIT_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
-               "m": 60_000_000_000, "h": 3_600_000_000_000}
 _SCALA_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000,
              "h": 3_600_000_000_000, "d": 86_400_000_000_000, "w": 604_800_000_000_000}
 _SCALA_DURATION = re.compile(r"^\s*(?:\d+\s*[A-Za-zµ]+\s*)+$", re.A)
 _SCALA_PART = re.compile(r"(\d+)\s*([A-Za-zµ]+)", re.A)
-_OVER = 1 << 63  # Go's uint64 arithmetic refuses anything above this
-
-
-def parse_go_duration(text: str) -> int | None:
-    """``time.ParseDuration`` in nanoseconds (None where Go returns an error): ``[-+]`` then
-    ``<number>[.<fraction>]<unit>`` pairs, with Go's integer arithmetic and overflow checks."""
-    s, negative = text, text[:1] == "-"
-    if s[:1] in ("+", "-"):
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        return None
-    total = 0
-    while s:
-        if not (s[0] == "." or "0" <= s[0] <= "9"):
-            return None
-        digits = len(s) - len(s.lstrip("0123456789"))
-        whole, s = s[:digits], s[digits:]
-        if whole and int(whole) > _OVER:
-            return None
-        fraction = ""
-        if s[:1] == ".":
-            s = s[1:]
-            places = len(s) - len(s.lstrip("0123456789"))
-            fraction, s = s[:places], s[places:]
-            if not whole and not fraction:
-                return None
-        elif not whole:
-            return None
-        end = next((i for i, c in enumerate(s) if c == "." or "0" <= c <= "9"), len(s))
-        unit = _GO_UNIT_NS.get(s[:end])
-        if unit is None:
-            return None
-        s = s[end:]
-        value = int(whole or "0")
-        if value > _OVER // unit:
-            return None
-        value *= unit
-        if fraction:
-            kept, scale = _leading_fraction(fraction)
-            value += int(kept * (unit / scale))  # float64, as Go does, nanosecond-exact up to hours
-            if value > _OVER:
-                return None
-        total += value
-        if total > _OVER:
-            return None
-    if negative:
-        return -total
-    return total if total < _OVER else None
-
-
-def _leading_fraction(digits: str) -> tuple[int, float]:
-    """Go's ``leadingFraction``: the digits that fit an int64, and 10 to their count."""
-    value, scale = 0, 1.0
-    for c in digits:
-        step = value * 10 + int(c)
-        if value > (_OVER - 1) // 10 or step > _OVER:
-            break
-        value, scale = step, scale * 10
-    return value, scale
+_OVER = 1 << 63  # 2**63: strconv.Atoi's int64 range, and its wrap-around
 
 
 def parse_duration(text: str) -> int | None:
@@ -355,7 +294,7 @@ def is_base64(text: str) -> bool:
 # apiextensions supports at 1.36 (``supportedVersionedFormats``: k8s-short-name/k8s-long-name since 1.34)
 FORMAT_CHECKERS: dict[str, Callable[[str], bool]] = {
     "bsonobjectid": lambda s: bool(_BSON.match(s)),
-    "uri": goneturl.is_request_uri,
+    "uri": neturl.is_request_uri,
     "email": is_email,
     "hostname": is_hostname,
     "ipv4": is_ipv4,

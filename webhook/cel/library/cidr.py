@@ -8,7 +8,7 @@ from functools import lru_cache
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 from webhook.cel.library.ip import IP, parse_ip
 from webhook.cel.library.netaddr import Address, addr_string, is_4in6, parse_prefix
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 _PARSE_ERROR = "network address parse error during conversion from string: "
 

@@ -10,7 +10,7 @@ import datetime
 from typing import Any
 
 from webhook.cel.errors import CelCostExceeded
-from webhook.gofmt import go_value
+from webhook.gocompat.fmt import go_value
 
 from webhook.cel.library.base import NONE, LibraryError, OptionalValue
 from webhook.cel.library.lists import cel_equals

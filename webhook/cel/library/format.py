@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from webhook import goneturl
+from webhook.gocompat import neturl
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue, Overload
 from webhook.validation import names
 from webhook.validation.strfmt import FORMAT_CHECKERS
@@ -16,8 +16,8 @@ from webhook.validation.strfmt import FORMAT_CHECKERS
 
 def _uri(value: str) -> list[str]:
     try:
-        goneturl.parse_request_uri(value)
-    except goneturl.URLError as err:
+        neturl.parse_request_uri(value)
+    except neturl.URLError as err:
         return [str(err)]
     return []
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 from webhook.cel.library.netaddr import Address, addr_string, is_4in6, parse_addr
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 
 class IP(OpaqueValue):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from webhook.cel.library.base import LibraryError
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 

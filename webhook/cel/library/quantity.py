@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import decimal
 from decimal import Decimal
 from functools import lru_cache
 
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
-
-_SPLIT_RE = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-FORMAT_ERROR = f"quantities must match the regular expression '{_SPLIT_RE}'"
-SUFFIX_ERROR = "unable to parse quantity's suffix"
-
-# exact decimal arithmetic: quantities are arbitrary-precision decimals (inf.Dec)
-_CTX = decimal.Context(prec=4000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN, rounding=decimal.ROUND_UP)
-_NANO = Decimal("1e-9")
-_MAX_INT64 = 2**63 - 1
-
-_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+from webhook.quantity import DECIMAL_CONTEXT, MAX_INT64, QuantityError
+from webhook.quantity import parse_quantity as parse_amount
 
 
 class Quantity(OpaqueValue):
@@ -45,83 +34,16 @@ class Quantity(OpaqueValue):
 def _canonical(amount: Decimal) -> str:
     if amount.is_zero():
         return "0"
-    return str(amount.normalize(_CTX))
-
-
-def _split(text: str) -> tuple[bool, str, str, str, str]:
-    """``parseQuantityString``: (positive, value, numerator, denominator, suffix)."""
-    positive, pos, end = True, 0, len(text)
-    if pos < end and text[0] in "+-":
-        positive = text[0] == "+"
-        pos += 1
-    while pos < end and text[pos] == "0":
-        pos += 1
-    if pos >= end:
-        return positive, "0", "0", "", ""
-    start = pos
-    while pos < end and text[pos].isdigit() and text[pos].isascii():
-        pos += 1
-    num = text[start:pos] or "0"
-    if pos >= end:
-        return positive, text, num, "", ""
-    denom = ""
-    if text[pos] == ".":
-        pos += 1
-        start = pos
-        while pos < end and text[pos] in "0123456789":
-            pos += 1
-        denom = text[start:pos]
-        if pos >= end:
-            return positive, text, num, denom, ""
-    value = text[:pos]
-    suffix_start = pos
-    while pos < end and text[pos] in "eEinumkKMGTP":
-        pos += 1
-    if pos < end and text[pos] in "+-":
-        pos += 1
-    while pos < end and text[pos] in "0123456789":
-        pos += 1
-    if pos < end:
-        raise LibraryError(FORMAT_ERROR)
-    return positive, value, num, denom, text[suffix_start:]
-
-
-def _interpret(suffix: str) -> tuple[int, int, bool]:
-    """(base, exponent, binary) of a suffix; ``LibraryError`` if unknown."""
-    if suffix in _DECIMAL_SUFFIXES:
-        return 10, _DECIMAL_SUFFIXES[suffix], False
-    if suffix in _BINARY_SUFFIXES:
-        return 2, _BINARY_SUFFIXES[suffix], True
-    if len(suffix) > 1 and suffix[0] in "eE":
-        exponent = suffix[1:]
-        digits = exponent[1:] if exponent[0] in "+-" else exponent
-        if digits and digits.isdigit() and digits.isascii():
-            return 10, int(exponent), False
-    raise LibraryError(SUFFIX_ERROR)
+    return str(amount.normalize(DECIMAL_CONTEXT))
 
 
 @lru_cache(maxsize=4096)
 def parse_quantity(text: str) -> Quantity:
-    """``resource.ParseQuantity``: the exact value, rounded up to nano as Kubernetes does."""
-    if not text:
-        raise LibraryError(FORMAT_ERROR)
-    if text == "0":
-        return Quantity(Decimal(0))
-    positive, value, _num, _denom, suffix = _split(text)
-    base, exponent, binary = _interpret(suffix)
+    """``resource.ParseQuantity`` (``webhook.quantity``) as a CEL value."""
     try:
-        amount = _CTX.create_decimal(value)
-    except decimal.InvalidOperation:
-        raise LibraryError(FORMAT_ERROR) from None
-    if amount.is_nan() or amount.is_infinite():
-        raise LibraryError(FORMAT_ERROR)
-    amount = amount.copy_abs()
-    amount = _CTX.multiply(amount, _CTX.power(2, exponent) if base == 2 else Decimal(1).scaleb(exponent, _CTX))
-    if not amount.is_zero():
-        amount = amount.quantize(_NANO, rounding=decimal.ROUND_UP, context=_CTX) if amount.as_tuple().exponent < -9 else amount
-    if binary and amount > _MAX_INT64:
-        amount = Decimal(_MAX_INT64)
-    return Quantity(amount if positive else amount.copy_negate())
+        return Quantity(parse_amount(text))
+    except QuantityError as err:
+        raise LibraryError(str(err)) from None
 
 
 def quantity(text: str) -> Quantity:
@@ -142,10 +64,10 @@ def sign(q: Quantity) -> int:
 
 def _as_int64(q: Quantity) -> int | None:
     amount = q.amount
-    if amount != amount.to_integral_value(context=_CTX):
+    if amount != amount.to_integral_value(context=DECIMAL_CONTEXT):
         return None
     value = int(amount)
-    return value if -(2**63) <= value <= _MAX_INT64 else None
+    return value if -(2**63) <= value <= MAX_INT64 else None
 
 
 def is_integer(q: Quantity) -> bool:
@@ -165,12 +87,12 @@ def as_approximate_float(q: Quantity) -> float:
 
 def add(q: Quantity, other: Quantity | int) -> Quantity:
     other_amount = other.amount if isinstance(other, Quantity) else Decimal(other)
-    return Quantity(_CTX.add(q.amount, other_amount))
+    return Quantity(DECIMAL_CONTEXT.add(q.amount, other_amount))
 
 
 def sub(q: Quantity, other: Quantity | int) -> Quantity:
     other_amount = other.amount if isinstance(other, Quantity) else Decimal(other)
-    return Quantity(_CTX.subtract(q.amount, other_amount))
+    return Quantity(DECIMAL_CONTEXT.subtract(q.amount, other_amount))
 
 
 def compare_to(q: Quantity, other: Quantity) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 import re2
 
 from webhook.cel.library.base import LibraryError, Overload
-from webhook.goregexp import compile_error
+from webhook.gocompat.regexp import compile_error
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False

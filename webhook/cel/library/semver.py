@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
 
 _NUMBERS = set("0123456789")
 _ALPHANUM = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-") | _NUMBERS

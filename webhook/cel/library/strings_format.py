@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
-from webhook.gofmt import go_quote
+from webhook.gocompat.fmt import go_quote
+from webhook.gocompat.time import go_rfc3339_nano
 
 _SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 DEFAULT_PRECISION = 6
@@ -138,14 +139,6 @@ def go_float(f: float) -> str:
 _SHORTEST_EPREC = 21
 
 
-def _timestamp_string(t: datetime.datetime) -> str:
-    t = t.astimezone(datetime.timezone.utc)
-    text = t.strftime("%Y-%m-%dT%H:%M:%S")
-    if t.microsecond:
-        text += f".{t.microsecond:06d}".rstrip("0")
-    return text + "Z"
-
-
 def _duration_string(d: datetime.timedelta | ExactDuration) -> str:
     """cel-go's ``FormatString`` of a duration: ``strconv.FormatFloat(d.Seconds(), 'f', -1, 64)``."""
     if isinstance(d, ExactDuration):
@@ -178,7 +171,7 @@ def format_string(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     if isinstance(value, datetime.datetime):
-        return _timestamp_string(value)
+        return go_rfc3339_nano(value.astimezone(datetime.timezone.utc))
     if isinstance(value, (datetime.timedelta, ExactDuration)):
         return _duration_string(value)
     if callable(getattr(value, "name", None)):  # a CEL type value
@@ -200,7 +193,7 @@ def _member(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         return "b" + go_quote(bytes(value).decode("utf-8", "replace"))
     if isinstance(value, datetime.datetime):
-        return f"timestamp({go_quote(_timestamp_string(value))})"
+        return f"timestamp({go_quote(go_rfc3339_nano(value.astimezone(datetime.timezone.utc)))})"
     if isinstance(value, (datetime.timedelta, ExactDuration)):
         return f"duration({go_quote(_duration_string(value))})"
     return format_string(value)

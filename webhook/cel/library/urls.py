@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from webhook import goneturl
+from webhook.gocompat import neturl
 from webhook.cel.library.base import LibraryError, OpaqueValue, Overload
 
 
@@ -12,7 +12,7 @@ class URL(OpaqueValue):
     cel_type = "kubernetes.URL"
     __slots__ = ("raw", "parsed")
 
-    def __init__(self, raw: str, parsed: goneturl.GoURL) -> None:
+    def __init__(self, raw: str, parsed: neturl.GoURL) -> None:
         self.raw = raw
         self.parsed = parsed
 
@@ -28,9 +28,9 @@ class URL(OpaqueValue):
 @lru_cache(maxsize=4096)
 def parse_url(text: str) -> URL:
     try:
-        goneturl.parse_request_uri(text)
-        parsed = goneturl.parse(text)
-    except goneturl.URLError as err:
+        neturl.parse_request_uri(text)
+        parsed = neturl.parse(text)
+    except neturl.URLError as err:
         raise LibraryError(f"URL parse error during conversion from string: {err}") from None
     return URL(text, parsed)
 
@@ -44,26 +44,26 @@ def get_host(url: URL) -> str:
 
 
 def get_hostname(url: URL) -> str:
-    return goneturl.split_host_port(url.parsed.host)[0]
+    return neturl.split_host_port(url.parsed.host)[0]
 
 
 def get_port(url: URL) -> str:
-    return goneturl.split_host_port(url.parsed.host)[1]
+    return neturl.split_host_port(url.parsed.host)[1]
 
 
 def get_escaped_path(url: URL) -> str:
-    return goneturl.escaped_path(url.parsed)
+    return neturl.escaped_path(url.parsed)
 
 
 def get_query(url: URL) -> dict[str, list[str]]:
-    return goneturl.parse_query(url.parsed.raw_query)
+    return neturl.parse_query(url.parsed.raw_query)
 
 
 U = URL.cel_type
 TYPES = (URL,)
 OVERLOADS = (
     Overload("url", "string_to_url", ("string",), U, parse_url),
-    Overload("isURL", "is_url_string", ("string",), "bool", goneturl.is_request_uri),
+    Overload("isURL", "is_url_string", ("string",), "bool", neturl.is_request_uri),
     Overload("getScheme", "url_get_scheme", (U,), "string", get_scheme, member=True),
     Overload("getHost", "url_get_host", (U,), "string", get_host, member=True),
     Overload("getHostname", "url_get_hostname", (U,), "string", get_hostname, member=True),

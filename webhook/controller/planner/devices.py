@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from webhook.facts import FactError, parse_quantity
+from webhook.quantity import QuantityError, parse_quantity
 
 PARTITION, WHOLE_DEVICE = "Partition", "WholeDevice"
 SHARED, DEDICATED = "Shared", "Dedicated"
@@ -51,7 +51,7 @@ class Device:
             if text is not None:
                 try:
                     return parse_quantity(text)
-                except FactError:
+                except QuantityError:
                     return None
         return None
 
@@ -100,7 +100,7 @@ def _cel_quantity(text: str) -> Any:
 
     try:
         return to_runtime(Quantity(parse_quantity(text)))
-    except FactError:
+    except QuantityError:
         return text  # not a quantity: a selector comparing it fails, as in the scheduler
 
 

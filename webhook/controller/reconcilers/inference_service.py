@@ -23,7 +23,7 @@ from webhook.controller.context import ReconcileContext
 from webhook.controller.planner import AcceleratorPolicy, Placement, memory_need_gib, plan, stuck_claim
 from webhook.controller.reconcilers.service_class import class_verdict, default_classes
 from webhook.controller.snapshot import selector_string
-from webhook.facts import FactError, parse_parameter_count
+from webhook.quantity import QuantityError, parse_parameter_count
 
 CONDITION_TYPES = ("ClassResolved", "ModelResolved", "Planned", "WorkloadReady", "Ready", "ScalingHealthy")
 # Reasons that wait for something to appear or become ready: the order stays Pending.
@@ -192,7 +192,7 @@ def _huggingface_model(order: Mapping, model_policy: Mapping | None, ctx: Reconc
     if model.get("parameterCount") is not None:
         try:
             count = parse_parameter_count(model["parameterCount"])
-        except FactError as exc:
+        except QuantityError as exc:
             return Condition("ModelResolved", FALSE, "ParameterCountUnknown", f"spec.model.parameterCount: {exc}")
         limit = _max_parameter_count(model_policy)
         if limit is not None and count > limit:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from webhook.controller import kinds
 from webhook.controller.conditions import FALSE, TRUE, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
-from webhook.facts import FactError, parse_parameter_count
+from webhook.quantity import QuantityError, parse_parameter_count
 
 CERTIFICATE_NAMESPACE = "d8-system"
 DEFAULT_CLASS_ANNOTATION = "ai.deckhouse.io/is-default-class"
@@ -46,7 +46,7 @@ def _spec_problems(spec: Mapping) -> list[str]:
         if limit is not None:
             try:
                 parse_parameter_count(limit)
-            except FactError as exc:
+            except QuantityError as exc:
                 problems.append(f"modelPolicy.maxParameterCount: {exc}")
     https = (spec.get("exposurePolicy") or {}).get("https") or {}
     mode = https.get("mode")

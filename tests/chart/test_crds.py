@@ -1,0 +1,269 @@
+"""The five CRDs in chart/crds: upstream copies, the ai.deckhouse.io schemas, one source of truth."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.resources import crds_dir
+from tests.support.paths import CHART_CRDS, CONFORMANCE, REPO
+
+
+UPSTREAM = {
+    "kubeai.org_models.yaml": "reference/kubeai/kubeai.org_models.yaml",
+    "inference.networking.x-k8s.io_inferencemodels.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
+    "inference.networking.x-k8s.io_inferencepools.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
+}
+DECKHOUSE = {
+    "ai.deckhouse.io_inferenceserviceclasses.yaml": ("InferenceServiceClass", "Cluster", "isc"),
+    "ai.deckhouse.io_inferenceservices.yaml": ("InferenceService", "Namespaced", "is"),
+}
+
+
+def load_crd(path: Path) -> dict:
+    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    assert len(docs) == 1, f"{path.name}: one CRD per file"
+    return docs[0]
+
+
+def schema_of(crd: dict) -> dict:
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def walk(node: dict, path: str = ""):
+    """Yield (path, schema node) for every node of an OpenAPI schema."""
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from walk(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from walk(node["items"], f"{path}[]")
+
+
+def test_chart_ships_exactly_the_five_crds():
+    names = sorted(p.name for p in CHART_CRDS.glob("*.yaml"))
+    assert names == sorted([*UPSTREAM, *DECKHOUSE])
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM))
+def test_upstream_crds_are_byte_identical_to_the_reference(name):
+    assert (CHART_CRDS / name).read_bytes() == (CONFORMANCE / UPSTREAM[name]).read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(DECKHOUSE))
+def test_deckhouse_crd_identity(name):
+    kind, scope, short = DECKHOUSE[name]
+    crd = load_crd(CHART_CRDS / name)
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"{spec['names']['plural']}.ai.deckhouse.io"
+    assert (spec["group"], spec["names"]["kind"], spec["scope"]) == ("ai.deckhouse.io", kind, scope)
+    assert spec["names"]["shortNames"] == [short]
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Phase"] == ".status.phase" and columns["Age"] == ".metadata.creationTimestamp"
+
+
+@pytest.mark.parametrize("name", sorted(DECKHOUSE))
+def test_deckhouse_spec_is_bounded_for_the_cel_cost_budget(name):
+    """Every list in spec has maxItems and every free string has maxLength (or an enum)."""
+    spec = schema_of(load_crd(CHART_CRDS / name))["properties"]["spec"]
+    for path, node in walk(spec, ".spec"):
+        if node.get("type") == "array":
+            assert "maxItems" in node, f"{path}: unbounded list"
+        if node.get("type") == "string":
+            assert "maxLength" in node or "enum" in node, f"{path}: unbounded string"
+
+
+def test_class_allow_lists_are_sets():
+    spec = schema_of(load_crd(CHART_CRDS / "ai.deckhouse.io_inferenceserviceclasses.yaml"))["properties"]["spec"]
+    lists = {path for path, node in walk(spec, ".spec") if node.get("type") == "array"}
+    assert lists == {
+        ".spec.acceleratorPolicy.allowedDeviceClasses",
+        ".spec.acceleratorPolicy.allowedPlacementTypes",
+        ".spec.acceleratorPolicy.allowedSharingModes",
+        ".spec.admissionPolicy.allowedNamespaces",
+        ".spec.modelPolicy.allowedEndpointTypes",
+        ".spec.modelPolicy.allowedFormats",
+        ".spec.scalingPolicy.allowedPriorityClassNames",
+    }
+    for path, node in walk(spec, ".spec"):
+        if path in lists:
+            assert node.get("x-kubernetes-list-type") == "set", path
+
+
+def test_seed_markers_are_present():
+    """A sample of the seed's enums, bounds, patterns and required markers (design notes §6.1)."""
+    isc = schema_of(load_crd(CHART_CRDS / "ai.deckhouse.io_inferenceserviceclasses.yaml"))["properties"]["spec"]
+    nodes = dict(walk(isc, ".spec"))
+    assert nodes[".spec"]["required"] == ["exposurePolicy"]
+    assert nodes[".spec.acceleratorPolicy.maxAcceleratorCount"]["minimum"] == 1
+    share = nodes[".spec.acceleratorPolicy.maxSharePercent"]
+    assert (share["minimum"], share["maximum"]) == (1, 100)
+    assert nodes[".spec.modelPolicy.maxParameterCount"]["pattern"] == r"^[0-9]+(\.[0-9]+)?[MmBb]$"
+    assert nodes[".spec.exposurePolicy.https.mode"]["enum"] == ["Disabled", "CertManager", "CustomCertificate", "OnlyInURI"]
+    assert nodes[".spec.updatePolicy.strategy"]["enum"] == ["RollingUpdate"]
+
+    inf = schema_of(load_crd(CHART_CRDS / "ai.deckhouse.io_inferenceservices.yaml"))["properties"]["spec"]
+    nodes = dict(walk(inf, ".spec"))
+    assert nodes[".spec.launchStrategy"]["enum"] == ["Latency", "Throughput", "Balance"]
+    assert "default" not in nodes[".spec.launchStrategy"]  # the webhook writes it (decision 10)
+    assert nodes[".spec.model"]["required"] == ["ref", "src"]
+    assert nodes[".spec.model.src"]["enum"] == ["HuggingFace", "ai-models"]
+    assert nodes[".spec.model.ref.kind"]["enum"] == ["Model", "ClusterModel"]
+    rules = [r["rule"] for r in nodes[".spec"]["x-kubernetes-validations"] + nodes[".spec.model"]["x-kubernetes-validations"]]
+    assert any("oldSelf.inferenceServiceClassName" in r for r in rules)
+    assert "self.src == oldSelf.src" in rules
+
+
+def test_package_reads_the_chart_crds_in_a_checkout():
+    assert crds_dir().resolve() == CHART_CRDS.resolve()
+
+
+def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
+    """Build the wheel with the project's own build config (hatchling, as pip would) and compare
+    its package data with chart/crds. The build runs on a copy of what the wheel is made of, so
+    that a data directory another layer has not populated yet cannot break this comparison."""
+    from hatchling.builders.wheel import WheelBuilder
+
+    source = tmp_path / "src"
+    for name in ("pyproject.toml", "README.md"):
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, source / name)
+    shutil.copytree(REPO / "webhook", source / "webhook", ignore=shutil.ignore_patterns("__pycache__", "_data"))
+    forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    for directory in forced:
+        if (REPO / directory).is_dir():
+            shutil.copytree(REPO / directory, source / directory)
+        else:
+            (source / directory).mkdir(parents=True)
+    (wheel,) = WheelBuilder(str(source)).build(directory=str(tmp_path / "dist"), versions=["standard"])
+    with zipfile.ZipFile(wheel) as archive:
+        packaged = {
+            Path(n).name: archive.read(n)
+            for n in archive.namelist()
+            if n.startswith("webhook/_data/crds/") and n.endswith(".yaml")
+        }
+    shipped = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
+    assert packaged == shipped
+
+
+@pytest.mark.parametrize("name", sorted([*UPSTREAM, *DECKHOUSE]))
+def test_the_apiserver_would_accept_the_crd(name):
+    """No rejection and no warning when the CRD is created (structural schema, CEL compilation,
+    estimated cost against the apiserver's budget), as webhook.schema.crd_admission judges it."""
+    from webhook.schema.crd_admission import check_crd
+
+    errors, warnings = check_crd(load_crd(CHART_CRDS / name))
+    assert errors == [] and warnings == []
+
+
+# --- the ai.deckhouse.io rules, as the apiserver (webhook.schema) applies them -------------
+
+_REGISTRY = []
+
+
+def registry():
+    from webhook.schema import CRDRegistry
+
+    if not _REGISTRY:
+        _REGISTRY.append(CRDRegistry.load([CHART_CRDS]))
+    return _REGISTRY[0]
+
+
+def order(spec: dict, name: str = "o") -> dict:
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": "ml-team"}, "spec": spec}
+
+
+def service_class(spec: dict, name: str = "c") -> dict:
+    return {"apiVersion": "ai.deckhouse.io/v1alpha1", "kind": "InferenceServiceClass",
+            "metadata": {"name": name}, "spec": {"exposurePolicy": {"type": "ClusterLocal", "authentication": "None"}, **spec}}
+
+
+CATALOG = {"src": "ai-models", "ref": {"kind": "Model", "name": "qwen3-8b"}}
+HUGGINGFACE = {"src": "HuggingFace", "ref": {"name": "Qwen/Qwen3-8B"}}
+
+
+def errors_of(operation: str, obj: dict, old: dict | None = None) -> list[str]:
+    outcome = registry().handle(operation, obj, old)
+    return [str(e) for e in outcome.errors]
+
+
+def test_order_immutable_class_name_and_model_source():
+    old = order({"inferenceServiceClassName": "a", "model": CATALOG})
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": CATALOG}), old) == []
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "b", "model": CATALOG}), old) == [
+        "spec.inferenceServiceClassName: Invalid value: inferenceServiceClassName is immutable"]
+    assert errors_of("UPDATE", order({"model": CATALOG}), old) == [
+        "spec.inferenceServiceClassName: Invalid value: inferenceServiceClassName is immutable"]
+    # an order created without a class (webhook down) may get one once
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": CATALOG}), order({"model": CATALOG})) == []
+    assert errors_of("UPDATE", order({"inferenceServiceClassName": "a", "model": HUGGINGFACE}), old) == [
+        'spec.model.src: Invalid value: model.src is immutable']
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    (CATALOG, []),
+    (HUGGINGFACE, []),
+    ({**HUGGINGFACE, "parameterCount": "1.5B", "authSecretRef": {"name": "hf"}}, []),
+    ({"src": "ai-models", "ref": {"name": "qwen3-8b"}},
+     ["spec.model.ref: Invalid value: ref.kind is required for src ai-models; ref.kind and ref.namespace are not allowed for src HuggingFace"]),
+    ({**CATALOG, "parameterCount": "8B"},
+     ['spec.model.parameterCount: Invalid value: parameterCount is only allowed for src HuggingFace; catalog orders use catalog facts']),
+    ({"src": "ai-models", "ref": {"kind": "Model", "name": "Qwen_8B"}},
+     ['spec.model.ref.name: Invalid value: catalog ref.name must be a DNS-1123 subdomain (metadata.name of a Model or ClusterModel)']),
+    ({**HUGGINGFACE, "parameterCount": "8K"},
+     ['spec.model.parameterCount: Invalid value: "8K": spec.model.parameterCount in body should match \'^[0-9]+(\\.[0-9]+)?[MmBb]$\'']),
+], ids=lambda v: str(v)[:60])
+def test_order_model_rules(model, expected):
+    assert errors_of("CREATE", order({"model": model})) == expected
+
+
+def test_order_device_classes_are_a_non_empty_set():
+    def with_classes(classes):
+        return order({"model": CATALOG, "resources": {"accelerator": {"deviceClasses": classes}}})
+
+    assert errors_of("CREATE", with_classes(["a", "b"])) == []
+    assert errors_of("CREATE", with_classes(["a", "a"])) == ['spec.resources.accelerator.deviceClasses[1]: Duplicate value: "a"']
+    assert errors_of("CREATE", with_classes([])) == [
+        "spec.resources.accelerator.deviceClasses: Invalid value: 0: spec.resources.accelerator.deviceClasses in body should have at least 1 items"]
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"acceleratorPolicy": {"allowedPlacementTypes": ["Partition"], "allowedSharingModes": ["Shared"],
+                            "maxAcceleratorCount": 1, "minSharePercent": 25, "maxSharePercent": 50}}, []),
+    ({"scalingPolicy": {"minReplicas": 3, "maxReplicas": 2}},
+     ["spec.scalingPolicy.minReplicas: Invalid value: minReplicas must be less than or equal to maxReplicas"]),
+    ({"modelPolicy": {"allowedEndpointTypes": ["Chat", "Chat"]}},
+     ['spec.modelPolicy.allowedEndpointTypes[1]: Duplicate value: "Chat"']),
+    ({"modelPolicy": {"allowedEndpointTypes": []}},
+     ["spec.modelPolicy.allowedEndpointTypes: Invalid value: 0: spec.modelPolicy.allowedEndpointTypes in body should have at least 1 items"]),
+    ({"admissionPolicy": {"allowedNamespaces": ["*", "team-a"]}}, []),
+    ({"exposurePolicy": {"type": "External", "authentication": "Token",
+                         "https": {"mode": "CustomCertificate", "customCertificate": {"secretName": "tls"}}}}, []),
+    ({"exposurePolicy": {"type": "External", "authentication": "Token",
+                         "https": {"mode": "Disabled", "customCertificate": {"secretName": "tls"}}}},
+     ["spec.exposurePolicy.https: Invalid value: https.customCertificate is required for, and only allowed with, mode CustomCertificate"]),
+    # https on a ClusterLocal class is admitted (decision 9: the webhook warns)
+    ({"exposurePolicy": {"type": "ClusterLocal", "authentication": "Token", "https": {"mode": "OnlyInURI"}}}, []),
+], ids=lambda v: str(v)[:60])
+def test_class_rules(spec, expected):
+    assert errors_of("CREATE", service_class(spec)) == expected
+
+
+def test_status_writes_skip_spec_rules_and_keep_status_schema():
+    stored = order({"model": CATALOG})
+    status = {**stored, "status": {"phase": "Pending", "resolved": {"placementMode": "Partition", "sharePercent": 26}}}
+    assert registry().handle("UPDATE", status, stored, subresource="status").allowed
+    bad = {**stored, "status": {"resolved": {"placementMode": "Half"}}}
+    outcome = registry().handle("UPDATE", bad, stored, subresource="status")
+    assert 'status.resolved.placementMode: Unsupported value: "Half": supported values: "Partition", "WholeDevice"' in [
+        str(e) for e in outcome.errors]
+    assert not [e for e in outcome.errors if str(e).startswith("spec")]
