@@ -31,18 +31,6 @@ CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
-# today's upstream CRDs of the kinds the example state and scenarios use (Gateway API's HTTPRoute,
-# GIE's GA InferencePool, llm-d's InferenceObjective and InferenceModelRewrite): installed, as the
-# support CRDs, only where the cluster does not serve the kind yet (a cluster with Gateway API
-# installed keeps its own)
-UPSTREAM_CRDS = tuple(REPO / "tests" / "conformance" / "reference" / "upstream" / name for name in (
-    "gateway.networking.k8s.io_httproutes_v1-gateway-api-v1.6.1.yaml",
-    "inference.networking.k8s.io_inferencepools_v1-gie-v1.6.0.yaml",
-    "llm-d.ai_inferenceobjectives_v1alpha2-llm-d-router-v0.10.0.yaml",
-    "llm-d.ai_inferencemodelrewrites_v1alpha2-llm-d-router-v0.10.0.yaml",
-    "inference.networking.x-k8s.io_inferencepoolimports_v1alpha1-gie-v1.6.0.yaml",
-))
-
 RUN_LABEL = "e2e.infergate.io/run"
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 VWC = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
@@ -184,11 +172,10 @@ def _established(kube: Kube, name: str) -> bool:
 
 
 def support_crds(kube: Kube) -> list[dict[str, Any]]:
-    """CRDs for the APIs the example state holds but infergate does not own, for a cluster
-    that does not serve them yet: minimal ones for the ai-models catalog and cert-manager, the
-    upstream ones of today's inference kinds (``UPSTREAM_CRDS``)."""
+    """Minimal CRDs for the APIs the example state reads but infergate does not own (the
+    ai-models catalog, cert-manager), for a cluster that does not serve them yet."""
     needed = []
-    for crd in load_documents(SUPPORT_CRDS, *UPSTREAM_CRDS):
+    for crd in load_documents(SUPPORT_CRDS):
         spec = crd["spec"]
         if not kube.serves(f"{spec['group']}/{spec['versions'][0]['name']}", spec["names"]["kind"]):
             needed.append(crd)

@@ -22,11 +22,6 @@ def _with_manifests(objects: Sequence[Mapping], args: list[str], tmp: Path) -> l
     return [*args, str(path)]
 
 
-def crd_args() -> list[str]:
-    """The CRDs a run serves: infergate's own and the upstream ones it installs."""
-    return [a for path in (CRDS_DIR, *UPSTREAM_CRDS) for a in ("--crd", str(path))]
-
-
 def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequence[Mapping] = (),
              state: Path | None = None) -> list[dict[str, Any]]:
     """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});

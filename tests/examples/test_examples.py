@@ -16,15 +16,8 @@ REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")
 OTHER_CRD_GROUPS = ("cert-manager.io/",)  # no Kubernetes JSON schema for these
-# today's upstream CRDs (checked against those CRDs by the schema engine: the apiserver's answer)
-UPSTREAM_CRDS = {
-    "gateway.networking.k8s.io/": "gateway.networking.k8s.io_httproutes_v1-gateway-api-v1.6.1.yaml",
-    "inference.networking.k8s.io/": "inference.networking.k8s.io_inferencepools_v1-gie-v1.6.0.yaml",
-    "llm-d.ai/": ("llm-d.ai_inferenceobjectives_v1alpha2-llm-d-router-v0.10.0.yaml",
-                  "llm-d.ai_inferencemodelrewrites_v1alpha2-llm-d-router-v0.10.0.yaml"),
-}
-# upstream CRDs of kinds in a group infergate also serves (checked through the shipped ones' path)
-UPSTREAM_IN_OWN_GROUPS = ("inference.networking.x-k8s.io_inferencepoolimports_v1alpha1-gie-v1.6.0.yaml",)
+# today's upstream kinds: checked against their bundled CRDs by the schema engine (the apiserver's answer)
+UPSTREAM_GROUPS = ("gateway.networking.k8s.io/", "inference.networking.k8s.io/", "llm-d.ai/")
 CLUSTER_SCOPED = {"ClusterIssuer", "Namespace", "InferenceServiceClass", "ClusterModel", "DeviceClass", "ResourceSlice",
                   "PriorityClass", "StorageClass"}
 
@@ -62,20 +55,16 @@ def test_object_identity_and_scope(source, obj):
 
 
 BUILTIN = [(s, o) for s, o in STATE_OBJECTS
-           if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS + tuple(UPSTREAM_CRDS))]
+           if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS + UPSTREAM_GROUPS)]
 UPSTREAM = [(s, o) for s, o in STATE_OBJECTS + MANIFEST_OBJECTS
-            if o["apiVersion"].startswith(tuple(UPSTREAM_CRDS)) and not s.startswith("manifests/invalid/")]
+            if o["apiVersion"].startswith(UPSTREAM_GROUPS) and not s.startswith("manifests/invalid/")]
 
 
 @pytest.mark.parametrize(("source", "obj"), UPSTREAM, ids=[label(s, o) for s, o in UPSTREAM])
 def test_upstream_kinds_are_admitted_by_their_upstream_crds(source, obj):
-    from tests.support.paths import REFERENCE
     from webhook.schema import CRDRegistry
 
-    files = [f for prefix, names in UPSTREAM_CRDS.items() if obj["apiVersion"].startswith(prefix)
-             for f in ([names] if isinstance(names, str) else names)]
-    registry = CRDRegistry.load([REFERENCE / "upstream" / f for f in files])
-    outcome = registry.handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
+    outcome = CRDRegistry.shipped().handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
     assert outcome.allowed and outcome.warnings == [], outcome.status
 
 
@@ -247,16 +236,6 @@ def test_every_state_class_validates():
     assert classes == names("InferenceServiceClass")
     for name in classes:
         assert statuses[("InferenceServiceClass", name)]["phase"] == "Ready", statuses[("InferenceServiceClass", name)]
-
-
-def crd_args() -> list[str]:
-    """The shipped CRDs and the upstream ones of today's kinds the examples use."""
-    from tests.support.paths import REFERENCE
-    from webhook.resources import crds_dir
-
-    files = [f for names in UPSTREAM_CRDS.values() for f in ([names] if isinstance(names, str) else names)]
-    files += UPSTREAM_IN_OWN_GROUPS
-    return ["--crd", str(crds_dir()), *[a for f in files for a in ("--crd", str(REFERENCE / "upstream" / f))]]
 
 
 def validate(args: list[str]) -> tuple[int, list[dict]]:
