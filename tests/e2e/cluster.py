@@ -31,6 +31,7 @@ CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
+
 RUN_LABEL = "e2e.infergate.io/run"
 CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 VWC = ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration")
