@@ -1,7 +1,7 @@
 """The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
 (a watch cache), both behind :class:`ClusterState`."""
 
-from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize
+from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
 from webhook.state.files import FileState, StateLoadError, named_objects, read_manifests, read_objects
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
@@ -22,6 +22,7 @@ __all__ = [
     "read_manifests",
     "read_objects",
     "sanitize",
+    "trim_pod",
 ]
 
 
