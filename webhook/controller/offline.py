@@ -202,10 +202,7 @@ def run(args: argparse.Namespace) -> int:
         extra = read_manifests(args.files) if args.files else []
         state = load_state(args.state, extra)
         writes = status_writes(args.status_writes)
-    except StatusWritesError as exc:
-        print(f"infergate reconcile: {exc}", file=sys.stderr)
-        return 2
-    except InputError as exc:
+    except (StatusWritesError, InputError) as exc:
         return console.error(f"reconcile: {exc}")
     settings = Settings(
         replan_timeout=timedelta(seconds=args.replan_timeout),

@@ -18,6 +18,7 @@ only what is known is checked, so a policy is never refused on a guess.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping
@@ -57,11 +58,19 @@ class KindType:
 
 
 class KindSchemas:
-    """The CEL type of every (group, kind) the CRDs serve, one per served version."""
+    """The CEL type of every (group, kind) the CRDs serve, one per served version. The CRDs
+    given come first, then every variant infergate bundles (both KubeAI Model CRDs): a policy
+    written for several variants of a kind (``has(object.spec.files)`` where only the newer one
+    has it) type-checks when it does against one of them (``check_policy``)."""
 
-    def __init__(self, crds: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, crds: Iterable[Mapping[str, Any]], *, bundled: bool = True) -> None:
         self._schemas: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
-        for crd in crds:
+        seen: set[str] = set()
+        for crd in [*crds, *(bundled_crds() if bundled else ())]:
+            identity = json.dumps(crd, sort_keys=True, default=str)
+            if identity in seen:
+                continue
+            seen.add(identity)
             spec = crd.get("spec") if isinstance(crd, Mapping) else None
             if not isinstance(spec, Mapping):
                 continue
@@ -92,15 +101,22 @@ def _with_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def shipped_schemas() -> KindSchemas:
-    """The kinds of the CRDs infergate bundles (``webhook.schema.bundled``: its own, the current
-    upstream ones and the earlier versions still served)."""
+def bundled_crds() -> tuple[Mapping[str, Any], ...]:
+    """Every CRD infergate bundles (``webhook.schema.bundled``: its own, the current upstream
+    ones, the earlier versions still served, each KubeAI Model CRD it can be told to use)."""
     from webhook import documents
     from webhook.schema import bundled
 
-    found, _ = documents.read([path for _, path in bundled.crd_files()])
-    return KindSchemas(d.content for d in found if isinstance(d.content, dict)
-                       and d.content.get("kind") == "CustomResourceDefinition")
+    files = dict.fromkeys(path for choice in bundled.KUBEAI_CRDS for _, path in bundled.crd_files(choice))
+    found, _ = documents.read(list(files))
+    return tuple(d.content for d in found if isinstance(d.content, dict)
+                 and d.content.get("kind") == "CustomResourceDefinition")
+
+
+@lru_cache(maxsize=1)
+def shipped_schemas() -> KindSchemas:
+    """The kinds of the CRDs infergate bundles."""
+    return KindSchemas(())
 
 
 def _fits(result: CelType, expected: CelType | str | None) -> bool:
@@ -169,21 +185,42 @@ def check_policy(policy: AdmissionPolicy, schemas: KindSchemas) -> list[tuple[tu
             parsed = parse(source)
         except CelSyntaxError:
             continue  # the engine's compile error says it already
-        for target in targets:
-            variables = {name: DYN for name in _DYN_VARIABLES}
-            objects: dict[str, DeclType] = {}
-            if target is not None:
-                variables["object"] = variables["oldObject"] = target.decl.cel
-                objects = object_types(target.decl)
-            else:
-                variables["object"] = variables["oldObject"] = DYN
-            # infergate's policies may mix dyn and typed values in literals (JSON patch maps)
-            checked = check(parsed, variables, objects, validate_literals=False)
-            prefix = f"apiVersion={target.api_version}, kind={target.kind}: " if target is not None else ""
-            if checked.errors:
-                problems.append((path, prefix + format_errors(source, checked.errors)))
-                break  # one kind's errors say it; the other versions would repeat them
-            if not _fits(checked.result_type, expected):
-                problems.append((path, f"{prefix}must evaluate to {_expected_name(expected)}, not {checked.result_type}"))
-                break
+        problems += _check_expression(parsed, source, path, expected, targets)
     return problems
+
+
+def _check_expression(parsed: Any, source: str, path: tuple[Any, ...], expected: CelType | str | None,
+                      targets: list[KindType | None]) -> list[tuple[tuple[Any, ...], str]]:
+    """The first problem of one expression: for each apiVersion/kind matched, it must type-check
+    against one of that kind's schema variants."""
+    by_kind: dict[tuple[str, str] | None, list[KindType | None]] = {}
+    for target in targets:
+        by_kind.setdefault((target.api_version, target.kind) if target is not None else None, []).append(target)
+    for variants in by_kind.values():
+        first = None
+        for target in variants:
+            problem = _problem(parsed, source, expected, target)
+            if problem is None:
+                break
+            first = first or problem
+        else:
+            return [(path, first)]
+    return []
+
+
+def _problem(parsed: Any, source: str, expected: CelType | str | None, target: KindType | None) -> str | None:
+    variables = {name: DYN for name in _DYN_VARIABLES}
+    objects: dict[str, DeclType] = {}
+    if target is not None:
+        variables["object"] = variables["oldObject"] = target.decl.cel
+        objects = object_types(target.decl)
+    else:
+        variables["object"] = variables["oldObject"] = DYN
+    # infergate's policies may mix dyn and typed values in literals (JSON patch maps)
+    checked = check(parsed, variables, objects, validate_literals=False)
+    prefix = f"apiVersion={target.api_version}, kind={target.kind}: " if target is not None else ""
+    if checked.errors:
+        return prefix + format_errors(source, checked.errors)
+    if not _fits(checked.result_type, expected):
+        return f"{prefix}must evaluate to {_expected_name(expected)}, not {checked.result_type}"
+    return None
