@@ -2,7 +2,7 @@
 
 The per-node walk (``celrules``) makes one engine call per schema node with rules and per
 value at that node (ten list items with a rule: ten calls), and cel-expr converts the
-activation into C++ values on every call (~35 µs even for ``true``), more than the rules
+activation into C++ values on every call (even for ``true``), more than the rules
 themselves cost. Here a schema's rules become one program over the root object, each
 rule's ``self`` spelled as its node's path from the root::
 
