@@ -1,6 +1,6 @@
 """cel-go's actual cost (``webhook.cel.actual_cost``) against Kubernetes' own cost tests.
 
-The ``cost`` vectors of ``shared/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
+The ``cost`` vectors of ``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
 cel-go tracked for each expression in Kubernetes 1.36's base environment (``OptOptimize``:
 constant literals built once), which is what the apiserver charges a CRD rule."""
 

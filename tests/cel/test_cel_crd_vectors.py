@@ -1,5 +1,5 @@
 """Replays the Kubernetes CRD-rule vectors (``crd_values``, ``escaping``) of
-``shared/reference/cel/k8s_cel_library_vectors.yaml`` through ``webhook.cel.crd``."""
+``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml`` through ``webhook.cel.crd``."""
 
 from __future__ import annotations
 
