@@ -83,7 +83,7 @@ class AnsweredReviews:
     and turned into Prometheus samples when scraped (a custom collector).
 
     prometheus-client's own Counter and Histogram take a lock and walk the buckets in
-    Python on every call (~5 µs a review, more when the code is cold); here a review is
+    Python on every call; here a review is
     two dict lookups, a bisect and three additions. Only the event loop adds (reviews are
     answered there), so no lock is needed. The exposition is the same as theirs, the
     ``_created`` samples included. Label sets are bounded by the kind labels."""

@@ -1,8 +1,8 @@
 """Settings of ``infergate serve``: flags override ``INFERGATE_*`` environment variables,
 which override the embedded default (local certificates, shipped policies, example state).
 
-A plain pydantic model read by :meth:`Settings.load` (pydantic-settings did the same for a
-quarter of the server's import time): each field ``name`` has the variable
+A plain pydantic model read by :meth:`Settings.load` (pydantic-settings would do the same, and
+its imports alone would slow the server's start): each field ``name`` has the variable
 ``INFERGATE_<NAME>``, list fields take a JSON list or comma-separated values.
 """
 

@@ -12,7 +12,7 @@ import yaml
 
 from webhook.schema.bundled import crd_names
 from webhook.server.wiring import webhook_watches
-from tests.support.paths import CHART
+from tests.support.paths import CHART, REPO
 
 NAMESPACE, RELEASE = "infergate-system", "infergate"
 
@@ -134,8 +134,17 @@ def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own
 
 
 def rows() -> str:
-    """The table for RELIABILITY.md."""
+    """The table RELIABILITY.md shows: each grant of the chart as rendered with its defaults, its
+    verbs as granted, its reason from GRANTS."""
+    actual = granted({})
     lines = ["| component | scope | API group | resource | name | verbs | why |", "|---|---|---|---|---|---|---|"]
-    for (role, scope, group, resource, name), (verbs, why) in GRANTS.items():
-        lines.append(f"| {role} | {scope} | {group or 'core'} | {resource} | {name} | {', '.join(sorted(verbs))} | {why} |")
+    for key, (_, why) in GRANTS.items():
+        if key in actual:
+            role, scope, group, resource, name = key
+            lines.append(f"| {role} | {scope} | {group or 'core'} | {resource} | {name} | {', '.join(sorted(actual[key]))} | {why} |")
     return "\n".join(lines)
+
+
+def test_reliability_md_shows_the_rendered_grants():
+    shown = (REPO / "RELIABILITY.md").read_text()
+    assert rows() in shown, "RELIABILITY.md's RBAC table differs from the chart: paste rows() there"

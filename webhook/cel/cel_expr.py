@@ -221,7 +221,7 @@ class CelExprProgram:
 
 def warm_up_fallback() -> None:
     """Build the pure-Python backend that ``_as_cel_go`` answers with: its parser takes
-    ~0.4 s to build on first use. The server calls this once its chain is loaded, off the
+    a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
     event loop, so that the first such evaluation does not stall the reviews behind it."""
     CelPythonEngine().compile("true", ())
 

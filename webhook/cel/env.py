@@ -284,7 +284,7 @@ def _config_yaml(runtime: bool) -> str:
     if not runtime:
         config["stdlib"] = {"exclude_functions": [{"name": name} for name in _standard_redeclarations()]}
         config["functions"] = [{"name": name, "overloads": overloads} for name, overloads in functions.items()]
-    return json.dumps(config)  # JSON is YAML: written 50x faster than by a YAML emitter
+    return json.dumps(config)  # JSON is YAML, and json writes it far faster than a YAML emitter
 
 
 def new_env(variables: Mapping[str, cel.Type]) -> cel.Env:

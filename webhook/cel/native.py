@@ -1,7 +1,7 @@
 """Checked CEL programs run as generated Python: the fast path for the common subset.
 
-cel-expr converts every value an evaluation reads into C++ values (~0.7 µs per JSON node,
-35–70 µs per call for a review's object and request) before its C++ interpreter runs; for
+cel-expr converts every value an evaluation reads into C++ values (node by node, on every
+call: a review's object and request again each time) before its C++ interpreter runs; for
 the rules a review meets most — field selection, ``has``, comparisons, string tests, the
 list macros — that conversion costs more than the rules. This module compiles the checked
 AST (after ``optimize``, the same one cel-expr plans) into one Python function that reads

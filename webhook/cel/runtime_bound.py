@@ -20,8 +20,8 @@ same ``CelCostExceeded``.
 One cost is cel-cpp's own: a comprehension that builds a list (``map``, ``filter``,
 ``transformList``) or a map (``transformMap*``) copies its accumulator on every append
 (cel-expr-python exposes no runtime options, so not cel-cpp's in-place
-``enable_comprehension_list_append``): n appends copy n²/2 elements, ~5 s for 10,000
-before the iteration budget trips. Each element copied is charged :data:`COPY_COST`, as
+``enable_comprehension_list_append``): n appends copy n²/2 elements, seconds of work for
+10,000 before the iteration budget trips. Each element copied is charged :data:`COPY_COST`, as
 cel-go charges a tenth per character traversed, so such a program over a few thousand
 elements is refused before it starts (cel-go appends in place: Kubernetes does not charge
 it).
@@ -69,7 +69,7 @@ def _mul(a: Poly, b: Poly) -> Poly:
 
 
 # per element copied by an append to a comprehension's accumulator: cel-go's traversal
-# factor for a native copy (~0.1 us, a tenth of an evaluation step); 25 times that for a map
+# factor for a native copy (a tenth of an evaluation step); 25 times that for a map
 # insert, which crosses into Python (env.MAP_INSERT_FUNCTION) and back per append
 COPY_COST = 0.1
 _COPY_COSTS = {"_+_": COPY_COST, MAP_INSERT_FUNCTION: 25 * COPY_COST}

@@ -47,7 +47,7 @@ def map_ordered(work: Callable[[int], T], count: int, *, jobs: int,
     global _work
     _work = work
     # small enough that the workers finish together (one left alone at the end waits at most a
-    # chunk: ~0.15 s of validate) and that the progress bar moves; large enough to cost no IPC
+    # chunk) and that the progress bar moves; large enough to cost no IPC
     chunk = max(16, min(100, count // (jobs * 8)))
     bounds = [(start, min(start + chunk, count)) for start in range(0, count, chunk)]
     out: list[T] = []
