@@ -351,11 +351,11 @@ async def serve(
             log.exception("cannot load the admission chain")
             return
         slot.set(admitter, prerequisites)
+        log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
         from webhook.cel.cel_expr import warm_up_fallback
 
         await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
         _freeze_loaded_heap()
-        log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
 
     tasks = [
         asyncio.create_task(load_chain()),
