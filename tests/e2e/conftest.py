@@ -11,6 +11,7 @@ is the sweep of everything labelled with the run id; it fails the run if anythin
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,21 @@ class Run:
             stored = self.get(obj)
             return stored if stored and ready(stored.get("status") or {}) else None
         return wait_for(what, probe, timeout=timeout)
+
+    def settled(self, obj: Mapping[str, Any], *, quiet: float = 3.0, timeout: float = 60) -> dict:
+        """The stored object once the controller has written its status and left it alone for
+        ``quiet`` seconds: what a test that checks "nothing was written" must start from, since
+        the controller's own status writes move the resourceVersion too."""
+        stored = self.status_of(obj, lambda s: bool(s.get("conditions")), f"the status of {obj['metadata']['name']}",
+                                timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            again = self.get(obj)
+            if again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]:
+                return again
+            stored = again
+        raise AssertionError(f"the controller kept writing {obj['kind']} {obj['metadata']['name']}")
 
 
 def _kubeconfig() -> str:
@@ -189,7 +205,7 @@ def applied(controller: Run) -> dict[str, dict]:
     return stored
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cluster_run(controller) -> Run:
     """What a scenario gets: the whole set-up, webhook and controller running."""
     return controller

@@ -75,7 +75,9 @@ def test_admitted_object_is_stored_with_its_defaults(case: Case, applied, cluste
 @pytest.mark.decision(scenarios.DECKHOUSE, "6. Immutable after create")
 @pytest.mark.parametrize("which", sorted(scenarios.IMMUTABLE_CHANGES))
 def test_immutable_fields_cannot_change(which, applied, cluster_run):
-    stored = cluster_run.get(applied["valid/inferenceservice-huggingface.yaml"])
+    # from the status the controller settled on: its first status write may still be coming,
+    # and it moves the resourceVersion this test proves the denied update did not move
+    stored = cluster_run.settled(applied["valid/inferenceservice-huggingface.yaml"])
     changed = scenarios.immutable_change(stored, which)
     reply = cluster_run.kube.replace(changed)
     assert reply.status == 422, reply.body
@@ -87,7 +89,7 @@ def test_immutable_fields_cannot_change(which, applied, cluster_run):
 
 @pytest.mark.decision(scenarios.DECKHOUSE, "10. `launchStrategy`")
 def test_dry_run_update_changes_nothing(applied, cluster_run):
-    stored = cluster_run.get(applied["valid/inferenceservice-catalog.yaml"])
+    stored = cluster_run.settled(applied["valid/inferenceservice-catalog.yaml"])
     meta = stored["metadata"]
     reply = cluster_run.kube.patch(stored["apiVersion"], stored["kind"], meta["name"],
                                    [{"op": "replace", "path": "/spec/launchStrategy", "value": "Balance"}],
