@@ -20,10 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from . import chart, cluster, processes, scenarios, selection, webhooks
+from . import chart, cluster, identities, processes, scenarios, selection, webhooks
 from .api import Kube, Reply, wait_for
-
-CONTROLLER_LEASE = "infergate-e2e-controller"
 
 
 @dataclass
@@ -40,6 +38,8 @@ class Run:
     webhook_url: str | None = None
     cert_dir: Path | None = None
     webhook_process: processes.Process | None = None
+    # component (webhook, controller) -> the kubeconfig of the chart's ServiceAccount for it
+    identities: dict[str, str] = field(default_factory=dict)
     configurations: list[dict[str, Any]] = field(default_factory=list)
     processes: list[processes.Process] = field(default_factory=list)
 
@@ -134,7 +134,17 @@ def state(run: Run, crds, tmp_path_factory) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def webhook(run: Run, state, tmp_path_factory) -> Iterator[Run]:
+def chart_identities(run: Run, state, tmp_path_factory) -> dict[str, str]:
+    """The chart's ServiceAccounts and RBAC in the run's namespace, and a token kubeconfig for
+    each: the local webhook and controller run as the chart's Pods would."""
+    if run.mode == "local":
+        run.identities = identities.install(run.kube, run.owned, run.system_namespace, run.kubeconfig,
+                                            tmp_path_factory.mktemp("identities"))
+    return run.identities
+
+
+@pytest.fixture(scope="session")
+def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run]:
     """The webhook judging every write of the served kinds."""
     if run.mode == "chart":
         chart.install(run)
@@ -145,7 +155,7 @@ def webhook(run: Run, state, tmp_path_factory) -> Iterator[Run]:
     ca_file = processes.generate_certs(run.cert_dir)
     # --kube-state: the webhook looks objects up in the cluster, as the chart's does
     process, port = processes.start_serve("serve", run.cert_dir, run.log_dir,
-                                          extra=["--kube-state", "--kubeconfig", run.kubeconfig])
+                                          extra=["--kube-state", "--kubeconfig", run.identities["webhook"]])
     run.processes.append(process)
     run.webhook_process = process
     run.webhook_url = f"https://127.0.0.1:{port}"
@@ -174,17 +184,22 @@ def controller(run: Run, webhook) -> Iterator[Run]:
     if run.mode != "local":
         yield run
         return
-    process = processes.start_controller("controller", run.kubeconfig, run.log_dir,
-                                         lease_namespace=run.system_namespace, lease_name=CONTROLLER_LEASE)
+    process = processes.start_controller("controller", run.identities["controller"], run.log_dir,
+                                         lease_namespace=run.system_namespace, lease_name=controller_lease())
     run.processes.append(process)
     try:
         wait_for("the controller holding its Lease",
-                 lambda: lease_holder(run, CONTROLLER_LEASE) == "controller" or not process.alive(), timeout=60)
+                 lambda: lease_holder(run, controller_lease()) == "controller" or not process.alive(), timeout=60)
         assert process.alive(), f"infergate controller exited:\n{process.tail()}"
         yield run
     finally:
         process.stop()  # releases the Lease; the Lease object itself is the run's to delete
-        run.kube.delete("coordination.k8s.io/v1", "Lease", CONTROLLER_LEASE, run.system_namespace)
+        run.kube.delete("coordination.k8s.io/v1", "Lease", controller_lease(), run.system_namespace)
+
+
+def controller_lease() -> str:
+    """The chart's Lease name: its leader-election Role allows only that one."""
+    return identities.names("")["controller"]
 
 
 def lease_holder(run: Run, name: str) -> str | None:
