@@ -17,7 +17,7 @@ from webhook.cel.engine import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.server", "serve the admission webhook over HTTPS"),
+    "serve": ("webhook.server.command", "serve the admission webhook over HTTPS"),
     "validate": ("webhook.offline.validate", "validate manifests as the apiserver and the webhook would"),
     "test": ("webhook.offline.suites", "run recorded apiserver cases and policy test suites"),
     "reconcile": ("webhook.controller.offline", "print the status the controller would write (offline)"),

@@ -58,6 +58,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(7 * MiB, gt=0)
     default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
     timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
+    # Slow clients (slowloris): a request's headers within header_timeout of the connection
+    # opening or of its previous answer (idle kept-alive connections close then too); its
+    # body within body_timeout of the headers.
+    header_timeout: float = Field(10.0, gt=0)
+    body_timeout: float = Field(10.0, gt=0)
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
     workers: int = Field(4, ge=0)  # threads judging large or slow reviews; 0: all on the event loop
     shutdown_timeout: float = Field(25.0, ge=0)  # finish in-flight reviews this long on SIGTERM

@@ -1,0 +1,149 @@
+"""Slow and vanishing clients over real TLS: a request whose headers or body never finish
+is cut within its bound (``--header-timeout``, ``--body-timeout``) while other clients are
+answered at once; a client that drops mid-request is one quiet log line."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+
+import aiohttp
+
+from webhook import certs
+from webhook import logging as logs
+from webhook.server import serve
+from webhook.settings import Settings
+
+from .conftest import RecordingAdmitter, review
+
+OBJ = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "y"}}
+BOUND = 0.5  # seconds: the bounds these tests set, short to keep them quick
+
+
+async def running(tmp_path, **settings):
+    config = Settings(host="127.0.0.1", port=0, cert_dir=tmp_path / "certs", **settings)
+    ports: list[int] = []
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(config, load=lambda s: (RecordingAdmitter(), {}), on_listening=ports.append,
+                                     stop_event=stop, handle_signals=False))
+    while not ports:
+        assert not task.done(), task
+        await asyncio.sleep(0.01)
+    return ports[0], (tmp_path / "certs" / "ca.crt").read_bytes(), stop, task
+
+
+async def tls_connection(port: int, ca: bytes):
+    return await asyncio.open_connection("127.0.0.1", port, ssl=certs.client_context(ca), server_hostname="localhost")
+
+
+async def review_answered(port: int, ca: bytes, uid: str) -> dict:
+    connector = aiohttp.TCPConnector(ssl=certs.client_context(ca), force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.post(f"https://localhost:{port}/validate", json=review(OBJ, uid=uid)) as r:
+            assert r.status == 200
+            return (await r.json())["response"]
+
+
+async def test_a_body_that_never_finishes_gets_408_within_its_bound_while_others_are_answered(tmp_path):
+    stream = io.StringIO()
+    logs.configure("info", stream=stream)
+    port, ca, stop, task = await running(tmp_path, body_timeout=BOUND, header_timeout=30)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        began = time.monotonic()
+        writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 5000\r\n\r\n{\"apiVersion\":")  # and then nothing
+        await writer.drain()
+        answer = await review_answered(port, ca, "meanwhile")  # another client, while that one stalls
+        assert answer == {"uid": "meanwhile", "allowed": True}
+        assert not reader.at_eof() and len(reader._buffer) == 0  # the stalled one: nothing yet
+        raw = await asyncio.wait_for(reader.read(), 10)  # the whole answer, then the close
+        took = time.monotonic() - began
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 "), raw
+        assert b"connection: close" in head.lower()
+        status = json.loads(body)
+        assert status["kind"] == "Status" and status["code"] == 408 and status["reason"] == "RequestTimeout"
+        assert status["message"] == f"request body not received within {BOUND:g} seconds"
+        assert reader.at_eof()
+        assert BOUND <= took < BOUND + 5, took  # cut at the bound, not at aiohttp's lingering or the default
+        writer.close()
+        assert (await review_answered(port, ca, "after"))["allowed"] is True
+    finally:
+        stop.set()
+        logs.configure("info")
+    assert await task == 0
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    cut = [e for e in entries if e["msg"] == "request body not received in time; connection closed"]
+    assert len(cut) == 1 and cut[0]["level"] == "info" and cut[0]["endpoint"] == "validate"
+    assert not [e for e in entries if "exception" in e or e["level"] in ("error", "warning")], entries
+
+
+async def test_headers_that_never_finish_close_the_connection_within_the_bound(tmp_path):
+    port, ca, stop, task = await running(tmp_path, header_timeout=BOUND)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        began = time.monotonic()
+        writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: appl")  # and then nothing
+        await writer.drain()
+        assert (await review_answered(port, ca, "meanwhile"))["allowed"] is True
+        assert not reader.at_eof()
+        assert await asyncio.wait_for(reader.read(), 10) == b""  # closed, no answer to a half request
+        took = time.monotonic() - began
+        assert BOUND <= took < BOUND + 5, took
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+async def test_a_kept_alive_connection_serves_requests_that_come_within_the_bound(tmp_path):
+    """The header bound counts from the previous answer: a busy connection stays open."""
+    port, ca, stop, task = await running(tmp_path, header_timeout=1.0)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        for n in range(6):  # 1.5 s in all on one connection, longer than the bound
+            body = json.dumps(review(OBJ, uid=f"k{n}")).encode()
+            writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            assert json.loads(await reader.readexactly(length))["response"]["uid"] == f"k{n}"
+            await asyncio.sleep(0.25)
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+async def test_a_client_dropping_mid_body_is_one_info_line_without_a_traceback(tmp_path):
+    stream = io.StringIO()
+    logs.configure("info", stream=stream)  # aiohttp's own error logs go to the same stream
+    try:
+        port, ca, stop, task = await running(tmp_path)
+        try:
+            _, writer = await tls_connection(port, ca)
+            writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 5000\r\n\r\n{\"apiVersion\":")
+            await writer.drain()
+            writer.transport.abort()  # gone, mid-body
+            for _ in range(500):
+                if "went away" in stream.getvalue():
+                    break
+                await asyncio.sleep(0.01)
+            assert (await review_answered(port, ca, "after"))["allowed"] is True
+        finally:
+            stop.set()
+        assert await task == 0
+    finally:
+        logs.configure("info")
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    gone = [e for e in entries if "went away" in e["msg"]]
+    assert len(gone) == 1, entries
+    assert gone[0]["level"] == "info" and gone[0]["endpoint"] == "validate" and gone[0]["logger"] == "infergate.server"
+    assert not [e for e in entries if "exception" in e or e["level"] in ("error", "warning")], entries
+    assert "Traceback" not in stream.getvalue() and "ConnectionResetError" not in stream.getvalue()

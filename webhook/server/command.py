@@ -1,0 +1,79 @@
+"""``infergate serve``: its flags (:func:`add_arguments`) and its start (:func:`run`):
+settings read, start-up errors as one line (``infergate: error: ...``, exit 2), then the
+server on uvloop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from pydantic import ValidationError
+
+from webhook import logging as logs
+from webhook.server.decode import summarize
+from webhook.server.wiring import serve, unusable_paths
+from webhook.settings import Settings
+
+USAGE_ERROR = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags mirror :class:`Settings` (also settable as INFERGATE_<NAME> variables)."""
+    a = parser.add_argument
+    a("--host", help="address to listen on (default 0.0.0.0)")
+    a("--port", type=int, help="port to listen on (default 8443; 0 picks a free one)")
+    a("--cert-mode", choices=["self", "files", "secret"],
+      help="self: generate and rotate in --cert-dir (default); files: serve and reload files managed elsewhere; "
+           "secret: keep them in a Secret and inject the caBundle")
+    a("--cert-dir", help="directory of ca.crt, ca.key, tls.crt, tls.key (default certs)")
+    a("--cert-secret", help="NAMESPACE/NAME of the Secret holding the certificates (--cert-mode secret)")
+    a("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the certificate")
+    a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
+    a("--client-ca-file", help="reviews require a client certificate signed by this CA (the apiserver's: mTLS); "
+                               "/healthz, /readyz and /metrics answer without one (the kubelet's probes)")
+    a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
+    a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
+    a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
+    a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
+    a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
+    a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
+    a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
+    a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
+    a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
+    a("--header-timeout", type=float, metavar="SECONDS",
+      help="a connection that has not sent a whole request's headers this long after it opened or after its "
+           "previous answer is closed; idle kept-alive connections too (default 10)")
+    a("--body-timeout", type=float, metavar="SECONDS",
+      help="seconds to read a request body that did not come with its headers; a slower one is answered 408 "
+           "and its connection closed (default 10)")
+    a("--workers", type=int, help="threads judging large reviews and kinds that were slow to judge (default 4; "
+                                  "small reviews of quick kinds are judged on the event loop); 0 judges every review "
+                                  "on the event loop: a review that overruns its timeout cannot be cut short")
+    a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
+    a("--shutdown-delay", type=float, help="seconds to keep answering after SIGTERM with /readyz failing, "
+                                           "before the listener closes (default 0; the chart sets 5)")
+    a("--log-level", choices=["debug", "info", "warning", "error"], help="debug logs every review (default info)")
+
+
+def _error(message: str) -> int:
+    print(f"infergate: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings.load(vars(args))
+    except ValidationError as exc:
+        print(f"infergate serve: {summarize(exc)}", file=sys.stderr)
+        return USAGE_ERROR
+    if problems := unusable_paths(settings):
+        for problem in problems:
+            _error(problem)
+        return USAGE_ERROR
+    logs.configure(settings.log_level)
+    try:
+        import uvloop
+    except ImportError:  # Windows
+        return asyncio.run(serve(settings))
+    return uvloop.run(serve(settings))

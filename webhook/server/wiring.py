@@ -1,0 +1,339 @@
+"""What ``infergate serve`` runs, wired together: the admission chain built from its inputs
+(CRDs, policies, cluster state; reloaded or watched), the certificates, the aiohttp app on
+its TLS socket, the chain's heap frozen out of the cyclic GC once loaded, and shutdown.
+
+Each input of the chain loads on its own and fails under the name of the readiness check
+that reports it (``crds``, ``policies``, ``cluster-state``): a new input is one more
+``attempt`` in :func:`load_admitter` and, if it can fall behind (a watch), one more
+prerequisite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import errno
+import gc
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from webhook import logging as logs
+from webhook.metrics import Metrics
+from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, ReadinessCheck
+from webhook.server.http import STATE, ServerConfig, create_app
+from webhook.settings import Settings
+
+log = logs.get("server")
+
+AdmitterLoader = Callable[[Settings], "tuple[Admitter, dict[str, ReadinessCheck]]"]
+
+
+# ---------------------------------------------------------------------------------------
+# The admission chain and its inputs
+
+
+class InputsFailed(Exception):
+    """Inputs of the chain that did not load, by the readiness check that reports each."""
+
+    def __init__(self, failed: dict[str, str]):
+        super().__init__("; ".join(f"{name}: {why}" for name, why in failed.items()))
+        self.failed = failed
+
+
+def _crds(settings: Settings):
+    from webhook import resources
+    from webhook.schema import CRDRegistry
+
+    return CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
+
+
+def _policies(settings: Settings):
+    """The policies, reloaded when their files change (a mounted ConfigMap) once started;
+    the last good set stays in force when a change does not load."""
+    from webhook import resources
+    from webhook.policy import PolicyDirectory
+
+    return PolicyDirectory(settings.policies_dir or resources.policies_dir())
+
+
+def _cluster_state(settings: Settings):
+    """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
+    watching once started), else a directory of manifests."""
+    if settings.kube_state:
+        from webhook.state import KubeState
+
+        return KubeState(kube_api_client(settings.kubeconfig))
+    from webhook import resources
+    from webhook.state import FileState
+
+    return FileState(settings.state_dir or resources.examples_dir())
+
+
+def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:
+    """The real admission chain over the configured (or shipped) CRDs, policies and state,
+    and its prerequisites (see :class:`AdmitterSlot`): the cluster state synced.
+
+    Every input is tried, in order, an input that needs an earlier one only when that one
+    loaded; :class:`InputsFailed` names all that did not. Nothing is started (no reload
+    thread, no watch) unless all loaded."""
+    from webhook.admission.chain import AdmissionChain
+
+    failed: dict[str, str] = {}
+
+    def attempt(check: str, load: Callable[[Settings], Any]) -> Any:
+        try:
+            return load(settings)
+        except Exception as exc:  # CRDLoadError, PolicyLoadError, StateLoadError, the cluster's config
+            failed[check] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    registry = attempt("crds", _crds)
+    policies = attempt(CHAIN_CHECK, _policies)
+    state = attempt("cluster-state", _cluster_state)
+    if failed:
+        raise InputsFailed(failed)
+    policies.start()
+    state.start()
+    prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
+    return AdmissionChain(registry, policies, state), prerequisites
+
+
+def unusable_paths(settings: Settings) -> list[str]:
+    """What is wrong with the paths :func:`load_admitter` reads, one line per flag
+    (``--state-dir /x: no such directory``): checked at start, so that a typo is an error
+    and an exit rather than a server denying every review."""
+    given = [("--crds-dir", settings.crds_dir, False), ("--policies-dir", settings.policies_dir, True)]
+    if not settings.kube_state:
+        given.append(("--state-dir", settings.state_dir, True))
+    problems = []
+    for flag, path, directory in given:
+        if path is None:
+            continue
+        if not path.exists():
+            problems.append(f"{flag} {path}: no such {'directory' if directory else 'file or directory'}")
+        elif directory and not path.is_dir():
+            problems.append(f"{flag} {path}: not a directory")
+        elif not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+            problems.append(f"{flag} {path}: permission denied")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------
+# Certificates and the cluster
+
+
+def build_cert_keeper(settings: Settings, metrics_: Metrics):
+    """The certificate keeper for the mode, and in secret mode the watch that keeps the
+    caBundle in the webhook configurations (else None); neither started."""
+    from webhook import certs
+
+    sans = certs.serving_sans(settings.service, settings.extra_sans)
+    policy = certs.RotationPolicy(
+        ca_validity=settings.ca_validity, serving_validity=settings.serving_validity,
+        overlap=datetime.timedelta(seconds=settings.rotation_overlap_seconds),
+    )
+    client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
+    on_bundle = publisher = None
+    if settings.cert_mode == "secret":
+        api_client = kube_api_client(settings.kubeconfig)
+        namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
+        store: Any = certs.SecretStore(api_client, namespace, name)
+        watch = None
+
+        def inject_ca(bundle: certs.CertBundle) -> None:
+            changed = certs.inject_ca_bundle(api_client, settings.webhook_name, bundle.ca_pem())
+            if changed:
+                log.info("caBundle injected", extra={"fields": {"configurations": changed}})
+
+        on_bundle = inject_ca
+    else:
+        store = certs.DirectoryStore(settings.cert_dir, signing=settings.cert_mode != "files")
+        watch = certs.FileWatcher(settings.cert_dir / f for f in certs.FILES)
+    keeper = certs.CertKeeper(
+        store, sans=sans, policy=policy, manage=settings.cert_mode != "files", client_ca=client_ca,
+        watch=watch, on_bundle=on_bundle, on_change=metrics_.certificate_served,
+    )
+    if on_bundle is not None:
+        publisher = certs.WebhookConfigurationWatch(
+            api_client, settings.webhook_name, lambda: keeper.bundle.ca_pem() if keeper.bundle else None,
+            logger=logs.get("certs"))
+    return keeper, publisher
+
+
+def kube_api_client(kubeconfig: Path | None):
+    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def _own_namespace() -> str:
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip()
+    except OSError:
+        return "infergate"
+
+
+# ---------------------------------------------------------------------------------------
+# The process
+
+
+def try_it(settings: Settings) -> str:
+    """Copy-paste commands for the embedded default: readiness, then a KubeAI Model the
+    webhook denies (an ``ollama://`` URL with engine VLLM)."""
+    host = "localhost" if settings.host in ("0.0.0.0", "::", "127.0.0.1", "") else settings.host
+    base = f"https://{host}:{settings.port}"
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "try-1",
+            "kind": {"group": "kubeai.org", "version": "v1", "kind": "Model"},
+            "resource": {"group": "kubeai.org", "version": "v1", "resource": "models"},
+            "namespace": "default", "name": "demo", "operation": "CREATE",
+            "object": {
+                "apiVersion": "kubeai.org/v1", "kind": "Model",
+                "metadata": {"name": "demo", "namespace": "default"},
+                # as the apiserver sends it: the CRD's defaults already applied
+                "spec": {"features": ["TextGeneration"], "url": "ollama://qwen2:0.5b", "engine": "VLLM",
+                         "resourceProfile": "cpu:1", "targetRequests": 100, "scaleDownDelaySeconds": 30},
+            },
+        },
+    }
+    ca = settings.cert_dir / "ca.crt"
+    return (
+        f"  curl --cacert {ca} {base}/readyz\n"
+        f"  curl --cacert {ca} -H 'Content-Type: application/json' {base}/validate -d '{orjson.dumps(review).decode()}'"
+    )
+
+
+GC_YOUNG_THRESHOLD = 10_000  # container objects allocated (net) between young collections (default 700)
+
+
+def _freeze_loaded_heap() -> None:
+    """Keep the loaded chain (CRD schemas, compiled policies, the state: long-lived) out of
+    the cyclic GC's full collections, which otherwise walk all of it every few thousand
+    reviews (BENCHMARKS.md, "srvgap"). Objects made later are collected as usual; only
+    cycles among today's objects that become garbage later are never freed (a policy set
+    dropped by a reload: a few dozen small objects, once).
+
+    And collect the youngest generation less often: a review's objects die by reference
+    counting, but the reviews in flight keep a few hundred alive, which the default
+    threshold (700) walks again and again."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> str:
+    """One line for a socket that cannot be bound (in use, privileged, no such address)."""
+    why = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    hint = " (another process listens there; pick another with --port)" if exc.errno == errno.EADDRINUSE else ""
+    return f"cannot listen on {host}:{port}: {why}{hint}"
+
+
+async def serve(
+    settings: Settings, *, load: AdmitterLoader = load_admitter,
+    on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
+    handle_signals: bool = True,
+) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
+    metrics_ = Metrics()
+    try:
+        keeper, publisher = build_cert_keeper(settings, metrics_)
+        ssl_context = await asyncio.to_thread(keeper.start)
+    except Exception as exc:  # CertError, OSError, the cluster's config or API errors
+        log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
+        print(f"infergate serve: cannot set up TLS: {exc}", file=sys.stderr)
+        return 1
+
+    slot = AdmitterSlot()
+    readiness: dict[str, ReadinessCheck] = {"certificates": keeper.problem}
+    config = ServerConfig(
+        max_body_bytes=settings.max_body_bytes, default_timeout=settings.default_timeout,
+        timeout_margin=settings.timeout_margin, failure_mode=settings.failure_mode, workers=settings.workers,
+        client_certificates=settings.client_ca_file is not None, body_timeout=settings.body_timeout,
+    )
+    app = create_app(slot, config, metrics_=metrics_, readiness=readiness)
+    # aiohttp closes a connection that has not sent a whole request's headers this long
+    # after it opened or after its previous answer (idle keep-alive connections too).
+    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None,
+                           keepalive_timeout=settings.header_timeout)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ssl_context, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        print(f"infergate: error: {cannot_listen(settings.host, settings.port, exc)}", file=sys.stderr)
+        return 2
+
+    stop = stop_event or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT) if handle_signals else ():
+        loop.add_signal_handler(sig, stop.set)
+
+    async def load_chain() -> None:
+        began = time.perf_counter()
+        try:
+            admitter, prerequisites = await asyncio.to_thread(load, settings)
+        except InputsFailed as exc:
+            slot.fail(str(exc), exc.failed)
+            log.error("cannot load the admission chain", extra={"fields": {"failed": exc.failed}})
+            return
+        except Exception as exc:
+            slot.fail(f"{type(exc).__name__}: {exc}")
+            log.exception("cannot load the admission chain")
+            return
+        slot.set(admitter, prerequisites)
+        from webhook.cel.cel_expr import warm_up_fallback
+
+        await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
+        _freeze_loaded_heap()
+        log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
+
+    tasks = [
+        asyncio.create_task(load_chain()),
+        asyncio.create_task(keeper.run(check_interval=settings.cert_check_interval,
+                                       watch_interval=settings.cert_watch_interval, logger=logs.get("certs"))),
+    ]
+    if publisher is not None:
+        publisher.start()
+    port = runner.addresses[0][1]
+    settings_shown = settings.model_copy(update={"port": port})
+    log.info("listening", extra={"fields": {"url": f"https://{settings.host}:{port}", "sans": list(keeper.sans),
+                                            "cert_mode": settings.cert_mode}})
+    print(f"infergate serving https://{settings.host}:{port} (certificate for {', '.join(keeper.sans)}; "
+          f"CA bundle in {settings.cert_dir / 'ca.crt'})\ntry it:\n{try_it(settings_shown)}", flush=True)
+    if on_listening is not None:
+        on_listening(port)
+    await stop.wait()
+
+    if settings.shutdown_delay > 0:
+        app[STATE].readiness["shutdown"] = lambda: "shutting down"
+        log.info("draining: still answering, /readyz failing",
+                 extra={"fields": {"delay_seconds": settings.shutdown_delay}})
+        await asyncio.sleep(settings.shutdown_delay)
+    log.info("shutting down: no new connections, finishing in-flight reviews",
+             extra={"fields": {"grace_seconds": settings.shutdown_timeout}})
+    for task in tasks:
+        task.cancel()
+    if publisher is not None:
+        publisher.stop()
+    await runner.cleanup()
+    log.info("stopped")
+    return 0
