@@ -109,10 +109,10 @@ def _all(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
 
 # Which rule each example proves (by file name); the outcome comes from its folder and first line.
 EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
-    "valid/kubeai-model-vllm.yaml": ((SERVED, "| Model | kubeai.org/v1"),),
+    "valid/kubeai-model-vllm.yaml": ((SERVED, "| Model | kubeai.org/v1 | Namespaced"),),
     "valid/kubeai-model-faster-whisper.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
     "valid/kubeai-model-ollama.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
-    "valid/inferencepool.yaml": ((SERVED, "| InferencePool |"),),
+    "valid/inferencepool.yaml": ((SERVED, "| InferencePool | inference.networking.x-k8s.io/v1alpha1"),),
     "valid/inferencemodel.yaml": ((SERVED, "| InferenceModel |"), (GATEWAY, "`poolRef.group` / `poolRef.kind`")),
     "valid/inferenceserviceclass.yaml": ((SERVED, "| InferenceServiceClass |"),),
     "valid/inferenceservice-catalog.yaml": ((SERVED, "| InferenceService |"), (DECKHOUSE, "10. `launchStrategy`")),
@@ -122,7 +122,7 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "invalid/kubeai-model-bad-url.yaml": ((KUBEAI, "CRD: exactly v0.12.0's"),),
     "invalid/kubeai-model-s3-without-cache.yaml": ((KUBEAI, "CRD: exactly v0.12.0's"),),
     "invalid/inferencemodel-criticality-default.yaml": ((GATEWAY, "`criticality` is never defaulted"),),
-    "invalid/inferencepool-port-out-of-range.yaml": ((SERVED, "| InferencePool |"),),
+    "invalid/inferencepool-port-out-of-range.yaml": ((SERVED, "| InferencePool | inference.networking.x-k8s.io/v1alpha1"),),
     "invalid/inferenceserviceclass-share-range.yaml": ((DECKHOUSE, "Allow-lists in the class are sets"),),
     "invalid/inferenceserviceclass-https-mode.yaml": ((SERVED, "| InferenceServiceClass |"),),
     "invalid/inferenceserviceclass-no-exposure.yaml": ((SERVED, "| InferenceServiceClass |"),),
