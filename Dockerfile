@@ -6,6 +6,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook webhook
 COPY chart/crds chart/crds
+COPY chart/files/crds chart/files/crds
 COPY policies policies
 COPY examples examples
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

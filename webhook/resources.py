@@ -1,8 +1,9 @@
 """Where the shipped data lives: CRDs, policies and the example cluster state.
 
 A wheel carries them under ``webhook/_data`` (hatch force-include from ``chart/crds``,
-``policies`` and ``examples``); a source checkout or editable install reads the same
-files straight from the repository. Either way there is one source of truth.
+``chart/files/crds``, ``policies`` and ``examples``); a source checkout or editable install
+reads the same files straight from the repository. Either way there is one source of truth.
+Which CRD files are bundled for which kinds: ``webhook/schema/bundled.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 _REPO_ROOT = _PACKAGE_DIR.parent
 
 _LOCATIONS = {
-    "crds": ("_data/crds", "chart/crds"),
+    "crds": ("_data/crds", "chart/crds"),  # infergate's own CRDs: the chart always installs them
+    # third-party CRDs: the current upstream ones (the chart installs them when asked) and the
+    # earlier versions still served (never installed)
+    "upstream_crds": ("_data/third-party-crds/upstream", "chart/files/crds/upstream"),
+    "legacy_crds": ("_data/third-party-crds/legacy", "chart/files/crds/legacy"),
     "policies": ("_data/policies", "policies"),
     "examples": ("_data/examples", "examples"),
     # the embedded default cluster state; examples/manifests holds objects to try, not state
@@ -32,6 +37,7 @@ def data_dir(name: str) -> Path:
 
 
 def crds_dir() -> Path:
+    """infergate's own CRDs (``chart/crds``)."""
     return data_dir("crds")
 
 

@@ -49,7 +49,8 @@ class Settings(BaseModel):
     kubeconfig: Path | None = None  # outside a pod; in one, its service account is used
 
     # What the webhook judges with: None = the shipped data (webhook.resources).
-    crds_dir: Path | None = None
+    crds_dir: Path | None = None  # with kube_state, the cluster's CRDs (watched) are the schema
+    kubeai_crd: Literal["v0.23", "v0.12.0"] = "v0.23"  # which bundled KubeAI Model CRD (webhook.schema.bundled)
     policies_dir: Path | None = None
     state_dir: Path | None = None  # None: the example cluster state (examples/)
     kube_state: bool = False  # watch the cluster instead of reading state_dir

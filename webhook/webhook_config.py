@@ -2,9 +2,12 @@
 
 :func:`build_webhook_configurations` is the one definition of these objects: ``infergate
 webhook-config`` prints it and the chart's templates render the same (its tests compare).
-The rules come from the CRDs the webhook serves (``chart/crds``): every served version of
-every kind, the operations the webhook judges, never the ``/status`` subresource (status
-writes belong to the controller and carry no spec to judge).
+The rules come from the CRDs the webhook serves (the bundled ones, ``webhook.schema.bundled``:
+infergate's own and the third-party kinds, current and earlier versions): every served version
+of every kind, the operations the webhook judges, never the ``/status`` subresource (status
+writes belong to the controller and carry no spec to judge). A rule for a kind whose CRD the
+cluster does not have matches nothing and costs nothing; with ``matchPolicy: Equivalent`` a
+version the rules do not name still reaches the webhook, converted to one they do.
 """
 
 from __future__ import annotations
@@ -37,12 +40,11 @@ class ServedResource:
 
 
 def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
-    """Every CRD in ``crds_dir`` (default: the shipped ``chart/crds``), sorted by group and plural."""
-    from webhook.resources import crds_dir as shipped
-
-    directory = crds_dir or shipped()
+    """Every CRD in ``crds_dir`` (default: the bundled CRDs), sorted by group and plural."""
+    if crds_dir is None:
+        return _bundled_resources()
     found = []
-    for path in sorted(Path(directory).glob("*.y*ml")):
+    for path in sorted(Path(crds_dir).glob("*.y*ml")):
         for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
             if not doc or doc.get("kind") != "CustomResourceDefinition":
                 continue
@@ -53,8 +55,19 @@ def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
                 kind=spec["names"]["kind"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
             ))
     if not found:
-        raise ValueError(f"no CustomResourceDefinition in {directory}")
+        raise ValueError(f"no CustomResourceDefinition in {crds_dir}")
     return sorted(found, key=lambda r: (r.group, r.plural))
+
+
+def _bundled_resources() -> list[ServedResource]:
+    from webhook.schema.bundled import served_kinds
+
+    versions: dict[tuple[str, str, str, bool], list[str]] = {}
+    for kind in served_kinds():  # the KubeAI Model CRD chosen makes no difference: same kind, same version
+        versions.setdefault((kind.group, kind.plural, kind.kind, kind.namespaced), []).append(kind.version)
+    return sorted((ServedResource(group, tuple(vs), plural, kind, namespaced)
+                   for (group, plural, kind, namespaced), vs in versions.items()),
+                  key=lambda r: (r.group, r.plural))
 
 
 def rules(resources: Iterable[ServedResource], operations: Sequence[str]) -> list[dict[str, Any]]:
@@ -175,7 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="infergate", help="name of both configurations (default infergate)")
     parser.add_argument("--failure-policy", default="Fail", choices=["Fail", "Ignore"])
     parser.add_argument("--timeout-seconds", type=int, default=MAX_TIMEOUT_SECONDS)
-    parser.add_argument("--crds-dir", type=Path, help="CRDs the webhook serves (default: the shipped chart/crds)")
+    parser.add_argument("--crds-dir", type=Path, help="CRDs the webhook serves (default: the bundled ones)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -52,19 +52,41 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
+{{/* Every CRD the webhook serves: infergate's own (crds/), the current upstream ones and the
+     earlier versions still served (files/crds/; webhook/schema/bundled.py reads the same files). */}}
+{{- define "infergate.servedCRDFiles" -}}
+{{- $paths := list -}}
+{{- range $path, $_ := .Files.Glob "{crds,files/crds/upstream,files/crds/legacy}/*.yaml" -}}
+{{- $paths = append $paths $path -}}
+{{- end -}}
+{{- toJson ($paths | sortAlpha) -}}
+{{- end -}}
+
+{{/* metadata.name of every served CRD (both KubeAI Model CRDs are models.kubeai.org): the CRDs
+     the webhook watches, by name, with --kube-state. */}}
+{{- define "infergate.servedCRDNames" -}}
+{{- $names := list -}}
+{{- range $path := include "infergate.servedCRDFiles" . | fromJsonArray -}}
+{{- $crd := $.Files.Get $path | fromYaml -}}
+{{- $names = append $names (printf "%s.%s" $crd.spec.names.plural $crd.spec.group) -}}
+{{- end -}}
+{{- toJson ($names | uniq | sortAlpha) -}}
+{{- end -}}
+
 {{/*
-Webhook rules, generated from the CRDs in crds/ exactly as `infergate webhook-config` does
+Webhook rules, generated from the served CRDs exactly as `infergate webhook-config` does
 (webhook/webhook_config.py): one rule per served group/version, its resources sorted, never a
-subresource (status writes belong to the controller).
+subresource (status writes belong to the controller). Whether or not the chart installs a
+kind's CRD: a rule for a kind the cluster does not serve matches nothing.
 */}}
 {{- define "infergate.webhookRules" -}}
 {{- $byGroupVersion := dict -}}
-{{- range $path, $_ := .root.Files.Glob "crds/*.yaml" -}}
+{{- range $path := include "infergate.servedCRDFiles" .root | fromJsonArray -}}
 {{- $crd := $.root.Files.Get $path | fromYaml -}}
 {{- range $crd.spec.versions -}}
 {{- if .served -}}
 {{- $key := printf "%s %s" $crd.spec.group .name -}}
-{{- $_ := set $byGroupVersion $key (append (get $byGroupVersion $key | default list) $crd.spec.names.plural) -}}
+{{- $_ := set $byGroupVersion $key (append (get $byGroupVersion $key | default list) $crd.spec.names.plural | uniq) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -99,7 +99,13 @@ def test_url_errors_and_getters():
 
 def test_named_format_messages():
     assert fmt.VALIDATORS["qualifiedName"]("/name") == ["prefix part must be non-empty"]
-    assert fmt.VALIDATORS["labelValue"]("a" * 64)[0] == "must be no more than 63 characters"
+    # apimachinery v0.36: IsValidLabelValue is content.IsLabelValue (bytes)
+    assert fmt.VALIDATORS["labelValue"]("a" * 64)[0] == "must be no more than 63 bytes"
+    assert fmt.VALIDATORS["qualifiedName"]("a/b/c") == [
+        "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+        "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' "
+        "(e.g. 'example.com/MyName')"]
     assert fmt.VALIDATORS["dns1123Label"]("a.b") == ["must not contain dots"]
     assert fmt.VALIDATORS["dns1123LabelPrefix"]("abc-") == []  # a trailing dash is allowed in a prefix
     assert fmt.VALIDATORS["uuid"]("123E4567E89B12D3A456426614174000") == []

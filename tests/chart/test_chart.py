@@ -36,8 +36,9 @@ NON_DEFAULT = {
     "tests": {"namespace": "ml-team"},
 }
 CERT_MANAGER_SELF_SIGNED = {"certificates": {"mode": "cert-manager"}}
+THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
-              "no-controller": {"controller": {"enabled": False}}}
+              "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS}
 # kinds that are not Kubernetes' own (no JSON schema in kubernetes-validate): checked by hand below
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
@@ -123,7 +124,8 @@ def test_rendered_object_is_valid_kubernetes(obj):
 def test_names_are_unique_and_namespaced_objects_live_in_the_release_namespace(name):
     keys = [(o["kind"], o["metadata"]["name"]) for o in objects(name)]
     assert len(keys) == len(set(keys))
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                      "CustomResourceDefinition"}
     for obj in objects(name):
         assert ("namespace" in obj["metadata"]) == (obj["kind"] not in cluster_scoped)
         if obj["kind"] not in cluster_scoped:
@@ -235,13 +237,56 @@ def test_webhook_configurations_have_safe_defaults(name):
 
 
 def test_webhook_rules_cover_every_served_crd():
+    """infergate's own kinds and every bundled third-party kind, installed by this chart or not
+    (a rule for a kind the cluster does not serve matches nothing)."""
     served = set()
-    for path in (CHART / "crds").glob("*.yaml"):
+    for path in [*(CHART / "crds").glob("*.yaml"), *(CHART / "files" / "crds").glob("*/*.yaml")]:
         crd = yaml.safe_load(path.read_text())
         served |= {(crd["spec"]["group"], v["name"], crd["spec"]["names"]["plural"]) for v in crd["spec"]["versions"] if v["served"]}
     (hook,) = one("default", "ValidatingWebhookConfiguration")["webhooks"]
     covered = {(g, v, r) for rule in hook["rules"] for g in rule["apiGroups"] for v in rule["apiVersions"] for r in rule["resources"]}
     assert covered == served
+    assert {("inference.networking.k8s.io", "v1", "inferencepools"), ("llm-d.ai", "v1alpha2", "inferenceobjectives"),
+            ("kubeai.org", "v1", "models"), ("gateway.networking.k8s.io", "v1", "httproutes")} <= covered
+    assert one("third-party-crds", "ValidatingWebhookConfiguration")["webhooks"] == \
+        one("default", "ValidatingWebhookConfiguration")["webhooks"]
+
+
+def crds(name: str) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objects(name) if o["kind"] == "CustomResourceDefinition"}
+
+
+def test_by_default_no_third_party_crd_is_templated():
+    """Helm installs crds/ (infergate's own two) before the templates; the third-party CRDs only
+    when asked for: their own charts install them (README)."""
+    for name in ("default", "non-default", "cert-manager-self-signed", "no-controller"):
+        assert crds(name) == {}, name
+    assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == [
+        "ai.deckhouse.io_inferenceserviceclasses.yaml", "ai.deckhouse.io_inferenceservices.yaml"]
+
+
+@pytest.mark.parametrize(("value", "names"), [
+    ("kubeai", {"models.kubeai.org"}),
+    ("inferenceExtension", {"inferencepools.inference.networking.k8s.io", "inferencepoolimports.inference.networking.x-k8s.io",
+                            "inferenceobjectives.inference.networking.x-k8s.io",
+                            "inferencemodelrewrites.inference.networking.x-k8s.io"}),
+    ("llmd", {"inferenceobjectives.llm-d.ai", "inferencemodelrewrites.llm-d.ai"}),
+])
+def test_third_party_crds_are_opt_in_at_the_current_upstream_versions_and_kept(value, names):
+    templated = {o["metadata"]["name"]: o for path, docs in render({"crds": {value: True}}).items() for o in docs
+                 if o["kind"] == "CustomResourceDefinition"}
+    assert set(templated) == names
+    upstream = {}
+    for path in (CHART / "files" / "crds" / "upstream").glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        upstream[crd["metadata"]["name"]] = crd
+    for name, crd in templated.items():
+        assert crd["spec"] == upstream[name]["spec"], name  # the upstream text, parsed: nothing lost
+        annotations = crd["metadata"]["annotations"]
+        assert annotations.pop("helm.sh/resource-policy") == "keep"  # helm uninstall leaves it (and its objects)
+        assert annotations == upstream[name]["metadata"]["annotations"]
+        assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+    assert set(crds("third-party-crds")) >= names
 
 
 def test_default_failure_policy_is_fail_and_configurable():
@@ -439,6 +484,8 @@ def test_packaged_chart_carries_crds_and_policies_and_renders_the_same(tmp_path)
     archive = helm.package(CHART, destination=tmp_path)
     names = set(tarfile.open(archive).getnames())
     assert {f"infergate/crds/{p.name}" for p in (CHART / "crds").glob("*.yaml")} <= names
+    assert {f"infergate/files/crds/{p.relative_to(CHART / 'files' / 'crds')}"
+            for p in (CHART / "files" / "crds").rglob("*.yaml")} <= names
     assert {f"infergate/files/policies/{p}" for p in shipped_policy_files()} <= names
     with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART) as source:
         assert packaged.render(NON_DEFAULT, name=RELEASE, namespace=NAMESPACE) == \
@@ -473,7 +520,7 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     on its own two webhook configurations by name (the caBundle watch, webhook.certs), and
     reads nothing else."""
     from webhook import certs
-    from webhook.state.kube import WEBHOOK_KINDS
+    from webhook.server.wiring import webhook_watches
     from webhook.state.base import group_of
 
     (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]
@@ -483,10 +530,11 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
                     reads[(group, resource)] = rule.get("resourceNames")
-    expected = {}
-    for kind in WEBHOOK_KINDS:
+    expected: dict[tuple[str, str], list[str] | None] = {}
+    for kind in webhook_watches():
         by_name = (kind.field_selector or "").removeprefix("metadata.name=")
-        expected[(group_of(kind.api_version), kind.plural)] = [by_name] if by_name else None
+        key = (group_of(kind.api_version), kind.plural)
+        expected[key] = sorted([*(expected.get(key) or ()), by_name]) if by_name else None
     for call in certs.WEBHOOK_CONFIGURATIONS.values():
         expected[("admissionregistration.k8s.io", call.replace("_", "") + "s")] = ["infergate"]
     assert reads == expected

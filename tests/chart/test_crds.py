@@ -1,4 +1,6 @@
-"""The five CRDs in chart/crds: upstream copies, the ai.deckhouse.io schemas, one source of truth."""
+"""The bundled CRDs: infergate's own in chart/crds (the ai.deckhouse.io schemas), the third-party
+ones in chart/files/crds (upstream copies, byte for byte, with their provenance), one source of
+truth for the chart, the wheel and ``webhook.schema.bundled``."""
 
 from __future__ import annotations
 
@@ -10,19 +12,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.resources import crds_dir
+from webhook.resources import crds_dir, data_dir
+from webhook.schema import CRDRegistry, bundled
 from tests.support.paths import CHART_CRDS, CONFORMANCE, REPO
+from tests.support.paths import LEGACY_CRDS as LEGACY_DIR, THIRD_PARTY_CRDS as THIRD_PARTY, UPSTREAM_CRDS as UPSTREAM_DIR
 
 
-UPSTREAM = {
-    "kubeai.org_models.yaml": "reference/kubeai/kubeai.org_models.yaml",
-    "inference.networking.x-k8s.io_inferencemodels.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
-    "inference.networking.x-k8s.io_inferencepools.yaml": "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
+# the earlier versions: the copies the seed-era recorded suites were recorded with
+LEGACY = {
+    "kubeai.org_models_v1-kubeai-v0.12.0.yaml": "reference/kubeai/kubeai.org_models.yaml",
+    "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml":
+        "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
+    "inference.networking.x-k8s.io_inferencepools_v1alpha1.yaml":
+        "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
 }
+# the current upstream ones: the copies the current-API suites were recorded with (same names)
+UPSTREAM = sorted(p.name for p in UPSTREAM_DIR.glob("*.yaml"))
 DECKHOUSE = {
     "ai.deckhouse.io_inferenceserviceclasses.yaml": ("InferenceServiceClass", "Cluster", "isc"),
     "ai.deckhouse.io_inferenceservices.yaml": ("InferenceService", "Namespaced", "is"),
 }
+ALL_FILES = [CHART_CRDS / n for n in DECKHOUSE] + [UPSTREAM_DIR / n for n in UPSTREAM] + [LEGACY_DIR / n for n in LEGACY]
 
 
 def load_crd(path: Path) -> dict:
@@ -45,14 +55,70 @@ def walk(node: dict, path: str = ""):
         yield from walk(node["items"], f"{path}[]")
 
 
-def test_chart_ships_exactly_the_five_crds():
-    names = sorted(p.name for p in CHART_CRDS.glob("*.yaml"))
-    assert names == sorted([*UPSTREAM, *DECKHOUSE])
+def test_the_chart_always_installs_only_infergates_own_crds():
+    assert sorted(p.name for p in CHART_CRDS.iterdir()) == sorted(DECKHOUSE)
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM))
-def test_upstream_crds_are_byte_identical_to_the_reference(name):
-    assert (CHART_CRDS / name).read_bytes() == (CONFORMANCE / UPSTREAM[name]).read_bytes()
+def test_the_current_upstream_crds_are_the_kinds_of_today():
+    kinds = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "upstream"}
+    assert kinds == {
+        ("inference.networking.k8s.io/v1", "InferencePool"),
+        ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
+        ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
+        ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"),
+        ("llm-d.ai/v1alpha2", "InferenceObjective"),
+        ("llm-d.ai/v1alpha2", "InferenceModelRewrite"),
+        ("kubeai.org/v1", "Model"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+        ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
+    }
+    legacy = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "legacy"}
+    assert legacy == {("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
+                      ("inference.networking.x-k8s.io/v1alpha1", "InferencePool")}  # KubeAI's: only when chosen
+
+
+@pytest.mark.parametrize("name", UPSTREAM)
+def test_upstream_crds_are_byte_identical_to_the_recorded_reference(name):
+    assert (UPSTREAM_DIR / name).read_bytes() == (CONFORMANCE / "reference" / "upstream" / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_earlier_crds_are_the_seed_era_copies(name):
+    assert (LEGACY_DIR / name).read_bytes() == (CONFORMANCE / LEGACY[name]).read_bytes()
+
+
+@pytest.mark.parametrize("directory", [UPSTREAM_DIR, LEGACY_DIR], ids=["upstream", "legacy"])
+def test_every_third_party_file_has_its_repository_path_and_commit(directory):
+    rows = {}
+    for line in (directory / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].endswith(".yaml"):
+            rows[cells[0]] = cells[1:]
+    assert sorted(rows) == sorted(p.name for p in directory.glob("*.yaml"))
+    for name, (repository, path, commit) in rows.items():
+        assert "/" in repository and path.endswith(".yaml") and commit, name
+
+
+def test_kubeai_model_is_one_kind_with_two_schemas_the_current_one_by_default():
+    def model_crd(choice=None):
+        served = CRDRegistry.shipped(choice).served("kubeai.org/v1", "Model")
+        return served.crd
+
+    assert model_crd() == model_crd("v0.23") == load_crd(UPSTREAM_DIR / bundled.KUBEAI_CRDS["v0.23"][1])
+    assert model_crd("v0.12.0") == load_crd(LEGACY_DIR / bundled.KUBEAI_CRDS["v0.12.0"][1])
+    assert [p.name for _, p in bundled.crd_files("v0.12.0")].count("kubeai.org_models_v1-kubeai-v0.12.0.yaml") == 1
+    assert not any("kubeai-main" in p.name for _, p in bundled.crd_files("v0.12.0"))
+    with pytest.raises(ValueError, match="unknown KubeAI Model CRD 'v9'"):
+        bundled.crd_files("v9")
+
+
+def test_the_kubeai_choices_are_the_settings_choices():
+    from typing import get_args
+
+    from webhook.settings import Settings
+
+    assert set(get_args(Settings.model_fields["kubeai_crd"].annotation)) == set(bundled.KUBEAI_CRDS)
+    assert Settings().kubeai_crd == bundled.DEFAULT_KUBEAI_CRD
 
 
 @pytest.mark.parametrize("name", sorted(DECKHOUSE))
@@ -124,6 +190,8 @@ def test_seed_markers_are_present():
 
 def test_package_reads_the_chart_crds_in_a_checkout():
     assert crds_dir().resolve() == CHART_CRDS.resolve()
+    assert data_dir("upstream_crds").resolve() == UPSTREAM_DIR.resolve()
+    assert data_dir("legacy_crds").resolve() == LEGACY_DIR.resolve()
 
 
 def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
@@ -146,21 +214,23 @@ def test_wheel_carries_the_chart_crds_byte_for_byte(tmp_path):
     (wheel,) = WheelBuilder(str(source)).build(directory=str(tmp_path / "dist"), versions=["standard"])
     with zipfile.ZipFile(wheel) as archive:
         packaged = {
-            Path(n).name: archive.read(n)
+            n: archive.read(n)
             for n in archive.namelist()
-            if n.startswith("webhook/_data/crds/") and n.endswith(".yaml")
+            if n.startswith(("webhook/_data/crds/", "webhook/_data/third-party-crds/")) and not n.endswith("/")
         }
-    shipped = {p.name: p.read_bytes() for p in CHART_CRDS.glob("*.yaml")}
+    shipped = {f"webhook/_data/crds/{p.name}": p.read_bytes() for p in CHART_CRDS.iterdir()}
+    shipped |= {f"webhook/_data/third-party-crds/{p.relative_to(THIRD_PARTY)}": p.read_bytes()
+                for p in THIRD_PARTY.rglob("*") if p.is_file()}
     assert packaged == shipped
 
 
-@pytest.mark.parametrize("name", sorted([*UPSTREAM, *DECKHOUSE]))
-def test_the_apiserver_would_accept_the_crd(name):
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
+def test_the_apiserver_would_accept_the_crd(path):
     """No rejection and no warning when the CRD is created (structural schema, CEL compilation,
     estimated cost against the apiserver's budget), as webhook.schema.crd_admission judges it."""
     from webhook.schema.crd_admission import check_crd
 
-    errors, warnings = check_crd(load_crd(CHART_CRDS / name))
+    errors, warnings = check_crd(load_crd(path))
     assert errors == [] and warnings == []
 
 
@@ -267,3 +337,20 @@ def test_status_writes_skip_spec_rules_and_keep_status_schema():
     assert 'status.resolved.placementMode: Unsupported value: "Half": supported values: "Partition", "WholeDevice"' in [
         str(e) for e in outcome.errors]
     assert not [e for e in outcome.errors if str(e).startswith("spec")]
+
+
+def test_readme_names_every_kind_and_version_served():
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Kinds and versions served"):readme.index("## Install on a cluster with Helm")]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
+    for kind in bundled.served_kinds():
+        assert any(kind.kind in row and f"`{kind.group}/" in row and kind.version in row for row in rows), kind
+    values = yaml.safe_load((REPO / "chart" / "values.yaml").read_text())["crds"]
+    helm = readme[readme.index("## Install on a cluster with Helm"):]
+    assert all(f"crds.{name}" in helm for name in values)
+
+
+def test_the_image_build_copies_everything_the_wheel_force_includes():
+    forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
+    assert set(forced) <= copied

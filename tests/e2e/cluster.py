@@ -20,10 +20,14 @@ from typing import Any
 
 import yaml
 
-from .api import Kube, NotServed, wait_for
-from tests.support.paths import CHART_CRDS, MANIFESTS, REPO
+from webhook.schema import bundled
 
-CRDS_DIR = CHART_CRDS
+from .api import Kube, NotServed, wait_for
+from tests.support.paths import MANIFESTS, REPO
+
+# the scenarios are the seed era's: KubeAI v0.12.0's Model beside the other bundled CRDs
+KUBEAI_CRD = "v0.12.0"
+CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"

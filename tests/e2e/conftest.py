@@ -1,7 +1,7 @@
 """Session set-up for the e2e tests: the cluster prepared from the project's own artefacts,
 torn down by finalizers that run whatever the tests did.
 
-Order (each a session fixture, finalized in reverse): a run id → the CRDs of ``chart/crds``
+Order (each a session fixture, finalized in reverse): a run id → the bundled CRDs
 (Established) → ``examples/state`` → the webhook (``infergate serve`` here and the
 configurations ``infergate webhook-config`` prints, or the Helm chart with
 ``INFERGATE_E2E_MODE=chart``) → ``infergate controller`` → the tests. The last finalizer
@@ -112,9 +112,9 @@ def run(tmp_path_factory) -> Iterator[Run]:
 
 @pytest.fixture(scope="session")
 def crds(run: Run) -> list[str]:
-    """``chart/crds`` (and minimal CRDs for the catalog and cert-manager when the cluster
-    lacks them), each Established before anything uses it."""
-    shipped = cluster.load_documents(cluster.CRDS_DIR)
+    """The bundled CRDs (``cluster.CRD_FILES``; and minimal CRDs for the catalog and cert-manager
+    when the cluster lacks them), each Established before anything uses it."""
+    shipped = cluster.load_documents(*cluster.CRD_FILES)
     return cluster.apply_crds(run.kube, shipped + cluster.support_crds(run.kube), run.owned)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .cluster import STATE_DIR
+from .cluster import KUBEAI_CRD, STATE_DIR
 from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S, run_infergate
 
 
@@ -27,7 +27,8 @@ def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequenc
     """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});
     an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it."""
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["validate", "-o", "json", "--state", str(state or STATE_DIR)] + (["--crd-only"] if crd_only else [])
+        args = ["validate", "-o", "json", "--kubeai-crd", KUBEAI_CRD, "--state", str(state or STATE_DIR)] \
+            + (["--crd-only"] if crd_only else [])
         if old:
             old_path = Path(tmp) / "old.yaml"
             old_path.write_text(yaml.safe_dump_all([dict(o) for o in old]))

@@ -235,7 +235,8 @@ def validate(args: list[str]) -> tuple[int, list[dict]]:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["validate", *args, "-o", "json"])
+        # the examples are the seed era's KubeAI v0.12.0 Models
+        code = main(["validate", "--kubeai-crd", "v0.12.0", *args, "-o", "json"])
     return code, json.loads(out.getvalue())
 
 

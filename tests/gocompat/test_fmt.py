@@ -43,7 +43,10 @@ def test_value_verb():
 
 def test_qualified_name_messages():
     assert qualified_name("example.com/ok") == []
-    assert qualified_name("a/b/c")[0].startswith("a qualified name must consist of alphanumeric characters")
+    # apimachinery v0.36: IsQualifiedName is content.IsLabelKey, worded as label keys, lengths in bytes
+    assert qualified_name("a/b/c")[0].startswith("a valid label key must consist of alphanumeric characters")
+    assert qualified_name("x" * 64) == ["name part must be no more than 63 bytes"]
+    assert qualified_name("e" * 254 + "/x")[0] == "prefix part must be no more than 253 bytes"
     assert qualified_name("-x") == [
         "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
         "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "

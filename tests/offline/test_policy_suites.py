@@ -154,7 +154,8 @@ def _user_suite(tmp_path: Path, cases: list[dict], comment: str = "# my team's s
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["test", *argv])
+    # the cases' expected objects are KubeAI v0.12.0 Models, its CRD's defaults applied
+    code = main(["test", "--kubeai-crd", "v0.12.0", *argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -15,7 +15,7 @@ from webhook.cli import main
 from webhook.offline import parallel
 from webhook.offline.parallel import map_ordered
 from webhook.offline.progress import Progress
-from tests.support.paths import CHART_CRDS, MANIFESTS
+from tests.support.paths import KUBEAI_V0_12_CRD, MANIFESTS
 
 VALID = sorted((MANIFESTS / "valid").glob("*.yaml"))
 DENIED = sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml"))
@@ -99,7 +99,7 @@ def _mixed_directory(directory: Path) -> None:
     sources = VALID + INVALID + DENIED
     for i in range(60):
         (directory / f"m{i:03d}.yaml").write_text(sources[i % len(sources)].read_text())
-    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load(KUBEAI_V0_12_CRD.read_text())
     crd["metadata"]["name"] = "models.example.com"
     crd["spec"]["group"] = "example.com"
     (directory / "m030-crd.yaml").write_text(yaml.safe_dump(crd))

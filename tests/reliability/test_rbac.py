@@ -10,7 +10,8 @@ import helm_python as helm
 import pytest
 import yaml
 
-from webhook.state.kube import WEBHOOK_KINDS
+from webhook.schema.bundled import crd_names
+from webhook.server.wiring import webhook_watches
 from tests.support.paths import CHART
 
 NAMESPACE, RELEASE = "infergate-system", "infergate"
@@ -33,6 +34,9 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
         ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
     ("webhook", "cluster", "admissionregistration.k8s.io", "validatingwebhookconfigurations", RELEASE):
         ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
+    **{("webhook", "cluster", "apiextensions.k8s.io", "customresourcedefinitions", name):
+       ("get list watch", "the CRD the cluster serves for a kind it judges, watched by name: its schema")
+       for name in sorted(crd_names())},
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events
@@ -112,9 +116,9 @@ def test_the_table_has_no_stale_rows():
 
 def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own_objects():
     actual = granted({})
-    for kind in WEBHOOK_KINDS:
+    for kind in webhook_watches():
         group = kind.api_version.rpartition("/")[0]
-        name = "kubeai-config" if kind.field_selector == "metadata.name=kubeai-config" else "*"
+        name = (kind.field_selector or "").removeprefix("metadata.name=") or "*"
         assert {"list", "watch"} <= actual.get(("webhook", "cluster", group, kind.plural, name), frozenset()), kind
     for (role, scope, group, resource, name), verbs in actual.items():
         if role == "webhook" and verbs - {"get", "list", "watch"}:

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from webhook.cli import main
-from tests.support.paths import CHART_CRDS
+from tests.support.paths import KUBEAI_V0_12_CRD, LEGACY_CRDS
 
 
 GOOD = """\
@@ -64,7 +64,7 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(CHART_CRDS)]) == 1
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(LEGACY_CRDS)]) == 1
     answers = json.loads(capsys.readouterr().out)
     assert [a["allowed"] for a in answers] == [True, False]
     assert set(answers[0]) == {"allowed", "status", "warnings", "object"}
@@ -76,7 +76,7 @@ def test_validate_json_output(tmp_path, capsys):
 def test_validate_update_and_status(tmp_path, capsys):
     old = _write(tmp_path, "old.yaml", GOOD)
     new = _write(tmp_path, "new.yaml", GOOD.replace("hf://org/model", "hf://org/other"))
-    assert main(["validate", "-f", str(new), "--old", str(old)]) == 1
+    assert main(["validate", "-f", str(new), "--old", str(old), "--kubeai-crd", "v0.12.0"]) == 1
     assert 'spec.url: Invalid value: "hf://org/other": url is immutable.' in capsys.readouterr().out
     status = _write(tmp_path, "status.yaml", GOOD + "status:\n  replicas: {all: 2, ready: 1}\n")
     assert main(["validate", "-f", str(status), "--old", str(old), "--subresource", "status", "-o", "yaml"]) == 0
@@ -116,13 +116,13 @@ cases:
 
 
 def test_test_command_reports_each_failure_and_a_summary(tmp_path, capsys):
-    suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=CHART_CRDS / "kubeai.org_models.yaml"))
+    suite = _write(tmp_path, "suite.yaml", SUITE.format(crd=KUBEAI_V0_12_CRD))
     assert main(["test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "FAIL suite.yaml: wrong-expectation" in out
     assert "errors: missing  spec.engine: Required value" in out
     assert out.strip().splitlines()[-1] == "1 passed, 1 failed"
-    assert main(["test", str(suite), "--crd", str(CHART_CRDS)]) == 1
+    assert main(["test", str(suite), "--crd", str(LEGACY_CRDS)]) == 1
 
 
 def test_test_command_on_a_broken_suite_exits_nonzero(tmp_path, capsys):
@@ -149,7 +149,7 @@ def test_manifest_yaml_keeps_timestamps_as_text():
 
 def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_path, capsys):
     (tmp_path / "crds").mkdir()
-    (tmp_path / "crds" / "crd.yaml").write_text((CHART_CRDS / "kubeai.org_models.yaml").read_text())
+    (tmp_path / "crds" / "crd.yaml").write_text(KUBEAI_V0_12_CRD.read_text())
     assert main(["test", str(tmp_path)]) == 2
     assert "no suite files" in capsys.readouterr().err
     one_case = SUITE.format(crd="crds/crd.yaml").split("- name: wrong-expectation")[0]
@@ -159,7 +159,7 @@ def test_test_command_skips_other_yaml_in_directories_but_not_an_empty_run(tmp_p
 
 
 def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
-    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load(KUBEAI_V0_12_CRD.read_text())
     broken = json.loads(json.dumps(crd))
     spec_schema = broken["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     spec_schema["properties"]["bad"] = {"type": "array"}
@@ -175,7 +175,7 @@ def test_test_command_runs_crd_admission_probes(tmp_path, capsys):
 
 
 def test_generated_names_match_any_generated_name(tmp_path, capsys):
-    suite = {"suite": "gen", "crds": [str(CHART_CRDS / "kubeai.org_models.yaml")], "cases": [{
+    suite = {"suite": "gen", "crds": [str(KUBEAI_V0_12_CRD)], "cases": [{
         "name": "generated", "operation": "CREATE",
         "object": {"apiVersion": "kubeai.org/v1", "kind": "Model",
                    "metadata": {"generateName": "m-", "namespace": "d"},
@@ -193,7 +193,7 @@ def test_generated_names_match_any_generated_name(tmp_path, capsys):
 
 
 def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
-    crd = yaml.safe_load((CHART_CRDS / "kubeai.org_models.yaml").read_text())
+    crd = yaml.safe_load(KUBEAI_V0_12_CRD.read_text())
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["bad"] = {
         "type": "array"}
     (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
@@ -204,3 +204,11 @@ def test_validate_refuses_crds_the_apiserver_would_refuse(tmp_path, capsys):
     err = capsys.readouterr().err
     assert 'CustomResourceDefinition.apiextensions.k8s.io "models.kubeai.org" is invalid: ' in err
     assert "properties[bad].items: Required value: must be specified" in err
+
+
+def test_the_current_kubeai_model_crd_is_the_default_and_v0_12_0_is_selectable(tmp_path, capsys):
+    """KubeAI's Model is one kind with two schemas: oci:// URLs came after v0.12.0."""
+    path = _write(tmp_path, "oci.yaml", GOOD.replace("hf://org/model", "oci://registry.example/model:1"))
+    assert main(["validate", "-f", str(path), "--crd-only"]) == 0
+    assert main(["validate", "-f", str(path), "--crd-only", "--kubeai-crd", "v0.12.0"]) == 1
+    assert 'url must start with "hf://"' in capsys.readouterr().out

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry, Outcome
-from tests.support.paths import CHART_CRDS, REFERENCE
+from tests.support.paths import CHART_CRDS, LEGACY_CRDS, REFERENCE
 
-REGISTRY = CRDRegistry.load([REFERENCE / "conformance", CHART_CRDS])
+REGISTRY = CRDRegistry.load([REFERENCE / "conformance", CHART_CRDS, LEGACY_CRDS])  # the seed-era kinds too
 KINDS = REGISTRY.kinds()
 
 

@@ -21,13 +21,20 @@ def roundtrip(obj, model):
     return ApiClient().sanitize_for_serialization(model.from_dict(obj))
 
 
-def test_served_resources_are_the_five_shipped_kinds():
+def test_served_resources_are_the_bundled_kinds_current_and_earlier():
     served = {(r.group, r.plural, r.versions) for r in served_resources()}
     assert served == {
         ("ai.deckhouse.io", "inferenceserviceclasses", ("v1alpha1",)),
         ("ai.deckhouse.io", "inferenceservices", ("v1alpha1",)),
+        ("gateway.networking.k8s.io", "httproutes", ("v1", "v1beta1")),
+        ("inference.networking.k8s.io", "inferencepools", ("v1",)),
         ("inference.networking.x-k8s.io", "inferencemodels", ("v1alpha1",)),
         ("inference.networking.x-k8s.io", "inferencepools", ("v1alpha1",)),
+        ("inference.networking.x-k8s.io", "inferencepoolimports", ("v1alpha1",)),
+        ("inference.networking.x-k8s.io", "inferenceobjectives", ("v1alpha2",)),
+        ("inference.networking.x-k8s.io", "inferencemodelrewrites", ("v1alpha2",)),
+        ("llm-d.ai", "inferenceobjectives", ("v1alpha2",)),
+        ("llm-d.ai", "inferencemodelrewrites", ("v1alpha2",)),
         ("kubeai.org", "models", ("v1",)),
     }
 

@@ -221,3 +221,22 @@ async def test_a_failing_watch_is_reported_until_answered_again(cluster):
     assert state.ready  # still serving the last picture
     blocked["on"] = False
     await eventually(lambda: state.interrupted is None)
+
+
+async def test_watches_of_one_kind_by_name_keep_each_others_objects(cluster):
+    """Two watches of CRDs, each by a metadata.name field selector: one's list replaces only its
+    own name's object (the webhook watches each served kind's CRD this way)."""
+    api, make_state = cluster
+    crd_kind = WatchedKind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions")
+    crds = api.serve(crd_kind)
+    for name in ("a.example.io", "b.example.io", "c.example.io"):
+        api.add(crds, {"metadata": {"name": name}})
+    by_name = tuple(WatchedKind(crd_kind.api_version, crd_kind.kind, crd_kind.plural,
+                                field_selector=f"metadata.name={name}") for name in ("a.example.io", "b.example.io"))
+    state = make_state(by_name)
+    assert await state.wait_ready(15)
+    assert names(state, crd_kind) == ["a.example.io", "b.example.io"]  # c is nobody's
+    api.modify(crds, {"metadata": {"name": "b.example.io", "labels": {"changed": "yes"}}})
+    api.delete(crds, {"metadata": {"name": "a.example.io"}})
+    await eventually(lambda: names(state, crd_kind) == ["b.example.io"])
+    assert state.get(crd_kind.api_version, crd_kind.kind, "b.example.io")["metadata"]["labels"] == {"changed": "yes"}

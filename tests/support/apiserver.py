@@ -409,6 +409,9 @@ class FakeApiServer:
         selector = request.query.get("labelSelector")
         if selector:
             items = [o for o in items if _matches_labels(o, selector)]
+        named = _selected_name(request)
+        if named is not None:
+            items = [o for o in items if o.get("metadata", {}).get("name") == named]
         metadata_only = metadata_view(request.headers.get("Accept", ""), "PartialObjectMetadataList")
         res.views.append(("list", "metadata" if metadata_only else "full"))
         if metadata_only:
@@ -446,6 +449,7 @@ class FakeApiServer:
             await response.write(json.dumps({"type": "ERROR", "object": gone(since, self.resource_version)}).encode() + b"\n")
             return response
         queue: asyncio.Queue = asyncio.Queue()
+        named = _selected_name(request)
         if since in ("", "0"):  # no version: the current objects as ADDED, then what changes
             for obj in self._items(res, namespace):
                 queue.put_nowait({"type": "ADDED", "object": obj})
@@ -467,6 +471,9 @@ class FakeApiServer:
                     continue
                 if event is None:
                     break
+                if named is not None and event["type"] in ("ADDED", "MODIFIED", "DELETED") \
+                        and event["object"].get("metadata", {}).get("name") != named:
+                    continue  # not the one name the field selector asks for
                 if metadata_only and event["type"] in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
                     event = {"type": event["type"], "object": partial(event["object"])}
                 line = json.dumps(event).encode() + b"\n"
@@ -526,6 +533,12 @@ class FakeApiServer:
 
 def _without_meta_and_status(obj: dict) -> dict:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _selected_name(request: web.Request) -> str | None:
+    """The name of a ``fieldSelector=metadata.name=NAME`` (the one field selector served)."""
+    selector = request.query.get("fieldSelector", "")
+    return selector.removeprefix("metadata.name=") if selector.startswith("metadata.name=") else None
 
 
 async def eventually(predicate: Callable[[], Any], timeout: float = 15.0) -> None:

@@ -17,7 +17,11 @@ REFERENCE = CONFORMANCE / "reference"
 CEL_VECTORS = REFERENCE / "cel" / "k8s_cel_library_vectors.yaml"
 
 CHART = REPO / "chart"
-CHART_CRDS = CHART / "crds"
+CHART_CRDS = CHART / "crds"  # infergate's own CRDs
+THIRD_PARTY_CRDS = CHART / "files" / "crds"  # the third-party ones the webhook serves
+UPSTREAM_CRDS = THIRD_PARTY_CRDS / "upstream"
+LEGACY_CRDS = THIRD_PARTY_CRDS / "legacy"
+KUBEAI_V0_12_CRD = LEGACY_CRDS / "kubeai.org_models_v1-kubeai-v0.12.0.yaml"  # the seed era's Model
 POLICIES = REPO / "policies"
 POLICY_SUITES = POLICIES / "tests"
 EXAMPLES = REPO / "examples"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -100,11 +100,12 @@ def denial_status(request: AdmissionRequest, denials: list[Denial]) -> dict[str,
 
 
 class AdmissionChain:
-    """The webhook's decisions: the shipped CRDs (``registry``; ``None``: policies alone), the
-    policies in force (re-read from ``policies.current()`` per request: hot reload) and the
-    cluster ``state`` the policies' lookups read."""
+    """The webhook's decisions: the CRDs (``registry``, re-read from ``registry.current()`` per
+    request: a cluster's CRDs change; ``None``: policies alone), the policies in force (re-read
+    from ``policies.current()`` per request: hot reload) and the cluster ``state`` the policies'
+    lookups read."""
 
-    def __init__(self, registry: CRDRegistry | None, policies: PolicySetProvider, state: ClusterState) -> None:
+    def __init__(self, registry: CRDSource | None, policies: PolicySetProvider, state: ClusterState) -> None:
         self.registry = registry
         self.policies = policies
         self.state = state
@@ -158,9 +159,11 @@ class AdmissionChain:
         """The validating webhook's answer to ``request`` carrying ``obj``."""
         traces: list[Trace] = []
         warnings: list[str] = []
-        if schema and request.operation in _JUDGED and obj is not None and self._serves(obj):
-            # the apiserver's schema and CRD rules, as it ran them before calling us
-            errors, schema_warnings = self.registry.validate(
+        registry = self._schemas()
+        if schema and request.operation in _JUDGED and obj is not None and _serves(registry, obj):
+            # the apiserver's schema and CRD rules, as it ran them before calling us (a kind or
+            # version no CRD serves is the apiserver's to refuse: no schema judgement here)
+            errors, schema_warnings = registry.validate(
                 request.operation, obj, request.oldObject, request.subResource or None)
             warnings += schema_warnings
             if errors:
@@ -187,10 +190,8 @@ class AdmissionChain:
                                    audit_annotations=audit), traces
         return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces
 
-    def _serves(self, obj: dict[str, Any]) -> bool:
-        if self.registry is None:
-            return False
-        return self.registry.served(str(obj.get("apiVersion")), str(obj.get("kind"))) is not None
+    def _schemas(self) -> CRDRegistry | None:
+        return self.registry.current() if self.registry is not None else None
 
     # -- the whole write, offline ------------------------------------------------------------
     def run(self, request: AdmissionRequest, *, explain: bool = False, crd_only: bool = False) -> ChainOutcome:
@@ -198,11 +199,12 @@ class AdmissionChain:
         mutating webhook, validates schema and CRD rules, then calls the validating webhook."""
         warnings: list[str] = []
         obj = request.object
-        served = obj is not None and self._serves(obj)
+        registry = self._schemas()
+        served = obj is not None and _serves(registry, obj)
         subresource = request.subResource or None
         if request.operation in _JUDGED and served:
             try:
-                obj, decode_warnings = self.registry.prepare(request.operation, obj, request.oldObject, subresource,
+                obj, decode_warnings = registry.prepare(request.operation, obj, request.oldObject, subresource,
                                                              namespace=request.namespace or None)
             except RequestError as exc:
                 return ChainOutcome(False, exc.status(), list(exc.warnings), denied_by="apiserver")
@@ -222,7 +224,7 @@ class AdmissionChain:
                 # with jsonpatch), without copying the object once more
                 obj = patched
         if request.operation in _JUDGED and served:
-            outcome = self.registry.handle(request.operation, obj, request.oldObject, subresource,
+            outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
                                            namespace=request.namespace or None)
             warnings += outcome.warnings
             if not outcome.allowed:
@@ -237,6 +239,17 @@ class AdmissionChain:
         warnings += validated.warnings
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
                             obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+
+
+class CRDSource(Protocol):
+    """Where the chain reads the CRDs in force: a ``CRDRegistry`` (fixed) or
+    ``webhook.schema.watched.WatchedCRDs`` (a cluster's)."""
+
+    def current(self) -> CRDRegistry: ...
+
+
+def _serves(registry: CRDRegistry | None, obj: dict[str, Any]) -> bool:
+    return registry is not None and registry.served(str(obj.get("apiVersion")), str(obj.get("kind"))) is not None
 
 
 def request_view(request: AdmissionRequest) -> dict[str, Any]:

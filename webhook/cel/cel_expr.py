@@ -28,6 +28,7 @@ from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError
+from webhook.gocompat.regexp import go_error_text
 from webhook.cel.native import NativeProgram, NotNative, compile_native
 from webhook.cel.optimize import (
     COST_EXCEEDED, HOIST_VARIABLES, SIGNED_DISPATCH, Hoist, Issue, _children, optimize, select_overload,
@@ -67,7 +68,15 @@ def clean_message(message: str) -> str:
     for pattern, replacement in _EVAL_WORDING:
         if pattern.match(message):
             return pattern.sub(replacement, message)
+    bad_regex = _BAD_REGEX.match(message)
+    if bad_regex:
+        # cel-go's String.Match returns Go's regexp error itself; RE2 (cel-cpp) names the
+        # whole pattern where Go does
+        return go_error_text(bad_regex.group(1))
     return message
+
+
+_BAD_REGEX = re.compile(r"^invalid regular expression: (.+)$")
 
 
 def _dispatch_error(message: str) -> str | None:

@@ -29,6 +29,7 @@ from webhook.cel.celpy_rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
+from webhook.gocompat.regexp import go_error_text
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
 from webhook.cel.runtime_bound import PER_CALL_LIMIT
@@ -133,7 +134,12 @@ class CelPythonProgram:
 
 
 def _eval_message(err: Exception) -> str:
-    return str(err.args[0]) if err.args else str(err)
+    args = err.args
+    if args[:1] == ("match error",) and len(args) > 2 and args[2]:
+        # celpy's matches with a pattern RE2 refuses: cel-go returns Go's regexp error itself
+        problem = args[2][0]
+        return go_error_text(problem.decode() if isinstance(problem, bytes) else str(problem))
+    return str(args[0]) if args else str(err)
 
 
 class CelPythonEngine:

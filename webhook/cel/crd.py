@@ -557,9 +557,11 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         return [RuleIssue(f"{where}.rule", "Invalid", f"program instantiation failed: {problem}", go_rule_json(entry))]
     uses_old_self = _uses_old_self(analysis.parsed)
     issues: list[RuleIssue] = []
-    if optional_old_self and not uses_old_self:
+    if entry.get("optionalOldSelf") is not None and not uses_old_self:
+        # set at all (false too) without oldSelf: apiextensions' validation.go (`OptionalOldSelf != nil`)
         issues.append(RuleIssue(f"{where}.optionalOldSelf", "Invalid",
-                                "may not be set if oldSelf is not used in rule", "true"))
+                                "may not be set if oldSelf is not used in rule",
+                                "true" if entry["optionalOldSelf"] else "false"))
     message_program = None
     message_cost: int | None = None
     message_charge = None

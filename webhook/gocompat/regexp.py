@@ -40,9 +40,15 @@ def compile_error(pattern: str, error: Exception | None = None) -> str | None:
         else:
             return None
     text = error.args[0].decode() if error.args and isinstance(error.args[0], bytes) else str(error)
-    code, _, fragment = text.partition(": ")
+    return go_error_text(text, pattern)
+
+
+def go_error_text(re2_text: str, pattern: str | None = None) -> str:
+    """Go's ``regexp.Compile`` error for RE2's error text (``missing ): (``): its code, then
+    the fragment (the whole ``pattern``, when known, for the codes where Go names it)."""
+    code, _, fragment = re2_text.partition(": ")
     code = _RE2_TO_GO.get(code, code)
-    shown = pattern if code in _WHOLE_PATTERN or not fragment else fragment
+    shown = pattern if pattern is not None and (code in _WHOLE_PATTERN or not fragment) else fragment
     return f"error parsing regexp: {code}: `{shown}`"
 
 

@@ -70,7 +70,8 @@ class Suite:
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
+def load_suite(path: Path, crd_dirs: list[Path] | None = None, *, kubeai_crd: str | None = None) -> Suite:
+    """A suite file; ``kubeai_crd``: the bundled KubeAI Model CRD for policy suites that name no CRDs."""
     try:
         data = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -84,7 +85,7 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
     if isinstance(data, dict) and data.get("kind") == "PolicySuite":  # a user's policy suite
         from webhook.offline.policy_suites import load_policy_suite
 
-        return load_policy_suite(path, data, crd_dirs)
+        return load_policy_suite(path, data, crd_dirs, kubeai_crd=kubeai_crd)
     if isinstance(data, dict):
         for key, loader in SUITE_KINDS.items():
             if key in data:

@@ -46,7 +46,8 @@ class PolicySuiteRun(Suite):
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None) -> PolicySuiteRun:
+def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None, *,
+                      kubeai_crd: str | None = None) -> PolicySuiteRun:
     try:
         model = PolicySuite.model_validate(data)
     except ValidationError as exc:
@@ -66,7 +67,7 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
                 raise SuiteError(f"{path}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
     base = path.parent
     try:
-        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds))
+        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds), kubeai_crd)
         policies = _policy_set(_resolve(base, model.policies), model.builtin)
         state = _state(base, model.state)
     except CRDLoadError as exc:
@@ -114,10 +115,10 @@ def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
 
 
 @lru_cache(maxsize=8)
-def _registry(sources: tuple[Path, ...] | None) -> CRDRegistry:
+def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None = None) -> CRDRegistry:
     # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
     if sources is None:
-        return CRDRegistry.shipped()
+        return CRDRegistry.shipped(kubeai_crd)
     missing = [str(p) for p in sources if not p.exists()]
     if missing:
         raise CRDLoadError(f"no such file or directory: {', '.join(missing)}")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from webhook.offline.cases import NotASuite, SuiteError, load_suite, suite_files
 from webhook.offline.report import SuiteReport, json_report, junit_xml
+from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="load CRDs from DIR instead of each suite's 'crds:' list (repeatable)")
     parser.add_argument("--crd-only", action="store_true",
                         help="the apiserver's own handling only (no webhook policies)")
+    parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
+                        help="the bundled KubeAI Model CRD for policy suites that name no CRDs "
+                             f"(default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--run", metavar="REGEX",
                         help="run only the cases whose name (or <suite>/<name>) matches REGEX")
     parser.add_argument("-o", "--output", choices=["text", "junit", "json"], default="text",
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     passed = failed = suites = 0
     for file, named in suite_files(paths):
         try:
-            suite = load_suite(file, crd_dirs)
+            suite = load_suite(file, crd_dirs, kubeai_crd=args.kubeai_crd)
         except NotASuite as exc:
             if not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error

@@ -23,6 +23,7 @@ from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
+from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.state import FileState, StateLoadError
 
 _CRD_KIND = "CustomResourceDefinition"
@@ -83,7 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the objects as stored: documents matching one by kind/namespace/name are UPDATEs")
     parser.add_argument("--subresource", choices=["status"], help="validate writes to the /status subresource")
     parser.add_argument("--crd", action="append", default=[], metavar="DIR",
-                        help="CRDs to validate against (default: the shipped chart/crds); repeatable")
+                        help="CRDs to validate against: files or directories, also `kubectl get crd -o yaml` "
+                             "dumps (default: the bundled CRDs); repeatable")
+    parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
+                        help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--crd-only", action="store_true",
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
     parser.add_argument("-n", "--namespace", default="default",
@@ -107,7 +111,8 @@ def _identity(obj: Any) -> tuple[Any, ...]:
 def _registry(args: argparse.Namespace, documents: list[Document], warn: Callable[[str], None]) -> CRDRegistry:
     """The shipped CRDs, or ``--crd``; CRDs among the manifests too (as after ``kubectl apply``).
     CRDs that did not come with infergate are first checked as the apiserver would admit them."""
-    registry = CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd else CRDRegistry.shipped()
+    registry = (CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd
+                else CRDRegistry.shipped(args.kubeai_crd))
     for doc in documents:
         if _is_crd(doc.content):
             for warning in registry.add_checked(doc.content, doc.where):

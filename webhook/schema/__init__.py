@@ -1,6 +1,6 @@
 """What kube-apiserver does with a custom resource: decode, prune, default, validate.
 
-    registry = CRDRegistry.load(paths)            # or CRDRegistry.shipped() (chart/crds)
+    registry = CRDRegistry.load(paths)            # or CRDRegistry.shipped() (the bundled CRDs)
     outcome = registry.handle("CREATE", obj)      # Outcome(allowed, code, status, warnings, object, errors)
     outcome = registry.handle("UPDATE", obj, old, "status", request=RequestPath(...))
 

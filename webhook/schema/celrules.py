@@ -58,14 +58,18 @@ class CelValidator:
         self.root = root
         self._plans = [_UNBUILT, _UNBUILT]   # the batch plans for CREATE and UPDATE, built on first use
 
-    def validate(self, obj: Any, old: Any = ABSENT) -> tuple[list[fe.FieldError], list[str]]:
-        """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE."""
-        if BATCHED:
+    def validate(self, obj: Any, old: Any = ABSENT, *, prefix: str | None = None, is_root: bool = True,
+                 ratchet: bool = True) -> tuple[list[fe.FieldError], list[str]]:
+        """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE.
+        ``prefix``: the field path of ``obj`` when it is a value inside something else (a CRD's
+        default), ``is_root`` whether it is a resource's root; ``ratchet=False``: a failing rule
+        on an unchanged value is an error all the same (the apiserver checking a default)."""
+        if BATCHED and prefix is None and ratchet:
             answer = self._batched(obj, old)
             if answer is not None:
                 return answer
         walk = _Walk(_cel())
-        walk.node(self.root, obj, old, None, True, True)
+        walk.node(self.root, obj, old, prefix, is_root, ratchet)
         return walk.errors, walk.warnings
 
     def _batched(self, obj: Any, old: Any) -> tuple[list[fe.FieldError], list[str]] | None:

@@ -76,7 +76,58 @@ def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     for path, schema in _version_schemas(crd):
         checker = _SchemaChecker(errors, warnings)
         checker.check_root(schema, path)
+    for path, subresources in _version_subresources(crd):
+        errors += subresource_errors(subresources, path)
     return errors, warnings
+
+
+def _version_subresources(crd: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each version's subresources, as ``_version_schemas``: identical ones are the internal
+    ``spec.subresources`` (``hasIdenticalPerVersionSubresources``)."""
+    versions = [v for v in (crd.get("spec") or {}).get("versions") or [] if isinstance(v, Mapping)]
+    found = [(v.get("subresources"), i) for i, v in enumerate(versions)]
+    if not found or any(not isinstance(sub, Mapping) for sub, _ in found):
+        yield from ((f"spec.versions[{i}].subresources", sub) for sub, i in found if isinstance(sub, Mapping))
+        return
+    if all(sub == found[0][0] for sub, _ in found):
+        yield "spec.subresources", found[0][0]
+        return
+    yield from ((f"spec.versions[{i}].subresources", sub) for sub, i in found)
+
+
+def subresource_errors(subresources: Mapping[str, Any], path: str) -> list[str]:
+    """``ValidateCustomResourceDefinitionSubresources``: the scale subresource's JSON paths."""
+    scale = subresources.get("scale")
+    if not isinstance(scale, Mapping):
+        return []
+    errors: list[str] = []
+    for key, under in (("specReplicasPath", (".spec.",)), ("statusReplicasPath", (".status.",))):
+        where = f"{path}.scale.{key}"
+        value = scale.get(key)
+        if not value:
+            errors.append(f"{where}: Required value")
+            continue
+        problems = _simple_json_path_errors(value, where)
+        if problems:
+            errors += problems
+        elif not value.startswith(under):
+            errors.append(f"{where}: Invalid value: {go_quote(value)}: should be a json path under {under[0][:-1]}")
+    selector = scale.get("labelSelectorPath")
+    if selector:
+        where = f"{path}.scale.labelSelectorPath"
+        problems = _simple_json_path_errors(selector, where)
+        if problems:
+            errors += problems
+        elif not selector.startswith((".spec.", ".status.")):
+            errors.append(f"{where}: Invalid value: {go_quote(selector)}: should be a json path under either .spec "
+                          "or .status")
+    return errors
+
+
+def _simple_json_path_errors(value: str, where: str) -> list[str]:
+    if not value.startswith("."):
+        return [f"{where}: Invalid value: {go_quote(value)}: must be a simple json path starting with ."]
+    return []
 
 
 def _version_schemas(crd: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -397,35 +448,69 @@ class _SchemaChecker:
             elif len(set(keys)) != len(keys):
                 err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Invalid value: {go_json(list(keys))}: must not "
                     "contain duplicate entries")
-            else:
-                required = set(items.get("required") or ())
-                for key in keys:
-                    prop = properties[key]
-                    if key not in required and "default" not in prop:
-                        err(f"{path}.items.properties[{key}].default: Required value: this property is in "
-                            "x-kubernetes-list-map-keys, so it must have a default or be a required property")
+        if list_type in ("set", "map") and items is not None:
+            self._map_list_keys_map_set(items, list_type, keys or (), path)
+
+    def _map_list_keys_map_set(self, items: Mapping[str, Any], list_type: str, keys: Any, path: str) -> None:
+        """``validateMapListKeysMapSet``: set and map items are not nullable, nor are map keys,
+        which are required or defaulted."""
+        err = self.errors.append
+        if items.get("nullable"):
+            err(f"{path}.items.nullable: Forbidden: cannot be nullable when x-kubernetes-list-type is {list_type}")
+        if list_type != "map":
+            return
+        properties = items.get("properties") if isinstance(items.get("properties"), Mapping) else {}
+        required = set(items.get("required") or ())
+        for key in keys:
+            prop = properties.get(key)
+            if not isinstance(prop, Mapping):
+                continue  # named already: "entries must all be names of item properties"
+            if key not in required and "default" not in prop:
+                err(f"{path}.items.properties[{key}].default: Required value: this property is in "
+                    "x-kubernetes-list-map-keys, so it must have a default or be a required property")
+            if prop.get("nullable"):
+                err(f"{path}.items.properties[{key}].nullable: Forbidden: this property is in "
+                    "x-kubernetes-list-map-keys, so it cannot be nullable")
 
     def _value_validation(self, schema: Mapping[str, Any], path: str) -> None:
+        """``validateNestedValueValidation`` (structural schema, as ``ValidateStructural`` runs it
+        for a CRD: no nested ``additionalProperties`` nor ``x-kubernetes-validations``)."""
         err = self.errors.append
-        for key, detail in (("type", "must be empty to be structural"), ("title", "must be empty to be structural"),
+        for keyword in ("anyOf", "allOf", "oneOf"):
+            for index, sub in enumerate(schema.get(keyword) if isinstance(schema.get(keyword), list) else ()):
+                if isinstance(sub, Mapping):
+                    self._value_validation(sub, f"{path}.{keyword}[{index}]")
+        if isinstance(schema.get("not"), Mapping):
+            self._value_validation(schema["not"], _child(path, "not"))
+        if isinstance(schema.get("items"), Mapping):
+            self._value_validation(schema["items"], _child(path, "items"))
+        for name in sorted(schema.get("properties") or {}):
+            prop = schema["properties"][name]
+            if isinstance(prop, Mapping):
+                self._value_validation(prop, _key(path, name))
+        if schema.get("type"):
+            err(f"{_child(path, 'type')}: Forbidden: must be empty to be structural")
+        if "additionalProperties" in schema:
+            err(f"{_child(path, 'additionalProperties')}: Forbidden: must be undefined to be structural")
+        for key, detail in (("default", "must be undefined to be structural"),
+                            ("title", "must be empty to be structural"),
                             ("description", "must be empty to be structural"),
-                            ("default", "must be undefined to be structural"),
                             ("nullable", "must be false to be structural")):
-            if key in schema and (key != "nullable" or schema[key]):
+            if key in schema and (schema[key] if key != "default" else schema[key] is not None):
                 err(f"{_child(path, key)}: Forbidden: {detail}")
         for key in ("x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
                     "x-kubernetes-int-or-string"):
             if schema.get(key):
                 err(f"{_child(path, key)}: Forbidden: must be false to be structural")
-        for key in ("x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type"):
-            if key in schema:
-                err(f"{_child(path, key)}: Forbidden: must be empty to be structural")
-        for name in sorted(schema.get("properties") or {}):
-            prop = schema["properties"][name]
-            if isinstance(prop, Mapping):
-                self._value_validation(prop, _key(path, name))
-        if isinstance(schema.get("items"), Mapping):
-            self._value_validation(schema["items"], _child(path, "items"))
+        if schema.get("x-kubernetes-list-map-keys"):
+            err(f"{_child(path, 'x-kubernetes-list-map-keys')}: Forbidden: must be empty to be structural")
+        for key in ("x-kubernetes-list-type", "x-kubernetes-map-type"):
+            if schema.get(key) is not None:
+                err(f"{_child(path, key)}: Forbidden: must be undefined to be structural")
+        if schema.get("x-kubernetes-validations"):
+            err(f"{_child(path, 'x-kubernetes-validations')}: Forbidden: must be empty to be structural")
+        if "metadata" in (schema.get("properties") or {}):
+            err(f"{_key(path, 'metadata')}: Forbidden: must not be specified in a nested context")
 
     def _format_warning(self, schema: Mapping[str, Any]) -> None:
         """``GetUnrecognizedFormats``: a format the schema engine strips (the same ``kept_format``)."""
@@ -437,15 +522,29 @@ class _SchemaChecker:
     # --- defaults ------------------------------------------------------------------------------
 
     def _default(self, schema: Mapping[str, Any], path: str) -> None:
+        embedded = bool(schema.get("x-kubernetes-embedded-resource"))
         where = _child(path, "default")
         value = schema["default"]
         if value is None:
             return
         if _has_unknown_fields(value, schema):   # the apiserver prunes a copy and compares
             self.errors.append(f"{where}: Invalid value: {go_json(value)}: must not have unknown fields")
-        # then validated as an object's value is, with paths relative to the default (" in body ...")
-        validator = SchemaValidator(compile_schema(dict(schema)), prefix=where)
-        self.errors.extend(str(error) for error in validator.validate(value))
+        # then validated as an object's value is, with paths relative to the default (" in body ..."),
+        # and if that passes, against the CEL rules of its schema (self and oldSelf the default):
+        # structural defaulting's validate
+        node = compile_schema(dict(schema))
+        schema_errors = SchemaValidator(node, prefix=where).validate(value)
+        self.errors.extend(str(error) for error in schema_errors)
+        if not schema_errors and node.has_rules:
+            from webhook.schema.celrules import CelValidator
+
+            # the default as both self and oldSelf; then, that passing, as a create (oldSelf absent:
+            # what an optionalOldSelf rule meets when the default is written)
+            validator = CelValidator(node)
+            cel_errors, _ = validator.validate(value, value, prefix=where, is_root=embedded, ratchet=False)
+            if not cel_errors:
+                cel_errors, _ = validator.validate(value, prefix=where, is_root=embedded, ratchet=False)
+            self.errors.extend(str(error) for error in cel_errors)
 
     # --- CEL ------------------------------------------------------------------------------------
 

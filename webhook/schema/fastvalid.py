@@ -79,7 +79,7 @@ class _Codegen(NodeCodegen):
         if node.multiple_of is not None:
             return None
         out = []
-        if node.format == "int32" and node.types and node.types[0] == "integer":
+        if node.number_format == "int32":
             low, high = _INT32
             out.append(f"if v < {low} or v > {high}: return False")
         for bound, fits, exclusive, low in ((node.minimum, node.minimum_fits, node.exclusive_minimum, True),
@@ -151,8 +151,7 @@ def _number_check(node: Node) -> Callable[[Any], bool]:
     """The walk's number checks (range of the type and format, minimum, maximum), True only
     where it surely reports nothing; ``multipleOf`` and non-integral bounds on integers are left
     to it."""
-    typ = node.types[0] if node.types else ""
-    fmt = node.format
+    typ, fmt = node.number_type, node.number_format
     if node.multiple_of is not None:
         return lambda v: False
     bounds = []

@@ -179,8 +179,7 @@ class SchemaValidator:
     def _number(self, node: Node, value: int | float, path: str) -> list[fe.FieldError]:
         """Range of the type/format, then multipleOf, minimum, maximum (kube-openapi's merge order)."""
         errs: list[fe.FieldError] = []
-        typ = node.types[0] if node.types else ""
-        fmt = node.format
+        typ, fmt = node.number_type, node.number_format
         problem = None if type(value) is int and fmt != "int32" else _range_error(value, typ, fmt, "Checked", path)
         if problem:
             errs.append(fe.invalid(self.prefix, "", problem))

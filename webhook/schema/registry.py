@@ -79,6 +79,23 @@ def _read_documents(path: Path) -> list[Any]:
         raise CRDLoadError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
 
 
+def _unwrap_lists(docs: list[Any]) -> list[Any]:
+    """The documents with every ``List`` (``kubectl get crd -o yaml``) or
+    ``CustomResourceDefinitionList`` (the API's answer, whose items omit their kind) replaced
+    by its items."""
+    out: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinitionList" \
+                and isinstance(doc.get("items"), list):
+            out += [{"apiVersion": doc.get("apiVersion"), "kind": "CustomResourceDefinition", **item}
+                    for item in doc["items"] if isinstance(item, dict)]
+        elif isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            out += _unwrap_lists(doc["items"])
+        else:
+            out.append(doc)
+    return out
+
+
 def _crd_files(path: Path) -> list[Path]:
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
@@ -107,7 +124,7 @@ class CRDRegistry:
         registry = cls()
         for raw in paths:
             for file in _crd_files(Path(raw)):
-                for doc in _read_documents(file):
+                for doc in _unwrap_lists(_read_documents(file)):
                     if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                         continue
                     if check:
@@ -136,17 +153,25 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
-    def shipped(cls) -> "CRDRegistry":
-        """The CRDs the project ships (``chart/crds``)."""
-        from webhook.resources import crds_dir
+    def shipped(cls, kubeai_crd: str | None = None) -> "CRDRegistry":
+        """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
+        ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
+        the current one)."""
+        from webhook.schema import bundled
 
-        return cls.load([crds_dir()])
+        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)])
 
-    def add(self, crd: dict[str, Any]) -> None:
+    def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
+        """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""
         self.crds.append(crd)
-        for served in served_versions(crd):
+        for served in served_versions(crd) if compiled is None else compiled:
             self._served[(served.api_version, served.kind)] = served
             self._by_plural[(served.api_version, served.plural)] = served
+
+    def current(self) -> "CRDRegistry":
+        """The registry in force for one review: this one (it never changes once loaded;
+        ``webhook.schema.watched.WatchedCRDs`` hands out a new one per change of a cluster's CRDs)."""
+        return self
 
     def served(self, api_version: str, kind: str) -> ServedVersion | None:
         """The version serving ``apiVersion``/``kind``, or None when no CRD serves it."""
@@ -171,9 +196,15 @@ class CRDRegistry:
             namespace = request.namespace
         try:
             served = self._target(obj, request)
-            stored = self._stored(served, operation, old, subresource)
+            endpoint = self.by_resource(request.api_version, request.plural) if request is not None else None
+            if endpoint is None or endpoint.kind != served.kind:
+                endpoint = served
+            stored = self._stored(endpoint, operation, old, subresource)
             prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
-            errors, more = self._validate(served, operation, prepared, stored, subresource)
+            if endpoint is not served:
+                prepared = _convert(prepared, endpoint)
+            errors, more = self._validate(endpoint, operation, prepared, stored, subresource)
+            served = endpoint
         except RequestError as exc:
             return Outcome(False, exc.code, exc.status(), exc.warnings, None, [])
         except RecursionError:
@@ -362,6 +393,17 @@ class CRDRegistry:
                 cel_errors, warnings = served.cel.validate(obj, old_value)
                 errors += cel_errors
         return errors, warnings
+
+
+def _convert(obj: dict[str, Any], endpoint: ServedVersion) -> dict[str, Any]:
+    """A body of another served version, decoded (pruned and defaulted, its unknown fields
+    warned about) in its own version, converted to the endpoint's: the ``None`` strategy sets
+    the apiVersion, and the converter's schema coercion prunes what the endpoint's version does
+    not know, reporting nothing (``schemaCoercingConverter`` discards the pruned paths)."""
+    obj["apiVersion"] = endpoint.api_version
+    if obj.get("kind") == endpoint.kind:
+        prune(obj, endpoint.schema, root=True)
+    return obj
 
 
 def _unknown_field_warnings(paths: list[str]) -> list[str]:

@@ -25,6 +25,10 @@ _INT_RANGES = {"int32": (-(2 ** 31), 2 ** 31 - 1)}
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
 
 
+# the formats kube-openapi's numberValidator passes on, per type (SchemaValidator.numberValidator)
+_NUMBER_FORMATS = {"integer": ("int32", "int64"), "number": ("float", "double")}
+
+
 def fits_type(value: int | float, typ: str, fmt: str) -> bool:
     """kube-openapi's ``IsValueValidAgainstRange``: can ``typ``/``fmt`` hold the number?"""
     if typ == "integer":
@@ -105,6 +109,10 @@ class Node:
     has_combinators: bool = False
     has_string_checks: bool = False
     has_number_checks: bool = False
+    # kube-openapi's numberValidator type and format: the schema's one type (integer or number)
+    # and a format valid for it, else none (int-or-string, two types: no range of a type applies)
+    number_type: str = ""
+    number_format: str = ""
     enum_strings: frozenset | None = None  # the enum's string members, for a quick string check
     # JSON types a value may have to pass this node with nothing else to check (a plain leaf)
     plain_types: frozenset = frozenset()
@@ -203,14 +211,16 @@ def compile_schema(schema: dict[str, Any] | None, path: str = "") -> Node:
     node.has_combinators = bool(node.all_of or node.any_of or node.one_of or node.not_ is not None)
     node.has_string_checks = bool(node.max_length is not None or node.min_length is not None or node.pattern_text
                                   or node.format_checker is not None)
-    typ = node.types[0] if node.types else ""
+    if len(node.types) == 1 and node.types[0] in _NUMBER_FORMATS:
+        node.number_type = node.types[0]
+        node.number_format = node.format if node.format in _NUMBER_FORMATS[node.number_type] else ""
     for attr in ("multiple_of", "minimum", "maximum"):
         bound = getattr(node, attr)
         if bound is not None:
-            setattr(node, f"{attr}_fits", fits_type(bound, typ, node.format))
+            setattr(node, f"{attr}_fits", fits_type(bound, node.number_type, node.number_format))
     node.has_number_checks = bool(node.multiple_of is not None or node.minimum is not None
-                                  or node.maximum is not None or node.types[:1] == ("integer",)
-                                  or node.format in ("int32", "float"))
+                                  or node.maximum is not None or node.number_type == "integer"
+                                  or node.number_format in ("int32", "float"))
     if node.enum is not None:
         node.enum_strings = frozenset(v for v in node.enum if isinstance(v, str))
     plain = (not node.format and node.enum is None and not node.has_combinators and not node.has_string_checks

@@ -34,7 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                "/healthz, /readyz and /metrics answer without one (the kubelet's probes)")
     a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
-    a("--crds-dir", help="CRDs to serve (default: the shipped chart/crds)")
+    a("--crds-dir", help="CRDs to serve (default: the bundled ones; with --kube-state, the cluster's)")
+    a("--kubeai-crd", choices=["v0.23", "v0.12.0"],
+      help="the bundled KubeAI Model CRD: the current one (v0.23, default) or v0.12.0's")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
     a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")

@@ -49,10 +49,45 @@ class InputsFailed(Exception):
 
 
 def _crds(settings: Settings):
-    from webhook import resources
+    """``--crds-dir``, else the bundled CRDs (KubeAI's Model at ``--kubeai-crd``)."""
     from webhook.schema import CRDRegistry
 
-    return CRDRegistry.load([settings.crds_dir or resources.crds_dir()])
+    if settings.crds_dir:
+        return CRDRegistry.load([settings.crds_dir])
+    return CRDRegistry.shipped(settings.kubeai_crd)
+
+
+def webhook_watches():
+    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
+    kinds it judges, one watch per name (RBAC then grants exactly these CRDs by resourceNames,
+    and no other CRD of the cluster travels)."""
+    from webhook.schema.bundled import crd_names
+    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
+    from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
+
+    return WEBHOOK_KINDS + tuple(
+        WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
+        for name in sorted(crd_names()))
+
+
+def cluster_crds(state: Any):
+    """The CRDs the cluster serves (in ``state``, a watch cache not yet started) as the schema:
+    compiled as the CRD watches deliver them, the first list of each before ``state`` is ready."""
+    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
+
+    registry = WatchedCRDs(state)
+    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    return registry
+
+
+def watch_cluster(api_client: Any):
+    """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
+    from webhook.state import KubeState
+
+    state = KubeState(api_client, webhook_watches())
+    registry = cluster_crds(state)
+    state.start()
+    return state, registry
 
 
 def _policies(settings: Settings):
@@ -70,7 +105,7 @@ def _cluster_state(settings: Settings):
     if settings.kube_state:
         from webhook.state import KubeState
 
-        return KubeState(kube_api_client(settings.kubeconfig))
+        return KubeState(kube_api_client(settings.kubeconfig), webhook_watches())
     from webhook import resources
     from webhook.state import FileState
 
@@ -95,9 +130,12 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
             failed[check] = f"{type(exc).__name__}: {exc}"
             return None
 
-    registry = attempt("crds", _crds)
+    # with --kube-state the cluster's CRDs are the schema (watched with the rest of the state)
+    registry = None if settings.kube_state else attempt("crds", _crds)
     policies = attempt(CHAIN_CHECK, _policies)
     state = attempt("cluster-state", _cluster_state)
+    if settings.kube_state and state is not None:
+        registry = cluster_crds(state)
     if failed:
         raise InputsFailed(failed)
     policies.start()
@@ -174,6 +212,9 @@ def kube_api_client(kubeconfig: Path | None):
     from kubernetes import client, config
 
     configuration = client.Configuration()
+    # every watch of the cache holds a connection for minutes (one per kind and per watched CRD):
+    # a pool smaller than that discards and reopens connections, with a warning each time
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
     if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
         config.load_incluster_config(client_configuration=configuration)
     else:

@@ -74,9 +74,15 @@ class ObjectStore:
         # bumped by every write: a reader may keep what it read while this stays the same
         self.generation = 0
 
-    def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]]) -> None:
+    def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]], *,
+                names: frozenset[str] | None = None) -> None:
+        """The kind's objects are now ``objects``; with ``names``, only its objects of those
+        names are (a list that selected them by name says nothing of the others)."""
         fresh = {_key(o): sanitize(o) for o in objects}
         with self._lock:
+            if names is not None:
+                kept = {key: obj for key, obj in self._kinds.get((group, kind), {}).items() if key[1] not in names}
+                fresh = {**kept, **fresh}
             self._kinds[(group, kind)] = fresh
             self._written((group, kind))
 

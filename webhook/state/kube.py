@@ -17,7 +17,7 @@ import random
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from kubernetes.client import ApiClient
@@ -42,6 +42,14 @@ class WatchedKind:
     # list and watch PartialObjectMetadata, as client-go's metadata informers do: the objects'
     # other fields (a Secret's values) never leave the apiserver
     metadata_only: bool = False
+
+    @property
+    def names(self) -> frozenset[str] | None:
+        """The one name a ``metadata.name=`` field selector watches (None: any name)."""
+        selector = self.field_selector or ""
+        if selector.startswith("metadata.name=") and "," not in selector:
+            return frozenset([selector.removeprefix("metadata.name=")])
+        return None
 
     @property
     def path(self) -> str:
@@ -130,6 +138,7 @@ class KubeState(ClusterState):
         self._interrupted: set[WatchedKind] = set()
         self._open: dict[WatchedKind, Any] = {}  # the response each thread is reading, for stop()
         self._threads: list[threading.Thread] = []
+        self._listeners: dict[tuple[str, str], list[Callable[[], None]]] = {}
         self.lists = 0  # counters, for metrics and tests
         self.relists_on_gone = 0
 
@@ -150,6 +159,18 @@ class KubeState(ClusterState):
             self._reported.add(key)
             log.warning("cluster state: %s/%s is not watched, so reads of it find nothing; add it to the "
                         "watched kinds", api_version, kind)
+
+    def on_change(self, api_version: str, kind: str, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (in the watch's thread) after every change to ``kind``'s objects;
+        a kind's first list calls it before the state becomes :attr:`ready`."""
+        self._listeners.setdefault((group_of(api_version), kind), []).append(listener)
+
+    def _changed(self, kind: WatchedKind) -> None:
+        for listener in self._listeners.get((group_of(kind.api_version), kind.kind), ()):
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - a listener's fault must not stop the watch
+                log.exception("cluster state: a listener of %s failed", kind)
 
     # -- lifecycle --------------------------------------------------------------
     @property
@@ -203,7 +224,8 @@ class KubeState(ClusterState):
                     resource_version = None
                     continue
                 if exc.status == 404:  # kind not served (CRD not installed yet): empty until it is
-                    self._store.replace(group_of(kind.api_version), kind.kind, ())
+                    self._store.replace(group_of(kind.api_version), kind.kind, (), names=kind.names)
+                    self._changed(kind)
                     self._mark_synced(kind)
                     resource_version = None
                 else:
@@ -266,8 +288,9 @@ class KubeState(ClusterState):
             token = metadata.get("continue")
             if not token:
                 break
-        self._store.replace(group_of(kind.api_version), kind.kind, items)
+        self._store.replace(group_of(kind.api_version), kind.kind, items, names=kind.names)
         self.lists += 1
+        self._changed(kind)
         self._mark_synced(kind)
         return metadata.get("resourceVersion") or ""
 
@@ -310,6 +333,8 @@ class KubeState(ClusterState):
             self._store.put(obj)
         elif kind_of_event == "DELETED":
             self._store.delete(obj)
+        if kind_of_event in ("ADDED", "MODIFIED", "DELETED"):
+            self._changed(kind)
         # BOOKMARK carries only a resourceVersion to resume from
         return (obj.get("metadata") or {}).get("resourceVersion") or resource_version
 

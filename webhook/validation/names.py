@@ -72,7 +72,15 @@ def dns1035_label(value: str) -> list[str]:
     return errs
 
 
+def _content_max_len_error(length: int) -> str:
+    """``MaxLenError`` of apimachinery's ``api/validate/content`` (bytes, where
+    ``util/validation``'s says characters)."""
+    return f"must be no more than {length} bytes"
+
+
 def qualified_name(value: str) -> list[str]:
+    """``IsQualifiedName``: since apimachinery v0.36 ``content.IsLabelKey``, with that package's
+    wording ("a valid label key", lengths in bytes; its ``IsDNS1123Subdomain`` for the prefix)."""
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -82,15 +90,18 @@ def qualified_name(value: str) -> list[str]:
         if not prefix:
             errs.append("prefix part " + EMPTY_ERROR)
         else:
-            errs.extend("prefix part " + m for m in dns1123_subdomain(prefix))
+            if len(prefix) > 253:
+                errs.append("prefix part " + _content_max_len_error(253))
+            if not _DNS1123_SUBDOMAIN.match(prefix):
+                errs.append("prefix part " + regex_error(_DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, "example.com"))
     else:
-        return [("a qualified name " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name",
-                                                    "123-abc")
+        return [("a valid label key " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                     "123-abc")
                  + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")]
     if not name:
         errs.append("name part " + EMPTY_ERROR)
     elif len(name) > 63:
-        errs.append("name part " + max_len_error(63))
+        errs.append("name part " + _content_max_len_error(63))
     if not _QUALIFIED_NAME.match(name):
         errs.append("name part " + regex_error(_QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, "MyName", "my.name",
                                                "123-abc"))
@@ -98,7 +109,8 @@ def qualified_name(value: str) -> list[str]:
 
 
 def label_value(value: str) -> list[str]:
-    errs = [max_len_error(63)] if len(value) > 63 else []
+    """``IsValidLabelValue``: since apimachinery v0.36 ``content.IsLabelValue`` (length in bytes)."""
+    errs = [_content_max_len_error(63)] if len(value) > 63 else []
     if not _LABEL_VALUE.match(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs

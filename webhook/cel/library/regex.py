@@ -49,12 +49,17 @@ def _matcher(pattern: str) -> Any:
 
 
 def matches(text: str, pattern: str) -> bool:
-    """CEL's ``matches``: an RE2 partial match, as cel-cpp's ``RE2::PartialMatch``."""
+    """CEL's ``matches``: an RE2 partial match, as cel-cpp's ``RE2::PartialMatch``; a pattern
+    that does not compile is cel-go's error, Go's ``regexp`` text (``String.Match`` returns
+    ``&Err{err}``: ``error parsing regexp: missing closing ): `(```)."""
     try:
         encoded = text.encode()
-        regexp = _matcher(pattern)
-    except (UnicodeEncodeError, re2.error) as err:
+    except UnicodeEncodeError as err:
         raise LibraryError(str(err)) from None
+    try:
+        regexp = _matcher(pattern)
+    except re2.error as err:
+        raise LibraryError(compile_error(pattern, err)) from None
     return regexp.Match(re2._Anchor.UNANCHORED, encoded, 0, len(encoded))[0] != (-1, -1)
 
 
