@@ -8,15 +8,16 @@ warm-up, in one run:
 * schema    — ``prepare`` + metadata + structural validation + list types (no CEL);
 * total     — ``CRDRegistry.handle``: everything, CEL rules included.
 
-Usage: python bench/schema_per_object.py [--rounds N]
-       python bench/schema_per_object.py --against OTHER_TREE|walk [--runs 3]
+Usage: python bench/schema_per_object.py [--rounds N] [--without ROUTE[,ROUTE]]
+       python bench/schema_per_object.py --against OTHER_TREE|without:ROUTE[,ROUTE] [--runs 3]
 
 Times are the thread's CPU time per call (``--wall`` for wall-clock), best of 5 runs.
 ``--against`` compares two code trees (e.g. a ``git worktree`` of the commit before a change):
 this script measures each tree's code in turn (``--tree``), alternating, ``--runs`` times each,
 and prints each cell's best run before → after (the machine is shared: alternation lets a
-neighbour's load hit both alike). ``--against walk``: this tree with the CEL rules evaluated
-node by node (``--walk``) before, as it is after.
+neighbour's load hit both alike). ``--without``: the CEL rules with those fast routes of
+``webhook.cel.ladder.Routes`` switched off (``object_batch``, ``native``, ``hoisted``); ``--against without:ROUTES``: this tree so before, as it is after (what those
+routes are worth; ``--against walk`` is ``without:object_batch``).
 """
 
 from __future__ import annotations
@@ -43,11 +44,10 @@ _ROW = re.compile(r"^(\S+)\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ\s+([\d.]+)µ")
 _COLUMNS = ("baseline", "prepare", "schema", "total")
 
 
-def compare(other: Path | None, runs: int, rounds: int) -> int:
-    """Before (``other``; None: this tree with ``--walk``) → after (this tree): this script
+def compare(before: list[str], runs: int, rounds: int) -> int:
+    """Before (this script with the options ``before``) → after (this tree): this script
     measuring each in turn."""
     best: dict[str, dict[str, dict[str, float]]] = {"before": {}, "after": {}}
-    before = ["--tree", str(other)] if other is not None else ["--walk"]
     for _ in range(runs):
         for label, options in (("before", before), ("after", [])):
             text = subprocess.run([sys.executable, __file__, "--rounds", str(rounds), *options],
@@ -75,22 +75,31 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="with --against: runs of each tree, alternating")
     parser.add_argument("--tree", type=Path, default=REPO, help="the code tree to measure (default: this one)")
     parser.add_argument("--wall", action="store_true", help="time wall-clock, not the thread's CPU time")
-    parser.add_argument("--walk", action="store_true",
-                        help="CEL rules node by node only (no one-program batch): the same code without it")
+    parser.add_argument("--without", default="", metavar="ROUTE[,ROUTE]",
+                        help="CEL fast routes to switch off (webhook.cel.ladder.Routes fields)")
     args = parser.parse_args()
     if args.against is not None:
-        return compare(None if str(args.against) == "walk" else args.against.resolve(), args.runs, args.rounds)
+        against = "without:object_batch" if str(args.against) == "walk" else str(args.against)
+        before = (["--without", against.removeprefix("without:")] if against.startswith("without:")
+                  else ["--tree", str(args.against.resolve())])
+        return compare(before, args.runs, args.rounds)
     sys.path.insert(0, str(args.tree.resolve()))
     from webhook.schema import CRDRegistry
     from webhook.schema.objectmeta import validate_object_meta
     from webhook.schema.registry import ABSENT, list_type_errors
 
     clock = time.perf_counter if args.wall else time.thread_time
-    if args.walk:
-        import webhook.schema.celrules as celrules
+    if args.without:  # (a tree without ``webhook.cel.ladder`` is measured without the option)
+        from webhook.cel.ladder import ALL
 
-        celrules.BATCHED = False
-    registry = CRDRegistry.shipped()
+        routes = ALL
+        for name in args.without.split(","):
+            if name not in ALL.names():
+                parser.error(f"--without: no route {name!r}; routes: {', '.join(ALL.names())}")
+            routes = routes.without(name)
+        registry = CRDRegistry.shipped(routes=routes)
+    else:
+        registry = CRDRegistry.shipped()
     objects = []
     for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):

@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
-# Set up a virtual environment (once) and serve the webhook on the embedded default:
-# local certificates in certs/, the shipped policies and the example cluster state.
+# Serve the webhook on the embedded default: local certificates in certs/, the shipped
+# policies and the example cluster state. Creates .venv/ and installs into it only when
+# needed (scripts/lib/venv.sh), so a second start works offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e .
+. scripts/lib/venv.sh
+ensure_venv
 exec .venv/bin/infergate serve "$@"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Set up a virtual environment (once) and run the whole test suite.
+# Run the whole test suite (arguments go to pytest). Creates .venv/ and installs the project
+# with its test dependencies only when needed (scripts/lib/venv.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+. scripts/lib/venv.sh
+ensure_venv test
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+  echo "scripts/test.sh: pytest collected no tests (exit 5): nothing was tested" >&2
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
-exec .venv/bin/python -m pytest "$@"
+exit "$status"

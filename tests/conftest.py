@@ -1,17 +1,22 @@
 """Suite-wide hooks. The e2e tests (tests/e2e, marker ``e2e``) run only against a real
-cluster: without INFERGATE_E2E=1 and KUBECONFIG they are deselected, with the reason printed."""
+cluster: without INFERGATE_E2E=1 and KUBECONFIG they are deselected, with the reason printed.
+A test that reads outside the repository fails (``tests/support/hermetic.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from e2e.selection import MARKER, why_not_selected
+from tests.support import hermetic
+
+hermetic.install()  # at import, so reads while collecting are seen too
 
 _DESELECTED = pytest.StashKey[str]()
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "decision(section, phrase): the decisions.md rule an e2e scenario proves")
+    config.pluginmanager.register(hermetic, "infergate-hermetic")
+    config.addinivalue_line("markers", "decision(section, phrase): the docs/decisions.md rule an e2e scenario proves")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,6 +1,6 @@
 """cel-go's actual cost (``webhook.cel.actual_cost``) against Kubernetes' own cost tests.
 
-The ``cost`` vectors of ``shared/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
+The ``cost`` vectors of ``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
 cel-go tracked for each expression in Kubernetes 1.36's base environment (``OptOptimize``:
 constant literals built once), which is what the apiserver charges a CRD rule."""
 
@@ -13,7 +13,8 @@ import yaml
 
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
-from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, RUNTIME_CEL_COST_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
@@ -184,8 +185,9 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     (its value, or an error for an error); otherwise the rule would be charged its estimate."""
     from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
     from webhook.cel import crd
+    from webhook.cel.ladder import ALL
     from webhook.offline.cases import load_suite
-    from webhook.schema import celrules
+    from webhook.schema import CRDRegistry
 
     seen = {"counted": 0, "uncounted": 0}
     differing = []
@@ -203,10 +205,11 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
 
     monkeypatch.setattr(crd.CompiledRule, "cost", checked_cost)
     monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
-    monkeypatch.setattr(celrules, "BATCHED", False)
     for name in OBJECT_SUITES:
-        for case in load_suite(CASES / name).cases:
-            recorded_outcome(case.suite.registry, case.data)
+        suite = load_suite(CASES / name)
+        walk = CRDRegistry(suite.registry.crds, routes=ALL.without("object_batch"))
+        for case in suite.cases:
+            recorded_outcome(walk, case.data)
     assert not differing, "\n".join(differing[:20])
     assert seen["counted"] >= 1000 and seen["counted"] > 20 * seen["uncounted"], seen
 

@@ -1,5 +1,5 @@
 """Replays the Kubernetes CRD-rule vectors (``crd_values``, ``escaping``) of
-``shared/reference/cel/k8s_cel_library_vectors.yaml`` through ``webhook.cel.crd``."""
+``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml`` through ``webhook.cel.crd``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from webhook.cel.checker import check
 from webhook.cel.cost import TypeSizeEstimator, estimate
-from webhook.cel.crd import ABSENT, RUNTIME_CEL_COST_BUDGET, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.escaping import escape, unescape
 from webhook.cel.syntax import parse

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from webhook.cel import CelCostExceeded, CelError, get_engine
 from webhook.cel.cel_expr import CelExprProgram
-from webhook.cel.native import MAX_ITERATIONS, NotNative
+from webhook.cel.limits import ITERATION_BUDGET as MAX_ITERATIONS
+from webhook.cel.native import NotNative
 from webhook.offline.cases import load_suite
 from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.suite_format import PolicySuite

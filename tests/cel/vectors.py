@@ -1,4 +1,4 @@
-"""Kubernetes' CEL library vectors (``shared/reference/cel/k8s_cel_library_vectors.yaml``).
+"""Kubernetes' CEL library vectors (``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml``).
 
 Loads the vectors this package owns and replays each as Kubernetes ran it: on an environment
 with its variables (``dyn``), or, for a vector with a ``schema`` (Kubernetes'

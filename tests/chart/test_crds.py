@@ -164,8 +164,8 @@ def test_class_allow_lists_are_sets():
             assert node.get("x-kubernetes-list-type") == "set", path
 
 
-def test_seed_markers_are_present():
-    """A sample of the seed's enums, bounds, patterns and required markers (design notes §6.1)."""
+def test_the_reference_markers_are_present():
+    """A sample of the module reference's enums, bounds, patterns and required markers."""
     isc = schema_of(load_crd(CHART_CRDS / "ai.deckhouse.io_inferenceserviceclasses.yaml"))["properties"]["spec"]
     nodes = dict(walk(isc, ".spec"))
     assert nodes[".spec"]["required"] == ["exposurePolicy"]
@@ -179,7 +179,7 @@ def test_seed_markers_are_present():
     inf = schema_of(load_crd(CHART_CRDS / "ai.deckhouse.io_inferenceservices.yaml"))["properties"]["spec"]
     nodes = dict(walk(inf, ".spec"))
     assert nodes[".spec.launchStrategy"]["enum"] == ["Latency", "Throughput", "Balance"]
-    assert "default" not in nodes[".spec.launchStrategy"]  # the webhook writes it (decision 10)
+    assert "default" not in nodes[".spec.launchStrategy"]  # the webhook writes it (docs/decisions.md, InferenceService 10)
     assert nodes[".spec.model"]["required"] == ["ref", "src"]
     assert nodes[".spec.model.src"]["enum"] == ["HuggingFace", "ai-models"]
     assert nodes[".spec.model.ref.kind"]["enum"] == ["Model", "ClusterModel"]
@@ -321,7 +321,7 @@ def test_order_device_classes_are_a_non_empty_set():
     ({"exposurePolicy": {"type": "External", "authentication": "Token",
                          "https": {"mode": "Disabled", "customCertificate": {"secretName": "tls"}}}},
      ["spec.exposurePolicy.https: Invalid value: https.customCertificate is required for, and only allowed with, mode CustomCertificate"]),
-    # https on a ClusterLocal class is admitted (decision 9: the webhook warns)
+    # https on a ClusterLocal class is admitted (docs/decisions.md, InferenceService 9: the webhook warns)
     ({"exposurePolicy": {"type": "ClusterLocal", "authentication": "Token", "https": {"mode": "OnlyInURI"}}}, []),
 ], ids=lambda v: str(v)[:60])
 def test_class_rules(spec, expected):

@@ -1,4 +1,4 @@
-"""Test helpers: the §11 cluster (tests/controller/cluster) as plain objects."""
+"""Test helpers: the worked example's cluster (tests/controller/cluster) as plain objects."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ def policy(**overrides):
 INVENTORY = Inventory({o.name: o for o in [offer("a", 24), offer("b", 80), offer("c", 12), offer("d", 40)]})
 
 
-# -- the intersection table (design_notes §6.5 R4) --------------------------------------------
+# -- the intersection table (docs/design.md, "Devices and placement") -------------------------
 
 @pytest.mark.parametrize(
     "order_classes, allowed, expected",

@@ -1,4 +1,4 @@
-"""``infergate reconcile`` gives the documented outcome of every scenario of design_notes §11."""
+"""``infergate reconcile`` gives the documented outcome of every scenario of the worked example (docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The rules of ``shared/spec/decisions.md`` and the scenarios that exercise them.
+"""The rules of ``docs/decisions.md`` and the scenarios that exercise them.
 
 A scenario names the rule it proves with ``@pytest.mark.decision(section, phrase)``: the
 section heading and a phrase found in exactly one rule of it. A rule is a table row, a list
-item or a numbered answer of the document. The normal suite checks that every rule is named
+item or a numbered answer under a ``## `` heading (the introduction above the first heading
+holds none). The normal suite checks that every rule is named
 by at least one scenario and every marker names exactly one rule, so the e2e scenarios and
 the decisions cannot drift apart unnoticed.
 """
@@ -15,9 +16,7 @@ from pathlib import Path
 
 from .cluster import REPO
 
-# <repo>/../shared in CI; further up for a worktree
-DECISIONS = next((p / "shared" / "spec" / "decisions.md" for p in REPO.parents
-                  if (p / "shared" / "spec").is_dir()), REPO.parent / "shared" / "spec" / "decisions.md")
+DECISIONS = REPO / "docs" / "decisions.md"
 MARKER = "decision"
 
 _ITEM = re.compile(r"^(?:- |\d+\. |\| (?!-)(?!kind \|))")
@@ -38,7 +37,7 @@ def rules(markdown: str) -> list[Rule]:
     for line in markdown.splitlines():
         if line.startswith("## "):
             section, current = line[3:].strip(), None
-        elif _ITEM.match(line):
+        elif section and _ITEM.match(line):
             current = [line]
             found.append(Rule(section, line))
         elif current is not None and line.startswith("  ") and line.strip():

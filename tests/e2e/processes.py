@@ -144,7 +144,7 @@ def reissue_serving(cert_dir: Path, ca, ca_key, trusted) -> None:
 
 # -- the controller -----------------------------------------------------------------------
 
-# Short replan settings, so that a stuck ResourceClaim is seen within a test (decisions.md answer 8).
+# Short replan settings, so that a stuck ResourceClaim is seen within a test (docs/decisions.md, InferenceService 8).
 REPLAN_TIMEOUT_S, REPLAN_LIMIT = 4, 1
 
 

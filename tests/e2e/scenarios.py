@@ -1,4 +1,4 @@
-"""The admission scenarios: an object, the decisions.md rules it proves, what must happen.
+"""The admission scenarios: an object, the docs/decisions.md rules it proves, what must happen.
 
 Pure data built from ``examples/manifests`` (every example is a scenario) plus variations
 for the rules the examples do not reach. The e2e tests send each through the real apiserver;
@@ -113,7 +113,7 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "valid/kubeai-model-faster-whisper.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
     "valid/kubeai-model-ollama.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
     "valid/inferencepool.yaml": ((SERVED, "| InferencePool | inference.networking.x-k8s.io/v1alpha1"),),
-    "valid/inferencemodel.yaml": ((SERVED, "| InferenceModel |"), (GATEWAY, "`poolRef.group` / `poolRef.kind`")),
+    "valid/inferencemodel.yaml": ((SERVED, "| InferenceModel |"), (GATEWAY, "`poolRef.group` and `poolRef.kind`")),
     "valid/inferenceserviceclass.yaml": ((SERVED, "| InferenceServiceClass |"),),
     "valid/inferenceservice-catalog.yaml": ((SERVED, "| InferenceService |"), (DECKHOUSE, "10. `launchStrategy`")),
     "valid/inferenceservice-clustermodel.yaml": ((SERVED, "| Model, ClusterModel (ai-models catalog)"),),
@@ -237,7 +237,7 @@ def all_cases() -> list[Case]:
     return example_cases() + variation_cases()
 
 
-# The UPDATE scenarios: immutable fields (decisions.md answer 6), each changed into an
+# The UPDATE scenarios: immutable fields (docs/decisions.md, InferenceService 6), each changed into an
 # otherwise valid object, so that immutability is the one thing denied.
 IMMUTABLE_CHANGES: dict[str, tuple[str, Callable[[dict], None]]] = {
     "inferenceServiceClassName": ("spec.inferenceServiceClassName",

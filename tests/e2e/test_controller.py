@@ -91,7 +91,7 @@ def test_status_of_every_kind_agrees_with_offline_reconcile(steady, cluster_run)
             assert obj["status"]["observedGeneration"] == generation, key
 
 
-@pytest.mark.decision(DECKHOUSE, "4. Share bounds apply to `Shared` only")
+@pytest.mark.decision(DECKHOUSE, "4. Share bounds apply to `Shared`")
 @pytest.mark.decision(PLANNING, "Dedicated: the fewest devices n")
 @pytest.mark.decision(PLANNING, "`endpoint.toolCallingSupported`")
 def test_placement_written_for_orders(steady, applied, cluster_run):

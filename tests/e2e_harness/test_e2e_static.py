@@ -246,7 +246,7 @@ def test_kube_reply_carries_the_status_and_every_warning():
     assert _Apiserver.seen == [("POST", "/apis/kubeai.org/v1/namespaces/ml-team/models?dryRun=All", obj)]
 
 
-# --- decisions.md, and every scenario's expectation offline -------------------------------------
+# --- docs/decisions.md, and every scenario's expectation offline -------------------------------------
 
 
 def referenced_decisions() -> list[tuple[str, str, str]]:

@@ -202,7 +202,7 @@ def reconciled(paths: list[Path]) -> dict[tuple[str, str], dict]:
 
 def test_valid_orders_are_planned_as_documented():
     """The example state is coherent: every valid InferenceService resolves its class and model and
-    gets a placement (design notes §11 for hf-embedding: the MPS class, Shared, 25..50 %)."""
+    gets a placement (the worked example of docs/design.md for hf-embedding: the MPS class, Shared, 25..50 %)."""
     orders = sorted((MANIFESTS / "valid").glob("inferenceservice-*.yaml"))
     statuses = reconciled(orders + [MANIFESTS / "valid" / "inferenceserviceclass.yaml"])
     for path in orders:

@@ -1,4 +1,4 @@
-"""`infergate validate`: the whole chain by default (decisions.md's rules, offline), with
+"""`infergate validate`: the whole chain by default (docs/decisions.md's rules, offline), with
 --state, --policies, --explain and --crd-only; errors end in messages, not tracebacks."""
 
 from __future__ import annotations

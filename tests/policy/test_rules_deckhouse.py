@@ -1,4 +1,4 @@
-"""InferenceServiceClass / InferenceService rules (decisions.md, design notes §6.3-§6.4),
+"""InferenceServiceClass / InferenceService rules (docs/decisions.md; docs/design.md, "Admission of an order"),
 through the whole chain. Every test runs twice: with the cluster state read from files and
 from the watch cache fed by a fake apiserver, so the policies' lookups go through both."""
 
@@ -38,7 +38,7 @@ def catalog(kind, name, **ref):
 
 
 # -- defaults -------------------------------------------------------------------------------
-async def test_design_notes_worked_example_is_admitted_with_latency(example):
+async def test_worked_example_is_admitted_with_latency(example):
     obj = order(resources={"accelerator": {"deviceClasses": ["nvidia-a30-mig-2g12-mps", "nvidia-h100-physical"]}})
     out = chain(example).run(review(obj))
     assert out.allowed, out.status
@@ -174,7 +174,7 @@ async def test_catalog_parameter_count_compared_exactly(example):
                              '(catalog fact), more than maxParameterCount 9B (9000000000) of class "l4-timeslicing": '
                              "choose a model of at most 9B parameters or a class that allows more"]
     assert out.status["details"]["causes"][0]["reason"] == "ParameterCountExceeded"
-    # Qwen3-8B has 8190735360 parameters: within 9B, strictly above 8B (design notes §8: no rounding)
+    # Qwen3-8B has 8190735360 parameters: within 9B, strictly above 8B (docs/design.md, "Parameter counts": no rounding)
     assert chain(example).run(review(order(namespace="ml-team", cls="l4-timeslicing",
                                             model=catalog("ClusterModel", "qwen3-8b")))).allowed
     strict = chain(example).run(review(order(cls="a30-shared", model=catalog("ClusterModel", "qwen3-8b"))))

@@ -1,4 +1,4 @@
-"""InferenceModel rules (decisions.md, "InferenceModel / InferencePool") through the whole
+"""InferenceModel rules (docs/decisions.md, "InferenceModel / InferencePool") through the whole
 chain, against the example state: pools vllm-llama3-8b and vllm-qwen3-8b in ml-team, and
 InferenceModel llama-chat serving llama-3.1-8b-instruct in vllm-llama3-8b."""
 

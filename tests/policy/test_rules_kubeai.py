@@ -1,4 +1,4 @@
-"""KubeAI Model rules (decisions.md, "KubeAI Model") through the whole chain, against the
+"""KubeAI Model rules (docs/decisions.md, "KubeAI Model") through the whole chain, against the
 example cluster state (whose KubeAI system config has profiles cpu, nvidia-gpu-l4,
 nvidia-gpu-h100, amd-gpu-mi300x and cache profiles efs-dynamic, standard-filestore)."""
 

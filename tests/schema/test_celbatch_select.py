@@ -38,9 +38,9 @@ def test_recorded_cases(monkeypatch):
     seen = []
     original = BatchPlan.holds
 
-    def recording(self, obj, old):
+    def recording(self, obj, old, *routes):
         seen.append((self, copy.deepcopy(obj), copy.deepcopy(old)))
-        return original(self, obj, old)
+        return original(self, obj, old, *routes)
 
     monkeypatch.setattr(BatchPlan, "holds", recording)
     for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):

@@ -1,4 +1,4 @@
-"""Every probe of ``shared/cases/crd-admission.yaml``: offline CRD admission vs the apiserver."""
+"""Every probe of ``tests/conformance/cases/crd-admission.yaml``: offline CRD admission vs the apiserver."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import yaml
 
 import webhook.schema.celrules as celrules
 from webhook import resources
+from webhook.cel.ladder import ALL
 from webhook.offline.cases import load_suite
 from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import respell, build_plan
@@ -36,12 +37,12 @@ def fast_paths(monkeypatch):
     return counted
 
 
-def _both_ways(monkeypatch, run):
-    monkeypatch.setattr(celrules, "BATCHED", False)
-    walked = run()
-    monkeypatch.setattr(celrules, "BATCHED", True)
-    batched = run()
-    return walked, batched
+WALK = ALL.without("object_batch")
+
+
+def _both_ways(run):
+    """``run(routes)`` without the object batch, then with it."""
+    return run(WALK), run(ALL)
 
 
 def test_respelling_replaces_only_the_free_variables():
@@ -74,19 +75,22 @@ def test_shipped_crds_batch_every_rule():
     assert {kind: rules for kind, rules in left.items() if rules} == {}
 
 
-def test_recorded_cases_answer_the_same_batched(monkeypatch, fast_paths):
+def test_recorded_cases_answer_the_same_batched(fast_paths):
     suites = [load_suite(CASES / name) for name in OBJECT_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
+    registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, routes=routes) for routes in (WALK, ALL)}
+                  for suite in suites}
     for case in cases:
-        walked, batched = _both_ways(monkeypatch, lambda: recorded_outcome(case.suite.registry, case.data))
+        walked, batched = _both_ways(lambda routes: recorded_outcome(registries[id(case.suite)][routes], case.data))
         assert batched == walked, case.name
     # the CEL step runs for most cases; the batch answers every one whose rules all hold
     assert fast_paths["batched"] >= 80, fast_paths
 
 
-def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
+def test_example_manifests_answer_the_same_batched(fast_paths):
     registry = CRDRegistry.shipped()
+    registries = {routes: CRDRegistry(registry.crds, routes=routes) for routes in (WALK, ALL)}
     objects, valid = [], 0
     for folder in ("valid", "invalid"):
         for path in sorted((MANIFESTS / folder).glob("*.yaml")):
@@ -98,7 +102,7 @@ def test_example_manifests_answer_the_same_batched(monkeypatch, fast_paths):
     for obj in objects:
         for data in ({"operation": "CREATE", "object": obj},
                      {"operation": "UPDATE", "object": obj, "old": obj}):
-            walked, batched = _both_ways(monkeypatch, lambda: recorded_outcome(registry, data))
+            walked, batched = _both_ways(lambda routes: recorded_outcome(registries[routes], data))
             assert batched == walked, (obj["kind"], obj["metadata"].get("name"), data["operation"])
     # every valid object (with rules), both operations; invalid ones where their broken rule is not a CEL rule
     assert fast_paths["batched"] >= 2 * (valid - 1)  # (one valid kind, InferencePool, has no rules)
@@ -125,35 +129,35 @@ def _placements(vector):
 
 
 @pytest.mark.parametrize("vector", list(_vectors()), ids=lambda v: v["id"])
-def test_rule_vectors_answer_the_same_batched(monkeypatch, vector):
+def test_rule_vectors_answer_the_same_batched(vector):
     for where, schema, value, old in _placements(vector):
         if not isinstance(value, dict):
             continue
-        validator = celrules.CelValidator(compile_schema(copy.deepcopy(schema)))
+        root = compile_schema(copy.deepcopy(schema))
 
-        def run():
-            errors, warnings = validator.validate(copy.deepcopy(value), copy.deepcopy(old))
+        def run(routes):
+            errors, warnings = celrules.CelValidator(root, routes).validate(copy.deepcopy(value), copy.deepcopy(old))
             return [str(e) for e in errors], warnings
 
-        walked, batched = _both_ways(monkeypatch, run)
+        walked, batched = _both_ways(run)
         assert batched == walked, where
 
 
-def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value(monkeypatch):
+def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value():
     """A float where an integer is declared passes structural validation (3.0 is an integer to
     kube-openapi) but not Kubernetes' conversion for CEL: the walk reports it, so must the batch,
     even when a rule above reads the whole object (and so selects it unchecked)."""
     schema = {"type": "object", "x-kubernetes-validations": [{"rule": "self == self"}],
               "properties": {"c": {"type": "object", "properties": {"n": {"type": "integer"}},
                                    "x-kubernetes-validations": [{"rule": "self.n >= 0"}]}}}
-    validator = celrules.CelValidator(compile_schema(schema))
+    root = compile_schema(schema)
 
-    def run(value):
-        errors, warnings = validator.validate(value)
+    def run(value, routes):
+        errors, warnings = celrules.CelValidator(root, routes).validate(value)
         return [str(e) for e in errors], warnings
 
-    walked, batched = _both_ways(monkeypatch, lambda: run({"c": {"n": 3.0}}))
+    walked, batched = _both_ways(lambda routes: run({"c": {"n": 3.0}}, routes))
     assert batched == walked
     assert walked == (['c: Invalid value: "object": invalid data, expected int, got float64 evaluating rule: '
                        'self.n >= 0'], [])
-    assert _both_ways(monkeypatch, lambda: run({"c": {"n": 3}})) == (([], []), ([], []))
+    assert _both_ways(lambda routes: run({"c": {"n": 3}}, routes)) == (([], []), ([], []))

@@ -1,14 +1,16 @@
 """The default backend: cel-expr-python (Google's C++ CEL runtime).
 
-``compile`` type-checks against the Kubernetes declarations (``env.new_env``), runs the
-checked AST through ``optimize`` and plans the result in the runtime env; ``evaluate``
-is then one C++ call plus the conversion of the result.
+``compile`` takes the checking step both backends share (``checking``: Kubernetes'
+declarations, ``optimize``'s checks) and plans the result in the runtime env; ``evaluate``
+goes down the ladder (``webhook.cel.ladder``): the native program when the caller accepts its
+answer, then one C++ call plus the conversion of the result, and cel-python (``cel_python``)
+where cel-cpp words or answers unlike cel-go. cel-cpp's messages are put in cel-go's words
+by ``wording``.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -18,227 +20,18 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
-from webhook.cel.checker import check
-from webhook.cel.declarations import TYPE_IDENTS, functions
-from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
-from webhook.cel.typenames import operator_error
-from webhook.cel.types import DYN
-from webhook.cel.env import cut_by_runtime, from_runtime, new_env, runtime_env, to_runtime
-from webhook.cel.runtime_bound import PER_CALL_LIMIT, CostShape, measure, shape
+from webhook.cel.cel_python import CelPythonEngine
+from webhook.cel.checking import Checked, check_typed, free_variables
+from webhook.cel.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
+from webhook.cel.ladder import ALL, Routes
+from webhook.cel.library import LibraryError
 from webhook.cel.library.base import NONE, OptionalValue
-from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError
-from webhook.gocompat.regexp import go_error_text
+from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.native import NativeProgram, NotNative, compile_native
-from webhook.cel.optimize import (
-    COST_EXCEEDED, HOIST_VARIABLES, SIGNED_DISPATCH, Hoist, Issue, _children, optimize, select_overload,
-)
-
-# cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may
-# suffix the compile report with it ("... [INVALID_ARGUMENT]"); cel-go shows neither.
-_STATUS_PREFIX = re.compile(r"^[A-Z_]+: ")
-_STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
-# cel-cpp wording -> cel-go wording for the runtime errors users meet most
-_EVAL_WORDING = [
-    (re.compile(r'^Key not found in map : "?(.*?)"?$'), r"no such key: \1"),
-    (re.compile(r"^No matching overloads found : .*"), "no such overload"),
-    (re.compile(r"^Index error: index=(-?\d+) size=\d+$"), r"index out of bounds: \1"),
-    (re.compile(r"^divide by zero$"), "division by zero"),
-    (re.compile(r"^flatten\(\): level must be non-negative$"), "level must be non-negative"),
-    # conversions (cel-go: strconv/time parsers, then types' overflow errors)
-    (re.compile(r"^cannot convert string to (int|uint|double)$"), r"type conversion error from 'string' to '\1'"),
-    (re.compile(r"^Type conversion error from '([^']*)' to '([^']*)'$"), r"type conversion error from '\1' to '\2'"),
-    (re.compile(r"^String to (Timestamp|Duration) conversion failed$"),
-     r"type conversion error from 'string' to 'google.protobuf.\1'"),
-    (re.compile(r'^Duration ".*" (?:above maximum|below minimum) allowed duration ".*"$'),
-     "type conversion error from 'string' to 'google.protobuf.Duration'"),
-    (re.compile(r"^(?:double|uint64) out of int64 range$"), "integer overflow"),
-    (re.compile(r"^(?:double|int64) out of uint64 range$"), "unsigned integer overflow"),
-    (re.compile(r"^No value with name \"(.*)\" found in Activation$"), r"no such attribute(s): \1"),
-]
-
-
-def clean_message(message: str) -> str:
-    message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
-    if _FOR_CEL_GO.match(message):
-        return message  # cel-cpp's own words: see ``_CEL_CPP_ONLY``
-    dispatch = _dispatch_error(message)
-    if dispatch is not None:
-        return dispatch
-    for pattern, replacement in _EVAL_WORDING:
-        if pattern.match(message):
-            return pattern.sub(replacement, message)
-    bad_regex = _BAD_REGEX.match(message)
-    if bad_regex:
-        # cel-go's String.Match returns Go's regexp error itself; RE2 (cel-cpp) names the
-        # whole pattern where Go does
-        return go_error_text(bad_regex.group(1))
-    return message
-
-
-_BAD_REGEX = re.compile(r"^invalid regular expression: (.+)$")
-
-
-def _dispatch_error(message: str) -> str | None:
-    """cel-go's words for a call or an index on values of types it does not take, from
-    cel-cpp's message with the runtime kinds ("No matching overloads found : f(map, int64)")."""
-    library_call = _LIBRARY_NO_OVERLOAD.match(message)
-    if library_call:
-        dispatch = _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
-        return message if dispatch is None else dispatch  # (None: see ``_CEL_CPP_ONLY``)
-    extension_call = _EXTENSION_NO_OVERLOAD.match(message)
-    if extension_call and extension_call[2] in SIGNED_DISPATCH:
-        kinds = ([extension_call[1]] if extension_call[1] else []) + _split_types(extension_call[3])
-        return f"no such overload: {extension_call[2]}({', '.join(_CPP_KINDS.get(k, k) for k in kinds)})"
-    operator_call = _OPERATOR_NO_OVERLOAD.match(message)
-    if operator_call:
-        operands = ([operator_call[1]] if operator_call[1] else []) + _split_types(operator_call[3])
-        if operands:
-            return operator_error(operator_call[2], _CPP_KINDS.get(operands[0], operands[0]))
-    list_index = _LIST_INDEX.match(message)
-    if list_index:  # cel-go: types.IndexOrError (a fractional double names its value: not known here)
-        return f"unsupported index type '{_CPP_KINDS.get(list_index[1], list_index[1])}' in list"
-    return None
-
-
-# a cel-go extension function cel-cpp could not dispatch: "(map).lowerAscii()", "sets.contains(map, list)"
-_EXTENSION_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?([\w.]+)\((.*)\)$")
-# an operator or size() on operands it does not take: "_+_(map, int64)", "(bool).size()"
-_OPERATOR_NO_OVERLOAD = re.compile(r"^No matching overloads found : (?:\((\w+)\)\.)?(_[-+*/%]_|-_|_[<>]=?_|size|sort)\((.*)\)$")
-_LIST_INDEX = re.compile(r"^Index error: expected integer type, got (?!double$)(\S+)$")
-# a Kubernetes library call the runtime could not dispatch (``optimize`` names them @k8s.*)
-_LIBRARY_NO_OVERLOAD = re.compile(r"^No matching overloads found : @k8s\.(member\.)?([\w.]+)\((.*)\)$")
-_CPP_KINDS = {"int64": "int", "uint64": "uint", "duration": "google.protobuf.Duration",
-              "timestamp": "google.protobuf.Timestamp"}
-_OPAQUE_NAMES = frozenset(t.cel_type for t in OPAQUE_TYPES)
-
-
-def _library_no_overload(member: bool, function: str, kinds: list[str]) -> str | None:
-    """cel-go's ``no such overload: f(<runtime types>)`` from cel-cpp's kinds; a library value
-    is a "struct" to cel-cpp, named from the function's overloads when only one type fits
-    (None when more do: ``isGreaterThan`` of a Quantity or a Semver)."""
-    names = []
-    for i, kind in enumerate(kinds):
-        if kind == "struct":
-            fitting = {o.params[i] for o in OVERLOADS if o.function == function and o.member == member
-                       and len(o.params) == len(kinds) and o.params[i] in _OPAQUE_NAMES}
-            if len(fitting) != 1:
-                return None
-            kind = fitting.pop()
-        names.append(_CPP_KINDS.get(kind, kind))
-    return f"no such overload: {function}({', '.join(names)})"
-
-
-_NO_OVERLOAD = re.compile(r"^(ERROR: <input>:(\d+):(\d+): found no matching overload for '([^']+)' applied to )'\((.*)\)'$", re.M)
-
-
-def _split_types(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    last = text[start:].strip()
-    return parts + [last] if last or parts else parts
-
-
-def cel_go_overload_errors(expression: str, report: str) -> str:
-    """cel-cpp prints a member call's receiver as the first argument; cel-go as ``T.(args)``."""
-    lines = expression.split("\n")
-
-    def member(match: re.Match[str]) -> str:
-        line, column, function = int(match[2]), int(match[3]), match[4]
-        source = lines[line - 1] if line - 1 < len(lines) else ""
-        name_start = column - 1 - len(function.rsplit(".", 1)[-1])
-        is_member = name_start > 0 and source[name_start - 1 : name_start] == "." and source[name_start:column - 1] == function.rsplit(".", 1)[-1]
-        types = _split_types(match[5])
-        if not is_member or not types:
-            return match[0]
-        return f"{match[1]}'{types[0]}.({', '.join(types[1:])})'"
-
-    report = _NO_OVERLOAD.sub(member, report)
-    report = _wrong_arity(expression, report)
-
-    def duplicate(match: re.Match[str]) -> str:
-        line, column = int(match[2]), int(match[3])
-        source = lines[line - 1] if line - 1 < len(lines) else ""
-        name = re.match(r"\s*(\w+)", source[column - 1 :])
-        return f"{match[1]}duplicate variable name: {name[1] if name else ''}"
-
-    report = _DUPLICATE_VARIABLE.sub(duplicate, report)
-    for pattern, replacement in _MACRO_WORDING:
-        report = pattern.sub(replacement, report)
-    return report
-
-
-_ENTRY = re.compile(r"^ERROR: <input>:(\d+):(\d+): (.*)$")
-_UNDECLARED = re.compile(r"undeclared reference to '([^']+)' \(in container ''\)")
-
-
-def _wrong_arity(expression: str, report: str) -> str:
-    """cel-cpp reports a call of a declared function with an arity it lacks as an undeclared
-    reference (of the function, or of a namespace: ``sets`` in ``sets.contains(x)``); cel-go as
-    no matching overload for the argument types, which cel-go's checker (``webhook.cel.checker``,
-    variables ``dyn`` as here) words. Runs only on a failed compile."""
-    undeclared = set(_UNDECLARED.findall(report))
-    if not undeclared & _CALLABLE:
-        return report
-    try:
-        expr = parse(expression)
-        variables = {node.name: DYN for node in walk(expr) if isinstance(node, Ident)
-                     and node.name not in undeclared and node.name not in _NAMESPACES and node.name not in TYPE_IDENTS}
-        checked = check(expr, variables, {}, validate_literals=False)
-    except (CelSyntaxError, RecursionError):
-        return report
-    errors = {location(expression, offset): message for offset, message in checked.errors}
-    entries = []
-    for entry in re.split(r"\n(?=ERROR: )", report):
-        match = _ENTRY.match(entry.split("\n", 1)[0])
-        if match is None:
-            entries.append(entry)
-            continue
-        position, message = (int(match[1]), int(match[2])), match[3]
-        name = _UNDECLARED.fullmatch(message)
-        ours = errors.get(position)
-        if name and name[1] in _NAMESPACES and ours is None:
-            continue  # cel-go resolves the namespaced function and reports only the call
-        wrong_call = name or (message.startswith("found no matching overload") and "*error*" in message)
-        if wrong_call and ours is not None and ours.startswith("found no matching overload"):
-            entry = entry.replace(message, ours, 1)
-        entries.append(entry)
-    return "\n".join(entries)
-
-
-# the first part of namespaced functions (``sets.contains``): not variables
-_NAMESPACES = frozenset(name.split(".")[0] for name in functions() if "." in name)
-# what cel-cpp may call undeclared in a call of a declared function
-_CALLABLE = frozenset(functions().keys() | _NAMESPACES | {name.rsplit(".", 1)[-1] for name in functions()})
-
-# cel-cpp's two-variable comprehension macro errors -> cel-go's wording
-_DUPLICATE_VARIABLE = re.compile(r"^(ERROR: <input>:(\d+):(\d+): )\w+\(\) second variable must be different from the first variable$", re.M)
-_MACRO_WORDING = [
-    (re.compile(r"\w+\(\) (?:first|second) variable name must be a simple identifier"), "argument must be a simple name"),
-    (re.compile(r"\w+\(\) (?:first|second) variable name cannot be __result__"), "iteration variable overwrites accumulator variable"),
-    (re.compile(r"cannot be the range of a comprehension"), "cannot be range of a comprehension"),
-]
-
-
-def format_issues(expression: str, source_info: Any, issues: list[Issue]) -> str:
-    """cel-go's error report: ``ERROR: <input>:line:col: msg`` with the source line and a caret."""
-    lines = expression.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    out = []
-    for issue in issues:
-        offset = source_info.positions.get(issue.node_id, 0)
-        line_no = max(i for i, start in enumerate(starts) if start <= offset)
-        column = offset - starts[line_no]
-        out.append(f"ERROR: <input>:{line_no + 1}:{column + 1}: {issue.message}\n | {lines[line_no]}\n | {'.' * column}^")
-    return "\n".join(out)
-
+from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, optimize, select_overload
+from webhook.cel.runtime_bound import CostShape, measure
+from webhook.cel.wording import clean_message
 
 class Bindings(dict):
     """Variables that several evaluations share (one review's policies): each is converted
@@ -327,13 +120,14 @@ class CelExprProgram:
         return len(self._hoists)
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Callable[[Any], bool] | None = None) -> Any:
-        """The program's value on ``activation``. ``accept``: the answers the caller can use
-        without cel-expr's exact errors and messages (all rules true, a patch); the native
-        program answers first, and a value it passes is the answer (see ``native``)."""
+                 accept: Callable[[Any], bool] | None = None, routes: Routes = ALL) -> Any:
+        """The program's value on ``activation``, down the ladder (``webhook.cel.ladder``).
+        ``accept``: the answers the caller can use without cel-expr's exact errors and messages
+        (all rules true, a patch); the native program answers first, and a value it passes is
+        the answer (see ``native``). ``routes``: the fast routes that may run."""
         given = activation
         shared = type(activation) is Bindings and self._env is not None
-        if accept is not None and self.native is not None:
+        if accept is not None and self.native is not None and routes.native:
             try:  # it bounds its own work (CelCostExceeded past the limit): no measure first
                 value = self.native(activation, cost_limit or PER_CALL_LIMIT)
             except NotNative:
@@ -350,7 +144,9 @@ class CelExprProgram:
         if cut and self._python_program() is not None:
             return self._on_python(given, cost_limit)
         program = self._program
-        if self._hoists:
+        if self._hoists and not routes.hoisted:
+            program = self._fallback
+        elif self._hoists:
             if shared:  # the hidden variables differ per program: this one gets its own data
                 activation, shared = {name: activation[name] for name in self.reads if name in activation}, False
             values = hoisted_values(self._hoists, activation)
@@ -393,8 +189,6 @@ class CelExprProgram:
     def _python_program(self) -> Any:
         """The same expression on the pure-Python backend (compiled when first needed), or
         None where that backend cannot compile it."""
-        from webhook.cel.cel_python import CelPythonEngine  # (it builds on this module)
-
         if self._exact is None:
             try:
                 self._exact = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
@@ -429,8 +223,6 @@ def warm_up_fallback() -> None:
     """Build the pure-Python backend that ``_as_cel_go`` answers with: its parser takes
     ~0.4 s to build on first use. The server calls this once its chain is loaded, off the
     event loop, so that the first such evaluation does not stall the reviews behind it."""
-    from webhook.cel.cel_python import CelPythonEngine
-
     CelPythonEngine().compile("true", ())
 
 
@@ -468,11 +260,6 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
-# cel-cpp's failed dispatches where cel-go answers, or words its error with the runtime types:
-# an optional selection or index of a value with no fields or elements (``null.?f``,
-# ``'ab'[?0]``: optional.none()), the negation of a duration, ``join()`` of a list holding
-# other values than strings (``join: invalid input: 1``)
-_FOR_CEL_GO = re.compile(r"^No matching overloads found : (?:_\?\._|_\[\?_\]|-_\(duration\)$|join$)")
 # cel-cpp's own words for a selection or index on a value of another kind, and the dispatches
 # above or of a library function given a library value of another type (see ``_as_cel_go``)
 _CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", "No matching overloads found : ")
@@ -504,67 +291,9 @@ def well_known(value: Any) -> Any:
     return value
 
 
-_EXISTS_ONE = ".exists_one("
-
-
-def _starts_string(text: str, i: int) -> bool:
-    """A string literal starts at ``i``: a quote, or r/b prefixes (not inside a name) and a quote."""
-    j = i
-    while j < len(text) and j - i < 2 and text[j] in "rRbB":
-        j += 1
-    if j >= len(text) or text[j] not in "'\"":
-        return False
-    return j == i or i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")
-
-
-def _string_end(text: str, start: int) -> int:
-    """Index just past the string literal starting at ``start`` (quote, or r/b prefix)."""
-    i = start
-    while text[i] in "rRbB":
-        i += 1
-    quote = text[i : i + 3] if text[i : i + 3] in ('"""', "\'\'\'") else text[i]
-    raw = "r" in text[start:i].lower()
-    i += len(quote)
-    while i < len(text):
-        if not raw and text[i] == "\\":
-            i += 2
-            continue
-        if text.startswith(quote, i):
-            return i + len(quote)
-        i += 1
-    return len(text)
-
-
-def two_variable_exists_one(expression: str) -> str:
-    """cel-cpp spells the two-variable ``exists_one(k, v, p)`` only ``existsOne``; rename it
-    (same length, so error positions do not move), skipping string literals."""
-    if _EXISTS_ONE not in expression:
-        return expression
-    out, i = list(expression), 0
-    while i < len(expression):
-        if _starts_string(expression, i):
-            i = _string_end(expression, i)
-            continue
-        if expression.startswith(_EXISTS_ONE, i):
-            depth, commas, j = 0, 0, i + len(_EXISTS_ONE)
-            while j < len(expression) and depth >= 0:
-                if _starts_string(expression, j):
-                    j = _string_end(expression, j)
-                    continue
-                c = expression[j]
-                depth += c in "([{"
-                depth -= c in ")]}"
-                commas += c == "," and depth == 0
-                j += 1
-            if commas == 2:
-                out[i + 1 : i + len(_EXISTS_ONE)] = list("existsOne (")
-        i += 1
-    return "".join(out)
-
-
 _PROGRAM_CACHE_SIZE = 4096
 _programs: OrderedDict[tuple[str, tuple], CelExprProgram] = OrderedDict()
-_envs: dict[tuple, tuple[cel.Env, cel.Env]] = {}  # per variable declarations: (checking, runtime)
+_runtime_envs: dict[tuple, cel.Env] = {}  # per variable declarations
 _cache_lock = threading.Lock()
 
 
@@ -583,10 +312,11 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
         if program is not None:
             _programs.move_to_end(key)
             return program
-        envs = _envs.get(declarations)
-        if envs is None:
-            envs = _envs[declarations] = (new_env(variables), runtime_env(variables, HOIST_VARIABLES))
-    program = _compile(expression, *envs, dict(renamed), frozenset(variables), mixed_literals)
+        runtime = _runtime_envs.get(declarations)
+        if runtime is None:
+            runtime = _runtime_envs[declarations] = runtime_env(variables, HOIST_VARIABLES)
+    program = _compile(check_typed(expression, variables, dict(renamed), mixed_literals=mixed_literals), runtime,
+                       dict(renamed), frozenset(variables), mixed_literals)
     with _cache_lock:
         _programs[key] = program
         if len(_programs) > _PROGRAM_CACHE_SIZE:
@@ -594,28 +324,19 @@ def compile_typed(expression: str, variables: Mapping[str, cel.Type],
     return program
 
 
-def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mapping[str, str],
-             variables: frozenset[str], mixed_literals: bool) -> CelExprProgram:
-    try:
-        checked_expr = checking.compile(two_variable_exists_one(expression))
-    except RuntimeError as err:
-        raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
-
-    def checked() -> Any:
-        decoded = protos.decode(checked_expr)
-        return rename_variables(decoded, rename) if rename else decoded
-
-    plain = optimize(checked(), mixed_literals=mixed_literals)
-    if plain.issues:
-        raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
+def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], variables: frozenset[str],
+             mixed_literals: bool) -> CelExprProgram:
+    """The checked expression planned for the C++ runtime: the plain program, and the one
+    with library calls on selected data hoisted when there are such calls."""
+    expression, plain = checked.expression, checked.plain
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
     native = None if plain.optional_root else compile_native(plain.checked.expr)
-    hoisted = optimize(checked(), hoist=True, mixed_literals=mixed_literals)
+    hoisted = optimize(checked.fresh(), hoist=True, mixed_literals=mixed_literals)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
-            cost=shape(plain.checked.expr), env=runtime, reads=reads, native=native,
+            cost=checked.cost, env=runtime, reads=reads, native=native,
             declared=variables, rename=rename, mixed_literals=mixed_literals,
         )
     return CelExprProgram(
@@ -623,7 +344,7 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         runtime.deserialize(protos.encode(hoisted.checked)),
         optional_root=hoisted.optional_root,
         python_calls=hoisted.python_calls,
-        cost=shape(plain.checked.expr),
+        cost=checked.cost,
         hoists=hoisted.hoists,
         fallback=fallback,
         env=runtime,
@@ -633,44 +354,6 @@ def _compile(expression: str, checking: cel.Env, runtime: cel.Env, rename: Mappi
         rename=rename,
         mixed_literals=mixed_literals,
     )
-
-
-def _walk_free(expr: Any, visit: Any) -> None:
-    """Call ``visit(node)`` for each identifier not bound by an enclosing comprehension."""
-    stack = [(expr, frozenset())]
-    while stack:
-        node, bound = stack.pop()
-        kind = node.WhichOneof("expr_kind")
-        if kind == "ident_expr":
-            if node.ident_expr.name not in bound:
-                visit(node)
-        elif kind == "comprehension_expr":
-            c = node.comprehension_expr
-            inner = bound | {c.iter_var, c.iter_var2, c.accu_var}
-            stack += [(c.iter_range, bound), (c.accu_init, bound), (c.loop_condition, inner), (c.loop_step, inner),
-                      (c.result, bound | {c.accu_var})]
-        else:
-            stack += [(child, bound) for child in _children(node)]
-
-
-def free_variables(expr: Any, variables: Iterable[str]) -> frozenset[str]:
-    """The declared ``variables`` an expression reads."""
-    variables, found = set(variables), set()
-    _walk_free(expr, lambda node: found.add(node.ident_expr.name) if node.ident_expr.name in variables else None)
-    return frozenset(found)
-
-
-def rename_variables(checked: Any, rename: Mapping[str, str]) -> Any:
-    """``checked`` reading each variable ``old`` of ``rename`` as ``rename[old]``."""
-    def visit(node: Any) -> None:
-        new = rename.get(node.ident_expr.name)
-        if new is not None:
-            node.ident_expr.name = new
-            if node.id in checked.reference_map:
-                checked.reference_map[node.id].name = new
-
-    _walk_free(checked.expr, visit)
-    return checked
 
 
 class CelExprEngine:

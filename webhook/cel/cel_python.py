@@ -1,16 +1,26 @@
-"""The fallback backend: cel-python (``celpy``), a pure-Python CEL interpreter.
+"""cel-python (``celpy``, a pure-Python CEL interpreter): what it is for, and how.
 
-Expressions are type-checked exactly as on the default backend (the Kubernetes
-declarations of ``webhook.cel.env``), then evaluated by celpy with the same Kubernetes
-library implementations (``webhook.cel.library``) and Python versions of the cel-go
-extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5 lacks
-is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``, ``{?k: v}``) is
-spelled as function calls before celpy parses it (``celpy_rewrite``), the evaluator
-(``celpy_eval``) runs cel-go's macros (two-variable comprehensions, ``transform*``,
-``sortBy``, ``optMap``) under the same 10,000-iteration bound as the default engine, and
-the operators whose celpy versions differ from cel-go are replaced (``celpy_operators``).
+It is here for two things:
+
+* **cel-go's exact wording and answers** where cel-cpp's differ: the default backend
+  (``cel_expr``) hands an evaluation here when cel-cpp fails a selection, an index or a
+  dispatch with words of its own (cel-go names the field, key or runtime types, or answers),
+  or would cut text at a NUL (the last step of the ladder, ``webhook.cel.ladder``);
+* **the fallback engine**: ``INFERGATE_CEL_ENGINE=cel-python`` runs every expression of a
+  process on it, with no fast route (slower; for a platform without cel-expr's wheels, or to
+  cross-check the default engine).
+
+Expressions pass the checking step both backends share (``checking``: Kubernetes'
+declarations on cel-cpp's checker, the same errors), then celpy evaluates them with the same
+Kubernetes library implementations (``webhook.cel.library``) and Python versions of the
+cel-go extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5
+lacks is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``,
+``{?k: v}``) is spelled as function calls before celpy parses it (``celpy_rewrite``), the
+evaluator (``celpy_eval``) runs cel-go's macros (two-variable comprehensions,
+``transform*``, ``sortBy``, ``optMap``) under the same iteration bound as the default
+engine (``limits``), and the operators whose celpy versions differ from cel-go are replaced
+(``celpy_operators``).
 """
-
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -21,8 +31,8 @@ import celpy
 from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
-from webhook.cel.cel_expr import compile_typed
 from webhook.cel.celpy_eval import Budget, Evaluator
+from webhook.cel.checking import check_typed
 from webhook.cel.celpy_operators import builtins, operators
 from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
 from webhook.cel.celpy_rewrite import celpy_source
@@ -32,7 +42,7 @@ from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.gocompat.regexp import go_error_text
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
-from webhook.cel.runtime_bound import PER_CALL_LIMIT
+from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.typenames import TRAIT_DISPATCHED, operator_error
 
 
@@ -114,10 +124,10 @@ class CelPythonProgram:
     def __init__(self, expression: str, runner: celpy.Runner, checked: Any) -> None:
         self.expression = expression
         self._runner = runner
-        self._checked = checked  # the cel-expr program: its runtime bound
+        self._checked = checked  # the shared checking step's result: its runtime bound
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Any = None) -> Any:  # no fast path: the fallback is the slow, exact one
+                 accept: Any = None, routes: Any = None) -> Any:  # no fast route: the slow, exact one
         cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
         if cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
             raise CelCostExceeded()
@@ -154,7 +164,7 @@ _ENV = celpy.Environment()
 
 @lru_cache(maxsize=4096)
 def _compile(expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
-    checked = compile_typed(expression, {name: cel.Type.DYN for name in variables}, mixed_literals=mixed_literals)  # Kubernetes' checks
+    checked = check_typed(expression, {name: cel.Type.DYN for name in variables}, mixed_literals=mixed_literals)
     try:
         ast = _ENV.compile(celpy_source(expression))
     except celpy.CELParseError as err:

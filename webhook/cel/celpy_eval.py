@@ -22,9 +22,8 @@ from webhook.cel.celpy_operators import has, select
 from webhook.cel.celpy_values import NO_SUCH_OVERLOAD, error, go_value, map_key, to_cel, to_python
 from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.limits import ITERATION_BUDGET
 
-# cel-cpp's comprehension budget on the default engine (see runtime_bound.py)
-ITERATION_BUDGET = 10_000
 
 
 class Budget:

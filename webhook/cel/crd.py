@@ -21,18 +21,16 @@ from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT,
+                                RUNTIME_CEL_COST_BUDGET)
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
 from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
-from webhook.cel.types import BOOL, DYN, MAX_REQUEST_SIZE_BYTES, STRING, DeclType, decl_type, optional_of
+from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
 from webhook.cel.values import invalid_reads, to_cel
 from webhook.gocompat.fmt import go_json
-
-# apiserver limits (k8s.io/apiserver/pkg/apis/cel/config.go)
-RUNTIME_CEL_COST_BUDGET = 10_000_000
-PER_CALL_LIMIT = 1_000_000
-MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES = 5 * 1024
 
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 _MESSAGE_OUT_OF_BUDGET = ("messageExpression evaluation failed due to running out of cost budget, no further "
@@ -241,11 +239,10 @@ class RuleCost:
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path", "batches", "properties")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "properties")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
-        self.batches: dict[tuple[int, ...], Any] = {}
         # only the properties the rules read are handed to the engine (None: the whole object)
         self.properties = _read_properties(decl, _union_fields(*(rule.fields for rule in rules)))
         self.decl = decl
@@ -264,8 +261,10 @@ class NodeRules:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget) -> list[RuleResult]:
-        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order."""
+    def evaluate(self, self_value: Any, old_value: Any = ABSENT, *, budget: CostBudget,
+                 routes: Routes = ALL) -> list[RuleResult]:
+        """Evaluate every rule; returns the failed ones (runtime errors included), in rule order.
+        ``routes``: the fast routes that may run (``webhook.cel.ladder``)."""
         if self_value is None or not self.rules:
             return []
         if old_value is None:
@@ -276,7 +275,7 @@ class NodeRules:
         has_old = old_value is not ABSENT
         activation = self.activation(self_value, old_value)
         runnable = self.runnable(has_old)
-        outcomes = self._run(runnable, activation)
+        outcomes = self._run(runnable, activation, routes)
         invalid = invalid_reads(self_value, self.decl, self.properties)
         if invalid:  # data contradicting the schema: a rule that reads it fails as in Kubernetes
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
@@ -297,7 +296,7 @@ class NodeRules:
                 continue
             if outcome is True:
                 continue
-            message = self._message(rule, activation, budget)
+            message = self._message(rule, activation, budget, routes)
             if message is None:
                 failures.append(RuleResult(rule.index, False, None, _MESSAGE_OUT_OF_BUDGET, None, rule.field_path))
                 return failures
@@ -327,37 +326,18 @@ class NodeRules:
             value = {key: item for key, item in value.items() if key in properties}
         return to_cel(value, self.decl)
 
-    def _run(self, rules: list[CompiledRule], activation: Mapping[str, Any]) -> list[Any]:
-        """Every rule's outcome (a value or the CelEvalError): one engine call for the lot, since
-        handing the object to the engine costs more than the rules; rule by rule on any error."""
-        if len(rules) > 1:
-            batch = self._batch(rules)
-            if batch is not None:
-                try:
-                    outcomes = batch.evaluate(activation, cost_limit=PER_CALL_LIMIT * len(rules), accept=_all_true)
-                except CelEvalError:
-                    pass
-                else:
-                    if isinstance(outcomes, list) and len(outcomes) == len(rules):
-                        return outcomes
+    @staticmethod
+    def _run(rules: list[CompiledRule], activation: Mapping[str, Any], routes: Routes) -> list[Any]:
+        """Every rule's outcome (a value or the CelEvalError), rule by rule (each program takes
+        its own ladder: a true from the native route, else cel-expr)."""
         results: list[Any] = []
         for rule in rules:
             try:
-                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true))
+                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
+                                                     routes=routes))
             except CelEvalError as err:
                 results.append(err)
         return results
-
-    def _batch(self, rules: list[CompiledRule]) -> Any:
-        key = tuple(rule.index for rule in rules)
-        if key not in self.batches:
-            if any(rule.source is None for rule in rules):
-                self.batches[key] = None
-            else:
-                self.batches[key] = _engine_program("[" + ",\n".join(f"({rule.source})" for rule in rules) + "]")
-                if isinstance(self.batches[key], _Uncompilable):
-                    self.batches[key] = None
-        return self.batches[key]
 
     @staticmethod
     def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
@@ -366,11 +346,12 @@ class NodeRules:
         return failures
 
     @staticmethod
-    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget) -> str | None:
+    def _message(rule: CompiledRule, activation: Mapping[str, Any], budget: CostBudget,
+                 routes: Routes) -> str | None:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
             try:
-                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT)
+                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
             except CelEvalError as err:
                 text = err
             if not budget.owe(rule.message_bound(activation), rule.message_cost, activation, text):
@@ -622,10 +603,6 @@ def _is_true(value: Any) -> bool:
     return value is True
 
 
-def _all_true(values: Any) -> bool:
-    return type(values) is list and all(value is True for value in values)
-
-
 class _Uncompilable:
     """A rule that type-checks as the apiserver's does but that the engine cannot compile."""
 
@@ -634,7 +611,8 @@ class _Uncompilable:
     def __init__(self, message: str) -> None:
         self.message = message
 
-    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None, accept: Any = None) -> Any:
+    def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None, accept: Any = None,
+                 routes: Any = None) -> Any:
         raise _CompileFailure(self.message)
 
 

@@ -1,8 +1,9 @@
 """The engine interface: compile once, evaluate many times.
 
 Two backends implement it: ``cel-expr`` (cel-expr-python, the C++ runtime; default) and
-``cel-python`` (pure Python; the fallback named in the design card). Both expose every
-Kubernetes CEL library with Kubernetes' names and semantics.
+``cel-python`` (pure Python: cel-go's exact wording where cel-cpp's differs, and the fallback
+engine; see ``cel_python``). Both expose every Kubernetes CEL library with Kubernetes' names
+and semantics.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ class Program(Protocol):
     expression: str
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
-                 accept: Callable[[Any], bool] | None = None) -> Any:
+                 accept: Callable[[Any], bool] | None = None, routes: Any = None) -> Any:
         """Evaluate with plain Python values bound to the variables; plain values out.
 
         Raises ``CelEvalError`` (cel-go wording) or ``CelCostExceeded`` when the runtime
         bound (``cost_limit``, default the apiserver's per-call limit) trips. ``accept``: the
         answers the caller can use as they are (all rules true, a patch), which a backend may
         give from a fast path of its own before its exact one; the value is the same.
+        ``routes``: the fast routes that may run (``webhook.cel.ladder.Routes``; default all).
         """
 
 

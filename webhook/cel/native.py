@@ -51,11 +51,10 @@ from webhook.cel.env import FAIL_FUNCTION
 from webhook.cel.errors import CelCostExceeded
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
-from webhook.cel.optimize import _children
-from webhook.cel.runtime_bound import PER_CALL_LIMIT
+from webhook.cel.optimize import children
+from webhook.cel.limits import ITERATION_BUDGET, PER_CALL_LIMIT
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-MAX_ITERATIONS = 10_000  # cel-cpp's comprehension iteration limit: past it, cel-expr answers
 
 
 class NotNative(Exception):
@@ -796,7 +795,7 @@ class _Codegen:
             f"{items} = {iter_range}",
             f"if {kinds.format(items=items)}: _bail()",
             f"_n[0] += len({items})",
-            f"if _n[0] > {MAX_ITERATIONS}: _bail()",
+            f"if _n[0] > {ITERATION_BUDGET}: _bail()",
             f"_n[1] += len({items}) * {weight}",
             "if _n[1] > _limit: _exceeded()",
             f"{accu} = {init}",
@@ -865,7 +864,7 @@ def _nodes(node: Any) -> int:
         current = stack.pop()
         count += 1
         if current.WhichOneof("expr_kind") != "comprehension_expr":
-            stack.extend(_children(current))
+            stack.extend(children(current))
     return count
 
 
@@ -950,7 +949,7 @@ def _reads(node: Any, name: str) -> bool:
             if name != c.accu_var:
                 stack.append(c.result)
             continue
-        stack.extend(_children(current))
+        stack.extend(children(current))
     return False
 
 

@@ -41,6 +41,7 @@ from webhook.cel import protos
 from webhook.cel.env import FAIL_FUNCTION, KEY_FIELD, MAP_INSERT_FUNCTION, library_value, private_name
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, Overload
 from webhook.cel.library.base import NONE, OpaqueValue, OptionalValue
+from webhook.cel.limits import RANGE_LIMIT
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
@@ -50,7 +51,6 @@ from webhook.gocompat.time import go_rfc3339_nano, parse_go_duration, parse_rfc3
 
 OVERLOAD_BY_ID = {o.id: o for o in OVERLOADS}
 COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
-RANGE_LIMIT = 1_000_000  # Kubernetes' per-call cost limit
 _OPAQUE_NAMES = {t.cel_type for t in OPAQUE_TYPES}
 _NATIVE_LISTS = {"isSorted", "sum", "min", "max", "indexOf", "lastIndexOf"}
 # functions whose failed dispatch on a dyn value reads as cel-go's ``no such overload: f(types)``:
@@ -132,7 +132,7 @@ class Optimizer:
         stack = [expr]
         while stack:
             node = stack.pop()
-            for child in _children(node):
+            for child in children(node):
                 ids.append(child.id)
                 stack.append(child)
         return ids
@@ -1095,7 +1095,7 @@ _STRING_GUARDS = {
 }
 
 
-def _children(node: Any) -> list[Any]:
+def children(node: Any) -> list[Any]:
     kind = node.WhichOneof("expr_kind")
     if kind == "select_expr":
         return [node.select_expr.operand]

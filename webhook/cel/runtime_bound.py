@@ -34,11 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.env import MAP_INSERT_FUNCTION
-from webhook.cel.optimize import _children
-
-# Kubernetes' per-call limit (apiserver cel.PerCallLimit) and CRD per-request budget
-PER_CALL_LIMIT = 1_000_000
-RUNTIME_CEL_COST_BUDGET = 10_000_000
+from webhook.cel.optimize import children
 
 Poly = dict[tuple[int, int], float]  # (power of L, power of C) -> coefficient
 INFINITE: Poly = {(-1, -1): 1}
@@ -200,7 +196,7 @@ def _cost(node: Any) -> tuple[Poly, bool]:
     loops = kind == "call_expr" and node.call_expr.function in _MATERIALIZE
     if loops:  # building the collection costs its size
         total = _add(total, _size(node))
-    for child in _children(node):
+    for child in children(node):
         child_cost, child_loops = _cost(child)
         total = _add(total, child_cost)
         loops = loops or child_loops

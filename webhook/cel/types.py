@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from webhook.cel.escaping import RESERVED_SYMBOLS, escape
+from webhook.cel.limits import MAX_REQUEST_SIZE_BYTES
 
-# 3 MiB request limit: the bound of every unbounded list, map and string (apiserver's
-# DefaultMaxRequestSizeBytes).
-MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024
+# the request size limit (``limits``) bounds every unbounded list, map and string
 MIN_STRING_SIZE = 2               # ""
 MIN_DURATION_SIZE_JSON = 3        # "0"
 MAX_DURATION_SIZE_JSON = 32

@@ -37,7 +37,7 @@ def _get(obj: Any, *path: str) -> Any:
 
 
 class ParameterCountPolicy:
-    """``modelPolicy.maxParameterCount`` on both model paths (decisions: InferenceService 5).
+    """``modelPolicy.maxParameterCount`` on both model paths (docs/decisions.md, InferenceService 5).
 
     ai-models path: the catalog fact ``status.resolved.parameterCount`` must not exceed
     the limit (checked when the catalog entry is known; the controller re-checks and

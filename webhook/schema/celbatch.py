@@ -1,9 +1,8 @@
 """Every CEL rule of an object in ONE engine call: the fast path for objects that pass.
 
-The per-node walk (``celrules``) makes one engine call per schema node with rules and per
-value at that node (ten list items with a rule: ten calls), and cel-expr converts the
-activation into C++ values on every call (~35 µs even for ``true``), more than the rules
-themselves cost. Here a schema's rules become one program over the root object, each
+The per-node walk (``celrules``) makes one engine call per rule and per value at its node
+(ten list items with a rule: ten calls), and cel-expr converts the activation into C++ values
+on every call, which costs more than the rules themselves. Here a schema's rules become one program over the root object, each
 rule's ``self`` spelled as its node's path from the root::
 
     (root rules) && (!has(self.spec) || ((rules of spec, on self.spec)
@@ -32,8 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.cel.crd import (PER_CALL_LIMIT, CompiledRule, NodeRules,
-                             compile_program, compile_schema_rules)
+from webhook.cel.crd import CompiledRule, NodeRules, compile_program, compile_schema_rules
+from webhook.cel.ladder import ALL, Routes
+from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.optimize import HOIST_VARIABLES
 from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
 from webhook.cel.escaping import RESERVED_SYMBOLS
@@ -79,7 +79,7 @@ class BatchPlan:
         self.reach = reach           # ids of the schema nodes the walk visits for them
         self.select = compile_select(root)  # ``select_walk`` as generated Python
 
-    def holds(self, obj: Any, old: Any) -> int | None:
+    def holds(self, obj: Any, old: Any, routes: Routes = ALL) -> int | None:
         """When every batched rule is true on ``obj``: at least what the walk would charge the
         budget for them; else None (also on an error, or an evaluation over the per-call limit)."""
         try:
@@ -89,7 +89,8 @@ class BatchPlan:
             if charged is None:
                 return None
             activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true) is True
+            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
+                                          routes=routes) is True
             return charged if holds else None
         except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None

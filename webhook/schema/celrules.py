@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.cel.ladder import ALL, Routes
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
-
-RUNTIME_COST_BUDGET = 10_000_000  # celconfig.RuntimeCELCostBudget, per object
 
 _REASONS = {
     "FieldValueForbidden": "forbidden",
@@ -43,19 +43,21 @@ def _child(path: str | None, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-# Whether objects first try every rule in one engine call (``celbatch``); switched off only by
-# tests that compare both paths.
-BATCHED = True
 _UNBUILT: Any = object()
 
 
 class CelValidator:
-    """Evaluates every node's rules of one schema; rules are compiled on first use and kept."""
+    """Evaluates every node's rules of one schema; rules are compiled on first use and kept.
 
-    __slots__ = ("root", "_plans")
+    The routes a rule takes, in order, are ``webhook.cel.ladder``'s: the object batch, then the
+    walk. ``routes`` switches fast routes off (every one runs by default; tests and benchmarks
+    compare)."""
 
-    def __init__(self, root: Node):
+    __slots__ = ("root", "routes", "_plans")
+
+    def __init__(self, root: Node, routes: Routes = ALL):
         self.root = root
+        self.routes = routes
         self._plans = [_UNBUILT, _UNBUILT]   # the batch plans for CREATE and UPDATE, built on first use
 
     def validate(self, obj: Any, old: Any = ABSENT, *, prefix: str | None = None, is_root: bool = True,
@@ -64,11 +66,11 @@ class CelValidator:
         ``prefix``: the field path of ``obj`` when it is a value inside something else (a CRD's
         default), ``is_root`` whether it is a resource's root; ``ratchet=False``: a failing rule
         on an unchanged value is an error all the same (the apiserver checking a default)."""
-        if BATCHED and prefix is None and ratchet:
+        if self.routes.object_batch and prefix is None and ratchet:
             answer = self._batched(obj, old)
             if answer is not None:
                 return answer
-        walk = _Walk(_cel())
+        walk = _Walk(_cel(), self.routes)
         walk.node(self.root, obj, old, prefix, is_root, ratchet)
         return walk.errors, walk.warnings
 
@@ -77,12 +79,13 @@ class CelValidator:
         plan = self._plan(old is not ABSENT)
         if plan is None:
             return None
-        charged = plan.holds(obj, old)
-        if charged is None or charged >= RUNTIME_COST_BUDGET:
+        charged = plan.holds(obj, old, self.routes)
+        if charged is None or charged >= RUNTIME_CEL_COST_BUDGET:
             return None
         if not plan.remaining:
             return [], []
-        walk = _Walk(_cel(), only=plan.remaining, reach=plan.reach, budget=RUNTIME_COST_BUDGET - charged)
+        walk = _Walk(_cel(), self.routes, only=plan.remaining, reach=plan.reach,
+                     budget=RUNTIME_CEL_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.depleted:  # the walk over every rule could run out at another point
             return None
@@ -91,7 +94,7 @@ class CelValidator:
     def _plan(self, update: bool) -> Any:
         plan = self._plans[update]
         if plan is _UNBUILT:
-            from webhook.schema.celbatch import build_plan
+            from webhook.schema.celbatch import build_plan  # (late, as ``_cel``: it loads the CEL layer)
 
             try:
                 plan = build_plan(self.root, update=update)
@@ -106,11 +109,12 @@ class _Walk:
     limits it to some rules (by schema node), as after the batch, and ``reach`` to the nodes
     holding them or leading to them."""
 
-    __slots__ = ("errors", "warnings", "budget", "_crd", "_only", "_reach")
+    __slots__ = ("errors", "warnings", "budget", "_crd", "_routes", "_only", "_reach")
 
-    def __init__(self, crd: Any, *, only: dict[int, Any] | None = None, reach: frozenset[int] | None = None,
-                 budget: int = RUNTIME_COST_BUDGET):
+    def __init__(self, crd: Any, routes: Routes, *, only: dict[int, Any] | None = None,
+                 reach: frozenset[int] | None = None, budget: int = RUNTIME_CEL_COST_BUDGET):
         self._crd = crd
+        self._routes = routes
         self._only = only
         self._reach = reach
         self.errors: list[fe.FieldError] = []
@@ -179,7 +183,7 @@ class _Walk:
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
         try:
-            results = rules.evaluate(value, cel_old, budget=self.budget)
+            results = rules.evaluate(value, cel_old, budget=self.budget, routes=self._routes)
         except Exception as exc:  # an engine fault must not lose the answer: report it on the node
             self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
             return

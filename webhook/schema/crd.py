@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.cel.ladder import ALL, Routes
 from webhook.schema.celrules import CelValidator
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import Node, compile_schema
@@ -25,12 +26,13 @@ class ServedVersion:
     scale: dict[str, Any] | None
     short_names: tuple[str, ...] = ()
     crd: dict[str, Any] = field(default_factory=dict, repr=False)
+    routes: Routes = field(default=ALL, repr=False)   # the CEL rules' fast routes (``webhook.cel.ladder``)
 
     def __post_init__(self) -> None:
         self.validator = SchemaValidator(self.schema)
         status = self.schema.properties.get("status")
         self.status_validator = SchemaValidator(status, "status") if status is not None else None
-        self.cel = CelValidator(self.schema) if self.schema.has_rules else None
+        self.cel = CelValidator(self.schema, self.routes) if self.schema.has_rules else None
 
     @property
     def api_version(self) -> str:
@@ -41,7 +43,7 @@ class ServedVersion:
         return self.schema.has_rules
 
 
-def served_versions(crd: dict[str, Any]) -> list[ServedVersion]:
+def served_versions(crd: dict[str, Any], routes: Routes = ALL) -> list[ServedVersion]:
     """The served versions of a CRD (``apiextensions.k8s.io/v1``), schemas compiled."""
     spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
     names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
@@ -65,5 +67,6 @@ def served_versions(crd: dict[str, Any]) -> list[ServedVersion]:
             scale=subresources.get("scale"),
             short_names=tuple(names.get("shortNames") or ()),
             crd=crd,
+            routes=routes,
         ))
     return out

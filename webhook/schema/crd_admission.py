@@ -14,15 +14,13 @@ from typing import Any, Iterator, Mapping
 
 from webhook.cel.cost import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
+from webhook.cel.limits import STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT
 from webhook.gocompat.fmt import go_json, go_quote
 from webhook.gocompat.regexp import compile_error
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
 from webhook.validation.strfmt import kept_format
 
-# apiextensions' static cost limits: per expression (x its cardinality) and for the whole schema
-STATIC_ESTIMATED_COST_LIMIT = 10_000_000
-STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000
 _COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
               "and strings are declared)")
 

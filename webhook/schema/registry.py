@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from webhook.cel.ladder import ALL, Routes
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
@@ -105,9 +106,11 @@ def _crd_files(path: Path) -> list[Path]:
 
 
 class CRDRegistry:
-    """Custom resource definitions by group/version/kind, compiled once."""
+    """Custom resource definitions by group/version/kind, compiled once. ``routes``: the CEL
+    rules' fast routes (``webhook.cel.ladder``; every one by default)."""
 
-    def __init__(self, crds: Iterable[dict[str, Any]] = ()):
+    def __init__(self, crds: Iterable[dict[str, Any]] = (), *, routes: Routes = ALL):
+        self.routes = routes
         self.crds: list[dict[str, Any]] = []
         self._served: dict[tuple[str, str], ServedVersion] = {}
         self._by_plural: dict[tuple[str, str], ServedVersion] = {}
@@ -115,13 +118,13 @@ class CRDRegistry:
             self.add(crd)
 
     @classmethod
-    def load(cls, paths: Iterable[str | Path], *, check: bool = False) -> "CRDRegistry":
+    def load(cls, paths: Iterable[str | Path], *, check: bool = False, routes: Routes = ALL) -> "CRDRegistry":
         """CRDs from YAML/JSON files and directories (searched recursively).
 
         ``check``: refuse, with the apiserver's message, a CRD the apiserver would not admit
         (for CRDs that never went through one; recorded and shipped CRDs are known good).
         """
-        registry = cls()
+        registry = cls(routes=routes)
         for raw in paths:
             for file in _crd_files(Path(raw)):
                 for doc in _unwrap_lists(_read_documents(file)):
@@ -153,18 +156,19 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
-    def shipped(cls, kubeai_crd: str | None = None) -> "CRDRegistry":
+    def shipped(cls, kubeai_crd: str | None = None, *, routes: Routes = ALL) -> "CRDRegistry":
         """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
         ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
         the current one)."""
         from webhook.schema import bundled
 
-        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)])
+        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)],
+                        routes=routes)
 
     def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
         """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""
         self.crds.append(crd)
-        for served in served_versions(crd) if compiled is None else compiled:
+        for served in served_versions(crd, self.routes) if compiled is None else compiled:
             self._served[(served.api_version, served.kind)] = served
             self._by_plural[(served.api_version, served.plural)] = served
 

@@ -1,5 +1,5 @@
 """The placement planner: from DeviceClasses, ResourceSlices and a class policy to
-``status.resolved`` (decisions.md "Placement planning")."""
+``status.resolved`` (docs/decisions.md, "Placement planning")."""
 
 from webhook.controller.planner.devices import (
     DEDICATED,

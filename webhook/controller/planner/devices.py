@@ -5,7 +5,7 @@ evaluated like the DRA scheduler does (``device.driver``, ``device.attributes[do
 ``device.capacity[domain].name``, ``device.allowMultipleAllocations``), with the project's CEL
 engine. From the candidates the planner derives the class's placement mode (Partition for
 MIG-like partitions), sharing mode (Shared for TimeSlicing/MPS configs or multi-allocatable
-devices), the memory of one device and the product name (decisions.md, dra_notes.md §4).
+devices), the memory of one device and the product name (docs/design.md, "Devices and placement").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How much accelerator memory a model needs (decisions.md, "Placement planning").
+"""How much accelerator memory a model needs (docs/decisions.md, "Placement planning").
 
 need = parameterCount × bytes_per_parameter × overhead, in GiB, rounded up; exact arithmetic
 with ``Fraction`` so a need exactly on a GiB boundary is not pushed over it by float error.

@@ -1,6 +1,6 @@
 """Choose where an order lands: the effective DeviceClass set, then the first feasible class.
 
-Rules (decisions.md "Placement planning", design_notes §6.5 R4 and §9):
+Rules (docs/decisions.md, "Placement planning"; docs/design.md, "Devices and placement"):
 
 * effective set E — the intersection table (order ``deviceClasses`` × class
   ``allowedDeviceClasses``), minus ``status.resolved.excludedDeviceClasses``;
@@ -43,7 +43,7 @@ class AcceleratorPolicy:
 
     @classmethod
     def of_class(cls, class_spec: Mapping | None) -> "AcceleratorPolicy":
-        """The class's ``acceleratorPolicy``; absent: anything, at most one device (decision 2)."""
+        """The class's ``acceleratorPolicy``; absent: anything, at most one device (docs/decisions.md, InferenceService 2)."""
         policy = (class_spec or {}).get("acceleratorPolicy")
         if not policy:
             return cls((), frozenset({PARTITION, WHOLE_DEVICE}), frozenset({SHARED, DEDICATED}), 1, 1, 100)

@@ -1,4 +1,4 @@
-"""Replanning on a stuck ResourceClaim (decisions.md, answer 8).
+"""Replanning on a stuck ResourceClaim (docs/decisions.md, InferenceService 8).
 
 A claim of the order (labelled ``ai.deckhouse.io/inference-service: <name>``) that asks for the
 currently resolved DeviceClass and has had no ``status.allocation`` for longer than the timeout

@@ -1,6 +1,6 @@
 """Gateway API Inference Extension: ``InferenceModel`` and ``InferencePool`` (v1alpha1).
 
-InferenceModel ``Accepted`` (decisions.md): False/``ModelNameInUse`` when another
+InferenceModel ``Accepted`` (docs/decisions.md): False/``ModelNameInUse`` when another
 InferenceModel of the same pool serves the same ``modelName`` and is older — the oldest
 ``creationTimestamp`` wins, ties go to the lexicographically smaller namespace/name, so every
 replica of the controller picks the same winner. Unknown/``Pending`` while the pool it

@@ -1,6 +1,6 @@
 """``InferenceService`` (ai.deckhouse.io/v1alpha1): from an order to its status.
 
-The steps of design_notes §6.5 in order, each a small function returning a condition and
+The steps of docs/design.md, "InferenceService status, step by step", in order, each a small function returning a condition and
 the status fields it owns:
 
 R1 ClassResolved  the class (named, or the default class) exists, admits the namespace, is valid

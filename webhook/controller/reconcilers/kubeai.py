@@ -1,4 +1,4 @@
-"""KubeAI ``Model`` (kubeai.org/v1): replica counts and cache state (decisions.md).
+"""KubeAI ``Model`` (kubeai.org/v1): replica counts and cache state (docs/decisions.md).
 
 * ``status.replicas.all`` / ``.ready``: Pods labelled ``model=<name>`` / those Ready;
 * ``status.cache.loaded`` (only with ``spec.cacheProfile``): a PersistentVolumeClaim of the

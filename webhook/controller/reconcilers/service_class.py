@@ -1,6 +1,6 @@
 """``InferenceServiceClass`` (ai.deckhouse.io/v1alpha1): Validated, Ready, phase.
 
-design_notes §6.6: ``Validated=True`` iff the spec's cross-field rules hold and every object
+docs/design.md, "InferenceServiceClass status": ``Validated=True`` iff the spec's cross-field rules hold and every object
 it names exists — DeviceClasses in ``allowedDeviceClasses``, the cert-manager ClusterIssuer,
 the TLS Secret in ``d8-system``, the PriorityClasses, the StorageClass. ``Ready`` follows
 ``Validated``. Phase: Failed / Ready / Pending.
@@ -28,7 +28,7 @@ class ClassVerdict:
 
 
 def _spec_problems(spec: Mapping) -> list[str]:
-    """The stateless rules (design_notes §6.2) the CRD may not have caught (e.g. old objects)."""
+    """The stateless rules (docs/design.md, "The Deckhouse CRDs") the CRD may not have caught (e.g. old objects)."""
     problems = []
     accelerator = spec.get("acceleratorPolicy") or {}
     low, high = accelerator.get("minSharePercent"), accelerator.get("maxSharePercent")
