@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import hermetic
+
 from . import chart, cluster, identities, processes, scenarios, selection, webhooks
 from .api import Kube, Reply, wait_for
 
@@ -84,6 +86,29 @@ class Run:
 
 def _kubeconfig() -> str:
     return os.environ["KUBECONFIG"].split(os.pathsep)[0]
+
+
+def _given_files(kubeconfigs: list[str]) -> list[str]:
+    """The kubeconfig files and the certificate and key files they name: the cluster the
+    user pointed the run at (tests may read these, outside the repository as they are)."""
+    hermetic.allow(*kubeconfigs)  # before reading them here
+    found = list(kubeconfigs)
+    for path in kubeconfigs:
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        entries = [c.get("cluster") or {} for c in config.get("clusters") or ()] + \
+                  [u.get("user") or {} for u in config.get("users") or ()]
+        for entry in entries:
+            for key in ("certificate-authority", "client-certificate", "client-key"):
+                if entry.get(key):
+                    found.append(str(Path(path).resolve().parent / entry[key]))
+    return found
+
+
+if selection.why_not_selected() is None:
+    hermetic.allow(*_given_files([p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]))
 
 
 @pytest.fixture(scope="session")
