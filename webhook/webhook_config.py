@@ -25,6 +25,13 @@ import yaml
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: the CRDs are large
 WEBHOOK_PATHS = {"mutate": "/mutate", "validate": "/validate"}
 OPERATIONS = {"mutate": ("CREATE", "UPDATE"), "validate": ("CREATE", "UPDATE")}
+# HTTPRoutes are Gateway API's, and most of a cluster's routes have nothing to do with
+# inference: only a route with a backendRef to an InferencePool is sent, so a webhook outage
+# under failurePolicy Fail never blocks the others' writes.
+ROUTE_REFERENCES_A_POOL = (
+    "request.resource.group != 'gateway.networking.k8s.io' || (has(object.spec) && has(object.spec.rules)"
+    " && object.spec.rules.exists(r, has(r.backendRefs) && r.backendRefs.exists(b, has(b.kind) && b.kind == 'InferencePool')))"
+)
 # The apiserver's webhook timeout is 10s by default; a slow webhook blocks every write,
 # so infergate asks for at most 5.
 MAX_TIMEOUT_SECONDS = 5
@@ -153,10 +160,11 @@ def build_webhook_configurations(
                     "values": sorted({"kube-system", namespace}),
                 }]
             },
-            "matchConditions": [{
-                "name": "not-being-deleted",
-                "expression": "request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)",
-            }],
+            "matchConditions": [
+                {"name": "not-being-deleted",
+                 "expression": "request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)"},
+                {"name": "inference-routes-only", "expression": ROUTE_REFERENCES_A_POOL},
+            ],
         }
         if endpoint == "mutate":
             hook["reinvocationPolicy"] = "IfNeeded"  # defaults again if a later webhook changed the object

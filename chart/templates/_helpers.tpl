@@ -126,6 +126,10 @@ kind's CRD: a rule for a kind the cluster does not serve matches nothing.
   matchConditions:
   - name: not-being-deleted
     expression: "request.operation != 'UPDATE' || !has(object.metadata.deletionTimestamp)"
+  # Of Gateway API's HTTPRoutes, only those with a backendRef to an InferencePool: an outage
+  # never blocks the writes of routes that have nothing to do with inference.
+  - name: inference-routes-only
+    expression: "request.resource.group != 'gateway.networking.k8s.io' || (has(object.spec) && has(object.spec.rules) && object.spec.rules.exists(r, has(r.backendRefs) && r.backendRefs.exists(b, has(b.kind) && b.kind == 'InferencePool')))"
   {{- if eq .endpoint "mutate" }}
   reinvocationPolicy: IfNeeded
   {{- end }}

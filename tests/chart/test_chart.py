@@ -506,10 +506,10 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes()
     for kind in kinds.WATCHED:
         for verb in ("get", "list", "watch"):
             assert (kind.group, kind.plural, verb) in granted, (kind, verb)
-    for kind in kinds.OWNED:
-        assert (kind.group, f"{kind.plural}/status", "update") in granted, kind
+    for kind in kinds.OWNED:  # status by server-side apply: a PATCH of /status
+        assert (kind.group, f"{kind.plural}/status", "patch") in granted, kind
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {(k.group, f"{k.plural}/status", "update") for k in kinds.OWNED} | {("", "events", "create")}
+    assert writes == {(k.group, f"{k.plural}/status", "patch") for k in kinds.OWNED} | {("", "events", "create")}
     reads = {(g, r) for g, r, v in granted if v == "watch"}
     assert reads == {(k.group, k.plural) for k in kinds.WATCHED}  # nothing more than it watches
 
@@ -538,3 +538,20 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     for call in certs.WEBHOOK_CONFIGURATIONS.values():
         expected[("admissionregistration.k8s.io", call.replace("_", "") + "s")] = ["infergate"]
     assert reads == expected
+
+
+def test_the_controller_writes_status_as_the_values_say():
+    """controller.statusWrites becomes --status-writes flags the controller parses: by default
+    KubeAI's Model is left to KubeAI's controller."""
+    from webhook.controller import kinds
+    from webhook.controller.ownership import status_writes
+
+    def flags(values):
+        (deployment,) = [o for docs in render(values).values() for o in docs if o["kind"] == "Deployment"
+                         and o["metadata"]["name"].endswith("-controller")]
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        return [a.removeprefix("--status-writes=") for a in args if a.startswith("--status-writes=")]
+
+    assert flags({}) == ["models.kubeai.org=off"] and kinds.KUBEAI_MODEL not in status_writes(flags({}))
+    on = flags({"controller": {"statusWrites": {"models.kubeai.org": True}}})
+    assert kinds.KUBEAI_MODEL in status_writes(on)

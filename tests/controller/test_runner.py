@@ -172,7 +172,7 @@ async def test_conflict_rereads_and_retries(cluster):
 async def test_failures_back_off_exponentially_and_recover(cluster):
     api = cluster.api()
     flaky = Controller(cluster.view, api, config=FAST)
-    original, failures = api.replace_status, []
+    original, failures = api.apply_status, []
 
     def failing(kind, obj, status):
         if obj["metadata"]["name"] == "hf-embedding" and len(failures) < 3:
@@ -180,7 +180,7 @@ async def test_failures_back_off_exponentially_and_recover(cluster):
             raise ConnectionError("apiserver unavailable")
         return original(kind, obj, status)
 
-    api.replace_status = failing
+    api.apply_status = failing
     delays = []
     add_rate_limited = flaky.queue.add_rate_limited
     flaky.queue.add_rate_limited = lambda key: delays.append(add_rate_limited(key)) or delays[-1]

@@ -43,6 +43,10 @@ NAMESPACE = ("v1", "Namespace")
 SWEEP_KINDS: tuple[tuple[str, str], ...] = (
     VWC, MWC,
     ("ai.deckhouse.io/v1alpha1", "InferenceService"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("llm-d.ai/v1alpha2", "InferenceModelRewrite"), ("llm-d.ai/v1alpha2", "InferenceObjective"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
     ("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
     ("inference.networking.x-k8s.io/v1alpha1", "InferencePool"),
     ("kubeai.org/v1", "Model"),
@@ -100,11 +104,15 @@ def load_documents(*paths: Path) -> list[dict[str, Any]]:
 def example_state() -> list[dict[str, Any]]:
     """``examples/state`` as it goes into a real cluster: Namespaces first, and nothing that
     changes cluster-wide defaults for everyone else (no globalDefault PriorityClass, no
-    default StorageClass): the cluster must keep behaving as it did for its other users."""
+    default StorageClass), and Pods that never run: the cluster must keep behaving as it did
+    for its other users."""
     docs = load_documents(STATE_DIR)
     for doc in docs:
         if doc["kind"] == "PriorityClass":
             doc.pop("globalDefault", None)
+        if doc["kind"] == "Pod":  # API objects only: a scheduling gate keeps them off every node
+            doc["spec"]["schedulingGates"] = [{"name": "e2e.infergate.io/never"}]
+            doc["spec"]["automountServiceAccountToken"] = False
         annotations = (doc.get("metadata") or {}).get("annotations") or {}
         annotations.pop("storageclass.kubernetes.io/is-default-class", None)
     return sorted(docs, key=lambda d: d["kind"] != "Namespace")

@@ -48,6 +48,7 @@ def check_expectation(case: Case, allowed: bool, message: str, warnings: list[st
         assert any(phrase in w for w in warnings), warnings
 
 
+@pytest.mark.decision(scenarios.SERVED, "Offline, without `--crd`, the bundled CRDs are used")
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_dry_run_answer_agrees_with_offline_and_leaves_nothing(case: Case, cluster_run, offline_answers):
     obj = dry_named(case)

@@ -1,6 +1,7 @@
 """The controller against the real API: the status it writes for every kind agrees with
-``infergate reconcile`` offline, follows Pods and ResourceClaims created as API objects, and
-is not written again when nothing changed."""
+``infergate reconcile`` offline, follows Pods and ResourceClaims created as API objects, is
+not written again when nothing changed, and writes no field of another controller's (the
+objects' managedFields say whose each field is)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import time
 import pytest
 
 from webhook.controller import kinds
+from webhook.controller.ownership import FIELD_MANAGER, status_writes
 
-from . import cluster, offline, scenarios
+from . import cluster, offline, processes, scenarios
 from .api import wait_for
-from .scenarios import DECKHOUSE, GATEWAY, KUBEAI
+from .scenarios import DECKHOUSE, GATEWAY, KUBEAI, KUBEAI_STATUS_OPT_IN, SERVED, STATUS_OWNERS
 
 pytestmark = pytest.mark.e2e
 
-OWNED = {(k.api_version, k.kind) for k in kinds.OWNED}
+WRITTEN = status_writes()  # what the controller writes with its defaults: not KubeAI's Model
+OWNED = {(k.api_version, k.kind) for k in WRITTEN}
+APPLY = "application/apply-patch+yaml"
 PLANNING = "Placement planning (controller and `infergate reconcile`)"
 
 
@@ -81,7 +85,7 @@ def steady(applied, cluster_run) -> list[dict]:
 @pytest.mark.decision(PLANNING, "Memory need of the model")
 @pytest.mark.decision(PLANNING, "Candidate order")
 def test_status_of_every_kind_agrees_with_offline_reconcile(steady, cluster_run):
-    assert {o["kind"] for o in steady} >= {k.kind for k in kinds.OWNED}
+    assert {(o["apiVersion"], o["kind"]) for o in steady} >= OWNED
     expected = offline_statuses(cluster_run, steady)
     for obj in steady:
         key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
@@ -147,18 +151,111 @@ def test_no_status_write_when_nothing_changed(steady, applied, cluster_run):
     delete(cluster_run, pod)
 
 
+def infergate_entries(obj: dict) -> list[dict]:
+    return [e for e in obj["metadata"].get("managedFields") or () if e.get("manager") == FIELD_MANAGER]
+
+
+def status_fields(entry: dict) -> set[str]:
+    return set(((entry.get("fieldsV1") or {}).get("f:status") or {}))
+
+
+@pytest.mark.decision(SERVED, STATUS_OWNERS)
+@pytest.mark.decision(SERVED, KUBEAI_STATUS_OPT_IN)
+def test_the_controller_writes_no_field_of_another_controllers(steady, applied, cluster_run):
+    """With its defaults: of every object of the run, the controller's field manager owns only
+    status fields, by server-side apply, of the kinds it writes; KubeAI's Model, the GA pool,
+    objectives, rewrites and imports carry no field of its own, even after 20 s of a KubeAI-like
+    writer owning a Model's replicas (the issue's measurement)."""
+    model = applied["valid/kubeai-model-vllm.yaml"]
+    name, namespace = model["metadata"]["name"], model["metadata"]["namespace"]
+    apply_status(cluster_run, model, {"replicas": {"all": 3, "ready": 2}}, manager="e2e-kubeai")
+    pods = [make_pod(cluster_run, namespace, f"e2e-owned-{name}-{i}"[:63], {"model": name}, ready=True) for i in range(2)]
+    time.sleep(20)
+    stored_model = cluster_run.get(model)
+    assert stored_model["status"] == {"replicas": {"all": 3, "ready": 2}}
+    assert infergate_entries(stored_model) == []
+    for api_version, kind, ns, obj_name in cluster_run.owned.created + [
+            (o["apiVersion"], o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in applied.values()]:
+        stored = cluster_run.kube.get(api_version, kind, obj_name, ns)
+        if stored is None:
+            continue
+        mine = infergate_entries(stored)
+        if (api_version, kind) not in OWNED:
+            assert mine == [], (kind, obj_name, mine)
+            continue
+        for entry in mine:
+            assert (entry["operation"], entry.get("subresource")) == ("Apply", "status"), (kind, obj_name, entry)
+            assert status_fields(entry), (kind, obj_name, entry)
+        assert not [e for e in stored["metadata"].get("managedFields") or ()
+                    if e.get("subresource") == "status" and e["manager"].startswith("OpenAPI-Generator")], kind
+    for pod in pods:
+        delete(cluster_run, pod)
+
+
+@pytest.mark.decision(SERVED, STATUS_OWNERS)
+@pytest.mark.decision(GATEWAY, "Controller: condition `Accepted`")
+def test_another_writers_condition_survives_the_controllers_writes(steady, applied, cluster_run):
+    """An endpoint-picker-like writer's condition on an InferenceModel (server-side apply, its
+    own manager) stays while the controller rewrites its own ``Accepted``; each owns its type."""
+    im = applied["inferencemodel-pool-missing-warns"]  # Accepted=Unknown/Pending: its pool is missing
+    theirs = {"type": "EndpointsSynced", "status": "True", "reason": "Synced", "message": "by e2e",
+              "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    apply_status(cluster_run, im, {"conditions": [theirs]}, manager="e2e-epp")
+    meta = im["metadata"]
+    cluster_run.kube.patch(im["apiVersion"], im["kind"], meta["name"], {"spec": {"poolRef": {"name": "vllm-llama3-8b"}}},
+                           namespace=meta["namespace"]).expect_ok()
+    stored = cluster_run.status_of(im, lambda s: _condition(s, "Accepted") == "True", "Accepted once the pool exists")
+    assert _condition(stored["status"], "EndpointsSynced") == "True"
+    by_manager = {e["manager"]: e for e in stored["metadata"]["managedFields"] if e.get("subresource") == "status"}
+    conditions_of = lambda m: set(by_manager[m]["fieldsV1"]["f:status"]["f:conditions"]) - {"."}  # noqa: E731
+    assert conditions_of(FIELD_MANAGER) == {'k:{"type":"Accepted"}'}
+    assert conditions_of("e2e-epp") == {'k:{"type":"EndpointsSynced"}'}
+    cluster_run.kube.patch(im["apiVersion"], im["kind"], meta["name"], {"spec": {"poolRef": {"name": "no-such-pool"}}},
+                           namespace=meta["namespace"]).expect_ok()
+    stored = cluster_run.status_of(im, lambda s: _condition(s, "Accepted") == "Unknown", "Accepted back to Pending")
+    assert _condition(stored["status"], "EndpointsSynced") == "True"
+
+
+@pytest.fixture(scope="module")
+def kubeai_status_controller(controller):
+    """A second ``infergate controller`` that writes KubeAI's Model status only
+    (``--status-writes models.kubeai.org=on``, every other kind off), as for a cluster where
+    KubeAI's own controller does not run."""
+    run = controller
+    lease = "infergate-e2e-kubeai-status"
+    others = [f"--status-writes={name}=off" for name, kind in sorted(
+        (f"{k.plural}.{k.group}", k) for k in kinds.OWNED) if kind != kinds.KUBEAI_MODEL]
+    process = processes.start_controller("controller-kubeai", run.kubeconfig, run.log_dir,
+                                         lease_namespace=run.system_namespace, lease_name=lease,
+                                         extra=["--status-writes=models.kubeai.org=on", *others])
+    run.processes.append(process)
+    try:
+        yield process
+    finally:
+        process.stop()
+        run.kube.delete("coordination.k8s.io/v1", "Lease", lease, run.system_namespace)
+
+
 @pytest.mark.decision(KUBEAI, "Controller: `status.replicas.all`")
-@pytest.mark.decision(GATEWAY, "InferencePool: condition `Ready`")
-def test_replicas_and_readiness_follow_pods(steady, applied, cluster_run):
-    model = cluster_run.get(applied["valid/kubeai-model-vllm.yaml"])
+@pytest.mark.decision(SERVED, KUBEAI_STATUS_OPT_IN)
+def test_kubeai_model_replicas_follow_pods_when_turned_on(steady, applied, cluster_run, kubeai_status_controller):
+    model = cluster_run.get(applied["valid/kubeai-model-ollama.yaml"])
     name, namespace = model["metadata"]["name"], model["metadata"]["namespace"]
     pods = [make_pod(cluster_run, namespace, f"e2e-{name}-{i}"[:63], {"model": name}, ready=i == 0) for i in range(2)]
-    cluster_run.status_of(model, lambda s: s.get("replicas") == {"all": 2, "ready": 1}, "replicas 2/1")
-    assert "cache" in cluster_run.get(model)["status"]  # cacheProfile set: the cache is reported
-    assert "cache" not in (cluster_run.get(applied["valid/kubeai-model-ollama.yaml"]).get("status") or {})
+    stored = cluster_run.status_of(model, lambda s: s.get("replicas") == {"all": 2, "ready": 1}, "replicas 2/1")
+    assert "cache" not in stored["status"]  # no cacheProfile: no cache state
+    assert [status_fields(e) for e in infergate_entries(stored)] == [{"f:replicas"}]
     for pod in pods:
         delete(cluster_run, pod)
     cluster_run.status_of(model, lambda s: (s.get("replicas") or {}).get("all", 0) == 0, "replicas back to 0")
+
+
+@pytest.mark.decision(GATEWAY, "InferencePool: condition `Ready`")
+def test_pool_readiness_follows_pods(steady, applied, cluster_run):
+    pool = cluster_run.get(applied["valid/inferencepool.yaml"])
+    pod = make_pod(cluster_run, "ml-team", "e2e-pool-ready", pool["spec"]["selector"], ready=True)
+    cluster_run.status_of(pool, lambda s: _condition(s, "Ready") == "True", "the pool Ready after its Pod")
+    delete(cluster_run, pod)
 
 
 @pytest.mark.decision(DECKHOUSE, "8. Replan")
@@ -227,6 +324,16 @@ def make_pod(run, namespace: str, name: str, labels: dict, *, ready: bool) -> di
         {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now},
         {"type": "ContainersReady", "status": "True" if ready else "False", "lastTransitionTime": now}]}
     return run.kube.replace({**copy.deepcopy(stored), "status": status}, subresource="status").expect_ok()
+
+
+def apply_status(run, obj: dict, status: dict, *, manager: str) -> dict:
+    """Another controller's status write: a server-side apply under its own field manager."""
+    meta = obj["metadata"]
+    body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "metadata": {"name": meta["name"], "namespace": meta.get("namespace")}, "status": status}
+    path = run.kube.resource(obj["apiVersion"], obj["kind"]).path(meta.get("namespace"), meta["name"], "status")
+    return run.kube.request("PATCH", path, body, params=[("fieldManager", manager), ("force", "true")],
+                            content_type=APPLY).expect_ok()
 
 
 def make_claim(run, order: dict, device_class: str, name: str) -> dict:

@@ -160,3 +160,19 @@ def _pem(cert) -> bytes:
     from cryptography.hazmat.primitives import serialization
 
     return cert.public_bytes(serialization.Encoding.PEM)
+
+
+@pytest.mark.decision(scenarios.SERVED, "The chart installs by default only the CRDs infergate owns")
+def test_the_releases_default_install_brings_no_third_party_crd(cluster_run):
+    """What the chart creates with its default values (what chart mode installed; what `helm
+    install` creates besides chart/crds) holds no CRD, and chart/crds holds only infergate's own
+    kinds: the upstream CRDs this run judges against came from the run or the cluster, which a
+    chart-mode run would have refused to overwrite (the release's objects are created as new)."""
+    from . import chart
+
+    rendered = chart.render(cluster_run.system_namespace, "example.org/infergate:e2e")
+    assert [o["metadata"]["name"] for o in rendered if o["kind"] == "CustomResourceDefinition"] == []
+    own = cluster.load_documents(cluster.REPO / "chart" / "crds")
+    assert {crd["spec"]["group"] for crd in own} == {"ai.deckhouse.io"}
+    for crd in own:  # and the cluster serves them
+        assert cluster_run.kube.get(*cluster.CRD, crd["metadata"]["name"]) is not None

@@ -16,6 +16,8 @@ REPO_CHART_TESTS = EXAMPLES.parent / "chart" / "templates" / "tests"
 KUBERNETES_VERSION = "1.36.0"
 OWN_GROUPS = ("kubeai.org/", "inference.networking.x-k8s.io/", "ai.deckhouse.io/")
 OTHER_CRD_GROUPS = ("cert-manager.io/",)  # no Kubernetes JSON schema for these
+# today's upstream kinds: checked against their bundled CRDs by the schema engine (the apiserver's answer)
+UPSTREAM_GROUPS = ("gateway.networking.k8s.io/", "inference.networking.k8s.io/", "llm-d.ai/")
 CLUSTER_SCOPED = {"ClusterIssuer", "Namespace", "InferenceServiceClass", "ClusterModel", "DeviceClass", "ResourceSlice",
                   "PriorityClass", "StorageClass"}
 
@@ -52,7 +54,18 @@ def test_object_identity_and_scope(source, obj):
     assert ("namespace" in obj["metadata"]) == (obj["kind"] not in CLUSTER_SCOPED), "namespace iff namespaced"
 
 
-BUILTIN = [(s, o) for s, o in STATE_OBJECTS if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS)]
+BUILTIN = [(s, o) for s, o in STATE_OBJECTS
+           if not o["apiVersion"].startswith(OWN_GROUPS + OTHER_CRD_GROUPS + UPSTREAM_GROUPS)]
+UPSTREAM = [(s, o) for s, o in STATE_OBJECTS + MANIFEST_OBJECTS
+            if o["apiVersion"].startswith(UPSTREAM_GROUPS) and not s.startswith("manifests/invalid/")]
+
+
+@pytest.mark.parametrize(("source", "obj"), UPSTREAM, ids=[label(s, o) for s, o in UPSTREAM])
+def test_upstream_kinds_are_admitted_by_their_upstream_crds(source, obj):
+    from webhook.schema import CRDRegistry
+
+    outcome = CRDRegistry.shipped().handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
+    assert outcome.allowed and outcome.warnings == [], outcome.status
 
 
 @pytest.mark.parametrize(("source", "obj"), BUILTIN, ids=[label(s, o) for s, o in BUILTIN])

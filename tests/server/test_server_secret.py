@@ -32,6 +32,7 @@ class FakeApiServer:
         self.objects: dict[str, dict] = {}
         self.versions = itertools.count(100)
         self.requests: list[tuple[str, str, str]] = []
+        self.writers: set[str] = set()  # the User-Agent of every write: the apiserver's field manager
         self.watchers: dict[str, list[asyncio.Queue]] = {}  # plural -> open watches
         self.refuse_watches = False  # RBAC without list/watch (a chart older than the server)
 
@@ -119,6 +120,7 @@ class FakeApiServer:
     async def create(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(("POST", request.path, request.content_type))
+        self.writers.add(request.headers.get("User-Agent", ""))
         key = self.key(request, body["metadata"]["name"])
         if self.before_create is not None:
             self.before_create(self)
@@ -130,6 +132,7 @@ class FakeApiServer:
     async def replace(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(("PUT", request.path, request.content_type))
+        self.writers.add(request.headers.get("User-Agent", ""))
         key = self.key(request)
         current = self.objects.get(key)
         if current is None:
@@ -140,6 +143,7 @@ class FakeApiServer:
 
     async def patch(self, request: web.Request) -> web.Response:
         self.requests.append(("PATCH", request.path, request.content_type))
+        self.writers.add(request.headers.get("User-Agent", ""))
         if request.content_type != "application/json-patch+json":
             return self.status(415, "UnsupportedMediaType", request.content_type)
         key = self.key(request)
@@ -284,6 +288,8 @@ async def test_serve_in_secret_mode_keeps_certs_in_the_secret_and_injects_the_bu
                 assert r.status == 200 and (await r.json())["response"]["allowed"]
         served = certs.CertBundle.from_files({k: base64.b64decode(v) for k, v in secret["data"].items()})
         assert "infergate.infergate.svc" in certs._sans(served.cert)
+        # the Secret and the caBundle patches name the webhook, not the client library's default
+        assert fake.writers == {"infergate-webhook"}
     finally:
         stop.set()
         assert await task == 0

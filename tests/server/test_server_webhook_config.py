@@ -58,7 +58,7 @@ def test_service_configurations_cover_every_kind_and_exclude_system_namespaces()
         assert covered == {(r.group, r.plural) for r in served_resources()}
         assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in hook["rules"])
         assert not any("/" in r for rule in hook["rules"] for r in rule["resources"])  # never /status
-        assert [c["name"] for c in hook["matchConditions"]] == ["not-being-deleted"]
+        assert [c["name"] for c in hook["matchConditions"]] == ["not-being-deleted", "inference-routes-only"]
 
 
 def test_url_configuration_and_bad_arguments():
@@ -90,3 +90,28 @@ def test_webhook_config_command_prints_both_objects_with_the_ca(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "webhook", "webhook-config", "--url", "https://x",
                               "--ca-file", str(tmp_path / "nope.crt")], capture_output=True, text=True)
     assert missing.returncode == 1 and "cannot read CA bundle" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("engine", ["cel-expr", "cel-python"])
+def test_only_routes_to_an_inference_pool_reach_the_webhook(engine):
+    """The matchCondition, evaluated as the apiserver would: a route with a backendRef to an
+    InferencePool and every inference kind are sent; other routes never are."""
+    from webhook.cel.engine import get_engine
+
+    (hook,) = build_webhook_configurations(url="https://127.0.0.1:8443")[1]["webhooks"]
+    (condition,) = [c for c in hook["matchConditions"] if c["name"] == "inference-routes-only"]
+    program = get_engine(engine).compile(condition["expression"], ["request", "object"])
+
+    def sent(group: str, obj: dict) -> bool:
+        return program.evaluate({"request": {"resource": {"group": group}, "operation": "CREATE"}, "object": obj}) is True
+
+    def route(*refs: dict) -> dict:
+        return {"kind": "HTTPRoute", "spec": {"rules": [{"matches": []}, {"backendRefs": list(refs)}]}}
+
+    pool = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "llama"}
+    assert sent("gateway.networking.k8s.io", route({"name": "web", "port": 80}, pool))
+    assert not sent("gateway.networking.k8s.io", route({"name": "web", "port": 80}))
+    assert not sent("gateway.networking.k8s.io", {"kind": "HTTPRoute", "spec": {}})
+    assert not sent("gateway.networking.k8s.io", {"kind": "HTTPRoute"})
+    assert sent("kubeai.org", {"kind": "Model", "spec": {"url": "hf://x"}})
+    assert sent("inference.networking.k8s.io", {"kind": "InferencePool", "spec": {}})

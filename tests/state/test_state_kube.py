@@ -223,6 +223,79 @@ async def test_a_failing_watch_is_reported_until_answered_again(cluster):
     await eventually(lambda: state.interrupted is None)
 
 
+# -- today's inference kinds: Pods trimmed as they arrive, a group's older served version --------------
+
+def _pod(name, port):
+    return {"metadata": {"name": name, "namespace": "ml-team", "labels": {"app": "x"},
+                         "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"containers": [{"name": "vllm", "image": "vllm", "env": [{"name": "HF_TOKEN", "value": "t"}],
+                                     "ports": [{"containerPort": port}]}], "volumes": [{"name": "v"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.7", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+async def test_the_watch_cache_trims_pods_on_list_and_on_watch(cluster):
+    """Listed page by page and watched, a Pod keeps its labels, ports, phase and readiness only
+    (``webhook.state.base.trim_pod``)."""
+    api, make_state = cluster
+    pods = api.serve(WatchedKind("v1", "Pod", "pods"), typed_list=True)
+    api.add(pods, _pod("a", 8000))
+    state = make_state((WatchedKind("v1", "Pod", "pods"),))
+    assert await state.wait_ready(15)
+    await eventually(lambda: pods.watchers)
+    api.add(pods, _pod("b", 8080))
+    await eventually(lambda: state.get("v1", "Pod", "b", "ml-team") is not None)
+    for name, port in (("a", 8000), ("b", 8080)):
+        kept = state.get("v1", "Pod", name, "ml-team")
+        assert kept["spec"] == {"containers": [{"name": "vllm", "ports": [{"containerPort": port}]}]}
+        assert kept["status"] == {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        assert kept["metadata"]["labels"] == {"app": "x"} and "managedFields" not in kept["metadata"]
+
+
+async def test_an_older_served_version_is_watched_when_the_newer_is_not(cluster):
+    """A cluster on a GIE release before v0.3 serves the legacy InferencePool only as v1alpha1."""
+    api, make_state = cluster
+    legacy = api.serve(WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools"))
+    api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    state = make_state((watched,))
+    assert await state.wait_ready(15)
+    found = state.get("inference.networking.x-k8s.io/v1alpha2", "InferencePool", "pool", "ml-team")
+    assert found is not None and found["apiVersion"] == "inference.networking.x-k8s.io/v1alpha1"
+    await eventually(lambda: legacy.watchers)
+    api.add(legacy, {"metadata": {"name": "pool-2", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    await eventually(lambda: state.get("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "pool-2", "ml-team"))
+
+
+async def test_a_kind_served_in_no_version_is_empty_and_ready(cluster):
+    api, make_state = cluster
+    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    state = make_state((watched,))
+    assert await state.wait_ready(15)
+    assert state.list(watched.api_version, "InferencePool") == []
+
+
+async def test_a_group_upgraded_in_place_moves_to_the_newer_version(cluster):
+    """The cluster's CRD drops v1alpha1 for v1alpha2 while watched: the cache follows the newer
+    version without a restart."""
+    api, make_state = cluster
+    old_kind = WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools")
+    legacy = api.serve(old_kind)
+    api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    state = make_state((watched,))
+    assert await state.wait_ready(15)
+    await eventually(lambda: legacy.watchers)
+    current = api.serve(watched)
+    api.add(current, {"metadata": {"name": "pool-v2", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
+    del api.resources[(old_kind.api_version, old_kind.plural)]  # v1alpha1 no longer served
+    del api.served[old_kind.api_version][old_kind.plural]
+    api.end_streams(legacy)
+
+    def moved():
+        found = state.list(watched.api_version, "InferencePool")
+        return [(o["apiVersion"], o["metadata"]["name"]) for o in found] == [(watched.api_version, "pool-v2")]
+
+    await eventually(moved)
 async def test_watches_of_one_kind_by_name_keep_each_others_objects(cluster):
     """Two watches of CRDs, each by a metadata.name field selector: one's list replaces only its
     own name's object (the webhook watches each served kind's CRD this way)."""

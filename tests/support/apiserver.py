@@ -10,7 +10,11 @@ It behaves as the API does where the clients depend on it:
   resourceVersion, bookmarks, ``timeoutSeconds``; ``ERROR`` 410 Gone for a version older than
   the last compaction), POST (409 AlreadyExists, ``dryRun``), PUT (409 Conflict on a stale
   resourceVersion; status kept where ``/status`` is a subresource), PUT ``/status`` and
-  ``/finalize``, DELETE;
+  ``/finalize``, server-side apply to ``/status`` (PATCH ``application/apply-patch+yaml``: 409 on
+  a stale resourceVersion, or on another manager's field unless forced), DELETE;
+* managedFields of status as the apiserver keeps them (``tests.support.managed_fields``), and
+  every write's field manager as it derives it (``?fieldManager=``, else the User-Agent's
+  product): ``managers``;
 * discovery (``/version``, ``/api/v1``, ``/apis/<group>/<version>``) lists what ``served``
   holds; a created CRD is served at once and Established.
 
@@ -33,8 +37,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from aiohttp import web
 
+from tests.support import managed_fields
 from webhook.state.kube import WatchedKind
 
 Key = tuple[str, str, "str | None", str]  # (apiVersion, plural, namespace, name)
@@ -172,6 +178,7 @@ class FakeApiServer:
         self.plain_status: set[tuple[str, str]] = set()
         self.events: list[tuple[int, str, Key, dict]] = []  # (resourceVersion, type, key, object)
         self.requests: list[tuple[str, str]] = []
+        self.managers: list[tuple[str, str, str]] = []  # (method, path, field manager) of every write
         self.on_change: Callable[[str, dict], None] | None = None
         if builtins:
             for api_version, kinds in BUILT_IN.items():
@@ -343,6 +350,10 @@ class FakeApiServer:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.requests.append((request.method, request.path))
+        manager = ""
+        if request.method in ("POST", "PUT", "PATCH"):
+            manager = request.query.get("fieldManager") or request.headers.get("User-Agent", "").split("/")[0]
+            self.managers.append((request.method, request.path, manager))
         if request.path == "/version":
             return web.json_response({"major": "1", "minor": "36", "gitVersion": "v1.36.0"})
         discovery = self._discovery(request.path)
@@ -366,7 +377,12 @@ class FakeApiServer:
         if request.method == "POST" and route.name is None:
             return self._create(request, route, await request.json())
         if request.method == "PUT" and route.name is not None:
-            return self._replace(route, await request.json())
+            return self._replace(route, await request.json(), manager)
+        if request.method == "PATCH" and route.name is not None and route.subresource == "status":
+            if request.content_type != "application/apply-patch+yaml":
+                return status_error(415, "UnsupportedMediaType", f"{request.content_type} is not supported here")
+            return self._apply_status(route, yaml.safe_load(await request.text()), manager,
+                                      request.query.get("force") == "true")
         if request.method == "DELETE" and route.name is not None and route.subresource is None:
             if self.get(route.api_version, route.plural, route.name, route.namespace) is None:
                 return self._not_found(route)
@@ -499,7 +515,27 @@ class FakeApiServer:
             return web.json_response(body, status=201)
         return web.json_response(self.put(body, route.plural), status=201)
 
-    def _replace(self, route: Route, body: dict) -> web.Response:
+    def _apply_status(self, route: Route, body: dict, manager: str, force: bool) -> web.Response:
+        key = (route.api_version, route.plural, route.namespace, route.name)
+        current = self.objects.get(key)
+        if current is None:
+            return self._not_found(route)
+        sent_version = (body.get("metadata") or {}).get("resourceVersion")
+        if sent_version and sent_version != current["metadata"]["resourceVersion"]:
+            return status_error(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on {route.plural} "{route.name}": the object has been modified; '
+                f"please apply your changes to the latest version and try again",
+            )
+        try:
+            updated = managed_fields.apply(current, body, manager, root="status", subresource="status", force=force)
+        except managed_fields.ApplyConflict as exc:
+            return status_error(409, "Conflict", str(exc))
+        if updated != current:  # a no-op apply writes nothing, as the apiserver's
+            self.put(updated, route.plural)
+        return web.json_response(copy.deepcopy(self.objects[key]))
+
+    def _replace(self, route: Route, body: dict, manager: str = "") -> web.Response:
         key = (route.api_version, route.plural, route.namespace, route.name)
         current = self.objects.get(key)
         if current is None:
@@ -514,6 +550,7 @@ class FakeApiServer:
         updated = copy.deepcopy(current)
         if route.subresource == "status":
             updated["status"] = body.get("status")
+            updated = managed_fields.update(current, updated, manager, root="status", subresource="status")
         elif route.subresource == "finalize":
             updated["spec"] = body.get("spec")
         elif route.subresource is not None:

@@ -148,13 +148,15 @@ def affected(change: Change) -> Iterator[Key | Scope]:
             yield kinds.INFERENCE_SERVICE, namespace, order
 
 
-def affected_keys(changes: Iterable[Change], state) -> set[Key]:
-    """Every key the changes touch, each scope expanded once."""
+def affected_keys(changes: Iterable[Change], state, only: Iterable[Kind] = kinds.OWNED) -> set[Key]:
+    """Every key of the kinds ``only`` the changes touch, each scope expanded once."""
+    written = frozenset(only)
     keys: set[Key] = set()
     scopes: set[Scope] = set()
     for change in changes:
         for item in affected(change):
-            (scopes if isinstance(item, Scope) else keys).add(item)
+            if (item.kind if isinstance(item, Scope) else item[0]) in written:
+                (scopes if isinstance(item, Scope) else keys).add(item)
     if ALL_ORDERS in scopes:  # subsumes every narrower scope of orders
         scopes = {s for s in scopes if s.kind != kinds.INFERENCE_SERVICE} | {ALL_ORDERS}
     for scope in scopes:

@@ -1,8 +1,12 @@
 """The controller's writes (and the reads they need) through the official ``kubernetes`` client.
 
 Every call is blocking HTTP; the runner calls them in a worker thread, never on the event
-loop. Status goes through the ``/status`` subresource with the object's resourceVersion, so a
-stale write is refused with 409 Conflict instead of overwriting someone else's change.
+loop. Every write names the controller's own field manager (``ownership.FIELD_MANAGER``: the
+apiserver would otherwise record the client library's User-Agent, ``OpenAPI-Generator``).
+Status is a server-side apply to the ``/status`` subresource of only the fields the controller
+owns, with the resourceVersion it was computed from: a stale write is refused with 409
+Conflict, and so is an unforced apply of a field another manager owns (``OwnedElsewhere``),
+instead of overwriting someone else's change.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from webhook.controller.kinds import Kind
+from webhook.controller.ownership import FIELD_MANAGER, FORCED
+
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the client sends the body as JSON
 
 
 class ApiError(Exception):
@@ -31,6 +38,11 @@ class Conflict(ApiError):
 
 class NotFound(ApiError):
     """404."""
+
+
+class OwnedElsewhere(Conflict):
+    """409 on an apply: a field it sets is owned by another field manager (the apiserver's
+    "Apply failed with N conflicts")."""
 
 
 def object_path(kind: Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
@@ -49,15 +61,22 @@ class KubeApi:
 
     def __init__(self, api_client: ApiClient | None = None, *, timeout: float = 30.0):
         self.api_client = api_client or ApiClient()
+        self.api_client.user_agent = FIELD_MANAGER  # what the apiserver and its audit log name
         self.timeout = timeout
         self.writes = 0  # status writes, for metrics and tests
 
-    def _request(self, method: str, path: str, body: Mapping | None = None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, body: Mapping | None = None, *,
+                 content_type: str = "application/json", force: bool = False) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
+        query = []
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
+            query.append(("fieldManager", FIELD_MANAGER))
+        if force:
+            query.append(("force", "true"))
         request = self.api_client.param_serialize(
-            method=method, resource_path=path, header_params=headers, body=body, auth_settings=["BearerToken"]
+            method=method, resource_path=path, query_params=query, header_params=headers, body=body,
+            auth_settings=["BearerToken"],
         )
         try:
             response = self.api_client.call_api(*request, _request_timeout=self.timeout)
@@ -72,6 +91,8 @@ class KubeApi:
             except (ValueError, AttributeError):
                 message = (response.data or b"")[:200].decode("utf-8", "replace")
             error = {409: Conflict, 404: NotFound}.get(response.status, ApiError)
+            if error is Conflict and content_type == APPLY_PATCH and message.startswith("Apply failed"):
+                error = OwnedElsewhere
             raise error(response.status, message)
         return json.loads(response.data) if response.data else {}
 
@@ -88,11 +109,19 @@ class KubeApi:
         meta = obj.get("metadata") or {}
         return self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace")), obj)
 
-    def replace_status(self, kind: Kind, obj: Mapping, status: Mapping) -> dict[str, Any]:
-        """PUT ``obj`` with ``status`` to ``/status`` (its resourceVersion guards the write)."""
+    def apply_status(self, kind: Kind, obj: Mapping, status: Mapping) -> dict[str, Any]:
+        """Server-side apply of ``status`` (the fields this controller owns) to ``obj``'s
+        ``/status``, as of ``obj``'s resourceVersion; forced only on infergate's own kinds
+        (``ownership.FORCED``)."""
         meta = obj.get("metadata") or {}
-        body = {**obj, "status": status}
-        result = self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace"), "status"), body)
+        body = {
+            "apiVersion": kind.api_version,
+            "kind": kind.kind,
+            "metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion") if meta.get(k)},
+            "status": status,
+        }
+        path = object_path(kind, meta.get("name"), meta.get("namespace"), "status")
+        result = self._request("PATCH", path, body, content_type=APPLY_PATCH, force=kind in FORCED)
         self.writes += 1
         return result
 

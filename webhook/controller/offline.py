@@ -23,6 +23,7 @@ import yaml
 from webhook.controller import kinds
 from webhook.controller.conditions import TRUE
 from webhook.controller.context import ReconcileContext, Settings
+from webhook.controller.ownership import StatusWritesError, other_writer, status_writes
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import MemoryState
 from webhook.controller.timeutil import parse_time
@@ -44,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replan-limit", type=int, default=3, help="replans before Planned=False (default 3)")
     parser.add_argument("--public-domain-template", default=None,
                         help="Deckhouse publicDomainTemplate for External endpoints (default: ModuleConfig global)")
+    parser.add_argument("--status-writes", action="append", default=[], metavar="KIND=on|off",
+                        help="as the controller's flag: write status of KIND (<plural>.<group>) or not; default: "
+                             "every infergate kind, not KubeAI's Model (its own controller writes that)")
 
 
 def read_manifests(sources: list[str]) -> list[dict]:
@@ -78,11 +82,24 @@ def load_state(directory: Path | None, extra: list[dict]):
     return MemoryState.overlay(base, extra, kinds.WATCHED) if extra else base
 
 
-def owned_objects(state) -> list[dict]:
+def owned_objects(state, writes: frozenset[kinds.Kind] = frozenset(kinds.OWNED)) -> list[dict]:
     objects = []
     for kind in kinds.OWNED:
-        objects.extend(state.list(kind.api_version, kind.kind))
+        if kind in writes:
+            objects.extend(state.list(kind.api_version, kind.kind))
     return objects
+
+
+def others_status(objects: Iterable[Mapping], writes: frozenset[kinds.Kind]) -> list[str]:
+    """For the objects whose status another controller writes: who, in one line each."""
+    lines = []
+    for obj in objects:
+        writer = other_writer(obj, writes)
+        if writer is not None:
+            meta = obj.get("metadata") or {}
+            name = "/".join(n for n in (meta.get("namespace"), meta.get("name")) if n)
+            lines.append(f"{obj.get('kind')} {name}: status written by {writer}; infergate writes none of it")
+    return lines
 
 
 def reconcile_all(objects: Iterable[Mapping], ctx: ReconcileContext, problems: list[str] | None = None) -> list[dict]:
@@ -165,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--replan-limit and --replan-timeout must not be negative")
         extra = read_manifests(args.files) if args.files else []
         state = load_state(args.state, extra)
+        writes = status_writes(args.status_writes)
+    except StatusWritesError as exc:
+        print(f"infergate reconcile: {exc}", file=sys.stderr)
+        return 2
     except InputError as exc:
         print(f"infergate reconcile: {exc}", file=sys.stderr)
         return 1
@@ -176,11 +197,16 @@ def run(args: argparse.Namespace) -> int:
     ctx = ReconcileContext(state=state, now=now, settings=settings)
     if args.files:
         wanted = {kinds.key_of(obj) for obj in extra}
-        objects = [obj for obj in owned_objects(state) if kinds.key_of(obj) in wanted]
+        objects = [obj for obj in owned_objects(state, writes) if kinds.key_of(obj) in wanted]
     else:
-        objects = owned_objects(state)
+        objects = owned_objects(state, writes)
     problems: list[str] = []
-    sys.stdout.write(render(reconcile_all(objects, ctx, problems), args.output))
+    results = reconcile_all(objects, ctx, problems)
+    elsewhere = others_status(extra, writes)  # the files' objects infergate writes no status of
+    if args.output == "text" and elsewhere:
+        sys.stdout.write((render(results, args.output) if results else "") + "\n".join(elsewhere) + "\n")
+    else:
+        sys.stdout.write(render(results, args.output))
     for problem in problems:
         print(f"infergate reconcile: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -10,9 +10,10 @@ The moving parts, each in its own module:
 * ``ChangeFeed`` + ``affected``: which objects need a new status after a change;
 * ``WorkQueue``: de-duplicated keys, per-key exponential backoff on failure;
 * the pure reconcilers: object + view -> desired status;
-* ``KubeApi``: PUT to ``/status`` with the resourceVersion read, only when the desired status
-  differs from the stored one (zero writes at steady state); a 409 re-reads the object,
-  recomputes and tries again;
+* ``KubeApi``: a server-side apply to ``/status`` of the fields the controller owns, under its
+  own field manager, with the resourceVersion read, only when it would change something (zero
+  writes at steady state); a 409 re-reads the object, recomputes and tries again; a field
+  another manager owns is left to it (``ownership``: which kinds it writes at all);
 * ``EventRecorder``: Events for notable transitions;
 * ``LeaderElector``: only the replica holding the Lease writes.
 
@@ -39,9 +40,10 @@ from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
 from webhook.controller.events import EventRecorder
-from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
+from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound, OwnedElsewhere
 from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.metrics import ControllerMetrics, health_app
+from webhook.controller.ownership import StatusWritesError, applied_unchanged, status_writes
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
@@ -78,8 +80,12 @@ class Controller:
         recorder: EventRecorder | None = None,
         metrics: ControllerMetrics | None = None,
         clock=lambda: datetime.now(timezone.utc),
+        writes_status: frozenset[kinds.Kind] | None = None,
     ):
         self.state, self.api, self.settings, self.config = state, api, settings, config
+        # the kinds whose status it writes (``ownership.status_writes``: KubeAI's Model is not one
+        # by default)
+        self.writes_status = status_writes() if writes_status is None else writes_status
         self.elector, self.recorder, self.clock = elector, recorder, clock
         self.metrics = metrics or ControllerMetrics()
         self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
@@ -118,7 +124,7 @@ class Controller:
         return self._inventory
 
     def enqueue_all(self) -> None:
-        for key in all_owned(self.state):
+        for key in all_owned(self.state, [k for k in kinds.OWNED if k in self.writes_status]):
             self.queue.add(key)
 
     def poll_changes(self) -> int:
@@ -128,7 +134,7 @@ class Controller:
         if any(invalidates_inventory(change) for change in changes):
             self._inventory = None
             self._inventory_generation += 1
-        for key in sorted(affected_keys(changes, self.state), key=_order):
+        for key in sorted(affected_keys(changes, self.state, self.writes_status), key=_order):
             self.queue.add(key)
         return len(changes)
 
@@ -196,10 +202,16 @@ class Controller:
             await self._ensure_inventory()
         for attempt in range(CONFLICT_ATTEMPTS):
             desired = self.desired_status(obj, kind)
-            if desired == obj.get("status") or not self.leading:
+            if applied_unchanged(obj, desired) or not self.leading:
                 return
             try:
-                result = await asyncio.to_thread(self.api.replace_status, kind, obj, desired)
+                result = await asyncio.to_thread(self.api.apply_status, kind, obj, desired)
+            except OwnedElsewhere as exc:
+                # another controller writes these fields: never forced; its next change retries
+                self.metrics.conflicts.labels(kind.kind).inc()
+                log.warning("status of %s %s/%s left to its other writer: %s", kind.kind, key[1] or "", key[2],
+                            exc.message)
+                return
             except Conflict:
                 self.conflicts += 1
                 self.metrics.conflicts.labels(kind.kind).inc()
@@ -325,6 +337,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--replan-limit", type=int, default=3)
     parser.add_argument("--resync-interval", type=float, default=600.0, metavar="SECONDS")
     parser.add_argument("--public-domain-template", default=None)
+    parser.add_argument("--status-writes", action="append", default=[], metavar="KIND=on|off",
+                        help="write status of KIND (<plural>.<group>, e.g. models.kubeai.org) or not; repeatable. "
+                             "Default: every infergate kind, not KubeAI's Model (KubeAI's controller owns its status)")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve /healthz, /readyz and /metrics on this port (default: off)")
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -357,10 +372,12 @@ def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
     return present
 
 
-async def _serve(args, api_client) -> int:
+async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     watched = await asyncio.to_thread(served_kinds, api)
+    # an owned kind whose status is not written is not watched either
+    watched = tuple(k for k in watched if k not in kinds.OWNED or k in writes_status)
     from webhook.state import KubeState, WatchedKind  # the watch cache: imported only to run it
 
     state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
@@ -373,7 +390,7 @@ async def _serve(args, api_client) -> int:
         settings=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
                           public_domain_template=args.public_domain_template),
         config=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
-        elector=elector, recorder=EventRecorder(api, identity),
+        elector=elector, recorder=EventRecorder(api, identity), writes_status=writes_status,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -401,6 +418,11 @@ def run(args: argparse.Namespace) -> int:
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
         print("infergate controller: --workers must be >= 1, replan settings >= 0", file=sys.stderr)
         return 2
+    try:
+        writes_status = status_writes(args.status_writes)
+    except StatusWritesError as exc:
+        print(f"infergate controller: {exc}", file=sys.stderr)
+        return 2
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         print(f"infergate controller: --kubeconfig {args.kubeconfig}: no such file", file=sys.stderr)
         return 1
@@ -410,7 +432,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"infergate controller: cannot load Kubernetes configuration: {exc}", file=sys.stderr)
         return 1
     try:
-        return asyncio.run(_serve(args, api_client))
+        return asyncio.run(_serve(args, api_client, writes_status))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
         print(f"infergate controller: cannot reach the Kubernetes API: {exc}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from webhook.cel.syntax import Call, CelSyntaxError, Expr, Ident, Literal, Select, parse
+from webhook.state.selectors import SelectorError, from_label_selector
 
 UNREAD = object()  # "ask CEL"
 _ROOTS = frozenset({"object", "oldObject", "request", "namespaceObject", "params"})
@@ -55,7 +56,8 @@ def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], rememb
 
     What ``CompiledPolicy`` does for each lookup (a ``get`` with a non-empty string name, a
     ``list`` in a namespace or all, with a label selector or none; ``remember`` each stored
-    object found), written out: every review of a policy with lookups runs it."""
+    object found; a ``list`` by a ``selector`` value through ``list_selected``), written out:
+    every review of a policy with lookups runs it."""
     writer = _Writer()
     try:
         arguments = [{field: writer.value(parse(source), 1) for field, source in lookup.fields.items()}
@@ -75,6 +77,13 @@ def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], rememb
                       f"            remember({out})",
                       "    else:",
                       f"        {out} = None"]
+        elif "selector" in values:
+            namespace, selector = values.get("namespace", "None"), values["selector"]
+            lines += [f"    {out} = list_by_selector(state, {api_version}, {kind}, {namespace} or None, {selector})",
+                      f"    if {out} is UNREAD:",
+                      "        return UNREAD",
+                      f"    for o in {out}:",
+                      "        remember(o)"]
         else:
             namespace, selector = values.get("namespace", "None"), values.get("labelSelector", "None")
             lines += [f"    {out} = state.list({api_version}, {kind}, {namespace} or None, {selector} or None)",
@@ -82,9 +91,32 @@ def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], rememb
                       "        remember(o)"]
     entries = ", ".join(f"{name!r}: {found[name]}" if name in found else f"{name!r}: kept[{name!r}]" for name in order)
     lines.append(f"    return {{{entries}}}")
-    globals_ = {"UNREAD": UNREAD, "remember": remember, **writer.constants}
+    globals_ = {"UNREAD": UNREAD, "remember": remember, "list_by_selector": _list_by_selector, **writer.constants}
     exec(compile("\n".join(lines), "<review lookups>", "exec"), globals_)  # noqa: S102
     return globals_["read"]
+
+
+def list_selected(state: Any, api_version: str, kind: str, namespace: str | None, selector: Any) -> list[Any]:
+    """A list lookup's objects by a ``metav1.LabelSelector`` value (its ``selector``): null
+    selects nothing, ``{}`` everything; raises ``SelectorError`` for one that is not a selector."""
+    if selector is None:
+        return []
+    if not isinstance(selector, Mapping):
+        raise SelectorError(f"a label selector is a map (matchLabels, matchExpressions), not {type(selector).__name__}")
+    try:
+        compiled = from_label_selector(selector)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise SelectorError(f"not a label selector: {exc}") from None
+    return state.list(api_version, kind, namespace, selector=compiled)
+
+
+def _list_by_selector(state: Any, api_version: str, kind: str, namespace: str | None, selector: Any) -> Any:
+    """``list_selected`` for the generated reader: UNREAD for a value that is not a selector
+    (the CEL path then reports the error)."""
+    try:
+        return list_selected(state, api_version, kind, namespace, selector)
+    except SelectorError:
+        return UNREAD
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ import yaml
 
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
-from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
+from webhook.policy.arguments import UNREAD, ReviewLookup, list_selected, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, list_source
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
 from webhook.state import ClusterState, from_label_selector
-from webhook.state.selectors import Selector
+from webhook.state.selectors import Selector, SelectorError
 
 # Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
@@ -208,7 +208,7 @@ class CompiledPolicy:
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
         source = lookup.get or lookup.list
         section = "get" if lookup.get else "list"
-        fields = ("name", "namespace") if lookup.get else ("namespace", "labelSelector")
+        fields = ("name", "namespace") if lookup.get else ("namespace", "labelSelector", "selector")
         return {f: compile_(getattr(source, f), ("spec", "lookups", i, section, f))
                 for f in fields if getattr(source, f) is not None}
 
@@ -631,8 +631,7 @@ class CompiledPolicy:
             values = {f: self._eval(e, activation, f"lookups.{lookup.name}.{f}", trace) for f, e in exprs.items()}
         return self._fetch(lookup, values, state)
 
-    @staticmethod
-    def _fetch(lookup: Lookup, values: Mapping[str, Any], state: ClusterState) -> Any:
+    def _fetch(self, lookup: Lookup, values: Mapping[str, Any], state: ClusterState) -> Any:
         """What a lookup with these arguments finds."""
         if lookup.get is not None:
             name = values.get("name")
@@ -643,8 +642,16 @@ class CompiledPolicy:
             if found is not None:
                 remember_stable(found)
             return found
-        found = state.list(lookup.list.apiVersion, lookup.list.kind, values.get("namespace") or None,
-                           values.get("labelSelector") or None)
+        source = lookup.list
+        if source.selector is not None:
+            try:
+                found = list_selected(state, source.apiVersion, source.kind, values.get("namespace") or None,
+                                      values.get("selector"))
+            except SelectorError as exc:
+                raise _RuleError(f"policy {self.name}: lookups.{lookup.name}.selector: {exc}") from None
+        else:
+            found = state.list(source.apiVersion, source.kind, values.get("namespace") or None,
+                               values.get("labelSelector") or None)
         for obj in found:
             remember_stable(obj)  # stored objects are never mutated: sized once for the cost bound
         return found

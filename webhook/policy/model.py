@@ -86,6 +86,17 @@ class ListLookup(_Strict):
     kind: str
     namespace: str | None = Field(default=None, description="CEL: one namespace (default: all)")
     labelSelector: str | None = Field(default=None, description="CEL: a label selector string")
+    selector: str | None = Field(
+        default=None,
+        description="CEL: a metav1.LabelSelector map (matchLabels, matchExpressions), e.g. an "
+        "object's own spec.selector; null selects nothing, {} everything",
+    )
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> "ListLookup":
+        if self.labelSelector is not None and self.selector is not None:
+            raise ValueError("give labelSelector or selector, not both")
+        return self
 
 
 class Lookup(_Strict):

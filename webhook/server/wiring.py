@@ -47,6 +47,8 @@ class InputsFailed(Exception):
         super().__init__("; ".join(f"{name}: {why}" for name, why in failed.items()))
         self.failed = failed
 
+WEBHOOK_FIELD_MANAGER = "infergate-webhook"
+
 
 def _crds(settings: Settings):
     """``--crds-dir``, else the bundled CRDs (KubeAI's Model at ``--kubeai-crd``)."""
@@ -219,7 +221,11 @@ def kube_api_client(kubeconfig: Path | None):
         config.load_incluster_config(client_configuration=configuration)
     else:
         config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    # the apiserver names a write's field manager (and its audit log the caller) after the user
+    # agent: the webhook's own writes (caBundle, the certificate Secret) say who made them
+    api_client.user_agent = WEBHOOK_FIELD_MANAGER
+    return api_client
 
 
 def _own_namespace() -> str:

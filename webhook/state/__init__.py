@@ -1,7 +1,7 @@
 """The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
 (a watch cache), both behind :class:`ClusterState`."""
 
-from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize
+from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
 from webhook.state.files import FileState, StateLoadError, read_manifests
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
@@ -20,6 +20,7 @@ __all__ = [
     "parse_selector",
     "read_manifests",
     "sanitize",
+    "trim_pod",
 ]
 
 

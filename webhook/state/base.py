@@ -12,9 +12,9 @@ import abc
 import threading
 from typing import Any, Iterable, Mapping
 
-from webhook.state.selectors import parse_selector
+from webhook.state.selectors import Selector, parse_selector
 
-__all__ = ["ClusterState", "ObjectStore", "group_of", "sanitize"]
+__all__ = ["ClusterState", "ObjectStore", "group_of", "sanitize", "trim_pod"]
 
 GroupKind = tuple[str, str]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
@@ -29,13 +29,17 @@ _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
-    """What the state keeps of an object: Secrets keep metadata and type only.
+    """What the state keeps of an object: Secrets keep metadata and type only; Pods only what
+    their readers use (:func:`trim_pod`); every other object as it is.
 
     A Secret's data never enters the cache, and neither does kubectl's last-applied
     annotation, which would carry the same data in clear.
     """
-    if obj.get("kind") != "Secret" or group_of(obj.get("apiVersion", "v1")) != "":
+    kind = obj.get("kind")
+    if (kind != "Secret" and kind != "Pod") or group_of(obj.get("apiVersion", "v1")) != "":
         return obj
+    if kind == "Pod":
+        return trim_pod(obj)
     metadata = dict(obj.get("metadata") or {})
     annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != _LAST_APPLIED}
     if annotations:
@@ -49,6 +53,59 @@ def sanitize(obj: dict[str, Any]) -> dict[str, Any]:
         kept["type"] = obj["type"]
     if keys:
         kept["dataKeys"] = keys
+    return kept
+
+
+# What a Pod keeps in the state: the fields policies and reconcilers read (selection by labels,
+# container ports, phase, readiness). A cluster holds many Pods, and a whole Pod is mostly what
+# none of them reads (env, volumes, probes, managedFields, container statuses).
+_POD_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                 "deletionTimestamp", "labels")
+
+
+def _container_ports(containers: Any, *, init: bool = False) -> list[dict[str, Any]]:
+    kept = []
+    for container in containers or ():
+        if not isinstance(container, dict):
+            continue
+        # an init container serves only as a sidecar (restartPolicy Always), as the EPP counts it
+        if init and container.get("restartPolicy") != "Always":
+            continue
+        entry: dict[str, Any] = {"name": container.get("name", "")}
+        ports = [{k: p[k] for k in ("name", "containerPort", "protocol") if k in p}
+                 for p in container.get("ports") or () if isinstance(p, dict)]
+        if ports:
+            entry["ports"] = ports
+        if init:
+            entry["restartPolicy"] = "Always"
+        kept.append(entry)
+    return kept
+
+
+def trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """The part of a Pod the state keeps: metadata for selection (name, namespace, labels,
+    versions, timestamps), each container's name and ports (sidecars' too), the phase and the
+    Ready condition's status. Idempotent: a trimmed Pod is kept as it is."""
+    metadata = pod.get("metadata") or {}
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    kept: dict[str, Any] = {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": "Pod",
+        "metadata": {k: metadata[k] for k in _POD_METADATA if k in metadata},
+        "spec": {"containers": _container_ports(spec.get("containers"))},
+    }
+    sidecars = _container_ports(spec.get("initContainers"), init=True)
+    if sidecars:
+        kept["spec"]["initContainers"] = sidecars
+    trimmed_status: dict[str, Any] = {}
+    if "phase" in status:
+        trimmed_status["phase"] = status["phase"]
+    conditions = [{"type": "Ready", "status": c.get("status")}
+                  for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"]
+    if conditions:
+        trimmed_status["conditions"] = conditions
+    if trimmed_status:
+        kept["status"] = trimmed_status
     return kept
 
 
@@ -141,11 +198,15 @@ class ClusterState(abc.ABC):
         kind: str,
         namespace: str | None = None,
         label_selector: str | None = None,
+        *,
+        selector: Selector | None = None,
     ) -> list[dict[str, Any]]:
-        """Objects of a kind, in (namespace, name) order; ``namespace=None`` means all."""
+        """Objects of a kind, in (namespace, name) order; ``namespace=None`` means all; those
+        whose labels match ``label_selector`` (the string form) or ``selector``."""
         objects = self._store.list(group_of(api_version), kind, namespace)
         if label_selector:
             selector = parse_selector(label_selector)
+        if selector is not None and not selector.empty:
             objects = [o for o in objects if selector.matches((o.get("metadata") or {}).get("labels"))]
         return objects
 

@@ -24,7 +24,8 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from webhook.state.base import ClusterState, group_of
+from webhook.state.base import ClusterState, group_of, sanitize
+from webhook.state.selectors import Selector
 
 __all__ = ["KubeState", "WatchedKind", "WEBHOOK_KINDS"]
 
@@ -42,6 +43,10 @@ class WatchedKind:
     # list and watch PartialObjectMetadata, as client-go's metadata informers do: the objects'
     # other fields (a Secret's values) never leave the apiserver
     metadata_only: bool = False
+    # older versions of the same group to watch instead, in order, while ``api_version`` is not
+    # served (404): one CRD serves the same objects under each of its versions, and a cluster on
+    # an older release of it serves only the older one
+    older_versions: tuple[str, ...] = ()
 
     @property
     def names(self) -> frozenset[str] | None:
@@ -53,9 +58,17 @@ class WatchedKind:
 
     @property
     def path(self) -> str:
-        base = f"/apis/{self.api_version}" if group_of(self.api_version) else f"/api/{self.api_version}"
+        return self.path_of(self.api_version)
+
+    def path_of(self, api_version: str) -> str:
+        base = f"/apis/{api_version}" if group_of(api_version) else f"/api/{api_version}"
         scope = f"/namespaces/{self.namespace}" if self.namespace else ""
         return f"{base}{scope}/{self.plural}"
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        group = group_of(self.api_version)
+        return (self.api_version, *(f"{group}/{v}" for v in self.older_versions))
 
     def __str__(self) -> str:
         return f"{self.kind}.{group_of(self.api_version) or 'core'}"
@@ -66,8 +79,18 @@ WEBHOOK_KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("ai.deckhouse.io/v1alpha1", "InferenceServiceClass", "inferenceserviceclasses"),
     WatchedKind("ai.deckhouse.io/v1alpha1", "Model", "models"),
     WatchedKind("ai.deckhouse.io/v1alpha1", "ClusterModel", "clustermodels"),
-    WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools"),
+    # Gateway API Inference Extension: the GA pool, the seed-era group (v1alpha2 from GIE v0.3,
+    # v1alpha1 before), and the objectives and rewrites in both groups the EPP reads (llm-d.ai,
+    # else the legacy one)
+    WatchedKind("inference.networking.k8s.io/v1", "InferencePool", "inferencepools"),
+    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferencePool", "inferencepools",
+                older_versions=("v1alpha1",)),
     WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferenceModel", "inferencemodels"),
+    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective", "inferenceobjectives"),
+    WatchedKind("llm-d.ai/v1alpha2", "InferenceObjective", "inferenceobjectives"),
+    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite", "inferencemodelrewrites"),
+    WatchedKind("llm-d.ai/v1alpha2", "InferenceModelRewrite", "inferencemodelrewrites"),
+    WatchedKind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes"),
     WatchedKind("resource.k8s.io/v1", "DeviceClass", "deviceclasses"),
     WatchedKind("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),
     WatchedKind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses"),
@@ -75,6 +98,10 @@ WEBHOOK_KINDS: tuple[WatchedKind, ...] = (
     # policies may look Secrets up (an authSecretRef exists): metadata is all they can read
     WatchedKind("v1", "Secret", "secrets", metadata_only=True),
     WatchedKind("v1", "ConfigMap", "configmaps", field_selector="metadata.name=kubeai-config"),
+    # the pools' endpoints and endpoint pickers; Pods trimmed to labels, ports and phase as they
+    # arrive (webhook.state.base.trim_pod), so a list of many Pods is never held whole
+    WatchedKind("v1", "Pod", "pods"),
+    WatchedKind("v1", "Service", "services"),
 )
 
 
@@ -148,9 +175,9 @@ class KubeState(ClusterState):
         return super().get(api_version, kind, name, namespace)
 
     def list(self, api_version: str, kind: str, namespace: str | None = None,
-             label_selector: str | None = None) -> list[dict[str, Any]]:
+             label_selector: str | None = None, *, selector: Selector | None = None) -> list[dict[str, Any]]:
         self._check_watched(api_version, kind)
-        return super().list(api_version, kind, namespace, label_selector)
+        return super().list(api_version, kind, namespace, label_selector, selector=selector)
 
     def _check_watched(self, api_version: str, kind: str) -> None:
         # a policy's lookup of a kind nobody watches would silently see an empty cluster
@@ -209,11 +236,15 @@ class KubeState(ClusterState):
     def _run(self, kind: WatchedKind) -> None:
         resource_version: str | None = None
         delays = self._backoff.delays()
+        versions = kind.api_versions
+        served = 0  # which of them is watched
+        unserved = 0  # how many in a row answered 404
         while not self._stopping.is_set():
             try:
                 if resource_version is None:
-                    resource_version = self._list(kind)
-                resource_version = self._watch(kind, resource_version)
+                    resource_version = self._list(kind, versions[served])
+                    unserved = 0
+                resource_version = self._watch(kind, resource_version, versions[served])
                 delays = self._backoff.delays()  # a clean end of stream: reconnect at once
             except _Gone:
                 self.relists_on_gone += 1
@@ -223,11 +254,15 @@ class KubeState(ClusterState):
                     self.relists_on_gone += 1
                     resource_version = None
                     continue
-                if exc.status == 404:  # kind not served (CRD not installed yet): empty until it is
+                if exc.status == 404:  # version not served (CRD not installed yet): empty until it is
+                    resource_version = None
+                    served, unserved = (served + 1) % len(versions), unserved + 1
+                    if unserved < len(versions):  # another version of the group may be served: at once
+                        continue
+                    unserved = 0
                     self._store.replace(group_of(kind.api_version), kind.kind, (), names=kind.names)
                     self._changed(kind)
                     self._mark_synced(kind)
-                    resource_version = None
                 else:
                     self._interrupt_kind(kind)
                 log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
@@ -257,10 +292,11 @@ class KubeState(ClusterState):
             query.append(("labelSelector", kind.label_selector))
         return query
 
-    def _get(self, kind: WatchedKind, query: list[tuple[str, Any]], timeout: Any, *, watch: bool = False):
+    def _get(self, kind: WatchedKind, api_version: str, query: list[tuple[str, Any]], timeout: Any, *,
+             watch: bool = False):
         request = self._api.param_serialize(
             method="GET",
-            resource_path=kind.path,
+            resource_path=kind.path_of(api_version),
             query_params=query,
             header_params={"Accept": _accept(kind, watch)},
             auth_settings=["BearerToken"],
@@ -273,17 +309,17 @@ class KubeState(ClusterState):
             self._interrupted.discard(kind)
         return response.response
 
-    def _list(self, kind: WatchedKind) -> str:
+    def _list(self, kind: WatchedKind, api_version: str) -> str:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            resp = self._get(kind, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
+            resp = self._get(kind, api_version, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
             try:
                 body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.nesting)
             finally:
                 resp.release_conn()
             for item in body.get("items") or ():
-                items.append(_typed(kind, item))
+                items.append(sanitize(_typed(kind, api_version, item)))  # trimmed page by page
             metadata = body.get("metadata") or {}
             token = metadata.get("continue")
             if not token:
@@ -294,7 +330,7 @@ class KubeState(ClusterState):
         self._mark_synced(kind)
         return metadata.get("resourceVersion") or ""
 
-    def _watch(self, kind: WatchedKind, resource_version: str) -> str:
+    def _watch(self, kind: WatchedKind, resource_version: str, api_version: str) -> str:
         query = self._query(
             kind,
             watch="true",
@@ -302,7 +338,7 @@ class KubeState(ClusterState):
             allowWatchBookmarks="true",
             timeoutSeconds=self._watch_timeout_s,
         )
-        resp = self._get(kind, query, (10, self._watch_timeout_s + 30), watch=True)
+        resp = self._get(kind, api_version, query, (10, self._watch_timeout_s + 30), watch=True)
         with self._lock:
             # stop() sets the flag before it looks at _open: one of the two sees the other
             self._open[kind] = resp
@@ -315,20 +351,20 @@ class KubeState(ClusterState):
                     break
                 if not line.strip():
                     continue
-                resource_version = self._apply(kind, orjson.loads(line), resource_version)
+                resource_version = self._apply(kind, api_version, orjson.loads(line), resource_version)
         finally:
             with self._lock:
                 self._open.pop(kind, None)
             resp.release_conn()
         return resource_version
 
-    def _apply(self, kind: WatchedKind, event: dict[str, Any], resource_version: str) -> str:
+    def _apply(self, kind: WatchedKind, api_version: str, event: dict[str, Any], resource_version: str) -> str:
         kind_of_event, obj = event.get("type"), event.get("object") or {}
         if kind_of_event == "ERROR":
             if obj.get("code") == 410:
                 raise _Gone(obj.get("message", "resourceVersion too old"))
             raise RuntimeError(f"watch error: {obj.get('message') or obj}")
-        obj = _typed(kind, obj)
+        obj = _typed(kind, api_version, obj)
         if kind_of_event in ("ADDED", "MODIFIED"):
             self._store.put(obj)
         elif kind_of_event == "DELETED":
@@ -352,12 +388,12 @@ def _accept(kind: WatchedKind, watch: bool) -> str:
     return f"{_METADATA if watch else _METADATA_LIST}, {_JSON}"
 
 
-def _typed(kind: WatchedKind, obj: dict[str, Any]) -> dict[str, Any]:
+def _typed(kind: WatchedKind, api_version: str, obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` as the watched kind: typed lists omit each item's apiVersion and kind, and
     metadata views call every object ``meta.k8s.io/v1`` ``PartialObjectMetadata``."""
     if kind.metadata_only:
-        obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        obj["apiVersion"], obj["kind"] = api_version, kind.kind
     else:
-        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", kind.kind)
     return obj
