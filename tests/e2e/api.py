@@ -24,6 +24,8 @@ _WARNING = re.compile(r'299 - "((?:[^"\\]|\\.)*)"')
 
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+FIELD_MANAGER = "infergate-e2e"
 
 
 def parse_warnings(header: str | None) -> list[str]:
@@ -142,6 +144,13 @@ class Kube:
         path = self.resource(api_version, kind).path(namespace, name, subresource)
         return self.request("PATCH", path, patch, content_type=content_type,
                             params=[("dryRun", "All")] if dry_run else ())
+
+    def apply(self, obj: Mapping, *, dry_run: bool = False) -> Reply:
+        """Server-side apply (``kubectl apply --server-side``), owned by the e2e field manager."""
+        meta = obj["metadata"]
+        path = self.resource_of(obj).path(meta.get("namespace"), meta["name"])
+        params = [("fieldManager", FIELD_MANAGER), ("force", "true")] + ([("dryRun", "All")] if dry_run else [])
+        return self.request("PATCH", path, json.dumps(dict(obj)), content_type=APPLY_PATCH, params=params)
 
     def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None:
         reply = self.request("GET", self.resource(api_version, kind).path(namespace, name))

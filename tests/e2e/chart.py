@@ -37,13 +37,64 @@ def values(image: str) -> dict:
 
 
 def render(namespace: str, image: str) -> list[dict]:
+    return rendered_objects(values(image), namespace, hooks=False)
+
+
+def rendered_objects(chart_values: dict, namespace: str, *, release: str = RELEASE, hooks: bool = True,
+                     crds: bool = False) -> list[dict]:
+    """What ``helm template`` prints for ``chart_values`` (``hooks``: with the ``helm test``
+    objects; ``crds``: with ``crds/``, as ``--include-crds`` and every install)."""
     import helm_python as helm
 
     with helm.Chart.load(CHART) as chart:
-        rendered = chart.render(values(image), name=RELEASE, namespace=namespace)
-    return [doc for path, text in sorted(rendered.items())
-            if not path.endswith("NOTES.txt") and "/templates/tests/" not in path
-            for doc in yaml.safe_load_all(text) if doc]
+        rendered = chart.render(chart_values, name=release, namespace=namespace)
+        texts = [text for path, text in sorted(rendered.items())
+                 if not path.endswith("NOTES.txt") and (hooks or "/templates/tests/" not in path)]
+        if crds:
+            texts = [crd["data"] for crd in chart.crds] + texts
+    return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
+
+
+def default_values() -> dict:
+    return yaml.safe_load((CHART / "values.yaml").read_text())
+
+
+def _flipped(defaults: dict) -> dict:
+    """Every boolean of ``defaults`` (nested mappings too) turned the other way."""
+    return {key: (not value if isinstance(value, bool) else _flipped(value))
+            for key, value in defaults.items() if isinstance(value, bool | dict)}
+
+
+def documented_value_sets() -> dict[str, dict]:
+    """The default values and each documented non-default choice of chart/values.yaml on its
+    own (the opt-in ``crds.*`` switches read from values.yaml, so a new one is covered at once)."""
+    sets: dict[str, dict] = {
+        "default": {},
+        "certificates.mode=cert-manager": {"certificates": {"mode": "cert-manager"}},
+        "certificates.certManager.issuerRef": {"certificates": {"mode": "cert-manager", "certManager": {
+            "issuerRef": {"name": "e2e-ca", "kind": "ClusterIssuer"}}}},
+        "networkPolicy.enabled": {"networkPolicy": {"enabled": True}},
+        "networkPolicy.apiServerCIDRs": {"networkPolicy": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32"]}},
+        "serviceMonitor.enabled": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+        "controller.enabled=false": {"controller": {"enabled": False}},
+        "controller.replicas=2": {"controller": {"replicas": 2, "replanTimeoutSeconds": 120, "replanLimit": 5}},
+        "webhook": {"webhook": {"replicas": 3, "port": 10250, "failurePolicy": "Ignore", "timeoutSeconds": 3,
+                                "failureMode": "allow", "antiAffinity": "required",
+                                "clientCAConfigMap": "apiserver-client-ca",
+                                "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}]}},
+        "image.digest": {"image": {"repository": "registry.example.com/infergate", "digest": "sha256:" + "ab" * 32},
+                         "imagePullSecrets": [{"name": "registry"}]},
+        "names-and-labels": {"fullnameOverride": "gate", "commonLabels": {"team": "platform"}},
+        "policies": {"policies": {"user": {"team-labels.yaml": "apiVersion: v1\nkind: Example\n# a user policy\n"},
+                                  "existingConfigMap": "gitops-policies"}},
+        "kubeai.systemConfig": {"kubeai": {"systemConfig": {
+            "resourceProfiles": {"cpu": {"imageName": "cpu", "requests": {"cpu": "1"}}}}}},
+        "priorityClassName": {"priorityClassName": "system-cluster-critical"},
+        "rbac.create=false": {"rbac": {"create": False}},
+    }
+    for key, flipped in _flipped(default_values().get("crds") or {}).items():
+        sets[f"crds.{key}"] = {"crds": {key: flipped}}
+    return sets
 
 
 def install(run: Run) -> None:

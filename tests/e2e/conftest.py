@@ -11,6 +11,7 @@ is the sweep of everything labelled with the run id; it fails the run if anythin
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from . import chart, cluster, processes, scenarios, selection, webhooks
-from .api import Kube, Reply, wait_for
+from tests.support import hermetic
 
-CONTROLLER_LEASE = "infergate-e2e-controller"
+from . import chart, cluster, identities, processes, scenarios, selection, webhooks
+from .api import Kube, Reply, wait_for
 
 
 @dataclass
@@ -39,6 +40,8 @@ class Run:
     webhook_url: str | None = None
     cert_dir: Path | None = None
     webhook_process: processes.Process | None = None
+    # component (webhook, controller) -> the kubeconfig of the chart's ServiceAccount for it
+    identities: dict[str, str] = field(default_factory=dict)
     configurations: list[dict[str, Any]] = field(default_factory=list)
     processes: list[processes.Process] = field(default_factory=list)
 
@@ -65,9 +68,47 @@ class Run:
             return stored if stored and ready(stored.get("status") or {}) else None
         return wait_for(what, probe, timeout=timeout)
 
+    def settled(self, obj: Mapping[str, Any], *, quiet: float = 3.0, timeout: float = 60) -> dict:
+        """The stored object once the controller has written its status and left it alone for
+        ``quiet`` seconds: what a test that checks "nothing was written" must start from, since
+        the controller's own status writes move the resourceVersion too."""
+        stored = self.status_of(obj, lambda s: bool(s.get("conditions")), f"the status of {obj['metadata']['name']}",
+                                timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            again = self.get(obj)
+            if again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]:
+                return again
+            stored = again
+        raise AssertionError(f"the controller kept writing {obj['kind']} {obj['metadata']['name']}")
+
 
 def _kubeconfig() -> str:
     return os.environ["KUBECONFIG"].split(os.pathsep)[0]
+
+
+def _given_files(kubeconfigs: list[str]) -> list[str]:
+    """The kubeconfig files and the certificate and key files they name: the cluster the
+    user pointed the run at (tests may read these, outside the repository as they are)."""
+    hermetic.allow(*kubeconfigs)  # before reading them here
+    found = list(kubeconfigs)
+    for path in kubeconfigs:
+        try:
+            config = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            continue
+        entries = [c.get("cluster") or {} for c in config.get("clusters") or ()] + \
+                  [u.get("user") or {} for u in config.get("users") or ()]
+        for entry in entries:
+            for key in ("certificate-authority", "client-certificate", "client-key"):
+                if entry.get(key):
+                    found.append(str(Path(path).resolve().parent / entry[key]))
+    return found
+
+
+if selection.why_not_selected() is None:
+    hermetic.allow(*_given_files([p for p in os.environ["KUBECONFIG"].split(os.pathsep) if p]))
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +159,17 @@ def state(run: Run, crds, tmp_path_factory) -> list[dict]:
 
 
 @pytest.fixture(scope="session")
-def webhook(run: Run, state, tmp_path_factory) -> Iterator[Run]:
+def chart_identities(run: Run, state, tmp_path_factory) -> dict[str, str]:
+    """The chart's ServiceAccounts and RBAC in the run's namespace, and a token kubeconfig for
+    each: the local webhook and controller run as the chart's Pods would."""
+    if run.mode == "local":
+        run.identities = identities.install(run.kube, run.owned, run.system_namespace, run.kubeconfig,
+                                            tmp_path_factory.mktemp("identities"))
+    return run.identities
+
+
+@pytest.fixture(scope="session")
+def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run]:
     """The webhook judging every write of the served kinds."""
     if run.mode == "chart":
         chart.install(run)
@@ -129,7 +180,7 @@ def webhook(run: Run, state, tmp_path_factory) -> Iterator[Run]:
     ca_file = processes.generate_certs(run.cert_dir)
     # --kube-state: the webhook looks objects up in the cluster, as the chart's does
     process, port = processes.start_serve("serve", run.cert_dir, run.log_dir,
-                                          extra=["--kube-state", "--kubeconfig", run.kubeconfig])
+                                          extra=["--kube-state", "--kubeconfig", run.identities["webhook"]])
     run.processes.append(process)
     run.webhook_process = process
     run.webhook_url = f"https://127.0.0.1:{port}"
@@ -158,17 +209,22 @@ def controller(run: Run, webhook) -> Iterator[Run]:
     if run.mode != "local":
         yield run
         return
-    process = processes.start_controller("controller", run.kubeconfig, run.log_dir,
-                                         lease_namespace=run.system_namespace, lease_name=CONTROLLER_LEASE)
+    process = processes.start_controller("controller", run.identities["controller"], run.log_dir,
+                                         lease_namespace=run.system_namespace, lease_name=controller_lease())
     run.processes.append(process)
     try:
         wait_for("the controller holding its Lease",
-                 lambda: lease_holder(run, CONTROLLER_LEASE) == "controller" or not process.alive(), timeout=60)
+                 lambda: lease_holder(run, controller_lease()) == "controller" or not process.alive(), timeout=60)
         assert process.alive(), f"infergate controller exited:\n{process.tail()}"
         yield run
     finally:
         process.stop()  # releases the Lease; the Lease object itself is the run's to delete
-        run.kube.delete("coordination.k8s.io/v1", "Lease", CONTROLLER_LEASE, run.system_namespace)
+        run.kube.delete("coordination.k8s.io/v1", "Lease", controller_lease(), run.system_namespace)
+
+
+def controller_lease() -> str:
+    """The chart's Lease name: its leader-election Role allows only that one."""
+    return identities.names("")["controller"]
 
 
 def lease_holder(run: Run, name: str) -> str | None:
@@ -189,7 +245,7 @@ def applied(controller: Run) -> dict[str, dict]:
     return stored
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cluster_run(controller) -> Run:
     """What a scenario gets: the whole set-up, webhook and controller running."""
     return controller

@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -115,6 +116,16 @@ def wait_ready(process: Process, url: str, ca_file: Path, timeout: float = 60) -
             last = str(exc)
         time.sleep(0.2)
     raise RuntimeError(f"{process.name} not ready after {timeout}s ({last}):\n{process.tail()}")
+
+
+def get(url: str, ca_file: Path, timeout: float = 5) -> tuple[int, str]:
+    """HTTP status and body of a GET over TLS trusting ``ca_file`` (an error status too)."""
+    context = ssl.create_default_context(cafile=str(ca_file))
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
 
 
 def serves(port: int, cert_dir: Path) -> bool:

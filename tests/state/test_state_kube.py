@@ -199,6 +199,30 @@ async def test_reads_of_unwatched_kinds_are_reported_once(cluster, caplog):
         "cluster state: apps/v1/Deployment is not watched, so reads of it find nothing; add it to the watched kinds"]
 
 
+async def test_a_failing_watch_is_reported_until_answered_again(cluster):
+    api, make_state = cluster
+    api.serve(NAMESPACES, typed_list=True)
+    classes = api.serve(CLASSES)
+    state = make_state((NAMESPACES, CLASSES))
+    assert await state.wait_ready(15)
+    await eventually(lambda: classes.watchers)
+    assert state.interrupted is None
+    original = api.watch
+    blocked = {"on": True}
+
+    async def watch_or_fail(request, res):
+        if res is classes and blocked["on"]:
+            return web.json_response({"kind": "Status", "code": 503}, status=503)
+        return await original(request, res)
+
+    api.watch = watch_or_fail
+    api.end_streams(classes)
+    await eventually(lambda: state.interrupted == f"watch interrupted, reconnecting: {CLASSES}")
+    assert state.ready  # still serving the last picture
+    blocked["on"] = False
+    await eventually(lambda: state.interrupted is None)
+
+
 # -- today's inference kinds: Pods trimmed as they arrive, a group's older served version --------------
 
 def _pod(name, port):

@@ -31,6 +31,18 @@ def run_check(check: ReadinessCheck) -> str | None:
         return f"check raised {type(exc).__name__}"
 
 
+class Advisory:
+    """A readiness check /readyz reports but reviews do not wait for: the admitter still
+    judges (a watch reconnecting: the last synced picture is served meanwhile, as an
+    informer's is)."""
+
+    def __init__(self, check: ReadinessCheck):
+        self.check = check
+
+    def __call__(self) -> str | None:
+        return self.check()
+
+
 def _failed(problem: str) -> ReadinessCheck:
     return lambda: problem
 
@@ -93,6 +105,8 @@ class AdmitterSlot:
     def unmet(self) -> str | None:
         """The first prerequisite that fails, as ``name: why``; None when all pass."""
         for name, check in self.prerequisites.items():
+            if isinstance(check, Advisory):
+                continue
             problem = run_check(check)
             if problem is not None:
                 return f"{name}: {problem}"

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from webhook import logging as logs
 from webhook.metrics import Metrics
-from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, ReadinessCheck
+from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.settings import Settings
 
@@ -146,7 +146,8 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         raise InputsFailed(failed)
     policies.start()
     state.start()
-    prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced"}
+    prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced",
+                                                "cluster-watch": Advisory(lambda: state.interrupted)}
     return AdmissionChain(registry, policies, state), prerequisites
 
 

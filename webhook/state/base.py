@@ -221,6 +221,12 @@ class ClusterState(abc.ABC):
     def ready(self) -> bool:
         """True once every kind the backend serves has been loaded at least once."""
 
+    @property
+    def interrupted(self) -> str | None:
+        """None while the loaded objects are kept current, else why they may not be (a watch
+        cut off): what is served is then the last picture, possibly stale."""
+        return None
+
     async def wait_ready(self, timeout: float | None = None) -> bool:
         """Wait until :attr:`ready` (or ``timeout`` seconds); returns :attr:`ready`."""
         return self.ready

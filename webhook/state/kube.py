@@ -124,8 +124,10 @@ class _Gone(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
+    # reconnects of a handful of watches cost the apiserver little; a long wait after it is
+    # back would keep the cache stale (and /readyz failing) for nothing
     initial: float = 0.5
-    maximum: float = 30.0
+    maximum: float = 5.0
 
     def delays(self):
         delay = self.initial
@@ -158,6 +160,9 @@ class KubeState(ClusterState):
         self._ready_event = threading.Event()
         self._lock = threading.Lock()
         self._synced: set[WatchedKind] = set()
+        # kinds whose last request failed (the apiserver unreachable, an error status): their
+        # cache may be missing changes until the next list or watch is answered
+        self._interrupted: set[WatchedKind] = set()
         self._open: dict[WatchedKind, Any] = {}  # the response each thread is reading, for stop()
         self._threads: list[threading.Thread] = []
         self._listeners: dict[tuple[str, str], list[Callable[[], None]]] = {}
@@ -198,6 +203,12 @@ class KubeState(ClusterState):
     @property
     def ready(self) -> bool:
         return self._ready_event.is_set()
+
+    @property
+    def interrupted(self) -> str | None:
+        with self._lock:
+            kinds = sorted(str(kind) for kind in self._interrupted)
+        return f"watch interrupted, reconnecting: {', '.join(kinds)}" if kinds else None
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         return await asyncio.to_thread(self._ready_event.wait, timeout)
@@ -252,13 +263,20 @@ class KubeState(ClusterState):
                     self._store.replace(group_of(kind.api_version), kind.kind, (), names=kind.names)
                     self._changed(kind)
                     self._mark_synced(kind)
+                else:
+                    self._interrupt_kind(kind)
                 log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
                 self._stopping.wait(next(delays))
             except Exception as exc:  # noqa: BLE001 - network errors of every kind: reconnect
                 if self._stopping.is_set():
                     break
+                self._interrupt_kind(kind)
                 log.warning("watch %s: %s; retrying", kind, exc)
                 self._stopping.wait(next(delays))
+
+    def _interrupt_kind(self, kind: WatchedKind) -> None:
+        with self._lock:
+            self._interrupted.add(kind)
 
     def _mark_synced(self, kind: WatchedKind) -> None:
         with self._lock:
@@ -287,6 +305,8 @@ class KubeState(ClusterState):
         if not 200 <= response.status <= 299:
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
+        with self._lock:  # answered: what follows on this stream is current again
+            self._interrupted.discard(kind)
         return response.response
 
     def _list(self, kind: WatchedKind, api_version: str) -> str:
