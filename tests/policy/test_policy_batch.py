@@ -149,3 +149,73 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     assert policy._state_values is not computed
     state._store.put(_config("m", "VLLM"))  # the request's own lookup is read per request
     assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs")
+
+
+JUDGED_POLICY = """\
+apiVersion: policy.infergate.io/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: judged}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+  variables:
+    - name: engine
+      expression: "object.spec.engine"
+  validations:
+    - expression: "variables.engine != 'A'"
+      messageExpression: "'engine ' + variables.engine + ' is retired'"
+      fieldPath: spec.engine
+      reason: Forbidden
+    - expression: "variables.engine != 'B'"
+      message: engine B is not allowed
+    - expression: "variables.engine != 'C'"
+      messageExpression: "'  '"
+      message: blank messages fall back
+    - expression: "variables.engine != 'D'"
+    - expression: "variables.engine != 'E'"
+      messageExpression: "'E: ' + object.spec.url"
+      message: a failing messageExpression falls back
+    - expression: "true"
+      messageExpression: "'never ' + object.spec.url"
+  warnings:
+    - expression: "variables.engine != 'W'"
+      messageExpression: "'engine ' + variables.engine + ' is deprecated: ' + object.spec.engine.replace('W', 'V')"
+  auditAnnotations:
+    - key: engine
+      valueExpression: "'engine=' + variables.engine"
+"""
+
+
+@pytest.mark.parametrize("engine, per_expression", [
+    ("A", False), ("B", False), ("C", False), ("D", False), ("W", False), ("OK", False),
+    ("E", True),  # the failing messageExpression fails the batch: the per-expression path falls back
+])
+def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monkeypatch, engine, per_expression):
+    """A rule that is not true no longer costs the per-expression path: the batch gives each
+    failed rule's messageExpression value, and the answer is that path's, word for word."""
+    (tmp_path / "p.yaml").write_text(JUDGED_POLICY)
+    policies = PolicySet.load(tmp_path, builtin=False)
+    (policy,) = policies.policies
+    c = chain(FileState(None, objects=[]), policies, schema=False)
+    one_by_one = []
+    original = type(policy)._validate
+    monkeypatch.setattr(policy, "_validate", lambda *args: one_by_one.append(args) or original(policy, *args))
+
+    def answer(explain: bool):
+        result = c.admit(request(_model(engine), namespace="team"), mutating=False, explain=explain)
+        return result.allowed, result.status, result.warnings, result.audit_annotations
+
+    fast = answer(explain=False)
+    assert bool(one_by_one) is per_expression
+    assert fast == answer(explain=True)
+    allowed, status, warnings, audit = fast
+    assert audit == {"judged/engine": f"engine={engine}"}
+    expected = {
+        "A": "spec.engine: engine A is retired", "B": "engine B is not allowed", "C": "blank messages fall back",
+        "D": "failed expression: variables.engine != 'D'", "E": "a failing messageExpression falls back",
+    }
+    if engine in expected:
+        assert not allowed and expected[engine] in status["message"]
+    else:
+        assert allowed and status is None
+    assert warnings == (["engine W is deprecated: V"] if engine == "W" else [])

@@ -618,6 +618,19 @@ class _Codegen:
             entries.append(f"({self.expr(entry.map_key)}, {self.expr(entry.value)}, {entry.optional_entry!r})")
         return f"_map_literal(({', '.join(entries)},))" if entries else "{}"
 
+    def branch(self, node: Any) -> str:
+        """A conditional's branch; one the subset cannot express asks cel-expr when it is
+        taken (``_bail``), so that the rest of the program stays native (a policy's failed
+        rule and its message, see ``policy.batch.judged_source``)."""
+        functions, prelude, scopes = len(self.functions), len(self.functions[-1].prelude), len(self.scopes)
+        try:
+            return self.expr(node)
+        except _Unsupported:  # what it began of nested functions and scopes goes with it
+            del self.functions[functions:]
+            del self.functions[-1].prelude[prelude:]
+            del self.scopes[scopes:]
+            return "_bail()"
+
     def call(self, call: Any) -> str:
         function = call.function
         nodes = ([call.target] if call.HasField("target") else []) + list(call.args)
@@ -634,7 +647,7 @@ class _Codegen:
             t = self.fresh("_t")
             return f"(False if ({t} := {self.expr(nodes[0])}) is True else (True if {t} is False else _bail()))"
         if function == "_?_:_" and arity == 3:
-            test, then, otherwise = map(self.expr, nodes)
+            test, then, otherwise = self.expr(nodes[0]), self.branch(nodes[1]), self.branch(nodes[2])
             t = self.fresh("_t")
             return f"({then} if ({t} := {test}) is True else ({otherwise} if {t} is False else _bail()))"
         if function in ("@not_strictly_false", "__not_strictly_false__") and arity == 1:

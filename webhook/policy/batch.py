@@ -85,6 +85,18 @@ def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str,
     return program
 
 
+def judged_source(rule: str, message: str | None) -> str:
+    """A validation's or warning's part of the validating batch: its value, or, for a rule
+    with a messageExpression, ``true`` when it holds and else ``[message]`` (the one-element
+    list tells the message from a value of the rule's), so a failed rule's message costs no
+    second evaluation. The message is evaluated only when the rule fails, as by the
+    per-expression path; when it fails to evaluate, the batch fails and that path falls back
+    to the rule's message."""
+    if message is None:
+        return rule
+    return f"({rule}) ? dyn(true) : dyn([dyn({message})])"
+
+
 def list_source(sources: Iterable[str]) -> str:
     """A list of the expressions' values (of mixed types: each one ``dyn``)."""
     return "[" + ", ".join(f"dyn({s})" for s in sources) + "]"

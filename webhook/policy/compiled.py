@@ -14,7 +14,7 @@ from webhook import documents
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, list_selected, review_lookups
-from webhook.policy.batch import batch_source, compile_batch, list_source
+from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -334,7 +334,8 @@ class CompiledPolicy:
         if mutating:
             body = [expr.source for _, expr in self.mutations]
         else:
-            body = [expr.source for _, expr, _ in self.validations + self.warnings]
+            body = [judged_source(expr.source, message.source if message is not None else None)
+                    for _, expr, message in self.validations + self.warnings]
             body += [expr.source for _, expr in self.audit_annotations]
         if len(self.match_conditions) + len(self.variables) + len(body) < 2 and not (self.lookups or self.param_ref):
             return None  # one expression reading only the request: nothing to gain
@@ -548,13 +549,49 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
-        if not self._passes(results):  # (cel-expr's answers are not checked by ``accept``)
-            return None
+        if not self._passes(results):  # cel-expr's answer (``accept`` only checks the native one's)
+            return self._judged_by_batch(results, verdict)
         if self.audit_annotations:
             judged = len(self.validations) + len(self.warnings)
             for (key, _), value in zip(self.audit_annotations, results[judged:]):
                 if value is not None:
                     verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+        return True
+
+    def _judged_by_batch(self, results: list[Any], verdict: Verdict) -> bool | None:
+        """The validating stage from cel-expr's answer when a rule is not true: each rule's
+        value (and a failed one's messageExpression, see ``judged_source``) is the one the
+        per-expression path would compute, so the denials and warnings are written here as
+        there. None (that path runs) for any answer of another shape: a rule that is neither
+        true nor false, an audit annotation that is not text."""
+        if len(results) != self._answers:
+            return None
+        denials: list[Denial] = []
+        warnings: list[str] = []
+        for i, ((rule, expr, message_expr), value) in enumerate(zip(self.validations + self.warnings, results)):
+            if value is True:
+                continue
+            if message_expr is None:
+                if value is not False:
+                    return None
+                message = rule.message or _failed_expression(expr)
+            elif type(value) is list and len(value) == 1:  # the messageExpression's value
+                message = _message_text(rule, value[0], _failed_expression(expr))
+            else:
+                return None
+            if i < len(self.validations):
+                denials.append(_denial(self.name, rule, message))
+            else:
+                warnings.append(message)
+        annotations = {}
+        for (key, _), value in zip(self.audit_annotations, results[self._judged:]):
+            if value is not None and type(value) is not str:
+                return None
+            if value is not None:
+                annotations[f"{self.name}/{key}"] = value
+        verdict.denials += denials
+        verdict.warnings += warnings
+        verdict.audit_annotations.update(annotations)
         return True
 
     def _passes(self, results: Any) -> bool:
@@ -695,33 +732,29 @@ class CompiledPolicy:
         return parsed
 
     def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace, where: str) -> str:
-        if expr is not None:
-            try:
-                value = expr.evaluate(activation)
-                if isinstance(value, str) and value.strip():
-                    if trace:
-                        trace(Trace(self.name, where, expr.source, expr.seen(activation), repr(value)))
-                    return value
-            except CelError:
-                pass  # as the apiserver: a failing messageExpression falls back to message
-        return rule.message or default
+        if expr is None:
+            return rule.message or default
+        try:
+            value = expr.evaluate(activation)
+        except CelError:
+            value = None  # as the apiserver: a failing messageExpression falls back to message
+        if trace and _is_message(value):
+            trace(Trace(self.name, where, expr.source, expr.seen(activation), repr(value)))
+        return _message_text(rule, value, default)
 
     def _validate(self, activation, verdict: Verdict, trace) -> None:
         for i, (rule, expr, message_expr) in enumerate(self.validations):
             where = f"validations[{i}]"
             if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
-            message = self._message(rule, message_expr, activation,
-                                    f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
-            if rule.fieldPath and not message.startswith(rule.fieldPath):
-                message = f"{rule.fieldPath}: {message}"
-            verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
+            message = self._message(rule, message_expr, activation, _failed_expression(expr), trace,
+                                    f"{where}.messageExpression")
+            verdict.denials.append(_denial(self.name, rule, message))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
             if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
-            verdict.warnings.append(self._message(rule, message_expr, activation,
-                                                  f"failed expression: {expr.source.strip()}", trace,
+            verdict.warnings.append(self._message(rule, message_expr, activation, _failed_expression(expr), trace,
                                                   f"{where}.messageExpression"))
         for key, expr in self.audit_annotations:
             value = self._eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
@@ -742,6 +775,27 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+def _failed_expression(expr: Expression) -> str:
+    """A failed rule's message when it has none of its own."""
+    return f"failed expression: {expr.source.strip()}"
+
+
+def _message_text(rule: Any, value: Any, default: str) -> str:
+    """A failed rule's message from its messageExpression's value: the value when it is
+    text that is not blank, else the rule's message (as the apiserver falls back)."""
+    return value if _is_message(value) else rule.message or default
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _denial(policy: str, rule: Any, message: str) -> Denial:
+    if rule.fieldPath and not message.startswith(rule.fieldPath):
+        message = f"{rule.fieldPath}: {message}"
+    return Denial(policy, message, rule.reason, rule.fieldPath)
 
 
 def _is_true(value: Any) -> bool:
