@@ -47,17 +47,38 @@ from webhook import certs  # noqa: E402
 ALLOWED = b'"allowed":true'
 
 
-async def send(port: int, ctx, request: bytes, count: int, connections: int, expect: bytes | None) -> None:
-    async def worker(n: int) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
-        for _ in range(n):
-            writer.write(request)
-            status, body = await sb.read_response(reader)
-            if status != 200 or (expect is not None and expect not in body):
-                raise SystemExit(f"unexpected answer {status}: {body[:300]!r}")
-        writer.close()
+async def _all(coroutines):
+    return await asyncio.gather(*coroutines)
 
-    await asyncio.gather(*(worker(count // connections) for _ in range(connections)))
+
+class Connections:
+    """Keep-alive TLS connections opened once, so that no handshake falls in a count."""
+
+    def __init__(self, port: int, ctx, count: int) -> None:
+        self.port, self.ctx, self.count = port, ctx, count
+        self.loop = uvloop.new_event_loop()
+        self.streams = self.loop.run_until_complete(_all(
+            asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost") for _ in range(count)))
+
+    def send(self, request: bytes, total: int, expect: bytes | None) -> int:
+        """``total`` requests (rounded down to a multiple of the connections), each
+        connection sending its share in turn; the number sent."""
+        each = total // self.count
+
+        async def one(reader, writer) -> None:
+            for _ in range(each):
+                writer.write(request)
+                status, body = await sb.read_response(reader)
+                if status != 200 or (expect is not None and expect not in body):
+                    raise SystemExit(f"unexpected answer {status}: {body[:300]!r}")
+
+        self.loop.run_until_complete(_all(one(r, w) for r, w in self.streams))
+        return each * self.count
+
+    def close(self) -> None:
+        for _, writer in self.streams:
+            writer.close()
+        self.loop.close()
 
 
 def control(*args: str) -> None:
@@ -74,16 +95,16 @@ def instructions(out_prefix: str, pid: int) -> int:
     raise SystemExit(f"no totals in {newest}")
 
 
-def counted(server: subprocess.Popen, out_prefix: str, port: int, ctx, request: bytes, args, expect) -> float:
+def counted(server: subprocess.Popen, out_prefix: str, connections: Connections, request: bytes, args,
+            expect) -> float:
     """Instructions per request of ``server`` answering ``request``."""
-    uvloop.run(send(port, ctx, request, args.warmup, args.connections, expect))  # uninstrumented
+    connections.send(request, args.warmup, expect)  # uninstrumented
     control("-i", "on", str(server.pid))
-    uvloop.run(send(port, ctx, request, args.connections * 4, args.connections, expect))  # its caches, instrumented
+    connections.send(request, connections.count * 4, expect)  # its caches, instrumented
     control("-z", str(server.pid))
-    uvloop.run(send(port, ctx, request, args.requests, args.connections, expect))
+    sent = connections.send(request, args.requests, expect)
     control("-d", str(server.pid))
     control("-i", "off", str(server.pid))
-    sent = args.requests // args.connections * args.connections
     return instructions(out_prefix, server.pid) / sent
 
 
@@ -126,11 +147,13 @@ def main() -> int:
                 up = sb.wait_ready(port, ctx, ready, deadline) if ready else sb.wait_listening(port, ctx, deadline)
                 if up is None:
                     raise SystemExit(f"{name} never started:\n" + sb.log_tail(server))
+                connections = Connections(port, ctx, args.connections)
                 for family, body in bodies.items():
-                    per_request = counted(server, out_prefix, port, ctx, sb.http_request(path, body), args,
+                    per_request = counted(server, out_prefix, connections, sb.http_request(path, body), args,
                                           expect(body))
                     results.setdefault(name, {})[family] = round(per_request)
                     print(f"{name:22s} {family:24s} {per_request:12,.0f} instructions/request", flush=True)
+                connections.close()
             finally:
                 for proc in procs:
                     proc.terminate()
