@@ -9,9 +9,11 @@ as one program::
 
 ``variables.a`` becomes the bound name ``__var_a`` (CEL has no ``cel.bind`` in cel-expr, a
 one-element ``map`` binds the same way). Variables are evaluated eagerly, in order, as the
-per-expression path does. The batch is only a fast path: when it cannot be built (an
-unusual reference to ``variables``, a type the checker rejects) or its evaluation fails, the
-caller runs the expressions one by one, which gives the exact errors and messages.
+per-expression path does. cel-expr's value of the batch is the values that path computes
+one by one, so it decides the stage, failed rules included (``judged_source`` puts a failed
+rule's messageExpression in the program); when the batch cannot be built (an unusual
+reference to ``variables``, a type the checker rejects) or its evaluation fails, the caller
+runs the expressions one by one, which gives the exact errors and messages.
 
 Variables computed before the program (``given``: those that read only cluster state, see
 ``compiled``) stay ``variables.<name>`` and are read from the activation.

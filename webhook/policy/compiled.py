@@ -524,7 +524,7 @@ class CompiledPolicy:
     def _run_batch(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:
         """The stage in one engine call: True when it decided the stage, False when a
         matchCondition is not true, None when the per-expression path must run (no batch, an
-        error, or a rule that failed: that path writes the exact error or message)."""
+        error, an answer of another shape: that path writes the exact error or message)."""
         batch = self._batch(mutating)
         if batch is None:
             return None
@@ -549,28 +549,23 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
-        if not self._passes(results):  # cel-expr's answer (``accept`` only checks the native one's)
-            return self._judged_by_batch(results, verdict)
-        if self.audit_annotations:
-            judged = len(self.validations) + len(self.warnings)
-            for (key, _), value in zip(self.audit_annotations, results[judged:]):
-                if value is not None:
-                    verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
-        return True
+        return self._judged_by_batch(results, verdict)
 
     def _judged_by_batch(self, results: list[Any], verdict: Verdict) -> bool | None:
-        """The validating stage from cel-expr's answer when a rule is not true: each rule's
-        value (and a failed one's messageExpression, see ``judged_source``) is the one the
-        per-expression path would compute, so the denials and warnings are written here as
-        there. None (that path runs) for any answer of another shape: a rule that is neither
-        true nor false, an audit annotation that is not text."""
+        """The validating stage from the batch's answer: every rule true (the only native
+        answer taken), or cel-expr's, whose values (a failed rule's messageExpression too,
+        see ``judged_source``) are the ones the per-expression path computes, so the denials
+        and warnings are written here as there. None (that path runs) for an answer of any
+        other shape: a rule neither true nor false, an audit annotation that is not text."""
         if len(results) != self._answers:
             return None
         denials: list[Denial] = []
         warnings: list[str] = []
-        for i, ((rule, expr, message_expr), value) in enumerate(zip(self.validations + self.warnings, results)):
+        validations = len(self.validations)
+        for i, value in enumerate(results[:self._judged]):
             if value is True:
                 continue
+            rule, expr, message_expr = self.validations[i] if i < validations else self.warnings[i - validations]
             if message_expr is None:
                 if value is not False:
                     return None
@@ -579,7 +574,7 @@ class CompiledPolicy:
                 message = _message_text(rule, value[0], _failed_expression(expr))
             else:
                 return None
-            if i < len(self.validations):
+            if i < validations:
                 denials.append(_denial(self.name, rule, message))
             else:
                 warnings.append(message)
