@@ -549,14 +549,18 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
+        if self._passes(results):  # every rule true: the common answer (and the only native one taken)
+            if self.audit_annotations:
+                self._annotate(results, verdict)
+            return True
         return self._judged_by_batch(results, verdict)
 
     def _judged_by_batch(self, results: list[Any], verdict: Verdict) -> bool | None:
-        """The validating stage from the batch's answer: every rule true (the only native
-        answer taken), or cel-expr's, whose values (a failed rule's messageExpression too,
-        see ``judged_source``) are the ones the per-expression path computes, so the denials
-        and warnings are written here as there. None (that path runs) for an answer of any
-        other shape: a rule neither true nor false, an audit annotation that is not text."""
+        """The validating stage from cel-expr's answer when a rule is not true: its values (a
+        failed rule's messageExpression too, see ``judged_source``) are the ones the
+        per-expression path computes, so the denials and warnings are written here as there.
+        None (that path runs) for an answer of any other shape: a rule neither true nor
+        false, an audit annotation that is not text."""
         if len(results) != self._answers:
             return None
         denials: list[Denial] = []
@@ -578,16 +582,18 @@ class CompiledPolicy:
                 denials.append(_denial(self.name, rule, message))
             else:
                 warnings.append(message)
-        annotations = {}
-        for (key, _), value in zip(self.audit_annotations, results[self._judged:]):
-            if value is not None and type(value) is not str:
-                return None
-            if value is not None:
-                annotations[f"{self.name}/{key}"] = value
+        if any(value is not None and type(value) is not str for value in results[self._judged:]):
+            return None
         verdict.denials += denials
         verdict.warnings += warnings
-        verdict.audit_annotations.update(annotations)
+        self._annotate(results, verdict)
         return True
+
+    def _annotate(self, results: list[Any], verdict: Verdict) -> None:
+        """The audit annotations of a validating batch's answer (text or null, as checked)."""
+        for (key, _), value in zip(self.audit_annotations, results[self._judged:]):
+            if value is not None:
+                verdict.audit_annotations[f"{self.name}/{key}"] = value
 
     def _passes(self, results: Any) -> bool:
         """The validating batch's common answers: a matchCondition not true (``[]``), or every
