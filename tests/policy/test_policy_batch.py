@@ -13,7 +13,8 @@ from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
 from webhook.state import FileState
-from webhook.policy.batch import batch_source, bind_variables
+from webhook.cel.cel_expr import CelExprProgram
+from webhook.policy.batch import batch_source, bind_variables, request_fields_read
 
 from tests.support.policy import chain, request
 from tests.support.paths import POLICY_SUITES
@@ -219,3 +220,64 @@ def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monk
     else:
         assert allowed and status is None
     assert warnings == (["engine W is deprecated: V"] if engine == "W" else [])
+
+
+@pytest.mark.parametrize("source, fields", [
+    ("request.kind.version in ['v1alpha1'] ? [request.kind.kind] : []", {"kind"}),
+    ("request.userInfo.username == 'x' && request.?dryRun.orValue(false)", {"userInfo", "dryRun"}),
+    ("request['kind'].version == 'v1'", None),          # not a field selection
+    ("request.kind.kind == object.kind", None),         # reads the object too
+    ("size(variables.names) > 0 && request.name == ''", None),  # a variable given from outside
+    ("'request' + request.name", None),                 # the literal counts: never less than the reads
+    ("[request].map(r, r.uid)", None),
+])
+def test_the_request_fields_a_batch_reads(source, fields):
+    assert request_fields_read(source) == (frozenset(fields) if fields is not None else None)
+
+
+REQUEST_ONLY_POLICY = """\
+apiVersion: policy.infergate.io/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: by-version}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+  variables:
+    - name: version
+      expression: "request.kind.version"
+  validations:
+    - expression: "request.userInfo.username != 'mallory'"
+      messageExpression: "request.userInfo.username + ' may not write models'"
+  warnings:
+    - expression: "variables.version != 'v1beta1'"
+      messageExpression: "'Model ' + variables.version + ' is deprecated'"
+"""
+
+
+def test_a_batch_reading_only_request_fields_is_answered_once_per_their_values(tmp_path, monkeypatch):
+    """The batch's answer is a function of the request fields it reads: kept per their
+    values, it is evaluated again only for values not seen, and the answers stay those of
+    the expressions one by one."""
+    (tmp_path / "p.yaml").write_text(REQUEST_ONLY_POLICY)
+    policies = PolicySet.load(tmp_path, builtin=False)
+    c = chain(FileState(None, objects=[]), policies, schema=False)
+    evaluated = []
+    original = CelExprProgram.evaluate
+    monkeypatch.setattr(CelExprProgram, "evaluate",
+                        lambda self, *args, **kw: evaluated.append(self.expression) or original(self, *args, **kw))
+
+    def answer(version: str, user: str, *, explain: bool = False):
+        obj = _model("vllm") | {"apiVersion": f"kubeai.org/{version}"}
+        result = c.admit(request(obj, namespace="team", username=user), mutating=False, explain=explain)
+        return result.allowed, result.status and result.status["message"], result.warnings
+
+    assert answer("v1", "alice") == (True, None, [])
+    assert len(evaluated) == 1
+    assert answer("v1", "alice") == (True, None, []) and len(evaluated) == 1  # kept
+    deprecated = answer("v1beta1", "alice")
+    assert deprecated == (True, None, ["Model v1beta1 is deprecated"]) and len(evaluated) == 2
+    refused = answer("v1", "mallory")
+    assert refused[0] is False and "mallory may not write models" in refused[1] and len(evaluated) == 3
+    assert answer("v1beta1", "alice") == deprecated and answer("v1", "mallory") == refused and len(evaluated) == 3
+    for version, user in [("v1", "alice"), ("v1beta1", "alice"), ("v1", "mallory")]:
+        assert answer(version, user) == answer(version, user, explain=True)

@@ -99,6 +99,24 @@ def judged_source(rule: str, message: str | None) -> str:
     return f"({rule}) ? dyn(true) : dyn([dyn({message})])"
 
 
+# a root variable of the policy language, and the field selected from it (if any)
+_READ = re.compile(r"(?<![.\w])(object|oldObject|params|namespaceObject|request|lookups|variables)\b"
+                   r"(?:\s*\.\??(?P<field>[A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def request_fields_read(source: str) -> frozenset[str] | None:
+    """The fields of ``request`` a batch reads, when it reads nothing else: its value is then
+    a function of those fields' values alone (CEL has no other input). None when it reads
+    another variable, or ``request`` any other way than by selecting a field. Read on the
+    source: a name inside a string literal counts too, which can only give None."""
+    fields = set()
+    for match in _READ.finditer(source):
+        if match.group(1) != "request" or match.group("field") is None:
+            return None
+        fields.add(match.group("field"))
+    return frozenset(fields)
+
+
 def list_source(sources: Iterable[str]) -> str:
     """A list of the expressions' values (of mixed types: each one ``dyn``)."""
     return "[" + ", ".join(f"dyn({s})" for s in sources) + "]"

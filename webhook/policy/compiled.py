@@ -9,12 +9,13 @@ import re
 from typing import Any, Callable, Mapping
 
 import jsonpatch
+import orjson
 
 from webhook import documents
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, list_selected, review_lookups
-from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source
+from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -203,6 +204,7 @@ class CompiledPolicy:
         self._judged = len(self.validations) + len(self.warnings)  # a validating batch's answers: these, ...
         self._answers = self._judged + len(self.audit_annotations)  # ... then the audit annotations'
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
+        self._answers_by_key: dict[bytes, list[Any]] = {}  # ``_answer_key`` -> the validating batch's answer
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -532,14 +534,21 @@ class CompiledPolicy:
         if prepared is None:
             return None
         accept = _is_list if mutating else self._passes  # patches are used as they are
-        try:
-            if self._shares():
-                bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
-                results = batch.program.evaluate(bindings, accept=accept)
-            else:
-                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
-        except CelError:
-            return None
+        key = None if mutating else self._answer_key(batch, inp.request)
+        results = self._answers_by_key.get(key) if key is not None else None
+        if results is None:
+            try:
+                if self._shares():
+                    bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
+                    results = batch.program.evaluate(bindings, accept=accept)
+                else:
+                    results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
+            except CelError:
+                return None
+            if key is not None and type(results) is list:
+                if len(self._answers_by_key) >= _ANSWERS_KEPT:
+                    self._answers_by_key.clear()
+                self._answers_by_key[key] = results
         if not isinstance(results, list):
             return None
         if not results:
@@ -554,6 +563,21 @@ class CompiledPolicy:
                 self._annotate(results, verdict)
             return True
         return self._judged_by_batch(results, verdict)
+
+    def _answer_key(self, batch: Expression, request: Mapping[str, Any]) -> bytes | None:
+        """For a validating batch that reads only fields of ``request`` (a warning about an
+        API version, a check of the user), those fields' values: the same values give the
+        same answer, kept (``_answers_by_key``) instead of evaluated again. None for any
+        other batch."""
+        fields = self._batches.get("request fields")
+        if fields is None:
+            fields = self._batches["request fields"] = request_fields_read(batch.source) or ()
+        if not fields:
+            return None
+        try:
+            return orjson.dumps([request.get(name) for name in fields], option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # (the request view holds JSON values only)
+            return None
 
     def _judged_by_batch(self, results: list[Any], verdict: Verdict) -> bool | None:
         """The validating stage from cel-expr's answer when a rule is not true: its values (a
@@ -776,6 +800,9 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+_ANSWERS_KEPT = 256  # per policy: the distinct request values (kinds, versions, users) seen recently
 
 
 def _failed_expression(expr: Expression) -> str:
