@@ -81,7 +81,7 @@ class BatchPlan:
         self.root = root
         self.update = update
         self.reads_old = reads_old
-        self.native_only = native_only  # it batches measured rules: only its native route answers
+        self.native_only = native_only  # it holds rules whose bound measures their values: native only
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
         self.reach = reach           # ids of the schema nodes the walk visits for them
         self.select = compile_select(root)  # ``select_walk`` as generated Python
@@ -512,8 +512,11 @@ class _Builder:
         cost = getattr(rule.program, "cost", None)
         if cost is None:
             return None  # a program that does not describe its bound (cel-python's)
-        if cost.needs_measure if not self.native else getattr(rule.program, "native", None) is None:
-            return None  # (see ``build_plan``)
+        if self.native:
+            if getattr(rule.program, "native", None) is None:
+                return None  # the native plan holds only what the native route translates
+        elif cost.needs_measure:
+            return None  # its bound measures its values: only the native plan holds it
         if rule.uses_old_self and self.update and old is None:
             return None  # below a list or map: the walk correlates old items
         if self.update:
