@@ -10,10 +10,9 @@ import pytest
 import yaml
 
 import webhook.schema.celrules as celrules
-from webhook import resources
 from webhook.cel.ladder import ALL
 from webhook.offline.cases import load_suite
-from webhook.schema import CRDRegistry
+from webhook.schema import CRDRegistry, bundled
 from webhook.schema.celbatch import respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema
 
@@ -54,29 +53,52 @@ def test_respelling_replaces_only_the_free_variables():
     assert respell("self.l.all(self, self > 0)", names) is None  # rebinds self: stays on the walk
 
 
-def test_shipped_crds_batch_every_rule():
-    """A regex on list items included (`self.matches(...)` on each allowed namespace): alone, its
-    pattern is matched before the evaluation; in the batch the native program (or the engine's
-    own `matches`) does it, with no Python call inside the engine. (infergate's own CRDs and the
-    earlier versions: the current upstream ones have rules of nested comprehensions over list
-    items, which the batch leaves to the walk.)"""
-    registry = CRDRegistry.load([resources.crds_dir(), resources.data_dir("legacy_crds")])
-    left: dict[str, list[str]] = {}
-    for (_, kind), served in registry._served.items():
-        for update in (False, True):
-            plan = build_plan(served.schema, update=update)
-            if served.cel is None:
-                assert plan is None
-                continue
-            assert plan is not None, kind
-            assert plan.program.python_calls == 0, kind
-            left.setdefault(kind, [])
-            left[kind] += [rule.rule for rules in plan.remaining.values() for rule in rules.rules]
-    assert {kind: rules for kind, rules in left.items() if rules} == {}
+def test_bundled_crds_batch_every_rule():
+    """Every bundled CRD, both KubeAI Model CRDs. A regex on list items included
+    (`self.matches(...)` on each allowed namespace): alone, its pattern is matched before the
+    evaluation; in the batch the native program (or the engine's own `matches`) does it, with no
+    Python call inside the engine. Rules whose runtime bound measures their values included too
+    (nested comprehensions over list items: KubeAI's unique file paths, GIE's unique port
+    numbers, Gateway API's parentRefs; Gateway API's filters counted with `filter`): their
+    programs answer on the native route only, so a rule it does not translate stays on the
+    walk (Gateway API's timeouts, compared as `duration()`s)."""
+    left: dict[str, set[str]] = {}
+    native_only: set[tuple[str, str, str]] = set()
+    for choice in bundled.KUBEAI_CRDS:
+        for (api_version, kind), served in CRDRegistry.shipped(choice)._served.items():
+            for update in (False, True):
+                plan = build_plan(served.schema, update=update)
+                if served.cel is None:
+                    assert plan is None
+                    continue
+                assert plan is not None, (choice, kind)
+                assert plan.program.python_calls == 0, (choice, kind)
+                for rules in plan.remaining.values():
+                    left.setdefault(kind, set()).update(rule.rule for rule in rules.rules)
+                if plan.native_only:
+                    native_only.add((choice, kind, api_version))
+                    assert plan.program.native is not None
+    assert left == {"HTTPRoute": {"!(has(self.request) && has(self.backendRequest) && duration(self.request) != "
+                                  "duration('0s') && duration(self.backendRequest) > duration(self.request))"}}
+    nested = {("HTTPRoute", "gateway.networking.k8s.io/v1"), ("HTTPRoute", "gateway.networking.k8s.io/v1beta1"),
+              ("InferencePool", "inference.networking.k8s.io/v1")}
+    assert native_only == {(choice, *kind) for choice in bundled.KUBEAI_CRDS for kind in nested} | {
+        ("v0.23", "Model", "kubeai.org/v1")}
+    # without the native route, the plan of the other rules: they stay on the walk
+    served = CRDRegistry.shipped("v0.23").served("kubeai.org/v1", "Model")
+    plan = build_plan(served.schema, update=False, native=False)
+    assert not plan.native_only
+    assert [rule.rule for rules in plan.remaining.values() for rule in rules.rules] == [
+        "!has(self.files) || self.files.size() <= 1 || !self.files.exists(f, self.files.filter(other, "
+        "other.path == f.path).size() > 1)"]
+
+
+# and the suites whose CRDs hold rules of nested comprehensions (batched on the native route)
+NESTED_LOOP_SUITES = ("kubeai-model-v0.23.yaml", "gie-inferencepool-v1.yaml")
 
 
 def test_recorded_cases_answer_the_same_batched(fast_paths):
-    suites = [load_suite(CASES / name) for name in OBJECT_SUITES]
+    suites = [load_suite(CASES / name) for name in OBJECT_SUITES + NESTED_LOOP_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
     registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, routes=routes) for routes in (WALK, ALL)}
@@ -91,7 +113,7 @@ def test_recorded_cases_answer_the_same_batched(fast_paths):
 def test_example_manifests_answer_the_same_batched(fast_paths):
     registry = CRDRegistry.shipped()
     registries = {routes: CRDRegistry(registry.crds, routes=routes) for routes in (WALK, ALL)}
-    objects, valid = [], 0
+    objects, valid = [], 0  # the valid ones first
     for folder in ("valid", "invalid"):
         for path in sorted((MANIFESTS / folder).glob("*.yaml")):
             found = [doc for doc in yaml.safe_load_all(path.read_text())
@@ -99,13 +121,19 @@ def test_example_manifests_answer_the_same_batched(fast_paths):
             objects += found
             valid += len(found) if folder == "valid" else 0
     assert objects
-    for obj in objects:
+    answered = 0
+    for i, obj in enumerate(objects):
         for data in ({"operation": "CREATE", "object": obj},
                      {"operation": "UPDATE", "object": obj, "old": obj}):
+            before = fast_paths["batched"]
             walked, batched = _both_ways(lambda routes: recorded_outcome(registries[routes], data))
-            assert batched == walked, (obj["kind"], obj["metadata"].get("name"), data["operation"])
-    # every valid object (with rules), both operations; invalid ones where their broken rule is not a CEL rule
-    assert fast_paths["batched"] >= 2 * (valid - 1)  # (one valid kind, InferencePool, has no rules)
+            where = (obj["kind"], obj["metadata"].get("name"), data["operation"])
+            assert batched == walked, where
+            # the batch answers every valid object whose kind has rules, both operations
+            if i < valid and registry.served(obj["apiVersion"], obj["kind"]).cel is not None:
+                assert fast_paths["batched"] == before + 1, where
+                answered += 1
+    assert answered >= 20
 
 
 def _vectors():
@@ -161,3 +189,91 @@ def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value():
     assert walked == (['c: Invalid value: "object": invalid data, expected int, got float64 evaluating rule: '
                        'self.n >= 0'], [])
     assert _both_ways(lambda routes: run({"c": {"n": 3}}, routes)) == (([], []), ([], []))
+
+
+# Rules whose runtime bound measures their values (nested loops, lists built in a loop), batched
+# on the native route only: true, false, a runtime error and past the per-call limits, each
+# replayed with every route, without the batch, without the native route (the batch then holds
+# the other rules), and with neither.
+ROUTE_SETS = {"all": ALL, "walk": WALK, "no native": ALL.without("native"),
+              "walk, no native": WALK.without("native")}
+UNIQUE_PATHS = "spec: Invalid value: All file paths must be unique."
+
+
+def _model(files, **spec):
+    return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "default"},
+            "spec": {"features": ["TextGeneration"], "url": "hf://org/model", "engine": "VLLM",
+                     "resourceProfile": "nvidia-gpu-l4:1", "files": files, **spec}}
+
+
+def _answers(registries, operation, obj, old, fast_paths):
+    """{routes: outcome}, and the route sets whose batch answered."""
+    outcomes, answered = {}, set()
+    for label, registry in registries.items():
+        before = fast_paths["batched"]
+        outcomes[label] = recorded_outcome(registry, {"operation": operation, "object": obj, "old": old})
+        if fast_paths["batched"] > before:
+            answered.add(label)
+    assert all(outcome == outcomes["walk"] for outcome in outcomes.values()), (obj, old)
+    return outcomes["walk"], answered
+
+
+ALL_BATCHED, OTHERS_BATCHED, NONE_BATCHED = {"all", "no native"}, {"no native"}, set()
+
+
+@pytest.mark.parametrize("operation, files, old_files, errors, warnings, answered", [
+    ("CREATE", [f"/f{i}" for i in range(10)], None, [], [], ALL_BATCHED),
+    ("CREATE", ["/a"], None, [], [], ALL_BATCHED),
+    ("CREATE", ["/a", "/b", "/a"], None, [UNIQUE_PATHS], [], OTHERS_BATCHED),
+    ("CREATE", ["/a", "/b", "/a", "c"], None, [
+        "spec.files[3].path: Invalid value: \"c\": Path must be an absolute path, starting with /, and must not "
+        "contain a ':' character.", UNIQUE_PATHS], [], NONE_BATCHED),
+    ("CREATE", [f"/f{i}" for i in range(11)], None, ["spec.files: Too many: 11: must have at most 10 items",
+                                                    "<nil>: Invalid value: null: some validation rules were not "
+                                                    "checked because the object was invalid; correct the existing "
+                                                    "errors to complete validation"], [], NONE_BATCHED),
+    ("UPDATE", ["/a", "/b", "/a"], ["/a", "/b", "/a"], [], [UNIQUE_PATHS], OTHERS_BATCHED),  # spec unchanged: ratcheted
+    ("UPDATE", ["/a", "/b", "/a"], ["/a", "/b"], [UNIQUE_PATHS], [], OTHERS_BATCHED),
+    ("UPDATE", ["/a", "/b"], ["/a", "/a"], [], [], ALL_BATCHED),
+])
+def test_kubeai_unique_file_paths_batched_only_when_true(operation, files, old_files, errors, warnings, answered,
+                                                         fast_paths):
+    shipped = CRDRegistry.shipped("v0.23")
+    registries = {label: CRDRegistry(shipped.crds, routes=routes) for label, routes in ROUTE_SETS.items()}
+    obj = _model([{"path": path, "content": "x"} for path in files], minReplicas=1)
+    old = None if old_files is None else _model([{"path": path, "content": "x"} for path in old_files], minReplicas=1)
+    outcome, batched = _answers(registries, operation, obj, old, fast_paths)
+    assert (sorted(outcome["errors"]), outcome["warnings"]) == (sorted(errors), warnings)
+    assert batched == answered
+
+
+@pytest.mark.parametrize("rule, values", [
+    # true; false; a missing field (no such key) on some items
+    ("self.l.all(x, self.l.exists_one(y, x.n == y.n))", ([{"n": 1}, {"n": 2}], [{"n": 1}, {"n": 1}],
+                                                        [{"n": 1}, {"s": "a"}])),
+    # a list built in a loop, then counted (``filter``)
+    ("self.l.filter(x, x.n > 0).size() <= 2", ([{"n": 1}, {"n": -1}, {"n": 2}], [{"n": 1}] * 3,
+                                              [{"n": 1}, {"s": "a"}])),
+    # a division by zero in one pair only
+    ("self.l.all(x, self.l.all(y, x.n / y.n >= 0))", ([{"n": 1}, {"n": 2}], [{"n": 1}, {"n": -2}],
+                                                     [{"n": 1}, {"n": 0}])),
+    # three nested loops: false, and over 30 items past cel-cpp's 10,000 iterations (and the native count)
+    ("self.l.all(x, self.l.all(y, self.l.all(z, x.n + y.n + z.n >= 0)))", ([{"n": 1}] * 3, [{"n": -5}] * 3,
+                                                                          [{"n": 1}] * 30)),
+])
+def test_nested_loop_rules_defer_unless_true(rule, values, fast_paths):
+    """The batch answers the true value alone; the false one and the error or cost overrun are
+    the walk's, with every route as without the batch (the other rule, batched without the
+    native route, holds each time)."""
+    from tests.schema.helpers import crd, thing
+
+    items = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
+    spec = {"type": "object", "properties": {"l": {"type": "array", "items": items}, "tag": {"type": "string"}},
+            "x-kubernetes-validations": [{"rule": "self.tag != ''"}, {"rule": rule}]}
+    registries = {label: CRDRegistry([crd(spec)], routes=routes) for label, routes in ROUTE_SETS.items()}
+    (valid, valid_batched), *failing = [_answers(registries, "CREATE", thing({"l": value, "tag": "t"}), None,
+                                                 fast_paths) for value in values]
+    assert valid["allowed"] and valid_batched == ALL_BATCHED
+    for outcome, batched in failing:
+        assert not outcome["allowed"] and outcome["errors"], outcome
+        assert batched == OTHERS_BATCHED

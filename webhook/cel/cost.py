@@ -159,25 +159,25 @@ class _KnownSizes:
 
 def _path_size(activation: Mapping[str, Any], path: tuple[str, ...]) -> int:
     """The largest size (characters, bytes, entries) among the values at ``path``."""
-    values = [activation.get(path[0])]
+    values: Any = (activation.get(path[0]),)
     for name in path[1:]:
-        found: list[Any] = []
-        for value in values:
-            if name in ("@items", "@values"):
-                if isinstance(value, dict):
-                    found.extend(value.values())
-                elif isinstance(value, list):
-                    found.extend(value)
-            elif name == "@keys":
-                if isinstance(value, dict):
-                    found.extend(value)
-            elif name == "@indices":
-                if isinstance(value, list):
-                    found.extend(range(len(value)))
-            elif isinstance(value, dict) and name in value:
-                found.append(value[name])
-        values = found
-    return max((len(v) for v in values if isinstance(v, (str, bytes, list, dict))), default=0)
+        if name == "@items" or name == "@values":
+            values = [item for value in values if isinstance(value, (dict, list))
+                      for item in (value.values() if isinstance(value, dict) else value)]
+        elif name == "@keys":
+            values = [key for value in values if isinstance(value, dict) for key in value]
+        elif name == "@indices":
+            return 0  # indices are ints: no size
+        else:
+            values = [value[name] for value in values if isinstance(value, dict) and name in value]
+    largest = 0
+    for value in values:
+        if isinstance(value, _SIZED) and len(value) > largest:
+            largest = len(value)
+    return largest
+
+
+_SIZED = (str, bytes, list, dict)
 
 
 class TypeSizeEstimator:

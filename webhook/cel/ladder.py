@@ -13,7 +13,8 @@ vectors with each route off in turn).
     CelValidator.validate(object, old)                     webhook/schema/celrules.py
      │
      ├─ 1. object batch ── every batchable rule of the object as ONE program over the root
-     │       │             (webhook/schema/celbatch.py); true → only the rules it left out are walked
+     │       │             (webhook/schema/celbatch.py); true → only the rules it left out are walked;
+     │       │             with rules of nested loops, true from its native program (a) only
      │       └─ anything else ─┐
      ▼                         ▼
      2. walk ── node by node as the apiserver walks (celrules), each node's rules one by
@@ -78,7 +79,8 @@ class Route:
 
 LADDER: tuple[Route, ...] = (
     Route("object batch", "object_batch", "webhook/schema/celbatch.py",
-          "a schema with batchable rules, the object's rules all true, budget not at stake",
+          "a schema with batchable rules, the object's rules all true, budget not at stake "
+          "(rules whose bound measures their values: on the program's native route only)",
           "surely true (the walk then runs only the rules it left out)"),
     Route("walk", None, "webhook/schema/celrules.py, webhook/cel/crd.py",
           "always, when the object batch did not answer; rule by rule at each node",

@@ -18,10 +18,16 @@ it is ``true``, the walk would report nothing for the batched rules, so the answ
 walk's over the other rules, provided the walk's cost budget would not run out: the batched
 rules are charged here at least what the walk charges them (their worst case, or their
 estimate over the values for the costliest), and an object those charges leave no budget
-for takes the walk. Rules whose runtime bound measures the values they see (nested loops)
-stay on the walk, so the program's bound can only be stricter than theirs (so do programs that
-do not describe their bound: the cel-python backend's, which then never batches). The activation
-holds only what the program reads (``select_walk``). A rule the program cannot hold unchanged (a
+for takes the walk. A rule whose runtime bound measures the values it sees (nested loops,
+lists built in a loop) is batched too, in a program that answers on its native route only:
+that route counts the program's own work as it runs (every rule's, against one per-call limit
+and one iteration budget, so never less than the walk counts for any of them), where
+cel-expr's bound would measure the batch's values, which are not the walk's (a rule left to
+the walk reads other properties of the node). Such a program holds only rules the native
+route translates (the others stay on the walk); where it cannot be native, or without the
+native route, the batch is the other rules' and the walk runs those. Programs that do not
+describe their bound (the cel-python backend's) never batch. The activation holds only what
+the program reads (``select_walk``). A rule the program cannot hold unchanged (a
 name clash, a library call that would no longer be computed before the evaluation) stays on
 the walk, which then runs for such rules alone.
 """
@@ -67,14 +73,15 @@ class _Site:
 class BatchPlan:
     """One schema's rules as one program, for CREATE (no old object) or UPDATE."""
 
-    __slots__ = ("program", "root", "update", "reads_old", "remaining", "reach", "select")
+    __slots__ = ("program", "root", "update", "reads_old", "native_only", "remaining", "reach", "select")
 
-    def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool,
+    def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool, native_only: bool,
                  remaining: dict[int, NodeRules], reach: frozenset[int]) -> None:
         self.program = program
         self.root = root
         self.update = update
         self.reads_old = reads_old
+        self.native_only = native_only  # it holds rules whose bound measures their values: native only
         self.remaining = remaining   # id(schema node) -> its rules the program leaves to the walk
         self.reach = reach           # ids of the schema nodes the walk visits for them
         self.select = compile_select(root)  # ``select_walk`` as generated Python
@@ -89,8 +96,11 @@ class BatchPlan:
             if charged is None:
                 return None
             activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
-            holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
-                                          routes=routes) is True
+            if self.native_only:
+                holds = routes.native and self.program.native(activation, PER_CALL_LIMIT) is True
+            else:
+                holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
+                                              routes=routes) is True
             return charged if holds else None
         except Exception:  # invalid data, a runtime error, an engine fault: the walk answers as it does
             return None
@@ -358,24 +368,36 @@ def _charge(site: _Site, value: Any, old: Any) -> int | None:
     return total
 
 
-def build_plan(root: Node, *, update: bool) -> BatchPlan | None:
+def build_plan(root: Node, *, update: bool, native: bool = True) -> BatchPlan | None:
     """The program for a schema, or None when nothing can be batched (or a node's rules do not
-    compile: the walk reports that)."""
+    compile: the walk reports that).
+
+    Where some rules' runtime bound measures their values, first (``native``: when the native
+    route runs) the native plan: those rules with every other rule the native route translates
+    (the rest stay on the walk), answering on that route only; when it holds no such rule or
+    its program is not native, the plan of every rule but those."""
     decl = decl_type(root.raw, is_root=True, name="batch")
     if decl is None or not root.has_rules:
         return None
-    builder = _Builder(update)
+    plan = _plan(root, decl, update, native=True) if native else None
+    return plan if plan is not None else _plan(root, decl, update, native=False)
+
+
+def _plan(root: Node, decl: DeclType, update: bool, *, native: bool) -> BatchPlan | None:
+    builder = _Builder(update, native)
     try:
         site = builder.site(root, decl, "", True, "self", "oldSelf" if update else None, "true" if update else None)
     except Exception:  # a node whose rules the apiserver would reject: the walk reports it
         return None
-    if site is None or not builder.sources:
+    if site is None or not builder.sources or (native and not builder.measures):
         return None
     program = compile_program(" && ".join(builder.sources))
     if program is None or _python_work(program) != builder.python_work:
         return None
-    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, remaining=builder.remaining,
-                     reach=frozenset(_reach(root, builder.remaining)))
+    if native and getattr(program, "native", None) is None:
+        return None
+    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, native_only=native,
+                     remaining=builder.remaining, reach=frozenset(_reach(root, builder.remaining)))
 
 
 def _reach(node: Node, remaining: Mapping[int, Any]) -> set[int]:
@@ -397,8 +419,12 @@ def _python_work(program: Any) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, update: bool) -> None:
+    def __init__(self, update: bool, native: bool) -> None:
         self.update = update
+        # native: the rules whose bound measures their values batch, the rules the native
+        # route does not translate stay on the walk (else the other way round)
+        self.native = native
+        self.measures = False         # whether a rule whose bound measures its values batched
         self.remaining: dict[int, NodeRules] = {}
         self.sources: list[str] = []
         self.python_work = (0, 0)
@@ -484,8 +510,13 @@ class _Builder:
         if decl is None or not here or rule.source is None or _VAR in rule.source:
             return None
         cost = getattr(rule.program, "cost", None)
-        if cost is None or cost.needs_measure:
-            return None  # its runtime bound measures what it sees: a batch sees other values
+        if cost is None:
+            return None  # a program that does not describe its bound (cel-python's)
+        if self.native:
+            if getattr(rule.program, "native", None) is None:
+                return None  # the native plan holds only what the native route translates
+        elif cost.needs_measure:
+            return None  # its bound measures its values: only the native plan holds it
         if rule.uses_old_self and self.update and old is None:
             return None  # below a list or map: the walk correlates old items
         if self.update:
@@ -511,6 +542,7 @@ class _Builder:
         if work[1] and self.python_work[1] + work[1] > len(HOIST_VARIABLES):
             return None  # one program computes this many calls before its evaluation at most
         self.python_work = (self.python_work[0] + work[0], self.python_work[1] + work[1])
+        self.measures = self.measures or cost.needs_measure
         return source
 
 

@@ -97,7 +97,7 @@ class CelValidator:
             from webhook.schema.celbatch import build_plan  # (late, as ``_cel``: it loads the CEL layer)
 
             try:
-                plan = build_plan(self.root, update=update)
+                plan = build_plan(self.root, update=update, native=self.routes.native)
             except Exception:  # an engine fault while planning: the walk alone answers
                 plan = None
             self._plans[update] = plan
