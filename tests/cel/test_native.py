@@ -127,7 +127,9 @@ def test_shipped_policy_suites_and_examples(recorded):
         for case in model.cases:
             suite.chain.run(build_request(suite.registry, model, case))
     assert len(recorded) >= 100
-    assert _check_all(recorded) >= 400
+    # nearly every evaluation answered natively (not all gave up); a batch reading only
+    # request fields is evaluated once per their values, so fewer evaluations are seen
+    assert _check_all(recorded) >= 0.95 * len(recorded)
 
 
 def test_kubernetes_library_vectors(recorded):
