@@ -9,7 +9,8 @@ on only around the counted requests, so start-up runs at valgrind's plain speed)
 and with ``--before DIR`` the same for another checkout's code (``--workload before``:
 this tree serving the before tree's workload, as in ``server_bench.py``).
 
-Every review is judged on the event loop (``--workers 0``): under valgrind a review takes
+Each server is left to finish what it starts once ready (its CPU time idle for 2 s) before
+the first count. Every review is judged on the event loop (``--workers 0``): under valgrind a review takes
 far longer than the placement's bound, and the worker pool would count thread hops the
 real server does not make. The load is ``--connections`` keep-alive connections, as in
 ``server_bench.py``; per family, uncounted warm-up reviews come first.
@@ -81,6 +82,20 @@ class Connections:
         self.loop.close()
 
 
+def settle(pid: int, deadline: float, quiet: float = 2.0) -> None:
+    """Wait until process ``pid`` has used no CPU for ``quiet`` seconds: work a server
+    starts after it is ready (the cel-python fallback warmed up in a thread) must not fall
+    in a count."""
+    last, since = sb.cpu_seconds(pid), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = sb.cpu_seconds(pid)
+        if now is None or now - last > 0.02:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+
+
 def control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], check=True, capture_output=True)
 
@@ -147,6 +162,7 @@ def main() -> int:
                 up = sb.wait_ready(port, ctx, ready, deadline) if ready else sb.wait_listening(port, ctx, deadline)
                 if up is None:
                     raise SystemExit(f"{name} never started:\n" + sb.log_tail(server))
+                settle(server.pid, deadline)
                 connections = Connections(port, ctx, args.connections)
                 for family, body in bodies.items():
                     per_request = counted(server, out_prefix, connections, sb.http_request(path, body), args,
