@@ -139,6 +139,8 @@ def main() -> int:
         print("server_instructions: valgrind (callgrind) is not installed", file=sys.stderr)
         return 2
 
+    # the same string hashes in every server: dict probes, and so instructions, repeat run to run
+    os.environ["PYTHONHASHSEED"] = "0"
     trees = {"after": sb.REPO} | ({"before": args.before.resolve()} if args.before else {})
     results: dict = {"requests": args.requests, "connections": args.connections, "workload": args.workload,
                      "trees": {name: str(tree) for name, tree in trees.items()}}
