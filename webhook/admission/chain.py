@@ -159,7 +159,7 @@ class AdmissionChain:
         """The validating webhook's answer to ``request`` carrying ``obj``."""
         traces: list[Trace] = []
         warnings: list[str] = []
-        registry = self._schemas()
+        registry = self.registry.current() if self.registry is not None else None
         if schema and request.operation in _JUDGED and obj is not None and _serves(registry, obj):
             # the apiserver's schema and CRD rules, as it ran them before calling us (a kind or
             # version no CRD serves is the apiserver's to refuse: no schema judgement here)

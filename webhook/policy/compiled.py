@@ -205,6 +205,7 @@ class CompiledPolicy:
         self._answers = self._judged + len(self.audit_annotations)  # ... then the audit annotations'
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
         self._answers_by_key: dict[bytes, list[Any]] = {}  # ``_answer_key`` -> the validating batch's answer
+        self._request_fields: tuple[str, ...] = ()  # all the validating batch reads, when only request fields
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -344,7 +345,10 @@ class CompiledPolicy:
         source = batch_source([expr.source for _, expr in self.match_conditions],
                               [(name, expr.source) for name, expr in self.variables], body,
                               return_variables=mutating and len(self.mutations) > 1, given=self._state_variables)
-        return self._compile_batch(source, "mutations" if mutating else "validations", self._rename())
+        batch = self._compile_batch(source, "mutations" if mutating else "validations", self._rename())
+        if not mutating and batch is not None:
+            self._request_fields = tuple(sorted(request_fields_read(source) or ()))
+        return batch
 
     def _compile_batch(self, source: str | None, what: str, rename: dict[str, str] | None = None) -> Expression | None:
         program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES, rename)
@@ -534,7 +538,7 @@ class CompiledPolicy:
         if prepared is None:
             return None
         accept = _is_list if mutating else self._passes  # patches are used as they are
-        key = None if mutating else self._answer_key(batch, inp.request)
+        key = self._answer_key(inp.request) if not mutating and self._request_fields else None
         results = self._answers_by_key.get(key) if key is not None else None
         if results is None:
             try:
@@ -564,18 +568,12 @@ class CompiledPolicy:
             return True
         return self._judged_by_batch(results, verdict)
 
-    def _answer_key(self, batch: Expression, request: Mapping[str, Any]) -> bytes | None:
-        """For a validating batch that reads only fields of ``request`` (a warning about an
-        API version, a check of the user), those fields' values: the same values give the
-        same answer, kept (``_answers_by_key``) instead of evaluated again. None for any
-        other batch."""
-        fields = self._batches.get("request fields")
-        if fields is None:
-            fields = self._batches["request fields"] = request_fields_read(batch.source) or ()
-        if not fields:
-            return None
+    def _answer_key(self, request: Mapping[str, Any]) -> bytes | None:
+        """For a validating batch that reads only fields of ``request`` (``_request_fields``:
+        a warning about an API version, a check of the user), those fields' values: the same
+        values give the same answer, kept (``_answers_by_key``) instead of evaluated again."""
         try:
-            return orjson.dumps([request.get(name) for name in fields], option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps([request.get(name) for name in self._request_fields], option=orjson.OPT_SORT_KEYS)
         except TypeError:  # (the request view holds JSON values only)
             return None
 
