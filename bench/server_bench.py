@@ -15,9 +15,12 @@ server process spent per request: on a shared machine the steadier figure of the
 
 With ``--before DIR`` (another checkout, e.g. ``git worktree add --detach /tmp/before
 main``), its server-only and /validate runs are interleaved with this tree's, against
-the same baseline: a before/after comparison in one run.
+the same baseline: a before/after comparison in one run. Each tree serves its own
+policies, CRDs and example state; with ``--workload before`` this tree serves the before
+tree's instead (its policies, by name, in this tree's wording; the seed-era KubeAI CRD;
+its example state), so that the two differ only in their code.
 
-    python bench/server_bench.py [--seconds 4] [--connections 16] [--before DIR] [--json out.json]
+    python bench/server_bench.py [--seconds 4] [--connections 16] [--before DIR [--workload before]] [--json out.json]
 """
 
 from __future__ import annotations
@@ -122,8 +125,8 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
 
     global _CHAIN, _REGISTRY
     if _CHAIN is None:
-        _CHAIN, _ = load_admitter(Settings())
-        _REGISTRY = CRDRegistry.shipped()
+        _CHAIN, _ = load_admitter(Settings(**_WORKLOAD))
+        _REGISTRY = CRDRegistry.shipped(_WORKLOAD.get("kubeai_crd"))
     request = review["request"]
     obj, _ = _REGISTRY.prepare("CREATE", request["object"], None, None, namespace=request["namespace"] or None)
     mutate_review = {**review, "request": {**request, "object": obj}}
@@ -135,6 +138,28 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
 
 
 _CHAIN = _REGISTRY = None
+_WORKLOAD: dict = {}  # the Settings of this tree's served workload (``--workload``)
+
+
+def before_workload(before: Path, tmp: Path) -> dict:
+    """The Settings under which this tree serves the ``before`` tree's workload: this
+    tree's policies whose names the before tree ships (in their files), the seed-era
+    KubeAI CRD, and the before tree's example state."""
+    names = {doc["metadata"]["name"] for path in sorted((before / "policies").glob("*.yaml"))
+             for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict) and "metadata" in doc}
+    policies = tmp / "before-policies"
+    policies.mkdir()
+    for path in sorted((REPO / "policies").glob("*.yaml")):
+        kept = [doc for doc in yaml.safe_load_all(path.read_text())
+                if isinstance(doc, dict) and doc.get("metadata", {}).get("name") in names]
+        if kept:
+            (policies / path.name).write_text(yaml.safe_dump_all(kept, sort_keys=False))
+    return {"policies_dir": policies, "kubeai_crd": "v0.12.0", "state_dir": before / "examples" / "state"}
+
+
+def serve_flags(workload: dict) -> list[str]:
+    flags = {"policies_dir": "--policies-dir", "kubeai_crd": "--kubeai-crd", "state_dir": "--state-dir"}
+    return [arg for key, value in workload.items() for arg in (flags[key], str(value))]
 
 
 def http_request(path: str, body: bytes) -> bytes:
@@ -218,8 +243,13 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--before", type=Path, help="another checkout whose server-only and /validate runs are "
                                                        "interleaved with this tree's (before/after in one run)")
+    parser.add_argument("--workload", choices=("own", "before"), default="own",
+                        help="with --before: what this tree serves, its own policies, CRDs and example state, "
+                             "or the before tree's (the two runs then differ only in code)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.workload == "before" and not args.before:
+        parser.error("--workload before needs --before DIR")
 
     import uvloop
 
@@ -234,6 +264,9 @@ def main() -> int:
         bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
         certs.DirectoryStore(cert_dir).save(bundle)
         ctx = certs.client_context(bundle.ca_pem())
+        if args.workload == "before":
+            _WORKLOAD.update(before_workload(args.before.resolve(), Path(tmp)))
+            results["workload"] = "before"
         try:
             # /readyz: from spawning `infergate serve` to green (imports, certificates, chain).
             servers: dict[str, tuple[subprocess.Popen, int]] = {}
@@ -241,7 +274,8 @@ def main() -> int:
                 port = free_port()
                 spawned = time.monotonic()
                 server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-                                "--cert-dir", str(cert_dir), "--log-level", "warning"], tree, procs, cwd=tmp)
+                                "--cert-dir", str(cert_dir), "--log-level", "warning",
+                                *(serve_flags(_WORKLOAD) if tree == REPO else [])], tree, procs, cwd=tmp)
                 ready = wait_ready(port, ctx, "/readyz", spawned + 30)
                 if ready is None:
                     print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)

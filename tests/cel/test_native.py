@@ -127,7 +127,9 @@ def test_shipped_policy_suites_and_examples(recorded):
         for case in model.cases:
             suite.chain.run(build_request(suite.registry, model, case))
     assert len(recorded) >= 100
-    assert _check_all(recorded) >= 400
+    # nearly every evaluation answered natively (not all gave up); a batch reading only
+    # request fields is evaluated once per their values, so fewer evaluations are seen
+    assert _check_all(recorded) >= 0.95 * len(recorded)
 
 
 def test_kubernetes_library_vectors(recorded):
@@ -144,7 +146,8 @@ CORPUS = [
     "self.a == 'x'", "self.a == [dyn(1), dyn('x')]", "self.a == {'k': 1}", "self.a < self.b", "self.a <= 3",
     "self.a > self.b", "self.a >= 2.5", "self.a + self.b", "self.a - self.b", "self.a * self.b",
     "self.a / self.b", "self.a % self.b", "-self.a", "!self.a", "self.a && self.b", "self.a || self.b",
-    "self.a ? self.b : self.c", "has(self.a)", "has(self.a.b)", "self.a.b", "self.a[0]", "self.a['k']",
+    "self.a ? self.b : self.c", "self.a > 1 && has(self.b)", "!(self.a == 'x') || self.b in ['y', 'z']",
+    "!has(self.a) && self.b.startsWith('x')", "self.a < 2 ? self.b == 1 : self.c != 2", "has(self.a)", "has(self.a.b)", "self.a.b", "self.a[0]", "self.a['k']",
     "self.a[self.b]", "size(self.a)", "self.a.size()", "self.a in self.b", "'x' in self.a", "1 in self.a",
     "string(self.a)", "int(self.a)", "dyn(self.a)", "self.a.startsWith('x')", "self.a.endsWith(self.b)",
     "self.a.contains('y')", "self.a.matches('^[a-z]+$')", "self.a.join(',')", "self.a.join()",
@@ -178,8 +181,9 @@ _PROGRAMS = [p for p in (ENGINE.compile(source, ["self"]) for source in CORPUS) 
 
 
 def test_the_corpus_is_native():
-    # string() of a dyn value is rewritten for timestamps and durations: outside the subset
-    assert {p.expression for p in _PROGRAMS} == set(CORPUS) - {"string(self.a)"}
+    # (string() of a dyn value is rewritten with branches for timestamps and durations, which
+    # are outside the subset: those branches ask cel-expr when taken)
+    assert {p.expression for p in _PROGRAMS} == set(CORPUS)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -275,6 +279,21 @@ def test_programs_outside_the_subset_have_no_native_form():
     for source in ("quantity(self.a).isGreaterThan(quantity('1'))", "self.a.matches(self.b)", "1u == self.a",
                    "b'x' == self.a", "duration(self.a) > duration('1s')", "self.a.replace('a', 'b')"):
         assert ENGINE.compile(source, ["self"]).native is None, source
+
+
+def test_a_branch_outside_the_subset_asks_cel_expr_only_when_taken():
+    """A conditional whose branch the subset cannot express stays native for the other
+    branch; the untranslated one gives up when taken, and cel-expr answers."""
+    program = _compile("self.a > 1 ? (self.l.exists(x, x == 2) ? 'two' : 'none') : self.l.map(x, x.replace('a', 'b'))[0]")
+    assert program.native({"self": {"a": 2, "l": [1, 2]}}) == "two"
+    with pytest.raises(NotNative):
+        program.native({"self": {"a": 0, "l": ["a"]}})
+    assert program.evaluate({"self": {"a": 0, "l": ["a"]}}) == "b"
+    # the loop begun in the untranslated branch leaves nothing behind: the other loop still runs
+    nested = _compile("self.l.exists(y, y == 2 ? true : self.l.map(x, x.replace('a', 'b')) == [])")
+    assert nested.native({"self": {"l": [2, 1]}}) is True
+    with pytest.raises(NotNative):
+        nested.native({"self": {"l": [1]}})
 
 
 def test_evaluate_answers_natively_only_what_the_caller_accepts(monkeypatch):

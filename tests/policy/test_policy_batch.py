@@ -13,7 +13,8 @@ from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
 from webhook.state import FileState
-from webhook.policy.batch import batch_source, bind_variables
+from webhook.cel.cel_expr import CelExprProgram
+from webhook.policy.batch import batch_source, bind_variables, request_fields_read
 
 from tests.support.policy import chain, request
 from tests.support.paths import POLICY_SUITES
@@ -149,3 +150,134 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     assert policy._state_values is not computed
     state._store.put(_config("m", "VLLM"))  # the request's own lookup is read per request
     assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs")
+
+
+JUDGED_POLICY = """\
+apiVersion: policy.infergate.io/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: judged}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+  variables:
+    - name: engine
+      expression: "object.spec.engine"
+  validations:
+    - expression: "variables.engine != 'A'"
+      messageExpression: "'engine ' + variables.engine + ' is retired'"
+      fieldPath: spec.engine
+      reason: Forbidden
+    - expression: "variables.engine != 'B'"
+      message: engine B is not allowed
+    - expression: "variables.engine != 'C'"
+      messageExpression: "'  '"
+      message: blank messages fall back
+    - expression: "variables.engine != 'D'"
+    - expression: "variables.engine != 'E'"
+      messageExpression: "'E: ' + object.spec.url"
+      message: a failing messageExpression falls back
+    - expression: "true"
+      messageExpression: "'never ' + object.spec.url"
+  warnings:
+    - expression: "variables.engine != 'W'"
+      messageExpression: "'engine ' + variables.engine + ' is deprecated: ' + object.spec.engine.replace('W', 'V')"
+  auditAnnotations:
+    - key: engine
+      valueExpression: "'engine=' + variables.engine"
+"""
+
+
+@pytest.mark.parametrize("engine, per_expression", [
+    ("A", False), ("B", False), ("C", False), ("D", False), ("W", False), ("OK", False),
+    ("E", True),  # the failing messageExpression fails the batch: the per-expression path falls back
+])
+def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monkeypatch, engine, per_expression):
+    """A rule that is not true no longer costs the per-expression path: the batch gives each
+    failed rule's messageExpression value, and the answer is that path's, word for word."""
+    (tmp_path / "p.yaml").write_text(JUDGED_POLICY)
+    policies = PolicySet.load(tmp_path, builtin=False)
+    (policy,) = policies.policies
+    c = chain(FileState(None, objects=[]), policies, schema=False)
+    one_by_one = []
+    original = type(policy)._validate
+    monkeypatch.setattr(policy, "_validate", lambda *args: one_by_one.append(args) or original(policy, *args))
+
+    def answer(explain: bool):
+        result = c.admit(request(_model(engine), namespace="team"), mutating=False, explain=explain)
+        return result.allowed, result.status, result.warnings, result.audit_annotations
+
+    fast = answer(explain=False)
+    assert bool(one_by_one) is per_expression
+    assert fast == answer(explain=True)
+    allowed, status, warnings, audit = fast
+    assert audit == {"judged/engine": f"engine={engine}"}
+    expected = {
+        "A": "spec.engine: engine A is retired", "B": "engine B is not allowed", "C": "blank messages fall back",
+        "D": "failed expression: variables.engine != 'D'", "E": "a failing messageExpression falls back",
+    }
+    if engine in expected:
+        assert not allowed and expected[engine] in status["message"]
+    else:
+        assert allowed and status is None
+    assert warnings == (["engine W is deprecated: V"] if engine == "W" else [])
+
+
+@pytest.mark.parametrize("source, fields", [
+    ("request.kind.version in ['v1alpha1'] ? [request.kind.kind] : []", {"kind"}),
+    ("request.userInfo.username == 'x' && request.?dryRun.orValue(false)", {"userInfo", "dryRun"}),
+    ("request['kind'].version == 'v1'", None),          # not a field selection
+    ("request.kind.kind == object.kind", None),         # reads the object too
+    ("size(variables.names) > 0 && request.name == ''", None),  # a variable given from outside
+    ("'request' + request.name", None),                 # the literal counts: never less than the reads
+    ("[request].map(r, r.uid)", None),
+])
+def test_the_request_fields_a_batch_reads(source, fields):
+    assert request_fields_read(source) == (frozenset(fields) if fields is not None else None)
+
+
+REQUEST_ONLY_POLICY = """\
+apiVersion: policy.infergate.io/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: by-version}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+  variables:
+    - name: version
+      expression: "request.kind.version"
+  validations:
+    - expression: "request.userInfo.username != 'mallory'"
+      messageExpression: "request.userInfo.username + ' may not write models'"
+  warnings:
+    - expression: "variables.version != 'v1beta1'"
+      messageExpression: "'Model ' + variables.version + ' is deprecated'"
+"""
+
+
+def test_a_batch_reading_only_request_fields_is_answered_once_per_their_values(tmp_path, monkeypatch):
+    """The batch's answer is a function of the request fields it reads: kept per their
+    values, it is evaluated again only for values not seen, and the answers stay those of
+    the expressions one by one."""
+    (tmp_path / "p.yaml").write_text(REQUEST_ONLY_POLICY)
+    policies = PolicySet.load(tmp_path, builtin=False)
+    c = chain(FileState(None, objects=[]), policies, schema=False)
+    evaluated = []
+    original = CelExprProgram.evaluate
+    monkeypatch.setattr(CelExprProgram, "evaluate",
+                        lambda self, *args, **kw: evaluated.append(self.expression) or original(self, *args, **kw))
+
+    def answer(version: str, user: str, *, explain: bool = False):
+        obj = _model("vllm") | {"apiVersion": f"kubeai.org/{version}"}
+        result = c.admit(request(obj, namespace="team", username=user), mutating=False, explain=explain)
+        return result.allowed, result.status and result.status["message"], result.warnings
+
+    assert answer("v1", "alice") == (True, None, [])
+    assert len(evaluated) == 1
+    assert answer("v1", "alice") == (True, None, []) and len(evaluated) == 1  # kept
+    deprecated = answer("v1beta1", "alice")
+    assert deprecated == (True, None, ["Model v1beta1 is deprecated"]) and len(evaluated) == 2
+    refused = answer("v1", "mallory")
+    assert refused[0] is False and "mallory may not write models" in refused[1] and len(evaluated) == 3
+    assert answer("v1beta1", "alice") == deprecated and answer("v1", "mallory") == refused and len(evaluated) == 3
+    for version, user in [("v1", "alice"), ("v1beta1", "alice"), ("v1", "mallory")]:
+        assert answer(version, user) == answer(version, user, explain=True)

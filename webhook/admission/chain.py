@@ -109,6 +109,7 @@ class AdmissionChain:
         self.registry = registry
         self.policies = policies
         self.state = state
+        self._fixed = registry if isinstance(registry, CRDRegistry) else None  # (read per request without a call)
 
     # -- the two webhook endpoints -----------------------------------------------------
     def admit(self, request: AdmissionRequest, *, mutating: bool, explain: bool = False) -> AdmissionResult:
@@ -134,10 +135,12 @@ class AdmissionChain:
         traces: list[Trace] = []
         if request.operation not in _JUDGED or obj is None:
             return AdmissionResult(allowed=True), traces, obj
+        policies = self.policies.current().for_review(_rule_key(request), mutating=True)
+        if not policies:  # nothing to mutate: no input to build
+            return AdmissionResult(allowed=True), traces, obj
         inp = self._input(request, obj, view)
         warnings: list[str] = []
         denials: list[Denial] = []
-        policies = self.policies.current().for_review(inp.rule_key, mutating=True)
         if not explain:
             _prepare(policies, inp, mutating=True)
         for policy in policies:
@@ -159,7 +162,7 @@ class AdmissionChain:
         """The validating webhook's answer to ``request`` carrying ``obj``."""
         traces: list[Trace] = []
         warnings: list[str] = []
-        registry = self._schemas()
+        registry = self._fixed or self._schemas()
         if schema and request.operation in _JUDGED and obj is not None and _serves(registry, obj):
             # the apiserver's schema and CRD rules, as it ran them before calling us (a kind or
             # version no CRD serves is the apiserver's to refuse: no schema judgement here)
@@ -172,18 +175,19 @@ class AdmissionChain:
                 return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
         denials: list[Denial] = []
         audit: dict[str, str] = {}
-        inp = self._input(request, obj, view)
-        policies = self.policies.current().for_review(inp.rule_key, mutating=False)
-        if not explain:
-            _prepare(policies, inp, mutating=False)
-        for policy in policies:
-            verdict = policy.evaluate(inp, mutating=False, explain=explain)
-            if verdict is None:
-                continue
-            traces += verdict.traces
-            warnings += verdict.warnings
-            denials += verdict.denials
-            audit.update(verdict.audit_annotations)
+        policies = self.policies.current().for_review(_rule_key(request), mutating=False)
+        if policies:  # (none: no input to build)
+            inp = self._input(request, obj, view)
+            if not explain:
+                _prepare(policies, inp, mutating=False)
+            for policy in policies:
+                verdict = policy.evaluate(inp, mutating=False, explain=explain)
+                if verdict is None:
+                    continue
+                traces += verdict.traces
+                warnings += verdict.warnings
+                denials += verdict.denials
+                audit.update(verdict.audit_annotations)
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
@@ -246,6 +250,14 @@ class CRDSource(Protocol):
     ``webhook.schema.watched.WatchedCRDs`` (a cluster's)."""
 
     def current(self) -> CRDRegistry: ...
+
+
+def _rule_key(request: AdmissionRequest) -> tuple[str, str, str, str]:
+    """What policies' rules match, as ``PolicyInput.rule_key`` reads it from the request
+    (through the models' ``__dict__``, as ``request_view``: a model's attributes cost more)."""
+    fields = request.__dict__
+    kind = fields["kind"].__dict__
+    return kind["group"], kind["kind"], fields["operation"], fields["subResource"] or ""
 
 
 def _serves(registry: CRDRegistry | None, obj: dict[str, Any]) -> bool:

@@ -618,23 +618,48 @@ class _Codegen:
             entries.append(f"({self.expr(entry.map_key)}, {self.expr(entry.value)}, {entry.optional_entry!r})")
         return f"_map_literal(({', '.join(entries)},))" if entries else "{}"
 
+    def branch(self, node: Any) -> str:
+        """A conditional's branch; one the subset cannot express asks cel-expr when it is
+        taken (``_bail``), so that the rest of the program stays native (a policy's failed
+        rule and its message, see ``policy.batch.judged_source``)."""
+        functions, prelude, scopes = len(self.functions), len(self.functions[-1].prelude), len(self.scopes)
+        try:
+            return self.expr(node)
+        except _Unsupported:  # what it began of nested functions and scopes goes with it
+            del self.functions[functions:]
+            del self.functions[-1].prelude[prelude:]
+            del self.scopes[scopes:]
+            return "_bail()"
+
     def call(self, call: Any) -> str:
         function = call.function
         nodes = ([call.target] if call.HasField("target") else []) + list(call.args)
         arity = len(nodes)
+        # Operands whose code can only give a bool (or give up) need no check of their value:
+        # Python's own and, or, not and conditional are then CEL's (``_boolean``).
         if function == "_&&_" and arity == 2:
-            left, right, l, r = *map(self.expr, nodes), self.fresh("_t"), self.fresh("_t")
+            left, right = map(self.expr, nodes)
+            if _boolean(nodes[0]) and _boolean(nodes[1]):
+                return f"({left} and {right})"
+            l, r = self.fresh("_t"), self.fresh("_t")
             return (f"(False if ({l} := {left}) is False else (False if ({r} := {right}) is False else "
                     f"(True if {l} is True and {r} is True else _bail())))")
         if function == "_||_" and arity == 2:
-            left, right, l, r = *map(self.expr, nodes), self.fresh("_t"), self.fresh("_t")
+            left, right = map(self.expr, nodes)
+            if _boolean(nodes[0]) and _boolean(nodes[1]):
+                return f"({left} or {right})"
+            l, r = self.fresh("_t"), self.fresh("_t")
             return (f"(True if ({l} := {left}) is True else (True if ({r} := {right}) is True else "
                     f"(False if {l} is False and {r} is False else _bail())))")
         if function == "!_" and arity == 1:
+            if _boolean(nodes[0]):
+                return f"(not {self.expr(nodes[0])})"
             t = self.fresh("_t")
             return f"(False if ({t} := {self.expr(nodes[0])}) is True else (True if {t} is False else _bail()))"
         if function == "_?_:_" and arity == 3:
-            test, then, otherwise = map(self.expr, nodes)
+            test, then, otherwise = self.expr(nodes[0]), self.branch(nodes[1]), self.branch(nodes[2])
+            if _boolean(nodes[0]):
+                return f"({then} if {test} else {otherwise})"
             t = self.fresh("_t")
             return f"({then} if ({t} := {test}) is True else ({otherwise} if {t} is False else _bail()))"
         if function in ("@not_strictly_false", "__not_strictly_false__") and arity == 1:
@@ -834,6 +859,29 @@ class _Codegen:
         k = self.fresh("_g")
         return ([f"{k} = {self.expr(test)}", f"if {k} is not True and {k} is not False: _bail()", f"if {k}:"]
                 + ["    " + line for line in appends])
+
+
+# calls whose generated code gives a bool or gives up, whatever their operands
+_BOOLEAN_CALLS = frozenset({"_&&_", "_||_", "!_", "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "@in",
+                            "@not_strictly_false", "__not_strictly_false__"})
+
+
+def _boolean(node: Any) -> bool:
+    """Whether the code generated for ``node`` can only give a bool (or raise): a constant
+    bool, ``has()``, a logical operator, a comparison, ``in``, a string test of a constant."""
+    kind = node.WhichOneof("expr_kind")
+    if kind == "const_expr":
+        return type(_constant_value(node.const_expr)) is bool
+    if kind == "select_expr":
+        return node.select_expr.test_only
+    if kind != "call_expr":
+        return False
+    call = node.call_expr
+    arity = len(call.args) + (1 if call.HasField("target") else 0)
+    if call.function in _STRING_TESTS:
+        return arity == 2 and _string_constant(call.args[-1]) is not None
+    return call.function in _BOOLEAN_CALLS and arity == (1 if call.function in ("!_", "@not_strictly_false",
+                                                                                  "__not_strictly_false__") else 2)
 
 
 def _single_map(c: Any) -> list[Any] | None:

@@ -9,9 +9,11 @@ as one program::
 
 ``variables.a`` becomes the bound name ``__var_a`` (CEL has no ``cel.bind`` in cel-expr, a
 one-element ``map`` binds the same way). Variables are evaluated eagerly, in order, as the
-per-expression path does. The batch is only a fast path: when it cannot be built (an
-unusual reference to ``variables``, a type the checker rejects) or its evaluation fails, the
-caller runs the expressions one by one, which gives the exact errors and messages.
+per-expression path does. cel-expr's value of the batch is the values that path computes
+one by one, so it decides the stage, failed rules included (``judged_source`` puts a failed
+rule's messageExpression in the program); when the batch cannot be built (an unusual
+reference to ``variables``, a type the checker rejects) or its evaluation fails, the caller
+runs the expressions one by one, which gives the exact errors and messages.
 
 Variables computed before the program (``given``: those that read only cluster state, see
 ``compiled``) stay ``variables.<name>`` and are read from the activation.
@@ -83,6 +85,36 @@ def batch_source(match_conditions: Sequence[str], variables: Sequence[tuple[str,
     for source in reversed(conditions):
         program = f"({source}) == true ? {program} : []"
     return program
+
+
+def judged_source(rule: str, message: str | None) -> str:
+    """A validation's or warning's part of the validating batch: its value, or, for a rule
+    with a messageExpression, ``true`` when it holds and else ``[message]`` (the one-element
+    list tells the message from a value of the rule's), so a failed rule's message costs no
+    second evaluation. The message is evaluated only when the rule fails, as by the
+    per-expression path; when it fails to evaluate, the batch fails and that path falls back
+    to the rule's message."""
+    if message is None:
+        return rule
+    return f"({rule}) ? dyn(true) : dyn([dyn({message})])"
+
+
+# a root variable of the policy language, and the field selected from it (if any)
+_READ = re.compile(r"(?<![.\w])(object|oldObject|params|namespaceObject|request|lookups|variables)\b"
+                   r"(?:\s*\.\??(?P<field>[A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def request_fields_read(source: str) -> frozenset[str] | None:
+    """The fields of ``request`` a batch reads, when it reads nothing else: its value is then
+    a function of those fields' values alone (CEL has no other input). None when it reads
+    another variable, or ``request`` any other way than by selecting a field. Read on the
+    source: a name inside a string literal counts too, which can only give None."""
+    fields = set()
+    for match in _READ.finditer(source):
+        if match.group(1) != "request" or match.group("field") is None:
+            return None
+        fields.add(match.group("field"))
+    return frozenset(fields)
 
 
 def list_source(sources: Iterable[str]) -> str:

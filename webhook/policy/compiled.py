@@ -9,12 +9,13 @@ import re
 from typing import Any, Callable, Mapping
 
 import jsonpatch
+import orjson
 
 from webhook import documents
 from webhook.cel import CelError, get_engine
 from webhook.cel.runtime_bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, list_selected, review_lookups
-from webhook.policy.batch import batch_source, compile_batch, list_source
+from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
 from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, Prepared, ReviewScope
 from webhook.policy.model import AdmissionPolicy, LabelSelector, Lookup
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -203,6 +204,8 @@ class CompiledPolicy:
         self._judged = len(self.validations) + len(self.warnings)  # a validating batch's answers: these, ...
         self._answers = self._judged + len(self.audit_annotations)  # ... then the audit annotations'
         self._ruled: dict[tuple[Any, ...], bool] = {}  # (group, kind, operation, subresource) -> the rules match
+        self._answers_by_key: dict[bytes, list[Any]] = {}  # ``_answer_key`` -> the validating batch's answer
+        self._request_fields: tuple[str, ...] = ()  # all the validating batch reads, when only request fields
 
     @staticmethod
     def _compile_lookup(lookup: Lookup, i: int, compile_) -> dict[str, Expression]:
@@ -334,14 +337,18 @@ class CompiledPolicy:
         if mutating:
             body = [expr.source for _, expr in self.mutations]
         else:
-            body = [expr.source for _, expr, _ in self.validations + self.warnings]
+            body = [judged_source(expr.source, message.source if message is not None else None)
+                    for _, expr, message in self.validations + self.warnings]
             body += [expr.source for _, expr in self.audit_annotations]
         if len(self.match_conditions) + len(self.variables) + len(body) < 2 and not (self.lookups or self.param_ref):
             return None  # one expression reading only the request: nothing to gain
         source = batch_source([expr.source for _, expr in self.match_conditions],
                               [(name, expr.source) for name, expr in self.variables], body,
                               return_variables=mutating and len(self.mutations) > 1, given=self._state_variables)
-        return self._compile_batch(source, "mutations" if mutating else "validations", self._rename())
+        batch = self._compile_batch(source, "mutations" if mutating else "validations", self._rename())
+        if not mutating and batch is not None:
+            self._request_fields = tuple(sorted(request_fields_read(source) or ()))
+        return batch
 
     def _compile_batch(self, source: str | None, what: str, rename: dict[str, str] | None = None) -> Expression | None:
         program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES, rename)
@@ -523,7 +530,7 @@ class CompiledPolicy:
     def _run_batch(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:
         """The stage in one engine call: True when it decided the stage, False when a
         matchCondition is not true, None when the per-expression path must run (no batch, an
-        error, or a rule that failed: that path writes the exact error or message)."""
+        error, an answer of another shape: that path writes the exact error or message)."""
         batch = self._batch(mutating)
         if batch is None:
             return None
@@ -531,14 +538,21 @@ class CompiledPolicy:
         if prepared is None:
             return None
         accept = _is_list if mutating else self._passes  # patches are used as they are
-        try:
-            if self._shares():
-                bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
-                results = batch.program.evaluate(bindings, accept=accept)
-            else:
-                results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
-        except CelError:
-            return None
+        key = self._answer_key(inp.request) if not mutating and self._request_fields else None
+        results = self._answers_by_key.get(key) if key is not None else None
+        if results is None:
+            try:
+                if self._shares():
+                    bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
+                    results = batch.program.evaluate(bindings, accept=accept)
+                else:
+                    results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
+            except CelError:
+                return None
+            if key is not None and type(results) is list:
+                if len(self._answers_by_key) >= _ANSWERS_KEPT:
+                    self._answers_by_key.clear()
+                self._answers_by_key[key] = results
         if not isinstance(results, list):
             return None
         if not results:
@@ -548,14 +562,60 @@ class CompiledPolicy:
                           "namespaceObject": inp.namespace_object, "params": prepared.params,
                           "lookups": prepared.lookups, "variables": dict(prepared.variables)}
             return self._apply_batched_mutations(results, activation, verdict)
-        if not self._passes(results):  # (cel-expr's answers are not checked by ``accept``)
+        if self._passes(results):  # every rule true: the common answer (and the only native one taken)
+            if self.audit_annotations:
+                self._annotate(results, verdict)
+            return True
+        return self._judged_by_batch(results, verdict)
+
+    def _answer_key(self, request: Mapping[str, Any]) -> bytes | None:
+        """For a validating batch that reads only fields of ``request`` (``_request_fields``:
+        a warning about an API version, a check of the user), those fields' values: the same
+        values give the same answer, kept (``_answers_by_key``) instead of evaluated again."""
+        try:
+            return orjson.dumps([request.get(name) for name in self._request_fields], option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # (the request view holds JSON values only)
             return None
-        if self.audit_annotations:
-            judged = len(self.validations) + len(self.warnings)
-            for (key, _), value in zip(self.audit_annotations, results[judged:]):
-                if value is not None:
-                    verdict.audit_annotations[f"{self.name}/{key}"] = _text(value)
+
+    def _judged_by_batch(self, results: list[Any], verdict: Verdict) -> bool | None:
+        """The validating stage from cel-expr's answer when a rule is not true: its values (a
+        failed rule's messageExpression too, see ``judged_source``) are the ones the
+        per-expression path computes, so the denials and warnings are written here as there.
+        None (that path runs) for an answer of any other shape: a rule neither true nor
+        false, an audit annotation that is not text."""
+        if len(results) != self._answers:
+            return None
+        denials: list[Denial] = []
+        warnings: list[str] = []
+        validations = len(self.validations)
+        for i, value in enumerate(results[:self._judged]):
+            if value is True:
+                continue
+            rule, expr, message_expr = self.validations[i] if i < validations else self.warnings[i - validations]
+            if message_expr is None:
+                if value is not False:
+                    return None
+                message = rule.message or _failed_expression(expr)
+            elif type(value) is list and len(value) == 1:  # the messageExpression's value
+                message = _message_text(rule, value[0], _failed_expression(expr))
+            else:
+                return None
+            if i < validations:
+                denials.append(_denial(self.name, rule, message))
+            else:
+                warnings.append(message)
+        if any(value is not None and type(value) is not str for value in results[self._judged:]):
+            return None
+        verdict.denials += denials
+        verdict.warnings += warnings
+        self._annotate(results, verdict)
         return True
+
+    def _annotate(self, results: list[Any], verdict: Verdict) -> None:
+        """The audit annotations of a validating batch's answer (text or null, as checked)."""
+        for (key, _), value in zip(self.audit_annotations, results[self._judged:]):
+            if value is not None:
+                verdict.audit_annotations[f"{self.name}/{key}"] = value
 
     def _passes(self, results: Any) -> bool:
         """The validating batch's common answers: a matchCondition not true (``[]``), or every
@@ -695,33 +755,29 @@ class CompiledPolicy:
         return parsed
 
     def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace, where: str) -> str:
-        if expr is not None:
-            try:
-                value = expr.evaluate(activation)
-                if isinstance(value, str) and value.strip():
-                    if trace:
-                        trace(Trace(self.name, where, expr.source, expr.seen(activation), repr(value)))
-                    return value
-            except CelError:
-                pass  # as the apiserver: a failing messageExpression falls back to message
-        return rule.message or default
+        if expr is None:
+            return rule.message or default
+        try:
+            value = expr.evaluate(activation)
+        except CelError:
+            value = None  # as the apiserver: a failing messageExpression falls back to message
+        if trace and _is_message(value):
+            trace(Trace(self.name, where, expr.source, expr.seen(activation), repr(value)))
+        return _message_text(rule, value, default)
 
     def _validate(self, activation, verdict: Verdict, trace) -> None:
         for i, (rule, expr, message_expr) in enumerate(self.validations):
             where = f"validations[{i}]"
             if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
-            message = self._message(rule, message_expr, activation,
-                                    f"failed expression: {expr.source.strip()}", trace, f"{where}.messageExpression")
-            if rule.fieldPath and not message.startswith(rule.fieldPath):
-                message = f"{rule.fieldPath}: {message}"
-            verdict.denials.append(Denial(self.name, message, rule.reason, rule.fieldPath))
+            message = self._message(rule, message_expr, activation, _failed_expression(expr), trace,
+                                    f"{where}.messageExpression")
+            verdict.denials.append(_denial(self.name, rule, message))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
             if self._eval(expr, activation, where, trace, _is_true) is True:
                 continue
-            verdict.warnings.append(self._message(rule, message_expr, activation,
-                                                  f"failed expression: {expr.source.strip()}", trace,
+            verdict.warnings.append(self._message(rule, message_expr, activation, _failed_expression(expr), trace,
                                                   f"{where}.messageExpression"))
         for key, expr in self.audit_annotations:
             value = self._eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
@@ -742,6 +798,30 @@ class CompiledPolicy:
             return merge_apply(obj, patch) if patch is not None else obj
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, ValueError) as exc:
             raise _RuleError(f"policy {self.name}: {where}: cannot apply {patch!r}: {exc}") from exc
+
+
+_ANSWERS_KEPT = 256  # per policy: the distinct request values (kinds, versions, users) seen recently
+
+
+def _failed_expression(expr: Expression) -> str:
+    """A failed rule's message when it has none of its own."""
+    return f"failed expression: {expr.source.strip()}"
+
+
+def _message_text(rule: Any, value: Any, default: str) -> str:
+    """A failed rule's message from its messageExpression's value: the value when it is
+    text that is not blank, else the rule's message (as the apiserver falls back)."""
+    return value if _is_message(value) else rule.message or default
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _denial(policy: str, rule: Any, message: str) -> Denial:
+    if rule.fieldPath and not message.startswith(rule.fieldPath):
+        message = f"{rule.fieldPath}: {message}"
+    return Denial(policy, message, rule.reason, rule.fieldPath)
 
 
 def _is_true(value: Any) -> bool:
