@@ -67,6 +67,12 @@ BROKEN = {
 }
 
 
+def _replace(path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")  # not a *.yaml: never read as a policy file
+    partial.write_text(text)
+    partial.replace(path)
+
+
 @pytest.mark.parametrize("damage", list(BROKEN))
 def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
     server, policies, policies_dir = serving
@@ -76,7 +82,9 @@ def test_a_broken_policy_file_keeps_the_last_good_set(serving, damage, caplog):
     path = policies_dir / POLICY_FILE
     good = path.read_text()
     with caplog.at_level(logging.ERROR, logger="webhook.policy.provider"):
-        path.write_text(BROKEN[damage](good))
+        # written whole (a reload between a truncate and a write would see an empty file:
+        # the next test's subject)
+        _replace(path, BROKEN[damage](good))
         wait_until(lambda: policies.error is not None, timeout=RELOAD_S)
     assert policies.current().generation == generation  # nothing swapped in
     if damage in ("validation-not-bool", "ill-typed-for-the-schema"):  # refused with file:line and the checker's words
