@@ -29,7 +29,14 @@ def test_what_counts_as_outside():
     assert not hermetic.outside("/etc/ssl/certs/ca-certificates.crt")
     assert not hermetic.outside(os.path.join(tempfile.gettempdir(), "pytest-of-someone", "x"))
     assert hermetic.outside("/srv/data/decisions.md")
-    assert hermetic.outside(str(REPO) + "-old/README.md")  # a prefix of the name is not inside
+    # a prefix of the name is not inside (judged for a checkout at a fixed place: beside one
+    # that sits right in the temporary directory lies scratch space, see ``confine_to``)
+    try:
+        hermetic.confine_to(Path("/srv/work/infergate"))
+        assert hermetic.outside("/srv/work/infergate-old/README.md")
+        assert not hermetic.outside("/srv/work/infergate/README.md")
+    finally:
+        hermetic.confine_to(REPO)
 
 
 def _run_pytest(where: Path, *files: str) -> subprocess.CompletedProcess:
