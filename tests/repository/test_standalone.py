@@ -32,9 +32,9 @@ def test_what_counts_as_outside():
     # a prefix of the name is not inside (judged for a checkout at a fixed place: beside one
     # that sits right in the temporary directory lies scratch space, see ``confine_to``)
     try:
-        hermetic.confine_to(Path("/srv/work/infergate"))
-        assert hermetic.outside("/srv/work/infergate-old/README.md")
-        assert not hermetic.outside("/srv/work/infergate/README.md")
+        hermetic.confine_to(Path("/srv/checkouts/infergate"))
+        assert hermetic.outside("/srv/checkouts/infergate-old/README.md")
+        assert not hermetic.outside("/srv/checkouts/infergate/README.md")
     finally:
         hermetic.confine_to(REPO)
 
