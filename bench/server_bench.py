@@ -125,8 +125,8 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
 
     global _CHAIN, _REGISTRY
     if _CHAIN is None:
-        _CHAIN, _ = load_admitter(Settings(**_WORKLOAD))
-        _REGISTRY = CRDRegistry.shipped(_WORKLOAD.get("kubeai_crd"))
+        _CHAIN, _ = load_admitter(Settings(**WORKLOAD))
+        _REGISTRY = CRDRegistry.shipped(WORKLOAD.get("kubeai_crd"))
     request = review["request"]
     obj, _ = _REGISTRY.prepare("CREATE", request["object"], None, None, namespace=request["namespace"] or None)
     mutate_review = {**review, "request": {**request, "object": obj}}
@@ -138,7 +138,15 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
 
 
 _CHAIN = _REGISTRY = None
-_WORKLOAD: dict = {}  # the Settings of this tree's served workload (``--workload``)
+WORKLOAD: dict = {}  # the Settings of this tree's served workload (``--workload``)
+
+
+def local_certs(tmp: str) -> tuple[Path, ssl.SSLContext]:
+    """A fresh serving certificate in ``tmp``/certs, and a client context trusting its CA."""
+    cert_dir = Path(tmp, "certs")
+    bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
+    certs.DirectoryStore(cert_dir).save(bundle)
+    return cert_dir, certs.client_context(bundle.ca_pem())
 
 
 def before_workload(before: Path, tmp: Path) -> dict:
@@ -260,12 +268,9 @@ def main() -> int:
                      "trees": {"before" if suffix else "after": str(tree) for suffix, tree in trees.items()}}
     procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
-        cert_dir = Path(tmp, "certs")
-        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
-        certs.DirectoryStore(cert_dir).save(bundle)
-        ctx = certs.client_context(bundle.ca_pem())
+        cert_dir, ctx = local_certs(tmp)
         if args.workload == "before":
-            _WORKLOAD.update(before_workload(args.before.resolve(), Path(tmp)))
+            WORKLOAD.update(before_workload(args.before.resolve(), Path(tmp)))
             results["workload"] = "before"
         try:
             # /readyz: from spawning `infergate serve` to green (imports, certificates, chain).
@@ -275,7 +280,7 @@ def main() -> int:
                 spawned = time.monotonic()
                 server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
                                 "--cert-dir", str(cert_dir), "--log-level", "warning",
-                                *(serve_flags(_WORKLOAD) if tree == REPO else [])], tree, procs, cwd=tmp)
+                                *(serve_flags(WORKLOAD) if tree == REPO else [])], tree, procs, cwd=tmp)
                 ready = wait_ready(port, ctx, "/readyz", spawned + 30)
                 if ready is None:
                     print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)

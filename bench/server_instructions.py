@@ -43,7 +43,6 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import server_bench as sb  # noqa: E402  (this folder's: the servers, bodies and workloads)
 
-from webhook import certs  # noqa: E402
 
 ALLOWED = b'"allowed":true'
 
@@ -145,12 +144,9 @@ def main() -> int:
     results: dict = {"requests": args.requests, "connections": args.connections, "workload": args.workload,
                      "trees": {name: str(tree) for name, tree in trees.items()}}
     with tempfile.TemporaryDirectory() as tmp:
-        cert_dir = Path(tmp, "certs")
-        bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans(), policy=certs.RotationPolicy()).bundle
-        certs.DirectoryStore(cert_dir).save(bundle)
-        ctx = certs.client_context(bundle.ca_pem())
+        cert_dir, ctx = sb.local_certs(tmp)
         if args.workload == "before":
-            sb._WORKLOAD.update(sb.before_workload(args.before.resolve(), Path(tmp)))
+            sb.WORKLOAD.update(sb.before_workload(args.before.resolve(), Path(tmp)))
         bodies = {family: sb.as_the_apiserver_sends(sb.review_for(sb.REPO / "examples/manifests/valid" / manifest))[1]
                   for family, manifest in sb.FAMILIES.items()}
         out_prefix = f"{tmp}/callgrind.out"
@@ -189,7 +185,7 @@ def main() -> int:
             run("validate" + suffix,
                 [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port), "--cert-dir",
                  str(cert_dir), "--log-level", "warning", "--workers", "0",
-                 *(sb.serve_flags(sb._WORKLOAD) if name == "after" else [])],
+                 *(sb.serve_flags(sb.WORKLOAD) if name == "after" else [])],
                 port, tree, "/validate?timeout=10s", "/readyz", lambda body: ALLOWED)
 
     for name in [n for n in results if n.startswith(("server_only", "validate"))]:
