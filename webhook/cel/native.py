@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import symtable
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -426,7 +427,7 @@ def _greater_equal(x: Any, y: Any) -> bool:
 # A program becomes the source of one Python function: operators inline where their operand
 # types can be checked in place (``x == 'a'``, ``s.startsWith('p')``, ``has(x.f)``, the logical
 # operators through assignment expressions), the helpers above otherwise, and each
-# comprehension a nested function. Any Python exception raised inside it (a ``KeyError`` for a
+# comprehension a function beside it, called with the variables it reads. Any Python exception raised inside it (a ``KeyError`` for a
 # missing field, a ``TypeError`` for a selection on a list) means "ask cel-expr", like
 # ``NotNative``: so a selection ``x['f']`` either finds the field of a map or gives up.
 
@@ -543,11 +544,8 @@ _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "
 _STRING_TESTS = {"startsWith": "{t}.startswith({c})", "endsWith": "{t}.endswith({c})", "contains": "{c} in {t}"}
 
 
-class _Function:
-    """The source of one Python function: nested functions (``prelude``) before its body."""
-
-    def __init__(self) -> None:
-        self.prelude: list[str] = []
+_ENCLOSING = frozenset({"a", "_n", "_limit"})  # the program's own variables
+_GENERATED = re.compile(r"(v|_t)[0-9]+")  # the variables ``fresh`` names (CEL's, walrus temporaries)
 
 
 class _Codegen:
@@ -555,7 +553,7 @@ class _Codegen:
         self.names: dict[str, Any] = dict(_HELPERS)
         self.count = 0
         self.scopes: list[dict[str, str]] = []
-        self.functions: list[_Function] = [_Function()]
+        self.defined: list[str] = []  # the loops' functions, beside the program (``define``)
 
     def fresh(self, prefix: str) -> str:
         self.count += 1
@@ -622,12 +620,11 @@ class _Codegen:
         """A conditional's branch; one the subset cannot express asks cel-expr when it is
         taken (``_bail``), so that the rest of the program stays native (a policy's failed
         rule and its message, see ``policy.batch.judged_source``)."""
-        functions, prelude, scopes = len(self.functions), len(self.functions[-1].prelude), len(self.scopes)
+        defined, scopes = len(self.defined), len(self.scopes)
         try:
             return self.expr(node)
-        except _Unsupported:  # what it began of nested functions and scopes goes with it
-            del self.functions[functions:]
-            del self.functions[-1].prelude[prelude:]
+        except _Unsupported:  # what it began of functions and scopes goes with it
+            del self.defined[defined:]
             del self.scopes[scopes:]
             return "_bail()"
 
@@ -757,16 +754,12 @@ class _Codegen:
         if elements is None or (first and len(elements) != 1):
             return None
         value, accu = self.fresh("v"), self.fresh("v")
-        function = _Function()  # the loops inside: defined in the enclosing function, called lazily
-        self.functions.append(function)
         iter_range = self.expr(c.iter_range.list_expr.elements[0])
         self.scopes.append({c.iter_var: value, c.accu_var: accu})
         values = [self.expr(e) for e in elements]
         self.scopes[-1] = {c.accu_var: accu}
         result = self.expr(c.result)
         self.scopes.pop()
-        self.functions.pop()
-        self.functions[-1].prelude.extend(function.prelude)
         tick = f"_tick(_n, {1 + _nodes(c.loop_condition) + _nodes(c.loop_step)}, _limit)"
         if first and result == accu:
             return f"({value} := {iter_range}, {tick}, {values[0]})[2]"
@@ -779,8 +772,6 @@ class _Codegen:
         name, items, accu = self.fresh("_c"), self.fresh("_r"), self.fresh("v")
         first = self.fresh("v")
         second = self.fresh("v") if c.iter_var2 else None
-        function = _Function()
-        self.functions.append(function)
         iter_range, init = self.expr(c.iter_range), self.expr(c.accu_init)
         self.scopes.append({c.iter_var: first, c.accu_var: accu} | ({c.iter_var2: second} if second else {}))
         condition = None if _is_true_constant(c.loop_condition) else self.expr(c.loop_condition)
@@ -789,10 +780,8 @@ class _Codegen:
         self.scopes[-1] = {c.accu_var: accu}
         result = self.expr(c.result)
         self.scopes.pop()
-        self.functions.pop()
         if c.iter_range.WhichOneof("expr_kind") == "list_expr" and not c.iter_range.list_expr.elements:
             # no iteration: cel.bind (how ``optimize`` binds a guarded value), the value in place
-            self.functions[-1].prelude.extend(function.prelude)
             return f"({accu} := {init}, {result})[1]"
         weight = 1 + _nodes(c.loop_condition) + _nodes(c.loop_step)
         single = (second is None and c.iter_range.WhichOneof("expr_kind") == "list_expr"
@@ -807,8 +796,7 @@ class _Codegen:
                 indent = "    "
             body += [indent + line for line in (appended if appended is not None else [f"{accu} = {step}"])]
             body.append(f"return {result}")
-            self.functions[-1].prelude.extend([f"def {name}():"] + ["    " + line for line in function.prelude + body])
-            return f"{name}()"
+            return self.define(name, body)
         if second is None:
             loop = f"for {first} in {items}:"
         else:
@@ -831,9 +819,19 @@ class _Codegen:
             body += [f"    {g} = {condition}", f"    if {g} is False: break", f"    if {g} is not True: _bail()"]
         body += ["    " + line for line in appended] if appended is not None else [f"    {accu} = {step}"]
         body.append(f"return {result}")
-        lines = [f"def {name}():"] + ["    " + line for line in function.prelude + body]
-        self.functions[-1].prelude.extend(lines)
-        return f"{name}()"
+        return self.define(name, body)
+
+    def define(self, name: str, body: list[str]) -> str:
+        """A loop's function ``name`` beside the program, the enclosing functions' variables
+        that ``body`` reads as its parameters; its call, in the enclosing code. (Defined
+        inside the program, Python would make the function, and a cell for each variable it
+        shares, anew on every run; a loop runs right where it stands, so the values passed
+        are the ones it would have read.)"""
+        lines = ["    " + line for line in body]
+        table = symtable.symtable("\n".join([f"def {name}():", *lines]), "<cel native>", "exec").get_children()[0]
+        parameters = ", ".join(sorted(n for n in table.get_globals() if n in _ENCLOSING or _GENERATED.fullmatch(n)))
+        self.defined += [f"def {name}({parameters}):", *lines]
+        return f"{name}({parameters})"
 
     def appended(self, step: Any, accu_var: str, init: Any, accu: str) -> list[str] | None:
         """For the ``map``/``filter`` steps — ``accu + [e]`` and ``p ? accu + [e] : accu`` over
@@ -1049,9 +1047,8 @@ def compile_native(expr: Any) -> NativeProgram | None:
         body = generator.expr(expr)
     except (_Unsupported, RecursionError):
         return None
-    prelude = generator.functions[0].prelude
     # _n: the comprehensions' iterations so far (cel-cpp's bound) and their work (against _limit)
-    source = "\n".join(["def program(a, _limit):", "    _n = [0, 0]", *("    " + line for line in prelude), f"    return {body}"])
+    source = "\n".join([*generator.defined, "def program(a, _limit):", "    _n = [0, 0]", f"    return {body}"])
     namespace = dict(generator.names)
     try:
         exec(compile(source, "<cel native>", "exec"), namespace)  # noqa: S102  (source generated above)
