@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import types
 
 import pytest
 import yaml
@@ -325,6 +326,22 @@ def test_native_bounds_its_own_work(monkeypatch):
         program.evaluate(data, cost_limit=1000, accept=lambda value: value is True)
     with pytest.raises(AssertionError, match="measured"):  # an answer it cannot give: cel-expr, measured
         program.evaluate(data, accept=lambda value: value is False)
+
+
+def test_a_run_makes_no_function_and_shares_no_variable():
+    """Each loop's function is defined once, beside the program, and given the variables it
+    reads: a run creates no function object and no cell, and nested loops still see their
+    enclosing loops' variables (the inner ``all`` reads ``x`` and ``n``)."""
+    program = _compile("[self.a.size()].map(n, self.a.all(x, self.a.all(y, x + y + n >= 0)))[0]")
+    function = program.native._function
+    assert not function.__code__.co_cellvars and not function.__code__.co_freevars
+    assert not [c for c in function.__code__.co_consts if isinstance(c, types.CodeType)]
+    generated = [v for v in function.__globals__.values()
+                 if isinstance(v, types.FunctionType) and v.__code__.co_filename == "<cel native>"]
+    assert len(generated) == 3  # the program and its two loops
+    assert not any(f.__code__.co_freevars or f.__code__.co_cellvars for f in generated)
+    assert program.native({"self": {"a": [1, 2, 3]}}) is True
+    assert program.native({"self": {"a": [-5, 2, 3]}}) is False
 
 
 def test_a_binding_is_an_expression_counted_as_its_loop():
