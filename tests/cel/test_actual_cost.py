@@ -14,7 +14,7 @@ import yaml
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
 from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
-from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
+from webhook.cel.limits import PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
 from webhook.cel.syntax import parse
 from webhook.cel.types import STRING
@@ -164,19 +164,45 @@ def test_a_map_is_counted_appending_in_place() -> None:
     assert counted.cost == 1 + 20_000 * 13 + 1 + 1 + 1
 
 
-def test_a_rule_over_the_limit_is_not_counted_again(monkeypatch) -> None:
-    """Nested loops over 3,000 items: the engine's bound refuses the evaluation at once, and
-    the charge is the limit's (cel-go stops there), not a count that would run as long."""
+def test_a_rule_the_engine_stops_is_counted_once(monkeypatch) -> None:
+    """Nested loops over 3,000 items: the engine's bound refuses the evaluation at once. Its
+    bound is its own, so cel-go's count decides, counted once up to the per-call limit: past
+    it, the apiserver's cost error, charged from that same count."""
     rule = "self.items.all(x, self.items.all(y, x == y || x != y))"
+    counts = []
+    count = ActualCost.count
 
-    def no_count(self, activation, limit):
-        raise AssertionError("counted")
+    def counted(self, activation, limit):
+        counts.append(limit)
+        return count(self, activation, limit)
 
-    monkeypatch.setattr(ActualCost, "count", no_count)
+    monkeypatch.setattr(ActualCost, "count", counted)
     _, results = _charged(rule, {"items": [str(i) for i in range(3000)]})
     assert [r.error for r in results] == [
         f"'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call "
         f"cost exceeds limit for rule: {rule}"]
+    assert counts == [PER_CALL_LIMIT]
+
+
+def test_a_rule_the_engine_stops_within_the_limit_is_answered_by_the_count() -> None:
+    """Where cel-go finishes well within the per-call limit, the count's value is the answer,
+    true or false, and its cost the charge: a single loop over 10,500 items (past cel-cpp's
+    10,000 iterations), and a nested loop over 3 items beside a rule reading 3,000 (past the
+    engine's bound, measured over all the node's rules read)."""
+    rule = "self.items.all(x, x != 'bad')"
+    for value, holds in [({"items": ["a"] * 10_500}, True), ({"items": ["a"] * 10_400 + ["bad"]}, False)]:
+        charged, results = _charged(rule, value)
+        assert [r.message for r in results] == ([] if holds else [f"failed rule: {rule}"])
+        assert 10_500 < charged < PER_CALL_LIMIT
+
+    nested = "self.name.split('').all(x, self.name.split('').exists(y, x + 'z' == y))"
+    schema = dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": "self.items.all(x, x != 'bad')"},
+                                                           {"rule": nested, "message": "no pair"}]})
+    budget = CostBudget()
+    results = compile_schema_rules(schema, is_root=False, path="").evaluate(
+        {"items": ["a"] * 3000, "name": "abc"}, ABSENT, budget=budget)
+    assert [(r.message, r.error) for r in results] == [("no pair", None)]
+    assert RUNTIME_CEL_COST_BUDGET - budget.remaining < PER_CALL_LIMIT
 
 
 def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monkeypatch) -> None:

@@ -257,14 +257,15 @@ def test_kubeai_unique_file_paths_batched_only_when_true(operation, files, old_f
     # a division by zero in one pair only
     ("self.l.all(x, self.l.all(y, x.n / y.n >= 0))", ([{"n": 1}, {"n": 2}], [{"n": 1}, {"n": -2}],
                                                      [{"n": 1}, {"n": 0}])),
-    # three nested loops: false, and over 30 items past cel-cpp's 10,000 iterations (and the native count)
+    # three nested loops: false, and over 60 items past the per-call limit by cel-go's count (over 30, past
+    # cel-cpp's 10,000 iterations and the native count, cel-go's count is 329,583: within it, see runtime-cost.yaml)
     ("self.l.all(x, self.l.all(y, self.l.all(z, x.n + y.n + z.n >= 0)))", ([{"n": 1}] * 3, [{"n": -5}] * 3,
-                                                                          [{"n": 1}] * 30)),
+                                                                          [{"n": 1}] * 60)),
 ])
 def test_nested_loop_rules_defer_unless_true(rule, values, fast_paths):
     """The batch answers the true value alone; the false one and the error or cost overrun are
     the walk's, with every route as without the batch (the other rule, batched without the
-    native route, holds each time)."""
+    native route, holds each time; the batch answers it too, but for the overrun)."""
     from tests.schema.helpers import crd, thing
 
     items = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
@@ -276,4 +277,6 @@ def test_nested_loop_rules_defer_unless_true(rule, values, fast_paths):
     assert valid["allowed"] and valid_batched == ALL_BATCHED
     for outcome, batched in failing:
         assert not outcome["allowed"] and outcome["errors"], outcome
-        assert batched == OTHERS_BATCHED
+        # past the per-call limit the batch's own charge is too: then it answers for no rule
+        overrun = any("call cost exceeds limit" in error for error in outcome["errors"])
+        assert batched == (NONE_BATCHED if overrun else OTHERS_BATCHED)

@@ -6,12 +6,13 @@
 """
 
 from webhook.cel.engine import DEFAULT_ENGINE, Engine, Program, engine_names, get_engine
-from webhook.cel.errors import CelCompileError, CelCostExceeded, CelError, CelEvalError
+from webhook.cel.errors import CelCompileError, CelCostExceeded, CelError, CelEvalError, EngineBoundExceeded
 
 __all__ = [
     "DEFAULT_ENGINE",
     "CelCompileError",
     "CelCostExceeded",
+    "EngineBoundExceeded",
     "CelError",
     "CelEvalError",
     "Engine",

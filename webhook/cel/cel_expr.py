@@ -23,7 +23,7 @@ from webhook.cel import protos
 from webhook.cel.cel_python import CelPythonEngine
 from webhook.cel.checking import Checked, check_typed, free_variables
 from webhook.cel.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
-from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
+from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library import LibraryError
 from webhook.cel.library.base import NONE, OptionalValue
@@ -138,7 +138,7 @@ class CelExprProgram:
         if self._measure:
             sizes = activation.sizes(self.reads) if shared else measure(activation.values())
             if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
-                raise CelCostExceeded()
+                raise EngineBoundExceeded()
         # text with a NUL: see ``env.cut_by_runtime`` (hoisted results cross whole: ``to_runtime``)
         cut = activation.cut_by_runtime(self.reads) if shared else cut_by_runtime(activation.values())
         if cut and self._python_program() is not None:
@@ -269,7 +269,9 @@ _ITERATION_BUDGET = "Iteration budget exceeded"
 
 
 def _eval_error(message: str) -> CelEvalError:
-    if message in (_ITERATION_BUDGET, COST_EXCEEDED):
+    if message == _ITERATION_BUDGET:
+        return EngineBoundExceeded()
+    if message == COST_EXCEEDED:
         return CelCostExceeded()
     return CelEvalError(message)
 

@@ -36,7 +36,7 @@ from webhook.cel.checking import check_typed
 from webhook.cel.celpy_operators import builtins, operators
 from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
 from webhook.cel.celpy_rewrite import celpy_source
-from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError
+from webhook.cel.errors import CelCompileError, CelEvalError, EngineBoundExceeded
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.gocompat.regexp import go_error_text
@@ -130,7 +130,7 @@ class CelPythonProgram:
                  accept: Any = None, routes: Any = None) -> Any:  # no fast route: the slow, exact one
         cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
         if cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
-            raise CelCostExceeded()
+            raise EngineBoundExceeded()
         try:
             data = {name: Namespace(name) for name in NAMESPACES}
             data.update({name: to_cel(value) for name, value in activation.items()})  # ints past 64 bits: overflow

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
+from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded, get_engine
 from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
@@ -281,8 +281,11 @@ class NodeRules:
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
-            if not budget.owe(rule.bound(activation), rule.cost, activation, outcome):
-                cost = rule.cost(activation, outcome)
+            charge = rule.cost
+            if type(outcome) is Counted:  # cel-go's count answered (``_settled``): its cost is known
+                charge, outcome = _known_cost(outcome.cost), outcome.value
+            if not budget.owe(rule.bound(activation), charge, activation, outcome):
+                cost = charge(activation, outcome)
                 if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
                 if cost > PER_CALL_LIMIT:
@@ -335,6 +338,8 @@ class NodeRules:
             try:
                 results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
                                                      routes=routes))
+            except EngineBoundExceeded as err:
+                results.append(_settled(rule.count(activation), err, bool))
             except CelEvalError as err:
                 results.append(err)
         return results
@@ -350,12 +355,17 @@ class NodeRules:
                  routes: Routes) -> str | None:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
+            charge = rule.message_cost
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
+            except EngineBoundExceeded as err:
+                text = _settled(rule.message_count(activation), err, str)
+                if type(text) is Counted:
+                    charge, text = _known_cost(text.cost), text.value
             except CelEvalError as err:
                 text = err
-            if not budget.owe(rule.message_bound(activation), rule.message_cost, activation, text):
-                cost = rule.message_cost(activation, text)
+            if not budget.owe(rule.message_bound(activation), charge, activation, text):
+                cost = charge(activation, text)
                 if cost > budget.remaining:
                     budget.remaining = -1
                     return None
@@ -367,6 +377,20 @@ class NodeRules:
         if rule.message:
             return rule.message.strip()
         return f"failed rule: {rule.error_string}"
+
+
+def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type) -> Counted | EngineBoundExceeded:
+    """Where the engine stopped at its own bound, cel-go's count: when cel-go finishes within
+    the per-call limit with a value of ``kind`` (a rule's bool, a message's string), that
+    value and its cost are the apiserver's; else the engine's stop stands (cel-go stops too,
+    or its value is an error, or the count does not know the expression)."""
+    if counted is not None and type(counted.value) is kind:
+        return counted
+    return stopped
+
+
+def _known_cost(cost: int) -> Callable[[Any, Any], int]:
+    return lambda activation, outcome: cost
 
 
 def _runtime_error_text(err: CelEvalError, rule: CompiledRule) -> str:

@@ -24,3 +24,10 @@ class CelCostExceeded(CelEvalError):
 
     def __init__(self, message: str = "operation cancelled: actual cost limit exceeded") -> None:
         super().__init__(message)
+
+
+class EngineBoundExceeded(CelCostExceeded):
+    """The engine stopped an evaluation at a bound of its own: an upper bound of the work it
+    would do (measured over everything in the activation), or cel-cpp's 10,000 comprehension
+    iterations. cel-go, counting what the evaluation actually does, may well finish: where the
+    apiserver's answer matters (a CRD rule), ``webhook.cel.crd`` asks cel-go's count."""

@@ -24,7 +24,7 @@ So ``NotNative`` means "ask cel-expr", never "false".
 It bounds its own work, so a caller need not measure the activation before it runs
 (``runtime_bound``): each comprehension counts its iterations times the nodes its condition
 and step hold (a comprehension inside counting itself), and past the cost limit the program
-stops with :class:`CelCostExceeded`. That count never exceeds the bound ``runtime_bound``
+stops with :class:`EngineBoundExceeded` (its own count, not cel-go's). That count never exceeds the bound ``runtime_bound``
 computes from the activation's sizes for the same program, so whatever it refuses, the
 bound would have refused too. The logical operators short-circuit
 as CEL's do (``true || x`` is true whatever ``x`` is); an error on their left gives up rather
@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.cel.env import FAIL_FUNCTION
-from webhook.cel.errors import CelCostExceeded
+from webhook.cel.errors import CelCostExceeded, EngineBoundExceeded
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
 from webhook.cel.optimize import children
@@ -441,7 +441,7 @@ def _bail() -> Any:
 
 
 def _exceeded() -> Any:
-    raise CelCostExceeded()
+    raise EngineBoundExceeded()
 
 
 def _tick(counts: list[int], weight: int, limit: int) -> None:
@@ -449,7 +449,7 @@ def _tick(counts: list[int], weight: int, limit: int) -> None:
     counts[0] += 1
     counts[1] += weight
     if counts[1] > limit:
-        raise CelCostExceeded()
+        raise EngineBoundExceeded()
 
 
 def _optional_list(values: list, optional: frozenset[int]) -> list:
@@ -1004,7 +1004,7 @@ def _reads(node: Any, name: str) -> bool:
 
 class NativeProgram:
     """A checked CEL expression as one Python function; ``program(activation)`` is its value,
-    or raises :class:`NotNative` when cel-expr must answer, or :class:`CelCostExceeded` when
+    or raises :class:`NotNative` when cel-expr must answer, or :class:`EngineBoundExceeded` when
     its count passes ``cost_limit``."""
 
     __slots__ = ("_function", "source")

@@ -6,7 +6,9 @@ a collection whose size is bounded by what the activation holds. At compile time
 optimised AST becomes a polynomial in ``L`` (the longest list or map in the activation) and
 ``C`` (the longest string); at evaluation time both are measured and the polynomial gives
 an upper bound of the iterations times the nodes evaluated per iteration. Over the limit,
-the evaluation is not started: ``CelCostExceeded`` with the apiserver's wording. The native
+the evaluation is not started: ``EngineBoundExceeded`` (a ``CelCostExceeded``, with the
+apiserver's wording). The bound is the engine's own, not cel-go's count: for a CRD rule the
+walk then asks cel-go's count (``crd._settled``), which may well finish within the limit. The native
 fast path (``native``) counts its own work as it runs, never more than this bound, so the
 activation is measured only before cel-expr evaluates.
 
@@ -15,7 +17,7 @@ The bound covers the ranges CEL can build from an activation (selections, indexi
 ``flatten``, ``lists.range``: a computed ``lists.range(n)`` is capped at the per-call limit
 by a guard ``optimize.py`` adds). Behind it, cel-cpp stops any evaluation after 10,000
 comprehension iterations ("Iteration budget exceeded"), which the backend reports as the
-same ``CelCostExceeded``.
+same ``EngineBoundExceeded``.
 
 One cost is cel-cpp's own: a comprehension that builds a list (``map``, ``filter``,
 ``transformList``) or a map (``transformMap*``) copies its accumulator on every append
