@@ -10,6 +10,7 @@ suites (``kind: PolicySuite``) are ``policy_suites.py``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,34 +100,51 @@ def run_object_case(case: Case) -> CaseResult:
     data = case.data
     if not data.get("expect"):
         return CaseResult(case.suite.title, case.name, ["no expect: the case checks nothing"], erroneous=True)
-    expect = data["expect"]
     outcome = case.suite.registry.handle(
         str(data.get("operation", "CREATE")), data.get("object"), data.get("old"), data.get("subresource"),
         request=request_path(data))
-    result = CaseResult(case.suite.title, case.name)
-    problems = result.problems
-    if "allowed" in expect and bool(expect["allowed"]) != outcome.allowed:
+    answer = Answer(outcome.allowed, outcome.code, [str(e) for e in outcome.errors],
+                    outcome.status.get("message") if outcome.status is not None else None, outcome.warnings,
+                    outcome.object)
+    return CaseResult(case.suite.title, case.name, answer_problems(data, answer))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an apiserver (or this one, offline) answered a recorded request."""
+
+    allowed: bool
+    code: int
+    errors: list[str]      # the Status causes as '<field>: <detail>'
+    message: str | None    # the Status message (None: no Status)
+    warnings: list[str]
+    object: Any            # what it stored (allowed)
+
+
+def answer_problems(data: dict[str, Any], answer: Answer) -> list[str]:
+    """How ``answer`` differs from the recorded case ``data``'s ``expect`` (none: it matches)."""
+    expect = data["expect"]
+    problems: list[str] = []
+    if "allowed" in expect and bool(expect["allowed"]) != answer.allowed:
         problems.append(f"verdict: expected {'allowed' if expect['allowed'] else 'denied'}, got "
-                        f"{'allowed' if outcome.allowed else 'denied'}")
-    if "code" in expect and expect["code"] != outcome.code:
-        problems.append(f"code: expected {expect['code']}, got {outcome.code}")
-    actual_errors = [str(e) for e in outcome.errors]
-    if not outcome.allowed or expect.get("errors"):
-        problems += multiset_diff("errors", list(expect.get("errors") or []), actual_errors)
+                        f"{'allowed' if answer.allowed else 'denied'}")
+    if "code" in expect and expect["code"] != answer.code:
+        problems.append(f"code: expected {expect['code']}, got {answer.code}")
+    if not answer.allowed or expect.get("errors"):
+        problems += multiset_diff("errors", list(expect.get("errors") or []), answer.errors)
     order_varies = bool((data.get("about") or {}).get("order_varies")) if isinstance(data.get("about"), dict) else False
-    if expect.get("message") is not None and outcome.status is not None:
-        message = outcome.status.get("message")
-        if not order_varies and message != expect["message"]:
-            problems.append(f"message:\n      expected: {expect['message']}\n      actual:   {message}")
+    if expect.get("message") is not None and answer.message is not None:
+        if not order_varies and answer.message != expect["message"]:
+            problems.append(f"message:\n      expected: {expect['message']}\n      actual:   {answer.message}")
     expected_warnings = list(expect.get("warnings") or [])
-    if expected_warnings != outcome.warnings:
-        problems += multiset_diff("warnings", expected_warnings, outcome.warnings) or [
-            f"warnings order: expected {expected_warnings}, got {outcome.warnings}"]
+    if expected_warnings != answer.warnings:
+        problems += multiset_diff("warnings", expected_warnings, answer.warnings) or [
+            f"warnings order: expected {expected_warnings}, got {answer.warnings}"]
     if "stored" in expect:
         actual = _with_generated_name(data.get("object"), reduce_metadata(expect["stored"]),
-                                      reduce_metadata(outcome.object))
+                                      reduce_metadata(answer.object))
         problems += object_diff(reduce_metadata(expect["stored"]), actual)
-    return result
+    return problems
 
 
 def _with_generated_name(request: Any, expected: Any, actual: Any) -> Any:
