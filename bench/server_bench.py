@@ -18,9 +18,11 @@ main``), its server-only and /validate runs are interleaved with this tree's, ag
 the same baseline: a before/after comparison in one run. Each tree serves its own
 policies, CRDs and example state; with ``--workload before`` this tree serves the before
 tree's instead (its policies, by name, in this tree's wording; the seed-era KubeAI CRD;
-its example state), so that the two differ only in their code.
+its example state), so that the two differ only in their code. ``--rounds N`` measures
+every server N times, interleaved: with ``--before``, each round's after/before ratio is
+a paired comparison (the two runs back to back), and their median is reported.
 
-    python bench/server_bench.py [--seconds 4] [--connections 16] [--before DIR [--workload before]] [--json out.json]
+    python bench/server_bench.py [--seconds 4] [--connections 16] [--rounds 1] [--before DIR [--workload before]] [--json out.json]
 """
 
 from __future__ import annotations
@@ -249,6 +251,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every server this many times, interleaved; each figure is the round of median "
+                             "throughput (every round's req/s kept as rps_rounds), each share of the echo the median "
+                             "of the rounds' shares; with --before, the median of the rounds' after/before ratios")
     parser.add_argument("--before", type=Path, help="another checkout whose server-only and /validate runs are "
                                                        "interleaved with this tree's (before/after in one run)")
     parser.add_argument("--workload", choices=("own", "before"), default="own",
@@ -302,8 +308,11 @@ def main() -> int:
             # Interleaved per family: a neighbour's load on a shared machine hits the runs
             # of one family alike, so the ratios stay meaningful.
             allowed = lambda resp: b'"allowed":true' in resp  # noqa: E731
-            for i, (family, manifest) in enumerate(FAMILIES.items()):
-                mutate_body, body = as_the_apiserver_sends(review_for(REPO / "examples/manifests/valid" / manifest))
+            bodies = {family: as_the_apiserver_sends(review_for(REPO / "examples/manifests/valid" / manifest))
+                      for family, manifest in FAMILIES.items()}
+            rounds: dict[str, dict[str, list[dict]]] = {}
+            for i, (family, (mutate_body, body)) in enumerate(
+                    (f, bodies[f]) for _ in range(args.rounds) for f in FAMILIES):
                 runs = [("baseline", "/echo", body, lambda resp, b=body: resp == b)]
                 for suffix in list(trees)[::1 if i % 2 == 0 else -1]:  # before and after take turns going first
                     runs += [("server_only" + suffix, "/validate?timeout=10s", body, allowed),
@@ -320,8 +329,12 @@ def main() -> int:
                         sent = r["requests"] * (args.seconds + args.warmup) / args.seconds
                         r["cpu_us_per_request"] = round((cpu_after - cpu_before) / sent * 1e6, 1)
                     r["body_bytes"] = len(payload)
-                    results.setdefault(name, {})[family] = r
+                    rounds.setdefault(name, {}).setdefault(family, []).append(r)
                     print(f"{name:20s} {family:24s} {r}", flush=True)
+            for name, by_family in rounds.items():
+                for family, measured in by_family.items():
+                    median = sorted(measured, key=lambda r: r["rps"])[(len(measured) - 1) // 2]
+                    results.setdefault(name, {})[family] = {**median, "rps_rounds": [r["rps"] for r in measured]}
         finally:
             for proc in procs:
                 proc.terminate()
@@ -330,7 +343,15 @@ def main() -> int:
 
     for endpoint in [name for name in results if name.startswith(("server_only", "validate", "mutate"))]:
         for family, r in results[endpoint].items():
-            r["of_baseline"] = round(r["rps"] / results["baseline"][family]["rps"], 3)
+            # the echo ran in the same round: the median of the rounds' shares, a paired figure
+            r["of_baseline"] = round(statistics.median(
+                a / b for a, b in zip(r["rps_rounds"], results["baseline"][family]["rps_rounds"])), 3)
+    if args.before:  # each round's two runs were back to back: their ratio is the paired comparison
+        for endpoint in ("server_only", "validate"):
+            results[f"{endpoint} after/before"] = {
+                family: round(statistics.median(
+                    a / b for a, b in zip(r["rps_rounds"], results[f"{endpoint} (before)"][family]["rps_rounds"])), 3)
+                for family, r in results[endpoint].items()}
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
