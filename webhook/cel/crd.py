@@ -382,10 +382,15 @@ class NodeRules:
 def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type) -> Counted | EngineBoundExceeded:
     """Where the engine stopped at its own bound, cel-go's count: when cel-go finishes within
     the per-call limit with a value of ``kind`` (a rule's bool, a message's string), that
-    value and its cost are the apiserver's; else the engine's stop stands (cel-go stops too,
-    or its value is an error, or the count does not know the expression)."""
-    if counted is not None and type(counted.value) is kind:
+    value and its cost are the apiserver's; when cel-go stops too, the stop, charged what
+    cel-go counted (past the limit). Else the engine's stop stands: cel-go's value is an
+    error (its wording is not known here), or the count does not know the expression."""
+    if counted is None:
+        return stopped
+    if type(counted.value) is kind:
         return counted
+    if counted.value is EXCEEDED:
+        return Counted(stopped, counted.cost)
     return stopped
 
 
