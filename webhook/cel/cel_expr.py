@@ -186,6 +186,17 @@ class CelExprProgram:
             raise _eval_error(message)
         return self._on_python(activation, cost_limit)
 
+    def evaluate_unbounded(self, activation: Mapping[str, Any]) -> Any:
+        """The value on ``activation`` on the exact path without this engine's own bounds (its
+        bound of the work, cel-cpp's 10,000 iterations): cel-python, for an evaluation cel-go's
+        count has shown to finish within the per-call limit. ``EngineBoundExceeded`` where
+        cel-python cannot compile the expression."""
+        if self._python_program() is None:
+            raise EngineBoundExceeded()
+        data = {name: activation[self._rename.get(name, name)] for name in self._declared
+                if self._rename.get(name, name) in activation}
+        return self._python_program().evaluate(data, bounded=False)
+
     def _python_program(self) -> Any:
         """The same expression on the pure-Python backend (compiled when first needed), or
         None where that backend cannot compile it."""

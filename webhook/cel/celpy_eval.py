@@ -31,8 +31,8 @@ class Budget:
 
     __slots__ = ("left",)
 
-    def __init__(self) -> None:
-        self.left = ITERATION_BUDGET
+    def __init__(self, iterations: int | None = None) -> None:
+        self.left = ITERATION_BUDGET if iterations is None else iterations
 
     def spend(self) -> None:
         self.left -= 1

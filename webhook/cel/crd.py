@@ -339,7 +339,7 @@ class NodeRules:
                 results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
                                                      routes=routes))
             except EngineBoundExceeded as err:
-                results.append(_settled(rule.count(activation), err, bool))
+                results.append(_settled(rule.count(activation), err, bool, rule.program, activation))
             except CelEvalError as err:
                 results.append(err)
         return results
@@ -359,7 +359,7 @@ class NodeRules:
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
             except EngineBoundExceeded as err:
-                text = _settled(rule.message_count(activation), err, str)
+                text = _settled(rule.message_count(activation), err, str, None, activation)
                 if type(text) is Counted:
                     charge, text = _known_cost(text.cost), text.value
             except CelEvalError as err:
@@ -379,18 +379,30 @@ class NodeRules:
         return f"failed rule: {rule.error_string}"
 
 
-def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type) -> Counted | EngineBoundExceeded:
+def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type, program: Any,
+             activation: Mapping[str, Any]) -> Counted | EngineBoundExceeded:
     """Where the engine stopped at its own bound, cel-go's count: when cel-go finishes within
     the per-call limit with a value of ``kind`` (a rule's bool, a message's string), that
     value and its cost are the apiserver's; when cel-go stops too, the stop, charged what
-    cel-go counted (past the limit). Else the engine's stop stands: cel-go's value is an
-    error (its wording is not known here), or the count does not know the expression."""
+    cel-go counted (past the limit); when cel-go's value is an error, the error in cel-go's
+    words (``program``'s exact path without the engine's bounds, which the count has shown
+    to finish), charged what cel-go counted. Else the engine's stop stands (the count does not
+    know the expression)."""
     if counted is None:
         return stopped
     if type(counted.value) is kind:
         return counted
     if counted.value is EXCEEDED:
         return Counted(stopped, counted.cost)
+    if isinstance(counted.value, Error) and program is not None:
+        try:
+            value = program.evaluate_unbounded(activation)
+        except EngineBoundExceeded:
+            return stopped
+        except CelEvalError as err:
+            return Counted(err, counted.cost)
+        if type(value) is kind:  # the exact path's answer, where it and the count disagree
+            return Counted(value, counted.cost)
     return stopped
 
 

@@ -31,7 +31,8 @@ vectors with each route off in turn).
      then, for a rule that runs: its cost, cel-go's count (webhook/cel/actual_cost.py), and a
      failing rule's message (messageExpression on the same ladder, b–d). Where an engine stops
      at a bound of its own (``EngineBoundExceeded``: an upper bound of the work, or cel-cpp's
-     10,000 iterations), cel-go's count answers instead when it finishes within the limit.
+     10,000 iterations), cel-go's count answers instead when it finishes within the limit (with
+     an error: d, without the engine's bounds, gives cel-go's words).
 
 ``INFERGATE_CEL_ENGINE=cel-python`` (``webhook.cel.engine``) makes cel-python the backend of
 the whole process instead: steps b–d are then cel-python alone, with no fast route.
