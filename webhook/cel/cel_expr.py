@@ -193,9 +193,7 @@ class CelExprProgram:
         cel-python cannot compile the expression."""
         if self._python_program() is None:
             raise EngineBoundExceeded()
-        data = {name: activation[self._rename.get(name, name)] for name in self._declared
-                if self._rename.get(name, name) in activation}
-        return self._python_program().evaluate(data, bounded=False)
+        return self._on_python(activation, None, bounded=False)
 
     def _python_program(self) -> Any:
         """The same expression on the pure-Python backend (compiled when first needed), or
@@ -207,10 +205,10 @@ class CelExprProgram:
                 self._exact = False
         return self._exact or None
 
-    def _on_python(self, activation: Mapping[str, Any], cost_limit: int | None) -> Any:
+    def _on_python(self, activation: Mapping[str, Any], cost_limit: int | None, *, bounded: bool = True) -> Any:
         data = {name: activation[self._rename.get(name, name)] for name in self._declared
                 if self._rename.get(name, name) in activation}
-        return self._python_program().evaluate(data, cost_limit=cost_limit)
+        return self._python_program().evaluate(data, cost_limit=cost_limit, bounded=bounded)
 
     @staticmethod
     def _eval(program: cel.Expression, activation: Mapping[str, Any]) -> cel.Value:

@@ -386,8 +386,9 @@ def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type, 
     value and its cost are the apiserver's; when cel-go stops too, the stop, charged what
     cel-go counted (past the limit); when cel-go's value is an error, the error in cel-go's
     words (``program``'s exact path without the engine's bounds, which the count has shown
-    to finish), charged what cel-go counted. Else the engine's stop stands (the count does not
-    know the expression)."""
+    to finish), charged what cel-go counted. Else the engine's stop stands: the count does not
+    know the expression, or a message's value is an error (``program`` None: the rule's static
+    message stands in, as in the apiserver)."""
     if counted is None:
         return stopped
     if type(counted.value) is kind:
