@@ -102,11 +102,14 @@ def test_apiserver_restart_under_the_webhook_and_controller(cluster_run):
         after = cluster_run.submit(pool("e2e-after-restart")).expect_ok()
         wait_for("the webhook's cache to see a pool created after the restart",
                  lambda: webhook_sees_pool(cluster_run, "e2e-after-restart"), timeout=90)
-        wait_for("/readyz passing again", lambda: readyz.answers and readyz.answers[-1][0] == 200, timeout=60)
-    # /readyz answered all along, and said so while its watches were cut off
+        wait_for("every watch answered again", lambda: readyz.answers and "degraded" not in readyz.answers[-1][1],
+                 timeout=30)
+    # /readyz answered and passed all along (a restart must not take the webhook out of its
+    # Service), and said so while its watches were cut off
     assert readyz.unanswered == 0
     failed = [body for status, body in readyz.answers if status != 200]
-    assert failed and all("[-]cluster-watch failed: watch interrupted" in body for body in failed), failed[:3]
+    assert not failed, failed[:3]
+    assert any("[+]cluster-watch ok (degraded: watch interrupted" in body for _, body in readyz.answers)
     # no status write lost: both pools carry what the controller computes for them
     for obj in (before, after):
         settled_like_offline(cluster_run, obj)

@@ -25,6 +25,8 @@ from webhook import resources
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
+from webhook.server.wiring import cluster_state_checks
+from webhook.state.base import group_of
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 from .conftest import ServerThread, review, wait_until
@@ -35,9 +37,10 @@ ORDER = yaml.safe_load((MANIFESTS / "denied-by-webhook" / "inferenceservice-name
 
 
 class Api:
-    """The fake apiserver in a thread of its own, stoppable and restartable on one port."""
+    """The fake apiserver in a thread of its own, stoppable and restartable on one port;
+    it serves every watched kind but ``unserved`` (their CRDs not installed: 404)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unserved: tuple[str, ...] = ()) -> None:
         self.fake = FakeApiServer()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -47,7 +50,8 @@ class Api:
         threading.Thread(target=self._loop.run_forever, daemon=True).start()
         self._runner: web.AppRunner | None = None
         for kind in WEBHOOK_KINDS:
-            self.fake.serve(kind, typed_list=True)
+            if group_of(kind.api_version) not in unserved:
+                self.fake.serve(kind, typed_list=True)
         for path in sorted(Path(resources.examples_dir()).glob("*.yaml")):
             for obj in yaml.safe_load_all(path.read_text()):
                 if obj:
@@ -94,12 +98,12 @@ class Api:
         return ApiClient(Configuration(host=f"http://127.0.0.1:{self.port}"))
 
 
-def serving(tmp_path, failure_mode: str = "deny"):
-    api = Api()
+def serving(tmp_path, failure_mode: str = "deny", unserved: tuple[str, ...] = ()):
+    api = Api(unserved)
     state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
     chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), state)
     # as load_admitter wires it: the chain judges only once the state is synced
-    prerequisites = {"cluster-state": lambda: None if state.ready else "not synced"}
+    prerequisites = cluster_state_checks(state)
     with ServerThread(tmp_path / "certs", chain, prerequisites=prerequisites, failure_mode=failure_mode) as server:
         yield api, state, server
     state.stop(2.0)
@@ -113,6 +117,15 @@ def cluster(tmp_path):
 @pytest.fixture
 def cluster_failing_open(tmp_path):
     yield from serving(tmp_path, failure_mode="allow")
+
+
+# The groups whose CRDs a cluster of Deckhouse users often lacks: GIE's and llm-d's
+NOT_INSTALLED = ("inference.networking.k8s.io", "inference.networking.x-k8s.io", "llm-d.ai")
+
+
+@pytest.fixture
+def cluster_without_gie(tmp_path):
+    yield from serving(tmp_path, unserved=NOT_INSTALLED)
 
 
 def judged(server: ServerThread) -> dict:
@@ -197,3 +210,34 @@ def open_class(api: Api) -> dict:
     klass = dict(api.resource("InferenceServiceClass").objects[ORDER["spec"]["inferenceServiceClassName"]])
     klass["spec"] = dict(klass["spec"], admissionPolicy={"allowedNamespaces": ["*"]})
     return klass
+
+
+def readyz_body(server: ServerThread) -> tuple[int, str]:
+    answer = server.client().get("/readyz")
+    return answer.status, answer.body.decode()
+
+
+@pytest.mark.parametrize("fixture", ["cluster", "cluster_without_gie"])
+def test_an_apiserver_restart_never_fails_readiness_and_the_watches_come_back(fixture, request):
+    """The outage this prevents: after a restart, kinds whose CRDs are absent answered only 404
+    and stayed "interrupted" forever, so /readyz failed on every replica at once."""
+    api, state, server = request.getfixturevalue(fixture)
+    api.start()
+    state.start()
+    wait_until(lambda: state.ready, timeout=15)
+    expected_unserved = {str(k) for k in WEBHOOK_KINDS if group_of(k.api_version) in NOT_INSTALLED} \
+        if fixture == "cluster_without_gie" else set()
+    assert set(state.unserved) == expected_unserved
+    first = judged(server)
+    api.stop()
+    wait_until(lambda: state.interrupted is not None, timeout=15)
+    status, body = readyz_body(server)
+    assert status == 200 and "[+]cluster-watch ok (degraded: watch interrupted, reconnecting:" in body, body
+    assert judged(server) == first  # judged from the last synced picture
+    api.start()
+    wait_until(lambda: state.interrupted is None, timeout=15)  # every kind answered again, 404s included
+    status, body = readyz_body(server)
+    assert status == 200 and "degraded" not in body, body
+    assert set(state.unserved) == expected_unserved
+    api.modify(open_class(api))  # the watches resumed: a change after the restart arrives
+    wait_until(lambda: judged(server)["allowed"] is True, timeout=15)

@@ -32,8 +32,8 @@ async def cluster(aiohttp_server):
     client = ApiClient(config)
     states = []
 
-    def make_state(kinds, **kw):
-        state = KubeState(client, kinds, backoff=Backoff(0.01, 0.05), **kw)
+    def make_state(kinds, backoff=Backoff(0.01, 0.05), **kw):
+        state = KubeState(client, kinds, backoff=backoff, **kw)
         states.append(state)
         state.start()
         return state
@@ -217,10 +217,41 @@ async def test_a_failing_watch_is_reported_until_answered_again(cluster):
 
     api.watch = watch_or_fail
     api.end_streams(classes)
-    await eventually(lambda: state.interrupted == f"watch interrupted, reconnecting: {CLASSES}")
+    await eventually(lambda: (state.interrupted or "").startswith(f"watch interrupted, reconnecting: {CLASSES} ("))
     assert state.ready  # still serving the last picture
+    assert state.disconnected_seconds() >= 0 and state.unserved == ()
     blocked["on"] = False
     await eventually(lambda: state.interrupted is None)
+    assert state.disconnected_seconds() == 0
+
+
+CRDS_BY_NAME = WatchedKind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions",
+                           field_selector="metadata.name=clustermodels.ai.deckhouse.io")
+
+
+async def test_a_kind_not_served_is_not_interrupted_and_starts_when_its_crd_appears(cluster):
+    """A 404 is an answer: the kind is empty, synced and not interrupted. When its CRD is
+    created, the watched CRD's change wakes the kind's thread at once (not the slow look
+    every ``Backoff.unserved`` seconds, here ten minutes); when the CRD goes, it is empty again."""
+    api, make_state = cluster
+    crds = api.serve(CRDS_BY_NAME)
+    state = make_state((CRDS_BY_NAME, MISSING), backoff=Backoff(0.01, 0.05, unserved=600.0))
+    assert await state.wait_ready(15)
+    assert state.unserved == (str(MISSING),) and state.interrupted is None
+    await eventually(lambda: crds.watchers)
+    # the CRD is installed: the kind is served from now on, and the CRD's watch event says so
+    models = api.serve(MISSING)
+    api.add(models, {"metadata": {"name": "llama"}, "spec": {}})
+    api.add(crds, {"metadata": {"name": "clustermodels.ai.deckhouse.io"}, "spec": {"group": "ai.deckhouse.io"}})
+    await eventually(lambda: names(state, MISSING) == ["llama"], timeout=5)
+    assert state.unserved == ()
+    await eventually(lambda: models.watchers)
+    # the CRD is deleted: the apiserver ends the kind's watches, and its lists answer 404
+    del api.resources[(MISSING.api_version, MISSING.plural)]
+    del api.served[MISSING.api_version][MISSING.plural]
+    api.end_streams(models)
+    await eventually(lambda: names(state, MISSING) == [] and state.unserved == (str(MISSING),), timeout=5)
+    assert state.interrupted is None
 
 
 # -- today's inference kinds: Pods trimmed as they arrive, a group's older served version --------------

@@ -32,9 +32,10 @@ def run_check(check: ReadinessCheck) -> str | None:
 
 
 class Advisory:
-    """A readiness check /readyz reports but reviews do not wait for: the admitter still
-    judges (a watch reconnecting: the last synced picture is served meanwhile, as an
-    informer's is)."""
+    """A readiness check /readyz reports but that never makes it fail, and reviews do not
+    wait for: the admitter still judges (a watch reconnecting: the last synced picture is
+    served meanwhile, as an informer's is). Failing readiness on it would take every
+    replica out of the Service at once whenever the apiserver restarts."""
 
     def __init__(self, check: ReadinessCheck):
         self.check = check

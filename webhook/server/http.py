@@ -21,7 +21,7 @@ from aiohttp import hdrs, web
 from webhook import logging as logs
 from webhook.admission.review import AdmissionRequest, AdmissionResult, clip_message, response_review
 from webhook.metrics import Metrics
-from webhook.server.admitter import CHAIN_CHECK, AdmitterSlot, ReadinessCheck, run_check
+from webhook.server.admitter import CHAIN_CHECK, Advisory, AdmitterSlot, ReadinessCheck, run_check
 from webhook.server.decode import BadReview, decode_review, query_timeout
 from webhook.server.scheduling import LoopBatch, Placement, Review, Scheduler, who
 
@@ -253,8 +253,13 @@ async def readyz(request: web.Request) -> web.Response:
     lines, ready = [], True
     for name, check in (state.readiness | state.slot.prerequisites).items():
         problem = run_check(check)
-        ready &= problem is None
-        lines.append(f"[+]{name} ok" if problem is None else f"[-]{name} failed: {problem}")
+        if problem is None:
+            lines.append(f"[+]{name} ok")
+        elif isinstance(check, Advisory):  # reported, never failing (see Advisory)
+            lines.append(f"[+]{name} ok (degraded: {problem}; serving the last synced picture)")
+        else:
+            ready = False
+            lines.append(f"[-]{name} failed: {problem}")
     lines.append("readyz check passed" if ready else "readyz check failed")
     return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
 

@@ -146,9 +146,15 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
         raise InputsFailed(failed)
     policies.start()
     state.start()
-    prerequisites: dict[str, ReadinessCheck] = {"cluster-state": lambda: None if state.ready else "not synced",
-                                                "cluster-watch": Advisory(lambda: state.interrupted)}
-    return AdmissionChain(registry, policies, state), prerequisites
+    return AdmissionChain(registry, policies, state), cluster_state_checks(state)
+
+
+def cluster_state_checks(state: Any) -> dict[str, ReadinessCheck]:
+    """What readiness asks of the cluster view: its first sync (every watched kind listed, or
+    known not to be served). A watch reconnecting is reported, never failing: the last synced
+    picture is judged against meanwhile, as an informer serves it (RELIABILITY.md)."""
+    return {"cluster-state": lambda: None if state.ready else "not synced",
+            "cluster-watch": Advisory(lambda: state.interrupted)}
 
 
 def unusable_paths(settings: Settings) -> list[str]:

@@ -7,6 +7,13 @@ resourceVersion with bookmarks (metadata only where that is all it needs: see
 as an ERROR event) relists; any other failure reconnects with exponential backoff.
 The HTTP client is blocking, so it lives in those threads and never on the event loop;
 readers only touch the in-memory :class:`~webhook.state.base.ObjectStore`.
+
+A kind the cluster does not serve (404 in every version: its CRD is not installed) is *not
+served*, not broken: it is empty and synced, and its thread looks again when a watched CRD
+changes, or every :attr:`Backoff.unserved` seconds. Only a request the apiserver did not
+answer (or answered with an error other than 404 and 410) marks a kind interrupted; any
+answer clears the mark. An interrupted kind keeps serving its last synced picture, as a
+client-go informer does: readiness depends on the first sync, never on the connection.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import logging
 import random
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -125,9 +133,12 @@ class _Gone(Exception):
 @dataclass(frozen=True, slots=True)
 class Backoff:
     # reconnects of a handful of watches cost the apiserver little; a long wait after it is
-    # back would keep the cache stale (and /readyz failing) for nothing
+    # back would keep the cache stale for nothing
     initial: float = 0.5
     maximum: float = 5.0
+    # a kind not served is looked for again this often (sooner when a watched CRD changes):
+    # a dozen absent kinds per replica then cost the apiserver a request every few seconds
+    unserved: float = 30.0
 
     def delays(self):
         delay = self.initial
@@ -160,9 +171,13 @@ class KubeState(ClusterState):
         self._ready_event = threading.Event()
         self._lock = threading.Lock()
         self._synced: set[WatchedKind] = set()
-        # kinds whose last request failed (the apiserver unreachable, an error status): their
-        # cache may be missing changes until the next list or watch is answered
-        self._interrupted: set[WatchedKind] = set()
+        # kind -> when (monotonic) its requests began to fail (the apiserver unreachable, an
+        # error status): its cache may be missing changes until a request is answered again
+        self._interrupted: dict[WatchedKind, float] = {}
+        # kinds the cluster serves in no version (404): empty, synced, looked for again later
+        self._unserved: set[WatchedKind] = set()
+        self._crd_changed = threading.Condition(self._lock)  # wakes the unserved kinds' threads
+        self._crd_generation = 0
         self._open: dict[WatchedKind, Any] = {}  # the response each thread is reading, for stop()
         self._threads: list[threading.Thread] = []
         self._listeners: dict[tuple[str, str], list[Callable[[], None]]] = {}
@@ -193,6 +208,10 @@ class KubeState(ClusterState):
         self._listeners.setdefault((group_of(api_version), kind), []).append(listener)
 
     def _changed(self, kind: WatchedKind) -> None:
+        if kind.kind == "CustomResourceDefinition" and group_of(kind.api_version) == "apiextensions.k8s.io":
+            with self._lock:  # a kind not served may be now: its thread looks at once
+                self._crd_generation += 1
+                self._crd_changed.notify_all()
         for listener in self._listeners.get((group_of(kind.api_version), kind.kind), ()):
             try:
                 listener()
@@ -206,9 +225,22 @@ class KubeState(ClusterState):
 
     @property
     def interrupted(self) -> str | None:
+        now = time.monotonic()
         with self._lock:
-            kinds = sorted(str(kind) for kind in self._interrupted)
+            kinds = sorted(f"{kind} ({now - since:.0f}s)" for kind, since in self._interrupted.items())
         return f"watch interrupted, reconnecting: {', '.join(kinds)}" if kinds else None
+
+    @property
+    def unserved(self) -> tuple[str, ...]:
+        """The watched kinds the cluster serves in no version (their CRD is not installed)."""
+        with self._lock:
+            return tuple(sorted(str(kind) for kind in self._unserved))
+
+    def disconnected_seconds(self) -> float:
+        """How long the longest-interrupted kind has been cut off (0 when none is)."""
+        now = time.monotonic()
+        with self._lock:
+            return max((now - since for since in self._interrupted.values()), default=0.0)
 
     async def wait_ready(self, timeout: float | None = None) -> bool:
         return await asyncio.to_thread(self._ready_event.wait, timeout)
@@ -225,6 +257,7 @@ class KubeState(ClusterState):
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping.set()
         with self._lock:
+            self._crd_changed.notify_all()
             responses = list(self._open.values())
         for resp in responses:
             _interrupt(resp)
@@ -260,11 +293,11 @@ class KubeState(ClusterState):
                     if unserved < len(versions):  # another version of the group may be served: at once
                         continue
                     unserved = 0
-                    self._store.replace(group_of(kind.api_version), kind.kind, (), names=kind.names)
-                    self._changed(kind)
-                    self._mark_synced(kind)
-                else:
-                    self._interrupt_kind(kind)
+                    self._not_served(kind)
+                    delays = self._backoff.delays()
+                    self._wait_for_crds(self._backoff.unserved)
+                    continue
+                self._interrupt_kind(kind)
                 log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
                 self._stopping.wait(next(delays))
             except Exception as exc:  # noqa: BLE001 - network errors of every kind: reconnect
@@ -274,9 +307,28 @@ class KubeState(ClusterState):
                 log.warning("watch %s: %s; retrying", kind, exc)
                 self._stopping.wait(next(delays))
 
+    def _not_served(self, kind: WatchedKind) -> None:
+        """Every version answered 404: the kind is empty and synced, and nothing is wrong."""
+        with self._lock:
+            self._interrupted.pop(kind, None)
+            newly = kind not in self._unserved
+            self._unserved.add(kind)
+        if newly:
+            log.info("watch %s: not served by the cluster (no CRD); looking again when a CRD changes", kind)
+            self._store.replace(group_of(kind.api_version), kind.kind, (), names=kind.names)
+            self._changed(kind)
+        self._mark_synced(kind)
+
+    def _wait_for_crds(self, timeout: float) -> None:
+        """Until a watched CRD changes, stop() or ``timeout`` seconds."""
+        with self._lock:
+            seen = self._crd_generation
+            self._crd_changed.wait_for(
+                lambda: self._crd_generation != seen or self._stopping.is_set(), timeout)
+
     def _interrupt_kind(self, kind: WatchedKind) -> None:
         with self._lock:
-            self._interrupted.add(kind)
+            self._interrupted.setdefault(kind, time.monotonic())
 
     def _mark_synced(self, kind: WatchedKind) -> None:
         with self._lock:
@@ -306,7 +358,8 @@ class KubeState(ClusterState):
             response.read()
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         with self._lock:  # answered: what follows on this stream is current again
-            self._interrupted.discard(kind)
+            self._interrupted.pop(kind, None)
+            self._unserved.discard(kind)
         return response.response
 
     def _list(self, kind: WatchedKind, api_version: str) -> str:
