@@ -82,7 +82,7 @@ import sys, uvloop
 sys.path.insert(0, sys.argv[3])
 from webhook.admission.review import AdmissionResult
 from webhook.server import serve
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 class AllowAll:
     def admit(self, request, *, mutating):
         return AdmissionResult(allowed=True)
@@ -123,7 +123,7 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
     from webhook.admission.review import AdmissionReview
     from webhook.schema import CRDRegistry
     from webhook.server import load_admitter
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     global _CHAIN, _REGISTRY
     if _CHAIN is None:

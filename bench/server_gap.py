@@ -53,7 +53,7 @@ sys.path.insert(0, tree)
 import uvloop
 import webhook.server as server
 from webhook.admission.review import AdmissionResult
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 stats = {"reviews": 0, "admit_cpu": 0.0, "first_cpu": 0.0, "gc": 0.0}
 began = [0.0]

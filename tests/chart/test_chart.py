@@ -437,7 +437,7 @@ def test_webhook_flags_are_the_servers_own(name):
     import argparse
 
     from webhook.server import add_arguments
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     (container,) = webhook_deployment(name)["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["infergate"] and container["args"][0] == "serve"

@@ -115,7 +115,7 @@ def test_kubeai_model_is_one_kind_with_two_schemas_the_current_one_by_default():
 def test_the_kubeai_choices_are_the_settings_choices():
     from typing import get_args
 
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     assert set(get_args(Settings.model_fields["kubeai_crd"].annotation)) == set(bundled.KUBEAI_CRDS)
     assert Settings().kubeai_crd == bundled.DEFAULT_KUBEAI_CRD

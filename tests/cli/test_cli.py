@@ -93,7 +93,7 @@ def test_the_engine_chosen_after_the_command_is_the_one_that_runs(tmp_path):
 
 
 def test_log_levels_in_any_case():
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     assert [console.log_level(v) for v in ("DEBUG", "Info", "warning", " ERROR ")] == ["debug", "info", "warning", "error"]
     with pytest.raises(argparse.ArgumentTypeError):

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from webhook import certs
 from webhook.admission.review import AdmissionRequest, AdmissionResult
-from webhook.metrics import Metrics
+from webhook.server.metrics import Metrics
 from webhook.server import AdmitterSlot, ServerConfig, create_app
 
 MiB = 1024 * 1024

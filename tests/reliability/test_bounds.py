@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhook.metrics import MAX_KIND_LABELS
+from webhook.server.metrics import MAX_KIND_LABELS
 
 from .conftest import review
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.server import load_admitter
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import ServerThread, assert_well_formed, review
 from .strategies import mutated

@@ -24,7 +24,7 @@ from webhook import resources
 from webhook.admission.review import MAX_MESSAGE_LENGTH, AdmissionRequest
 from webhook.schema import CRDRegistry
 from webhook.server import load_admitter
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import MiB, ServerThread, review
 

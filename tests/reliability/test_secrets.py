@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from webhook import logging as logs
+from webhook import logs
 from webhook import resources
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet

@@ -10,7 +10,7 @@ import aiohttp
 
 from webhook import certs
 from webhook.server import serve
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import RecordingAdmitter, review
 

@@ -12,9 +12,9 @@ import time
 import aiohttp
 
 from webhook import certs
-from webhook import logging as logs
+from webhook import logs
 from webhook.server import serve
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import RecordingAdmitter, review
 

@@ -126,7 +126,7 @@ def test_every_input_that_does_not_load_is_named_and_nothing_is_started(tmp_path
     import threading
 
     from webhook.server import InputsFailed, load_admitter
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     crds, state = tmp_path / "crds", tmp_path / "state"
     crds.mkdir()

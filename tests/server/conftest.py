@@ -23,7 +23,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from webhook import certs
 from webhook.admission.review import AdmissionRequest, AdmissionResult
-from webhook.metrics import Metrics
+from webhook.server.metrics import Metrics
 from webhook.server import AdmitterSlot, ServerConfig, create_app
 
 TEST_POLICY = certs.RotationPolicy()

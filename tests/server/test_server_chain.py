@@ -15,7 +15,7 @@ import yaml
 from webhook import resources
 from webhook.schema import CRDRegistry
 from webhook.server import load_admitter
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import review, start_server
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from webhook import certs
-from webhook import logging as logs
+from webhook import logs
 from webhook.server import STATE, timeout_seconds
 
 from .conftest import MODEL, ScriptedAdmitter, client_identity, review, start_server

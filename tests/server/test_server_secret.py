@@ -254,7 +254,7 @@ async def test_serve_in_secret_mode_keeps_certs_in_the_secret_and_injects_the_bu
     import aiohttp
 
     from webhook.server import serve
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     from .conftest import ScriptedAdmitter, review
 
@@ -421,7 +421,7 @@ async def test_serve_in_secret_mode_injects_into_configurations_created_after_it
     """`helm install` creates the webhook configurations after the Deployment: a pod can
     start first. The periodic check is an hour away here: the watch does it."""
     from webhook.server import serve
-    from webhook.settings import Settings
+    from webhook.server.settings import Settings
 
     from .conftest import ScriptedAdmitter, wait_for
 

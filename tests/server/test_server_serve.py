@@ -16,7 +16,7 @@ import pytest
 
 from webhook import certs
 from webhook.server import serve
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 from .conftest import ScriptedAdmitter, client_identity, review
 from tests.support.paths import REPO

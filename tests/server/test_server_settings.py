@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 
 def test_variables_fill_what_flags_leave_out_and_flags_win():

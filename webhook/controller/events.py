@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-from webhook import logging as infergate_logging
+from webhook import logs
 from webhook.controller import kinds
 from webhook.controller.conditions import FALSE, TRUE, find
 from webhook.controller.kinds import Kind
@@ -30,7 +30,7 @@ NOTABLE: dict[Kind, tuple[str, ...]] = {
     kinds.INFERENCE_POOL: ("Ready",),
 }
 
-log = infergate_logging.get("controller.events")
+log = logs.get("controller.events")
 
 
 def transitions(kind: Kind, old_status: Mapping | None, new_status: Mapping) -> list[dict]:

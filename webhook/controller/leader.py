@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from webhook import logging as infergate_logging
+from webhook import logs
 from webhook.controller.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases", True)
 
-log = infergate_logging.get("controller.leader")
+log = logs.get("controller.leader")
 
 
 def micro_time(moment: datetime | None = None) -> str:

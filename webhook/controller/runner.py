@@ -36,7 +36,7 @@ from datetime import datetime, timedelta, timezone
 from aiohttp import web
 
 from webhook import console
-from webhook import logging as infergate_logging
+from webhook import logs
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
@@ -50,7 +50,7 @@ from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 
-log = infergate_logging.get("controller")
+log = logs.get("controller")
 
 CONFLICT_ATTEMPTS = 3
 
@@ -429,7 +429,7 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    infergate_logging.configure(args.log_level)
+    logs.configure(args.log_level)
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
         return console.error("controller: --workers must be >= 1, replan settings >= 0")
     try:

@@ -9,6 +9,9 @@ metrics, logs and shutdown.
 
 One module per job, each importing only those above it:
 
+- :mod:`~webhook.server.settings`: the settings (flags over ``INFERGATE_*`` variables over
+  the embedded default);
+- :mod:`~webhook.server.metrics`: the Prometheus metrics;
 - :mod:`~webhook.server.admitter`: the ``Admitter`` interface, the slot the chain loads
   into, readiness checks;
 - :mod:`~webhook.server.scheduling`: where and when a review is judged (``Placement``,

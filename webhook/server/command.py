@@ -10,10 +10,10 @@ import asyncio
 from pydantic import ValidationError
 
 from webhook import console
-from webhook import logging as logs
+from webhook import logs
 from webhook.server.decode import summarize
 from webhook.server.wiring import serve, unusable_paths
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 EXAMPLES = """\
 infergate serve                                            # local certificates in certs/, the shipped policies

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import orjson
 from aiohttp import hdrs, web
 
-from webhook import logging as logs
+from webhook import logs
 from webhook.admission.review import AdmissionRequest, AdmissionResult, clip_message, response_review
-from webhook.metrics import Metrics
+from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Advisory, AdmitterSlot, ReadinessCheck, run_check
 from webhook.server.decode import BadReview, decode_review, query_timeout
 from webhook.server.scheduling import LoopBatch, Placement, Review, Scheduler, who

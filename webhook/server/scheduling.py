@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from webhook import logging as logs
+from webhook import logs
 from webhook.admission.review import AdmissionRequest, AdmissionResult
-from webhook.metrics import Metrics
+from webhook.server.metrics import Metrics
 from webhook.server.admitter import Admitter, AdmitterSlot
 
 log = logs.get("server")

@@ -25,11 +25,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from webhook import logging as logs
-from webhook.metrics import Metrics
+from webhook import logs
+from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.http import STATE, ServerConfig, create_app
-from webhook.settings import Settings
+from webhook.server.settings import Settings
 
 log = logs.get("server")
 

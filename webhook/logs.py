@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line on stderr.
+"""Structured logs of the long-running commands (``serve``, ``controller``): one JSON object
+per line on stderr.
 
 Callers pass facts as ``extra={"fields": {...}}``; only those, the message and the level
 are written: never a request object, never a certificate key.
