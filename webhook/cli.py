@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("webhook.offline.suites", "run policy test suites and recorded apiserver cases"),
     "reconcile": ("webhook.controller.offline", "print the status the controller would write (offline)"),
     "controller": ("webhook.controller.runner", "run the status controller against a cluster"),
-    "certs": ("webhook.certs", "generate or inspect the webhook's certificates"),
+    "certs": ("webhook.certs.command", "generate or inspect the webhook's certificates"),
     "webhook-config": ("webhook.webhook_config", "print the webhook configurations to register"),
 }
 

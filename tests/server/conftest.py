@@ -17,7 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -84,8 +84,8 @@ def client_identity(tmp_path: Path, name: str, ca, ca_key) -> tuple[Path, Path]:
         .sign(ca_key, hashes.SHA256())
     )
     paths = tmp_path / f"{name}.crt", tmp_path / f"{name}.key"
-    paths[0].write_bytes(cert.public_bytes(certs.serialization.Encoding.PEM))
-    paths[1].write_bytes(certs._key_pem(key))
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(certs.key_pem(key))
     return paths
 
 

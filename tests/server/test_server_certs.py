@@ -23,7 +23,7 @@ POLICY = certs.RotationPolicy(
 
 def verifies(cert: x509.Certificate, bundle_pem: bytes) -> bool:
     """Does a client trusting ``bundle_pem`` accept ``cert`` (as the apiserver would)?"""
-    return any(certs._signed_by(cert, ca) for ca in x509.load_pem_x509_certificates(bundle_pem))
+    return any(certs.signed_by(cert, ca) for ca in x509.load_pem_x509_certificates(bundle_pem))
 
 
 def test_sans_cover_localhost_and_the_service_dns_names():
@@ -172,7 +172,7 @@ def test_certs_generate_command_is_idempotent_and_force_starts_over(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "created CA and serving certificate" in out.stdout
     b = certs.DirectoryStore(tmp_path).load()
-    assert "svc.ns.svc" in certs._sans(b.cert) and "webhook.example" in certs._sans(b.cert)
+    assert "svc.ns.svc" in certs.subject_alt_names(b.cert) and "webhook.example" in certs.subject_alt_names(b.cert)
 
     again = cli("generate", "--dir", str(tmp_path), "--service", "ns/svc", "--san", "webhook.example")
     assert "nothing to do" in again.stdout and certs.DirectoryStore(tmp_path).load().to_files() == b.to_files()

@@ -14,6 +14,7 @@ import aiohttp
 import jsonpatch
 import orjson
 import pytest
+from cryptography.hazmat.primitives import serialization
 from prometheus_client.parser import text_string_to_metric_families
 
 from webhook import certs
@@ -329,7 +330,7 @@ async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes
     stranger_identity = client_identity(tmp_path, "stranger", stranger_ca, stranger_ca_key)
 
     running = await start_server(tmp_path, ScriptedAdmitter(),
-                                 client_ca=client_ca.public_bytes(certs.serialization.Encoding.PEM))
+                                 client_ca=client_ca.public_bytes(serialization.Encoding.PEM))
     try:
         kubelet = running.session()  # verifies the server, presents no certificate
         for path in ("/healthz", "/readyz", "/metrics"):

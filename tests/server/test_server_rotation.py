@@ -132,7 +132,7 @@ async def test_serving_cert_replaced_on_disk_is_hot_reloaded(tmp_path):
         fresh_cert, fresh_key = certs.issue_serving(first.signer, first.ca_key, sans=certs.serving_sans(),
                                                     now=certs.utcnow(), validity=dt.timedelta(days=90))
         # caught mid-update: the new key is there, the certificate not yet
-        (tmp_path / "certs" / "tls.key").write_bytes(certs._key_pem(fresh_key))
+        (tmp_path / "certs" / "tls.key").write_bytes(certs.key_pem(fresh_key))
         await wait_for(lambda: running.keeper.error is not None)
         assert "tls.key does not belong to tls.crt" in running.keeper.error
         assert await served_certificate(running) == first.cert  # still serving the old one
@@ -185,7 +185,7 @@ async def test_cert_manager_layout_rsa_key_and_intermediate_chain_without_ca_key
     cert_dir = tmp_path / "certs"
     cert_dir.mkdir()
     (cert_dir / "tls.crt").write_bytes(leaf.public_bytes(pem) + intermediate.public_bytes(pem))
-    (cert_dir / "tls.key").write_bytes(certs._key_pem(leaf_key))
+    (cert_dir / "tls.key").write_bytes(certs.key_pem(leaf_key))
     (cert_dir / "ca.crt").write_bytes(root.public_bytes(pem))
 
     running = await start_server(tmp_path, ScriptedAdmitter(), manage=False)

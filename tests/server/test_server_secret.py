@@ -14,6 +14,7 @@ import logging
 
 import jsonpatch
 import pytest
+from cryptography import x509
 from aiohttp import web
 from kubernetes import client as kube
 
@@ -239,7 +240,7 @@ async def test_keeper_in_secret_mode_rotates_and_injects_the_grown_bundle(api):
 
     def injected() -> list:
         hook = fake.objects["validatingwebhookconfigurations/infergate"]["webhooks"][0]
-        return certs.x509.load_pem_x509_certificates(base64.b64decode(hook["clientConfig"]["caBundle"]))
+        return x509.load_pem_x509_certificates(base64.b64decode(hook["clientConfig"]["caBundle"]))
 
     assert injected() == list(first.bundle.trusted)
     clock[0] += dt.timedelta(days=21)  # CA: less than a third of 30 days left
@@ -287,7 +288,7 @@ async def test_serve_in_secret_mode_keeps_certs_in_the_secret_and_injects_the_bu
                                                           "metadata": {"name": "m", "namespace": "a"}})) as r:
                 assert r.status == 200 and (await r.json())["response"]["allowed"]
         served = certs.CertBundle.from_files({k: base64.b64decode(v) for k, v in secret["data"].items()})
-        assert "infergate.infergate.svc" in certs._sans(served.cert)
+        assert "infergate.infergate.svc" in certs.subject_alt_names(served.cert)
         # the Secret and the caBundle patches name the webhook, not the client library's default
         assert fake.writers == {"infergate-webhook"}
     finally:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from webhook import certs
 from webhook.server import serve
@@ -165,7 +166,7 @@ async def test_client_ca_file_guards_reviews_and_leaves_probes_open(tmp_path):
     import datetime as dt
 
     client_ca, client_ca_key = certs.issue_ca(now=certs.utcnow(), validity=dt.timedelta(days=1))
-    (tmp_path / "client-ca.crt").write_bytes(client_ca.public_bytes(certs.serialization.Encoding.PEM))
+    (tmp_path / "client-ca.crt").write_bytes(client_ca.public_bytes(serialization.Encoding.PEM))
     identity = client_identity(tmp_path, "kube-apiserver", client_ca, client_ca_key)
     url, kubelet, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}),
                                            client_ca_file=tmp_path / "client-ca.crt")
@@ -201,7 +202,7 @@ def test_serve_with_no_flags_creates_certs_prints_how_to_try_and_stops_on_sigter
         assert curl[0] == f"curl --cacert certs/ca.crt https://localhost:{port}/readyz"
         assert curl[1].startswith("curl --cacert certs/ca.crt -H 'Content-Type: application/json'")
         bundle = certs.DirectoryStore(tmp_path / "certs").load()
-        assert set(certs.serving_sans()) <= set(certs._sans(bundle.cert))
+        assert set(certs.serving_sans()) <= set(certs.subject_alt_names(bundle.cert))
         ctx = certs.client_context(bundle.ca_pem())
         import urllib.error
         import urllib.request
