@@ -30,7 +30,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from webhook.controller.context import ReconcileContext, build_inventory  # noqa: E402
-from webhook.controller.offline import owned_objects, reconcile_all  # noqa: E402
+from webhook.offline.reconcile import owned_objects, reconcile_all  # noqa: E402
 from webhook.controller.runner import Controller, RunnerConfig  # noqa: E402
 from webhook.controller.snapshot import MemoryState  # noqa: E402
 

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 
 from webhook.controller.context import ReconcileContext
-from webhook.controller.offline import load_state, owned_objects, read_manifests
+from webhook.offline.reconcile import load_state, owned_objects, read_manifests
 from webhook.controller.reconcilers import reconcile
 from webhook.resources import examples_dir
 from webhook.schema import CRDRegistry
