@@ -85,36 +85,37 @@ def _lookup_subjects() -> list[dict]:
 def test_review_lookups_find_what_the_lookups_evaluated_by_cel_find():
     """``arguments.review_lookups`` (one generated function per policy) against each lookup's
     arguments evaluated by CEL, for every shipped policy with lookups that read the review."""
-    from webhook.policy.compiled import PolicyInput, _RuleError
+    from webhook.policy import PolicyInput
+    from webhook.policy.messages import RuleError
     from tests.support.policy import example_state, shipped_policies
 
     state = example_state()
     checked = 0
     for policy in shipped_policies().policies:
-        review = getattr(policy, "_review_lookups", ())
+        review = getattr(policy, "batches", None) and policy.batches.review_lookups
         if not review:
             continue
-        read = policy._review_reader()
+        read = policy.batches.review_reader()
         assert read is not None, policy.name  # the shipped policies' arguments have the usual shapes
         for obj in _lookup_subjects():
             for namespace in ("ml-team", "team-a"):
                 request = {"namespace": namespace, "operation": "CREATE", "kind": {"group": "", "kind": ""}}
                 inp = PolicyInput(request, obj, None, None, state)
-                params, kept, _ = policy._of_state(state)
+                params, kept, _ = policy.batches.of_state(state)
                 found = read({"object": obj, "oldObject": None, "request": request, "namespaceObject": None,
                               "params": params}, state, kept)
                 activation = {"object": obj, "oldObject": None, "request": request, "namespaceObject": None,
                               "params": params, "lookups": {}, "variables": {}}
                 try:
                     expected = {lookup.name: kept[lookup.name] if lookup.name in kept else
-                                policy._lookup(lookup, exprs, activation, state, None)
-                                for lookup, exprs in policy.lookups}
-                except _RuleError:  # an argument CEL answers with an error: never read in Python
+                                policy.exact.lookup(lookup, exprs, activation, state, None)
+                                for lookup, exprs in policy.exact.lookups}
+                except RuleError:  # an argument CEL answers with an error: never read in Python
                     assert found is UNREAD, (policy.name, obj)
                     continue
                 if found is not UNREAD:
                     assert list(found) == list(expected), policy.name
                     assert all(found[k] is expected[k] or found[k] == expected[k] for k in expected), (policy.name, obj)
-                    assert policy._lookups_of_review(inp, params, kept) == found
+                    assert policy.batches.lookups_of_review(inp, params, kept) == found
                     checked += 1
     assert checked >= 20

@@ -132,7 +132,7 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     (tmp_path / "p.yaml").write_text(STATE_POLICY)
     policies = PolicySet.load(tmp_path, builtin=False)
     (policy,) = policies.policies
-    assert policy._state_variables == ("engines",)
+    assert policy.batches.state_variables == ("engines",)
     state = FileState(None, objects=[_config("vllm", "VLLM")])
     c = chain(state, policies, schema=False)
 
@@ -141,13 +141,13 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
         return result.allowed, result.status and result.status["message"]
 
     assert answer("VLLM") == (True, None)
-    computed = policy._state_values
-    assert answer("VLLM") == (True, None) and policy._state_values is computed  # not computed again
+    computed = policy.batches.state_values
+    assert answer("VLLM") == (True, None) and policy.batches.state_values is computed  # not computed again
     assert answer("OLlama") == answer("OLlama", explain=True)
     assert "engine OLlama is not one of VLLM" in answer("OLlama")[1]
     state._store.put(_config("ollama", "OLlama"))  # the state changes: a new stored object
     assert answer("OLlama") == (True, None)
-    assert policy._state_values is not computed
+    assert policy.batches.state_values is not computed
     state._store.put(_config("m", "VLLM"))  # the request's own lookup is read per request
     assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs")
 
@@ -199,8 +199,8 @@ def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monk
     (policy,) = policies.policies
     c = chain(FileState(None, objects=[]), policies, schema=False)
     one_by_one = []
-    original = type(policy)._validate
-    monkeypatch.setattr(policy, "_validate", lambda *args: one_by_one.append(args) or original(policy, *args))
+    original = policy.exact.validate
+    monkeypatch.setattr(policy.exact, "validate", lambda *args: one_by_one.append(args) or original(*args))
 
     def answer(explain: bool):
         result = c.admit(request(_model(engine), namespace="team"), mutating=False, explain=explain)

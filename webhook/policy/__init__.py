@@ -2,7 +2,9 @@
 (``loader``), evaluation (``compiled``), Python policies (``builtin``) and hot reload
 (``provider``)."""
 
-from webhook.policy.compiled import CEL_VARIABLES, CompiledPolicy, PolicyInput
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.expression import CEL_VARIABLES
+from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, load_file
 from webhook.policy.provider import Policy, PolicyDirectory, PolicySet, PolicySetProvider
 from webhook.policy.verdict import Denial, Trace, Verdict

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from webhook.quantity import QuantityError, parse_parameter_count
-from webhook.policy.compiled import PolicyInput
+from webhook.policy.scope import PolicyInput
 from webhook.policy.verdict import Denial, Trace, Verdict
 
 AI = "ai.deckhouse.io/v1alpha1"

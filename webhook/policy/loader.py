@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from webhook import documents
 from webhook.cel import CelCompileError, get_engine
 from webhook.documents import Document
-from webhook.policy.compiled import CEL_VARIABLES, CompiledPolicy, Expression
+from webhook.policy.compiled import CompiledPolicy
+from webhook.policy.expression import CEL_VARIABLES, Expression
 from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
 from webhook.policy.typecheck import KindSchemas, check_policy, shipped_schemas
 

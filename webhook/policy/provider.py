@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from webhook.policy.builtin import BUILTIN_POLICIES
-from webhook.policy.compiled import PolicyInput
+from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
 from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict

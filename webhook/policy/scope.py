@@ -1,4 +1,5 @@
-"""One review's values as its policies' batches read them (``CompiledPolicy`` prepares them).
+"""A review as its policies read it (``PolicyInput``), and its values as their batches share
+them (``ReviewScope``, which each ``CompiledPolicy`` prepares).
 
 The chain asks every policy to prepare before any of them runs: each puts its params, its
 lookups' results and its state variables into the review's scope under names of its own,
@@ -10,15 +11,54 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from webhook.state import ClusterState
+
 # what a request brings; the other names are each policy's own (its params, lookups, variables)
 REQUEST_VARIABLES = ("object", "oldObject", "request", "namespaceObject")
 POLICY_VARIABLES = ("params", "lookups", "variables")
 
 
+class PolicyInput:
+    """The request as policies see it (built once per request by the chain; a mutated object
+    is a new input: ``with_object``). Read-only by convention: policies only read it.
+
+    A plain class with slots: built on every review, where a frozen dataclass's field by field
+    ``object.__setattr__`` would cost more than the rest of its construction."""
+
+    __slots__ = ("request", "object", "old_object", "namespace_object", "state", "rule_key", "scope")
+
+    def __init__(self, request: Mapping[str, Any], object: dict[str, Any] | None, old_object: dict[str, Any] | None,
+                 namespace_object: dict[str, Any] | None, state: ClusterState) -> None:
+        self.request = request  # the AdmissionRequest minus object/oldObject
+        self.object = object
+        self.old_object = old_object
+        self.namespace_object = namespace_object
+        self.state = state
+        # what policies' rules match: (group, kind, operation, subresource)
+        kind = request.get("kind") or {}
+        self.rule_key = kind.get("group", ""), kind.get("kind", ""), request.get("operation"), \
+            request.get("subResource") or ""
+        # this input's values shared by its policies' batches
+        self.scope = ReviewScope({"object": object, "oldObject": old_object, "request": request,
+                                  "namespaceObject": namespace_object})
+
+    def with_object(self, obj: dict[str, Any] | None) -> "PolicyInput":
+        """The same request carrying ``obj`` (after a mutation)."""
+        return PolicyInput(self.request, obj, self.old_object, self.namespace_object, self.state)
+
+    @property
+    def group(self) -> str:
+        return self.rule_key[0]
+
+    @property
+    def kind(self) -> str:
+        return self.rule_key[1]
+
+
 class ReviewScope:
     """What one review's policies hand to CEL, shared by all their batches: the request's
     values, and each policy's params, lookups and precomputed variables under names of its
-    own (``CompiledPolicy.names``), bound once with the engine's ``bind`` (each value
+    own (``BatchPath.names``), bound once with the engine's ``bind`` (each value
     converted into CEL once per review, not once per program). The policies prepare their
     values first; one that adds values after the binding makes the next batch bind anew."""
 
