@@ -76,7 +76,7 @@ def main() -> int:
     if args.against is not None:
         return compare(args.against.resolve(), args.runs, args.rounds, args.wall)
     sys.path.insert(0, str(args.tree.resolve()))
-    from webhook import resources
+    from webhook import shipped_data
     from webhook.admission.chain import AdmissionChain, offline_request
     from webhook.policy import PolicySet
     from webhook.schema import CRDRegistry
@@ -86,7 +86,7 @@ def main() -> int:
         cel_expr.compile_native = lambda expr: None
     clock = time.perf_counter if args.wall else time.thread_time
     registry = CRDRegistry.shipped()
-    policies, state = PolicySet.load(resources.policies_dir()), FileState(resources.examples_dir())
+    policies, state = PolicySet.load(shipped_data.policies_dir()), FileState(shipped_data.examples_dir())
     chain = AdmissionChain(registry, policies, state)
     policies_alone = AdmissionChain(None, policies, state)
     print(f"{'object':44} {'baseline':>9} {'mutate':>9} {'validate':>9} {'policies':>9} {'run':>9} {'webhook/base':>12}")

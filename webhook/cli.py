@@ -5,7 +5,7 @@ Each subcommand lives beside the layer it drives and exposes two functions:
 wires them together, importing a subcommand's module when that subcommand runs, so
 ``infergate validate`` never pays for the server's imports and vice versa. What every
 subcommand shares on the command line (the error style, exit codes, colour) is
-``webhook.console``.
+``webhook.command_line``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from webhook import console
+from webhook import command_line
 from webhook.cel.engine import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
 
 DESCRIPTION = """\
@@ -48,7 +48,7 @@ _ENGINE_FLAG = "--cel-engine"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = console.Parser(prog="infergate", description=DESCRIPTION, epilog=console.epilog(EXAMPLES))
+    parser = command_line.Parser(prog="infergate", description=DESCRIPTION, epilog=command_line.epilog(EXAMPLES))
     from webhook import __version__
 
     parser.add_argument("--version", action="version", version=f"infergate {__version__}")
@@ -101,11 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv)  # prints help / version / usage errors
         parser.print_help(sys.stderr)
-        return console.USAGE
+        return command_line.USAGE
     name = argv[0]
     module_name, help_text = COMMANDS[name]
     module = importlib.import_module(module_name)
-    command_parser = console.Parser(prog=f"infergate {name}", description=help_text)
+    command_parser = command_line.Parser(prog=f"infergate {name}", description=help_text)
     module.add_arguments(command_parser)
     args = command_parser.parse_args(argv[1:])
     try:

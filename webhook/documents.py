@@ -4,7 +4,7 @@ Files, directories (recursively) and ``-`` (stdin); many documents a file; ``kin
 (and ``<Kind>List``, as ``kubectl get -o yaml`` and the API write them) unwrapped into its
 items. Every document knows where it came from (:class:`Origin`: file, line of its first
 line, index in the file). Every decoded value is within the one nesting limit
-(``webhook.nesting``).
+(``webhook.document_limits``).
 
 A problem is a result, not an exception that stops the others: :func:`parse` returns the
 documents it could read and the :class:`ReadError` (with file:line) that stopped it, and
@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator, NamedTuple
 
 import yaml
 
-from webhook.nesting import may_alias, tree_problem
+from webhook.document_limits import may_alias, tree_problem
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"
@@ -144,7 +144,7 @@ def parse(text: str, file: str, *, node_lines: bool = False, unwrap_lists: bool 
 
     ``node_lines``: also the line of every key and item (policy files: errors point inside).
     A document that YAML aliases make too deep or too large for the server is a
-    :class:`ReadError` (``webhook.nesting``): the same limit as the server's, whatever the format.
+    :class:`ReadError` (``webhook.document_limits``): the same limit as the server's, whatever the format.
     """
     loader = ManifestLoader(text)
     out: list[Document] = []

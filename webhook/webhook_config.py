@@ -196,9 +196,9 @@ infergate webhook-config --url https://127.0.0.1:8443 --ca-file certs/ca.crt   #
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from webhook import console
+    from webhook import command_line
 
-    parser.epilog = console.epilog(EXAMPLES, exit_codes="""\
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes="""\
 exit status:
   0  printed
   2  usage error, or a CA bundle or CRDs that cannot be read (said in one line)""")
@@ -218,12 +218,12 @@ exit status:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import console
+    from webhook import command_line
 
     try:
         ca_bundle = args.ca_file.read_bytes() if str(args.ca_file) not in ("", ".") else None
     except OSError as exc:
-        return console.error(f"webhook-config: cannot read CA bundle {args.ca_file}: {exc.strerror} "
+        return command_line.error(f"webhook-config: cannot read CA bundle {args.ca_file}: {exc.strerror} "
                              "(run `infergate certs generate` or pass --ca-file '')")
     try:
         objects = build_webhook_configurations(
@@ -232,6 +232,6 @@ def run(args: argparse.Namespace) -> int:
             resources=served_resources(args.crds_dir) if args.crds_dir else None,
         )
     except (ValueError, OSError, yaml.YAMLError) as exc:
-        return console.error(f"webhook-config: {exc}")
+        return command_line.error(f"webhook-config: {exc}")
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook.resources import crds_dir, data_dir
+from webhook.shipped_data import crds_dir, data_dir
 from webhook.schema import CRDRegistry, bundled
 from tests.support.paths import CHART_CRDS, CONFORMANCE, REPO
 from tests.support.paths import LEGACY_CRDS as LEGACY_DIR, THIRD_PARTY_CRDS as THIRD_PARTY, UPSTREAM_CRDS as UPSTREAM_DIR

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from webhook import console
+from webhook import command_line
 from webhook.cli import COMMANDS, main, take_engine
 
 
@@ -30,7 +30,7 @@ def test_unknown_command_is_a_usage_error():
 
 def _parser(name: str) -> argparse.ArgumentParser:
     module_name, help_text = COMMANDS[name]
-    parser = console.Parser(prog=f"infergate {name}", description=help_text)
+    parser = command_line.Parser(prog=f"infergate {name}", description=help_text)
     importlib.import_module(module_name).add_arguments(parser)
     return parser
 
@@ -95,9 +95,9 @@ def test_the_engine_chosen_after_the_command_is_the_one_that_runs(tmp_path):
 def test_log_levels_in_any_case():
     from webhook.server.settings import Settings
 
-    assert [console.log_level(v) for v in ("DEBUG", "Info", "warning", " ERROR ")] == ["debug", "info", "warning", "error"]
+    assert [command_line.log_level(v) for v in ("DEBUG", "Info", "warning", " ERROR ")] == ["debug", "info", "warning", "error"]
     with pytest.raises(argparse.ArgumentTypeError):
-        console.log_level("loud")
+        command_line.log_level("loud")
     assert Settings(log_level="WARNING").log_level == "warning"
     for name in ("serve", "controller"):
         args = _parser(name).parse_args(["--log-level", "DEBUG"])
@@ -111,10 +111,10 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert console.Painter(Terminal())("valid", "green") == "\x1b[32mvalid\x1b[0m"
-    assert console.Painter(io.StringIO())("valid", "green") == "valid"  # a pipe, a CI log
+    assert command_line.Painter(Terminal())("valid", "green") == "\x1b[32mvalid\x1b[0m"
+    assert command_line.Painter(io.StringIO())("valid", "green") == "valid"  # a pipe, a CI log
     monkeypatch.setenv("NO_COLOR", "1")
-    assert console.Painter(Terminal())("valid", "green") == "valid"
+    assert command_line.Painter(Terminal())("valid", "green") == "valid"
 
 
 def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():

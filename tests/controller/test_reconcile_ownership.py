@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from webhook.cli import main
-from webhook.resources import example_manifests_dir
+from webhook.shipped_data import example_manifests_dir
 
 VALID = example_manifests_dir() / "valid"
 NOW = "2026-11-29T12:00:00Z"

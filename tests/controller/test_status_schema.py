@@ -12,7 +12,7 @@ import pytest
 from webhook.controller.context import ReconcileContext
 from webhook.offline.reconcile import load_state, owned_objects, read_manifests
 from webhook.controller.reconcilers import reconcile
-from webhook.resources import examples_dir
+from webhook.shipped_data import examples_dir
 from webhook.schema import CRDRegistry
 
 from tests.controller.helpers import CLUSTER, ORDERS

@@ -7,7 +7,7 @@ import io
 import json
 
 from webhook import documents
-from webhook.nesting import MAX_DEPTH
+from webhook.document_limits import MAX_DEPTH
 
 
 def test_every_document_knows_its_file_line_and_index():

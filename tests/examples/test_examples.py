@@ -193,7 +193,7 @@ def test_examples_readme_lists_every_manifest():
 
 
 def test_the_package_serves_the_state_not_the_manifests():
-    from webhook.resources import example_manifests_dir, examples_dir
+    from webhook.shipped_data import example_manifests_dir, examples_dir
 
     assert examples_dir().resolve() == STATE.resolve()
     assert example_manifests_dir().resolve() == MANIFESTS.resolve()
@@ -352,7 +352,7 @@ def test_what_helm_test_expects_holds_offline(tmp_path):
 def test_readme_first_policy_denies_scale_to_zero_in_production(tmp_path):
     import shutil
 
-    from webhook.resources import policies_dir
+    from webhook.shipped_data import policies_dir
 
     for source in [*policies_dir().glob("*.yaml"), EXAMPLES / "policies" / "production-min-replicas.yaml"]:
         shutil.copy(source, tmp_path)

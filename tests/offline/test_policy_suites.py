@@ -14,14 +14,14 @@ import jsonschema
 import pytest
 import yaml
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.cli import main
 from webhook.offline.coverage import policy_rules
 from webhook.offline.suite_format import json_schema_text
 from webhook.policy import PolicySet
 from tests.support.paths import REPO
 
-SHIPPED_SUITES = resources.policies_dir() / "tests"
+SHIPPED_SUITES = shipped_data.policies_dir() / "tests"
 
 
 def _suite_files() -> list[Path]:
@@ -51,7 +51,7 @@ def test_shipped_suites_pass_with_a_summary_line(shipped_report):
 
 
 def test_every_rule_of_every_shipped_policy_is_hit(shipped_report):
-    shipped = PolicySet.load(resources.policies_dir())  # with the built-in policies
+    shipped = PolicySet.load(shipped_data.policies_dir())  # with the built-in policies
     expected = {(p.name, rule) for p in shipped.policies for rule, _ in policy_rules(p)}
     entries = {(e["policy"], e["rule"]): e for e in shipped_report["coverage"]["entries"]}
     assert expected <= entries.keys()
@@ -73,19 +73,19 @@ def test_each_mutation_is_asserted_on_the_patched_object():
 
 
 def test_shipped_suites_follow_the_shipped_json_schema():
-    schema = json.loads((resources.policies_dir() / "policy-suite.schema.json").read_text())
+    schema = json.loads((shipped_data.policies_dir() / "policy-suite.schema.json").read_text())
     for file in _suite_files():
         jsonschema.validate(yaml.safe_load(file.read_text()), schema)
 
 
 def test_shipped_json_schema_is_current():
-    shipped = (resources.policies_dir() / "policy-suite.schema.json").read_text()
+    shipped = (shipped_data.policies_dir() / "policy-suite.schema.json").read_text()
     assert shipped == json_schema_text(), (
         "regenerate: python -m webhook.offline.suite_format > policies/policy-suite.schema.json")
 
 
 def test_suites_beside_policies_are_not_loaded_as_policies():
-    names = PolicySet.load(resources.policies_dir()).names
+    names = PolicySet.load(shipped_data.policies_dir()).names
     assert "inferenceservice-defaults" in names and not [n for n in names if "suite" in n]
 
 

@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.cli import main
 
-MANIFESTS = resources.example_manifests_dir()
+MANIFESTS = shipped_data.example_manifests_dir()
 
 
 def validate(*argv: str) -> tuple[int, str, str]:

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from tests.support.paths import KUBEAI_V0_12_CRD
-from webhook import resources
+from webhook import shipped_data
 from webhook.cli import main
 
-MANIFESTS = resources.examples_dir().parent / "manifests"
+MANIFESTS = shipped_data.examples_dir().parent / "manifests"
 VALID = MANIFESTS / "valid" / "kubeai-model-vllm.yaml"
 DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-speech-on-vllm.yaml"
 
@@ -181,7 +181,7 @@ def test_the_state_may_be_the_inputs_themselves(tmp_path, capsys):
     """A policy reads the Namespace from the same repository as the Model it judges."""
     policies = tmp_path / "policies"
     policies.mkdir()
-    (policies / "p.yaml").write_text((resources.examples_dir().parent / "policies" /
+    (policies / "p.yaml").write_text((shipped_data.examples_dir().parent / "policies" /
                                       "production-min-replicas.yaml").read_text())
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.support.policy import chain, messages, request
-from webhook import resources
+from webhook import shipped_data
 from webhook.policy import PolicyDirectory, PolicyLoadError, PolicySet, load_file
 from webhook.policy.model import json_schema_text
 from webhook.state import FileState
@@ -43,7 +43,7 @@ def kubeai_model(namespace="team", labels=None, **spec):
 
 
 def test_shipped_json_schema_is_current():
-    shipped = (resources.policies_dir() / "admission-policy.schema.json").read_text()
+    shipped = (shipped_data.policies_dir() / "admission-policy.schema.json").read_text()
     assert shipped == json_schema_text(), (
         "regenerate: python -c 'from webhook.policy.model import json_schema_text as t; print(t(), end=\"\")' "
         "> policies/admission-policy.schema.json")
@@ -51,8 +51,8 @@ def test_shipped_json_schema_is_current():
 
 
 def test_shipped_policies_and_the_example_policy_load():
-    assert len(PolicySet.load(resources.policies_dir()).policies) >= 10
-    assert [p.name for p in load_file(resources.examples_dir().parent / "policies" / "production-min-replicas.yaml")] \
+    assert len(PolicySet.load(shipped_data.policies_dir()).policies) >= 10
+    assert [p.name for p in load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml")] \
         == ["production-min-replicas"]
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.cli import main
 from webhook.policy import PolicyLoadError, PolicySet, load_file
 
@@ -77,15 +77,15 @@ def test_kinds_without_a_known_schema_are_dyn_and_only_the_result_type_is_checke
 
 
 def test_the_shipped_and_example_policies_type_check():
-    assert PolicySet.load(resources.policies_dir()).names
-    assert load_file(resources.examples_dir().parent / "policies" / "production-min-replicas.yaml")
+    assert PolicySet.load(shipped_data.policies_dir()).names
+    assert load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml")
 
 
 def test_validate_refuses_such_a_policy_at_start_with_exit_2(tmp_path, capsys):
     policies = tmp_path / "policies"
     policies.mkdir()
     path = _policy(policies, "validations:\n- expression: object.spec.minReplicas\n")
-    manifest = resources.examples_dir().parent / "manifests" / "valid" / "kubeai-model-vllm.yaml"
+    manifest = shipped_data.examples_dir().parent / "manifests" / "valid" / "kubeai-model-vllm.yaml"
     assert main(["validate", str(manifest), "--policies", str(policies)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"infergate: error: --policies: {path}:10: spec.validations[0].expression: ")

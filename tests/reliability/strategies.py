@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from webhook import resources
+from webhook import shipped_data
 
 # Scalars as the apiserver could send them and worse: integers far beyond int64, floats at
 # the edges, every unicode plane (lone surrogates too: not valid JSON text once encoded).
@@ -28,7 +28,7 @@ json_values = st.recursive(
 
 
 def valid_examples() -> list[dict[str, Any]]:
-    folder = Path(resources.example_manifests_dir()) / "valid"
+    folder = Path(shipped_data.example_manifests_dir()) / "valid"
     return [doc for path in sorted(folder.glob("*.yaml")) for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 

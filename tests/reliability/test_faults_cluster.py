@@ -21,7 +21,7 @@ from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
-from webhook import resources
+from webhook import shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
@@ -31,7 +31,7 @@ from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 from .conftest import ServerThread, review, wait_until
 
-MANIFESTS = Path(resources.example_manifests_dir())
+MANIFESTS = Path(shipped_data.example_manifests_dir())
 # Denied only by what the cluster says: the class does not admit orders from this namespace.
 ORDER = yaml.safe_load((MANIFESTS / "denied-by-webhook" / "inferenceservice-namespace-not-allowed.yaml").read_text())
 
@@ -52,7 +52,7 @@ class Api:
         for kind in WEBHOOK_KINDS:
             if group_of(kind.api_version) not in unserved:
                 self.fake.serve(kind, typed_list=True)
-        for path in sorted(Path(resources.examples_dir()).glob("*.yaml")):
+        for path in sorted(Path(shipped_data.examples_dir()).glob("*.yaml")):
             for obj in yaml.safe_load_all(path.read_text()):
                 if obj:
                     self.add(obj)
@@ -101,7 +101,7 @@ class Api:
 def serving(tmp_path, failure_mode: str = "deny", unserved: tuple[str, ...] = ()):
     api = Api(unserved)
     state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
-    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), state)
+    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(shipped_data.policies_dir()), state)
     # as load_admitter wires it: the chain judges only once the state is synced
     prerequisites = cluster_state_checks(state)
     with ServerThread(tmp_path / "certs", chain, prerequisites=prerequisites, failure_mode=failure_mode) as server:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicyDirectory
 from webhook.schema import CRDRegistry
@@ -20,7 +20,7 @@ from webhook.state import FileState
 
 from .conftest import ServerThread, review, wait_until
 
-MANIFESTS = Path(resources.example_manifests_dir())
+MANIFESTS = Path(shipped_data.example_manifests_dir())
 # as the validating webhook gets it: decoded and defaulted by the apiserver
 DENIED = CRDRegistry.shipped().prepare(
     "CREATE", yaml.safe_load((MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml").read_text()))[0]
@@ -31,10 +31,10 @@ RELOAD_S = 30.0  # a reload compiles the whole directory: seconds on a machine l
 @pytest.fixture
 def serving(tmp_path):
     policies_dir = tmp_path / "policies"
-    shutil.copytree(resources.policies_dir(), policies_dir)
+    shutil.copytree(shipped_data.policies_dir(), policies_dir)
     policies = PolicyDirectory(policies_dir, interval=0.05)
     policies.start()
-    chain = AdmissionChain(CRDRegistry.shipped(), policies, FileState(resources.examples_dir()))
+    chain = AdmissionChain(CRDRegistry.shipped(), policies, FileState(shipped_data.examples_dir()))
     with ServerThread(tmp_path / "certs", chain) as server:
         yield server, policies, policies_dir
     policies.stop()

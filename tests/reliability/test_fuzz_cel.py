@@ -81,7 +81,7 @@ def test_any_values_give_a_value_or_a_cel_error(engine, self_value, other):
 CHILD = """
 import sys, time, orjson
 from webhook.cel import CelError, get_engine
-from webhook.nesting import MAX_DEPTH
+from webhook.document_limits import MAX_DEPTH
 
 def nested(depth):
     value = "x"
@@ -129,7 +129,7 @@ EXTREME_EXPRESSIONS = [
     "self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')", "self.split(',')", "self.sum()", "isQuantity(self)",
     "self.join(',')",
 ]
-# Values nested deeper than webhook.nesting.MAX_DEPTH never reach CEL: every input edge
+# Values nested deeper than webhook.document_limits.MAX_DEPTH never reach CEL: every input edge
 # refuses them (test_nesting.py), as the C++ runtime would overflow its stack on them.
 EXTREMES = ["deep-1000", "deep-limit", "string-3MiB", "list-10000", "map-10000", "int-beyond-int64",
             "negative-beyond-int64", "huge-float", "unicode"]

@@ -20,7 +20,7 @@ import orjson
 import pytest
 import yaml
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.admission.review import MAX_MESSAGE_LENGTH, AdmissionRequest
 from webhook.schema import CRDRegistry
 from webhook.server import load_admitter
@@ -36,7 +36,7 @@ CHAIN, _ = load_admitter(Settings())
 
 def example(name: str) -> dict:
     """A valid example as the validating webhook gets it: defaulted and mutated (``run``)."""
-    obj = yaml.safe_load((Path(resources.example_manifests_dir()) / "valid" / name).read_text())
+    obj = yaml.safe_load((Path(shipped_data.example_manifests_dir()) / "valid" / name).read_text())
     outcome = CHAIN.run(AdmissionRequest.model_validate(review(obj)["request"]))
     assert outcome.allowed, outcome.status
     return outcome.object

@@ -1,4 +1,4 @@
-"""One nesting limit at every edge where documents enter (``webhook.nesting``).
+"""One nesting limit at every edge where documents enter (``webhook.document_limits``).
 
 The C++ CEL runtime overflows its stack on values nested a few thousand levels deep (a
 segfault). JSON edges (the server, the watch cache) decode with orjson, which refuses
@@ -16,7 +16,7 @@ import time
 import orjson
 import pytest
 
-from webhook.nesting import MAX_DEPTH, MAX_VALUES, tree_problem
+from webhook.document_limits import MAX_DEPTH, MAX_VALUES, tree_problem
 from webhook.state import FileState, StateLoadError
 from tests.support.paths import REPO
 

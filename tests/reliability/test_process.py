@@ -21,7 +21,7 @@ import orjson
 import pytest
 import yaml
 
-from webhook import certs, resources
+from webhook import certs, shipped_data
 
 from .conftest import MiB, review
 from tests.support.paths import REPO
@@ -106,7 +106,7 @@ async def wait_ready(port: int, ctx: ssl.SSLContext, timeout: float = 60) -> Non
 
 
 def manifests() -> list[dict]:
-    folder = Path(resources.example_manifests_dir())
+    folder = Path(shipped_data.example_manifests_dir())
     return [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("*/*.yaml"))]
 
 

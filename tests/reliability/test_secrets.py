@@ -13,8 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from webhook import logs
-from webhook import resources
+from webhook import logs, shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
@@ -47,9 +46,9 @@ def with_secret_values(state_dir: Path) -> None:
 
 def test_secret_values_never_reach_responses_or_logs(tmp_path, caplog):
     state_dir = tmp_path / "state"
-    shutil.copytree(resources.examples_dir(), state_dir)
+    shutil.copytree(shipped_data.examples_dir(), state_dir)
     with_secret_values(state_dir)
-    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(resources.policies_dir()), FileState(state_dir))
+    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(shipped_data.policies_dir()), FileState(state_dir))
     stream = io.StringIO()
     saved = {name: (lg.handlers[:], lg.level, lg.propagate)
              for name in (logs.LOGGER_NAME, "aiohttp.server", "aiohttp.web") for lg in [logging.getLogger(name)]}
@@ -58,7 +57,7 @@ def test_secret_values_never_reach_responses_or_logs(tmp_path, caplog):
     try:
         with caplog.at_level(logging.DEBUG), ServerThread(tmp_path / "certs", chain) as server:
             client = server.client()
-            for path in sorted(Path(resources.example_manifests_dir()).glob("*/*.yaml")):
+            for path in sorted(Path(shipped_data.example_manifests_dir()).glob("*/*.yaml")):
                 obj = yaml.safe_load(path.read_text())
                 for endpoint in ("/mutate", "/validate"):
                     answer = client.post(endpoint, review(obj))

@@ -16,7 +16,7 @@ from tests.support.apiserver import FakeApiServer, eventually
 from tests.support.paths import CASES
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
-from webhook.resources import data_dir
+from webhook.shipped_data import data_dir
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
 from webhook.server.wiring import watch_cluster, webhook_watches
 from webhook.state.kube import WatchedKind

@@ -12,14 +12,14 @@ import orjson
 import pytest
 import yaml
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.schema import CRDRegistry
 from webhook.server import load_admitter
 from webhook.server.settings import Settings
 
 from .conftest import review, start_server
 
-MANIFESTS = resources.example_manifests_dir()
+MANIFESTS = shipped_data.example_manifests_dir()
 REGISTRY = CRDRegistry.shipped()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import jsonpatch
 
-from webhook import resources
+from webhook import shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.admission.review import AdmissionRequest
 from webhook.policy import PolicySet
@@ -23,11 +23,11 @@ def registry() -> CRDRegistry:
 
 @functools.cache
 def shipped_policies() -> PolicySet:
-    return PolicySet.load(resources.policies_dir())
+    return PolicySet.load(shipped_data.policies_dir())
 
 
 def example_state(*extra: dict[str, Any]) -> FileState:
-    return FileState(resources.examples_dir(), objects=list(extra))
+    return FileState(shipped_data.examples_dir(), objects=list(extra))
 
 
 def chain(state: ClusterState | None = None, policies: PolicySet | None = None, *, schema: bool = True) -> AdmissionChain:

@@ -11,14 +11,14 @@ import yaml
 from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
-from webhook import resources
+from webhook import shipped_data
 from webhook.state import FileState, group_of
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 
 def example_objects() -> list[dict]:
     objects = []
-    for file in sorted(Path(resources.examples_dir()).glob("*.yaml")):
+    for file in sorted(Path(shipped_data.examples_dir()).glob("*.yaml")):
         objects += [o for o in yaml.safe_load_all(file.read_text()) if o]
     return objects
 

@@ -19,13 +19,13 @@ infergate certs show --dir certs                           # what they are and w
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from webhook import console
+    from webhook import command_line
 
-    parser.epilog = console.epilog(CERTS_EXAMPLES, exit_codes="""\
+    parser.epilog = command_line.epilog(CERTS_EXAMPLES, exit_codes="""\
 exit status:
   0  done
   2  usage error, or certificates that cannot be read or written (said in one line)""")
-    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=console.Parser)
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=command_line.Parser)
     gen = sub.add_parser("generate", help="create or renew the CA and serving certificate in a directory")
     gen.add_argument("--dir", type=Path, default=Path("certs"), help="where to write ca.crt, ca.key, tls.crt, tls.key (default: certs)")
     gen.add_argument("--service", help="NAMESPACE/NAME of the webhook's Service: its DNS names go into the SANs")
@@ -36,14 +36,14 @@ exit status:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook import console
+    from webhook import command_line
 
     store = DirectoryStore(args.dir)
     try:
         current = store.load()
         if args.action == "show":
             if current is None:
-                return console.error(f"certs: no certificates in {args.dir}")
+                return command_line.error(f"certs: no certificates in {args.dir}")
             print(describe(current))
             return 0
         sans = serving_sans(args.service, args.san)
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"caBundle (base64): {base64.b64encode(result.bundle.ca_pem()).decode('ascii')}")
         return 0
     except (CertError, ValueError) as exc:
-        return console.error(f"certs: {exc}")
+        return command_line.error(f"certs: {exc}")
 
 
 def describe(bundle: CertBundle) -> str:

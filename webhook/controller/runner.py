@@ -35,8 +35,7 @@ from datetime import datetime, timedelta, timezone
 
 from aiohttp import web
 
-from webhook import console
-from webhook import logs
+from webhook import command_line, logs
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
@@ -333,7 +332,7 @@ infergate controller --metrics-port 8080               # /healthz, /readyz and /
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = console.epilog(EXAMPLES, exit_codes=console.SERVICE_EXIT_CODES)
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=command_line.SERVICE_EXIT_CODES)
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
@@ -356,7 +355,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "Default: every infergate kind, not KubeAI's Model (KubeAI's controller owns its status)")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve /healthz, /readyz and /metrics on this port (default: off)")
-    parser.add_argument("--log-level", default="info", type=console.log_level, metavar="LEVEL",
+    parser.add_argument("--log-level", default="info", type=command_line.log_level, metavar="LEVEL",
                         help="debug, info, warning or error, in any case (default info)")
 
 
@@ -431,18 +430,18 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
-        return console.error("controller: --workers must be >= 1, replan settings >= 0")
+        return command_line.error("controller: --workers must be >= 1, replan settings >= 0")
     try:
         writes_status = status_writes(args.status_writes)
     except StatusWritesError as exc:
-        return console.error(f"controller: {exc}")
+        return command_line.error(f"controller: {exc}")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        return console.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
+        return command_line.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
     try:
         api_client = _api_client(args)
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
-        return console.error(f"controller: cannot load Kubernetes configuration: {exc}")
+        return command_line.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
         return asyncio.run(_serve(args, api_client, writes_status))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
-        return console.error(f"controller: cannot reach the Kubernetes API: {exc}")
+        return command_line.error(f"controller: cannot reach the Kubernetes API: {exc}")

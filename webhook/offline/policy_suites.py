@@ -126,9 +126,9 @@ def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None = None) -
 
 @lru_cache(maxsize=1)
 def _shipped_policies(builtin: bool) -> PolicySet:
-    from webhook import resources
+    from webhook import shipped_data
 
-    return PolicySet.load(resources.policies_dir(), builtin=builtin)
+    return PolicySet.load(shipped_data.policies_dir(), builtin=builtin)
 
 
 def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry: CRDRegistry) -> PolicySet:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from webhook import console
+from webhook import command_line
 from webhook.controller import kinds
 from webhook.controller.conditions import TRUE
 from webhook.controller.context import ReconcileContext, Settings
@@ -28,7 +28,7 @@ from webhook.controller.ownership import StatusWritesError, other_writer, status
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import MemoryState
 from webhook.controller.timeutil import parse_time
-from webhook.resources import examples_dir
+from webhook.shipped_data import examples_dir
 
 
 class InputError(Exception):
@@ -50,7 +50,7 @@ exit status:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = console.epilog(EXAMPLES, exit_codes=EXIT_CODES)
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=EXIT_CODES)
     parser.add_argument("files", nargs="*", metavar="PATH",
                         help="manifests (files, directories, - for stdin) laid over the state; only their statuses are printed")
     parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         state = load_state(args.state, extra)
         writes = status_writes(args.status_writes)
     except (StatusWritesError, InputError) as exc:
-        return console.error(f"reconcile: {exc}")
+        return command_line.error(f"reconcile: {exc}")
     settings = Settings(
         replan_timeout=timedelta(seconds=args.replan_timeout),
         replan_limit=args.replan_limit,
@@ -223,5 +223,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(results, args.output))
     for problem in problems:
-        console.error(f"reconcile: {problem}")
+        command_line.error(f"reconcile: {problem}")
     return 1 if problems else 0

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from webhook import console, documents
+from webhook import command_line, documents
 from webhook.documents import Document
 from webhook.offline.cases import is_recorded_suite, load_recorded_suite
 from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
@@ -44,7 +44,7 @@ OUTPUTS = ("text", "junit", "json", "github", "sarif")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.epilog = console.epilog(EXAMPLES)
+    parser.epilog = command_line.epilog(EXAMPLES)
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="suite files or directories (searched recursively for .yaml/.yml)")
     parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
@@ -119,14 +119,14 @@ NO_EXPECT = "no expect: the case checks nothing (record its answer with --update
 def run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in [*args.paths, *args.filename]]
     if not paths:
-        return console.error("test: no suites: give suite files or directories")
+        return command_line.error("test: no suites: give suite files or directories")
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
-        return console.error(f"no such file or directory: {', '.join(missing)}")
+        return command_line.error(f"no such file or directory: {', '.join(missing)}")
     try:
         selected = re.compile(args.run) if args.run else None
     except re.error as exc:
-        return console.error(f"--run: invalid regular expression: {exc}")
+        return command_line.error(f"--run: invalid regular expression: {exc}")
     log = sys.stdout if args.output in ("text", "github") else sys.stderr  # the human-readable lines
     coverage = None
     if args.coverage or args.min_coverage is not None:
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         except SuiteError as exc:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error
-            console.error(str(exc))
+            command_line.error(str(exc))
             reports.append(SuiteReport(file, file.stem, error=str(exc)))
             findings.append(Finding(str(file), "(load)", "error", str(file), _line_of(str(exc), file), str(exc),
                                     "input-error"))
@@ -166,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
     passed, failed, errors = counts["passed"], counts["failed"], counts["error"]
     if not passed and not failed and not errors:
         if selected and suites:
-            return console.error(f"no case matches --run {args.run}")
-        return console.error("no suite files (with 'cases' or 'probes') under " + ", ".join(map(str, paths)))
+            return command_line.error(f"no case matches --run {args.run}")
+        return command_line.error("no suite files (with 'cases' or 'probes') under " + ", ".join(map(str, paths)))
     if args.output == "junit":
         sys.stdout.write(junit_xml(findings, "infergate test"))
     elif args.output == "sarif":
@@ -187,8 +187,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{passed} passed, {failed} failed" + (f", {errors} error{'s' if errors != 1 else ''}" if errors else ""),
           file=log)
     if errors:
-        return console.USAGE
-    return console.FAILED if failed or below else console.OK
+        return command_line.USAGE
+    return command_line.FAILED if failed or below else command_line.OK
 
 
 def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteReport:
@@ -211,7 +211,7 @@ def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteR
 def _report_suite(report: SuiteReport, args: argparse.Namespace, log) -> list[Finding]:
     """Print a suite's failing cases (``FAIL file:line: name`` and what differs) and its tally;
     the findings of every case."""
-    paint = console.Painter(log)
+    paint = command_line.Painter(log)
     findings = []
     for result, took in report.results:
         where = f"{report.file}:{result.line}" if result.line is not None else str(report.file)

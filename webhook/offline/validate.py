@@ -22,7 +22,7 @@ from typing import Any, Callable
 import orjson
 import yaml
 
-from webhook import console, documents
+from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
@@ -108,7 +108,7 @@ OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.epilog = console.epilog(EXAMPLES)
+    parser.epilog = command_line.epilog(EXAMPLES)
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="manifests to validate: files (YAML or JSON, many documents each), directories "
                              "(.yaml, .yml and .json, recursively) or - for stdin")
@@ -275,16 +275,16 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
 
 
 def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) -> AdmissionChain:
-    from webhook import resources
+    from webhook import shipped_data
 
     try:
-        policies = PolicySet.load(Path(args.policies) if args.policies else resources.policies_dir(),
+        policies = PolicySet.load(Path(args.policies) if args.policies else shipped_data.policies_dir(),
                                   schemas=KindSchemas(registry.crds))
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
     if not args.state:
         try:
-            return AdmissionChain(registry, policies, FileState(resources.examples_dir()))
+            return AdmissionChain(registry, policies, FileState(shipped_data.examples_dir()))
         except StateLoadError as exc:
             raise SetupError(f"the example state: {exc}") from None
     # the state may be the inputs themselves (a repository of mixed files): what is wrong with an
@@ -364,13 +364,13 @@ class Judge:
 def run(args: argparse.Namespace) -> int:
     paths = list(args.paths) + list(args.filename)
     if not paths:
-        return console.error("validate: no input: give files, directories or - (stdin)")
+        return command_line.error("validate: no input: give files, directories or - (stdin)")
     if args.jobs < 1:
-        return console.error("validate: -j/--jobs must be at least 1")
+        return command_line.error("validate: -j/--jobs must be at least 1")
     try:
         setup = _setup(args, paths)
     except SetupError as exc:
-        return console.error(str(exc))
+        return command_line.error(str(exc))
     judge = Judge(args, setup)
     progress = Progress(len(setup.units), "validating")
     try:
@@ -387,8 +387,8 @@ def run(args: argparse.Namespace) -> int:
     _print(args.output, results, len(setup.inputs))
     counts = Counter(result.outcome for result in results)
     if counts["error"]:
-        return console.USAGE
-    return console.FAILED if counts["invalid"] else console.OK
+        return command_line.USAGE
+    return command_line.FAILED if counts["invalid"] else command_line.OK
 
 
 def summary(counts: Counter, files: int) -> str:
@@ -422,7 +422,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
         sys.stdout.write(sarif((r.finding() for r in results), version=__version__))
         print(closing, file=sys.stderr)
         return
-    paint = console.Painter(sys.stdout)
+    paint = command_line.Painter(sys.stdout)
     colours = {"valid": "green", "invalid": "red", "skipped": "yellow"}
     for result in results:
         if result.judgement is not None:
@@ -430,7 +430,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
                 print(f"Warning: {result.origin.where}: {warning}", file=sys.stderr)
         if result.outcome == "error":
             sys.stdout.flush()
-            console.error(f"{result.origin.where}: {result.summary}")
+            command_line.error(f"{result.origin.where}: {result.summary}")
         else:
             text = result.summary if result.outcome != "skipped" else f"skipped {result.summary}"
             print(f"{paint(result.origin.where, 'dim')}: {paint(text, colours[result.outcome])}"

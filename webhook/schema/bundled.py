@@ -1,6 +1,6 @@
 """The CRDs infergate bundles: which kinds and versions it serves without a cluster.
 
-Three sets of files, each in one place (``webhook.resources``):
+Three sets of files, each in one place (``webhook.shipped_data``):
 
 - ``own``: infergate's own kinds (``chart/crds``: ai.deckhouse.io InferenceServiceClass and
   InferenceService), which the chart always installs;
@@ -60,10 +60,10 @@ class ServedKind:
 
 
 def _directories() -> dict[str, Path]:
-    from webhook import resources
+    from webhook import shipped_data
 
-    return {"own": resources.crds_dir(), "upstream": resources.data_dir("upstream_crds"),
-            "legacy": resources.data_dir("legacy_crds")}
+    return {"own": shipped_data.crds_dir(), "upstream": shipped_data.data_dir("upstream_crds"),
+            "legacy": shipped_data.data_dir("legacy_crds")}
 
 
 def _check_choice(kubeai_crd: str) -> None:

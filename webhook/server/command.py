@@ -9,8 +9,7 @@ import asyncio
 
 from pydantic import ValidationError
 
-from webhook import console
-from webhook import logs
+from webhook import command_line, logs
 from webhook.server.decode import summarize
 from webhook.server.wiring import serve, unusable_paths
 from webhook.server.settings import Settings
@@ -60,20 +59,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--shutdown-delay", type=float, help="seconds to keep answering after SIGTERM with /readyz failing, "
                                            "before the listener closes (default 0; the chart sets 5)")
-    a("--log-level", type=console.log_level, metavar="LEVEL",
+    a("--log-level", type=command_line.log_level, metavar="LEVEL",
       help="debug, info, warning or error, in any case; debug logs every review (default info)")
-    parser.epilog = console.epilog(EXAMPLES, exit_codes=console.SERVICE_EXIT_CODES)
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=command_line.SERVICE_EXIT_CODES)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.load(vars(args))
     except ValidationError as exc:
-        return console.error(f"serve: {summarize(exc)}")
+        return command_line.error(f"serve: {summarize(exc)}")
     if problems := unusable_paths(settings):
         for problem in problems:
-            console.error(problem)
-        return console.USAGE
+            command_line.error(problem)
+        return command_line.USAGE
     logs.configure(settings.log_level)
     try:
         import uvloop

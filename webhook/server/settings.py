@@ -48,7 +48,7 @@ class Settings(BaseModel):
     webhook_name: str = "infergate"
     kubeconfig: Path | None = None  # outside a pod; in one, its service account is used
 
-    # What the webhook judges with: None = the shipped data (webhook.resources).
+    # What the webhook judges with: None = the shipped data (webhook.shipped_data).
     crds_dir: Path | None = None  # with kube_state, the cluster's CRDs (watched) are the schema
     kubeai_crd: Literal["v0.23", "v0.12.0"] = "v0.23"  # which bundled KubeAI Model CRD (webhook.schema.bundled)
     policies_dir: Path | None = None

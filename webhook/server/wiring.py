@@ -97,12 +97,12 @@ def _policies(settings: Settings, registry: Any = None):
     the last good set stays in force when a change does not load. Their expressions are
     type-checked against the CRDs served (``registry``; with ``--kube-state``, whose CRDs are
     the cluster's and change, the bundled ones)."""
-    from webhook import resources
+    from webhook import shipped_data
     from webhook.policy import PolicyDirectory
     from webhook.policy.typecheck import KindSchemas
 
     schemas = KindSchemas(registry.crds) if registry is not None else None
-    return PolicyDirectory(settings.policies_dir or resources.policies_dir(), schemas=schemas)
+    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), schemas=schemas)
 
 
 def _cluster_state(settings: Settings):
@@ -112,10 +112,10 @@ def _cluster_state(settings: Settings):
         from webhook.state import KubeState
 
         return KubeState(kube_api_client(settings.kubeconfig), webhook_watches())
-    from webhook import resources
+    from webhook import shipped_data
     from webhook.state import FileState
 
-    return FileState(settings.state_dir or resources.examples_dir())
+    return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
 def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:

@@ -368,7 +368,7 @@ class KubeState(ClusterState):
         while True:
             resp = self._get(kind, api_version, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
             try:
-                body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.nesting)
+                body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.document_limits)
             finally:
                 resp.release_conn()
             for item in body.get("items") or ():
