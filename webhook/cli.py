@@ -37,7 +37,7 @@ infergate COMMAND --help                      # a command's flags, examples and 
 COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("webhook.server.command", "serve the admission webhook over HTTPS"),
     "validate": ("webhook.offline.validate", "validate manifests as the apiserver and the webhook would"),
-    "test": ("webhook.offline.suites", "run policy test suites and recorded apiserver cases"),
+    "test": ("webhook.offline.run_suites", "run policy test suites and recorded apiserver cases"),
     "reconcile": ("webhook.offline.reconcile", "print the status the controller would write (offline)"),
     "controller": ("webhook.controller.runner", "run the status controller against a cluster"),
     "certs": ("webhook.certs.command", "generate or inspect the webhook's certificates"),

@@ -226,7 +226,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
     from webhook.cel import crd
     from webhook.cel.ladder import ALL
-    from webhook.offline.cases import load_suite
+    from webhook.offline.recorded_suites import load_suite
     from webhook.schema import CRDRegistry
 
     seen = {"counted": 0, "uncounted": 0}

@@ -22,9 +22,9 @@ from webhook.cel import CelCostExceeded, CelError, get_engine
 from webhook.cel.cel_expr import CelExprProgram
 from webhook.cel.limits import ITERATION_BUDGET as MAX_ITERATIONS
 from webhook.cel.native import NotNative
-from webhook.offline.cases import load_suite
+from webhook.offline.recorded_suites import load_suite
 from webhook.offline.policy_suites import build_request, load_policy_suite
-from webhook.offline.suite_format import PolicySuite
+from webhook.offline.policy_suite_format import PolicySuite
 
 from tests.cel import vectors
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from webhook.offline.cases import Answer, answer_problems, load_suite
+from webhook.offline.recorded_suites import Answer, answer_problems, load_suite
 from tests.support.paths import CASES
 
 from . import cluster

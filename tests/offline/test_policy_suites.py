@@ -17,7 +17,7 @@ import yaml
 from webhook import shipped_data
 from webhook.cli import main
 from webhook.offline.coverage import policy_rules
-from webhook.offline.suite_format import json_schema_text
+from webhook.offline.policy_suite_format import json_schema_text
 from webhook.policy import PolicySet
 from tests.support.paths import REPO
 
@@ -81,7 +81,7 @@ def test_shipped_suites_follow_the_shipped_json_schema():
 def test_shipped_json_schema_is_current():
     shipped = (shipped_data.policies_dir() / "policy-suite.schema.json").read_text()
     assert shipped == json_schema_text(), (
-        "regenerate: python -m webhook.offline.suite_format > policies/policy-suite.schema.json")
+        "regenerate: python -m webhook.offline.policy_suite_format > policies/policy-suite.schema.json")
 
 
 def test_suites_beside_policies_are_not_loaded_as_policies():

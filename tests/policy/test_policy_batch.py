@@ -10,7 +10,7 @@ import yaml
 
 from webhook.cel import get_engine
 from webhook.offline.policy_suites import build_request, load_policy_suite
-from webhook.offline.suite_format import PolicySuite
+from webhook.offline.policy_suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
 from webhook.state import FileState
 from webhook.cel.cel_expr import CelExprProgram

@@ -120,7 +120,7 @@ def test_every_file_edge_refuses_a_crafted_file_naming_it(tmp_path, edge, name):
 
 
 def test_recorded_case_files_refuse_a_crafted_file(tmp_path):
-    from webhook.offline.cases import SuiteError, load_suite
+    from webhook.offline.recorded_suites import SuiteError, load_suite
 
     path = tmp_path / "crafted.yaml"
     path.write_text(CRAFTED["alias inside its own anchor"][0])

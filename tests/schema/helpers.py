@@ -7,7 +7,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from webhook.offline.cases import request_path
+from webhook.offline.recorded_suites import request_path
 from webhook.schema import CRDRegistry, Outcome
 
 API = "test.infergate.io/v1"

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.offline.cases import load_suite
+from webhook.offline.recorded_suites import load_suite
 from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import BatchPlan, InvalidData, select_walk
 

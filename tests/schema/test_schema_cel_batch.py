@@ -11,7 +11,7 @@ import yaml
 
 import webhook.schema.celrules as celrules
 from webhook.cel.ladder import ALL
-from webhook.offline.cases import load_suite
+from webhook.offline.recorded_suites import load_suite
 from webhook.schema import CRDRegistry, bundled
 from webhook.schema.celbatch import respell, build_plan
 from webhook.schema.structural import ABSENT, compile_schema

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook.offline.cases import load_suite
+from webhook.offline.recorded_suites import load_suite
 from tests.support.paths import CASES
 
 CASES_DIR = CASES

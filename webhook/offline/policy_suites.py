@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from webhook.admission.chain import AdmissionChain, ChainOutcome
 from webhook.admission.review import AdmissionRequest
 from webhook.documents import Document
-from webhook.offline.suite import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
-from webhook.offline.suite_format import Expectation, PolicySuite, SuiteCase
+from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
+from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.offline.suite import CaseResult
+from webhook.offline.suite_cases import CaseResult
 
 
 @dataclass

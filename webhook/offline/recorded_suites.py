@@ -3,7 +3,7 @@
 A suite file holds either object ``cases`` (a write and the apiserver's answer) or CRD
 ``probes`` (a CustomResourceDefinition and whether the apiserver admitted it). Running a
 case gives a ``CaseResult`` whose ``problems`` say, readably, where the answer differs.
-What every kind of suite shares (cases, results, comparing) is ``suite.py``; user policy
+What every kind of suite shares (cases, results, comparing) is ``suite_cases.py``; user policy
 suites (``kind: PolicySuite``) are ``policy_suites.py``.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from webhook.documents import Document
-from webhook.offline.suite import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
+from webhook.offline.suite_cases import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
                                    read_suite_file)
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 

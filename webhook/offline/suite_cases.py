@@ -1,5 +1,5 @@
 """What every kind of ``infergate test`` suite shares: reading a suite file, its cases and their
-results, and comparing answers (recorded suites: ``cases.py``; policy suites: ``policy_suites.py``)."""
+results, and comparing answers (recorded suites: ``recorded_suites.py``; policy suites: ``policy_suites.py``)."""
 
 from __future__ import annotations
 

@@ -101,5 +101,5 @@ def json_schema_text() -> str:
     return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":  # python -m webhook.offline.suite_format > policies/policy-suite.schema.json
+if __name__ == "__main__":  # python -m webhook.offline.policy_suite_format > policies/policy-suite.schema.json
     print(json_schema_text(), end="")

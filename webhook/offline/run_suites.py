@@ -1,6 +1,6 @@
 """``infergate test PATH...``: run suite files and report what differs.
 
-Two kinds of suite: recorded apiserver cases (``cases.py``, the format of the shared
+Two kinds of suite: recorded apiserver cases (``recorded_suites.py``, the format of the shared
 recordings) and user policy suites (``kind: PolicySuite``, ``policy_suites.py``). Reports for
 CI (``-o junit|json``: ``report.py``), rule coverage (``--coverage``: ``coverage.py``) and
 golden files (``--update``: ``golden.py``) work on the results of either.
@@ -18,10 +18,10 @@ from typing import Iterable
 
 from webhook import command_line, documents
 from webhook.documents import Document
-from webhook.offline.cases import is_recorded_suite, load_recorded_suite
+from webhook.offline.recorded_suites import is_recorded_suite, load_recorded_suite
 from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.report import SuiteReport, json_report
-from webhook.offline.suite import NotASuite, Suite, SuiteError, read_suite_file
+from webhook.offline.suite_cases import NotASuite, Suite, SuiteError, read_suite_file
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 
 DESCRIPTION = """\
