@@ -244,7 +244,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
         return original(rule, activation, outcome)
 
     monkeypatch.setattr(crd.CompiledRule, "cost", checked_cost)
-    monkeypatch.setattr(crd.CostBudget, "owe", lambda budget, *charge: False)
+    monkeypatch.setattr(crd.CostBudget, "charge_later", lambda budget, *charge: False)
     for name in OBJECT_SUITES:
         suite = load_suite(CASES / name)
         walk = CRDRegistry(suite.registry.crds, routes=ALL.without("object_batch"))

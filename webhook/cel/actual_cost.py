@@ -80,7 +80,7 @@ EXCEEDED = object()  # the value of a count that passed the limit
 
 
 @dataclass(frozen=True, slots=True)
-class Counted:
+class CountedEvaluation:
     value: Any   # the evaluation's value, an ``Error``, or ``EXCEEDED``
     cost: int    # what cel-go charged (up to the step that passed the limit)
 
@@ -117,7 +117,7 @@ class ActualCost:
         except (Unknown, RecursionError):  # RecursionError: nested deeper than Python's stack
             self._root = None
 
-    def count(self, activation: Mapping[str, Any], limit: int) -> Counted | None:
+    def count(self, activation: Mapping[str, Any], limit: int) -> CountedEvaluation | None:
         """cel-go's value and cost on ``activation`` (None: not known here)."""
         if self._root is None:
             return None
@@ -125,10 +125,10 @@ class ActualCost:
         try:
             value = self._root(frame)
         except _Exceeded as exceeded:
-            return Counted(EXCEEDED, exceeded.cost)
+            return CountedEvaluation(EXCEEDED, exceeded.cost)
         except Exception:  # Unknown, or a value outside what is known here (nesting too deep...)
             return None
-        return Counted(value, frame.cost)
+        return CountedEvaluation(value, frame.cost)
 
 
 # --- sizes (cel-go's actualSize, Kubernetes' traversalCost) ------------------------------------

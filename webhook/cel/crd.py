@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded, get_engine
-from webhook.cel.actual_cost import EXCEEDED, ActualCost, Counted, Error
+from webhook.cel.actual_cost import EXCEEDED, ActualCost, CountedEvaluation, Error
 from webhook.cel.checker import check, instantiation_error
 from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost import estimate as estimate_cost
@@ -74,50 +74,50 @@ class CostBudget:
     """The runtime cost budget of one request, shared by every rule it evaluates.
 
     Each evaluation is charged what cel-go counts (``CompiledRule.cost``), which takes a
-    second evaluation. A charge that cannot change what happens is owed instead (``owe``):
-    its estimate, an upper bound, is within the per-call limit and within what is left once
-    every owed charge is counted at its estimate too. Owed charges are counted when
-    ``remaining`` is read; the budget never runs out before they are (``exhausted``,
-    ``depleted``), so it runs out at the same rule either way."""
+    second evaluation. A charge that cannot change what happens is counted later instead
+    (``charge_later``): its estimate, an upper bound, is within the per-call limit and within
+    what is left once every deferred charge is counted at its estimate too. Deferred charges
+    are counted when ``remaining`` is read; the budget never runs out before they are
+    (``exhausted``, ``depleted``), so it runs out at the same rule either way."""
 
-    __slots__ = ("_remaining", "_owed", "_owed_bound")
+    __slots__ = ("_remaining", "_deferred", "_deferred_bound")
 
     def __init__(self, limit: int = RUNTIME_CEL_COST_BUDGET) -> None:
         self._remaining = limit
-        self._owed: list[tuple[Callable[[Any, Any], int], Any, Any]] = []
-        self._owed_bound = 0
+        self._deferred: list[tuple[Callable[[Any, Any], int], Any, Any]] = []
+        self._deferred_bound = 0
 
     @property
     def remaining(self) -> int:
-        """What is left, every owed charge counted."""
-        if self._owed:
-            owed, self._owed, self._owed_bound = self._owed, [], 0
-            self._remaining -= sum(count(activation, outcome) for count, activation, outcome in owed)
+        """What is left, every deferred charge counted."""
+        if self._deferred:
+            deferred, self._deferred, self._deferred_bound = self._deferred, [], 0
+            self._remaining -= sum(count(activation, outcome) for count, activation, outcome in deferred)
         return self._remaining
 
     @remaining.setter
     def remaining(self, value: int) -> None:
-        self._owed, self._owed_bound = [], 0
+        self._deferred, self._deferred_bound = [], 0
         self._remaining = value
 
-    def owe(self, bound: int, count: Callable[[Any, Any], int], activation: Any, outcome: Any) -> bool:
-        """Owe the charge ``count(activation, outcome)`` (at most ``bound``); False when it must
-        be counted now."""
-        if bound > PER_CALL_LIMIT or self._remaining - self._owed_bound - bound < 0:
+    def charge_later(self, bound: int, count: Callable[[Any, Any], int], activation: Any, outcome: Any) -> bool:
+        """Defer the charge ``count(activation, outcome)`` (at most ``bound``); False when it
+        must be counted now."""
+        if bound > PER_CALL_LIMIT or self._remaining - self._deferred_bound - bound < 0:
             return False
-        self._owed.append((count, activation, outcome))
-        self._owed_bound += bound
+        self._deferred.append((count, activation, outcome))
+        self._deferred_bound += bound
         return True
 
     @property
     def exhausted(self) -> bool:
-        """The budget ran out (owed charges never make it run out)."""
+        """The budget ran out (deferred charges never make it run out)."""
         return self._remaining < 0
 
     @property
     def depleted(self) -> bool:
-        """Nothing is left (``remaining <= 0``), counting owed charges only when it may be so."""
-        return self._remaining - self._owed_bound <= 0 and self.remaining <= 0
+        """Nothing is left (``remaining <= 0``), counting deferred charges only when it may be so."""
+        return self._remaining - self._deferred_bound <= 0 and self.remaining <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +162,15 @@ class CompiledRule:
     def message_bound(self, activation: Mapping[str, Any]) -> int:
         return min(self.message_charge(activation), PER_CALL_LIMIT + 1)
 
-    def count(self, activation: Mapping[str, Any]) -> Counted | None:
+    def count(self, activation: Mapping[str, Any]) -> CountedEvaluation | None:
         """cel-go's evaluation of the rule, counted (None: not known here)."""
         return self._count(self.actual, activation)
 
-    def message_count(self, activation: Mapping[str, Any]) -> Counted | None:
+    def message_count(self, activation: Mapping[str, Any]) -> CountedEvaluation | None:
         """cel-go's evaluation of the messageExpression, counted (None: not known here)."""
         return self._count(self.message_actual, activation)
 
-    def _count(self, actual: ActualCost | None, activation: Mapping[str, Any]) -> Counted | None:
+    def _count(self, actual: ActualCost | None, activation: Mapping[str, Any]) -> CountedEvaluation | None:
         if actual is None:
             return None
         if self.optional_old_self:  # oldSelf is an optional to the rule and its message (the engine's source spells it out)
@@ -190,7 +190,7 @@ class CompiledRule:
         return counted if counted is not None else self.message_bound(activation)
 
 
-def _counted(count: Callable[[Mapping[str, Any]], Counted | None], activation: Mapping[str, Any],
+def _counted(count: Callable[[Mapping[str, Any]], CountedEvaluation | None], activation: Mapping[str, Any],
              outcome: Any) -> int | None:
     """cel-go's count of an evaluation, when the count saw what the engine saw (None: unknown).
     An evaluation the engine's bound stopped is not counted: it is over the per-call limit
@@ -203,7 +203,7 @@ def _counted(count: Callable[[Mapping[str, Any]], Counted | None], activation: M
     return counted.cost
 
 
-def _agrees(counted: Counted, outcome: Any) -> bool:
+def _agrees(counted: CountedEvaluation, outcome: Any) -> bool:
     value = counted.value
     if value is EXCEEDED:
         return True  # cel-go stops there, whatever the engine went on to answer
@@ -282,9 +282,9 @@ class NodeRules:
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
             charge = rule.cost
-            if type(outcome) is Counted:  # cel-go's count answered (``_settled``): its cost is known
+            if type(outcome) is CountedEvaluation:  # cel-go's count answered (``_cel_go_outcome``): its cost is known
                 charge, outcome = _known_cost(outcome.cost), outcome.value
-            if not budget.owe(rule.bound(activation), charge, activation, outcome):
+            if not budget.charge_later(rule.bound(activation), charge, activation, outcome):
                 cost = charge(activation, outcome)
                 if cost > budget.remaining:
                     return self._out_of_budget(failures, budget)
@@ -339,7 +339,7 @@ class NodeRules:
                 results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
                                                      routes=routes))
             except EngineBoundExceeded as err:
-                results.append(_settled(rule.count(activation), err, bool, rule.program, activation))
+                results.append(_cel_go_outcome(rule.count(activation), err, bool, rule.program, activation))
             except CelEvalError as err:
                 results.append(err)
         return results
@@ -359,12 +359,12 @@ class NodeRules:
             try:
                 text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
             except EngineBoundExceeded as err:
-                text = _settled(rule.message_count(activation), err, str, None, activation)
-                if type(text) is Counted:
+                text = _cel_go_outcome(rule.message_count(activation), err, str, None, activation)
+                if type(text) is CountedEvaluation:
                     charge, text = _known_cost(text.cost), text.value
             except CelEvalError as err:
                 text = err
-            if not budget.owe(rule.message_bound(activation), charge, activation, text):
+            if not budget.charge_later(rule.message_bound(activation), charge, activation, text):
                 cost = charge(activation, text)
                 if cost > budget.remaining:
                     budget.remaining = -1
@@ -379,8 +379,8 @@ class NodeRules:
         return f"failed rule: {rule.error_string}"
 
 
-def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type, program: Any,
-             activation: Mapping[str, Any]) -> Counted | EngineBoundExceeded:
+def _cel_go_outcome(counted: CountedEvaluation | None, stopped: EngineBoundExceeded, kind: type, program: Any,
+             activation: Mapping[str, Any]) -> CountedEvaluation | EngineBoundExceeded:
     """Where the engine stopped at its own bound, cel-go's count: when cel-go finishes within
     the per-call limit with a value of ``kind`` (a rule's bool, a message's string), that
     value and its cost are the apiserver's; when cel-go stops too, the stop, charged what
@@ -394,16 +394,16 @@ def _settled(counted: Counted | None, stopped: EngineBoundExceeded, kind: type, 
     if type(counted.value) is kind:
         return counted
     if counted.value is EXCEEDED:
-        return Counted(stopped, counted.cost)
+        return CountedEvaluation(stopped, counted.cost)
     if isinstance(counted.value, Error) and program is not None:
         try:
             value = program.evaluate_unbounded(activation)
         except EngineBoundExceeded:
             return stopped
         except CelEvalError as err:
-            return Counted(err, counted.cost)
+            return CountedEvaluation(err, counted.cost)
         if type(value) is kind:  # the exact path's answer, where it and the count disagree
-            return Counted(value, counted.cost)
+            return CountedEvaluation(value, counted.cost)
     return stopped
 
 

@@ -56,17 +56,17 @@ EXACT_CHARGE = 100_000
 
 
 @dataclass(eq=False, slots=True)
-class _Site:
-    """A schema node of the program: its batched rules and the children holding batched rules."""
+class _PlanNode:
+    """A schema node in a batch plan: its rules the program holds, and its children that lead to more."""
 
     decl: DeclType
     rules: NodeRules | None
     batched: tuple[CompiledRule, ...]
     fixed: int | None                       # the batched rules' charge per value (None: by size)
     read: frozenset[str] | None             # properties the batched rules read (None: the whole value)
-    properties: tuple[tuple[str, str, "_Site"], ...] = ()   # (property, CEL name, site)
-    additional: "_Site | None" = None
-    items: "_Site | None" = None
+    properties: tuple[tuple[str, str, "_PlanNode"], ...] = ()   # (property, CEL name, plan node)
+    additional: "_PlanNode | None" = None
+    items: "_PlanNode | None" = None
     shape: "_Shape | None" = None           # what the walk's invalid-data check looks at (None: no rules)
 
 
@@ -75,7 +75,7 @@ class BatchPlan:
 
     __slots__ = ("program", "root", "update", "reads_old", "native_only", "remaining", "reach", "select")
 
-    def __init__(self, program: Any, root: _Site, *, update: bool, reads_old: bool, native_only: bool,
+    def __init__(self, program: Any, root: _PlanNode, *, update: bool, reads_old: bool, native_only: bool,
                  remaining: dict[int, NodeRules], reach: frozenset[int]) -> None:
         self.program = program
         self.root = root
@@ -111,29 +111,29 @@ def _is_true(value: Any) -> bool:
     return value is True
 
 
-def _reads_invalid(site: _Site, value: Any) -> bool:
-    """Whether the rules batched at ``site`` read data contradicting the schema in ``value``."""
-    if not site.batched:
+def _reads_invalid(plan_node: _PlanNode, value: Any) -> bool:
+    """Whether the rules batched at ``plan_node`` read data contradicting the schema in ``value``."""
+    if not plan_node.batched:
         return False
-    rules = site.rules
-    return not _surely_valid(value, site) and bool(invalid_reads(value, rules.decl, rules.properties))  # type: ignore
+    rules = plan_node.rules
+    return not _surely_valid(value, plan_node) and bool(invalid_reads(value, rules.decl, rules.properties))  # type: ignore
 
 
-def _valid(site: _Site, value: Any) -> bool:
+def _valid(plan_node: _PlanNode, value: Any) -> bool:
     """False where the walk would find data contradicting the schema in what a rule reads (only
     possible where structural validation ratcheted, or did not run): it reports Kubernetes'
     invalid-data error there."""
-    if _reads_invalid(site, value):
+    if _reads_invalid(plan_node, value):
         return False
     if isinstance(value, dict):
-        for key, _, child in site.properties:
+        for key, _, child in plan_node.properties:
             item = value.get(key)
             if item is not None and not _valid(child, item):
                 return False
-        if site.additional is not None:
-            return all(item is None or _valid(site.additional, item) for item in value.values())
-    elif isinstance(value, list) and site.items is not None:
-        return all(item is None or _valid(site.items, item) for item in value)
+        if plan_node.additional is not None:
+            return all(item is None or _valid(plan_node.additional, item) for item in value.values())
+    elif isinstance(value, list) and plan_node.items is not None:
+        return all(item is None or _valid(plan_node.items, item) for item in value)
     return True
 
 
@@ -141,25 +141,25 @@ class InvalidData(Exception):
     """Data contradicting the schema where a rule reads it (``_valid``): the walk answers."""
 
 
-def select_walk(site: _Site, value: Any) -> Any:
+def select_walk(plan_node: _PlanNode, value: Any) -> Any:
     """``value`` as CEL sees it (``to_cel``), keeping only what the program reads: the
     properties the rules read and the way to the children's rules. Checks the data on the way
     (``_valid``, in the same walk): ``InvalidData`` where the walk would report it."""
-    decl = site.decl
-    if site.read is None or value is None:
-        if value is not None and not _valid(site, value):
+    decl = plan_node.decl
+    if plan_node.read is None or value is None:
+        if value is not None and not _valid(plan_node, value):
             raise InvalidData()
         return to_cel(value, decl)
-    if _reads_invalid(site, value):
+    if _reads_invalid(plan_node, value):
         raise InvalidData()
     if isinstance(value, dict):
         if decl.kind == "map":
-            additional = site.additional
+            additional = plan_node.additional
             return to_cel(value, decl) if additional is None else {
                 key: item if item is None else select_walk(additional, item) for key, item in value.items()}
         selected = {}
         by_property = decl.by_property
-        read = site.read
+        read = plan_node.read
         for key in read:
             item = value.get(key)
             if item is not None:
@@ -167,7 +167,7 @@ def select_walk(site: _Site, value: Any) -> Any:
                 selected[name] = converted = to_cel(item, item_decl)
                 if key in RESERVED_SYMBOLS:
                     selected[key] = converted
-        for key, name, child in site.properties:
+        for key, name, child in plan_node.properties:
             item = value.get(key)
             if item is None:
                 continue
@@ -179,14 +179,14 @@ def select_walk(site: _Site, value: Any) -> Any:
             if key in RESERVED_SYMBOLS:
                 selected[key] = converted
         return selected
-    if isinstance(value, list) and site.items is not None:
-        items = site.items
+    if isinstance(value, list) and plan_node.items is not None:
+        items = plan_node.items
         return [item if item is None else select_walk(items, item) for item in value]
     return to_cel(value, decl)
 
 
 class _SelectCodegen(NodeCodegen):
-    """``select_walk`` written out for one plan: a function per site, its reads, conversions and
+    """``select_walk`` written out for one plan: a function per plan node, its reads, conversions and
     children inline (the generic walk looks each of them up on every object)."""
 
     prefix = "_s"
@@ -199,32 +199,32 @@ class _SelectCodegen(NodeCodegen):
         """``to_cel(value, decl)``, or the value itself where that is what it returns."""
         return value if decl is None or decl.plain else f"to_cel({value}, {self.value(decl)})"
 
-    def define(self, site: _Site, name: str) -> list[str]:
-        decl, me = site.decl, self.value(site)
-        if site.read is None:
+    def define(self, plan_node: _PlanNode, name: str) -> list[str]:
+        decl, me = plan_node.decl, self.value(plan_node)
+        if plan_node.read is None:
             return [f"def {name}(v):",
                     f"    if v is not None and not _valid({me}, v): raise InvalidData()",
                     f"    return {self.convert('v', decl)}"]
         body = ["if v is None: return None"]
-        if site.batched:
-            rules = self.value(site.rules)
+        if plan_node.batched:
+            rules = self.value(plan_node.rules)
             body.append(f"if not _surely_valid(v, {me}) and invalid_reads(v, {rules}.decl, {rules}.properties): "
                         "raise InvalidData()")
-        body += ["if isinstance(v, dict):"] + ["    " + line for line in self.mapping(site)]
-        if site.items is not None:
-            items = self.function(site.items)
+        body += ["if isinstance(v, dict):"] + ["    " + line for line in self.mapping(plan_node)]
+        if plan_node.items is not None:
+            items = self.function(plan_node.items)
             body.append(f"if isinstance(v, list): return [x if x is None else {items}(x) for x in v]")
         body.append(f"return {self.convert('v', decl)}")
         return [f"def {name}(v):"] + ["    " + line for line in body]
 
-    def mapping(self, site: _Site) -> list[str]:
-        decl = site.decl
+    def mapping(self, plan_node: _PlanNode) -> list[str]:
+        decl = plan_node.decl
         if decl.kind == "map":
-            if site.additional is None:
+            if plan_node.additional is None:
                 return [f"return {self.convert('v', decl)}"]
-            return [f"return {{k: x if x is None else {self.function(site.additional)}(x) for k, x in v.items()}}"]
+            return [f"return {{k: x if x is None else {self.function(plan_node.additional)}(x) for k, x in v.items()}}"]
         out = ["out = {}"]
-        for key in sorted(site.read):
+        for key in sorted(plan_node.read):
             out.append(f"x = v.get({key!r})")
             entry = decl.by_property.get(key)
             if entry is None:  # (no such property: the generic walk fails here too)
@@ -233,9 +233,9 @@ class _SelectCodegen(NodeCodegen):
             out += ["if x is not None:", f"    out[{entry[0]!r}] = {self.convert('x', entry[1])}"]
             if key in RESERVED_SYMBOLS:
                 out.append(f"    out[{key!r}] = out[{entry[0]!r}]")
-        for key, cel_name, child in site.properties:
+        for key, cel_name, child in plan_node.properties:
             out += [f"x = v.get({key!r})", "if x is not None:"]
-            if key in site.read:  # converted whole above: only checked here
+            if key in plan_node.read:  # converted whole above: only checked here
                 out.append(f"    if not _valid({self.value(child)}, x): raise InvalidData()")
                 continue
             out.append(f"    out[{cel_name!r}] = {self.function(child)}(x)")
@@ -245,7 +245,7 @@ class _SelectCodegen(NodeCodegen):
         return out
 
 
-def compile_select(root: _Site) -> Any:
+def compile_select(root: _PlanNode) -> Any:
     """``select_walk(root, value)`` as one generated function (the generic walk where the plan
     cannot be written out: nested past Python's limits)."""
     try:
@@ -292,17 +292,17 @@ def _types(decl: DeclType | None) -> frozenset[type] | None:
     return frozenset(_EXACT_TYPES.get(decl.kind, ()))  # empty: never sure (the exact check decides)
 
 
-def _surely_valid(value: Any, site: _Site) -> bool:
+def _surely_valid(value: Any, plan_node: _PlanNode) -> bool:
     """True only when ``invalid_reads`` would find nothing: the value and the properties the
     node's rules read have exactly their schema's JSON types, and no unexpected null items."""
-    shape = site.shape
+    shape = plan_node.shape
     if shape is None:
         return False
     if shape.types is not None and type(value) not in shape.types:
         return False
     checks = shape.properties
     if checks is None:
-        checks = _every_property(value, site.decl)
+        checks = _every_property(value, plan_node.decl)
     for key, types, no_null_items in checks:
         item = value.get(key)
         if item is None:
@@ -324,17 +324,17 @@ def _every_property(value: dict, decl: DeclType) -> list[tuple[str, frozenset[ty
     return checks
 
 
-def _charge(site: _Site, value: Any, old: Any) -> int | None:
+def _charge(plan_node: _PlanNode, value: Any, old: Any) -> int | None:
     """At least the walk's charges for the batched rules over the selected values (``old``:
     None where there is none); None when an evaluation is over the per-call limit."""
     total = 0
-    if site.batched:
-        if site.fixed is not None:
-            total = site.fixed
+    if plan_node.batched:
+        if plan_node.fixed is not None:
+            total = plan_node.fixed
         else:
             has_old = old is not None
             activation = {"self": value, "oldSelf": old, "__oldSelfPresent": has_old}
-            for rule in site.batched:
+            for rule in plan_node.batched:
                 if rule.max_cost <= EXACT_CHARGE:
                     total += rule.max_cost
                 elif has_old or not rule.uses_old_self or rule.optional_old_self:
@@ -344,24 +344,24 @@ def _charge(site: _Site, value: Any, old: Any) -> int | None:
                     total += cost
     if isinstance(value, dict):
         old_map = old if isinstance(old, dict) else None
-        for _, name, child in site.properties:
+        for _, name, child in plan_node.properties:
             item = value.get(name)
             if item is not None:
                 charged = _charge(child, item, old_map.get(name) if old_map is not None else None)
                 if charged is None:
                     return None
                 total += charged
-        if site.additional is not None:
+        if plan_node.additional is not None:
             for item in value.values():
                 if item is not None:
-                    charged = _charge(site.additional, item, None)
+                    charged = _charge(plan_node.additional, item, None)
                     if charged is None:
                         return None
                     total += charged
-    elif isinstance(value, list) and site.items is not None:
+    elif isinstance(value, list) and plan_node.items is not None:
         for item in value:
             if item is not None:
-                charged = _charge(site.items, item, None)
+                charged = _charge(plan_node.items, item, None)
                 if charged is None:
                     return None
                 total += charged
@@ -386,17 +386,17 @@ def build_plan(root: Node, *, update: bool, native: bool = True) -> BatchPlan | 
 def _plan(root: Node, decl: DeclType, update: bool, *, native: bool) -> BatchPlan | None:
     builder = _Builder(update, native)
     try:
-        site = builder.site(root, decl, "", True, "self", "oldSelf" if update else None, "true" if update else None)
+        plan_node = builder.plan_node(root, decl, "", True, "self", "oldSelf" if update else None, "true" if update else None)
     except Exception:  # a node whose rules the apiserver would reject: the walk reports it
         return None
-    if site is None or not builder.sources or (native and not builder.measures):
+    if plan_node is None or not builder.sources or (native and not builder.measures):
         return None
     program = compile_program(" && ".join(builder.sources))
     if program is None or _python_work(program) != builder.python_work:
         return None
     if native and getattr(program, "native", None) is None:
         return None
-    return BatchPlan(program, site, update=update, reads_old=builder.reads_old, native_only=native,
+    return BatchPlan(program, plan_node, update=update, reads_old=builder.reads_old, native_only=native,
                      remaining=builder.remaining, reach=frozenset(_reach(root, builder.remaining)))
 
 
@@ -431,9 +431,9 @@ class _Builder:
         self.reads_old = False
         self._depth = 0
 
-    def site(self, node: Node, decl: DeclType | None, path: str, is_root: bool, here: str,
-             old: str | None, old_present: str | None) -> _Site | None:
-        """The site of ``node`` (None when nothing below it is batched); ``here`` spells the
+    def plan_node(self, node: Node, decl: DeclType | None, path: str, is_root: bool, here: str,
+             old: str | None, old_present: str | None) -> _PlanNode | None:
+        """The plan node of ``node`` (None when nothing below it is batched); ``here`` spells the
         node's value, ``old``/``old_present`` its old value and whether there is one (None:
         no old value correlates here)."""
         rules = compile_schema_rules(node.raw, is_root=is_root, path=path) if node.rules else None
@@ -456,7 +456,7 @@ class _Builder:
         own = self.sources[outer:]
         del self.sources[outer:]
         children: list[str] = []
-        properties: list[tuple[str, str, _Site]] = []
+        properties: list[tuple[str, str, _PlanNode]] = []
         for key, child in node.sorted_properties:
             if not child.has_rules:
                 continue
@@ -466,17 +466,17 @@ class _Builder:
             child_old = f"{old}.{escaped}" if old is not None and escaped else None
             child_present = f"{old_present} && has({child_old})" if child_old is not None else None
             start = len(self.sources)
-            site = self.site(child, child_decl if escaped else None, f"{path}.{key}" if path else key, False,
+            plan_node = self.plan_node(child, child_decl if escaped else None, f"{path}.{key}" if path else key, False,
                              child_here, child_old, child_present)
-            if site is not None:
-                properties.append((key, escaped, site))
+            if plan_node is not None:
+                properties.append((key, escaped, plan_node))
                 children.append(f"(!has({child_here}) || {self._conjunction(start)})")
         additional = items = None
         if node.additional is not None and node.additional.has_rules:
             usable = decl is not None and decl.kind == "map" and not node.properties
             var = self._variable()
             start = len(self.sources)
-            additional = self.site(node.additional, decl.elem if usable else None, f"{path}[*]", False,
+            additional = self.plan_node(node.additional, decl.elem if usable else None, f"{path}[*]", False,
                                    f"{here}[{var}]" if usable else "", None, None)
             if additional is not None:
                 children.append(f"{here}.all({var}, {here}[{var}] == null || {self._conjunction(start)})")
@@ -484,7 +484,7 @@ class _Builder:
             usable = decl is not None and decl.kind == "list"
             var = self._variable()
             start = len(self.sources)
-            items = self.site(node.items, decl.elem if usable else None, f"{path}[*]", False,
+            items = self.plan_node(node.items, decl.elem if usable else None, f"{path}[*]", False,
                               var if usable else "", None, None)
             if items is not None:
                 children.append(f"{here}.all({var}, {var} == null || {self._conjunction(start)})")
@@ -492,7 +492,7 @@ class _Builder:
         if decl is None or not batched and not properties and additional is None and items is None:
             return None
         read = rules.subset(tuple(batched)).properties if rules is not None and batched else frozenset()
-        return _Site(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
+        return _PlanNode(decl, rules, tuple(batched), _fixed_charge(batched), read, tuple(properties),
                      additional, items, _shape(rules) if rules is not None and batched else None)
 
     def _conjunction(self, start: int) -> str:

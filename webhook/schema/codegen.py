@@ -1,5 +1,5 @@
 """What the schema's generated fast paths share (``fastvalid``, ``listtype``, ``celbatch``'s
-selection): a Python function per schema node (or plan site), written once per node and
+selection): a Python function per schema node (or batch plan node), written once per node and
 named after it, constants handed over by name, the whole compiled at once."""
 
 from __future__ import annotations
