@@ -1,4 +1,4 @@
-"""cel-go's actual cost (``webhook.cel.actual_cost``) against Kubernetes' own cost tests.
+"""cel-go's actual cost (``webhook.cel.cost.count``) against Kubernetes' own cost tests.
 
 The ``cost`` vectors of ``tests/conformance/reference/cel/k8s_cel_library_vectors.yaml`` record the cost
 cel-go tracked for each expression in Kubernetes 1.36's base environment (``OptOptimize``:
@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 import yaml
 
-from webhook.cel.actual_cost import EXCEEDED, ActualCost, Error
+from webhook.cel.cost.count import EXCEEDED, ActualCost, Error
 from webhook.cel.checker import check
 from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
 from webhook.cel.limits import PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from webhook.cel.checker import check
-from webhook.cel.cost import TypeSizeEstimator, estimate
+from webhook.cel.cost.estimate import TypeSizeEstimator, estimate
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.cel.declarations import Overload, parse_type
@@ -175,7 +175,7 @@ def test_crd_rule_runtime_cost(vector: dict) -> None:
     pytest.fail(f"{vector['id']} passes now: remove it from RUNTIME_COST_GAPS")
 
 
-# cel-go tracks cost step by step while evaluating (webhook.cel.actual_cost counts the same way):
+# cel-go tracks cost step by step while evaluating (webhook.cel.cost.count counts the same way):
 # every runtime cost vector passes.
 RUNTIME_COST_GAPS: frozenset[str] = frozenset()
 
@@ -183,7 +183,7 @@ RUNTIME_COST_GAPS: frozenset[str] = frozenset()
 def test_a_costly_rule_is_charged_by_the_sizes_it_reads():
     """A rule whose worst case is costly is charged its estimate over the sizes of the values
     it reads (``RuntimeCharge``): the longest of each path, items, keys and values included."""
-    from webhook.cel.cost import _path_size
+    from webhook.cel.cost.estimate import _path_size
 
     activation = {"self": {"l": [{"s": "abc"}, {"s": "a"}, {"t": [1, 2, 3, 4]}, None],
                            "m": {"k": "xy", "key-10-ch": [1]}}, "oldSelf": None}

@@ -3,7 +3,7 @@ same sizes as walking it every time."""
 
 from __future__ import annotations
 
-from webhook.cel.runtime_bound import measure, remember_stable
+from webhook.cel.cost.bound import measure, remember_stable
 
 
 def _state_object(items: int, text: str) -> dict:

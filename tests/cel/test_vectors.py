@@ -11,7 +11,7 @@ from tests.cel import vectors
 VECTORS = vectors.load()
 
 # as CRD rules (vectors with a schema), both engines share webhook.cel.crd's gaps (none now:
-# a rule is charged cel-go's actual cost, webhook.cel.actual_cost)
+# a rule is charged cel-go's actual cost, webhook.cel.cost.count)
 _CRD_RULE_GAPS: dict[str, str] = {}
 KNOWN_GAPS = {
     "cel-expr": {

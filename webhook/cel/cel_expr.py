@@ -1,6 +1,6 @@
 """The default backend: cel-expr-python (Google's C++ CEL runtime).
 
-``compile`` takes the checking step both backends share (``checking``: Kubernetes'
+``compile`` takes the checking step both backends share (``compiler.check``: Kubernetes'
 declarations, ``optimize``'s checks) and plans the result in the runtime env; ``evaluate``
 goes down the ladder (``webhook.cel.ladder``): the native program when the caller accepts its
 answer, then one C++ call plus the conversion of the result, and cel-python (``cel_python``)
@@ -21,7 +21,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel import protos
 from webhook.cel.cel_python import CelPythonEngine
-from webhook.cel.checking import Checked, check_typed, free_variables
+from webhook.cel.compiler.check import Checked, check_typed, free_variables
 from webhook.cel.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.ladder import ALL, Routes
@@ -30,7 +30,7 @@ from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.native import NativeProgram, NotNative, compile_native
 from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, optimize, select_overload
-from webhook.cel.runtime_bound import CostShape, measure
+from webhook.cel.cost.bound import CostShape, measure
 from webhook.cel.wording import clean_message
 
 class Bindings(dict):

@@ -10,7 +10,7 @@ It is here for two things:
   process on it, with no fast route (slower; for a platform without cel-expr's wheels, or to
   cross-check the default engine).
 
-Expressions pass the checking step both backends share (``checking``: Kubernetes'
+Expressions pass the checking step both backends share (``compiler.check``: Kubernetes'
 declarations on cel-cpp's checker, the same errors), then celpy evaluates them with the same
 Kubernetes library implementations (``webhook.cel.library``) and Python versions of the
 cel-go extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5
@@ -32,7 +32,7 @@ from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
 from webhook.cel.celpy_eval import Budget, Evaluator
-from webhook.cel.checking import check_typed
+from webhook.cel.compiler.check import check_typed
 from webhook.cel.celpy_operators import builtins, operators
 from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
 from webhook.cel.celpy_rewrite import celpy_source

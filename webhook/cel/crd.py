@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded, get_engine
-from webhook.cel.actual_cost import EXCEEDED, ActualCost, CountedEvaluation, Error
+from webhook.cel.cost.count import EXCEEDED, ActualCost, CountedEvaluation, Error
 from webhook.cel.checker import check, instantiation_error
-from webhook.cel.cost import CrdSizeEstimator, RuntimeCharge
-from webhook.cel.cost import estimate as estimate_cost
+from webhook.cel.cost.estimate import CrdSizeEstimator, RuntimeCharge
+from webhook.cel.cost.estimate import estimate as estimate_cost
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT,

@@ -28,7 +28,7 @@ vectors with each route off in turn).
      ├─ c. cel-expr ── the same program unhoisted, so that CEL reports the error
      └─ d. cel-python  for what cel-cpp words or answers unlike cel-go (and text cel-cpp would
                        cut at a NUL): webhook/cel/cel_python.py, the exact wording
-     then, for a rule that runs: its cost, cel-go's count (webhook/cel/actual_cost.py), and a
+     then, for a rule that runs: its cost, cel-go's count (webhook/cel/cost/count.py), and a
      failing rule's message (messageExpression on the same ladder, b–d). Where an engine stops
      at a bound of its own (``EngineBoundExceeded``: an upper bound of the work, or cel-cpp's
      10,000 iterations), cel-go's count answers instead when it finishes within the limit (with
@@ -99,7 +99,7 @@ LADDER: tuple[Route, ...] = (
     Route("cel-python", None, "webhook/cel/cel_python.py",
           "where cel-cpp words or answers unlike cel-go, or would cut text at a NUL",
           "anything, in cel-go's wording"),
-    Route("cost count", None, "webhook/cel/actual_cost.py",
+    Route("cost count", None, "webhook/cel/cost/count.py",
           "after each rule the walk runs, when the request's budget could run out",
           "nothing about the rule: what cel-go charges for it (else the estimate)"),
     Route("cel-python backend", None, "webhook/cel/cel_python.py, webhook/cel/engine.py",

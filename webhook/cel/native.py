@@ -22,9 +22,9 @@ and its caller falls back too:
 So ``NotNative`` means "ask cel-expr", never "false".
 
 It bounds its own work, so a caller need not measure the activation before it runs
-(``runtime_bound``): each comprehension counts its iterations times the nodes its condition
+(``cost.bound``): each comprehension counts its iterations times the nodes its condition
 and step hold (a comprehension inside counting itself), and past the cost limit the program
-stops with :class:`EngineBoundExceeded` (its own count, not cel-go's). That count never exceeds the bound ``runtime_bound``
+stops with :class:`EngineBoundExceeded` (its own count, not cel-go's). That count never exceeds the bound ``cost.bound``
 computes from the activation's sizes for the same program, so whatever it refuses, the
 bound would have refused too. The logical operators short-circuit
 as CEL's do (``true || x`` is true whatever ``x`` is); an error on their left gives up rather

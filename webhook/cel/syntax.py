@@ -1,7 +1,7 @@
 """A CEL parser producing cel-go's AST shape: node ids, source offsets and macro expansion.
 
 Used for what the apiserver derives from a rule before running it: type checking against the
-schema (``webhook.cel.checker``), the estimated cost (``webhook.cel.cost``) and which variables
+schema (``webhook.cel.checker``), the estimated cost (``webhook.cel.cost.estimate``) and which variables
 a rule references. Offsets follow cel-go: an operator's node sits at its operator token, a call
 at its ``(``, a field selection at its ``.``, macro-generated nodes at the macro call.
 """

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from webhook.cel import CelError, get_engine
-from webhook.cel.runtime_bound import remember_stable
+from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
 from webhook.policy.exact import ExactPath

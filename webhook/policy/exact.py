@@ -16,7 +16,7 @@ import jsonpatch
 
 from webhook import documents
 from webhook.cel import CelError
-from webhook.cel.runtime_bound import remember_stable
+from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import list_selected
 from webhook.policy.expression import Expression
 from webhook.policy.messages import (annotation_text, denial, expression_error, failed_expression,

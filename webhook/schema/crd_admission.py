@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from webhook.cel.cost import MAX as MAX_UINT64
+from webhook.cel.cost.estimate import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
 from webhook.cel.limits import STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT
 from webhook.gocompat.fmt import go_json, go_quote

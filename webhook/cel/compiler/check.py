@@ -18,7 +18,7 @@ from webhook.cel import protos
 from webhook.cel.env import new_env
 from webhook.cel.errors import CelCompileError
 from webhook.cel.optimize import Result, children, optimize
-from webhook.cel.runtime_bound import CostShape, shape
+from webhook.cel.cost.bound import CostShape, shape
 from webhook.cel.wording import cel_go_overload_errors, clean_message, format_issues
 
 _envs: dict[tuple, cel.Env] = {}  # the checking env per variable declarations

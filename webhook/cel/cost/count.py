@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker import Checked
-from webhook.cel.cost import LIST_CREATE, MAP_CREATE, REGEX_LENGTH, STRING_TRAVERSAL
+from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE, REGEX_LENGTH, STRING_TRAVERSAL
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
 from webhook.cel.library.base import NONE, OptionalValue
