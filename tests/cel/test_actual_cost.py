@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from webhook.cel.cost.count import EXCEEDED, ActualCost, Error
-from webhook.cel.checker import check
+from webhook.cel.checker.checker import check
 from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
 from webhook.cel.limits import PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET
-from webhook.cel.declarations import Overload, parse_type
-from webhook.cel.syntax import parse
-from webhook.cel.types import STRING
+from webhook.cel.checker.declarations import Overload, parse_type
+from webhook.cel.syntax.parser import parse
+from webhook.cel.common.types import STRING
 from tests.support.paths import CASES, CEL_VECTORS
 
 VECTORS = CEL_VECTORS

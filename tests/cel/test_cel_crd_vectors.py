@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from webhook.cel.checker import check
+from webhook.cel.checker.checker import check
 from webhook.cel.cost.estimate import TypeSizeEstimator, estimate
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
-from webhook.cel.declarations import Overload, parse_type
-from webhook.cel.escaping import escape, unescape
-from webhook.cel.syntax import parse
-from webhook.cel.types import STRING
+from webhook.cel.checker.declarations import Overload, parse_type
+from webhook.cel.common.escaping import escape, unescape
+from webhook.cel.syntax.parser import parse
+from webhook.cel.common.types import STRING
 from tests.cel.vectors import every_vector, library_vectors
 
 # Every CRD-rule vector passes (crd_values-0161, string() of a date-time field in its own offset,

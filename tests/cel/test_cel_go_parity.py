@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from webhook.cel import CelCompileError, CelEvalError, get_engine
-from webhook.cel.checker import check
+from webhook.cel.checker.checker import check
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
-from webhook.cel.syntax import parse
-from webhook.cel.types import INT
+from webhook.cel.syntax.parser import parse
+from webhook.cel.common.types import INT
 from webhook.schema import CRDRegistry
 
 ENGINES = ["cel-expr", "cel-python"]

@@ -43,7 +43,7 @@ from webhook.gocompat.regexp import go_error_text
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
 from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
 from webhook.cel.limits import PER_CALL_LIMIT
-from webhook.cel.typenames import TRAIT_DISPATCHED, operator_error
+from webhook.cel.common.typenames import TRAIT_DISPATCHED, operator_error
 
 
 # extension functions whose arguments after the receiver include ints (or strings, never bools)

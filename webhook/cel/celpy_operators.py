@@ -26,8 +26,8 @@ from webhook.cel.celpy_values import (
 from webhook.cel.library import OPAQUE_TYPES
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.strings_format import format_string
-from webhook.cel.typenames import operator_error
-from webhook.cel.values import parse_duration
+from webhook.cel.common.typenames import operator_error
+from webhook.cel.common.values import parse_duration
 from webhook.gocompat.fmt import go_float
 from webhook.gocompat.strconv import go_parse_float, go_parse_int
 from webhook.gocompat.time import go_rfc3339_nano, parse_rfc3339

@@ -18,7 +18,8 @@ from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded, get_engine
 from webhook.cel.cost.count import EXCEEDED, ActualCost, CountedEvaluation, Error
-from webhook.cel.checker import check, instantiation_error
+from webhook.cel.checker.checker import check
+from webhook.cel.checker.literals import instantiation_error
 from webhook.cel.cost.estimate import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost.estimate import estimate as estimate_cost
 from webhook.cel.ladder import ALL, Routes
@@ -27,9 +28,11 @@ from webhook.cel.limits import (MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX
                                 RUNTIME_CEL_COST_BUDGET)
 from webhook.cel.rewrite import engine_source
 from webhook.cel.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
-from webhook.cel.syntax import CelSyntaxError, Ident, Select, format_errors, parse, parse_with_spans, walk
-from webhook.cel.types import BOOL, DYN, STRING, DeclType, decl_type, optional_of
-from webhook.cel.values import invalid_reads, to_cel
+from webhook.cel.syntax.ast import Ident, Select, walk
+from webhook.cel.syntax.parser import CelSyntaxError, format_errors, parse, parse_with_spans
+from webhook.cel.common.decl import DeclType, decl_type
+from webhook.cel.common.types import BOOL, DYN, STRING, optional_of
+from webhook.cel.common.values import invalid_reads, to_cel
 from webhook.gocompat.fmt import go_json
 
 OUT_OF_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"

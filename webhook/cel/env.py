@@ -28,7 +28,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, wr
 
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library.base import OptionalValue, no_such_overload
-from webhook.cel.typenames import DURATION, TIMESTAMP, TypeName, parse_type, yaml_type
+from webhook.cel.common.typenames import DURATION, TIMESTAMP, TypeName, parse_type, yaml_type
 
 KEY_FIELD = "canonical_form"
 PRIVATE_PREFIX = "@k8s."

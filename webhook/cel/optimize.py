@@ -45,7 +45,7 @@ from webhook.cel.limits import RANGE_LIMIT
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.regex import matches as regex_matches
 from webhook.cel.library.strings_format import ExactDuration, MapEntries, check_format
-from webhook.cel.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, TypeName, format_checked, not_an_int, parse_type
+from webhook.cel.common.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, TypeName, format_checked, not_an_int, parse_type
 from webhook.gocompat.strconv import go_parse_float, go_parse_int
 from webhook.gocompat.time import go_rfc3339_nano, parse_go_duration, parse_rfc3339
 

@@ -18,10 +18,10 @@ Rewrites are spliced into the original text by source span, so everything else s
 
 from __future__ import annotations
 
-from webhook.cel.escaping import RESERVED_SYMBOLS
+from webhook.cel.common.escaping import RESERVED_SYMBOLS
 from webhook.cel.library.strings_format import clause_letters
-from webhook.cel.syntax import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk
-from webhook.cel.types import DeclType
+from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
+from webhook.cel.common.decl import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
 # Kubernetes' sum() of an empty list: the zero of the element type (an int's is the engine's own)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from webhook.cel.checker import check
-from webhook.cel.declarations import TYPE_IDENTS, functions
+from webhook.cel.checker.checker import check
+from webhook.cel.checker.declarations import TYPE_IDENTS, functions
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS
 from webhook.cel.optimize import SIGNED_DISPATCH, Issue
-from webhook.cel.syntax import CelSyntaxError, Ident, location, parse, walk
-from webhook.cel.typenames import operator_error
-from webhook.cel.types import DYN
+from webhook.cel.syntax.ast import Ident, walk
+from webhook.cel.syntax.parser import CelSyntaxError, location, parse
+from webhook.cel.common.typenames import operator_error
+from webhook.cel.common.types import DYN
 from webhook.gocompat.regexp import go_error_text
 
 # cel-cpp prefixes messages with an absl status code ("INVALID_ARGUMENT: ...") and may

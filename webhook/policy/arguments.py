@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from webhook.cel.syntax import Call, CelSyntaxError, Expr, Ident, Literal, Select, parse
+from webhook.cel.syntax.ast import Call, Expr, Ident, Literal, Select
+from webhook.cel.syntax.parser import CelSyntaxError, parse
 from webhook.state.selectors import SelectorError, from_label_selector
 
 UNREAD = object()  # "ask CEL"

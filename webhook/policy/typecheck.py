@@ -10,7 +10,7 @@ errors, so a policy that would only fail at admission time (``no such overload``
 with a misleading message never loads.
 
 The kinds' schemas are the CRDs' (``CRDRegistry``): the same ``DeclType`` s and the same
-cel-go checker (``webhook.cel.types``, ``webhook.cel.checker``) that CRD rules are compiled
+cel-go checker (``webhook.cel.common.decl``, ``webhook.cel.checker``) that CRD rules are compiled
 with. What the CRDs do not serve (built-in kinds, ``*``) is ``dyn``, as is everything else
 a policy sees (``request``, ``params``, ``lookups``, ``variables``, ``namespaceObject``):
 only what is known is checked, so a policy is never refused on a guess.
@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping
 
-from webhook.cel.checker import check
+from webhook.cel.checker.checker import check
 from webhook.cel.crd import object_types
-from webhook.cel.syntax import CelSyntaxError, format_errors, parse
-from webhook.cel.types import BOOL, DYN, NULL, STRING, CelType, DeclType, decl_type
+from webhook.cel.syntax.parser import CelSyntaxError, format_errors, parse
+from webhook.cel.common.decl import DeclType, decl_type
+from webhook.cel.common.types import BOOL, CelType, DYN, NULL, STRING
 from webhook.policy.model import AdmissionPolicy
 
 # ObjectMeta as the apiserver's OpenAPI publishes it (the fields policies read), since a CRD's

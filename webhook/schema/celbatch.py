@@ -41,10 +41,11 @@ from webhook.cel.crd import CompiledRule, NodeRules, compile_program, compile_sc
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.optimize import HOIST_VARIABLES
-from webhook.cel.syntax import CelSyntaxError, Comprehension, Ident, parse_with_spans, walk
-from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.types import DeclType, decl_type
-from webhook.cel.values import invalid_reads, to_cel
+from webhook.cel.syntax.ast import Comprehension, Ident, walk
+from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
+from webhook.cel.common.escaping import RESERVED_SYMBOLS
+from webhook.cel.common.decl import DeclType, decl_type
+from webhook.cel.common.values import invalid_reads, to_cel
 from webhook.schema.codegen import NodeCodegen
 from webhook.schema.structural import Node
 

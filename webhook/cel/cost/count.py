@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cel.checker import Checked
+from webhook.cel.checker.checker import Checked
 from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE, REGEX_LENGTH, STRING_TRAVERSAL
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
@@ -42,11 +42,9 @@ from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
 from webhook.cel.optimize import select_overload
-from webhook.cel.syntax import (
-    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
-)
-from webhook.cel.types import DYN
-from webhook.cel.values import parse_duration
+from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
+from webhook.cel.common.types import DYN
+from webhook.cel.common.values import parse_duration
 from webhook.gocompat.strconv import go_parse_int
 from webhook.gocompat.time import parse_rfc3339
 

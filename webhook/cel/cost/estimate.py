@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from webhook.cel.checker import Checked
-from webhook.cel.syntax import (
-    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select,
-)
-from webhook.cel.types import CelType, DeclType
+from webhook.cel.checker.checker import Checked
+from webhook.cel.syntax.ast import (ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
+from webhook.cel.common.decl import DeclType
+from webhook.cel.common.types import CelType
 
 MAX = 2**64 - 1
 STRING_TRAVERSAL = 0.1  # common.StringTraversalCostFactor

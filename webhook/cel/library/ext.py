@@ -15,7 +15,7 @@ from webhook.gocompat.fmt import go_value
 from webhook.cel.library.base import NONE, LibraryError, OptionalValue
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.limits import RANGE_LIMIT
-from webhook.cel.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, not_an_int
+from webhook.cel.common.typenames import DURATION, GO_VALUE_TYPES, TIMESTAMP, not_an_int
 
 
 def _index_error(i: int) -> LibraryError:

@@ -1,98 +1,17 @@
-"""A CEL parser producing cel-go's AST shape: node ids, source offsets and macro expansion.
+"""A CEL parser producing cel-go's AST shape (``ast``): node ids, source offsets, macro expansion,
+and cel-go's display of syntax errors.
 
-Used for what the apiserver derives from a rule before running it: type checking against the
-schema (``webhook.cel.checker``), the estimated cost (``webhook.cel.cost.estimate``) and which variables
-a rule references. Offsets follow cel-go: an operator's node sits at its operator token, a call
-at its ``(``, a field selection at its ``.``, macro-generated nodes at the macro call.
+Offsets follow cel-go: an operator's node sits at its operator token, a call at its ``(``, a
+field selection at its ``.``, macro-generated nodes at the macro call.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-# --- AST ---------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False, slots=True)
-class Expr:
-    id: int
-    offset: int
-
-
-@dataclass(eq=False, slots=True)
-class Literal(Expr):
-    kind: str            # int uint double string bytes bool null
-    value: Any
-
-
-@dataclass(eq=False, slots=True)
-class Ident(Expr):
-    name: str
-
-
-@dataclass(eq=False, slots=True)
-class Select(Expr):
-    operand: Expr
-    field: str
-    test_only: bool = False
-    optional: bool = False
-
-
-@dataclass(eq=False, slots=True)
-class Call(Expr):
-    function: str
-    args: list[Expr]
-    target: Expr | None = None
-
-
-@dataclass(eq=False, slots=True)
-class CreateList(Expr):
-    elements: list[Expr]
-    optional_indices: frozenset[int] = frozenset()
-
-
-@dataclass(eq=False, slots=True)
-class MapEntry:
-    id: int
-    offset: int
-    key: Expr
-    value: Expr
-    optional: bool = False
-
-
-@dataclass(eq=False, slots=True)
-class CreateMap(Expr):
-    entries: list[MapEntry]
-
-
-@dataclass(eq=False, slots=True)
-class CreateStruct(Expr):
-    name: str
-    fields: list[tuple[str, Expr]]
-
-
-@dataclass(eq=False, slots=True)
-class Comprehension(Expr):
-    iter_var: str
-    iter_range: Expr
-    accu_var: str
-    accu_init: Expr
-    loop_condition: Expr
-    loop_step: Expr
-    result: Expr
-    iter_var2: str | None = None
-
-
-ACCUMULATOR = "@result"
-
-
-@dataclass(slots=True)
-class ParsedExpr:
-    expr: Expr
-    source: str
-    offsets: dict[int, int] = field(default_factory=dict)   # node id -> source offset
+from webhook.cel.syntax.ast import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, Expr, Ident, Literal, MapEntry, Select
 
 
 class CelSyntaxError(Exception):
@@ -711,27 +630,3 @@ def format_error(source: str, offset: int, message: str) -> str:
 def format_errors(source: str, errors: list[tuple[int, str]]) -> str:
     ordered = sorted(enumerate(errors), key=lambda item: (item[1][0], item[0]))
     return "\n".join(format_error(source, offset, message) for _, (offset, message) in ordered)
-
-
-def walk(expr: Expr):
-    """Pre-order traversal of every node."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, Select):
-            stack.append(node.operand)
-        elif isinstance(node, Call):
-            stack.extend(reversed(node.args))
-            if node.target is not None:
-                stack.append(node.target)
-        elif isinstance(node, CreateList):
-            stack.extend(reversed(node.elements))
-        elif isinstance(node, CreateMap):
-            for entry in reversed(node.entries):
-                stack.append(entry.value)
-                stack.append(entry.key)
-        elif isinstance(node, CreateStruct):
-            stack.extend(value for _, value in reversed(node.fields))
-        elif isinstance(node, Comprehension):
-            stack.extend([node.result, node.loop_step, node.loop_condition, node.accu_init, node.iter_range])

@@ -1,30 +1,24 @@
-"""cel-go's type checker, over ``webhook.cel.syntax`` ASTs, with cel-go's error messages.
+"""cel-go's type checker, over ``webhook.cel.syntax.ast`` ASTs, with cel-go's error messages.
 
     checked = check(parse(source), variables={"self": self_type}, objects=object_fields)
     checked.errors   # [(offset, message)], empty when the expression type-checks
     checked.types    # node id -> CelType; checked.overloads: call node id -> overload ids
 
-Followed by the validators Kubernetes enables (homogeneous aggregate literals; timestamp,
-duration and regex literals), which run only when checking succeeded.
+Followed by the validators Kubernetes enables (``literals``), which run only when checking
+succeeded.
 """
 
 from __future__ import annotations
 
-import re2
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.library.regex import RegexError, compile_pattern
-from webhook.cel.declarations import TYPE_IDENTS, Overload, functions
-from webhook.cel.syntax import (
-    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk,
-)
-from webhook.cel.types import (
-    BOOL, BYTES, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, CelType, DeclType, list_of, map_of, optional_of,
-)
-from webhook.cel.values import parse_duration
-from webhook.gocompat.time import parse_rfc3339
+from webhook.cel.common.escaping import RESERVED_SYMBOLS
+from webhook.cel.checker.declarations import TYPE_IDENTS, Overload, functions
+from webhook.cel.checker.literals import literal_errors
+from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
+from webhook.cel.common.decl import DeclType
+from webhook.cel.common.types import (BOOL, BYTES, CelType, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, list_of, map_of, optional_of)
 
 _LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
                   "null": NULL}
@@ -386,126 +380,5 @@ def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, De
     result.types = {node_id: checker.substitute(t) for node_id, t in result.types.items()}
     result.result_type = checker.substitute(result.types.get(expr.id, DYN), to_dyn=True)
     if not result.errors and validate_literals:
-        _validate_literals(result)
+        result.errors += literal_errors(expr, result.types)
     return result
-
-
-# --- Kubernetes' AST validators ----------------------------------------------------------------
-
-_EXEMPT_HOMOGENEOUS = frozenset({"format", "string_format"})
-
-
-def _equivalent(a: CelType, b: CelType) -> bool:
-    if a.kind == "typeparam" or b.kind == "typeparam":
-        return True
-    return a == b
-
-
-def _display(t: CelType) -> CelType:
-    if t.kind == "typeparam":
-        return DYN
-    if t.params:
-        return CelType(t.kind, tuple(_display(p) for p in t.params), t.name)
-    return t
-
-
-def _validate_literals(checked: Checked) -> None:
-    types = checked.types
-    exempt: set[int] = set()
-    for node in walk(checked.expr):
-        if isinstance(node, Call) and node.function in _EXEMPT_HOMOGENEOUS:
-            for sub in node.args:
-                exempt.update(n.id for n in walk(sub))
-        if isinstance(node, CreateList) and node.id not in exempt:
-            first: CelType | None = None
-            for index, element in enumerate(node.elements):
-                et = types.get(element.id, DYN)
-                if index in node.optional_indices and et.kind == "optional_type":
-                    et = et.params[0]
-                if first is None:
-                    first = et
-                    continue
-                if not _equivalent(first, et):
-                    checked.errors.append((element.offset, f"expected type '{_display(first)}' but found "
-                                                           f"'{_display(et)}'"))
-                    break
-        elif isinstance(node, CreateMap) and node.id not in exempt:
-            key_type: CelType | None = None
-            value_type: CelType | None = None
-            for entry in node.entries:
-                kt, vt = types.get(entry.key.id, DYN), types.get(entry.value.id, DYN)
-                if entry.optional and vt.kind == "optional_type":
-                    vt = vt.params[0]
-                if key_type is None and value_type is None:
-                    key_type, value_type = kt, vt
-                    continue
-                if not _equivalent(key_type, kt):
-                    checked.errors.append((entry.key.offset, f"expected type '{_display(key_type)}' but found "
-                                                             f"'{_display(kt)}'"))
-                if not _equivalent(value_type, vt):
-                    checked.errors.append((entry.value.offset, f"expected type '{_display(value_type)}' but "
-                                                               f"found '{_display(vt)}'"))
-        elif isinstance(node, Call):
-            _validate_constant_argument(checked, node)
-
-
-def _validate_constant_argument(checked: Checked, call: Call) -> None:
-    name = call.function
-    if name in ("timestamp", "duration") and call.target is None and len(call.args) == 1:
-        arg = call.args[0]
-        if isinstance(arg, Literal) and arg.kind == "string":
-            ok = (_valid_timestamp(arg.value) if name == "timestamp" else _valid_duration(arg.value))
-            if not ok:
-                checked.errors.append((arg.offset, f"invalid {name} argument"))
-        elif isinstance(arg, Literal) and arg.kind == "int" and name == "timestamp":
-            if not _MIN_UNIX_SECONDS <= arg.value <= _MAX_UNIX_SECONDS:
-                checked.errors.append((arg.offset, "invalid timestamp argument"))
-    elif name == "matches":
-        pattern = call.args[-1] if call.args else None
-        if isinstance(pattern, Literal) and pattern.kind == "string" and not _valid_regex(pattern.value):
-            checked.errors.append((pattern.offset, "invalid matches argument"))
-
-
-def instantiation_error(expr: Expr) -> str | None:
-    """What creating the program of a checked expression fails on, as the apiserver words it
-    after "program instantiation failed: ": Kubernetes' regex library compiles a constant
-    ``find``/``findAll`` pattern then (``matches`` patterns are checked with the literals)."""
-    for node in walk(expr):
-        if isinstance(node, Call) and node.function in ("find", "findAll") and node.target is not None and node.args:
-            pattern = node.args[0]
-            if isinstance(pattern, Literal) and pattern.kind == "string":
-                try:
-                    compile_pattern(pattern.value)
-                except RegexError as err:
-                    return str(err)
-    return None
-
-
-def _valid_timestamp(text: str) -> bool:
-    try:
-        return parse_rfc3339(text) is not None
-    except OverflowError:
-        return False
-
-
-_DURATION_MAX_SECONDS = 315_576_000_000
-_MIN_UNIX_SECONDS = -62_135_596_800   # 0001-01-01T00:00:00Z
-_MAX_UNIX_SECONDS = 253_402_300_799   # 9999-12-31T23:59:59Z
-
-
-def _valid_duration(text: str) -> bool:
-    parsed = parse_duration(text)
-    return parsed is not None and abs(parsed.total_seconds()) <= _DURATION_MAX_SECONDS
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-
-
-def _valid_regex(pattern: str) -> bool:
-    """RE2 syntax, as Go's regexp parses it."""
-    try:
-        re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error:
-        return False
-    return True

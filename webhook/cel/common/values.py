@@ -14,8 +14,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from webhook.cel.escaping import RESERVED_SYMBOLS
-from webhook.cel.types import DeclType
+from webhook.cel.common.escaping import RESERVED_SYMBOLS
+from webhook.cel.common.decl import DeclType
 from webhook.gocompat.fmt import go_type_name
 from webhook.gocompat.time import parse_go_duration
 from webhook.validation.strfmt import parse_duration as kube_openapi_duration

@@ -1,0 +1,104 @@
+"""cel-go's AST shape: node ids (cel-go's numbering), one class per expression kind, macros
+already expanded into comprehensions, and a pre-order walk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(eq=False, slots=True)
+class Expr:
+    id: int
+    offset: int
+
+
+@dataclass(eq=False, slots=True)
+class Literal(Expr):
+    kind: str            # int uint double string bytes bool null
+    value: Any
+
+
+@dataclass(eq=False, slots=True)
+class Ident(Expr):
+    name: str
+
+
+@dataclass(eq=False, slots=True)
+class Select(Expr):
+    operand: Expr
+    field: str
+    test_only: bool = False
+    optional: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class Call(Expr):
+    function: str
+    args: list[Expr]
+    target: Expr | None = None
+
+
+@dataclass(eq=False, slots=True)
+class CreateList(Expr):
+    elements: list[Expr]
+    optional_indices: frozenset[int] = frozenset()
+
+
+@dataclass(eq=False, slots=True)
+class MapEntry:
+    id: int
+    offset: int
+    key: Expr
+    value: Expr
+    optional: bool = False
+
+
+@dataclass(eq=False, slots=True)
+class CreateMap(Expr):
+    entries: list[MapEntry]
+
+
+@dataclass(eq=False, slots=True)
+class CreateStruct(Expr):
+    name: str
+    fields: list[tuple[str, Expr]]
+
+
+@dataclass(eq=False, slots=True)
+class Comprehension(Expr):
+    iter_var: str
+    iter_range: Expr
+    accu_var: str
+    accu_init: Expr
+    loop_condition: Expr
+    loop_step: Expr
+    result: Expr
+    iter_var2: str | None = None
+
+
+ACCUMULATOR = "@result"
+
+
+def walk(expr: Expr):
+    """Pre-order traversal of every node."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, Select):
+            stack.append(node.operand)
+        elif isinstance(node, Call):
+            stack.extend(reversed(node.args))
+            if node.target is not None:
+                stack.append(node.target)
+        elif isinstance(node, CreateList):
+            stack.extend(reversed(node.elements))
+        elif isinstance(node, CreateMap):
+            for entry in reversed(node.entries):
+                stack.append(entry.value)
+                stack.append(entry.key)
+        elif isinstance(node, CreateStruct):
+            stack.extend(value for _, value in reversed(node.fields))
+        elif isinstance(node, Comprehension):
+            stack.extend([node.result, node.loop_step, node.loop_condition, node.accu_init, node.iter_range])
