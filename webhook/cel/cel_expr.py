@@ -19,17 +19,20 @@ from typing import Any
 from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from webhook.cel import protos
+from webhook.cel.environment import protos
 from webhook.cel.cel_python import CelPythonEngine
 from webhook.cel.compiler.check import Checked, check_typed, free_variables
-from webhook.cel.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
+from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library import LibraryError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.native import NativeProgram, NotNative, compile_native
-from webhook.cel.optimize import COST_EXCEEDED, HOIST_VARIABLES, Hoist, optimize, select_overload
+from webhook.cel.library.dispatch import select_overload
+from webhook.cel.errors import COST_EXCEEDED
+from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES
+from webhook.cel.optimize.optimizer import optimize
 from webhook.cel.cost.bound import CostShape, measure
 from webhook.cel.wording import clean_message
 

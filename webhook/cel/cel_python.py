@@ -41,7 +41,8 @@ from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
 from webhook.gocompat.regexp import go_error_text
 from webhook.cel.library.ext import RECEIVERS as EXT_RECEIVERS
-from webhook.cel.optimize import SIGNED_DISPATCH, select_overload
+from webhook.cel.library.dispatch import select_overload
+from webhook.cel.library.dispatch import SIGNED_DISPATCH
 from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.common.typenames import TRAIT_DISPATCHED, operator_error
 

@@ -19,10 +19,13 @@ class CelEvalError(CelError):
     """Evaluation failed (no such key, no matching overload, a library error, ...)."""
 
 
+COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"  # the apiserver's words
+
+
 class CelCostExceeded(CelEvalError):
     """The runtime cost/iteration bound tripped; the apiserver's wording."""
 
-    def __init__(self, message: str = "operation cancelled: actual cost limit exceeded") -> None:
+    def __init__(self, message: str = COST_EXCEEDED) -> None:
         super().__init__(message)
 
 

@@ -48,11 +48,11 @@ import symtable
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.cel.env import FAIL_FUNCTION
+from webhook.cel.environment.env import FAIL_FUNCTION
 from webhook.cel.errors import CelCostExceeded, EngineBoundExceeded
 from webhook.cel.library import LibraryError
 from webhook.cel.library.regex import matches as _re2_matches
-from webhook.cel.optimize import children
+from webhook.cel.environment.protos import children
 from webhook.cel.limits import ITERATION_BUDGET, PER_CALL_LIMIT
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

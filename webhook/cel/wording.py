@@ -10,7 +10,8 @@ from typing import Any
 from webhook.cel.checker.checker import check
 from webhook.cel.checker.declarations import TYPE_IDENTS, functions
 from webhook.cel.library import OPAQUE_TYPES, OVERLOADS
-from webhook.cel.optimize import SIGNED_DISPATCH, Issue
+from webhook.cel.library.dispatch import SIGNED_DISPATCH
+from webhook.cel.optimize.checks import Issue
 from webhook.cel.syntax.ast import Ident, walk
 from webhook.cel.syntax.parser import CelSyntaxError, location, parse
 from webhook.cel.common.typenames import operator_error

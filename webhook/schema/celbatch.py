@@ -40,7 +40,7 @@ from typing import Any, Mapping
 from webhook.cel.crd import CompiledRule, NodeRules, compile_program, compile_schema_rules
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.limits import PER_CALL_LIMIT
-from webhook.cel.optimize import HOIST_VARIABLES
+from webhook.cel.optimize.library_calls import HOIST_VARIABLES
 from webhook.cel.syntax.ast import Comprehension, Ident, walk
 from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
 from webhook.cel.common.escaping import RESERVED_SYMBOLS

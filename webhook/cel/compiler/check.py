@@ -14,10 +14,11 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from webhook.cel import protos
-from webhook.cel.env import new_env
+from webhook.cel.environment import protos
+from webhook.cel.environment.env import new_env
 from webhook.cel.errors import CelCompileError
-from webhook.cel.optimize import Result, children, optimize
+from webhook.cel.optimize.optimizer import Result, optimize
+from webhook.cel.environment.protos import children
 from webhook.cel.cost.bound import CostShape, shape
 from webhook.cel.wording import cel_go_overload_errors, clean_message, format_issues
 

@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cel.env import MAP_INSERT_FUNCTION
-from webhook.cel.optimize import children
+from webhook.cel.environment.env import MAP_INSERT_FUNCTION
+from webhook.cel.environment.protos import children
 
 Poly = dict[tuple[int, int], float]  # (power of L, power of C) -> coefficient
 INFINITE: Poly = {(-1, -1): 1}

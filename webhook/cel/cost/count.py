@@ -41,7 +41,7 @@ from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
-from webhook.cel.optimize import select_overload
+from webhook.cel.library.dispatch import select_overload
 from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
 from webhook.cel.common.types import DYN
 from webhook.cel.common.values import parse_duration

@@ -95,7 +95,7 @@ class Device:
 
 
 def _cel_quantity(text: str) -> Any:
-    from webhook.cel.env import to_runtime
+    from webhook.cel.environment.env import to_runtime
     from webhook.cel.library.quantity import Quantity
 
     try:
@@ -123,7 +123,7 @@ def _attribute_value(raw: Any) -> Any:
 def _cel_attribute(value: Any) -> Any:
     if not isinstance(value, VersionAttribute):
         return value
-    from webhook.cel.env import to_runtime
+    from webhook.cel.environment.env import to_runtime
     from webhook.cel.library.base import LibraryError
     from webhook.cel.library.semver import Semver
 

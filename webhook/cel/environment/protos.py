@@ -8,6 +8,7 @@ Python classes for them, so the descriptors are read from the extension module i
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 from cel_expr_python import cel
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory
@@ -71,3 +72,20 @@ def encode(checked: CheckedExpr) -> bytes:
     wrapper = any_pb2.Any()
     wrapper.Pack(checked)
     return wrapper.SerializeToString()
+
+
+def children(node: Any) -> list[Any]:
+    """The sub-expressions of a checked AST node, in cel-go's order."""
+    kind = node.WhichOneof("expr_kind")
+    if kind == "select_expr":
+        return [node.select_expr.operand]
+    if kind == "call_expr":
+        return ([node.call_expr.target] if node.call_expr.HasField("target") else []) + list(node.call_expr.args)
+    if kind == "list_expr":
+        return list(node.list_expr.elements)
+    if kind == "struct_expr":
+        return [x for e in node.struct_expr.entries for x in ((e.map_key, e.value) if e.HasField("map_key") else (e.value,))]
+    if kind == "comprehension_expr":
+        c = node.comprehension_expr
+        return [c.iter_range, c.accu_init, c.loop_condition, c.loop_step, c.result]
+    return []
