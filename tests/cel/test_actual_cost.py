@@ -11,7 +11,8 @@ from functools import cache
 import pytest
 import yaml
 
-from webhook.cel.cost.count import EXCEEDED, ActualCost, Error
+from webhook.cel.cost.calls import Error
+from webhook.cel.cost.count import EXCEEDED, CostCounter
 from webhook.cel.checker.checker import check
 from webhook.cel.crd import ABSENT, OUT_OF_BUDGET, CostBudget, compile_schema_rules
 from webhook.cel.limits import PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET
@@ -46,7 +47,7 @@ def _cost_vectors() -> list[dict]:
 def _count(expression: str, limit: int = 10**9):
     checked = check(parse(expression), {}, {}, validate_literals=False, extra_functions=_JSONPATCH)
     assert checked.errors == []
-    return ActualCost(checked).count({}, limit)
+    return CostCounter(checked).count({}, limit)
 
 
 @pytest.mark.parametrize("vector", _cost_vectors(), ids=[v["id"] for v in _cost_vectors()])
@@ -150,7 +151,7 @@ def test_the_budget_runs_out_where_the_actual_costs_run_it_out() -> None:
 def test_a_transform_map_is_counted_inserting_in_place() -> None:
     checked = check(parse("self.transformMap(k, v, v + 1).size() > 0"), {"self": parse_type("map(string, int)")}, {},
                     validate_literals=False)
-    counted = ActualCost(checked).count({"self": {f"k{i}": i for i in range(20_000)}}, 10**9)
+    counted = CostCounter(checked).count({"self": {f"k{i}": i for i in range(20_000)}}, 10**9)
     # self 1; per entry: @result 1, k 1, v 1, + 1, cel.@mapInsert 1; the result 1; size 1; > 1
     assert counted is not None and counted.value is True
     assert counted.cost == 1 + 20_000 * 5 + 1 + 1 + 1
@@ -158,7 +159,7 @@ def test_a_transform_map_is_counted_inserting_in_place() -> None:
 
 def test_a_map_is_counted_appending_in_place() -> None:
     checked = check(parse("self.map(x, x).size() > 0"), {"self": parse_type("list(int)")}, {}, validate_literals=False)
-    counted = ActualCost(checked).count({"self": list(range(20_000))}, 10**9)
+    counted = CostCounter(checked).count({"self": list(range(20_000))}, 10**9)
     # self 1; per item: @result 1, [x] 10 + 1, + 1; the result 1; size 1; > 1
     assert counted is not None and counted.value is True
     assert counted.cost == 1 + 20_000 * 13 + 1 + 1 + 1
@@ -170,13 +171,13 @@ def test_a_rule_the_engine_stops_is_counted_once(monkeypatch) -> None:
     it, the apiserver's cost error, charged from that same count."""
     rule = "self.items.all(x, self.items.all(y, x == y || x != y))"
     counts = []
-    count = ActualCost.count
+    count = CostCounter.count
 
     def counted(self, activation, limit):
         counts.append(limit)
         return count(self, activation, limit)
 
-    monkeypatch.setattr(ActualCost, "count", counted)
+    monkeypatch.setattr(CostCounter, "count", counted)
     _, results = _charged(rule, {"items": [str(i) for i in range(3000)]})
     assert [r.error for r in results] == [
         f"'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call "
@@ -286,6 +287,6 @@ def test_the_message_of_an_optional_old_self_rule_is_counted_with_an_optional() 
 ])
 def test_optionals(expression: str, value: dict, cost: int) -> None:
     checked = check(parse(expression), {"self": parse_type("map(string, dyn)")}, {}, validate_literals=False)
-    counted = ActualCost(checked).count({"self": value}, 10**6)
+    counted = CostCounter(checked).count({"self": value}, 10**6)
     assert counted is not None and counted.value is True
     assert counted.cost == cost

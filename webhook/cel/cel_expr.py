@@ -34,7 +34,7 @@ from webhook.cel.errors import COST_EXCEEDED
 from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES
 from webhook.cel.optimize.optimizer import optimize
 from webhook.cel.cost.bound import CostShape, measure
-from webhook.cel.wording import clean_message
+from webhook.cel.compiler.wording import clean_message
 
 class Bindings(dict):
     """Variables that several evaluations share (one review's policies): each is converted

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded, get_engine
-from webhook.cel.cost.count import EXCEEDED, ActualCost, CountedEvaluation, Error
+from webhook.cel.cost.calls import Error
+from webhook.cel.cost.count import EXCEEDED, CostCounter, CountedEvaluation
 from webhook.cel.checker.checker import check
 from webhook.cel.checker.literals import instantiation_error
 from webhook.cel.cost.estimate import CrdSizeEstimator, RuntimeCharge
@@ -141,8 +142,8 @@ class CompiledRule:
     fields: frozenset[str] | None = None  # the fields of self/oldSelf it reads (None: the whole value)
     runtime_charge: RuntimeCharge | None = None           # expensive rules: charged by actual sizes
     message_runtime_charge: RuntimeCharge | None = None
-    actual: ActualCost | None = None                      # cel-go's count of an evaluation
-    message_actual: ActualCost | None = None
+    actual: CostCounter | None = None                      # cel-go's count of an evaluation
+    message_actual: CostCounter | None = None
 
     def charge(self, activation: Mapping[str, Any]) -> int:
         """At least what cel-go charges one evaluation: the estimate (worst case, or over the
@@ -173,7 +174,7 @@ class CompiledRule:
         """cel-go's evaluation of the messageExpression, counted (None: not known here)."""
         return self._count(self.message_actual, activation)
 
-    def _count(self, actual: ActualCost | None, activation: Mapping[str, Any]) -> CountedEvaluation | None:
+    def _count(self, actual: CostCounter | None, activation: Mapping[str, Any]) -> CountedEvaluation | None:
         if actual is None:
             return None
         if self.optional_old_self:  # oldSelf is an optional to the rule and its message (the engine's source spells it out)
@@ -611,7 +612,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             message_program = _engine_program(message_analysis.source)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_charge = _charge_for(message_analysis.checked, message_cost)
-            message_actual = ActualCost(message_analysis.checked)
+            message_actual = CostCounter(message_analysis.checked)
             message_parsed = message_analysis.parsed
     if issues:
         return issues
@@ -638,7 +639,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
                              _accessed_fields(message_parsed) if message_parsed is not None else frozenset()),
         runtime_charge=_charge_for(analysis.checked, max_cost),
         message_runtime_charge=message_charge,
-        actual=ActualCost(analysis.checked),
+        actual=CostCounter(analysis.checked),
         message_actual=message_actual,
     )
 

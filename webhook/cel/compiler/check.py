@@ -20,7 +20,7 @@ from webhook.cel.errors import CelCompileError
 from webhook.cel.optimize.optimizer import Result, optimize
 from webhook.cel.environment.protos import children
 from webhook.cel.cost.bound import CostShape, shape
-from webhook.cel.wording import cel_go_overload_errors, clean_message, format_issues
+from webhook.cel.compiler.wording import cel_go_overload_errors, clean_message, format_issues
 
 _envs: dict[tuple, cel.Env] = {}  # the checking env per variable declarations
 _envs_lock = threading.Lock()

@@ -1,6 +1,6 @@
 """cel-cpp's messages in cel-go's words: runtime errors (``clean_message``) and compile
-reports (``cel_go_overload_errors``, ``format_issues``), for the checking step both backends
-share (``compiler.check``) and the default backend's evaluations (``cel_expr``)."""
+reports (``cel_go_overload_errors``, ``format_issues``), for the check both backends share
+(``check``) and the default backend's evaluations (``engine.cel_expr``)."""
 
 from __future__ import annotations
 
