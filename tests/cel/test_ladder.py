@@ -22,7 +22,7 @@ from tests.cel import vectors
 from tests.support.paths import CASES
 from webhook.cel import CelCompileError, CelEvalError, cel_expr, crd, get_engine
 from webhook.cel.ladder import ALL, LADDER, Routes
-from webhook.cel.native import NativeProgram
+from webhook.cel.native.program import NativeProgram
 from webhook.offline.recorded_suites import Case, Suite, load_suite, request_path
 from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import BatchPlan

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from webhook.cel import CelCostExceeded, CelError, get_engine
 from webhook.cel.cel_expr import CelExprProgram
 from webhook.cel.limits import ITERATION_BUDGET as MAX_ITERATIONS
-from webhook.cel.native import NotNative
+from webhook.cel.native.runtime import NotNative
 from webhook.offline.recorded_suites import load_suite
 from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.policy_suite_format import PolicySuite

@@ -28,7 +28,8 @@ from webhook.cel.ladder import ALL, Routes
 from webhook.cel.library import LibraryError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import PER_CALL_LIMIT
-from webhook.cel.native import NativeProgram, NotNative, compile_native
+from webhook.cel.native.program import NativeProgram, compile_native
+from webhook.cel.native.runtime import NotNative
 from webhook.cel.library.dispatch import select_overload
 from webhook.cel.errors import COST_EXCEEDED
 from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES

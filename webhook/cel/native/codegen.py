@@ -1,545 +1,29 @@
-"""Checked CEL programs run as generated Python: the fast path for the common subset.
+"""A checked program as the source of one Python function (``Codegen``).
 
-cel-expr converts every value an evaluation reads into C++ values (node by node, on every
-call: a review's object and request again each time) before its C++ interpreter runs; for
-the rules a review meets most — field selection, ``has``, comparisons, string tests, the
-list macros — that conversion costs more than the rules. This module compiles the checked
-AST (after ``optimize``, the same one cel-expr plans) into one Python function that reads
-the plain JSON values in place.
-
-It is a fast path, never the authority. Its callers take a value only when they can use it
-as it is — every rule ``true``, a matchCondition decided, a mutation's patch — and otherwise
-ask cel-expr, which writes the exact errors and messages of a failing rule. Where this
-evaluator is not certain of cel-go's answer it raises :class:`NotNative` instead of guessing,
-and its caller falls back too:
-
-* at compile time, for any function, overload or literal outside the subset below
-  (``compile_native`` returns None: the program always runs on cel-expr);
-* at evaluation, for any CEL error (a missing key, an overflow, an index out of range,
-  no matching overload), for any value that is not plain JSON (timestamps, durations,
-  quantities, uint, bytes), and past cel-cpp's 10,000 comprehension iterations.
-
-So ``NotNative`` means "ask cel-expr", never "false".
-
-It bounds its own work, so a caller need not measure the activation before it runs
-(``cost.bound``): each comprehension counts its iterations times the nodes its condition
-and step hold (a comprehension inside counting itself), and past the cost limit the program
-stops with :class:`EngineBoundExceeded` (its own count, not cel-go's). That count never exceeds the bound ``cost.bound``
-computes from the activation's sizes for the same program, so whatever it refuses, the
-bound would have refused too. The logical operators short-circuit
-as CEL's do (``true || x`` is true whatever ``x`` is); an error on their left gives up rather
-than trying the right side (cel-go's ``error || true`` is true: cel-expr says so).
-
-The subset: constants (not uint/bytes), variables, field selection and ``has``, list and map
-literals (optional entries too), comprehensions (every macro, two-variable ones included),
-``! && || ?:``, ``== != < <= > >= in``, ``+ - * / %`` and unary ``-`` on int/double (and
-``+`` on strings and lists), indexing, ``size``, ``dyn``, ``string``/``int`` conversions of
-strings and ints, ``startsWith``/``endsWith``/``contains``, ``matches`` (RE2, as cel-cpp),
-``join``/``split``/``lowerAscii``/``upperAscii`` (strings extension), ``sort`` (lists
-extension), and the optional library's ``.?``, ``[?]``, ``optional.of/none``, ``orValue``,
-``hasValue``, ``value``, ``or``.
+A program becomes the source of one Python function: operators inline where their operand
+types can be checked in place (``x == 'a'``, ``s.startsWith('p')``, ``has(x.f)``, the logical
+operators through assignment expressions), the runtime's helpers otherwise (``runtime``),
+and each comprehension a function beside it, called with the variables it reads. Any Python
+exception raised inside it (a ``KeyError`` for a missing field, a ``TypeError`` for a
+selection on a list) means "ask cel-expr", like ``NotNative``: so a selection ``x['f']``
+either finds the field of a map or gives up.
 """
 
 from __future__ import annotations
 
-import datetime
 import re
 import symtable
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.cel.environment.env import FAIL_FUNCTION
-from webhook.cel.errors import CelCostExceeded, EngineBoundExceeded
-from webhook.cel.library import LibraryError
-from webhook.cel.library.regex import matches as _re2_matches
 from webhook.cel.environment.protos import children
-from webhook.cel.limits import ITERATION_BUDGET, PER_CALL_LIMIT
+from webhook.cel.limits import ITERATION_BUDGET
+from webhook.cel.native.runtime import FUNCTIONS, HELPERS, TYPE_IDENTS, TYPE_OF_VALUE
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-
-class NotNative(Exception):
-    """This evaluator cannot answer for certain: cel-expr must (a CEL error, a value or case
-    outside the subset)."""
-
-
-class _Optional:
-    """CEL's ``optional_type`` value (``present`` False: ``optional.none()``)."""
-
-    __slots__ = ("value", "present")
-
-    def __init__(self, present: bool, value: Any = None) -> None:
-        self.present, self.value = present, value
-
-
-_NONE = _Optional(False)
-_JSON = frozenset((dict, list, str, int, float, bool, type(None)))
-
-
-# --- values -----------------------------------------------------------------------------------
-
-
-def _equal(x: Any, y: Any) -> bool:
-    """cel-go's heterogeneous equality over JSON values (numbers compare by value across int
-    and double; other kinds never equal each other)."""
-    tx, ty = type(x), type(y)
-    if tx is ty:
-        if tx is str or tx is int or tx is bool or tx is float:
-            return x == y
-        if x is None:
-            return True
-        if tx is list:
-            return len(x) == len(y) and all(_equal(a, b) for a, b in zip(x, y))
-        if tx is dict:
-            if len(x) != len(y):
-                return False
-            for key, value in x.items():
-                if type(key) is not str:
-                    raise NotNative
-                if key not in y:
-                    return False
-                if not _equal(value, y[key]):
-                    return False
-            return True
-        raise NotNative
-    if tx not in _JSON or ty not in _JSON:
-        raise NotNative
-    if (tx is int and ty is float) or (tx is float and ty is int):
-        return x == y  # exact, as cel-go compares int and double
-    return False
-
-
-def _ordered(x: Any, y: Any) -> None:
-    """Raise unless ``x`` and ``y`` compare in CEL (same kind, or int and double)."""
-    tx, ty = type(x), type(y)
-    if tx is ty and (tx is str or tx is int or tx is bool):
-        return
-    if (tx is int or tx is float) and (ty is int or ty is float) and x == x and y == y:
-        return
-    raise NotNative
-
-
-def _int(value: int) -> int:
-    if INT64_MIN <= value <= INT64_MAX:
-        return value
-    raise NotNative  # cel-go: "integer overflow"
-
-
-def _add(x: Any, y: Any) -> Any:
-    tx = type(x)
-    if tx is type(y):
-        if tx is int:
-            return _int(x + y)
-        if tx is float or tx is str or tx is list:
-            return x + y
-    raise NotNative
-
-
-def _subtract(x: Any, y: Any) -> Any:
-    tx = type(x)
-    if tx is type(y):
-        if tx is int:
-            return _int(x - y)
-        if tx is float:
-            return x - y
-    raise NotNative
-
-
-def _multiply(x: Any, y: Any) -> Any:
-    tx = type(x)
-    if tx is type(y):
-        if tx is int:
-            return _int(x * y)
-        if tx is float:
-            return x * y
-    raise NotNative
-
-
-def _divide(x: Any, y: Any) -> Any:
-    tx = type(x)
-    if tx is type(y) and y != 0:
-        if tx is int:
-            quotient = abs(x) // abs(y)  # Go truncates toward zero
-            return _int(quotient if (x < 0) == (y < 0) else -quotient)
-        if tx is float:
-            return x / y
-    raise NotNative
-
-
-def _modulo(x: Any, y: Any) -> Any:
-    if type(x) is int and type(y) is int and y != 0:
-        remainder = abs(x) % abs(y)  # Go: the sign of the dividend
-        return remainder if x >= 0 else -remainder
-    raise NotNative
-
-
-def _negate(x: Any) -> Any:
-    tx = type(x)
-    if tx is int:
-        return _int(-x)
-    if tx is float:
-        return -x
-    raise NotNative
-
-
-def _in(item: Any, container: Any) -> bool:
-    tc = type(container)
-    if tc is list:
-        if type(item) is str:  # a string equals only a string: Python's own test is CEL's
-            return item in container
-        return any(_equal(item, element) for element in container)
-    if tc is dict and type(item) is str:
-        return item in container
-    raise NotNative
-
-
-def _index(container: Any, key: Any) -> Any:
-    tc = type(container)
-    if tc is list and type(key) is int and 0 <= key < len(container):
-        return container[key]
-    if tc is dict and type(key) is str and key in container:
-        return container[key]
-    raise NotNative
-
-
-def _strings(*values: Any) -> None:
-    for value in values:
-        if type(value) is not str:
-            raise NotNative
-
-
-_DECIMAL = re.compile(r"[+-]?[0-9]+")  # Go's strconv.ParseInt(s, 10, 64): no spaces, no "_"
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-
-
-def _to_string(x: Any) -> str:
-    tx = type(x)
-    if tx is str:
-        return x
-    if tx is int:
-        return str(x)
-    if tx is bool:
-        return "true" if x else "false"
-    raise NotNative  # doubles: Go's formatting; bytes: UTF-8 checks
-
-
-def _to_int(x: Any) -> int:
-    tx = type(x)
-    if tx is int:
-        return x
-    if tx is str and _DECIMAL.fullmatch(x):
-        return _int(int(x))
-    raise NotNative
-
-
-# what Go's unicode.IsSpace or Python's str.isspace may count as space (cel-cpp's trim() decides)
-_MAYBE_SPACE = frozenset("\x85\xa0\u180e\u200b\ufeff")
-
-
-def _trim(text: Any) -> str:
-    """``trim()`` of a string with no space at either end (itself); anything else gives up."""
-    if type(text) is not str:
-        raise NotNative
-    if text and (text[0].isspace() or text[-1].isspace() or text[0] in _MAYBE_SPACE or text[-1] in _MAYBE_SPACE):
-        raise NotNative
-    return text
-
-
-def _fail(message: Any) -> Any:
-    raise NotNative  # ``optimize``'s guards: cel-expr writes the message
-
-
-def _matches(text: Any, pattern: Any) -> bool:
-    _strings(text, pattern)
-    try:
-        return _re2_matches(text, pattern)
-    except LibraryError:
-        raise NotNative from None
-
-
-def _join(items: Any, separator: str = "") -> str:
-    if type(items) is not list:
-        raise NotNative
-    _strings(separator, *items)
-    return separator.join(items)
-
-
-def _split(text: Any, separator: Any, limit: Any = -1) -> list[str]:
-    _strings(text, separator)
-    if type(limit) is not int or separator == "":
-        raise NotNative
-    if limit == 0:
-        return []
-    return text.split(separator, limit - 1 if limit > 0 else -1)
-
-
-def _sort(items: Any) -> list:
-    if type(items) is not list:
-        raise NotNative
-    kinds = {type(item) for item in items}
-    if len(kinds) > 1 or not kinds <= {str, int, float}:
-        raise NotNative
-    if float in kinds and any(item != item for item in items):
-        raise NotNative  # NaN has no place in an order
-    return sorted(items)
-
-
-def _starts_with(text: Any, prefix: Any) -> bool:
-    _strings(text, prefix)
-    return text.startswith(prefix)
-
-
-def _ends_with(text: Any, suffix: Any) -> bool:
-    _strings(text, suffix)
-    return text.endswith(suffix)
-
-
-def _string_contains(text: Any, part: Any) -> bool:
-    _strings(text, part)
-    return part in text
-
-
-def _lower_ascii(text: Any) -> str:
-    _strings(text)
-    return text.translate(_ASCII_LOWER)
-
-
-def _upper_ascii(text: Any) -> str:
-    _strings(text)
-    return text.translate(_ASCII_UPPER)
-
-
-def _optional(x: Any) -> _Optional:
-    if type(x) is not _Optional:
-        raise NotNative
-    return x
-
-
-def _or_value(opt: Any, default: Any) -> Any:
-    opt = _optional(opt)
-    return opt.value if opt.present else default
-
-
-def _has_value(opt: Any) -> bool:
-    return _optional(opt).present
-
-
-def _value(opt: Any) -> Any:
-    opt = _optional(opt)
-    if not opt.present:
-        raise NotNative  # "optional.none() dereference"
-    return opt.value
-
-
-def _or(opt: Any, other: Any) -> _Optional:
-    opt = _optional(opt)
-    return opt if opt.present else _optional(other)
-
-
-def _optional_of(x: Any) -> _Optional:
-    return _Optional(True, x)
-
-
-def _optional_select(operand: Any, field: str) -> _Optional:
-    if type(operand) is _Optional:
-        if not operand.present:
-            return _NONE
-        operand = operand.value
-    if type(operand) is not dict:
-        raise NotNative
-    return _Optional(True, operand[field]) if field in operand else _NONE
-
-
-def _optional_index(container: Any, key: Any) -> _Optional:
-    if type(container) is _Optional:
-        if not container.present:
-            return _NONE
-        container = container.value
-    tc = type(container)
-    if tc is dict and type(key) is str:
-        return _Optional(True, container[key]) if key in container else _NONE
-    if tc is list and type(key) is int:
-        return _Optional(True, container[key]) if 0 <= key < len(container) else _NONE
-    raise NotNative
-
-
-# Functions called as they are: (name, arity counting a member call's target) -> implementation;
-# every argument is evaluated first (CEL calls are strict). Operators, size() and dyn() are
-# written inline by the code generator (``_Codegen.call``).
-_FUNCTIONS: dict[tuple[str, int], Callable[..., Any]] = {
-    ("_+_", 2): _add,
-    ("_-_", 2): _subtract,
-    ("_*_", 2): _multiply,
-    ("_/_", 2): _divide,
-    ("_%_", 2): _modulo,
-    ("-_", 1): _negate,
-    ("@in", 2): _in,
-    ("_[_]", 2): _index,
-    ("string", 1): _to_string,
-    ("int", 1): _to_int,
-    ("startsWith", 2): _starts_with,
-    ("endsWith", 2): _ends_with,
-    ("contains", 2): _string_contains,
-    ("matches", 2): _matches,
-    ("join", 1): _join,
-    ("join", 2): _join,
-    ("split", 2): _split,
-    ("split", 3): _split,
-    ("lowerAscii", 1): _lower_ascii,
-    ("trim", 1): _trim,
-    (FAIL_FUNCTION, 1): _fail,
-    ("upperAscii", 1): _upper_ascii,
-    ("sort", 1): _sort,
-    ("orValue", 2): _or_value,
-    ("hasValue", 1): _has_value,
-    ("value", 1): _value,
-    ("or", 2): _or,
-    ("optional.of", 1): _optional_of,
-    ("optional.none", 0): lambda: _NONE,
-    ("_[?_]", 2): _optional_index,
-}
-
-
-def _less(x: Any, y: Any) -> bool:
-    _ordered(x, y)
-    return x < y
-
-
-def _less_equal(x: Any, y: Any) -> bool:
-    _ordered(x, y)
-    return x <= y
-
-
-def _greater(x: Any, y: Any) -> bool:
-    _ordered(x, y)
-    return x > y
-
-
-def _greater_equal(x: Any, y: Any) -> bool:
-    _ordered(x, y)
-    return x >= y
-
-
-
-# --- compilation ------------------------------------------------------------------------------
-#
-# A program becomes the source of one Python function: operators inline where their operand
-# types can be checked in place (``x == 'a'``, ``s.startsWith('p')``, ``has(x.f)``, the logical
-# operators through assignment expressions), the helpers above otherwise, and each
-# comprehension a function beside it, called with the variables it reads. Any Python exception raised inside it (a ``KeyError`` for a
-# missing field, a ``TypeError`` for a selection on a list) means "ask cel-expr", like
-# ``NotNative``: so a selection ``x['f']`` either finds the field of a map or gives up.
-
-
-class _Unsupported(Exception):
+class Unsupported(Exception):
     """The program leaves the subset: it always runs on cel-expr."""
 
 
-def _bail() -> Any:
-    raise NotNative
-
-
-def _exceeded() -> Any:
-    raise EngineBoundExceeded()
-
-
-def _tick(counts: list[int], weight: int, limit: int) -> None:
-    """One iteration of weight ``weight`` counted (a one-item comprehension written inline)."""
-    counts[0] += 1
-    counts[1] += weight
-    if counts[1] > limit:
-        raise EngineBoundExceeded()
-
-
-def _optional_list(values: list, optional: frozenset[int]) -> list:
-    out = []
-    for i, value in enumerate(values):
-        if i in optional:
-            value = _optional(value)
-            if not value.present:
-                continue
-            value = value.value
-        out.append(value)
-    return out
-
-
-def _map_literal(entries: tuple[tuple[Any, Any, bool], ...]) -> dict:
-    out: dict[str, Any] = {}
-    for key, value, optional in entries:
-        if type(key) is not str or key in out:
-            raise NotNative  # other key kinds collide in a dict; a repeated key is an error
-        if optional:
-            value = _optional(value)
-            if not value.present:
-                continue
-            value = value.value
-        out[key] = value
-    return out
-
-
-def _select_optional(value: Any, field: str) -> Any:
-    """``x.f`` where ``x`` may be an optional (``a.?b.c``): the plain case is inline."""
-    if type(value) is _Optional:
-        if not value.present:
-            return _NONE
-        inner = value.value
-        if type(inner) is not dict or field not in inner:
-            raise NotNative
-        return _Optional(True, inner[field])
-    if type(value) is not dict:
-        raise NotNative
-    return value[field]
-
-
-def _path_or(value: Any, fields: tuple[str, ...], default: Any) -> Any:
-    """``value.?f1.?f2....orValue(default)``: the value down the path, or the default where a
-    field is absent; selecting from a non-map is an error (cel-expr reports it)."""
-    for field in fields:
-        if type(value) is not dict:
-            raise NotNative
-        if field not in value:
-            return default
-        value = value[field]
-    return value
-
-
-_MISSING = object()
-
-
-def _path_has(value: Any, fields: tuple[str, ...]) -> bool:
-    """``value.?f1.?f2....hasValue()``."""
-    return _path_or(value, fields, _MISSING) is not _MISSING
-
-
-# ``type(x) == T`` (how ``optimize`` guards dyn values): the CEL type names of the values
-# cel-expr takes from Python, and the types the guards spell without a type identifier
-_CEL_TYPES = {str: "string", bool: "bool", float: "double", list: "list", dict: "map", type(None): "null_type",
-              bytes: "bytes", datetime.timedelta: "google.protobuf.Duration",
-              datetime.datetime: "google.protobuf.Timestamp"}
-_TYPE_IDENTS = frozenset(("string", "bool", "double", "list", "map", "null_type", "bytes", "int", "uint"))
-_TYPE_OF_VALUE = {"duration": "google.protobuf.Duration", "timestamp": "google.protobuf.Timestamp"}
-
-
-def _cel_type(value: Any) -> str:
-    kind = type(value)
-    if kind is int:
-        if INT64_MIN <= value <= INT64_MAX:
-            return "int"
-        raise NotNative  # cel-expr decides what a larger Python int is
-    name = _CEL_TYPES.get(kind)
-    if name is None:
-        raise NotNative  # optionals, library values
-    return name
-
-
-# the names the generated source calls (``_FUNCTIONS``' implementations get names of their own)
-_HELPERS: dict[str, Any] = {
-    "_bail": _bail, "_exceeded": _exceeded, "_equal": _equal, "_optional_list": _optional_list, "_map_literal": _map_literal,
-    "_optional_select": _optional_select, "_select_optional": _select_optional, "_path_or": _path_or,
-    "_path_has": _path_has, "_cel_type": _cel_type, "_tick": _tick,
-    "_less": _less, "_less_equal": _less_equal, "_greater": _greater, "_greater_equal": _greater_equal,
-}
 _COMPARE = {"_<_": ("<", "_less"), "_<=_": ("<=", "_less_equal"), "_>_": (">", "_greater"), "_>=_": (">=", "_greater_equal")}
 _STRING_TESTS = {"startsWith": "{t}.startswith({c})", "endsWith": "{t}.endswith({c})", "contains": "{c} in {t}"}
 
@@ -548,9 +32,9 @@ _ENCLOSING = frozenset({"a", "_n", "_limit"})  # the program's own variables
 _GENERATED = re.compile(r"(v|_t)[0-9]+")  # the variables ``fresh`` names (CEL's, walrus temporaries)
 
 
-class _Codegen:
+class Codegen:
     def __init__(self) -> None:
-        self.names: dict[str, Any] = dict(_HELPERS)
+        self.names: dict[str, Any] = dict(HELPERS)
         self.count = 0
         self.scopes: list[dict[str, str]] = []
         self.defined: list[str] = []  # the loops' functions, beside the program (``define``)
@@ -594,7 +78,7 @@ class _Codegen:
             return self.map_literal(node.struct_expr)
         if kind == "comprehension_expr":
             return self.comprehension(node.comprehension_expr)
-        raise _Unsupported(kind)
+        raise Unsupported(kind)
 
     def select(self, select: Any) -> str:
         operand = self.expr(select.operand)
@@ -608,11 +92,11 @@ class _Codegen:
 
     def map_literal(self, literal: Any) -> str:
         if literal.message_name:
-            raise _Unsupported(literal.message_name)
+            raise Unsupported(literal.message_name)
         entries = []
         for entry in literal.entries:
             if not entry.HasField("map_key"):
-                raise _Unsupported("field entry")
+                raise Unsupported("field entry")
             entries.append(f"({self.expr(entry.map_key)}, {self.expr(entry.value)}, {entry.optional_entry!r})")
         return f"_map_literal(({', '.join(entries)},))" if entries else "{}"
 
@@ -623,7 +107,7 @@ class _Codegen:
         defined, scopes = len(self.defined), len(self.scopes)
         try:
             return self.expr(node)
-        except _Unsupported:  # what it began of functions and scopes goes with it
+        except Unsupported:  # what it began of functions and scopes goes with it
             del self.defined[defined:]
             del self.scopes[scopes:]
             return "_bail()"
@@ -687,7 +171,7 @@ class _Codegen:
             return f"(len({t}) if type({t} := {self.expr(nodes[0])}) is str or type({t}) is list or type({t}) is dict else _bail())"
         if function == "matches" and arity == 2:
             if _string_constant(nodes[1]) is None:
-                raise _Unsupported("matches with a computed pattern")  # any size: cel-expr's job
+                raise Unsupported("matches with a computed pattern")  # any size: cel-expr's job
         if function == "_[_]" and arity == 2 and _string_constant(nodes[1]) is not None and not _may_be_optional(nodes[0]):
             return f"{self.expr(nodes[0])}[{_string_constant(nodes[1])!r}]"
         if function == "_[_]" and arity == 2 and _is_int_constant(nodes[1], 0) \
@@ -695,9 +179,9 @@ class _Codegen:
             bound = self.binding(nodes[0].comprehension_expr, first=True)  # [x].map(v, e)[0]: e with v = x
             if bound is not None:
                 return bound
-        implementation = _FUNCTIONS.get((function, arity))
+        implementation = FUNCTIONS.get((function, arity))
         if implementation is None:
-            raise _Unsupported(function)
+            raise Unsupported(function)
         name = self.constant(implementation)
         return f"{name}({', '.join(self.expr(n) for n in nodes)})"
 
@@ -707,20 +191,20 @@ class _Codegen:
         if not _is_call(left_node, "type", 1):
             return None
         kind = right_node.WhichOneof("expr_kind")
-        if kind == "ident_expr" and right_node.ident_expr.name in _TYPE_IDENTS and self.local(right_node.ident_expr.name) is None:
+        if kind == "ident_expr" and right_node.ident_expr.name in TYPE_IDENTS and self.local(right_node.ident_expr.name) is None:
             name = repr(right_node.ident_expr.name)
         elif _is_call(right_node, "type", 1):
             inner = right_node.call_expr.args[0]
             if _is_constant(inner) and _constant_value(inner.const_expr) is None:
                 name = "'null_type'"
-            elif inner.WhichOneof("expr_kind") == "call_expr" and inner.call_expr.function in _TYPE_OF_VALUE \
+            elif inner.WhichOneof("expr_kind") == "call_expr" and inner.call_expr.function in TYPE_OF_VALUE \
                     and all(_is_constant(arg) for arg in inner.call_expr.args):
-                name = repr(_TYPE_OF_VALUE[inner.call_expr.function])
+                name = repr(TYPE_OF_VALUE[inner.call_expr.function])
             else:
                 name = f"_cel_type({self.expr(inner)})"
         else:
             return None
-        return f"(_cel_type({self.expr(left_node.call_expr.args[0])}) == {name})"
+        return f"(cel_type({self.expr(left_node.call_expr.args[0])}) == {name})"
 
     def equality(self, left_node: Any, right_node: Any) -> str:
         """``==`` inline against a constant (cel-go's heterogeneous equality: a value of another
@@ -932,7 +416,7 @@ def _constant_value(const: Any) -> Any:
         return None
     if kind in ("bool_value", "int64_value", "double_value", "string_value"):
         return getattr(const, kind)
-    raise _Unsupported(kind)  # uint and bytes: kinds plain JSON has not
+    raise Unsupported(kind)  # uint and bytes: kinds plain JSON has not
 
 
 def _is_constant(node: Any) -> bool:
@@ -999,59 +483,3 @@ def _reads(node: Any, name: str) -> bool:
     return False
 
 
-# --- programs ---------------------------------------------------------------------------------
-
-
-class NativeProgram:
-    """A checked CEL expression as one Python function; ``program(activation)`` is its value,
-    or raises :class:`NotNative` when cel-expr must answer, or :class:`EngineBoundExceeded` when
-    its count passes ``cost_limit``."""
-
-    __slots__ = ("_function", "source")
-
-    def __init__(self, function: Callable[[Mapping[str, Any], int], Any], source: str) -> None:
-        self._function = function
-        self.source = source  # the generated Python, for reading and debugging
-
-    def __call__(self, activation: Mapping[str, Any], cost_limit: int = PER_CALL_LIMIT) -> Any:
-        try:
-            value = self._function(activation, cost_limit)
-            _plain(value)
-        except (NotNative, CelCostExceeded):
-            raise
-        except Exception:  # a missing key, a selection on a non-map, nesting past the stack: cel-expr answers
-            raise NotNative from None
-        return value
-
-
-def _plain(value: Any) -> None:
-    """Raise when ``value`` holds an optional (cel-expr's result conversion decides those)."""
-    kind = type(value)
-    if kind is _Optional:
-        raise NotNative
-    if kind is list:
-        for item in value:
-            if type(item) is list or type(item) is dict or type(item) is _Optional:
-                _plain(item)
-    elif kind is dict:
-        for item in value.values():
-            if type(item) is list or type(item) is dict or type(item) is _Optional:
-                _plain(item)
-
-
-def compile_native(expr: Any) -> NativeProgram | None:
-    """``expr`` (a checked ``cel.expr.Expr``, as cel-expr plans it) as a :class:`NativeProgram`;
-    None when it leaves the subset (or Python cannot compile it: nesting too deep)."""
-    generator = _Codegen()
-    try:
-        body = generator.expr(expr)
-    except (_Unsupported, RecursionError):
-        return None
-    # _n: the comprehensions' iterations so far (cel-cpp's bound) and their work (against _limit)
-    source = "\n".join([*generator.defined, "def program(a, _limit):", "    _n = [0, 0]", f"    return {body}"])
-    namespace = dict(generator.names)
-    try:
-        exec(compile(source, "<cel native>", "exec"), namespace)  # noqa: S102  (source generated above)
-    except (SyntaxError, RecursionError, MemoryError):
-        return None
-    return NativeProgram(namespace["program"], source)
