@@ -82,7 +82,7 @@ def main() -> int:
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
     if args.without_native:
-        import webhook.cel.cel_expr as cel_expr
+        import webhook.cel.engine.cel_expr as cel_expr
         cel_expr.compile_native = lambda expr: None
     clock = time.perf_counter if args.wall else time.thread_time
     registry = CRDRegistry.shipped()

@@ -16,7 +16,7 @@ import os
 import sys
 
 from webhook import command_line
-from webhook.cel.engine import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
+from webhook.cel.engine.interface import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
 
 DESCRIPTION = """\
 infergate: a Kubernetes admission webhook and offline validator for AI-inference APIs

@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from webhook.cel import CelCostExceeded, CelEvalError, get_engine
-from webhook.cel.cel_expr import Bindings
+from webhook.cel.engine.cel_expr import Bindings
 
 ENGINE = get_engine("cel-expr")
 NAMES = ("object", "params", "lookups")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel.crd import CostBudget, compile_schema_rules
-from webhook.cel.engine import ENGINE_VARIABLE
+from webhook.cel.engine.interface import ENGINE_VARIABLE
 
 ENGINES = ["cel-expr", "cel-python"]
 

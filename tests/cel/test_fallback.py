@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from webhook import cli
-from webhook.cel.engine import ENGINE_VARIABLE
+from webhook.cel.engine.interface import ENGINE_VARIABLE
 from webhook.cel import CelCompileError, CelCostExceeded, CelEvalError, get_engine
-from webhook.cel import celpy_eval
-from webhook.cel.celpy_rewrite import celpy_source
+from webhook.cel.celpy import evaluator
+from webhook.cel.celpy.rewrite import celpy_source
 from tests.support.paths import CASES, POLICY_SUITES, REPO
 
 ENGINES = ["cel-expr", "cel-python"]
@@ -124,7 +124,7 @@ def test_conversions_to_string_print_as_cel_go_does():
     "self.sortBy(x, -x)[0] == 0",
 ])
 def test_every_macro_spends_the_iteration_bound(expression, monkeypatch):
-    monkeypatch.setattr(celpy_eval, "ITERATION_BUDGET", 100)  # the real one takes celpy seconds
+    monkeypatch.setattr(evaluator, "ITERATION_BUDGET", 100)  # the real one takes celpy seconds
     program = get_engine("cel-python").compile(expression, ["self"])
     assert program.evaluate({"self": list(range(99))}) is not None
     with pytest.raises(CelCostExceeded):

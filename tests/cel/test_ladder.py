@@ -20,7 +20,8 @@ import pytest
 
 from tests.cel import vectors
 from tests.support.paths import CASES
-from webhook.cel import CelCompileError, CelEvalError, cel_expr, crd, get_engine
+from webhook.cel import CelCompileError, CelEvalError, crd, get_engine
+from webhook.cel.engine import cel_expr
 from webhook.cel.ladder import ALL, LADDER, Routes
 from webhook.cel.native.program import NativeProgram
 from webhook.offline.recorded_suites import Case, Suite, load_suite, request_path

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel import CelEvalError
-from webhook.cel.cel_expr import compile_typed
+from webhook.cel.engine.cel_expr import compile_typed
 from webhook.cel.library.regex import matches
 from cel_expr_python import cel
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cel import CelCostExceeded, CelError, get_engine
-from webhook.cel.cel_expr import CelExprProgram
+from webhook.cel.engine.cel_expr import CelExprProgram
 from webhook.cel.limits import ITERATION_BUDGET as MAX_ITERATIONS
 from webhook.cel.native.runtime import NotNative
 from webhook.offline.recorded_suites import load_suite
@@ -315,7 +315,7 @@ def test_native_bounds_its_own_work(monkeypatch):
     assert program.cost.needs_measure
     with pytest.raises(CelCostExceeded):
         program.native(data, cost_limit=1000)
-    import webhook.cel.cel_expr as cel_expr
+    import webhook.cel.engine.cel_expr as cel_expr
 
     def no_measure(values):
         raise AssertionError("measured")

@@ -6,7 +6,7 @@ import pytest
 from cel_expr_python import cel
 
 from webhook.cel import CelCostExceeded, CelEvalError, get_engine
-from webhook.cel.cel_expr import compile_typed
+from webhook.cel.engine.cel_expr import compile_typed
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.quantity import Quantity
 

@@ -20,7 +20,7 @@ import yaml
 
 from webhook.cel import CelCompileError, CelEvalError, get_engine
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
-from webhook.cel.engine import ENGINE_VARIABLE
+from webhook.cel.engine.interface import ENGINE_VARIABLE
 from webhook.cel.library.base import OpaqueValue, OptionalValue
 from tests.support.paths import CEL_VECTORS
 

@@ -82,7 +82,7 @@ def test_cel_engine_anywhere_on_the_command_line(monkeypatch):
 
 
 def test_the_engine_chosen_after_the_command_is_the_one_that_runs(tmp_path):
-    from webhook.cel.engine import ENGINE_VARIABLE
+    from webhook.cel.engine.interface import ENGINE_VARIABLE
 
     probe = "import os, sys; from webhook.cli import main; main(sys.argv[1:]); print(os.environ['%s'])" % ENGINE_VARIABLE
     manifest = tmp_path / "empty.yaml"

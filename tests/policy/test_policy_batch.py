@@ -13,7 +13,7 @@ from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.policy_suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
 from webhook.state import FileState
-from webhook.cel.cel_expr import CelExprProgram
+from webhook.cel.engine.cel_expr import CelExprProgram
 from webhook.policy.batch import batch_source, bind_variables, request_fields_read
 
 from tests.support.policy import chain, request

@@ -89,7 +89,7 @@ async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delayi
     """The pure-Python CEL backend (cel-go's answers where cel-cpp words its own) takes ~0.4 s
     to build on first use: built after loading, in a thread, not by the first review that
     needs it on the event loop."""
-    from webhook.cel import cel_expr
+    from webhook.cel.engine import cel_expr
 
     built, release = [], asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -117,8 +117,8 @@ async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delayi
 
 
 def test_warming_up_builds_the_fallback_backend():
-    code = ("from webhook.cel import cel_expr; cel_expr.warm_up_fallback(); "
-            "from webhook.cel import cel_python; print(cel_python._compile.cache_info().currsize)")
+    code = ("from webhook.cel.engine import cel_expr; cel_expr.warm_up_fallback(); "
+            "from webhook.cel.engine import cel_python; print(cel_python._compile.cache_info().currsize)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"

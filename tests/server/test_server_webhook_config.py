@@ -96,7 +96,7 @@ def test_webhook_config_command_prints_both_objects_with_the_ca(tmp_path):
 def test_only_routes_to_an_inference_pool_reach_the_webhook(engine):
     """The matchCondition, evaluated as the apiserver would: a route with a backendRef to an
     InferencePool and every inference kind are sent; other routes never are."""
-    from webhook.cel.engine import get_engine
+    from webhook.cel.engine.interface import get_engine
 
     (hook,) = build_webhook_configurations(url="https://127.0.0.1:8443")[1]["webhooks"]
     (condition,) = [c for c in hook["matchConditions"] if c["name"] == "inference-routes-only"]

@@ -5,7 +5,7 @@
     program.evaluate({"self": {"replicas": 3}})   # -> True
 """
 
-from webhook.cel.engine import DEFAULT_ENGINE, Engine, Program, engine_names, get_engine
+from webhook.cel.engine.interface import DEFAULT_ENGINE, Engine, Program, engine_names, get_engine
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelError, CelEvalError, EngineBoundExceeded
 
 __all__ = [

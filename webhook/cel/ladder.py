@@ -20,21 +20,21 @@ vectors with each route off in turn).
      2. walk ── node by node as the apiserver walks (celrules), each node's rules one by
      │          one in rule order (webhook/cel/crd.py ``NodeRules``), each charged to the budget
      │
-     each program evaluation (webhook/cel/cel_expr.py ``CelExprProgram.evaluate``):
+     each program evaluation (webhook/cel/engine/cel_expr.py ``CelExprProgram.evaluate``):
      ├─ a. native ──── generated Python over the plain JSON values (webhook/cel/native.py);
      │                 its value is taken only when the caller accepts it (a rule: true)
      ├─ b. cel-expr ── the C++ program, library calls on selected data computed before it runs
      │                 (hoisted: no Python call inside the engine); a hoisted call that fails →
      ├─ c. cel-expr ── the same program unhoisted, so that CEL reports the error
      └─ d. cel-python  for what cel-cpp words or answers unlike cel-go (and text cel-cpp would
-                       cut at a NUL): webhook/cel/cel_python.py, the exact wording
+                       cut at a NUL): webhook/cel/engine/cel_python.py, the exact wording
      then, for a rule that runs: its cost, cel-go's count (webhook/cel/cost/count.py), and a
      failing rule's message (messageExpression on the same ladder, b–d). Where an engine stops
      at a bound of its own (``EngineBoundExceeded``: an upper bound of the work, or cel-cpp's
      10,000 iterations), cel-go's count answers instead when it finishes within the limit (with
      an error: d, without the engine's bounds, gives cel-go's words).
 
-``INFERGATE_CEL_ENGINE=cel-python`` (``webhook.cel.engine``) makes cel-python the backend of
+``INFERGATE_CEL_ENGINE=cel-python`` (``webhook.cel.engine.interface``) makes cel-python the backend of
 the whole process instead: steps b–d are then cel-python alone, with no fast route.
 
 ``Routes`` switches routes off: the server and the CLI run ``ALL``; tests pass another to
@@ -91,18 +91,18 @@ LADDER: tuple[Route, ...] = (
     Route("native", "native", "webhook/cel/native.py",
           "a program in its subset, on plain JSON values, within the cost limit",
           "surely true (NotNative, or any other value, goes to cel-expr)"),
-    Route("cel-expr, hoisted", "hoisted", "webhook/cel/cel_expr.py",
+    Route("cel-expr, hoisted", "hoisted", "webhook/cel/engine/cel_expr.py",
           "a program with library calls on selected data, when those calls succeed",
           "anything: the exact answer, as the unhoisted program would give it"),
-    Route("cel-expr", None, "webhook/cel/cel_expr.py",
+    Route("cel-expr", None, "webhook/cel/engine/cel_expr.py",
           "always (the exact path's engine)", "anything, in cel-go's wording"),
-    Route("cel-python", None, "webhook/cel/cel_python.py",
+    Route("cel-python", None, "webhook/cel/engine/cel_python.py",
           "where cel-cpp words or answers unlike cel-go, or would cut text at a NUL",
           "anything, in cel-go's wording"),
     Route("cost count", None, "webhook/cel/cost/count.py",
           "after each rule the walk runs, when the request's budget could run out",
           "nothing about the rule: what cel-go charges for it (else the estimate)"),
-    Route("cel-python backend", None, "webhook/cel/cel_python.py, webhook/cel/engine.py",
+    Route("cel-python backend", None, "webhook/cel/engine/cel_python.py, webhook/cel/engine/interface.py",
           "every evaluation of a process run with INFERGATE_CEL_ENGINE=cel-python (instead of a-d)",
           "anything, in cel-go's wording"),
 )

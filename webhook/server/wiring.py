@@ -359,7 +359,7 @@ async def serve(
             return
         slot.set(admitter, prerequisites)
         log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
-        from webhook.cel.cel_expr import warm_up_fallback
+        from webhook.cel.engine.cel_expr import warm_up_fallback
 
         await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
         _freeze_loaded_heap()

@@ -1,8 +1,8 @@
 """The checking step both backends share: an expression type-checked on cel-cpp's checker
 against Kubernetes' declarations (``env.new_env``), then ``optimize``'s checks (Kubernetes'
 literal checks, cel-go's range checks) and rewrites. Errors are ``CelCompileError`` in cel-go's
-words (``wording``). The default backend (``cel_expr``) plans the result; the fallback
-(``cel_python``) takes its errors and runtime bound and evaluates the source on celpy.
+words (``wording``). The default backend (``engine.cel_expr``) plans the result; the
+fallback (``engine.cel_python``) takes its errors and runtime bound and evaluates the source on celpy.
 """
 
 from __future__ import annotations

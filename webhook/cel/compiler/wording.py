@@ -45,7 +45,7 @@ _EVAL_WORDING = [
 def clean_message(message: str) -> str:
     message = _STATUS_SUFFIX.sub("", _STATUS_PREFIX.sub("", message.strip()))
     if _FOR_CEL_GO.match(message):
-        return message  # cel-cpp's own words: see ``cel_expr._CEL_CPP_ONLY``
+        return message  # cel-cpp's own words: see ``engine.cel_expr``
     dispatch = _dispatch_error(message)
     if dispatch is not None:
         return dispatch
@@ -69,7 +69,7 @@ def _dispatch_error(message: str) -> str | None:
     library_call = _LIBRARY_NO_OVERLOAD.match(message)
     if library_call:
         dispatch = _library_no_overload(library_call[1] == "member.", library_call[2], _split_types(library_call[3]))
-        return message if dispatch is None else dispatch  # (None: see ``cel_expr._CEL_CPP_ONLY``)
+        return message if dispatch is None else dispatch  # (None: see ``engine.cel_expr``)
     extension_call = _EXTENSION_NO_OVERLOAD.match(message)
     if extension_call and extension_call[2] in SIGNED_DISPATCH:
         kinds = ([extension_call[1]] if extension_call[1] else []) + _split_types(extension_call[3])

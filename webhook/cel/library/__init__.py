@@ -1,7 +1,7 @@
 """The Kubernetes CEL libraries, written once in plain Python and shared by both backends.
 
 Each module declares its functions as ``Overload`` records with Kubernetes' names, overload
-ids and CEL types; ``webhook.cel.environment.env`` (cel-expr-python) and ``webhook.cel.cel_python``
+ids and CEL types; ``webhook.cel.environment.env`` (cel-expr-python) and ``webhook.cel.engine.cel_python``
 adapt them to their runtime. Library values are plain Python objects (``Quantity``,
 ``IP``, ``CIDR``, ``URL``, ``Semver``, ``NamedFormat``); an implementation raises
 ``LibraryError`` with the Kubernetes message to produce a CEL evaluation error.

@@ -204,7 +204,7 @@ class Codegen:
                 name = f"_cel_type({self.expr(inner)})"
         else:
             return None
-        return f"(cel_type({self.expr(left_node.call_expr.args[0])}) == {name})"
+        return f"(_cel_type({self.expr(left_node.call_expr.args[0])}) == {name})"
 
     def equality(self, left_node: Any, right_node: Any) -> str:
         """``==`` inline against a constant (cel-go's heterogeneous equality: a value of another

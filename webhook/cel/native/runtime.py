@@ -2,7 +2,6 @@
 JSON values (``FUNCTIONS``), the helpers the generated source names (``HELPERS``), and
 ``NotNative``, raised wherever cel-go's answer is not certain here."""
 
-
 from __future__ import annotations
 
 import datetime

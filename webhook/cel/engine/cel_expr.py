@@ -20,7 +20,7 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel.environment import protos
-from webhook.cel.cel_python import CelPythonEngine
+from webhook.cel.engine.cel_python import CelPythonEngine
 from webhook.cel.compiler.check import Checked, check_typed, free_variables
 from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded

@@ -6,7 +6,7 @@ comprehensions, ``transformList``/``transformMap``/``transformMapEntry``, ``sort
 ``optMap``/``optFlatMap`` or three-argument ``map``. ``Evaluator`` takes every macro over with
 cel-go's semantics, counting each iteration against a per-evaluation ``Budget``: 10,000
 iterations, the bound cel-cpp applies on the default engine, so both engines stop at the same
-point with the same ``EngineBoundExceeded``. Field selection is ``celpy_operators.select``.
+point with the same ``EngineBoundExceeded``. Field selection is ``operators.select``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
-from webhook.cel.celpy_operators import has, select
-from webhook.cel.celpy_values import NO_SUCH_OVERLOAD, error, go_value, map_key, to_cel, to_python
+from webhook.cel.celpy.operators import has, select
+from webhook.cel.celpy.values import NO_SUCH_OVERLOAD, error, go_value, map_key, to_cel, to_python
 from webhook.cel.errors import EngineBoundExceeded
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import ITERATION_BUDGET

@@ -19,8 +19,8 @@ ENGINE_VARIABLE = "INFERGATE_CEL_ENGINE"  # selects the backend for a whole proc
 
 # name -> module defining ``ENGINE_CLASS``; imported on first use
 _BACKENDS = {
-    "cel-expr": "webhook.cel.cel_expr",
-    "cel-python": "webhook.cel.cel_python",
+    "cel-expr": "webhook.cel.engine.cel_expr",
+    "cel-python": "webhook.cel.engine.cel_python",
 }
 
 

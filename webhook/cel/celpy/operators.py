@@ -1,5 +1,5 @@
 """The celpy functions whose celpy versions differ from cel-go, and those behind the optional
-syntax ``celpy_rewrite`` spells out: field selection (``no such key: f``; through an optional,
+syntax ``rewrite`` spells out: field selection (``no such key: f``; through an optional,
 the result is optional; ``net.IP`` names a type), indexing with cel-go's messages, heterogeneous
 equality (``1 == 1.0``), cross-type numeric ordering, arithmetic that neither mixes number types
 nor wraps, ``||``/``&&``/``!`` over errors, and Go's duration parser.
@@ -18,8 +18,8 @@ import celpy
 from celpy import celtypes
 from celpy.evaluation import CELEvalError, NameContainer
 
-from webhook.cel.celpy_rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
-from webhook.cel.celpy_values import (
+from webhook.cel.celpy.rewrite import OPT_INDEX, OPT_LIST, OPT_MAP, OPT_SELECT
+from webhook.cel.celpy.values import (
     NO_SUCH_OVERLOAD, Namespace, equal, error, go_value, is_bool, is_number, map_key, number, to_cel, to_python,
     type_name,
 )
@@ -356,7 +356,7 @@ def _string_method(base: Callable[..., Any]) -> Callable[..., Any]:
 @cache
 def builtins() -> dict[str, Callable[..., Any]]:
     """celpy's built-in functions as cel-go has them (conversions and string methods); the
-    Kubernetes overloads of the same names come first (``cel_python.Function``)."""
+    Kubernetes overloads of the same names come first (``webhook.cel.engine.cel_python.Function``)."""
     base = celpy.evaluation.base_functions
     return {
         "string": _to_string,

@@ -8,7 +8,7 @@
 and a triple-quoted string spanning lines as a one-line literal (celpy drops its line breaks).
 
 Everything else keeps its source text (spliced by span, as ``rewrite.py`` does), so macros
-and literals reach celpy as written; the functions are in ``celpy_operators.py``.
+and literals reach celpy as written; the functions are in ``operators.py``.
 """
 
 from __future__ import annotations

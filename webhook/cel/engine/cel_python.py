@@ -31,11 +31,11 @@ import celpy
 from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
-from webhook.cel.celpy_eval import Budget, Evaluator
+from webhook.cel.celpy.evaluator import Budget, Evaluator
 from webhook.cel.compiler.check import check_typed
-from webhook.cel.celpy_operators import builtins, operators
-from webhook.cel.celpy_values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
-from webhook.cel.celpy_rewrite import celpy_source
+from webhook.cel.celpy.operators import builtins, operators
+from webhook.cel.celpy.values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
+from webhook.cel.celpy.rewrite import celpy_source
 from webhook.cel.errors import CelCompileError, CelEvalError, EngineBoundExceeded
 from webhook.cel.library import OVERLOADS, LibraryError
 from webhook.cel.library.ext import FUNCTIONS as EXT_FUNCTIONS
