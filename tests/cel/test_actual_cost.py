@@ -226,6 +226,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     (its value, or an error for an error); otherwise the rule would be charged its estimate."""
     from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
     from webhook.cel import crd
+    from webhook.cel.errors import CelCostExceeded
     from webhook.cel.ladder import ALL
     from webhook.offline.recorded_suites import load_suite
     from webhook.schema import CRDRegistry
@@ -236,9 +237,9 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
 
     def checked_cost(rule, activation, outcome):
         counted = rule.count(activation)
-        if counted is None or isinstance(outcome, crd.CelCostExceeded):
+        if counted is None or isinstance(outcome, CelCostExceeded):
             seen["uncounted"] += 1
-        elif crd._agrees(counted, outcome):
+        elif counted.agrees_with(outcome):
             seen["counted"] += 1
         else:
             differing.append(f"{rule.rule!r}: counted {counted.value!r}, the engine {outcome!r}")

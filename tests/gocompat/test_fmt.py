@@ -2,7 +2,7 @@
 
 import pytest
 
-from webhook.cel.rule_entry import go_rule_json
+from webhook.cel.crd.rule_entry import go_rule_json
 from webhook.gocompat.fmt import go_float, go_json, go_quote, go_struct_json, go_value
 from webhook.validation.names import qualified_name
 from webhook.validation.strfmt import FORMAT_CHECKERS

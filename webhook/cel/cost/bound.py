@@ -8,7 +8,7 @@ optimised AST becomes a polynomial in ``L`` (the longest list or map in the acti
 an upper bound of the iterations times the nodes evaluated per iteration. Over the limit,
 the evaluation is not started: ``EngineBoundExceeded`` (a ``CelCostExceeded``, with the
 apiserver's wording). The bound is the engine's own, not cel-go's count: for a CRD rule the
-walk then asks cel-go's count (``crd._cel_go_outcome``), which may well finish within the limit. The native
+walk then asks cel-go's count (``webhook.cel.crd.rules``), which may well finish within the limit. The native
 fast path (``native``) counts its own work as it runs, never more than this bound, so the
 activation is measured only before cel-expr evaluates.
 

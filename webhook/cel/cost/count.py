@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.checker.checker import Checked
+from webhook.cel.errors import CelEvalError
 from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.lists import cel_equals
@@ -52,6 +53,17 @@ EXCEEDED = object()  # the value of a count that passed the limit
 class CountedEvaluation:
     value: Any   # the evaluation's value, an ``Error``, or ``EXCEEDED``
     cost: int    # what cel-go charged (up to the step that passed the limit)
+
+    def agrees_with(self, outcome: Any) -> bool:
+        """Whether the count saw what the engine answered (``outcome``: a value or the
+        ``CelEvalError``): the same value, an error for an error, or a count that stopped at
+        the limit (cel-go stops there, whatever the engine went on to answer)."""
+        value = self.value
+        if value is EXCEEDED:
+            return True
+        if isinstance(outcome, CelEvalError):
+            return isinstance(value, Error)
+        return type(value) is type(outcome) and value == outcome
 
 
 class _Frame:
