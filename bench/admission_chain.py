@@ -78,6 +78,7 @@ def main() -> int:
     sys.path.insert(0, str(args.tree.resolve()))
     from webhook import shipped_data
     from webhook.admission.chain import AdmissionChain, offline_request
+    from webhook.cel import Evaluator
     from webhook.policy import PolicySet
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
@@ -85,8 +86,10 @@ def main() -> int:
         import webhook.cel.engine.cel_expr as cel_expr
         cel_expr.compile_native = lambda expr: None
     clock = time.perf_counter if args.wall else time.thread_time
-    registry = CRDRegistry.shipped()
-    policies, state = PolicySet.load(shipped_data.policies_dir()), FileState(shipped_data.examples_dir())
+    evaluator = Evaluator()  # the default engine, every route
+    registry = CRDRegistry.shipped(evaluator=evaluator)
+    policies = PolicySet.load(shipped_data.policies_dir(), evaluator=evaluator)
+    state = FileState(shipped_data.examples_dir())
     chain = AdmissionChain(registry, policies, state)
     policies_alone = AdmissionChain(None, policies, state)
     print(f"{'object':44} {'baseline':>9} {'mutate':>9} {'validate':>9} {'policies':>9} {'run':>9} {'webhook/base':>12}")

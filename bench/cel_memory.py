@@ -26,7 +26,7 @@ from cel_expr_python import cel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout, as the other benches
 
-from webhook.cel import get_engine  # noqa: E402
+from webhook.cel import Evaluator  # noqa: E402
 
 RULES = {
     # constant arguments: evaluated once, at compile time
@@ -75,7 +75,7 @@ def leak_baseline(calls: int) -> float:
 
 
 def run(evaluations: int) -> dict:
-    engine = get_engine("cel-expr")
+    engine = Evaluator("cel-expr").engine
     programs = {name: engine.compile(rule, ["self"]) for name, rule in RULES.items()}
     activation = {"self": OBJECT}
     results: dict = {"leak_baseline_bytes_per_python_call": round(leak_baseline(200_000), 1), "rules": {}}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from webhook.cel import get_engine  # noqa: E402
+from webhook.cel import Evaluator  # noqa: E402
 
 RULES = {
     "prefix": 'self.url.startsWith("hf://") || self.url.startsWith("s3://")',
@@ -58,7 +58,7 @@ def run(evaluations: int) -> dict:
     for name, rule in RULES.items():
         row = {}
         for engine_name in ("cel-expr", "cel-python"):
-            engine = get_engine(engine_name)
+            engine = Evaluator(engine_name).engine
             start = time.perf_counter()
             program = engine.compile(rule, ["self"])
             row[f"{engine_name}_compile_ms"] = round((time.perf_counter() - start) * 1e3, 2)

@@ -29,6 +29,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from webhook.cel import Evaluator  # noqa: E402
 from webhook.controller.context import ReconcileContext, build_inventory  # noqa: E402
 from webhook.offline.reconcile import owned_objects, reconcile_all  # noqa: E402
 from webhook.controller.runner import Controller, RunnerConfig  # noqa: E402
@@ -152,9 +153,10 @@ def main() -> int:
     rss_view = rss_mib()
 
     started, cpu_started = time.perf_counter(), time.process_time()
-    inventory = build_inventory(view)
+    evaluator = Evaluator()
+    inventory = build_inventory(view, evaluator)
     inventory_s = time.perf_counter() - started
-    ctx = ReconcileContext(state=view, now=NOW, inventory_source=lambda: inventory)
+    ctx = ReconcileContext(state=view, now=NOW, inventory_source=lambda: inventory, evaluator=evaluator)
     results = reconcile_all(owned_objects(view), ctx)
     baseline_s = time.perf_counter() - started  # inventory + every reconcile, no I/O
     planned = sum(1 for r in results if r["kind"] == "InferenceService" and "resolved" in r["status"]
@@ -164,7 +166,7 @@ def main() -> int:
     gc.collect()
 
     api = InProcessApi(view)
-    figures = asyncio.run(measure(Controller(view, api, config=RunnerConfig(workers=4)), api))
+    figures = asyncio.run(measure(Controller(view, api, evaluator=evaluator, config=RunnerConfig(workers=4)), api))
     converge_s, steady_s = figures["converge_s"], figures["steady_s"]
     converge_writes, steady_writes = figures["converge_writes"], figures["steady_writes"]
     rss_peak = rss_mib()

@@ -84,6 +84,7 @@ def main() -> int:
                   else ["--tree", str(args.against.resolve())])
         return compare(before, args.runs, args.rounds)
     sys.path.insert(0, str(args.tree.resolve()))
+    from webhook.cel import Evaluator
     from webhook.schema import CRDRegistry
     from webhook.schema.objectmeta import validate_object_meta
     from webhook.schema.registry import ABSENT, list_type_errors
@@ -97,9 +98,9 @@ def main() -> int:
             if name not in ALL.names():
                 parser.error(f"--without: no route {name!r}; routes: {', '.join(ALL.names())}")
             routes = routes.without(name)
-        registry = CRDRegistry.shipped(routes=routes)
+        registry = CRDRegistry.shipped(evaluator=Evaluator(routes=routes))
     else:
-        registry = CRDRegistry.shipped()
+        registry = CRDRegistry.shipped(evaluator=Evaluator())
     objects = []
     for path in sorted((REPO / "examples" / "manifests" / "valid").glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text()):

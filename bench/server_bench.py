@@ -121,14 +121,16 @@ def as_the_apiserver_sends(review: dict) -> tuple[bytes, bytes]:
     validating one after the mutation and the schema checks (what the chain's offline
     ``run`` reproduces)."""
     from webhook.admission.review import AdmissionReview
+    from webhook.cel import Evaluator
     from webhook.schema import CRDRegistry
     from webhook.server import load_admitter
     from webhook.server.settings import Settings
 
     global _CHAIN, _REGISTRY
     if _CHAIN is None:
-        _CHAIN, _ = load_admitter(Settings(**WORKLOAD))
-        _REGISTRY = CRDRegistry.shipped(WORKLOAD.get("kubeai_crd"))
+        evaluator = Evaluator()
+        _CHAIN, _ = load_admitter(Settings(**WORKLOAD), evaluator)
+        _REGISTRY = CRDRegistry.shipped(WORKLOAD.get("kubeai_crd"), evaluator=evaluator)
     request = review["request"]
     obj, _ = _REGISTRY.prepare("CREATE", request["object"], None, None, namespace=request["namespace"] or None)
     mutate_review = {**review, "request": {**request, "object": obj}}

@@ -53,6 +53,7 @@ sys.path.insert(0, tree)
 import uvloop
 import webhook.server as server
 from webhook.admission.review import AdmissionResult
+from webhook.cel import Evaluator
 from webhook.server.settings import Settings
 
 stats = {"reviews": 0, "admit_cpu": 0.0, "first_cpu": 0.0, "gc": 0.0}
@@ -87,7 +88,7 @@ class Probe:
 def load(settings):
     if admitter == "allow":
         return Probe(AllowAll()), {}
-    chain, prerequisites = server.load_admitter(settings)
+    chain, prerequisites = server.load_admitter(settings, Evaluator())
     return Probe(chain), prerequisites
 
 if placement != "as-configured":  # every review in the pool ("pool") or on the loop ("loop")

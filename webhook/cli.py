@@ -6,6 +6,10 @@ wires them together, importing a subcommand's module when that subcommand runs, 
 ``infergate validate`` never pays for the server's imports and vice versa. What every
 subcommand shares on the command line (the error style, exit codes, colour) is
 ``webhook.command_line``.
+
+The CEL engine is chosen here, once, for every subcommand: ``--cel-engine NAME`` anywhere on
+the command line, else ``INFERGATE_CEL_ENGINE``, else the default; the subcommand gets it as
+``args.evaluator`` (a ``webhook.cel.Evaluator``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 
 from webhook import command_line
-from webhook.cel.engine.interface import DEFAULT_ENGINE, ENGINE_VARIABLE, engine_names
+from webhook.cel import DEFAULT_ENGINE, Evaluator, engine_names
+
+ENGINE_VARIABLE = "INFERGATE_CEL_ENGINE"  # the engine when no --cel-engine is given
 
 DESCRIPTION = """\
 infergate: a Kubernetes admission webhook and offline validator for AI-inference APIs
@@ -89,15 +96,20 @@ def take_engine(argv: list[str]) -> tuple[str | None, list[str]]:
     return engine, rest
 
 
+def chosen_engine(flag: str | None, environ: Mapping[str, str]) -> str:
+    """The engine the command line names (``--cel-engine``), else ``INFERGATE_CEL_ENGINE``'s,
+    else the default."""
+    return flag or environ.get(ENGINE_VARIABLE) or DEFAULT_ENGINE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
         engine, argv = take_engine(argv)
+        evaluator = Evaluator(chosen_engine(engine, os.environ))
     except ValueError as exc:
         parser.error(str(exc))
-    if engine is not None:  # selects the backend for this process and its children
-        os.environ[ENGINE_VARIABLE] = engine
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv)  # prints help / version / usage errors
         parser.print_help(sys.stderr)
@@ -108,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     command_parser = command_line.Parser(prog=f"infergate {name}", description=help_text)
     module.add_arguments(command_parser)
     args = command_parser.parse_args(argv[1:])
+    args.evaluator = evaluator
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:

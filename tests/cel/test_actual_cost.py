@@ -20,6 +20,8 @@ from webhook.cel.checker.declarations import Overload, parse_type
 from webhook.cel.syntax.parser import parse
 from webhook.cel.common.types import STRING
 from tests.support.paths import CASES, CEL_VECTORS
+from tests.support.cel import EVALUATOR
+from webhook.cel import Evaluator
 
 VECTORS = CEL_VECTORS
 _JSONPATCH = {"jsonpatch.escapeKey": (Overload("string_jsonpatch_escapeKey_string", (STRING,), STRING, False),)}
@@ -100,7 +102,7 @@ _SCHEMA = {"type": "object", "properties": {"items": {"type": "array", "items": 
 def _charged(rule: str, value: dict, **entry: str) -> tuple[int, list]:
     schema = dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": rule, **entry}]})
     budget = CostBudget()
-    results = compile_schema_rules(schema, is_root=False, path="").evaluate(value, ABSENT, budget=budget)
+    results = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine).evaluate(value, ABSENT, budget=budget)
     return RUNTIME_CEL_COST_BUDGET - budget.remaining, results
 
 
@@ -123,7 +125,7 @@ def test_an_uncounted_rule_is_charged_its_estimate() -> None:
     charged, results = _charged(rule, {"items": ["a"]})
     assert results == []
     rules = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": rule}]}),
-                                 is_root=False, path="")
+                                 is_root=False, path="", engine=EVALUATOR.engine)
     assert charged == rules.rules[0].charge(rules.activation({"items": ["a"]})) > 0
 
 
@@ -132,7 +134,7 @@ def test_the_budget_runs_out_where_the_actual_costs_run_it_out() -> None:
     budget could run out: the request stops at the rule the actual costs stop it at."""
     rules = ["self.name == 'abc' || self.name.startsWith('zzz')", "self.items.all(x, x.size() < 10)"]
     node = compile_schema_rules(dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": r} for r in rules]}),
-                                is_root=False, path="")
+                                is_root=False, path="", engine=EVALUATOR.engine)
     value = {"name": "abc", "items": ["a", "b"]}
     activation = node.activation(value)
     exact = [rule.cost(activation, True) for rule in node.rules]
@@ -200,7 +202,7 @@ def test_a_rule_the_engine_stops_within_the_limit_is_answered_by_the_count() -> 
     schema = dict(_SCHEMA, **{"x-kubernetes-validations": [{"rule": "self.items.all(x, x != 'bad')"},
                                                            {"rule": nested, "message": "no pair"}]})
     budget = CostBudget()
-    results = compile_schema_rules(schema, is_root=False, path="").evaluate(
+    results = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine).evaluate(
         {"items": ["a"] * 3000, "name": "abc"}, ABSENT, budget=budget)
     assert [(r.message, r.error) for r in results] == [("no pair", None)]
     assert RUNTIME_CEL_COST_BUDGET - budget.remaining < PER_CALL_LIMIT
@@ -214,7 +216,7 @@ def test_a_rule_the_engine_stops_on_an_error_gets_cel_gos_error() -> None:
     schema = {"type": "object", "properties": {"l": items, "name": {"type": "string"}},
               "x-kubernetes-validations": [{"rule": "self.l.all(x, x.n > 0)"},
                                            {"rule": "self.name == 'x'", "message": "name must be x"}]}
-    results = compile_schema_rules(schema, is_root=False, path="").evaluate(
+    results = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine).evaluate(
         {"l": [{"n": 2}] * 10_499 + [{}], "name": "y"}, ABSENT, budget=CostBudget())
     assert [(r.error, r.message) for r in results] == [
         ("no such key: n evaluating rule: self.l.all(x, x.n > 0)", None), (None, "name must be x")]
@@ -248,8 +250,8 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     monkeypatch.setattr(crd.CompiledRule, "cost", checked_cost)
     monkeypatch.setattr(crd.CostBudget, "charge_later", lambda budget, *charge: False)
     for name in OBJECT_SUITES:
-        suite = load_suite(CASES / name)
-        walk = CRDRegistry(suite.registry.crds, routes=ALL.without("object_batch"))
+        suite = load_suite(CASES / name, EVALUATOR)
+        walk = CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=ALL.without("object_batch")))
         for case in suite.cases:
             recorded_outcome(walk, case.data)
     assert not differing, "\n".join(differing[:20])
@@ -259,7 +261,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
 def test_an_optional_old_self_is_counted_as_an_optional() -> None:
     schema = {"type": "string", "x-kubernetes-validations": [
         {"rule": "!oldSelf.hasValue() || oldSelf.value() == self", "optionalOldSelf": True}]}
-    rules = compile_schema_rules(schema, is_root=False, path="")
+    rules = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine)
     create, update = CostBudget(), CostBudget()
     assert rules.evaluate("a", ABSENT, budget=create) == []
     assert rules.evaluate("a", "a", budget=update) == []
@@ -272,7 +274,7 @@ def test_the_message_of_an_optional_old_self_rule_is_counted_with_an_optional() 
     schema = {"type": "string", "x-kubernetes-validations": [
         {"rule": "!oldSelf.hasValue()", "optionalOldSelf": True,
          "messageExpression": "oldSelf.hasValue() ? 'changed' : self + self + self + self"}]}
-    rules = compile_schema_rules(schema, is_root=False, path="")
+    rules = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine)
     budget = CostBudget()
     assert [r.message for r in rules.evaluate("b", "a", budget=budget)] == ["changed"]
     # the rule: oldSelf 1, hasValue() 1, ! 1; the message: oldSelf 1, hasValue() 1 (the estimate

@@ -8,10 +8,11 @@ import datetime
 
 import pytest
 
-from webhook.cel import CelCostExceeded, CelEvalError, get_engine
+from webhook.cel import CelCostExceeded, CelEvalError
 from webhook.cel.engine.cel_expr import Bindings
+from webhook.cel import Evaluator
 
-ENGINE = get_engine("cel-expr")
+ENGINE = Evaluator("cel-expr").engine
 NAMES = ("object", "params", "lookups")
 
 

@@ -16,6 +16,7 @@ from webhook.cel.common.escaping import escape, unescape
 from webhook.cel.syntax.parser import parse
 from webhook.cel.common.types import STRING
 from tests.cel.vectors import every_vector, library_vectors
+from tests.support.cel import EVALUATOR
 
 # Every CRD-rule vector passes (crd_values-0161, string() of a date-time field in its own offset,
 # is answered from the Python value: see rewrite.py and optimize.hoist_date_time_string).
@@ -60,7 +61,7 @@ def _replay(vector: dict) -> None:
     variables = vector.get("variables") or {}
     if "compile_error_contains" in expect:
         with pytest.raises(CrdRuleError) as caught:
-            compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="")
+            compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="", engine=EVALUATOR.engine)
         text = caught.value.issues[0].detail
         assert expect["compile_error_contains"] in text
         observed = _observed_detail(vector)
@@ -68,7 +69,7 @@ def _replay(vector: dict) -> None:
             # object types are named after the schema node with a random suffix (selfType65182513.a)
             assert _SELF_TYPE.sub("selfType", "rule compile error: " + text) == _SELF_TYPE.sub("selfType", observed)
         return
-    rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="")
+    rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="", engine=EVALUATOR.engine)
     old = variables.get("oldSelf", ABSENT)
     results = rules.evaluate(variables.get("self"), old, budget=CostBudget())
     if expect.get("skipped"):
@@ -160,7 +161,7 @@ def test_estimated_cost(vector: dict) -> None:
 def test_crd_rule_runtime_cost(vector: dict) -> None:
     def run() -> None:
         schema = dict(vector["schema"], **{"x-kubernetes-validations": [{"rule": vector["expression"]}]})
-        rules = compile_schema_rules(schema, is_root=False, path="")
+        rules = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine)
         budget = CostBudget()
         assert rules.evaluate(vector["variables"]["self"], budget=budget) == []
         assert budget.remaining == RUNTIME_CEL_COST_BUDGET - vector["expect"]["runtime_cost"]
@@ -195,7 +196,7 @@ def test_a_costly_rule_is_charged_by_the_sizes_it_reads():
     schema = {"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {
         "type": "object", "properties": {"n": {"type": "integer"}}}}},
               "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.exists_one(y, x.n == y.n))"}]}
-    rule = compile_schema_rules(schema, is_root=False, path="").rules[0]
+    rule = compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine).rules[0]
     assert rule.runtime_charge is not None
     small, large = ({"self": {"l": [{"n": i} for i in range(count)]}, "oldSelf": None, "__oldSelfPresent": False}
                     for count in (2, 50))

@@ -7,19 +7,21 @@ import datetime
 import pytest
 import yaml
 
-from webhook.cel import CelCompileError, CelEvalError, get_engine
+from webhook.cel import CelCompileError, CelEvalError
 from webhook.cel.checker.checker import check
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
 from webhook.cel.syntax.parser import parse
 from webhook.cel.common.types import INT
 from webhook.schema import CRDRegistry
+from tests.support.cel import EVALUATOR
+from webhook.cel import Evaluator
 
 ENGINES = ["cel-expr", "cel-python"]
 
 
 @pytest.fixture(params=ENGINES)
 def engine(request):
-    return get_engine(request.param)
+    return Evaluator(request.param).engine
 
 
 def evaluate(engine, expression, **variables):
@@ -177,7 +179,7 @@ def test_extension_calls_name_the_runtime_types(engine, expression, value, messa
     ("self[1]", "ab", ("error", "no such key: 1")),
 ])
 def test_selecting_from_another_value(engine_name, expression, value, expected):
-    engine = get_engine(engine_name)
+    engine = Evaluator(engine_name).engine
     assert outcome(engine, expression, self=value) == expected
 
 
@@ -346,14 +348,14 @@ _CELPY_DURATIONS = pytest.mark.xfail(strict=True, reason=(
     ("'%s and %s'.format([self + duration('1ns'), 1])", datetime.timedelta(seconds=1), "1.000000001s and 1"),
 ])
 def test_format_prints_a_duration_to_the_nanosecond(engine_name, expression, value, expected):
-    assert evaluate(get_engine(engine_name), expression, self=value) == expected
+    assert evaluate(Evaluator(engine_name).engine, expression, self=value) == expected
 
 
 @pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=pytest.mark.xfail(
     strict=True, reason="celpy's maps are Python dicts: the keys 1 and true are one, the literal fails"))])
 def test_format_prints_a_map_with_keys_one_and_true(engine_name):
     # cel-go formatMap: each key formatted, the entries sorted by it
-    assert evaluate(get_engine(engine_name), "'%s'.format([{true: 'b', 1: 'a', 'k': self}])", self={"z": 0, "y": 1}) \
+    assert evaluate(Evaluator(engine_name).engine, "'%s'.format([{true: 'b', 1: 'a', 'k': self}])", self={"z": 0, "y": 1}) \
         == '{"k":{"y":1, "z":0}, 1:"a", true:"b"}'
 
 
@@ -366,7 +368,7 @@ def test_format_prints_a_map_with_keys_one_and_true(engine_name):
     ("'%s'.format([[dyn(duration('2ns'))]])", '[duration("0.000000002s")]'),
 ])
 def test_format_prints_a_nested_duration_to_the_nanosecond(engine_name, expression, expected):
-    assert evaluate(get_engine(engine_name), expression) == expected
+    assert evaluate(Evaluator(engine_name).engine, expression) == expected
 
 
 def test_format_prints_nested_lists_and_maps_of_other_values(engine):
@@ -380,7 +382,7 @@ def test_format_prints_nested_lists_and_maps_of_other_values(engine):
     ("'%s'.format([{'x': {true: 'b', 1: 'a'}}])", '{"x":{1:"a", true:"b"}}'),
 ])
 def test_format_prints_a_nested_map_with_keys_one_and_true(engine_name, expression, expected):
-    assert evaluate(get_engine(engine_name), expression) == expected
+    assert evaluate(Evaluator(engine_name).engine, expression) == expected
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -388,7 +390,7 @@ def test_format_prints_a_nested_map_with_keys_one_and_true(engine_name, expressi
     "map is a value of the outer map(dyn, dyn), and its duration reaches Python as cel-expr-python "
     "converts it (datetime.timedelta: microseconds)"))
 def test_format_of_a_duration_inside_a_dyn_map():
-    assert evaluate(get_engine("cel-expr"), "'%s'.format([{'x': {true: 'b', 1: 'a', 'k': {2: duration('3ns')}}}])") \
+    assert evaluate(Evaluator("cel-expr").engine, "'%s'.format([{'x': {true: 'b', 1: 'a', 'k': {2: duration('3ns')}}}])") \
         == '{"x":{"k":{2:duration("0.000000003s")}, 1:"a", true:"b"}}'
 
 
@@ -471,7 +473,7 @@ def test_int_of_a_computed_padded_string(engine, value):
 
 
 def test_int_of_a_computed_string_keeps_the_native_fast_path():
-    program = get_engine("cel-expr").compile("int(self) + int(self.split(':')[0]) == 4", ["self"])
+    program = Evaluator("cel-expr").engine.compile("int(self) + int(self.split(':')[0]) == 4", ["self"])
     assert program.native is not None and program.native({"self": "2"}) is True
 
 
@@ -524,7 +526,7 @@ def test_a_library_result_with_a_nul_reaches_cel_whole(engine):
 
 def test_text_with_a_nul_reaches_cel_whole_from_shared_bindings():
     """(``bind``: values shared by many programs, the default engine's only)"""
-    engine = get_engine("cel-expr")
+    engine = Evaluator("cel-expr").engine
     bindings = engine.bind({"object": {"\x00abc": "\x00"}, "other": "plain"})
     for expression, expected in (("object", {"\x00abc": "\x00"}), ("other + '!'", "plain!"),
                                  ("object.map(k, size(k) + size(object[k]))", [5])):
@@ -549,7 +551,7 @@ def test_a_crd_rule_reads_unknown_fields_as_the_apiserver_decodes_them(tmp_path)
                              {"rule": "self.all(k, k == 'big')", "messageExpression": "'keys: ' + self.map(k, k).join(',')"},
                          ]}}}}}]}}
     (tmp_path / "crd.yaml").write_text(yaml.safe_dump(crd))
-    registry = CRDRegistry.load([tmp_path])
+    registry = CRDRegistry.load([tmp_path], evaluator=EVALUATOR)
     obj = {"apiVersion": "example.com/v1", "kind": "Thing", "metadata": {"name": "a", "namespace": "default"},
            "spec": {"\x00abc": 1, "big": 2**63}}
     outcome = registry.handle("CREATE", obj)
@@ -561,7 +563,7 @@ def test_a_crd_rule_reads_unknown_fields_as_the_apiserver_decodes_them(tmp_path)
 
 def _rules(rule, properties):
     schema = {"type": "object", "properties": properties, "x-kubernetes-validations": [{"rule": rule}]}
-    return compile_schema_rules(schema, is_root=False, path="")
+    return compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine)
 
 
 @pytest.mark.parametrize("rule", [
@@ -589,7 +591,7 @@ def test_a_constant_find_pattern_that_does_not_compile_rejects_the_crd():
     schema = {"type": "object", "properties": {"s": {"type": "string"}}, "x-kubernetes-validations": [
         {"rule": "self.s != ''", "messageExpression": "self.s.find('[')"}]}
     with pytest.raises(CrdRuleError) as caught:
-        compile_schema_rules(schema, is_root=False, path="")
+        compile_schema_rules(schema, is_root=False, path="", engine=EVALUATOR.engine)
     issue = caught.value.issues[0]
     assert (issue.field, issue.detail) == ("x-kubernetes-validations[0].messageExpression",
                                            "messageExpression instantiation failed: error parsing regexp: "

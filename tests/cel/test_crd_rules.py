@@ -8,6 +8,7 @@ from webhook.cel.crd import (
     ABSENT, OUT_OF_BUDGET, CostBudget, CrdRuleError, compile_schema_rules, normalize_field_path,
 )
 from webhook.schema.crd_admission import cost_error_message
+from tests.support.cel import EVALUATOR
 
 SPEC = {
     "type": "object",
@@ -26,7 +27,7 @@ SPEC = {
 
 def rules(*entries: dict, schema: dict | None = None, is_root: bool = False):
     return compile_schema_rules(dict(schema or SPEC, **{"x-kubernetes-validations": list(entries)}),
-                                is_root=is_root, path="spec")
+                                is_root=is_root, path="spec", engine=EVALUATOR.engine)
 
 
 def failures(node_rules, value, old=ABSENT, budget: CostBudget | None = None):
@@ -35,8 +36,8 @@ def failures(node_rules, value, old=ABSENT, budget: CostBudget | None = None):
 
 def test_compiled_once_per_schema_node() -> None:
     schema = dict(SPEC, **{"x-kubernetes-validations": [{"rule": "self.minReplicas >= 0"}]})
-    assert compile_schema_rules(schema, is_root=False, path="spec") is compile_schema_rules(
-        schema, is_root=False, path="spec")
+    assert compile_schema_rules(schema, is_root=False, path="spec", engine=EVALUATOR.engine) is compile_schema_rules(
+        schema, is_root=False, path="spec", engine=EVALUATOR.engine)
 
 
 def test_failed_rule_uses_message_or_the_rule() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel.crd import CostBudget, compile_schema_rules
-from webhook.cel.engine.interface import ENGINE_VARIABLE
+from webhook.cel import Evaluator
 
 ENGINES = ["cel-expr", "cel-python"]
 
@@ -32,9 +32,8 @@ def _schema(*entries: dict) -> dict:
     }
 
 
-def failed(engine: str, monkeypatch: pytest.MonkeyPatch, value: dict, *entries: dict) -> list:
-    monkeypatch.setenv(ENGINE_VARIABLE, engine)
-    rules = compile_schema_rules(_schema(*entries), is_root=False, path="spec")
+def failed(engine: str, value: dict, *entries: dict) -> list:
+    rules = compile_schema_rules(_schema(*entries), is_root=False, path="spec", engine=Evaluator(engine).engine)
     return rules.evaluate(value, budget=CostBudget())
 
 
@@ -52,35 +51,35 @@ GO_STRINGS = [
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("text, expected", GO_STRINGS, ids=[t for t, _ in GO_STRINGS])
-def test_string_of_a_date_time_field_prints_its_own_offset(engine, text, expected, monkeypatch) -> None:
+def test_string_of_a_date_time_field_prints_its_own_offset(engine, text, expected) -> None:
     value = {"since": text, "times": [text]}
-    assert failed(engine, monkeypatch, value,
+    assert failed(engine, value,
                   {"rule": f"string(self.since) == '{expected}'"},
                   {"rule": f"string(self.times[0]) == '{expected}'"}) == []
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_message_expression_prints_the_offset_too(engine, monkeypatch) -> None:
-    [result] = failed(engine, monkeypatch, {"since": "2011-08-18T19:03:37.01+01:00"},
+def test_message_expression_prints_the_offset_too(engine) -> None:
+    [result] = failed(engine, {"since": "2011-08-18T19:03:37.01+01:00"},
                       {"rule": "false", "messageExpression": "'since ' + string(self.since)"})
     assert result.message == "since 2011-08-18T19:03:37.01+01:00"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_format_s_prints_the_offset(engine, monkeypatch) -> None:
+def test_format_s_prints_the_offset(engine) -> None:
     value = {"since": "2011-08-18T19:03:37.01+01:00", "times": ["2011-08-18T19:03:37-07:00"]}
-    assert failed(engine, monkeypatch, value,
+    assert failed(engine, value,
                   {"rule": "'%s'.format([self.since]) == '2011-08-18T19:03:37.01+01:00'"},
                   {"rule": "'%d: %s'.format([1, self.times[0]]) == '1: 2011-08-18T19:03:37-07:00'"}) == []
-    [result] = failed(engine, monkeypatch, value,
+    [result] = failed(engine, value,
                       {"rule": "false", "messageExpression": "'since %s'.format([self.since])"})
     assert result.message == "since 2011-08-18T19:03:37.01+01:00"
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_the_instant_and_the_getters_are_utc(engine, monkeypatch) -> None:
+def test_the_instant_and_the_getters_are_utc(engine) -> None:
     value = {"since": "2011-08-18T19:03:37.01+01:00", "day": "2011-08-18"}
-    assert failed(engine, monkeypatch, value,
+    assert failed(engine, value,
                   {"rule": "self.since == timestamp('2011-08-18T18:03:37.01Z')"},
                   {"rule": "self.since.getHours() == 18 && self.since.getHours('+01:00') == 19"},
                   {"rule": "string(self.day) == '2011-08-18T00:00:00Z'"},
@@ -88,8 +87,8 @@ def test_the_instant_and_the_getters_are_utc(engine, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_a_value_of_another_kind_is_converted_as_before(engine, monkeypatch) -> None:
+def test_a_value_of_another_kind_is_converted_as_before(engine) -> None:
     # text that is no date-time (only rules run on data that skipped validation meet it) stays a string
-    [result] = failed(engine, monkeypatch, {"since": "not a time"}, {"rule": "string(self.since) == 'x'"})
+    [result] = failed(engine, {"since": "not a time"}, {"rule": "string(self.since) == 'x'"})
     assert result.error is None
-    assert failed(engine, monkeypatch, {"since": "not a time"}, {"rule": "string(self.since) == 'not a time'"}) == []
+    assert failed(engine, {"since": "not a time"}, {"rule": "string(self.since) == 'not a time'"}) == []

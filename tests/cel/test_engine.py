@@ -4,14 +4,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from webhook.cel import CelCompileError, CelEvalError, get_engine
+from webhook.cel import CelCompileError, CelEvalError, Evaluator
 
 ENGINES = ["cel-expr", "cel-python"]
 
 
 @pytest.fixture(params=ENGINES)
 def engine(request):
-    return get_engine(request.param)
+    return Evaluator(request.param).engine
 
 
 def test_evaluates_with_dynamic_variables(engine):
@@ -42,14 +42,12 @@ def test_compile_is_cached(engine):
 
 def test_unknown_engine_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown CEL engine"):
-        get_engine("nope")
+        Evaluator("nope").engine
 
 
-def test_the_environment_selects_the_backend(monkeypatch):
-    monkeypatch.setenv("INFERGATE_CEL_ENGINE", "cel-python")
-    assert get_engine().name == "cel-python"
-    monkeypatch.delenv("INFERGATE_CEL_ENGINE")
-    assert get_engine().name == "cel-expr"
+def test_an_evaluator_builds_the_backend_it_names():
+    assert Evaluator("cel-python").engine.name == "cel-python"
+    assert Evaluator().engine.name == "cel-expr"
 
 
 @pytest.mark.parametrize("expression,variables,expected", [
@@ -73,4 +71,4 @@ def test_get_milliseconds_as_cel_go(engine, expression, variables, expected):
      "2.5s 10 1.50s"),  # dyn: only timestamps and durations are re-spelled
 ])
 def test_time_strings_as_cel_go_on_the_default_engine(expression, variables, expected):
-    assert get_engine("cel-expr").compile(expression, list(variables)).evaluate(variables) == expected
+    assert Evaluator("cel-expr").engine.compile(expression, list(variables)).evaluate(variables) == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel.crd import CostBudget, compile_schema_rules
+from tests.support.cel import EVALUATOR
 
 SCHEMA = {
     "type": "object",
@@ -20,7 +21,7 @@ SCHEMA = {
 
 
 def _errors(rule: str, value: object) -> list[str | None]:
-    rules = compile_schema_rules(dict(SCHEMA, **{"x-kubernetes-validations": [{"rule": rule}]}), is_root=False)
+    rules = compile_schema_rules(dict(SCHEMA, **{"x-kubernetes-validations": [{"rule": rule}]}), is_root=False, engine=EVALUATOR.engine)
     return [r.error for r in rules.evaluate(value, budget=CostBudget())]
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.cel import vectors
 from tests.support.paths import CASES
-from webhook.cel import CelCompileError, CelEvalError, crd, get_engine
+from webhook.cel import CelCompileError, CelEvalError, crd
 from webhook.cel.engine import cel_expr
 from webhook.cel.ladder import ALL, LADDER, Routes
 from webhook.cel.native.program import NativeProgram
@@ -29,11 +29,13 @@ from webhook.schema import CRDRegistry
 from webhook.schema.celbatch import BatchPlan
 from webhook.schema.celrules import CelValidator
 from webhook.schema.structural import ABSENT, compile_schema
+from tests.support.cel import EVALUATOR
+from webhook.cel import Evaluator
 
 
 @cache
 def _object_suites() -> tuple[Suite, ...]:
-    suites = tuple(load_suite(path) for path in sorted(CASES.glob("*.yaml")))
+    suites = tuple(load_suite(path, EVALUATOR) for path in sorted(CASES.glob("*.yaml")))
     return tuple(suite for suite in suites if suite.registry is not None)
 
 
@@ -41,7 +43,7 @@ def _case_outcomes(routes: Routes) -> dict[str, Any]:
     """Each recorded case: the registry's whole outcome and the verdict against the recording."""
     found: dict[str, Any] = {}
     for suite in _object_suites():
-        registry = CRDRegistry(suite.registry.crds, routes=routes)
+        registry = CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=routes))
         rerouted = Suite(suite.path, suite.title, [], registry)
         for case in suite.cases:
             data = case.data
@@ -63,7 +65,7 @@ def _expression_outcome(vector: dict[str, Any], routes: Routes) -> Any:
     """The vector as an expression, a true value accepted as the fast routes give it."""
     variables = vector.get("variables") or {}
     try:
-        program = get_engine().compile(vector["expression"], variables.keys())
+        program = EVALUATOR.engine.compile(vector["expression"], variables.keys())
     except CelCompileError as err:
         return "compile_error", str(err)
     try:
@@ -97,14 +99,14 @@ def _rule_outcome(vector: dict[str, Any], routes: Routes) -> Any:
     rule = {"rule": vector["expression"], **({"message": "failed"} if "\n" in vector["expression"] else {})}
     try:
         rules = crd.compile_schema_rules({**vector["schema"], "x-kubernetes-validations": [rule]},
-                                         is_root=bool(vector.get("is_resource_root")), path="")
+                                         is_root=bool(vector.get("is_resource_root")), path="", engine=EVALUATOR.engine)
     except crd.CrdRuleError as err:
         return "compile_error", err.errors
     results = rules.evaluate(copy.deepcopy(variables.get("self")), copy.deepcopy(variables.get("oldSelf", ABSENT)),
                              budget=crd.CostBudget(), routes=routes)
     placed = []
     for root, value, old in _schemas(vector["id"]):
-        errors, warnings = CelValidator(root, routes).validate(copy.deepcopy(value), copy.deepcopy(old))
+        errors, warnings = CelValidator(root, Evaluator(routes=routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
         placed.append(([str(e) for e in errors], warnings))
     return results, placed
 

@@ -2,16 +2,17 @@
 
 import pytest
 
-from webhook.cel import CelEvalError, get_engine
+from webhook.cel import CelEvalError
 from webhook.cel.library import LibraryError
 from webhook.cel.library import format as fmt
 from webhook.cel.library.ip import parse_ip
 from webhook.cel.library.quantity import parse_quantity
 from webhook.cel.library.semver import semver
+from tests.support.cel import EVALUATOR
 
 
 def evaluate(rule, **variables):
-    return get_engine().compile(rule, variables).evaluate(variables)
+    return EVALUATOR.engine.compile(rule, variables).evaluate(variables)
 
 
 @pytest.mark.parametrize(

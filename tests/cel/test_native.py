@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cel import CelCostExceeded, CelError, get_engine
+from webhook.cel import CelCostExceeded, CelError
 from webhook.cel.engine.cel_expr import CelExprProgram
 from webhook.cel.limits import ITERATION_BUDGET as MAX_ITERATIONS
 from webhook.cel.native.runtime import NotNative
@@ -29,8 +29,10 @@ from webhook.offline.policy_suite_format import PolicySuite
 from tests.cel import vectors
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
 from tests.support.paths import CASES, POLICY_SUITES
+from tests.support.cel import EVALUATOR
+from webhook.cel import Evaluator
 
-ENGINE = get_engine("cel-expr")
+ENGINE = Evaluator("cel-expr").engine
 
 
 def _same(native, exact) -> bool:
@@ -113,7 +115,7 @@ def _answers(program: CelExprProgram, activation) -> bool:
 
 
 def test_recorded_cases(recorded):
-    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name, EVALUATOR) for name in OBJECT_SUITES):
         for case in suite.cases:
             recorded_outcome(case.suite.registry, case.data)
     assert len(recorded) >= 100
@@ -124,7 +126,7 @@ def test_shipped_policy_suites_and_examples(recorded):
     for suite_file in sorted(POLICY_SUITES.glob("*.yaml")):
         data = yaml.safe_load(suite_file.read_text())
         model = PolicySuite.model_validate(data)
-        suite = load_policy_suite(suite_file, data)
+        suite = load_policy_suite(suite_file, data, EVALUATOR)
         for case in model.cases:
             suite.chain.run(build_request(suite.registry, model, case))
     assert len(recorded) >= 100

@@ -5,12 +5,13 @@ import datetime
 import pytest
 from cel_expr_python import cel
 
-from webhook.cel import CelCostExceeded, CelEvalError, get_engine
+from webhook.cel import CelCostExceeded, CelEvalError
 from webhook.cel.engine.cel_expr import compile_typed
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.quantity import Quantity
+from webhook.cel import Evaluator
 
-ENGINE = get_engine("cel-expr")
+ENGINE = Evaluator("cel-expr").engine
 
 
 def compile_(rule):

@@ -9,18 +9,15 @@ Kubernetes 1.36 behaviour (``k8s_1_36: differs`` wins over the upstream expectat
 
 from __future__ import annotations
 
-import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import yaml
 
-from webhook.cel import CelCompileError, CelEvalError, get_engine
+from webhook.cel import CelCompileError, CelEvalError, Evaluator
 from webhook.cel.crd import ABSENT, CostBudget, CrdRuleError, compile_schema_rules
-from webhook.cel.engine.interface import ENGINE_VARIABLE
 from webhook.cel.library.base import OpaqueValue, OptionalValue
 from tests.support.paths import CEL_VECTORS
 
@@ -121,7 +118,7 @@ def outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
     """("value", v) | ("error", message) | ("compile_error", message)."""
     if "schema" in vector:
         return _rule_outcome(engine_name, vector)
-    engine = get_engine(engine_name)
+    engine = Evaluator(engine_name).engine
     variables = vector.get("variables") or {}
     try:
         program = engine.compile(vector["expression"], variables.keys())
@@ -133,20 +130,6 @@ def outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
         return "error", str(err)
 
 
-@contextmanager
-def _crd_rules_on(engine_name: str):
-    """CRD rules compiled for ``engine_name`` (``webhook.cel.crd`` uses the process's engine)."""
-    saved = os.environ.get(ENGINE_VARIABLE)
-    os.environ[ENGINE_VARIABLE] = engine_name
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ[ENGINE_VARIABLE]
-        else:
-            os.environ[ENGINE_VARIABLE] = saved
-
-
 def _rule_outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
     """The vector as a CRD rule on a node of its schema: true when the rule holds."""
     rule = {"rule": vector["expression"]}
@@ -154,12 +137,12 @@ def _rule_outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
         rule["message"] = "failed"
     schema = {**vector["schema"], "x-kubernetes-validations": [rule]}
     variables = vector.get("variables") or {}
-    with _crd_rules_on(engine_name):
-        try:
-            rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="")
-        except CrdRuleError as err:
-            return "compile_error", err.issues[0].detail
-        results = rules.evaluate(variables.get("self"), variables.get("oldSelf", ABSENT), budget=CostBudget())
+    try:
+        rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="",
+                                     engine=Evaluator(engine_name).engine)
+    except CrdRuleError as err:
+        return "compile_error", err.issues[0].detail
+    results = rules.evaluate(variables.get("self"), variables.get("oldSelf", ABSENT), budget=CostBudget())
     if not results:
         return "value", True
     return ("error", results[0].error) if results[0].error is not None else ("value", False)

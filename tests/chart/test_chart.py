@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from tests.support.paths import CHART, POLICIES
+from tests.support.cel import EVALUATOR
 
 KUBERNETES_VERSION = "1.36.0"
 NAMESPACE = "infergate-system"
@@ -373,7 +374,7 @@ def shipped_policy_files() -> dict[str, bytes]:
     policy test suites in policies/tests/ stay out of the cluster."""
     from webhook.policy.loader import load_file, policy_files
 
-    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in policy_files(POLICIES) if load_file(p)}
+    return {str(p.relative_to(POLICIES)): p.read_bytes() for p in policy_files(POLICIES) if load_file(p, EVALUATOR)}
 
 
 def test_shipped_policies_configmap_holds_policies_byte_for_byte():

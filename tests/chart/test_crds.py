@@ -16,6 +16,7 @@ from webhook.schema import CRDRegistry, bundled
 from tests.support.paths import CHART_CRDS, CONFORMANCE, REPO
 from tests.support.paths import LEGACY_CRDS as LEGACY_DIR, THIRD_PARTY_CRDS as THIRD_PARTY, UPSTREAM_CRDS as UPSTREAM_DIR
 from tests.support.wheel import build_wheel
+from tests.support.cel import EVALUATOR
 
 
 # the earlier versions: the copies the seed-era recorded suites were recorded with
@@ -101,7 +102,7 @@ def test_every_third_party_file_has_its_repository_path_and_commit(directory):
 
 def test_kubeai_model_is_one_kind_with_two_schemas_the_current_one_by_default():
     def model_crd(choice=None):
-        served = CRDRegistry.shipped(choice).served("kubeai.org/v1", "Model")
+        served = CRDRegistry.shipped(choice, evaluator=EVALUATOR).served("kubeai.org/v1", "Model")
         return served.crd
 
     assert model_crd() == model_crd("v0.23") == load_crd(UPSTREAM_DIR / bundled.KUBEAI_CRDS["v0.23"][1])
@@ -216,7 +217,7 @@ def test_the_apiserver_would_accept_the_crd(path):
     estimated cost against the apiserver's budget), as webhook.schema.crd_admission judges it."""
     from webhook.schema.crd_admission import check_crd
 
-    errors, warnings = check_crd(load_crd(path))
+    errors, warnings = check_crd(load_crd(path), EVALUATOR)
     assert errors == [] and warnings == []
 
 
@@ -229,7 +230,7 @@ def registry():
     from webhook.schema import CRDRegistry
 
     if not _REGISTRY:
-        _REGISTRY.append(CRDRegistry.load([CHART_CRDS]))
+        _REGISTRY.append(CRDRegistry.load([CHART_CRDS], evaluator=EVALUATOR))
     return _REGISTRY[0]
 
 

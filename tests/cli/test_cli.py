@@ -7,11 +7,12 @@ import io
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
 from webhook import command_line
-from webhook.cli import COMMANDS, main, take_engine
+from webhook.cli import COMMANDS, ENGINE_VARIABLE, chosen_engine, main, take_engine
 
 
 def test_help_says_what_infergate_is_and_lists_every_command():
@@ -81,15 +82,37 @@ def test_cel_engine_anywhere_on_the_command_line(monkeypatch):
     assert out.returncode == 2 and "infergate: error: argument --cel-engine: invalid choice" in out.stderr
 
 
-def test_the_engine_chosen_after_the_command_is_the_one_that_runs(tmp_path):
-    from webhook.cel.engine.interface import ENGINE_VARIABLE
+def test_the_engine_chosen_anywhere_reaches_the_command(monkeypatch):
+    """The command runs with the evaluator of the engine the command line names (before or
+    after the command), else ``INFERGATE_CEL_ENGINE``'s, else the default: chosen once, here."""
+    seen = []
+    probe = types.ModuleType("probe_command")
+    probe.add_arguments = lambda parser: parser.add_argument("-x", action="store_true")
+    probe.run = lambda args: seen.append(args.evaluator.name) or 0
+    monkeypatch.setitem(sys.modules, "probe_command", probe)
+    monkeypatch.setitem(COMMANDS, "probe", ("probe_command", "records the evaluator it is given"))
+    monkeypatch.delenv(ENGINE_VARIABLE, raising=False)
+    assert main(["probe", "-x", "--cel-engine", "cel-python"]) == 0
+    assert main(["--cel-engine=cel-python", "probe"]) == 0
+    assert main(["probe"]) == 0
+    monkeypatch.setenv(ENGINE_VARIABLE, "cel-python")
+    assert main(["probe"]) == 0
+    assert main(["probe", "--cel-engine", "cel-expr"]) == 0
+    assert seen == ["cel-python", "cel-python", "cel-expr", "cel-python", "cel-expr"]
+    assert chosen_engine(None, {ENGINE_VARIABLE: "cel-python"}) == "cel-python"
+    assert chosen_engine("cel-expr", {ENGINE_VARIABLE: "cel-python"}) == "cel-expr"
+    assert chosen_engine(None, {}) == "cel-expr"
 
-    probe = "import os, sys; from webhook.cli import main; main(sys.argv[1:]); print(os.environ['%s'])" % ENGINE_VARIABLE
+
+def test_an_engine_named_in_the_environment_is_checked_at_the_edge(tmp_path):
     manifest = tmp_path / "empty.yaml"
     manifest.write_text("")
-    out = subprocess.run([sys.executable, "-c", probe, "validate", str(manifest), "--cel-engine", "cel-python"],
-                         capture_output=True, text=True, env={**os.environ, ENGINE_VARIABLE: ""})
-    assert out.stdout.splitlines()[-1] == "cel-python", out.stderr
+    ran = subprocess.run([sys.executable, "-m", "webhook", "validate", str(manifest)], capture_output=True, text=True,
+                         env={**os.environ, ENGINE_VARIABLE: "cel-python"})
+    assert ran.returncode == 0, ran.stderr
+    refused = subprocess.run([sys.executable, "-m", "webhook", "validate", str(manifest)], capture_output=True,
+                             text=True, env={**os.environ, ENGINE_VARIABLE: "cel-cpp"})
+    assert refused.returncode == 2 and "infergate: error: unknown CEL engine 'cel-cpp'" in refused.stderr
 
 
 def test_log_levels_in_any_case():

@@ -198,7 +198,7 @@ def test_devices_from_v1_slices_qualify_attribute_domains():
 
 
 def test_inventory_from_cel_selectors():
-    inventory = build_inventory(MemoryState(cluster_objects()))
+    inventory = build_inventory(MemoryState(cluster_objects()), EVALUATOR)
     mps = inventory.get("nvidia-a30-mig-2g12-mps")
     assert (mps.placement_mode, mps.sharing_mode, len(mps.devices)) == (PARTITION, SHARED, 1)
     dedicated = inventory.get("nvidia-a30-mig-2g12")
@@ -225,7 +225,7 @@ def test_nvidia_driver_attributes_and_a_broken_selector():
                                                    "config": [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": {"strategy": "TimeSlicing"}}}}]}},
         {"metadata": {"name": "broken"}, "spec": {"selectors": [{"cel": {"expression": "device.driver ==="}}]}},
     ]
-    inventory = Inventory.build(classes, slices)
+    inventory = Inventory.build(classes, slices, EVALUATOR)
     assert inventory.get("gpu.nvidia.com").product_name == "NVIDIA H100 80GB HBM3"
     assert inventory.get("gpu.nvidia.com").placement_mode == WHOLE_DEVICE
     mig = inventory.get("mig.nvidia.com")
@@ -261,6 +261,7 @@ def test_stuck_claim_needs_the_class_the_age_and_no_allocation():
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from tests.support.cel import EVALUATOR
 
 
 @st.composite
@@ -336,7 +337,7 @@ def test_selectors_see_quantities_and_semvers():
                 "device.capacity['gpu.nvidia.com'].memory.isLessThan(quantity('32G'))"}}]}},
                {"metadata": {"name": "driver-550-plus"}, "spec": {"selectors": [{"cel": {"expression":
                 "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))"}}]}}]
-    inventory = Inventory.build(classes, slices)
+    inventory = Inventory.build(classes, slices, EVALUATOR)
     assert [d.name for d in inventory.get("at-least-40gi").devices] == ["big"]
     assert [d.name for d in inventory.get("under-32g").devices] == ["small"]
     assert [d.name for d in inventory.get("driver-550-plus").devices] == ["big"]

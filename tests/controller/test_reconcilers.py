@@ -14,13 +14,14 @@ from webhook.controller.snapshot import MemoryState
 from webhook.controller.timeutil import rfc3339
 
 from tests.controller.helpers import NOW, cluster_objects, order
+from tests.support.cel import EVALUATOR
 
 LATER = NOW + timedelta(hours=1)
 
 
 def run(obj, objects, now=NOW, **settings):
     state = MemoryState([*objects, obj])
-    return reconcile(obj, ReconcileContext(state=state, now=now, settings=Settings(**settings)))
+    return reconcile(obj, ReconcileContext(state=state, now=now, settings=Settings(**settings), evaluator=EVALUATOR))
 
 
 def conditions(status):

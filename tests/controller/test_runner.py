@@ -20,6 +20,7 @@ from webhook.controller.snapshot import MemoryState
 
 from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
+from tests.support.cel import EVALUATOR
 
 IS = kinds.INFERENCE_SERVICE
 FAST = RunnerConfig(workers=2, poll_interval=0.02, base_retry_delay=0.01)
@@ -87,7 +88,7 @@ class Running:
 def controller(cluster, **kwargs):
     api = cluster.api()
     kwargs.setdefault("recorder", EventRecorder(api, "test"))
-    return Controller(cluster.view, api, config=FAST, **kwargs)
+    return Controller(cluster.view, api, config=FAST, **kwargs, evaluator=EVALUATOR)
 
 
 def conditions(status):
@@ -171,7 +172,7 @@ async def test_conflict_rereads_and_retries(cluster):
 
 async def test_failures_back_off_exponentially_and_recover(cluster):
     api = cluster.api()
-    flaky = Controller(cluster.view, api, config=FAST)
+    flaky = Controller(cluster.view, api, config=FAST, evaluator=EVALUATOR)
     original, failures = api.apply_status, []
 
     def failing(kind, obj, status):
@@ -251,7 +252,7 @@ async def test_two_runners_one_writer_and_failover(cluster):
         api = cluster.api()
         elector = LeaderElector(api, identity, FAST_LEASE)
         replicas.append(Running(Controller(cluster.view, api, config=FAST, elector=elector,
-                                           recorder=EventRecorder(api, identity))))
+                                           recorder=EventRecorder(api, identity), evaluator=EVALUATOR)))
     for _ in range(100):
         if any(r.controller.leading for r in replicas):
             break

@@ -21,6 +21,7 @@ from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.ownership import FIELD_MANAGER, StatusWritesError, status_writes
 from webhook.controller.runner import Controller, RunnerConfig
 from webhook.controller.snapshot import MemoryState
+from tests.support.cel import EVALUATOR
 
 FAST = RunnerConfig(workers=2, poll_interval=0.02, base_retry_delay=0.01)
 IM, POOL, MODEL = kinds.INFERENCE_MODEL, kinds.INFERENCE_POOL, kinds.KUBEAI_MODEL
@@ -86,7 +87,7 @@ async def run(cluster, **kwargs):
     lease = LeaseConfig(name="infergate-controller", namespace="infergate-system",
                         lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
     controller = Controller(cluster.view, api, config=FAST, recorder=EventRecorder(api, "test"),
-                            elector=LeaderElector(api, "test", lease), **kwargs)
+                            elector=LeaderElector(api, "test", lease), **kwargs, evaluator=EVALUATOR)
     stop = asyncio.Event()
     task = asyncio.create_task(controller.run(stop))
     for _ in range(200):

@@ -16,6 +16,7 @@ from webhook.shipped_data import examples_dir
 from webhook.schema import CRDRegistry
 
 from tests.controller.helpers import CLUSTER, ORDERS
+from tests.support.cel import EVALUATOR
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 MANIFESTS = examples_dir().parent / "manifests"
@@ -33,7 +34,7 @@ CASES = [(name, state, obj) for name, state in scenarios() for obj in owned_obje
 
 @pytest.fixture(scope="module")
 def registry():
-    return CRDRegistry.shipped()
+    return CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 @pytest.mark.parametrize(
@@ -46,7 +47,7 @@ def test_status_is_stored_as_written(registry, state, obj):
     stored["metadata"].setdefault("resourceVersion", "1")
     stored["metadata"].setdefault("uid", "4f5c1f9e-0000-4000-8000-000000000001")
     stored["metadata"].setdefault("creationTimestamp", "2026-01-01T00:00:00Z")
-    status = reconcile(stored, ReconcileContext(state=state, now=NOW))
+    status = reconcile(stored, ReconcileContext(state=state, now=NOW, evaluator=EVALUATOR))
     outcome = registry.handle("UPDATE", {**stored, "status": status}, stored, subresource="status",
                               namespace=stored["metadata"].get("namespace"))
     assert outcome.allowed, [str(e) for e in outcome.errors]

@@ -13,6 +13,7 @@ from webhook.offline.recorded_suites import Answer, answer_problems, load_suite
 from tests.support.paths import CASES
 
 from . import cluster
+from tests.support.cel import EVALUATOR
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ SUITES = ("kitchensink.yaml", "runtime-cost.yaml")
 
 def _creates():
     for name in SUITES:
-        suite = load_suite(CASES / name)
+        suite = load_suite(CASES / name, EVALUATOR)
         for case in suite.cases:
             if case.data.get("operation", "CREATE") == "CREATE" and not case.data.get("subresource"):
                 yield name, case

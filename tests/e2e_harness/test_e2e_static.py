@@ -25,6 +25,7 @@ from webhook import certs
 from webhook.controller import kinds
 from webhook.schema.crd_admission import check_crd
 from tests.support.paths import REPO
+from tests.support.cel import EVALUATOR
 
 E2E_MODULES = (test_admission, test_controller, test_operations)
 KUBERNETES_VERSION = "1.32.0"
@@ -130,7 +131,7 @@ def test_example_state_changes_no_cluster_wide_default():
 
 def test_support_crds_are_crds_the_apiserver_accepts():
     for crd in cluster.load_documents(cluster.SUPPORT_CRDS):
-        errors, _ = check_crd(crd)
+        errors, _ = check_crd(crd, EVALUATOR)
         assert errors == [], crd["metadata"]["name"]
     served = {(c["spec"]["group"], c["spec"]["names"]["kind"]) for c in cluster.load_documents(cluster.SUPPORT_CRDS)}
     assert served == {("ai.deckhouse.io", "Model"), ("ai.deckhouse.io", "ClusterModel"), ("cert-manager.io", "ClusterIssuer"),

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.support.paths import EXAMPLES, MANIFESTS
+from tests.support.cel import EVALUATOR
 
 
 STATE = EXAMPLES / "state"
@@ -64,7 +65,7 @@ UPSTREAM = [(s, o) for s, o in STATE_OBJECTS + MANIFEST_OBJECTS
 def test_upstream_kinds_are_admitted_by_their_upstream_crds(source, obj):
     from webhook.schema import CRDRegistry
 
-    outcome = CRDRegistry.shipped().handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
+    outcome = CRDRegistry.shipped(evaluator=EVALUATOR).handle("CREATE", obj, namespace=obj["metadata"]["namespace"])
     assert outcome.allowed and outcome.warnings == [], outcome.status
 
 
@@ -163,13 +164,12 @@ DEVICE_CLASSES = {
 def test_device_classes_offer_what_they_document():
     """Each DeviceClass's selectors, evaluated over the ResourceSlices by the planner, pick devices
     of the documented placement and sharing mode, without a selector error."""
-    from webhook.cel import get_engine
     from webhook.controller.planner.devices import DeviceProfiles, devices_from_slices, offer_of
 
     profiles = DeviceProfiles(devices_from_slices(objects("ResourceSlice")))
     assert set(DEVICE_CLASSES) == names("DeviceClass")
     for device_class in objects("DeviceClass"):
-        offer = offer_of(device_class, profiles, get_engine())
+        offer = offer_of(device_class, profiles, EVALUATOR.engine)
         assert offer.devices and not offer.problems, (offer.name, offer.problems)
         assert (offer.placement_mode, offer.sharing_mode, offer.product_name) == DEVICE_CLASSES[offer.name]
 

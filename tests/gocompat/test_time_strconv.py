@@ -4,9 +4,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from webhook.cel import get_engine
 from webhook.gocompat.strconv import go_parse_float, go_parse_int
 from webhook.gocompat.time import go_rfc3339_nano, parse_go_duration, parse_rfc3339
+from webhook.cel import Evaluator
 
 
 @pytest.mark.parametrize("moment, text", [
@@ -41,5 +41,5 @@ def test_parse_int_and_float_as_go():
 @pytest.mark.parametrize("engine", ["cel-expr", "cel-python"])
 def test_string_format_prints_timestamps_as_go(engine):
     """cel-go's ``%s`` of a timestamp is ``Format(time.RFC3339Nano)`` in UTC: a year below 1000 padded."""
-    program = get_engine(engine).compile("'%s'.format([timestamp('0001-01-01T00:00:00Z')])", ())
+    program = Evaluator(engine).engine.compile("'%s'.format([timestamp('0001-01-01T00:00:00Z')])", ())
     assert program.evaluate({}) == "0001-01-01T00:00:00Z"

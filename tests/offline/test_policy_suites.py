@@ -20,6 +20,7 @@ from webhook.offline.coverage import policy_rules
 from webhook.offline.policy_suite_format import json_schema_text
 from webhook.policy import PolicySet
 from tests.support.paths import REPO
+from tests.support.cel import EVALUATOR
 
 SHIPPED_SUITES = shipped_data.policies_dir() / "tests"
 
@@ -51,7 +52,7 @@ def test_shipped_suites_pass_with_a_summary_line(shipped_report):
 
 
 def test_every_rule_of_every_shipped_policy_is_hit(shipped_report):
-    shipped = PolicySet.load(shipped_data.policies_dir())  # with the built-in policies
+    shipped = PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR)  # with the built-in policies
     expected = {(p.name, rule) for p in shipped.policies for rule, _ in policy_rules(p)}
     entries = {(e["policy"], e["rule"]): e for e in shipped_report["coverage"]["entries"]}
     assert expected <= entries.keys()
@@ -85,7 +86,7 @@ def test_shipped_json_schema_is_current():
 
 
 def test_suites_beside_policies_are_not_loaded_as_policies():
-    names = PolicySet.load(shipped_data.policies_dir()).names
+    names = PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR).names
     assert "inferenceservice-defaults" in names and not [n for n in names if "suite" in n]
 
 

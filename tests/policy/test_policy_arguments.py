@@ -7,9 +7,10 @@ import itertools
 
 import pytest
 
-from webhook.cel import CelError, get_engine
+from webhook.cel import CelError
 from webhook.policy import CEL_VARIABLES
 from webhook.policy.arguments import UNREAD, reader
+from tests.support.cel import EVALUATOR
 
 SOURCES = [
     "'platform'",
@@ -43,7 +44,7 @@ PARAMS = [None, {"selector": "app=x"}, {"other": 1}, "text"]
 def test_python_reads_what_cel_reads(source):
     read = reader(source)
     assert read is not None, source
-    program = get_engine().compile(source, CEL_VARIABLES)
+    program = EVALUATOR.engine.compile(source, CEL_VARIABLES)
     answered = 0
     for obj, params in itertools.product(OBJECTS, PARAMS):
         activation = {"object": obj, "request": {"namespace": "team"}, "params": params}

@@ -8,7 +8,6 @@ import dataclasses
 import pytest
 import yaml
 
-from webhook.cel import get_engine
 from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.policy_suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
@@ -18,6 +17,7 @@ from webhook.policy.batch import batch_source, bind_variables, request_fields_re
 
 from tests.support.policy import chain, request
 from tests.support.paths import POLICY_SUITES
+from tests.support.cel import EVALUATOR
 
 SUITES = sorted(POLICY_SUITES.glob("*.yaml"))
 
@@ -42,7 +42,7 @@ def test_a_variable_reads_only_earlier_ones():
 def test_given_variables_are_read_from_the_activation_in_definition_order():
     source = batch_source([], [("a", "lookups.x"), ("b", "variables.a + 1")], ["variables.b == 2"], given=("a",))
     assert "variables.a + 1" in source and "__var_b" in source and "__var_a" not in source
-    program = get_engine().compile(source, CEL_VARIABLES)
+    program = EVALUATOR.engine.compile(source, CEL_VARIABLES)
     assert program.evaluate({"variables": {"a": 1}}) == [True]
     # read before it is defined, or by a matchCondition (evaluated before any variable): not batched
     assert batch_source([], [("b", "variables.a"), ("a", "lookups.x")], ["true"], given=("a",)) is None
@@ -52,7 +52,7 @@ def test_given_variables_are_read_from_the_activation_in_definition_order():
 def test_batch_evaluates_conditions_then_variables_then_rules():
     source = batch_source(["object.kind == 'X'"], [("a", "object.n + 1"), ("b", "variables.a * 2")],
                           ["variables.b == 6", "{'n': variables.a}", "[variables.b]"])
-    program = get_engine().compile(source, CEL_VARIABLES)
+    program = EVALUATOR.engine.compile(source, CEL_VARIABLES)
     assert program.evaluate({"object": {"kind": "X", "n": 2}}) == [True, {"n": 3}, [6]]
     assert program.evaluate({"object": {"kind": "Y", "n": 2}}) == []
 
@@ -69,7 +69,7 @@ def test_batched_answers_equal_expression_by_expression(suite_file):
     the batches. Every case of the shipped suites (denials, warnings, mutations, errors)."""
     data = yaml.safe_load(suite_file.read_text())
     model = PolicySuite.model_validate(data)
-    suite = load_policy_suite(suite_file, data)
+    suite = load_policy_suite(suite_file, data, EVALUATOR)
     assert model.cases
     for case in model.cases:
         req = build_request(suite.registry, model, case)
@@ -130,7 +130,7 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     """A variable that reads only lookups with constant arguments is the same for every
     request until the state changes: computed once, and again after a change."""
     (tmp_path / "p.yaml").write_text(STATE_POLICY)
-    policies = PolicySet.load(tmp_path, builtin=False)
+    policies = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
     (policy,) = policies.policies
     assert policy.batches.state_variables == ("engines",)
     state = FileState(None, objects=[_config("vllm", "VLLM")])
@@ -195,7 +195,7 @@ def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monk
     """A rule that is not true no longer costs the per-expression path: the batch gives each
     failed rule's messageExpression value, and the answer is that path's, word for word."""
     (tmp_path / "p.yaml").write_text(JUDGED_POLICY)
-    policies = PolicySet.load(tmp_path, builtin=False)
+    policies = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
     (policy,) = policies.policies
     c = chain(FileState(None, objects=[]), policies, schema=False)
     one_by_one = []
@@ -259,7 +259,7 @@ def test_a_batch_reading_only_request_fields_is_answered_once_per_their_values(t
     values, it is evaluated again only for values not seen, and the answers stay those of
     the expressions one by one."""
     (tmp_path / "p.yaml").write_text(REQUEST_ONLY_POLICY)
-    policies = PolicySet.load(tmp_path, builtin=False)
+    policies = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
     c = chain(FileState(None, objects=[]), policies, schema=False)
     evaluated = []
     original = CelExprProgram.evaluate

@@ -15,6 +15,7 @@ from webhook import shipped_data
 from webhook.policy import PolicyDirectory, PolicyLoadError, PolicySet, load_file
 from webhook.policy.model import json_schema_text
 from webhook.state import FileState
+from tests.support.cel import EVALUATOR
 
 HEADER = "apiVersion: policy.infergate.io/v1alpha1\nkind: AdmissionPolicy\n"
 
@@ -51,8 +52,8 @@ def test_shipped_json_schema_is_current():
 
 
 def test_shipped_policies_and_the_example_policy_load():
-    assert len(PolicySet.load(shipped_data.policies_dir()).policies) >= 10
-    assert [p.name for p in load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml")] \
+    assert len(PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR).policies) >= 10
+    assert [p.name for p in load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml", EVALUATOR)] \
         == ["production-min-replicas"]
 
 
@@ -64,7 +65,7 @@ validations:
     message: broken
 """))
     with pytest.raises(PolicyLoadError) as info:
-        load_file(file)
+        load_file(file, EVALUATOR)
     (problem,) = info.value.problems
     assert problem.startswith(f"{file}:12: spec.validations[1].expression: expression 'object.spec.minReplicas >=' "
                               "does not compile: ")
@@ -87,24 +88,24 @@ validations:
 def test_format_errors_name_the_line(tmp_path, body, expected):
     file = write(tmp_path / "p.yaml", policy("bad", body))
     with pytest.raises(PolicyLoadError) as info:
-        load_file(file)
+        load_file(file, EVALUATOR)
     assert info.value.problems == [f"{file}{e}" for e in expected]
 
 
 def test_not_a_policy_and_bad_yaml(tmp_path):
     file = write(tmp_path / "p.yaml", "apiVersion: v1\nkind: ConfigMap\n")
     with pytest.raises(PolicyLoadError, match=r"p.yaml:1: not an AdmissionPolicy"):
-        load_file(file)
+        load_file(file, EVALUATOR)
     write(file, "a: [\n")
     with pytest.raises(PolicyLoadError, match=r"p.yaml:2: invalid YAML"):
-        load_file(file)
+        load_file(file, EVALUATOR)
 
 
 def test_duplicate_names_across_files(tmp_path):
     write(tmp_path / "a.yaml", policy("same", MODEL_RULES))
     write(tmp_path / "b.yaml", policy("same", MODEL_RULES))
     with pytest.raises(PolicyLoadError, match="policy name 'same' is also used in"):
-        PolicySet.load(tmp_path)
+        PolicySet.load(tmp_path, evaluator=EVALUATOR)
 
 
 def _touch_later(path):
@@ -118,7 +119,7 @@ validations:
   - expression: object.spec.?minReplicas.orValue(0) >= 1
     message: at least one
 """))
-    provider = PolicyDirectory(tmp_path, builtin=False)
+    provider = PolicyDirectory(tmp_path, EVALUATOR, builtin=False)
     first = provider.current()
     assert first.names == ["min-one"] and not provider.poll()
 
@@ -139,7 +140,7 @@ validations:
 
 def test_background_reload(tmp_path):
     file = write(tmp_path / "p.yaml", policy("one", MODEL_RULES))
-    provider = PolicyDirectory(tmp_path, interval=0.02, builtin=False)
+    provider = PolicyDirectory(tmp_path, EVALUATOR, interval=0.02, builtin=False)
     provider.start()
     try:
         write(file, policy("two", MODEL_RULES))
@@ -156,12 +157,12 @@ def test_background_reload(tmp_path):
 def test_first_load_must_succeed(tmp_path):
     write(tmp_path / "p.yaml", "a: [\n")
     with pytest.raises(PolicyLoadError):
-        PolicyDirectory(tmp_path)
+        PolicyDirectory(tmp_path, EVALUATOR)
 
 
 def _policy_set(tmp_path, body, name="p"):
     write(tmp_path / f"{name}.yaml", policy(name, body))
-    return PolicySet.load(tmp_path, builtin=False)
+    return PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
 
 
 def test_namespace_and_object_selectors(tmp_path):

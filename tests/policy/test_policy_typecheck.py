@@ -12,6 +12,7 @@ import pytest
 from webhook import shipped_data
 from webhook.cli import main
 from webhook.policy import PolicyLoadError, PolicySet, load_file
+from tests.support.cel import EVALUATOR
 
 HEADER = "apiVersion: policy.infergate.io/v1alpha1\nkind: AdmissionPolicy\n"
 
@@ -26,7 +27,7 @@ def _policy(tmp_path, spec: str, kinds: str = "[kubeai.org], kinds: [Model]", na
 
 def _refusal(path) -> str:
     with pytest.raises(PolicyLoadError) as caught:
-        load_file(path)
+        load_file(path, EVALUATOR)
     return str(caught.value)
 
 
@@ -71,14 +72,14 @@ def test_a_message_expression_must_be_a_string(tmp_path):
 
 def test_kinds_without_a_known_schema_are_dyn_and_only_the_result_type_is_checked(tmp_path):
     fine = _policy(tmp_path, "validations:\n- expression: object.data.anything == 'x'\n", "[''], kinds: [ConfigMap]")
-    assert [p.name for p in load_file(fine)] == ["p"]
+    assert [p.name for p in load_file(fine, EVALUATOR)] == ["p"]
     wrong = _policy(tmp_path, "warnings:\n- expression: \"'text'\"\n", "['*'], kinds: ['*']", name="q")
     assert "spec.warnings[0].expression: must evaluate to bool, not string" in _refusal(wrong)
 
 
 def test_the_shipped_and_example_policies_type_check():
-    assert PolicySet.load(shipped_data.policies_dir()).names
-    assert load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml")
+    assert PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR).names
+    assert load_file(shipped_data.examples_dir().parent / "policies" / "production-min-replicas.yaml", EVALUATOR)
 
 
 def test_validate_refuses_such_a_policy_at_start_with_exit_2(tmp_path, capsys):

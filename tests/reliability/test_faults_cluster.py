@@ -30,6 +30,7 @@ from webhook.state.base import group_of
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 from .conftest import ServerThread, review, wait_until
+from tests.support.cel import EVALUATOR
 
 MANIFESTS = Path(shipped_data.example_manifests_dir())
 # Denied only by what the cluster says: the class does not admit orders from this namespace.
@@ -101,7 +102,7 @@ class Api:
 def serving(tmp_path, failure_mode: str = "deny", unserved: tuple[str, ...] = ()):
     api = Api(unserved)
     state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
-    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(shipped_data.policies_dir()), state)
+    chain = AdmissionChain(CRDRegistry.shipped(evaluator=EVALUATOR), PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR), state)
     # as load_admitter wires it: the chain judges only once the state is synced
     prerequisites = cluster_state_checks(state)
     with ServerThread(tmp_path / "certs", chain, prerequisites=prerequisites, failure_mode=failure_mode) as server:

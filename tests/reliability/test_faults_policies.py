@@ -19,10 +19,11 @@ from webhook.schema import CRDRegistry
 from webhook.state import FileState
 
 from .conftest import ServerThread, review, wait_until
+from tests.support.cel import EVALUATOR
 
 MANIFESTS = Path(shipped_data.example_manifests_dir())
 # as the validating webhook gets it: decoded and defaulted by the apiserver
-DENIED = CRDRegistry.shipped().prepare(
+DENIED = CRDRegistry.shipped(evaluator=EVALUATOR).prepare(
     "CREATE", yaml.safe_load((MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml").read_text()))[0]
 POLICY_FILE = "kubeai-model.yaml"
 RELOAD_S = 30.0  # a reload compiles the whole directory: seconds on a machine loaded by a full test run
@@ -32,9 +33,9 @@ RELOAD_S = 30.0  # a reload compiles the whole directory: seconds on a machine l
 def serving(tmp_path):
     policies_dir = tmp_path / "policies"
     shutil.copytree(shipped_data.policies_dir(), policies_dir)
-    policies = PolicyDirectory(policies_dir, interval=0.05)
+    policies = PolicyDirectory(policies_dir, EVALUATOR, interval=0.05)
     policies.start()
-    chain = AdmissionChain(CRDRegistry.shipped(), policies, FileState(shipped_data.examples_dir()))
+    chain = AdmissionChain(CRDRegistry.shipped(evaluator=EVALUATOR), policies, FileState(shipped_data.examples_dir()))
     with ServerThread(tmp_path / "certs", chain) as server:
         yield server, policies, policies_dir
     policies.stop()

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.cel import CelCostExceeded, CelError, get_engine
+from webhook.cel import CelCostExceeded, CelError, Evaluator
 
 from tests.support.paths import REPO
 
@@ -42,7 +42,7 @@ EXPRESSIONS = [
 
 
 def compiled(engine_name: str) -> list[Any]:
-    engine, programs = get_engine(engine_name), []
+    engine, programs = Evaluator(engine_name).engine, []
     for expression in EXPRESSIONS:
         try:
             programs.append(engine.compile(expression, ["self", "other"]))
@@ -80,7 +80,7 @@ def test_any_values_give_a_value_or_a_cel_error(engine, self_value, other):
 # nesting is a segfault, not an exception) must fail one test, not end the test session.
 CHILD = """
 import sys, time, orjson
-from webhook.cel import CelError, get_engine
+from webhook.cel import CelError, Evaluator
 from webhook.document_limits import MAX_DEPTH
 
 def nested(depth):
@@ -101,7 +101,7 @@ EXTREMES = {
     "unicode": lambda: "\u202e\ufeff\U0010ffff" * 1000,
 }
 engine_name, value_name, expressions, SLOW = sys.argv[1], sys.argv[2], orjson.loads(sys.argv[3]), float(sys.argv[4])
-engine, value = get_engine(engine_name), EXTREMES[value_name]()
+engine, value = Evaluator(engine_name).engine, EXTREMES[value_name]()
 for expression in expressions:
     print(orjson.dumps({"expression": expression}).decode(), flush=True)  # the last line names a crash
     try:
@@ -166,7 +166,7 @@ ACCUMULATING = {
 
 @pytest.mark.parametrize("expression", ACCUMULATING)
 def test_accumulating_macros_are_refused_before_they_start(expression):
-    program = get_engine("cel-expr").compile(expression, ["self"])
+    program = Evaluator("cel-expr").engine.compile(expression, ["self"])
     make = ACCUMULATING[expression]
     assert len(program.evaluate({"self": make(300)})) == 300
     started = time.thread_time()

@@ -20,13 +20,14 @@ from webhook.server.settings import Settings
 
 from .conftest import ServerThread, assert_well_formed, review
 from .strategies import mutated
+from tests.support.cel import EVALUATOR
 
 FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory) -> Iterator:
-    chain, _ = load_admitter(Settings())
+    chain, _ = load_admitter(Settings(), EVALUATOR)
     with ServerThread(tmp_path_factory.mktemp("chain-fuzz") / "certs", chain) as server:
         c = server.client()
         yield c

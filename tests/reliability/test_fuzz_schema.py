@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 from webhook.schema import CRDRegistry, Outcome
 
 from .strategies import SEEDS, json_values, mutated
+from tests.support.cel import EVALUATOR
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SLOW = 2.0  # seconds: far above any sane handling time, far below the apiserver's 10 s
 
 
-REGISTRY = CRDRegistry.shipped()
+REGISTRY = CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 def test_the_seeds_are_accepted():

@@ -27,11 +27,12 @@ from webhook.server import load_admitter
 from webhook.server.settings import Settings
 
 from .conftest import MiB, ServerThread, review
+from tests.support.cel import EVALUATOR
 
 DEADLINE = "5s"  # the chart's timeoutSeconds: the apiserver gives up after it
 
 
-CHAIN, _ = load_admitter(Settings())
+CHAIN, _ = load_admitter(Settings(), EVALUATOR)
 
 
 def example(name: str) -> dict:
@@ -190,7 +191,7 @@ CATASTROPHIC_CRD = {
 @pytest.mark.parametrize("length", [30, 100_000])
 def test_catastrophic_regexes_run_in_linear_time(length):
     """``(a+)+$`` on ``aaa…ab`` takes a backtracking engine 2^n steps (n=30: minutes)."""
-    registry = CRDRegistry([CATASTROPHIC_CRD])
+    registry = CRDRegistry([CATASTROPHIC_CRD], evaluator=EVALUATOR)
     evil = "a" * (length - 1) + "b"
     obj = {"apiVersion": "hostile.test/v1", "kind": "Trap", "metadata": {"name": "t", "namespace": "n"},
            "spec": {"byPattern": evil, "byRule": evil}}

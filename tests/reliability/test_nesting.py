@@ -19,6 +19,7 @@ import pytest
 from webhook.document_limits import MAX_DEPTH, MAX_VALUES, tree_problem
 from webhook.state import FileState, StateLoadError
 from tests.support.paths import REPO
+from tests.support.cel import EVALUATOR
 
 HEAD = "apiVersion: kubeai.org/v1\nkind: Model\nmetadata:\n  name: crafted\n"
 SPEC = "  url: hf://org/model\n  features: [TextGeneration]\n  engine: VLLM\n  resourceProfile: cpu:1\n"
@@ -92,13 +93,13 @@ def _state(path):
 def _policies(path):
     from webhook.policy import load_file
 
-    return load_file(path)
+    return load_file(path, EVALUATOR)
 
 
 def _crds(path):
     from webhook.schema import CRDRegistry
 
-    return CRDRegistry.load([path], check=True)
+    return CRDRegistry.load([path], check=True, evaluator=EVALUATOR)
 
 
 # every edge that reads YAML from files, each through ``webhook.documents``: the same limit;
@@ -125,7 +126,7 @@ def test_recorded_case_files_refuse_a_crafted_file(tmp_path):
     path = tmp_path / "crafted.yaml"
     path.write_text(CRAFTED["alias inside its own anchor"][0])
     with pytest.raises(SuiteError, match="containing itself"):
-        load_suite(path)
+        load_suite(path, EVALUATOR)
 
 
 def test_policy_params_from_a_crafted_config_map_are_an_unknown_config(tmp_path):
@@ -142,6 +143,6 @@ def test_policy_params_from_a_crafted_config_map_are_an_unknown_config(tmp_path)
     crafted = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "ops"},
                "data": {"limits.yaml": CRAFTED["alias chain 1,100 deep"][0]}}
     model = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "team"}}
-    answer = chain(FileState(None, objects=[crafted]), PolicySet.load(tmp_path, builtin=False), schema=False).admit(
+    answer = chain(FileState(None, objects=[crafted]), PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR), schema=False).admit(
         request(model), mutating=False)
     assert answer.allowed, answer.status

@@ -21,6 +21,7 @@ from webhook.state import FileState
 from webhook.state.kube import Backoff, KubeState, WatchedKind
 
 from .conftest import ServerThread, review
+from tests.support.cel import EVALUATOR
 
 SECRET = "s3cr3t-hf-token-0123456789"
 TOKEN = "kube-bearer-token-9876543210"
@@ -48,7 +49,7 @@ def test_secret_values_never_reach_responses_or_logs(tmp_path, caplog):
     state_dir = tmp_path / "state"
     shutil.copytree(shipped_data.examples_dir(), state_dir)
     with_secret_values(state_dir)
-    chain = AdmissionChain(CRDRegistry.shipped(), PolicySet.load(shipped_data.policies_dir()), FileState(state_dir))
+    chain = AdmissionChain(CRDRegistry.shipped(evaluator=EVALUATOR), PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR), FileState(state_dir))
     stream = io.StringIO()
     saved = {name: (lg.handlers[:], lg.level, lg.propagate)
              for name in (logs.LOGGER_NAME, "aiohttp.server", "aiohttp.web") for lg in [logging.getLogger(name)]}

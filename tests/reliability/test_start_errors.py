@@ -23,6 +23,7 @@ from tests.support.paths import REPO
 from webhook import certs
 
 from .conftest import review
+from tests.support.cel import EVALUATOR
 
 
 def infergate(*args: str, cwd: Path, **env: str):
@@ -135,7 +136,7 @@ def test_every_input_that_does_not_load_is_named_and_nothing_is_started(tmp_path
     (state / "bad.yaml").write_text("- not an object\n")
     reloaders = [t for t in threading.enumerate() if t.name == "policy-reload"]  # other tests' servers
     with pytest.raises(InputsFailed) as failed:
-        load_admitter(Settings(crds_dir=crds, state_dir=state))
+        load_admitter(Settings(crds_dir=crds, state_dir=state), EVALUATOR)
     assert list(failed.value.failed) == ["crds", "cluster-state"]  # the shipped policies loaded
     # each as its loader words it, naming the file
     assert failed.value.failed["crds"].startswith(f"CRDLoadError: {crds / 'bad.yaml'}")

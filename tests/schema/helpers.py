@@ -9,6 +9,7 @@ from typing import Any
 
 from webhook.offline.recorded_suites import request_path
 from webhook.schema import CRDRegistry, Outcome
+from tests.support.cel import EVALUATOR
 
 API = "test.infergate.io/v1"
 
@@ -38,7 +39,7 @@ def registry(spec_props: dict[str, Any], **kwargs: Any) -> CRDRegistry:
     spec_schema = {"type": "object", "properties": spec_props}
     if required:
         spec_schema["required"] = required
-    return CRDRegistry([crd(spec_schema, **kwargs)])
+    return CRDRegistry([crd(spec_schema, **kwargs)], evaluator=EVALUATOR)
 
 
 def thing(spec: Any, name: str = "t1", **meta: Any) -> dict[str, Any]:

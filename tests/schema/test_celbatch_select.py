@@ -17,8 +17,9 @@ from webhook.schema.celbatch import BatchPlan, InvalidData, select_walk
 from tests.schema.helpers import json_paths
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
 from tests.support.paths import CASES, MANIFESTS
+from tests.support.cel import EVALUATOR
 
-REGISTRY = CRDRegistry.shipped()
+REGISTRY = CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 def _either(function, value):
@@ -43,7 +44,7 @@ def test_recorded_cases(monkeypatch):
         return original(self, obj, old, *routes)
 
     monkeypatch.setattr(BatchPlan, "holds", recording)
-    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name, EVALUATOR) for name in OBJECT_SUITES):
         for case in suite.cases:
             recorded_outcome(case.suite.registry, case.data)
     assert len(seen) >= 100

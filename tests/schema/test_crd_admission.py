@@ -13,6 +13,7 @@ from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
 from webhook.gocompat.fmt import go_json
 from tests.support.paths import CASES, CHART_CRDS, REFERENCE
+from tests.support.cel import EVALUATOR
 
 
 # Probes that do not pass yet (strict: one that starts passing must be removed from here):
@@ -42,7 +43,7 @@ def test_probe(probe: dict) -> None:
 
 def _check(probe: dict) -> None:
     expect = probe["expect"]
-    errors, warnings = check_crd(probe["crd"])
+    errors, warnings = check_crd(probe["crd"], EVALUATOR)
     assert warnings == expect.get("warnings", [])
     if probe["kind"] == "crd-accepted":
         assert errors == []
@@ -54,10 +55,10 @@ def _check(probe: dict) -> None:
 def test_loader_hook_raises_with_the_apiserver_message() -> None:
     rejected = next(p for p in _probes() if p["name"] == "ref-forbidden")
     with pytest.raises(CRDRejected) as caught:
-        ensure_crd_acceptable(rejected["crd"])
+        ensure_crd_acceptable(rejected["crd"], EVALUATOR)
     assert str(caught.value) == rejected["expect"]["message"]
     accepted = next(p for p in _probes() if p["name"] == "format-unknown-string")
-    assert ensure_crd_acceptable(accepted["crd"]) == ['unrecognized format "phone-number"']
+    assert ensure_crd_acceptable(accepted["crd"], EVALUATOR) == ['unrecognized format "phone-number"']
 
 
 @cache
@@ -75,7 +76,7 @@ def _installed_crds() -> list[tuple[str, dict]]:
 
 @pytest.mark.parametrize("name, crd", _installed_crds(), ids=[name for name, _ in _installed_crds()])
 def test_installed_crds_are_accepted(name: str, crd: dict) -> None:
-    errors, warnings = check_crd(crd)
+    errors, warnings = check_crd(crd, EVALUATOR)
     assert errors == []
     # the only near-miss among them is the widgets' deliberately unknown string format
     assert warnings in ([], ['unrecognized format "phone-number"'])
@@ -102,7 +103,7 @@ def _crd_with_spec_property(prop: dict) -> dict:
         "a": {"type": "string"}}}}, "x-kubernetes-list-map-keys", "Required value"),
 ])
 def test_forbidden_schema_constructs(prop: dict, field: str, kind: str) -> None:
-    errors, _ = check_crd(_crd_with_spec_property(prop))
+    errors, _ = check_crd(_crd_with_spec_property(prop), EVALUATOR)
     where = "spec.validation.openAPIV3Schema.properties[spec].properties[x]."
     assert any(e.startswith(f"{where}{field}: {kind}") for e in errors), errors
 
@@ -116,7 +117,7 @@ def test_forbidden_schema_constructs(prop: dict, field: str, kind: str) -> None:
      'integer'),
 ])
 def test_malformed_crds_get_clear_errors(crd: object, expected: str) -> None:
-    errors, warnings = check_crd(crd)  # type: ignore[arg-type]
+    errors, warnings = check_crd(crd, EVALUATOR)  # type: ignore[arg-type]
     assert errors[0] == expected and warnings == []
 
 
@@ -142,13 +143,13 @@ _FORMATS = [
 @pytest.mark.parametrize("prop, bad_value, kept", _FORMATS, ids=[str(p) for p, _, _ in _FORMATS])
 def test_crd_admission_and_schema_engine_agree_on_formats(prop: dict, bad_value: object, kept: bool) -> None:
     crd = _crd_with_spec_property(prop)
-    errors, warnings = check_crd(crd)
+    errors, warnings = check_crd(crd, EVALUATOR)
     assert errors == []
     assert warnings == ([] if kept else [f'unrecognized format "{prop["format"]}"'])
     spec = crd["spec"]
     obj = {"apiVersion": f"{spec['group']}/v1", "kind": spec["names"]["kind"],
            "metadata": {"name": "p", "namespace": "default"}, "spec": {"x": bad_value}}
-    outcome = CRDRegistry([crd]).handle("CREATE", obj)
+    outcome = CRDRegistry([crd], evaluator=EVALUATOR).handle("CREATE", obj)
     assert outcome.allowed is not kept
     if kept:  # the format's own error, as kube-openapi words it for strings and for int32
         assert [str(e) for e in outcome.errors] in (

@@ -10,6 +10,7 @@ import pytest
 
 from webhook.schema import CRDRegistry
 from webhook.schema.crd_admission import check_crd
+from tests.support.cel import EVALUATOR
 
 ROOT = "spec.validation.openAPIV3Schema.properties[spec]"
 
@@ -26,7 +27,7 @@ def crd(spec_schema: dict, *, versions: int = 1, **version_fields) -> dict:
 
 
 def errors_of(definition: dict) -> list[str]:
-    errors, _ = check_crd(definition)
+    errors, _ = check_crd(definition, EVALUATOR)
     return errors
 
 
@@ -149,7 +150,7 @@ def test_a_pattern_that_does_not_compile_is_gos_regexp_error(pattern, go_error):
     spec = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 8},
                                              "p": {"type": "string", "maxLength": 8}},
             "x-kubernetes-validations": [{"rule": "self.s.matches(self.p)"}]}
-    registry = CRDRegistry([crd(spec)])
+    registry = CRDRegistry([crd(spec)], evaluator=EVALUATOR)
     outcome = registry.handle("CREATE", {"apiVersion": "example.io/v1", "kind": "Widget",
                                          "metadata": {"name": "w", "namespace": "default"},
                                          "spec": {"s": "x", "p": pattern}})
@@ -168,9 +169,9 @@ def test_crd_files_may_be_kubectl_list_dumps(tmp_path):
     api_list = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitionList",
                 "items": [{k: v for k, v in one.items() if k not in ("apiVersion", "kind")}]}
     (tmp_path / "api.json").write_text(yaml.safe_dump(api_list))
-    assert CRDRegistry.load([tmp_path / "dump.yaml"], check=True).kinds() == [
+    assert CRDRegistry.load([tmp_path / "dump.yaml"], check=True, evaluator=EVALUATOR).kinds() == [
         ("example.io/v1", "Gadget"), ("example.io/v1", "Widget")]
-    assert CRDRegistry.load([tmp_path / "api.json"], check=True).kinds() == [("example.io/v1", "Widget")]
+    assert CRDRegistry.load([tmp_path / "api.json"], check=True, evaluator=EVALUATOR).kinds() == [("example.io/v1", "Widget")]
 
 
 # kube-openapi's SchemaValidator.numberValidator: "We only pass the format to the validator if it
@@ -178,7 +179,7 @@ def test_crd_files_may_be_kubectl_list_dumps(tmp_path):
 # int-or-string's type is integer,string, so a float gets the type error alone
 def test_an_int_or_string_given_a_float_gets_one_error():
     spec = {"type": "object", "properties": {"port": {"x-kubernetes-int-or-string": True}}}
-    registry = CRDRegistry([crd(spec)])
+    registry = CRDRegistry([crd(spec)], evaluator=EVALUATOR)
 
     def errors(value):
         return [str(e) for e in registry.handle("CREATE", {

@@ -23,8 +23,9 @@ from webhook.schema.structural import ABSENT, compile_schema
 from tests.schema.helpers import json_paths
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
 from tests.support.paths import CASES, MANIFESTS
+from tests.support.cel import EVALUATOR
 
-REGISTRY = CRDRegistry.shipped()
+REGISTRY = CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 def _walk(validator: SchemaValidator, value, old=ABSENT):
@@ -75,7 +76,7 @@ def test_recorded_cases(monkeypatch):
         return original(self, value, old)
 
     monkeypatch.setattr(SchemaValidator, "validate", recording)
-    for suite in (load_suite(CASES / name) for name in OBJECT_SUITES):
+    for suite in (load_suite(CASES / name, EVALUATOR) for name in OBJECT_SUITES):
         for case in suite.cases:
             recorded_outcome(case.suite.registry, case.data)
     answered = 0

@@ -14,8 +14,9 @@ from webhook.schema import CRDRegistry
 from webhook.schema.listtype import walk_object, surely_unique
 from webhook.schema.structural import compile_schema
 from tests.support.paths import MANIFESTS
+from tests.support.cel import EVALUATOR
 
-REGISTRY = CRDRegistry.shipped()
+REGISTRY = CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 def _walk(node, value) -> list:

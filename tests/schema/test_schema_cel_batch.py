@@ -19,6 +19,8 @@ from webhook.schema.structural import ABSENT, compile_schema
 from tests.cel.vectors import library_vectors
 from tests.schema.helpers import OBJECT_SUITES, recorded_outcome
 from tests.support.paths import CASES, MANIFESTS
+from tests.support.cel import EVALUATOR
+from webhook.cel import Evaluator
 
 @pytest.fixture
 def fast_paths(monkeypatch):
@@ -65,9 +67,9 @@ def test_bundled_crds_batch_every_rule():
     left: dict[str, set[str]] = {}
     native_only: set[tuple[str, str, str]] = set()
     for choice in bundled.KUBEAI_CRDS:
-        for (api_version, kind), served in CRDRegistry.shipped(choice)._served.items():
+        for (api_version, kind), served in CRDRegistry.shipped(choice, evaluator=EVALUATOR)._served.items():
             for update in (False, True):
-                plan = build_plan(served.schema, update=update)
+                plan = build_plan(served.schema, update=update, evaluator=EVALUATOR)
                 if served.cel is None:
                     assert plan is None
                     continue
@@ -85,8 +87,8 @@ def test_bundled_crds_batch_every_rule():
     assert native_only == {(choice, *kind) for choice in bundled.KUBEAI_CRDS for kind in nested} | {
         ("v0.23", "Model", "kubeai.org/v1")}
     # without the native route, the plan of the other rules: they stay on the walk
-    served = CRDRegistry.shipped("v0.23").served("kubeai.org/v1", "Model")
-    plan = build_plan(served.schema, update=False, native=False)
+    served = CRDRegistry.shipped("v0.23", evaluator=EVALUATOR).served("kubeai.org/v1", "Model")
+    plan = build_plan(served.schema, update=False, evaluator=EVALUATOR.without("native"))
     assert not plan.native_only
     assert [rule.rule for rules in plan.remaining.values() for rule in rules.rules] == [
         "!has(self.files) || self.files.size() <= 1 || !self.files.exists(f, self.files.filter(other, "
@@ -98,10 +100,10 @@ NESTED_LOOP_SUITES = ("kubeai-model-v0.23.yaml", "gie-inferencepool-v1.yaml")
 
 
 def test_recorded_cases_answer_the_same_batched(fast_paths):
-    suites = [load_suite(CASES / name) for name in OBJECT_SUITES + NESTED_LOOP_SUITES]
+    suites = [load_suite(CASES / name, EVALUATOR) for name in OBJECT_SUITES + NESTED_LOOP_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
-    registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, routes=routes) for routes in (WALK, ALL)}
+    registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=routes)) for routes in (WALK, ALL)}
                   for suite in suites}
     for case in cases:
         walked, batched = _both_ways(lambda routes: recorded_outcome(registries[id(case.suite)][routes], case.data))
@@ -111,8 +113,8 @@ def test_recorded_cases_answer_the_same_batched(fast_paths):
 
 
 def test_example_manifests_answer_the_same_batched(fast_paths):
-    registry = CRDRegistry.shipped()
-    registries = {routes: CRDRegistry(registry.crds, routes=routes) for routes in (WALK, ALL)}
+    registry = CRDRegistry.shipped(evaluator=EVALUATOR)
+    registries = {routes: CRDRegistry(registry.crds, evaluator=Evaluator(routes=routes)) for routes in (WALK, ALL)}
     objects, valid = [], 0  # the valid ones first
     for folder in ("valid", "invalid"):
         for path in sorted((MANIFESTS / folder).glob("*.yaml")):
@@ -164,7 +166,7 @@ def test_rule_vectors_answer_the_same_batched(vector):
         root = compile_schema(copy.deepcopy(schema))
 
         def run(routes):
-            errors, warnings = celrules.CelValidator(root, routes).validate(copy.deepcopy(value), copy.deepcopy(old))
+            errors, warnings = celrules.CelValidator(root, Evaluator(routes=routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
             return [str(e) for e in errors], warnings
 
         walked, batched = _both_ways(run)
@@ -181,7 +183,7 @@ def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value():
     root = compile_schema(schema)
 
     def run(value, routes):
-        errors, warnings = celrules.CelValidator(root, routes).validate(value)
+        errors, warnings = celrules.CelValidator(root, Evaluator(routes=routes)).validate(value)
         return [str(e) for e in errors], warnings
 
     walked, batched = _both_ways(lambda routes: run({"c": {"n": 3.0}}, routes))
@@ -238,8 +240,8 @@ ALL_BATCHED, OTHERS_BATCHED, NONE_BATCHED = {"all", "no native"}, {"no native"},
 ])
 def test_kubeai_unique_file_paths_batched_only_when_true(operation, files, old_files, errors, warnings, answered,
                                                          fast_paths):
-    shipped = CRDRegistry.shipped("v0.23")
-    registries = {label: CRDRegistry(shipped.crds, routes=routes) for label, routes in ROUTE_SETS.items()}
+    shipped = CRDRegistry.shipped("v0.23", evaluator=EVALUATOR)
+    registries = {label: CRDRegistry(shipped.crds, evaluator=Evaluator(routes=routes)) for label, routes in ROUTE_SETS.items()}
     obj = _model([{"path": path, "content": "x"} for path in files], minReplicas=1)
     old = None if old_files is None else _model([{"path": path, "content": "x"} for path in old_files], minReplicas=1)
     outcome, batched = _answers(registries, operation, obj, old, fast_paths)
@@ -271,7 +273,7 @@ def test_nested_loop_rules_defer_unless_true(rule, values, fast_paths):
     items = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
     spec = {"type": "object", "properties": {"l": {"type": "array", "items": items}, "tag": {"type": "string"}},
             "x-kubernetes-validations": [{"rule": "self.tag != ''"}, {"rule": rule}]}
-    registries = {label: CRDRegistry([crd(spec)], routes=routes) for label, routes in ROUTE_SETS.items()}
+    registries = {label: CRDRegistry([crd(spec)], evaluator=Evaluator(routes=routes)) for label, routes in ROUTE_SETS.items()}
     (valid, valid_batched), *failing = [_answers(registries, "CREATE", thing({"l": value, "tag": "t"}), None,
                                                  fast_paths) for value in values]
     assert valid["allowed"] and valid_batched == ALL_BATCHED

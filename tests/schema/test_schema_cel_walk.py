@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.schema.helpers import create, errors, registry, thing
+from tests.support.cel import EVALUATOR
 
 MARKER = ("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
           "correct the existing errors to complete validation")
@@ -33,7 +34,7 @@ def _spec_rules():
             "mode": {"type": "string", "enum": ["x", "y"]},
         },
     }
-    return CRDRegistry([crd(spec)])
+    return CRDRegistry([crd(spec)], evaluator=EVALUATOR)
 
 
 def test_node_rules_run_in_order_before_children_with_field_path_and_reason():

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from webhook.schema import CRDRegistry, Outcome
 from tests.support.paths import CHART_CRDS, LEGACY_CRDS, REFERENCE
+from tests.support.cel import EVALUATOR
 
-REGISTRY = CRDRegistry.load([REFERENCE / "conformance", CHART_CRDS, LEGACY_CRDS])  # the seed-era kinds too
+REGISTRY = CRDRegistry.load([REFERENCE / "conformance", CHART_CRDS, LEGACY_CRDS], evaluator=EVALUATOR)  # the seed-era kinds too
 KINDS = REGISTRY.kinds()
 
 
@@ -89,6 +90,6 @@ SCHEMA = st.recursive(
 def test_any_schema_and_value_get_an_outcome(schema, spec, old_spec):
     from tests.schema.helpers import crd, thing
 
-    registry = CRDRegistry([crd(schema)])
+    registry = CRDRegistry([crd(schema)], evaluator=EVALUATOR)
     assert isinstance(registry.handle("CREATE", thing(spec)), Outcome)
     assert isinstance(registry.handle("UPDATE", thing(spec), thing(old_spec)), Outcome)

@@ -6,6 +6,7 @@ import pytest
 
 from tests.schema.helpers import create, crd, errors, registry, thing
 from webhook.schema import CRDRegistry, RequestPath
+from tests.support.cel import EVALUATOR
 
 MARKER = ("<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; "
           "correct the existing errors to complete validation")
@@ -292,7 +293,7 @@ def _status_registry() -> CRDRegistry:
                                                               "replicas": {"type": "integer"}}},
                             status_schema=STATUS,
                             subresources={"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
-                                                                  "statusReplicasPath": ".status.n"}})])
+                                                                  "statusReplicasPath": ".status.n"}})], evaluator=EVALUATOR)
 
 
 def test_status_is_dropped_on_create_and_kept_on_main_update():

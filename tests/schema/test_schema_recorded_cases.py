@@ -12,6 +12,7 @@ import pytest
 
 from webhook.offline.recorded_suites import load_suite
 from tests.support.paths import CASES
+from tests.support.cel import EVALUATOR
 
 CASES_DIR = CASES
 # every object suite recorded there (crd-admission.yaml holds probes: test_crd_admission.py)
@@ -20,7 +21,7 @@ SEED_ERA_SUITES = ("kubeai-model.yaml", "gateway-inference.yaml", "kitchensink.y
 CURRENT_API_SUITES = ("gie-inferencemodelrewrite-v1alpha2.yaml", "gie-inferenceobjective-v1alpha2.yaml",
                       "gie-inferencepool-v1.yaml", "gie-inferencepoolimport-v1alpha1.yaml", "kubeai-model-v0.23.yaml")
 
-_SUITES = {name: load_suite(CASES_DIR / name) for name in OBJECT_SUITES}
+_SUITES = {name: load_suite(CASES_DIR / name, EVALUATOR) for name in OBJECT_SUITES}
 
 
 def _params():

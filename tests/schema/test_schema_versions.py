@@ -8,6 +8,7 @@ does not know without reporting it (it discards the pruned paths), and validated
 from __future__ import annotations
 
 from webhook.schema import CRDRegistry, RequestPath
+from tests.support.cel import EVALUATOR
 
 V1 = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
     "old": {"type": "string"}, "size": {"type": "integer", "default": 1}}}}}
@@ -19,7 +20,7 @@ CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinitio
                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
                 "versions": [{"name": "v1", "served": True, "storage": False, "schema": {"openAPIV3Schema": V1}},
                              {"name": "v2", "served": True, "storage": True, "schema": {"openAPIV3Schema": V2}}]}}
-REGISTRY = CRDRegistry([CRD])
+REGISTRY = CRDRegistry([CRD], evaluator=EVALUATOR)
 TO_V2 = RequestPath("example.io/v2", "widgets", "default")
 
 

@@ -22,6 +22,7 @@ from webhook.server.wiring import watch_cluster, webhook_watches
 from webhook.state.kube import WatchedKind
 
 from .conftest import review, start_server
+from tests.support.cel import EVALUATOR
 
 CRDS = WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL)
 POOL_CRD = yaml.safe_load(
@@ -40,10 +41,10 @@ async def cluster(aiohttp_server, tmp_path):
     configuration = Configuration(host=str(server.make_url("")).rstrip("/"))
     configuration.connection_pool_maxsize = 64  # a connection per watch, as the server configures it
     client = ApiClient(configuration)
-    state, registry = await asyncio.to_thread(watch_cluster, client)
+    state, registry = await asyncio.to_thread(watch_cluster, client, EVALUATOR)
     (tmp_path / "policies").mkdir()
     webhook = await start_server(tmp_path, AdmissionChain(registry, PolicySet.load(tmp_path / "policies",
-                                                                                    builtin=False), state))
+                                                                                    builtin=False, evaluator=EVALUATOR), state))
 
     async def validate(obj: dict) -> dict:
         status, body = await webhook.post("/validate", review(obj))

@@ -18,9 +18,10 @@ from webhook.server import load_admitter
 from webhook.server.settings import Settings
 
 from .conftest import review, start_server
+from tests.support.cel import EVALUATOR
 
 MANIFESTS = shipped_data.example_manifests_dir()
-REGISTRY = CRDRegistry.shipped()
+REGISTRY = CRDRegistry.shipped(evaluator=EVALUATOR)
 
 
 def manifests(kind: str) -> list[Path]:
@@ -57,7 +58,7 @@ def denial_note(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def chain():
-    admitter, checks = load_admitter(Settings())
+    admitter, checks = load_admitter(Settings(), EVALUATOR)
     assert all(check() is None for check in checks.values())
     return admitter
 

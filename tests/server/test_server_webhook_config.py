@@ -13,6 +13,7 @@ from kubernetes.client.models import V1MutatingWebhookConfiguration, V1Validatin
 
 from webhook import certs
 from webhook.webhook_config import MAX_TIMEOUT_SECONDS, build_webhook_configurations, served_resources
+from webhook.cel import Evaluator
 
 
 def roundtrip(obj, model):
@@ -96,11 +97,10 @@ def test_webhook_config_command_prints_both_objects_with_the_ca(tmp_path):
 def test_only_routes_to_an_inference_pool_reach_the_webhook(engine):
     """The matchCondition, evaluated as the apiserver would: a route with a backendRef to an
     InferencePool and every inference kind are sent; other routes never are."""
-    from webhook.cel.engine.interface import get_engine
 
     (hook,) = build_webhook_configurations(url="https://127.0.0.1:8443")[1]["webhooks"]
     (condition,) = [c for c in hook["matchConditions"] if c["name"] == "inference-routes-only"]
-    program = get_engine(engine).compile(condition["expression"], ["request", "object"])
+    program = Evaluator(engine).engine.compile(condition["expression"], ["request", "object"])
 
     def sent(group: str, obj: dict) -> bool:
         return program.evaluate({"request": {"resource": {"group": group}, "operation": "CREATE"}, "object": obj}) is True

@@ -8,6 +8,7 @@ import pytest
 
 from webhook.state import FileState, trim_pod
 from webhook.state.kube import WEBHOOK_KINDS
+from tests.support.cel import EVALUATOR
 
 
 def pod(name, labels, ports=(8000,), phase="Running", **extra):
@@ -87,7 +88,7 @@ def selected(tmp_path, selector, *, explain=False):
     from webhook.admission.chain import request_view
 
     (tmp_path / "policy.yaml").write_text(SELECTOR_POLICY)
-    (policy,) = PolicySet.load(tmp_path, builtin=False).policies
+    (policy,) = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR).policies
     state = FileState(objects=[pod("a", {"app": "x", "tier": "gpu"}), pod("b", {"app": "x"}), pod("c", {"app": "y"}),
                                {**pod("d", {"app": "x"}), "metadata": {"name": "d", "namespace": "other", "labels": {"app": "x"}}}])
     spec = {"targetPorts": [{"number": 8000}]} | ({"selector": selector} if selector is not ... else {})
@@ -119,4 +120,4 @@ def test_label_selector_and_selector_are_exclusive(tmp_path):
 
     (tmp_path / "policy.yaml").write_text(SELECTOR_POLICY.replace("selector: object", "labelSelector: \"'a=b'\", selector: object"))
     with pytest.raises(Exception, match="give labelSelector or selector, not both"):
-        PolicySet.load(tmp_path, builtin=False)
+        PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)

@@ -14,16 +14,17 @@ from webhook.admission.review import AdmissionRequest
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
 from webhook.state import ClusterState, FileState
+from tests.support.cel import EVALUATOR
 
 
 @functools.cache
 def registry() -> CRDRegistry:
-    return CRDRegistry.shipped("v0.12.0")  # the seed-era Model these policies were written for
+    return CRDRegistry.shipped("v0.12.0", evaluator=EVALUATOR)  # the seed-era Model these policies were written for
 
 
 @functools.cache
 def shipped_policies() -> PolicySet:
-    return PolicySet.load(shipped_data.policies_dir())
+    return PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR)
 
 
 def example_state(*extra: dict[str, Any]) -> FileState:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.cel import CelEvalError, get_engine
+from webhook.cel import CelEvalError
 from webhook.cel.crd import CostBudget, compile_schema_rules
 from webhook.gocompat.time import parse_go_duration
 from webhook.schema.crd_admission import check_crd
 from webhook.schema.objectmeta import validate_object_meta
 from webhook.validation import names, strfmt
 from webhook.validation.strfmt import FORMAT_CHECKERS
+from tests.support.cel import EVALUATOR
 
 LABEL_REGEX_ERROR = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end "
@@ -21,7 +22,7 @@ LABEL_REGEX_ERROR = (
 
 def _cel_errors(fmt: str, value: str) -> list[str]:
     """What ``format.<fmt>().validate(value)`` answers, as a list ([] for optional.none())."""
-    program = get_engine().compile(f"format.{fmt}().validate(v).orValue([])", ["v"])
+    program = EVALUATOR.engine.compile(f"format.{fmt}().validate(v).orValue([])", ["v"])
     return list(program.evaluate({"v": value}))
 
 
@@ -87,7 +88,7 @@ def test_durations_parse_as_go_and_kube_openapi_do(text, go, kube_openapi):
 def test_cel_reads_a_format_duration_as_kubernetes_does():
     schema = {"type": "object", "properties": {"t": {"type": "string", "format": "duration"}},
               "x-kubernetes-validations": [{"rule": "self.t == duration('72h')"}]}
-    rules = compile_schema_rules(schema, is_root=False)
+    rules = compile_schema_rules(schema, is_root=False, engine=EVALUATOR.engine)
     assert rules.evaluate({"t": "3 days"}, budget=CostBudget()) == []
     assert rules.evaluate({"t": "72h"}, budget=CostBudget()) == []
     assert [r.message for r in rules.evaluate({"t": "1h"}, budget=CostBudget())] == [
@@ -106,7 +107,7 @@ def test_one_url_parser_for_the_uri_format_and_cel(text, error):
     """Go's url.ParseRequestURI behind the schema's ``format: uri``, ``format.uri()`` and ``isURL()``."""
     assert FORMAT_CHECKERS["uri"](text) is (error is None)
     assert _cel_errors("uri", text) == ([] if error is None else [error])
-    assert get_engine().compile("isURL(v)", ["v"]).evaluate({"v": text}) is (error is None)
+    assert EVALUATOR.engine.compile("isURL(v)", ["v"]).evaluate({"v": text}) is (error is None)
 
 
 @pytest.mark.parametrize("pattern, go_error", [
@@ -120,8 +121,8 @@ def test_one_go_regexp_error_for_crd_patterns_and_cel(pattern, go_error):
     """Go's regexp.Compile wording, the same in a CRD's ``pattern`` and in CEL's regex functions."""
     crd = {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {
         "type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}}}]}}
-    errors, _ = check_crd(crd)
+    errors, _ = check_crd(crd, EVALUATOR)
     assert f"error parsing regexp: {go_error}" in errors[0]
     with pytest.raises(CelEvalError) as caught:
-        get_engine().compile("s.find(p)", ["s", "p"]).evaluate({"s": "x", "p": pattern})
+        EVALUATOR.engine.compile("s.find(p)", ["s", "p"]).evaluate({"s": "x", "p": pattern})
     assert str(caught.value) == f"Illegal regex: {go_error}"

@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.controller.planner import Inventory
 from webhook.controller import kinds
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 
 class ClusterState(Protocol):
@@ -36,10 +39,11 @@ class Settings:
     https_mode: str = "CertManager"
 
 
-def build_inventory(state: ClusterState) -> Inventory:
+def build_inventory(state: ClusterState, evaluator: Evaluator) -> Inventory:
     return Inventory.build(
         state.list(kinds.DEVICE_CLASS.api_version, kinds.DEVICE_CLASS.kind),
         state.list(kinds.RESOURCE_SLICE.api_version, kinds.RESOURCE_SLICE.kind),
+        evaluator,
     )
 
 
@@ -47,6 +51,7 @@ def build_inventory(state: ClusterState) -> Inventory:
 class ReconcileContext:
     state: ClusterState
     now: datetime
+    evaluator: Evaluator  # the DeviceClasses' CEL selectors
     settings: Settings = field(default_factory=Settings)
     inventory_source: Callable[[], Inventory] | None = None
     _inventory: Inventory | None = None
@@ -55,7 +60,7 @@ class ReconcileContext:
     @property
     def inventory(self) -> Inventory:
         if self._inventory is None:
-            source = self.inventory_source or (lambda: build_inventory(self.state))
+            source = self.inventory_source or (lambda: build_inventory(self.state, self.evaluator))
             self._inventory = source()
         return self._inventory
 

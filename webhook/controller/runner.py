@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -48,6 +49,9 @@ from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 log = logs.get("controller")
 
@@ -74,6 +78,7 @@ class Controller:
         state,
         api: KubeApi,
         *,
+        evaluator: Evaluator,
         settings: Settings = Settings(),
         config: RunnerConfig = RunnerConfig(),
         elector: LeaderElector | None = None,
@@ -83,6 +88,7 @@ class Controller:
         writes_status: frozenset[kinds.Kind] | None = None,
     ):
         self.state, self.api, self.settings, self.config = state, api, settings, config
+        self.evaluator = evaluator  # the DeviceClasses' CEL selectors
         # the kinds whose status it writes (``ownership.status_writes``: KubeAI's Model is not one
         # by default)
         self.writes_status = status_writes() if writes_status is None else writes_status
@@ -120,7 +126,7 @@ class Controller:
 
     def inventory(self) -> Inventory:
         if self._inventory is None:
-            self._inventory = build_inventory(self.state)
+            self._inventory = build_inventory(self.state, self.evaluator)
         return self._inventory
 
     def enqueue_all(self) -> None:
@@ -172,7 +178,8 @@ class Controller:
         return cached
 
     def desired_status(self, obj: Mapping, kind: kinds.Kind) -> dict:
-        ctx = ReconcileContext(state=self.state, now=self.clock(), settings=self.settings, inventory_source=self.inventory)
+        ctx = ReconcileContext(state=self.state, now=self.clock(), evaluator=self.evaluator, settings=self.settings,
+                               inventory_source=self.inventory)
         self.reconciles += 1
         self.metrics.reconciles.labels(kind.kind).inc()
         return RECONCILERS[kind](obj, ctx)
@@ -182,7 +189,7 @@ class Controller:
         async with self._inventory_lock:
             while self._inventory is None:
                 generation = self._inventory_generation
-                inventory = await asyncio.to_thread(build_inventory, self.state)
+                inventory = await asyncio.to_thread(build_inventory, self.state, self.evaluator)
                 if generation == self._inventory_generation:  # else: devices moved meanwhile
                     self._inventory = inventory
 
@@ -400,7 +407,7 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
     metrics = ControllerMetrics()
     controller = Controller(
-        state, api, metrics=metrics,
+        state, api, evaluator=args.evaluator, metrics=metrics,
         settings=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
                           public_domain_template=args.public_domain_template),
         config=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -23,6 +23,9 @@ from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteC
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 
 @dataclass
@@ -46,9 +49,9 @@ class PolicySuiteRun(Suite):
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | None = None, *,
-                      document: Document | None = None, kubeai_crd: str | None = None) -> PolicySuiteRun:
-    """A policy suite from its file's data; ``document`` (the file as read, with its lines) lets
+def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, crd_dirs: list[Path] | None = None,
+                      *, document: Document | None = None, kubeai_crd: str | None = None) -> PolicySuiteRun:
+    """A policy suite from its file's data, its CEL evaluated with ``evaluator``; ``document`` (the file as read, with its lines) lets
     errors and results name the line of each case; ``kubeai_crd``: the bundled KubeAI Model CRD
     when the suite names no CRDs."""
     try:
@@ -71,8 +74,8 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
                 raise SuiteError(f"{where}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
     base = path.parent
     try:
-        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds), kubeai_crd)
-        policies = _policy_set(_resolve(base, model.policies), model.builtin, registry)
+        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds), kubeai_crd, evaluator)
+        policies = _policy_set(_resolve(base, model.policies), model.builtin, registry, evaluator)
         state = _state(base, model.state)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
@@ -80,7 +83,7 @@ def load_policy_suite(path: Path, data: dict[str, Any], crd_dirs: list[Path] | N
         raise SuiteError(f"{path}: policies: {exc}") from None
     except StateLoadError as exc:
         raise SuiteError(f"{path}: state: {exc}") from None
-    suite = PolicySuiteRun(path, model.name or path.stem, [], registry, AdmissionChain(registry, policies, state))
+    suite = PolicySuiteRun(path, model.name or path.stem, [], registry, evaluator, AdmissionChain(registry, policies, state))
     for i, (raw, case) in enumerate(zip(data["cases"], model.cases)):
         line = document.line_of(("cases", i)) if document is not None else None
         suite.cases.append(Case(suite, case.name, raw, _runner(suite, model, case), line))
@@ -114,26 +117,27 @@ def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
 
 
 @lru_cache(maxsize=8)
-def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None = None) -> CRDRegistry:
+def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None, evaluator: Evaluator) -> CRDRegistry:
     # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
     if sources is None:
-        return CRDRegistry.shipped(kubeai_crd)
+        return CRDRegistry.shipped(kubeai_crd, evaluator=evaluator)
     missing = [str(p) for p in sources if not p.exists()]
     if missing:
         raise CRDLoadError(f"no such file or directory: {', '.join(missing)}")
-    return CRDRegistry.load(sources)
+    return CRDRegistry.load(sources, evaluator=evaluator)
 
 
 @lru_cache(maxsize=1)
-def _shipped_policies(builtin: bool) -> PolicySet:
+def _shipped_policies(builtin: bool, evaluator: Evaluator) -> PolicySet:
     from webhook import shipped_data
 
-    return PolicySet.load(shipped_data.policies_dir(), builtin=builtin)
+    return PolicySet.load(shipped_data.policies_dir(), evaluator=evaluator, builtin=builtin)
 
 
-def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry: CRDRegistry) -> PolicySet:
+def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry: CRDRegistry,
+                evaluator: Evaluator) -> PolicySet:
     if sources is None:
-        return _shipped_policies(True if builtin is None else builtin)
+        return _shipped_policies(True if builtin is None else builtin, evaluator)
     from webhook.policy.builtin import BUILTIN_POLICIES
     from webhook.policy.typecheck import KindSchemas
 
@@ -141,9 +145,9 @@ def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry
     loaded: list[Any] = []
     for source in sources:
         if source.is_dir():
-            loaded += load_directory(source, schemas=schemas)
+            loaded += load_directory(source, evaluator, schemas=schemas)
         elif source.is_file():
-            loaded += load_file(source, schemas=schemas)
+            loaded += load_file(source, evaluator, schemas=schemas)
         else:
             raise PolicyLoadError([f"{source}: no such file or directory"])
     return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)))

@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         replan_limit=args.replan_limit,
         public_domain_template=args.public_domain_template,
     )
-    ctx = ReconcileContext(state=state, now=now, settings=settings)
+    ctx = ReconcileContext(state=state, now=now, evaluator=args.evaluator, settings=settings)
     if args.files:
         wanted = {kinds.key_of(obj) for obj in extra}
         objects = [obj for obj in owned_objects(state, writes) if kinds.key_of(obj) in wanted]

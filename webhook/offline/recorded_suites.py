@@ -12,12 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from webhook.documents import Document
 from webhook.offline.suite_cases import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
                                    read_suite_file)
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"
                       r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
@@ -26,25 +29,25 @@ _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_suite(path: Path, crd_dirs: list[Path] | None = None) -> Suite:
-    """A recorded suite file (``cases`` or ``probes``)."""
-    return load_recorded_suite(read_suite_file(path), crd_dirs)
+def load_suite(path: Path, evaluator: Evaluator, crd_dirs: list[Path] | None = None) -> Suite:
+    """A recorded suite file (``cases`` or ``probes``), its CEL evaluated with ``evaluator``."""
+    return load_recorded_suite(read_suite_file(path), evaluator, crd_dirs)
 
 
 def is_recorded_suite(data: Any) -> bool:
     return isinstance(data, dict) and any(key in data for key in SUITE_KINDS)
 
 
-def load_recorded_suite(document: Document, crd_dirs: list[Path] | None = None) -> Suite:
+def load_recorded_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None = None) -> Suite:
     path, data = Path(document.origin.file), document.content
     if is_recorded_suite(data):
         for key, loader in SUITE_KINDS.items():
             if key in data:
-                return loader(document, crd_dirs)
+                return loader(document, evaluator, crd_dirs)
     raise NotASuite(f"{path}: not a suite (expected a mapping with 'cases' or 'probes')")
 
 
-def _load_object_suite(document: Document, crd_dirs: list[Path] | None) -> Suite:
+def _load_object_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None) -> Suite:
     path, data = Path(document.origin.file), document.content
     title = str(data.get("suite") or path.stem)
     if crd_dirs:
@@ -52,10 +55,10 @@ def _load_object_suite(document: Document, crd_dirs: list[Path] | None) -> Suite
     else:
         sources = [(path.parent / str(p)) for p in data.get("crds") or ()]
     try:
-        registry = CRDRegistry.load(sources)
+        registry = CRDRegistry.load(sources, evaluator=evaluator)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
-    suite = Suite(path, title, [], registry)
+    suite = Suite(path, title, [], registry, evaluator)
     for i, raw in enumerate(data.get("cases") or ()):
         if not isinstance(raw, dict):
             raise SuiteError(f"{path}: cases[{i}] is not a mapping")
@@ -64,9 +67,9 @@ def _load_object_suite(document: Document, crd_dirs: list[Path] | None) -> Suite
     return suite
 
 
-def _load_probe_suite(document: Document, crd_dirs: list[Path] | None) -> Suite:
+def _load_probe_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None) -> Suite:
     path, data = Path(document.origin.file), document.content
-    suite = Suite(path, str(data.get("suite") or path.stem), [])
+    suite = Suite(path, str(data.get("suite") or path.stem), [], evaluator=evaluator)
     for i, raw in enumerate(data.get("probes") or ()):
         if not isinstance(raw, dict):
             raise SuiteError(f"{path}: probes[{i}] is not a mapping")
@@ -166,7 +169,7 @@ def run_crd_probe(case: Case) -> CaseResult:
 
     data = case.data
     expect = data.get("expect") or {}
-    outcome = check_crd(data.get("crd"))
+    outcome = check_crd(data.get("crd"), case.suite.evaluator)
     errors, warnings = _crd_answer(outcome)
     result = CaseResult(case.suite.title, case.name)
     rejected = data.get("kind") == "crd-rejection"

@@ -14,7 +14,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from webhook import command_line, documents
 from webhook.documents import Document
@@ -23,6 +23,9 @@ from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
 from webhook.offline.report import SuiteReport, json_report
 from webhook.offline.suite_cases import NotASuite, Suite, SuiteError, read_suite_file
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 DESCRIPTION = """\
 Run test suites: user policy suites (kind: PolicySuite — writes and the answers you expect, through
@@ -97,9 +100,11 @@ def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
     return out
 
 
-def load_suite(path: Path, crd_dirs: list[Path] | None = None, *, kubeai_crd: str | None = None) -> Suite:
-    """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``);
-    ``kubeai_crd``: the bundled KubeAI Model CRD for policy suites that name no CRDs."""
+def load_suite(path: Path, evaluator: Evaluator, crd_dirs: list[Path] | None = None, *,
+               kubeai_crd: str | None = None) -> Suite:
+    """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``),
+    its CEL evaluated with ``evaluator``; ``kubeai_crd``: the bundled KubeAI Model CRD for policy
+    suites that name no CRDs."""
     document: Document = read_suite_file(path)
     data = document.content
     if isinstance(data, dict) and data.get("kind") == "PolicySuite":
@@ -107,9 +112,9 @@ def load_suite(path: Path, crd_dirs: list[Path] | None = None, *, kubeai_crd: st
         # start-up, plugin discovery over sys.path)
         from webhook.offline.policy_suites import load_policy_suite
 
-        return load_policy_suite(path, data, crd_dirs, document=document, kubeai_crd=kubeai_crd)
+        return load_policy_suite(path, data, evaluator, crd_dirs, document=document, kubeai_crd=kubeai_crd)
     if is_recorded_suite(data):
-        return load_recorded_suite(document, crd_dirs)
+        return load_recorded_suite(document, evaluator, crd_dirs)
     raise NotASuite(f"{path}: not a suite (expected kind: PolicySuite, or a mapping with 'cases' or 'probes')")
 
 
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     suites = 0
     for file, named in suite_files(paths):
         try:
-            suite = load_suite(file, crd_dirs, kubeai_crd=args.kubeai_crd)
+            suite = load_suite(file, args.evaluator, crd_dirs, kubeai_crd=args.kubeai_crd)
         except SuiteError as exc:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error

@@ -7,11 +7,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from webhook import documents
 from webhook.documents import Document
 from webhook.schema import CRDRegistry
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 
 class SuiteError(ValueError):
@@ -61,6 +64,7 @@ class Suite:
     title: str
     cases: list[Case]
     registry: CRDRegistry | None = None
+    evaluator: Evaluator | None = None   # what its cases evaluate CEL with (a CRD probe's rules)
 
 
 def read_suite_file(path: Path) -> Document:

@@ -240,8 +240,8 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
     try:
-        registry = (CRDRegistry.load([Path(p) for p in args.crd], check=True) if args.crd
-                    else CRDRegistry.shipped(args.kubeai_crd))
+        registry = (CRDRegistry.load([Path(p) for p in args.crd], check=True, evaluator=args.evaluator) if args.crd
+                    else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
     units: list[Unit] = []
@@ -279,7 +279,7 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) ->
 
     try:
         policies = PolicySet.load(Path(args.policies) if args.policies else shipped_data.policies_dir(),
-                                  schemas=KindSchemas(registry.crds))
+                                  evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
     if not args.state:

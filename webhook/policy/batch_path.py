@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from webhook.cel import CelError, get_engine
+from webhook.cel import CelError, Engine
 from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
@@ -39,14 +39,14 @@ class BatchPath:
     """One policy's batches (one program per stage, built on first use) and their runs."""
 
     def __init__(self, exact: ExactPath, file: str, stages: Mapping[bool, bool], validates_when_mutating: bool,
-                 engine: Any = None) -> None:
+                 engine: Engine) -> None:
         self.exact = exact
         self.name = exact.name
         self.file = file
         self._stages = stages
         self._validates_when_mutating = validates_when_mutating
         self._engine = engine
-        self._binds: bool | None = None  # whether the engine shares bindings (``_shares``)
+        self._binds = hasattr(engine, "bind")  # whether the engine shares bindings between programs
         # built on first use: one program per stage (key: mutating), for the lookups' arguments
         # ("lookups") and the rest of the mutations after a change (("mutations", start)); the
         # lookups' Python readers ("review reader"), what the batches read ("reads",
@@ -90,16 +90,8 @@ class BatchPath:
         if self._batch(mutating) is not None:
             self._prepared(inp)
 
-    def _shares(self) -> bool:
-        """Whether the engine binds values for many programs (else each batch gets its data)."""
-        if self._binds is None:
-            if self._engine is None:
-                self._engine = get_engine()
-            self._binds = hasattr(self._engine, "bind")
-        return self._binds
-
     def _rename(self) -> dict[str, str] | None:
-        return self.names if self._shares() else None
+        return self.names if self._binds else None
 
     def _batch(self, mutating: bool) -> Expression | None:
         if mutating not in self._batches:
@@ -128,7 +120,7 @@ class BatchPath:
         return batch
 
     def _compile_batch(self, source: str | None, what: str, rename: dict[str, str] | None = None) -> Expression | None:
-        program = compile_batch(self._engine or get_engine(), source, CEL_VARIABLES, rename)
+        program = compile_batch(self._engine, source, CEL_VARIABLES, rename)
         return Expression(program, source, f"{self.file}: {self.name} ({what})") if program is not None else None
 
     def _rest_of_mutations(self, start: int) -> Expression | None:
@@ -147,7 +139,7 @@ class BatchPath:
         prepared = scope.prepared.get(self.serial, UNPREPARED)
         if prepared is UNPREPARED:
             prepared = scope.prepared[self.serial] = self._prepare(inp)
-            if prepared is not None and self._shares():
+            if prepared is not None and self._binds:
                 scope.add(prepared.bound(self.names))
         return prepared
 
@@ -169,7 +161,7 @@ class BatchPath:
         computed before them): such a policy has nothing to prepare."""
         if "request only" not in self._batches:
             self._batches["request only"] = not self.exact.lookups and self.exact.param_ref is None \
-                and self._shares() and self._reads().isdisjoint(self.names.values())
+                and self._binds and self._reads().isdisjoint(self.names.values())
         return self._batches["request only"]
 
     def of_state(self, state: ClusterState) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
@@ -320,8 +312,8 @@ class BatchPath:
         results = self._answers_by_key.get(key) if key is not None else None
         if results is None:
             try:
-                if self._shares():
-                    bindings = inp.scope.bindings(self._engine or get_engine(), batch.program.reads)
+                if self._binds:
+                    bindings = inp.scope.bindings(self._engine, batch.program.reads)
                     results = batch.program.evaluate(bindings, accept=accept)
                 else:
                     results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)

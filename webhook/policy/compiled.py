@@ -4,7 +4,7 @@ apiserver's wording of what it says coming from ``messages``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from webhook.policy.batch_path import BatchPath
 from webhook.policy.exact import ExactPath
@@ -15,6 +15,9 @@ from webhook.policy.model import AdmissionPolicy, Lookup
 from webhook.policy.scope import PolicyInput
 from webhook.policy.verdict import Denial, Verdict
 
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
+
 __all__ = ["CEL_VARIABLES", "CompiledPolicy", "Expression", "PolicyInput"]
 
 
@@ -22,7 +25,7 @@ class CompiledPolicy:
     """An :class:`AdmissionPolicy` with every expression compiled (see ``loader``)."""
 
     def __init__(self, spec: AdmissionPolicy, compile_: Callable[[str, tuple[Any, ...]], Expression],
-                 file: str, engine: Any = None) -> None:
+                 file: str, evaluator: Evaluator) -> None:
         self.name = spec.metadata.name
         self.file = file
         self.definition = spec
@@ -53,7 +56,7 @@ class CompiledPolicy:
         self.validating_stage = judges and not self.validates_when_mutating  # has work in the validating webhook
         self.mutating_stage = bool(exact.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
-        self.batches = BatchPath(exact, file, self._stages, self.validates_when_mutating, engine)
+        self.batches = BatchPath(exact, file, self._stages, self.validates_when_mutating, evaluator.engine)
 
     def matches(self, inp: PolicyInput) -> bool:
         """Whether the policy applies to ``inp`` (rules, then selectors; not matchConditions)."""

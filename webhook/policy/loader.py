@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from webhook import documents
-from webhook.cel import CelCompileError, get_engine
+from webhook.cel import CelCompileError, Evaluator
 from webhook.documents import Document
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.expression import CEL_VARIABLES, Expression
@@ -48,7 +48,7 @@ def policy_files(directory: Path) -> list[Path]:
     return documents.manifest_files(directory, SUFFIXES)
 
 
-def _compile_document(doc: Document, engine, schemas: KindSchemas | None) -> CompiledPolicy:
+def _compile_document(doc: Document, evaluator: Evaluator, schemas: KindSchemas | None) -> CompiledPolicy:
     data = doc.content
     if not isinstance(data, dict) or data.get("apiVersion") != API_VERSION or data.get("kind") != KIND:
         raise PolicyLoadError([f"{doc.where}: not an {KIND} (expected apiVersion: {API_VERSION}, kind: {KIND})"])
@@ -67,13 +67,13 @@ def _compile_document(doc: Document, engine, schemas: KindSchemas | None) -> Com
         where = f"{doc.where_of(path)}: {_dotted(path)}"
         try:
             # infergate's policies mix dyn and typed values in literals (JSON patch maps)
-            program = engine.compile(source, CEL_VARIABLES, mixed_literals=True)
+            program = evaluator.compile(source, CEL_VARIABLES, mixed_literals=True)
         except CelCompileError as exc:
             problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
             program = None
         return Expression(program, source, where)
 
-    compiled = CompiledPolicy(model, compile_, doc.origin.file, engine)
+    compiled = CompiledPolicy(model, compile_, doc.origin.file, evaluator)
     if not problems:  # then as the apiserver type-checks a ValidatingAdmissionPolicy: against the kinds' schemas
         for path, message in check_policy(model, schemas if schemas is not None else shipped_schemas()):
             problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {message}")
@@ -87,10 +87,9 @@ def _is_test_suite(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == "PolicySuite"
 
 
-def load_file(file: Path, engine=None, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
-    """The policies of one file. ``schemas``: the kinds their expressions are type-checked
-    against (default: the shipped CRDs')."""
-    engine = engine or get_engine()
+def load_file(file: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
+    """The policies of one file, compiled for ``evaluator``. ``schemas``: the kinds their
+    expressions are type-checked against (default: the shipped CRDs')."""
     parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=False)
     policies: list[CompiledPolicy] = []
     problems = [str(parsed.error)] if parsed.error is not None else []
@@ -98,7 +97,7 @@ def load_file(file: Path, engine=None, schemas: KindSchemas | None = None) -> li
         if _is_test_suite(doc.content):
             continue
         try:
-            policies.append(_compile_document(doc, engine, schemas))
+            policies.append(_compile_document(doc, evaluator, schemas))
         except PolicyLoadError as exc:
             problems += exc.problems
     if problems:
@@ -106,14 +105,14 @@ def load_file(file: Path, engine=None, schemas: KindSchemas | None = None) -> li
     return policies
 
 
-def load_directory(directory: Path, engine=None, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
+def load_directory(directory: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
     """All policies under ``directory``; every problem of every file in one error."""
     if not directory.is_dir():
         raise PolicyLoadError([f"{directory}: not a directory"])
     policies, problems = [], []
     for file in policy_files(directory):
         try:
-            policies += load_file(file, engine, schemas)
+            policies += load_file(file, evaluator, schemas)
         except PolicyLoadError as exc:
             problems += exc.problems
     seen: dict[str, str] = {}

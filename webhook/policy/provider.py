@@ -16,13 +16,16 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
 from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +55,12 @@ class PolicySet:
                                                                     repr=False, compare=False)
 
     @classmethod
-    def load(cls, directory: str | Path, *, builtin: bool = True, schemas: KindSchemas | None = None) -> "PolicySet":
-        """The policies of ``directory``; ``schemas``: the kinds they are type-checked against
-        (default: the shipped CRDs')."""
+    def load(cls, directory: str | Path, *, evaluator: Evaluator, builtin: bool = True,
+             schemas: KindSchemas | None = None) -> "PolicySet":
+        """The policies of ``directory``, compiled for ``evaluator``; ``schemas``: the kinds they
+        are type-checked against (default: the shipped CRDs')."""
         directory = Path(directory)
-        loaded = tuple(load_directory(directory, schemas=schemas))
+        loaded = tuple(load_directory(directory, evaluator, schemas=schemas))
         return cls(loaded + (tuple(BUILTIN_POLICIES) if builtin else ()), str(directory))
 
     def current(self) -> "PolicySet":
@@ -126,9 +130,10 @@ def directory_fingerprint(directory: Path) -> tuple[tuple[str, int, int], ...]:
 
 @dataclass
 class PolicyDirectory:
-    """A directory of policies, reloaded when its files change."""
+    """A directory of policies, compiled for ``evaluator``, reloaded when its files change."""
 
     directory: Path
+    evaluator: Evaluator
     interval: float = 2.0
     builtin: bool = True
     schemas: KindSchemas | None = None  # the kinds the policies are type-checked against (default: shipped)
@@ -141,7 +146,7 @@ class PolicyDirectory:
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
         self._fingerprint = directory_fingerprint(self.directory)
-        self._set = PolicySet.load(self.directory, builtin=self.builtin, schemas=self.schemas)  # must succeed
+        self._set = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin, schemas=self.schemas)  # must succeed
 
     def current(self) -> PolicySet:
         return self._set
@@ -154,7 +159,7 @@ class PolicyDirectory:
         self._fingerprint = fingerprint
         try:
             _refuse_emptied(self._set)
-            fresh = PolicySet.load(self.directory, builtin=self.builtin, schemas=self.schemas)
+            fresh = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin, schemas=self.schemas)
         except PolicyLoadError as exc:
             self.error = str(exc)
             log.error("policies not reloaded, the last good set stays in force:\n%s", exc)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from webhook.cel.crd import CompiledRule, NodeRules, compile_program, compile_schema_rules
+from webhook.cel import Engine, Evaluator
 from webhook.cel.ladder import ALL, Routes
 from webhook.cel.limits import PER_CALL_LIMIT
 from webhook.cel.optimize.library_calls import HOIST_VARIABLES
@@ -369,30 +370,31 @@ def _charge(plan_node: _PlanNode, value: Any, old: Any) -> int | None:
     return total
 
 
-def build_plan(root: Node, *, update: bool, native: bool = True) -> BatchPlan | None:
+def build_plan(root: Node, *, update: bool, evaluator: Evaluator) -> BatchPlan | None:
     """The program for a schema, or None when nothing can be batched (or a node's rules do not
     compile: the walk reports that).
 
-    Where some rules' runtime bound measures their values, first (``native``: when the native
+    Where some rules' runtime bound measures their values, first (when the evaluator's native
     route runs) the native plan: those rules with every other rule the native route translates
     (the rest stay on the walk), answering on that route only; when it holds no such rule or
     its program is not native, the plan of every rule but those."""
     decl = decl_type(root.raw, is_root=True, name="batch")
     if decl is None or not root.has_rules:
         return None
-    plan = _plan(root, decl, update, native=True) if native else None
-    return plan if plan is not None else _plan(root, decl, update, native=False)
+    engine = evaluator.engine
+    plan = _plan(root, decl, update, engine, native=True) if evaluator.routes.native else None
+    return plan if plan is not None else _plan(root, decl, update, engine, native=False)
 
 
-def _plan(root: Node, decl: DeclType, update: bool, *, native: bool) -> BatchPlan | None:
-    builder = _Builder(update, native)
+def _plan(root: Node, decl: DeclType, update: bool, engine: Engine, *, native: bool) -> BatchPlan | None:
+    builder = _Builder(update, native, engine)
     try:
         plan_node = builder.plan_node(root, decl, "", True, "self", "oldSelf" if update else None, "true" if update else None)
     except Exception:  # a node whose rules the apiserver would reject: the walk reports it
         return None
     if plan_node is None or not builder.sources or (native and not builder.measures):
         return None
-    program = compile_program(" && ".join(builder.sources))
+    program = compile_program(" && ".join(builder.sources), engine)
     if program is None or _python_work(program) != builder.python_work:
         return None
     if native and getattr(program, "native", None) is None:
@@ -420,8 +422,9 @@ def _python_work(program: Any) -> tuple[int, int]:
 
 
 class _Builder:
-    def __init__(self, update: bool, native: bool) -> None:
+    def __init__(self, update: bool, native: bool, engine: Engine) -> None:
         self.update = update
+        self.engine = engine
         # native: the rules whose bound measures their values batch, the rules the native
         # route does not translate stay on the walk (else the other way round)
         self.native = native
@@ -437,7 +440,7 @@ class _Builder:
         """The plan node of ``node`` (None when nothing below it is batched); ``here`` spells the
         node's value, ``old``/``old_present`` its old value and whether there is one (None:
         no old value correlates here)."""
-        rules = compile_schema_rules(node.raw, is_root=is_root, path=path) if node.rules else None
+        rules = compile_schema_rules(node.raw, is_root=is_root, path=path, engine=self.engine) if node.rules else None
         batched: list[CompiledRule] = []
         outer = len(self.sources)
         if rules is not None:
@@ -531,7 +534,7 @@ class _Builder:
             source = f"!({old_present}) || ({source})"
         work = own = _python_work(rule.program)
         if own != (0, 0):  # would the library calls still be computed the same way?
-            alone = compile_program(_guarded(source, here))
+            alone = compile_program(_guarded(source, here), self.engine)
             if alone is None:
                 return None
             work = _python_work(alone)

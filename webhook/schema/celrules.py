@@ -9,13 +9,15 @@ result becomes a ``field.Error``, and ratcheting: a failing rule that does not u
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.cel.ladder import ALL, Routes
 from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
 from webhook.schema.structural import ABSENT, Node
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _REASONS = {
     "FieldValueForbidden": "forbidden",
@@ -50,14 +52,14 @@ class CelValidator:
     """Evaluates every node's rules of one schema; rules are compiled on first use and kept.
 
     The routes a rule takes, in order, are ``webhook.cel.ladder``'s: the object batch, then the
-    walk. ``routes`` switches fast routes off (every one runs by default; tests and benchmarks
-    compare)."""
+    walk. ``evaluator``: the engine the rules are compiled and evaluated on, and the fast
+    routes that may run (``Evaluator.routes``)."""
 
-    __slots__ = ("root", "routes", "_plans")
+    __slots__ = ("root", "evaluator", "_plans")
 
-    def __init__(self, root: Node, routes: Routes = ALL):
+    def __init__(self, root: Node, evaluator: Evaluator):
         self.root = root
-        self.routes = routes
+        self.evaluator = evaluator
         self._plans = [_UNBUILT, _UNBUILT]   # the batch plans for CREATE and UPDATE, built on first use
 
     def validate(self, obj: Any, old: Any = ABSENT, *, prefix: str | None = None, is_root: bool = True,
@@ -66,11 +68,11 @@ class CelValidator:
         ``prefix``: the field path of ``obj`` when it is a value inside something else (a CRD's
         default), ``is_root`` whether it is a resource's root; ``ratchet=False``: a failing rule
         on an unchanged value is an error all the same (the apiserver checking a default)."""
-        if self.routes.object_batch and prefix is None and ratchet:
+        if self.evaluator.routes.object_batch and prefix is None and ratchet:
             answer = self._batched(obj, old)
             if answer is not None:
                 return answer
-        walk = _Walk(_cel(), self.routes)
+        walk = _Walk(_cel(), self.evaluator)
         walk.node(self.root, obj, old, prefix, is_root, ratchet)
         return walk.errors, walk.warnings
 
@@ -79,12 +81,12 @@ class CelValidator:
         plan = self._plan(old is not ABSENT)
         if plan is None:
             return None
-        charged = plan.holds(obj, old, self.routes)
+        charged = plan.holds(obj, old, self.evaluator.routes)
         if charged is None or charged >= RUNTIME_CEL_COST_BUDGET:
             return None
         if not plan.remaining:
             return [], []
-        walk = _Walk(_cel(), self.routes, only=plan.remaining, reach=plan.reach,
+        walk = _Walk(_cel(), self.evaluator, only=plan.remaining, reach=plan.reach,
                      budget=RUNTIME_CEL_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.depleted:  # the walk over every rule could run out at another point
@@ -97,7 +99,7 @@ class CelValidator:
             from webhook.schema.celbatch import build_plan  # (late, as ``_cel``: it loads the CEL layer)
 
             try:
-                plan = build_plan(self.root, update=update, native=self.routes.native)
+                plan = build_plan(self.root, update=update, evaluator=self.evaluator)
             except Exception:  # an engine fault while planning: the walk alone answers
                 plan = None
             self._plans[update] = plan
@@ -109,12 +111,12 @@ class _Walk:
     limits it to some rules (by schema node), as after the batch, and ``reach`` to the nodes
     holding them or leading to them."""
 
-    __slots__ = ("errors", "warnings", "budget", "_crd", "_routes", "_only", "_reach")
+    __slots__ = ("errors", "warnings", "budget", "_crd", "_evaluator", "_only", "_reach")
 
-    def __init__(self, crd: Any, routes: Routes, *, only: dict[int, Any] | None = None,
+    def __init__(self, crd: Any, evaluator: Evaluator, *, only: dict[int, Any] | None = None,
                  reach: frozenset[int] | None = None, budget: int = RUNTIME_CEL_COST_BUDGET):
         self._crd = crd
-        self._routes = routes
+        self._evaluator = evaluator
         self._only = only
         self._reach = reach
         self.errors: list[fe.FieldError] = []
@@ -124,7 +126,8 @@ class _Walk:
     def _rules(self, node: Node, is_root: bool, path: str | None):
         if node.compiled_rules is None:
             try:
-                node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "")
+                node.compiled_rules = self._crd.compile_schema_rules(node.raw, is_root=is_root, path=path or "",
+                                                                     engine=self._evaluator.engine)
             except self._crd.CrdRuleError as exc:  # a CRD the apiserver would not have admitted
                 node.compiled_rules = exc
             except Exception as exc:  # an engine fault: reported on the node, never a crash
@@ -183,7 +186,7 @@ class _Walk:
         scalar = not isinstance(value, (dict, list))
         cel_old = self._crd.ABSENT if old is ABSENT else old
         try:
-            results = rules.evaluate(value, cel_old, budget=self.budget, routes=self._routes)
+            results = rules.evaluate(value, cel_old, budget=self.budget, routes=self._evaluator.routes)
         except Exception as exc:  # an engine fault must not lose the answer: report it on the node
             self.errors.append(fe.internal(path, f"evaluating validation rules: {type(exc).__name__}: {exc}"))
             return

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from webhook.cel.ladder import ALL, Routes
 from webhook.schema.celrules import CelValidator
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import Node, compile_schema
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 
 @dataclass(eq=False)
@@ -24,15 +26,15 @@ class ServedVersion:
     schema: Node
     status_subresource: bool
     scale: dict[str, Any] | None
+    evaluator: Evaluator = field(repr=False)   # evaluates the CEL rules
     short_names: tuple[str, ...] = ()
     crd: dict[str, Any] = field(default_factory=dict, repr=False)
-    routes: Routes = field(default=ALL, repr=False)   # the CEL rules' fast routes (``webhook.cel.ladder``)
 
     def __post_init__(self) -> None:
         self.validator = SchemaValidator(self.schema)
         status = self.schema.properties.get("status")
         self.status_validator = SchemaValidator(status, "status") if status is not None else None
-        self.cel = CelValidator(self.schema, self.routes) if self.schema.has_rules else None
+        self.cel = CelValidator(self.schema, self.evaluator) if self.schema.has_rules else None
 
     @property
     def api_version(self) -> str:
@@ -43,8 +45,9 @@ class ServedVersion:
         return self.schema.has_rules
 
 
-def served_versions(crd: dict[str, Any], routes: Routes = ALL) -> list[ServedVersion]:
-    """The served versions of a CRD (``apiextensions.k8s.io/v1``), schemas compiled."""
+def served_versions(crd: dict[str, Any], evaluator: Evaluator) -> list[ServedVersion]:
+    """The served versions of a CRD (``apiextensions.k8s.io/v1``), schemas compiled; ``evaluator``
+    evaluates their CEL rules."""
     spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
     names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
     out = []
@@ -67,6 +70,6 @@ def served_versions(crd: dict[str, Any], routes: Routes = ALL) -> list[ServedVer
             scale=subresources.get("scale"),
             short_names=tuple(names.get("shortNames") or ()),
             crd=crd,
-            routes=routes,
+            evaluator=evaluator,
         ))
     return out

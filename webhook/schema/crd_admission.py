@@ -10,7 +10,7 @@ warnings, with the apiserver's field paths (``spec.validation.openAPIV3Schema.pr
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from webhook.cel.cost.estimate import MAX as MAX_UINT64
 from webhook.cel.crd import CrdRuleError, compile_schema_rules, references_old_self
@@ -20,6 +20,9 @@ from webhook.gocompat.regexp import compile_error
 from webhook.schema.openapi import SchemaValidator
 from webhook.schema.structural import compile_schema
 from webhook.validation.strfmt import kept_format
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _COST_HINT = ("(try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, "
               "and strings are declared)")
@@ -45,9 +48,9 @@ class CRDRejected(ValueError):
         super().__init__(rejection_message(crd, errors))
 
 
-def ensure_crd_acceptable(crd: Mapping[str, Any]) -> list[str]:
+def ensure_crd_acceptable(crd: Mapping[str, Any], evaluator: Evaluator) -> list[str]:
     """Loader hook: raise ``CRDRejected`` as the apiserver would; returns the warnings otherwise."""
-    errors, warnings = check_crd(crd)
+    errors, warnings = check_crd(crd, evaluator)
     if errors:
         raise CRDRejected(crd, errors)
     return warnings
@@ -60,8 +63,9 @@ def rejection_message(crd: Mapping[str, Any], errors: list[str]) -> str:
     return f'CustomResourceDefinition.apiextensions.k8s.io "{name}" is invalid: {body}'
 
 
-def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """The apiserver's field errors and warnings for creating ``crd``.
+def check_crd(crd: Mapping[str, Any], evaluator: Evaluator) -> tuple[list[str], list[str]]:
+    """The apiserver's field errors and warnings for creating ``crd`` (its CEL rules compiled,
+    and evaluated on its defaults, with ``evaluator``).
 
     A CRD whose fields have the wrong JSON types (which the apiserver cannot even decode) gets
     one error per such field instead, naming the field and the expected type.
@@ -72,7 +76,7 @@ def check_crd(crd: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     warnings: list[str] = []
     for path, schema in _version_schemas(crd):
-        checker = _SchemaChecker(errors, warnings)
+        checker = _SchemaChecker(errors, warnings, evaluator)
         checker.check_root(schema, path)
     for path, subresources in _version_subresources(crd):
         errors += subresource_errors(subresources, path)
@@ -260,9 +264,10 @@ def cost_error_message(cost_name: str, cost: int, limit: int) -> str:
 
 
 class _SchemaChecker:
-    def __init__(self, errors: list[str], warnings: list[str]) -> None:
+    def __init__(self, errors: list[str], warnings: list[str], evaluator: Evaluator) -> None:
         self.errors = errors
         self.warnings = warnings
+        self.evaluator = evaluator
         self.cost_errors: list[str] = []
         self.total_cost = 0
         self.most_expensive: list[tuple[str, int]] = []
@@ -538,7 +543,7 @@ class _SchemaChecker:
 
             # the default as both self and oldSelf; then, that passing, as a create (oldSelf absent:
             # what an optionalOldSelf rule meets when the default is written)
-            validator = CelValidator(node)
+            validator = CelValidator(node, self.evaluator)
             cel_errors, _ = validator.validate(value, value, prefix=where, is_root=embedded, ratchet=False)
             if not cel_errors:
                 cel_errors, _ = validator.validate(value, prefix=where, is_root=embedded, ratchet=False)
@@ -557,7 +562,7 @@ class _SchemaChecker:
                         f"cannot be used on the uncorrelatable portion of the schema within {uncorrelatable}")
                     return
         try:
-            rules = compile_schema_rules(schema, is_root=is_root, path=path)
+            rules = compile_schema_rules(schema, is_root=is_root, path=path, engine=self.evaluator.engine)
             costs, unbounded = rules.costs, rules.max_cardinality
         except CrdRuleError as rejected:
             self.errors.extend(rejected.errors)

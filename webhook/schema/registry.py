@@ -11,10 +11,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from webhook import documents
-from webhook.cel.ladder import ALL, Routes
 from webhook.documents import Document
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
@@ -26,6 +25,9 @@ from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, 
                                        validate_embedded_resource, validate_object_meta,
                                        validate_object_meta_update)
 from webhook.schema.structural import ABSENT, Node
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _TOO_DEEP = "the object is nested too deeply to be decoded"
 MARKER = fe.invalid(None, None, "some validation rules were not checked because the object was invalid; correct "
@@ -79,11 +81,11 @@ def _crd_documents(path: Path) -> list[Document]:
 
 
 class CRDRegistry:
-    """Custom resource definitions by group/version/kind, compiled once. ``routes``: the CEL
-    rules' fast routes (``webhook.cel.ladder``; every one by default)."""
+    """Custom resource definitions by group/version/kind, compiled once. ``evaluator``: the CEL
+    engine and routes their rules are evaluated with (``webhook.cel.Evaluator``)."""
 
-    def __init__(self, crds: Iterable[dict[str, Any]] = (), *, routes: Routes = ALL):
-        self.routes = routes
+    def __init__(self, crds: Iterable[dict[str, Any]] = (), *, evaluator: Evaluator):
+        self.evaluator = evaluator
         self.crds: list[dict[str, Any]] = []
         self._served: dict[tuple[str, str], ServedVersion] = {}
         self._by_plural: dict[tuple[str, str], ServedVersion] = {}
@@ -91,13 +93,13 @@ class CRDRegistry:
             self.add(crd)
 
     @classmethod
-    def load(cls, paths: Iterable[str | Path], *, check: bool = False, routes: Routes = ALL) -> "CRDRegistry":
+    def load(cls, paths: Iterable[str | Path], *, evaluator: Evaluator, check: bool = False) -> "CRDRegistry":
         """CRDs from YAML/JSON files and directories (searched recursively).
 
         ``check``: refuse, with the apiserver's message, a CRD the apiserver would not admit
         (for CRDs that never went through one; recorded and shipped CRDs are known good).
         """
-        registry = cls(routes=routes)
+        registry = cls(evaluator=evaluator)
         for raw in paths:
             for doc in _crd_documents(Path(raw)):
                 crd = doc.content
@@ -114,7 +116,7 @@ class CRDRegistry:
         from webhook.schema.crd_admission import check_crd, rejection_message
 
         try:
-            errors, warnings = check_crd(crd)
+            errors, warnings = check_crd(crd, self.evaluator)
         except Exception as exc:  # a fault of the checker must not hide the CRD's own problems
             raise CRDLoadError(f"{where}: the CRD could not be checked: {type(exc).__name__}: {exc}") from None
         if errors:
@@ -129,19 +131,19 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
-    def shipped(cls, kubeai_crd: str | None = None, *, routes: Routes = ALL) -> "CRDRegistry":
+    def shipped(cls, kubeai_crd: str | None = None, *, evaluator: Evaluator) -> "CRDRegistry":
         """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
         ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
         the current one)."""
         from webhook.schema import bundled
 
         return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)],
-                        routes=routes)
+                        evaluator=evaluator)
 
     def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
         """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""
         self.crds.append(crd)
-        for served in served_versions(crd, self.routes) if compiled is None else compiled:
+        for served in served_versions(crd, self.evaluator) if compiled is None else compiled:
             self._served[(served.api_version, served.kind)] = served
             self._by_plural[(served.api_version, served.plural)] = served
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import orjson
 
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.registry import CRDRegistry
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 __all__ = ["CRD_API_VERSION", "CRD_KIND", "CRD_PLURAL", "WatchedCRDs"]
 
@@ -30,13 +33,15 @@ CRD_PLURAL = "customresourcedefinitions"
 
 
 class WatchedCRDs:
-    """A :class:`CRDRegistry` of the CRDs in ``state``, rebuilt by :meth:`refresh`."""
+    """A :class:`CRDRegistry` of the CRDs in ``state``, rebuilt by :meth:`refresh`; their rules
+    evaluated with ``evaluator``."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, evaluator: Evaluator) -> None:
         self._state = state
+        self._evaluator = evaluator
         self._lock = threading.Lock()  # one refresh at a time (the CRD watches' threads)
         self._compiled: dict[str, tuple[bytes, list[ServedVersion]]] = {}  # name -> (spec, versions)
-        self._current = CRDRegistry()
+        self._current = CRDRegistry(evaluator=evaluator)
         self.compiles = 0  # for tests and metrics: CRDs compiled so far
 
     def current(self) -> CRDRegistry:
@@ -50,7 +55,7 @@ class WatchedCRDs:
             self._current = self._build(crds)
 
     def _build(self, crds: Iterable[dict[str, Any]]) -> CRDRegistry:
-        registry = CRDRegistry()
+        registry = CRDRegistry(evaluator=self._evaluator)
         compiled: dict[str, tuple[bytes, list[ServedVersion]]] = {}
         for crd in crds:
             name = (crd.get("metadata") or {}).get("name") or ""
@@ -60,7 +65,7 @@ class WatchedCRDs:
                 versions = known[1]
             else:
                 try:
-                    versions = served_versions(crd)
+                    versions = served_versions(crd, self._evaluator)
                 except Exception as exc:  # noqa: BLE001 - any CRD a cluster serves must not stop the others
                     log.error("CRD %s cannot be compiled, so its kinds are left to the apiserver: %s: %s",
                               name, type(exc).__name__, exc)

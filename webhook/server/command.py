@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 
 from pydantic import ValidationError
 
 from webhook import command_line, logs
 from webhook.server.decode import summarize
-from webhook.server.wiring import serve, unusable_paths
+from webhook.server.wiring import load_admitter, serve, unusable_paths
 from webhook.server.settings import Settings
 
 EXAMPLES = """\
@@ -65,8 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    flags = dict(vars(args))
+    evaluator = flags.pop("evaluator")  # the CEL engine the command line chose (``webhook.cli``)
     try:
-        settings = Settings.load(vars(args))
+        settings = Settings.load(flags)
     except ValidationError as exc:
         return command_line.error(f"serve: {summarize(exc)}")
     if problems := unusable_paths(settings):
@@ -74,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
             command_line.error(problem)
         return command_line.USAGE
     logs.configure(settings.log_level)
+    load = functools.partial(load_admitter, evaluator=evaluator)
     try:
         import uvloop
     except ImportError:  # Windows
-        return asyncio.run(serve(settings))
-    return uvloop.run(serve(settings))
+        return asyncio.run(serve(settings, load=load))
+    return uvloop.run(serve(settings, load=load))

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
@@ -30,6 +30,9 @@ from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 log = logs.get("server")
 
@@ -50,13 +53,13 @@ class InputsFailed(Exception):
 WEBHOOK_FIELD_MANAGER = "infergate-webhook"
 
 
-def _crds(settings: Settings):
+def _crds(settings: Settings, evaluator: Evaluator):
     """``--crds-dir``, else the bundled CRDs (KubeAI's Model at ``--kubeai-crd``)."""
     from webhook.schema import CRDRegistry
 
     if settings.crds_dir:
-        return CRDRegistry.load([settings.crds_dir])
-    return CRDRegistry.shipped(settings.kubeai_crd)
+        return CRDRegistry.load([settings.crds_dir], evaluator=evaluator)
+    return CRDRegistry.shipped(settings.kubeai_crd, evaluator=evaluator)
 
 
 def webhook_watches():
@@ -72,27 +75,27 @@ def webhook_watches():
         for name in sorted(crd_names()))
 
 
-def cluster_crds(state: Any):
+def cluster_crds(state: Any, evaluator: Evaluator):
     """The CRDs the cluster serves (in ``state``, a watch cache not yet started) as the schema:
     compiled as the CRD watches deliver them, the first list of each before ``state`` is ready."""
     from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
 
-    registry = WatchedCRDs(state)
+    registry = WatchedCRDs(state, evaluator)
     state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
     return registry
 
 
-def watch_cluster(api_client: Any):
+def watch_cluster(api_client: Any, evaluator: Evaluator):
     """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
     from webhook.state import KubeState
 
     state = KubeState(api_client, webhook_watches())
-    registry = cluster_crds(state)
+    registry = cluster_crds(state, evaluator)
     state.start()
     return state, registry
 
 
-def _policies(settings: Settings, registry: Any = None):
+def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
     """The policies, reloaded when their files change (a mounted ConfigMap) once started;
     the last good set stays in force when a change does not load. Their expressions are
     type-checked against the CRDs served (``registry``; with ``--kube-state``, whose CRDs are
@@ -102,7 +105,7 @@ def _policies(settings: Settings, registry: Any = None):
     from webhook.policy.typecheck import KindSchemas
 
     schemas = KindSchemas(registry.crds) if registry is not None else None
-    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), schemas=schemas)
+    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas)
 
 
 def _cluster_state(settings: Settings):
@@ -118,9 +121,10 @@ def _cluster_state(settings: Settings):
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
-def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessCheck]]:
+def load_admitter(settings: Settings, evaluator: Evaluator) -> tuple[Admitter, dict[str, ReadinessCheck]]:
     """The real admission chain over the configured (or shipped) CRDs, policies and state,
-    and its prerequisites (see :class:`AdmitterSlot`): the cluster state synced.
+    their CEL evaluated with ``evaluator``, and its prerequisites (see :class:`AdmitterSlot`):
+    the cluster state synced.
 
     Every input is tried, in order, an input that needs an earlier one only when that one
     loaded; :class:`InputsFailed` names all that did not. Nothing is started (no reload
@@ -137,11 +141,11 @@ def load_admitter(settings: Settings) -> tuple[Admitter, dict[str, ReadinessChec
             return None
 
     # with --kube-state the cluster's CRDs are the schema (watched with the rest of the state)
-    registry = None if settings.kube_state else attempt("crds", _crds)
-    policies = attempt(CHAIN_CHECK, lambda s: _policies(s, registry))
+    registry = None if settings.kube_state else attempt("crds", lambda s: _crds(s, evaluator))
+    policies = attempt(CHAIN_CHECK, lambda s: _policies(s, evaluator, registry))
     state = attempt("cluster-state", _cluster_state)
     if settings.kube_state and state is not None:
-        registry = cluster_crds(state)
+        registry = cluster_crds(state, evaluator)
     if failed:
         raise InputsFailed(failed)
     policies.start()
@@ -305,11 +309,12 @@ def cannot_listen(host: str, port: int, exc: OSError) -> str:
 
 
 async def serve(
-    settings: Settings, *, load: AdmitterLoader = load_admitter,
+    settings: Settings, *, load: AdmitterLoader,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
     handle_signals: bool = True,
 ) -> int:
-    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code."""
+    """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code. ``load`` builds the
+    admission chain from the settings (``load_admitter`` with the command line's evaluator)."""
     metrics_ = Metrics()
     try:
         keeper, publisher = build_cert_keeper(settings, metrics_)

@@ -3,7 +3,7 @@
 celpy 0.5 evaluates ``all``/``exists``/``exists_one``/``map``/``filter`` itself (every element,
 no short circuit, strings iterated by character, no bound) and has no two-variable
 comprehensions, ``transformList``/``transformMap``/``transformMapEntry``, ``sortBy``,
-``optMap``/``optFlatMap`` or three-argument ``map``. ``Evaluator`` takes every macro over with
+``optMap``/``optFlatMap`` or three-argument ``map``. ``CelGoEvaluator`` takes every macro over with
 cel-go's semantics, counting each iteration against a per-evaluation ``Budget``: 10,000
 iterations, the bound cel-cpp applies on the default engine, so both engines stop at the same
 point with the same ``EngineBoundExceeded``. Field selection is ``operators.select``.
@@ -40,15 +40,15 @@ class Budget:
             raise EngineBoundExceeded()
 
 
-class Evaluator(celpy.evaluation.Evaluator):
+class CelGoEvaluator(celpy.evaluation.Evaluator):
     """celpy's evaluator with cel-go's macros and field selection, sharing one ``Budget``."""
 
     def __init__(self, ast: Any, activation: Any, budget: Budget) -> None:
         super().__init__(ast, activation)
         self.budget = budget
 
-    def sub_evaluator(self, ast: Any) -> Evaluator:
-        return Evaluator(ast, self.activation, self.budget)
+    def sub_evaluator(self, ast: Any) -> CelGoEvaluator:
+        return CelGoEvaluator(ast, self.activation, self.budget)
 
     def expr(self, tree: Any) -> Any:
         """``c ? a : b``: only the chosen branch runs; an error or non-bool condition is the result."""
@@ -125,7 +125,7 @@ def _names(args: list[Any]) -> list[str]:
     return [next(var.find_data("ident")).children[0].value for var in args]
 
 
-def _all(ev: Evaluator, target: Any, args: list[Any], *, want: bool = False) -> Any:
+def _all(ev: CelGoEvaluator, target: Any, args: list[Any], *, want: bool = False) -> Any:
     """``all`` (``want`` False: stop at the first false) and ``exists`` (stop at the first true);
     an error counts only when no element decides."""
     items, predicate = ev.iterate(target, _names(args[:-1])), ev.bind(args[-1])
@@ -142,7 +142,7 @@ def _all(ev: Evaluator, target: Any, args: list[Any], *, want: bool = False) -> 
     return first_error or celtypes.BoolType(not want)
 
 
-def _exists_one(ev: Evaluator, target: Any, args: list[Any]) -> Any:
+def _exists_one(ev: CelGoEvaluator, target: Any, args: list[Any]) -> Any:
     items, predicate = ev.iterate(target, _names(args[:-1])), ev.bind(args[-1])
     if items is None:
         return error(NO_SUCH_OVERLOAD)
@@ -155,7 +155,7 @@ def _exists_one(ev: Evaluator, target: Any, args: list[Any]) -> Any:
     return celtypes.BoolType(count == 1)
 
 
-def _selected(ev: Evaluator, target: Any, names: list[str], condition: Any | None) -> Any:
+def _selected(ev: CelGoEvaluator, target: Any, names: list[str], condition: Any | None) -> Any:
     """The iterations whose filter (if any) holds, or the first error."""
     items = ev.iterate(target, names)
     if items is None:
@@ -173,7 +173,7 @@ def _selected(ev: Evaluator, target: Any, names: list[str], condition: Any | Non
     return selected
 
 
-def _map(ev: Evaluator, target: Any, args: list[Any], *, variables: int = 1) -> Any:
+def _map(ev: CelGoEvaluator, target: Any, args: list[Any], *, variables: int = 1) -> Any:
     """``map(x, [filter,] t)`` and ``transformList(i, v, [filter,] t)``."""
     names = _names(args[:variables])
     selected = _selected(ev, target, names, args[variables] if len(args) == variables + 2 else None)
@@ -188,13 +188,13 @@ def _map(ev: Evaluator, target: Any, args: list[Any], *, variables: int = 1) -> 
     return celtypes.ListType(out)
 
 
-def _filter(ev: Evaluator, target: Any, args: list[Any]) -> Any:
+def _filter(ev: CelGoEvaluator, target: Any, args: list[Any]) -> Any:
     name = _names(args[:1])[0]
     selected = _selected(ev, target, [name], args[1])
     return selected if isinstance(selected, CELEvalError) else celtypes.ListType(v[name] for v in selected)
 
 
-def _transform_map(ev: Evaluator, target: Any, args: list[Any], *, entries: bool = False) -> Any:
+def _transform_map(ev: CelGoEvaluator, target: Any, args: list[Any], *, entries: bool = False) -> Any:
     """``transformMap(k, v, [filter,] t)``: {k: t}; ``transformMapEntry(k, v, [filter,] e)``:
     the union of the maps ``e``, a key twice being an error."""
     names = _names(args[:2])
@@ -218,7 +218,7 @@ def _transform_map(ev: Evaluator, target: Any, args: list[Any], *, entries: bool
     return out
 
 
-def _sort_by(ev: Evaluator, target: Any, args: list[Any]) -> Any:
+def _sort_by(ev: CelGoEvaluator, target: Any, args: list[Any]) -> Any:
     """``l.sortBy(e, key)``: the elements ordered by their keys (stable)."""
     keys = _map(ev, target, args)
     if isinstance(keys, CELEvalError):
@@ -236,7 +236,7 @@ _ORDERED = {celtypes.IntType, celtypes.UintType, celtypes.DoubleType, celtypes.S
             celtypes.BoolType, celtypes.TimestampType, celtypes.DurationType}
 
 
-def _opt_map(ev: Evaluator, target: Any, args: list[Any], *, flat: bool = False) -> Any:
+def _opt_map(ev: CelGoEvaluator, target: Any, args: list[Any], *, flat: bool = False) -> Any:
     """``o.optMap(v, e)``: optional.of(e) when ``o`` has a value; ``optFlatMap``: e itself."""
     if not isinstance(target, OptionalValue):
         return error(NO_SUCH_OVERLOAD)

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from webhook.cel import CelCompileError, get_engine
+from webhook.cel import CelCompileError, Engine
 from webhook.cel.cost.count import CostCounter
 from webhook.cel.checker.checker import check
 from webhook.cel.checker.literals import instantiation_error
@@ -49,33 +49,32 @@ def _charge_for(checked: Any, max_cost: int) -> RuntimeCharge | None:
 
 
 # compiled rules by schema node (the node is kept alive with them, so its id stays unique)
-_CACHE: OrderedDict[tuple[int, bool], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
-
-
+_CACHE: OrderedDict[tuple[int, bool, str], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
 _CACHE_SIZE = 4096
 
 
-def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "") -> NodeRules:
-    """Compile the ``x-kubernetes-validations`` of one schema node (cached per node).
+def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "", engine: Engine) -> NodeRules:
+    """Compile the ``x-kubernetes-validations`` of one schema node for ``engine`` (cached per
+    node and engine).
 
     Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
     the apiserver reject the CRD.
     """
     # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
     is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
-    key = (id(node_schema), is_root)
+    key = (id(node_schema), is_root, engine.name)
     cached = _CACHE.get(key)
     if cached is not None and cached[0] is node_schema:
         _CACHE.move_to_end(key)
         return cached[1]
-    rules = _compile(node_schema, is_root=is_root, path=path)
+    rules = _compile(node_schema, is_root=is_root, path=path, engine=engine)
     _CACHE[key] = (node_schema, rules)
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return rules
 
 
-def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> NodeRules:
+def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str, engine: Engine) -> NodeRules:
     entries = node_schema.get("x-kubernetes-validations") or []
     decl = decl_type(node_schema, is_root=is_root, name=SELF_TYPE_NAME) if entries else None
     issues: list[RuleIssue] = []
@@ -88,7 +87,7 @@ def _compile(node_schema: Mapping[str, Any], *, is_root: bool, path: str) -> Nod
         if entry_issues:
             issues.extend(entry_issues)
             continue
-        rule_or_issues = _compile_rule(index, entry, decl, node_schema)
+        rule_or_issues = _compile_rule(index, entry, decl, node_schema, engine)
         if isinstance(rule_or_issues, list):
             issues.extend(rule_or_issues)
         else:
@@ -162,7 +161,7 @@ def _uses_old_self(parsed: Any) -> bool:
 
 
 def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
-                  node_schema: Mapping[str, Any]) -> CompiledRule | list[RuleIssue]:
+                  node_schema: Mapping[str, Any], engine: Engine) -> CompiledRule | list[RuleIssue]:
     where = f"x-kubernetes-validations[{index}]"
     rule_text = entry.get("rule", "")
     optional_old_self = bool(entry.get("optionalOldSelf"))
@@ -201,7 +200,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
             issues.append(RuleIssue(f"{where}.messageExpression", "Invalid",
                                     f"messageExpression instantiation failed: {problem}", go_rule_json(entry)))
         else:
-            message_program = _engine_program(message_analysis.source)
+            message_program = _engine_program(message_analysis.source, engine)
             message_cost = estimate_cost(message_analysis.checked, CrdSizeEstimator(decl))[1]
             message_charge = _charge_for(message_analysis.checked, message_cost)
             message_actual = CostCounter(message_analysis.checked)
@@ -212,7 +211,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
     source = analysis.source
     message = entry.get("message") or None
     field_path = entry.get("fieldPath") or None
-    program = _engine_program(source)
+    program = _engine_program(source, engine)
     return CompiledRule(
         index=index,
         rule=rule_text,
@@ -249,17 +248,17 @@ class _Uncompilable:
         raise CompileFailure(self.message)
 
 
-def compile_program(source: str) -> Any:
-    """An engine program over ``self``/``oldSelf``/``__oldSelfPresent``, or None when the engine
-    cannot compile ``source``."""
-    program = _engine_program(source)
+def compile_program(source: str, engine: Engine) -> Any:
+    """An ``engine`` program over ``self``/``oldSelf``/``__oldSelfPresent``, or None when the
+    engine cannot compile ``source``."""
+    program = _engine_program(source, engine)
     return None if isinstance(program, _Uncompilable) else program
 
 
-def _engine_program(source: str) -> Any:
+def _engine_program(source: str, engine: Engine) -> Any:
     try:
-        # checker.py checked the rule's literals with the schema's types
-        return get_engine().compile(source, _VARIABLES, mixed_literals=True)
+        # cel-go's checker checked the rule's literals with the schema's types
+        return engine.compile(source, _VARIABLES, mixed_literals=True)
     except CelCompileError as err:
         return _Uncompilable(f"rule compile error: compilation failed: {err}")
 

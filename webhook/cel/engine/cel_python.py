@@ -31,7 +31,7 @@ import celpy
 from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
-from webhook.cel.celpy.evaluator import Budget, Evaluator
+from webhook.cel.celpy.evaluator import Budget, CelGoEvaluator
 from webhook.cel.compiler.check import check_typed
 from webhook.cel.celpy.operators import builtins, operators
 from webhook.cel.celpy.values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
@@ -138,7 +138,7 @@ class CelPythonProgram:
             data = {name: Namespace(name) for name in NAMESPACES}
             data.update({name: to_cel(value) for name, value in activation.items()})  # ints past 64 bits: overflow
             budget = Budget() if bounded else Budget(iterations=PER_CALL_LIMIT)  # each iteration costs cel-go 1 at least
-            evaluator = Evaluator(self._runner.ast, self._runner.new_activation(), budget)
+            evaluator = CelGoEvaluator(self._runner.ast, self._runner.new_activation(), budget)
             result = evaluator.evaluate(data)
         except CELEvalError as err:
             raise CelEvalError(_eval_message(err)) from None

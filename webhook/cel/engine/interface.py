@@ -9,13 +9,10 @@ and semantics.
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Iterable, Mapping
-from functools import cache
 from typing import Any, Protocol
 
 DEFAULT_ENGINE = "cel-expr"
-ENGINE_VARIABLE = "INFERGATE_CEL_ENGINE"  # selects the backend for a whole process
 
 # name -> module defining ``ENGINE_CLASS``; imported on first use
 _BACKENDS = {
@@ -37,7 +34,8 @@ class Program(Protocol):
         bound (``cost_limit``, default the apiserver's per-call limit) trips. ``accept``: the
         answers the caller can use as they are (all rules true, a patch), which a backend may
         give from a fast path of its own before its exact one; the value is the same.
-        ``routes``: the fast routes that may run (``webhook.cel.ladder.Routes``; default all).
+        ``routes``: the fast routes that may run (``webhook.cel.ladder.Routes``; default all;
+        ``Evaluator.routes`` at the edge).
         """
 
 
@@ -61,14 +59,10 @@ def engine_names() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
 
-def get_engine(name: str | None = None) -> Engine:
-    """The shared engine instance for ``name`` ("cel-expr" or "cel-python"); without a name,
-    the one ``INFERGATE_CEL_ENGINE`` selects, else cel-expr."""
-    return _engine(name or os.environ.get(ENGINE_VARIABLE) or DEFAULT_ENGINE)
-
-
-@cache
-def _engine(name: str) -> Engine:
+def new_engine(name: str) -> Engine:
+    """A new instance of the backend named ``name`` (``engine_names()``); its module is
+    imported on first use. Backends keep their compiled programs in caches of their own, so
+    two instances of one backend share them."""
     try:
         module_name = _BACKENDS[name]
     except KeyError:

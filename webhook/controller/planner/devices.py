@@ -15,9 +15,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.quantity import QuantityError, parse_quantity
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 PARTITION, WHOLE_DEVICE = "Partition", "WholeDevice"
 SHARED, DEDICATED = "Shared", "Dedicated"
@@ -216,7 +219,7 @@ class DeviceProfiles:
         self.groups = [(members[0], {"device": members[0].cel_value()}, members) for members in groups.values()]
 
 
-def offer_of(device_class: Mapping, profiles: DeviceProfiles, engine) -> DeviceClassOffer:
+def offer_of(device_class: Mapping, profiles: DeviceProfiles, evaluator: Evaluator) -> DeviceClassOffer:
     """Evaluate the class's selectors against every device profile and summarise what matched."""
     from webhook.cel import CelCompileError, CelError
 
@@ -226,7 +229,7 @@ def offer_of(device_class: Mapping, profiles: DeviceProfiles, engine) -> DeviceC
     for index, expression in enumerate(_selectors(device_class)):
         try:
             # Kubernetes types ``device`` (DRA's selector env): its fields may join typed literals
-            programs.append(engine.compile(expression, ["device"], mixed_literals=True))
+            programs.append(evaluator.compile(expression, ["device"], mixed_literals=True))
         except CelCompileError as exc:
             problems.append(f"selectors[{index}]: {exc}")
     candidates: list[Device] = []
@@ -269,15 +272,13 @@ class Inventory:
         self._names = sorted(self.offers)
 
     @classmethod
-    def build(cls, device_classes: Iterable[Mapping], slices: Iterable[Mapping], engine=None) -> "Inventory":
-        if engine is None:
-            from webhook.cel import get_engine
-
-            engine = get_engine()
+    def build(cls, device_classes: Iterable[Mapping], slices: Iterable[Mapping], evaluator: Evaluator) -> "Inventory":
+        """The offers of ``device_classes`` over ``slices``' devices, their CEL selectors
+        evaluated with ``evaluator``."""
         profiles = DeviceProfiles(devices_from_slices(slices))
         offers = {}
         for device_class in device_classes:
-            offer = offer_of(device_class, profiles, engine)
+            offer = offer_of(device_class, profiles, evaluator)
             offers[offer.name] = offer
         return cls(offers)
 
