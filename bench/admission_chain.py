@@ -76,19 +76,23 @@ def main() -> int:
     if args.against is not None:
         return compare(args.against.resolve(), args.runs, args.rounds, args.wall)
     sys.path.insert(0, str(args.tree.resolve()))
-    from webhook import shipped_data
+    try:
+        from webhook import shipped_data
+    except ImportError:  # (a tree from before it had this name: --against an older commit)
+        from webhook import resources as shipped_data
     from webhook.admission.chain import AdmissionChain, offline_request
-    from webhook.cel import Evaluator
     from webhook.policy import PolicySet
     from webhook.schema import CRDRegistry
     from webhook.state import FileState
-    if args.without_native:
-        import webhook.cel.engine.cel_expr as cel_expr
-        cel_expr.compile_native = lambda expr: None
     clock = time.perf_counter if args.wall else time.thread_time
-    evaluator = Evaluator()  # the default engine, every route
-    registry = CRDRegistry.shipped(evaluator=evaluator)
-    policies = PolicySet.load(shipped_data.policies_dir(), evaluator=evaluator)
+    try:  # the default engine, every route (or all but the native one)
+        from webhook.cel import Evaluator
+        from webhook.cel.ladder import ALL
+        engine = {"evaluator": Evaluator(routes=ALL.without("native") if args.without_native else ALL)}
+    except ImportError:  # (a tree from before the engine was a value: --against an older commit)
+        engine = {}
+    registry = CRDRegistry.shipped(**engine)
+    policies = PolicySet.load(shipped_data.policies_dir(), **engine)
     state = FileState(shipped_data.examples_dir())
     chain = AdmissionChain(registry, policies, state)
     policies_alone = AdmissionChain(None, policies, state)

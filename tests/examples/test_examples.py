@@ -169,7 +169,7 @@ def test_device_classes_offer_what_they_document():
     profiles = DeviceProfiles(devices_from_slices(objects("ResourceSlice")))
     assert set(DEVICE_CLASSES) == names("DeviceClass")
     for device_class in objects("DeviceClass"):
-        offer = offer_of(device_class, profiles, EVALUATOR.engine)
+        offer = offer_of(device_class, profiles, EVALUATOR)
         assert offer.devices and not offer.problems, (offer.name, offer.problems)
         assert (offer.placement_mode, offer.sharing_mode, offer.product_name) == DEVICE_CLASSES[offer.name]
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from webhook.cel import CelError, Engine
+from webhook.cel import CelError, Evaluator
 from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
@@ -39,14 +39,15 @@ class BatchPath:
     """One policy's batches (one program per stage, built on first use) and their runs."""
 
     def __init__(self, exact: ExactPath, file: str, stages: Mapping[bool, bool], validates_when_mutating: bool,
-                 engine: Engine) -> None:
+                 evaluator: Evaluator) -> None:
         self.exact = exact
         self.name = exact.name
         self.file = file
         self._stages = stages
         self._validates_when_mutating = validates_when_mutating
-        self._engine = engine
-        self._binds = hasattr(engine, "bind")  # whether the engine shares bindings between programs
+        self._engine = evaluator.engine
+        self._routes = evaluator.routes
+        self._binds = hasattr(self._engine, "bind")  # whether the engine shares bindings between programs
         # built on first use: one program per stage (key: mutating), for the lookups' arguments
         # ("lookups") and the rest of the mutations after a change (("mutations", start)); the
         # lookups' Python readers ("review reader"), what the batches read ("reads",
@@ -121,7 +122,8 @@ class BatchPath:
 
     def _compile_batch(self, source: str | None, what: str, rename: dict[str, str] | None = None) -> Expression | None:
         program = compile_batch(self._engine, source, CEL_VARIABLES, rename)
-        return Expression(program, source, f"{self.file}: {self.name} ({what})") if program is not None else None
+        return Expression(program, source, f"{self.file}: {self.name} ({what})", self._routes) \
+            if program is not None else None
 
     def _rest_of_mutations(self, start: int) -> Expression | None:
         """The mutations from ``start`` on as one program (after an earlier one changed the object)."""
@@ -314,7 +316,7 @@ class BatchPath:
             try:
                 if self._binds:
                     bindings = inp.scope.bindings(self._engine, batch.program.reads)
-                    results = batch.program.evaluate(bindings, accept=accept)
+                    results = batch.program.evaluate(bindings, accept=accept, routes=self._routes)
                 else:
                     results = batch.evaluate({**inp.scope.values, **prepared.bound(None)}, accept)
             except CelError:

@@ -56,7 +56,7 @@ class CompiledPolicy:
         self.validating_stage = judges and not self.validates_when_mutating  # has work in the validating webhook
         self.mutating_stage = bool(exact.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
-        self.batches = BatchPath(exact, file, self._stages, self.validates_when_mutating, evaluator.engine)
+        self.batches = BatchPath(exact, file, self._stages, self.validates_when_mutating, evaluator)
 
     def matches(self, inp: PolicyInput) -> bool:
         """Whether the policy applies to ``inp`` (rules, then selectors; not matchConditions)."""

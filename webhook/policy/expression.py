@@ -5,17 +5,20 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from webhook.cel.ladder import ALL, Routes
+
 # Every expression is compiled with the same names; unused ones cost nothing.
 CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", "lookups", "variables")
 _MISSING = "<absent>"  # a path an expression reads that the activation does not hold (``seen``)
 
 
 class Expression:
-    """A compiled CEL expression with the place it came from; ``needs``: the variables it
-    reads (for ``lookups``/``variables`` the names it selects, None: the whole map)."""
+    """A compiled CEL expression with the place it came from and the routes its evaluations
+    may take (``Evaluator.routes``); ``needs``: the variables it reads (for
+    ``lookups``/``variables`` the names it selects, None: the whole map)."""
 
-    def __init__(self, program: Any, source: str, where: str) -> None:
-        self.program, self.source, self.where = program, source, where
+    def __init__(self, program: Any, source: str, where: str, routes: Routes = ALL) -> None:
+        self.program, self.source, self.where, self.routes = program, source, where, routes
         self._refs = _references(source)
         self.needs = _needs(source)
 
@@ -30,7 +33,7 @@ class Expression:
                 value = {n: value[n] for n in names if n in value}
             data[root] = value
         # the engine's default cost limit: the apiserver's per-call one
-        return self.program.evaluate(data) if accept is None else self.program.evaluate(data, accept=accept)
+        return self.program.evaluate(data, accept=accept, routes=self.routes)
 
     def seen(self, activation: Mapping[str, Any]) -> dict[str, Any]:
         """The values of the paths the expression names (for --explain)."""

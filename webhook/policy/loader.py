@@ -71,7 +71,7 @@ def _compile_document(doc: Document, evaluator: Evaluator, schemas: KindSchemas 
         except CelCompileError as exc:
             problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
             program = None
-        return Expression(program, source, where)
+        return Expression(program, source, where, evaluator.routes)
 
     compiled = CompiledPolicy(model, compile_, doc.origin.file, evaluator)
     if not problems:  # then as the apiserver type-checks a ValidatingAdmissionPolicy: against the kinds' schemas

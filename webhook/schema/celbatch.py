@@ -1,9 +1,10 @@
-"""Every CEL rule of an object in ONE engine call: the fast path for objects that pass.
+"""Every CEL rule of an object in ONE engine call: the ladder's ``object_batch`` route
+(``webhook.cel.ladder``: its contract, and what follows when it declines).
 
 The per-node walk (``celrules``) makes one engine call per rule and per value at its node
 (ten list items with a rule: ten calls), and cel-expr converts the activation into C++ values
-on every call, which costs more than the rules themselves. Here a schema's rules become one program over the root object, each
-rule's ``self`` spelled as its node's path from the root::
+on every call, which costs more than the rules themselves. Here a schema's rules become one
+program over the root object, each rule's ``self`` spelled as its node's path from the root::
 
     (root rules) && (!has(self.spec) || ((rules of spec, on self.spec)
         && self.spec.ports.all(__cb1, __cb1 == null || (rules of the items, on __cb1))))
@@ -12,10 +13,8 @@ rule's ``self`` spelled as its node's path from the root::
 object has it. That is the walk's old value only along object properties, so on UPDATE
 transition rules below a list or map stay on the walk (on CREATE none has an old value).
 
-It is only a fast path. When the program is anything but ``true`` (a rule fails, a runtime
-error), the caller runs the per-node walk, which writes the exact errors and messages. When
-it is ``true``, the walk would report nothing for the batched rules, so the answer is the
-walk's over the other rules, provided the walk's cost budget would not run out: the batched
+When the program is ``true``, the walk would report nothing for the batched rules, so the
+answer is the walk's over the other rules, provided the walk's cost budget would not run out: the batched
 rules are charged here at least what the walk charges them (their worst case, or their
 estimate over the values for the costliest), and an object those charges leave no budget
 for takes the walk. A rule whose runtime bound measures the values it sees (nested loops,
@@ -99,7 +98,7 @@ class BatchPlan:
                 return None
             activation = {"self": value, "oldSelf": old_value, "__oldSelfPresent": self.update}
             if self.native_only:
-                holds = routes.native and self.program.native(activation, PER_CALL_LIMIT) is True
+                holds = routes.runs("native") and self.program.native(activation, PER_CALL_LIMIT) is True
             else:
                 holds = self.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
                                               routes=routes) is True
@@ -382,7 +381,7 @@ def build_plan(root: Node, *, update: bool, evaluator: Evaluator) -> BatchPlan |
     if decl is None or not root.has_rules:
         return None
     engine = evaluator.engine
-    plan = _plan(root, decl, update, engine, native=True) if evaluator.routes.native else None
+    plan = _plan(root, decl, update, engine, native=True) if evaluator.routes.runs("native") else None
     return plan if plan is not None else _plan(root, decl, update, engine, native=False)
 
 

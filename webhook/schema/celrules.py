@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from webhook.cel.ladder import DECLINED
 from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET
 from webhook.schema import fielderrors as fe
 from webhook.schema.equality import OldItems, json_equal, unchanged
@@ -51,9 +52,8 @@ _UNBUILT: Any = object()
 class CelValidator:
     """Evaluates every node's rules of one schema; rules are compiled on first use and kept.
 
-    The routes a rule takes, in order, are ``webhook.cel.ladder``'s: the object batch, then the
-    walk. ``evaluator``: the engine the rules are compiled and evaluated on, and the fast
-    routes that may run (``Evaluator.routes``)."""
+    ``evaluator``: the engine the rules are compiled and evaluated on, and the fast routes that
+    may run (``Evaluator.routes``)."""
 
     __slots__ = ("root", "evaluator", "_plans")
 
@@ -64,33 +64,43 @@ class CelValidator:
 
     def validate(self, obj: Any, old: Any = ABSENT, *, prefix: str | None = None, is_root: bool = True,
                  ratchet: bool = True) -> tuple[list[fe.FieldError], list[str]]:
-        """(errors, warnings) of every rule over ``obj``; ``old`` the stored object on UPDATE.
-        ``prefix``: the field path of ``obj`` when it is a value inside something else (a CRD's
-        default), ``is_root`` whether it is a resource's root; ``ratchet=False``: a failing rule
-        on an unchanged value is an error all the same (the apiserver checking a default)."""
-        if self.evaluator.routes.object_batch and prefix is None and ratchet:
-            answer = self._batched(obj, old)
-            if answer is not None:
+        """(errors, warnings) of every rule over ``obj``, down the ladder's object stage
+        (``webhook.cel.ladder``); ``old`` the stored object on UPDATE. ``prefix``: the field path
+        of ``obj`` when it is a value inside something else (a CRD's default), ``is_root``
+        whether it is a resource's root; ``ratchet=False``: a failing rule on an unchanged
+        value is an error all the same (the apiserver checking a default)."""
+        for step in self.evaluator.routes.object_steps:
+            answer = getattr(self, step)(obj, old, prefix, is_root, ratchet)
+            if answer is not DECLINED:
                 return answer
-        walk = _Walk(_cel(), self.evaluator)
-        walk.node(self.root, obj, old, prefix, is_root, ratchet)
-        return walk.errors, walk.warnings
+        raise AssertionError("walk_route always answers")
 
-    def _batched(self, obj: Any, old: Any) -> tuple[list[fe.FieldError], list[str]] | None:
-        """The answer when every batched rule holds and the budget is not at stake; else None."""
+    # -- the object stage's routes, in the ladder's order ------------------------------------
+
+    def object_batch_route(self, obj: Any, old: Any, prefix: str | None, is_root: bool, ratchet: bool) -> Any:
+        """Every batched rule of the object as one program (``celbatch``): the answer when they
+        all hold and the budget is not at stake (the walk runs the rules it left out)."""
+        if prefix is not None or not ratchet:
+            return DECLINED
         plan = self._plan(old is not ABSENT)
         if plan is None:
-            return None
+            return DECLINED
         charged = plan.holds(obj, old, self.evaluator.routes)
         if charged is None or charged >= RUNTIME_CEL_COST_BUDGET:
-            return None
+            return DECLINED
         if not plan.remaining:
             return [], []
         walk = _Walk(_cel(), self.evaluator, only=plan.remaining, reach=plan.reach,
                      budget=RUNTIME_CEL_COST_BUDGET - charged)
         walk.node(self.root, obj, old, None, True, True)
         if walk.budget.depleted:  # the walk over every rule could run out at another point
-            return None
+            return DECLINED
+        return walk.errors, walk.warnings
+
+    def walk_route(self, obj: Any, old: Any, prefix: str | None, is_root: bool, ratchet: bool) -> Any:
+        """Node by node, rule by rule, as the apiserver walks: every error and warning."""
+        walk = _Walk(_cel(), self.evaluator)
+        walk.node(self.root, obj, old, prefix, is_root, ratchet)
         return walk.errors, walk.warnings
 
     def _plan(self, update: bool) -> Any:

@@ -14,7 +14,7 @@ from webhook.cel import CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.cost.calls import Error
 from webhook.cel.cost.count import EXCEEDED, CostCounter, CountedEvaluation
 from webhook.cel.cost.estimate import RuntimeCharge
-from webhook.cel.ladder import ALL, Routes
+from webhook.cel.ladder import ALL, DECLINED, Routes
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT
 from webhook.cel.common.decl import DeclType
@@ -193,7 +193,7 @@ class NodeRules:
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
             charge = rule.cost
-            if type(outcome) is CountedEvaluation:  # cel-go's count answered (``_cel_go_outcome``): its cost is known
+            if type(outcome) is CountedEvaluation:  # cel-go's count answered (``cost_count``): its cost is known
                 charge, outcome = _known_cost(outcome.cost), outcome.value
             if not budget.charge_later(rule.bound(activation), charge, activation, outcome):
                 cost = charge(activation, outcome)
@@ -242,18 +242,10 @@ class NodeRules:
 
     @staticmethod
     def _run(rules: list[CompiledRule], activation: Mapping[str, Any], routes: Routes) -> list[Any]:
-        """Every rule's outcome (a value or the CelEvalError), rule by rule (each program takes
-        its own ladder: a true from the native route, else cel-expr)."""
-        results: list[Any] = []
-        for rule in rules:
-            try:
-                results.append(rule.program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=_is_true,
-                                                     routes=routes))
-            except EngineBoundExceeded as err:
-                results.append(_cel_go_outcome(rule.count(activation), err, bool, rule.program, activation))
-            except CelEvalError as err:
-                results.append(err)
-        return results
+        """Every rule's outcome (a value, the CelEvalError, or cel-go's ``CountedEvaluation``),
+        rule by rule, each down the ladder's rule stage."""
+        return [rule_outcome(rule.program, rule.count, bool, rule.program, activation, routes, _is_true)
+                for rule in rules]
 
     @staticmethod
     def _out_of_budget(failures: list[RuleResult], budget: CostBudget) -> list[RuleResult]:
@@ -267,14 +259,10 @@ class NodeRules:
         """The failure message; None when its messageExpression exhausts the budget."""
         if rule.message_program is not None:
             charge = rule.message_cost
-            try:
-                text = rule.message_program.evaluate(activation, cost_limit=PER_CALL_LIMIT, routes=routes)
-            except EngineBoundExceeded as err:
-                text = _cel_go_outcome(rule.message_count(activation), err, str, None, activation)
-                if type(text) is CountedEvaluation:
-                    charge, text = _known_cost(text.cost), text.value
-            except CelEvalError as err:
-                text = err
+            # (a message's error is not worded: the static message stands in, as in the apiserver)
+            text = rule_outcome(rule.message_program, rule.message_count, str, None, activation, routes, None)
+            if type(text) is CountedEvaluation:
+                charge, text = _known_cost(text.cost), text.value
             if not budget.charge_later(rule.message_bound(activation), charge, activation, text):
                 cost = charge(activation, text)
                 if cost > budget.remaining:
@@ -290,25 +278,53 @@ class NodeRules:
         return f"failed rule: {rule.error_string}"
 
 
-def _cel_go_outcome(counted: CountedEvaluation | None, stopped: EngineBoundExceeded, kind: type, program: Any,
-             activation: Mapping[str, Any]) -> CountedEvaluation | EngineBoundExceeded:
+def rule_outcome(program: Any, count: Callable[[Mapping[str, Any]], CountedEvaluation | None], kind: type,
+                 exact: Any, activation: Mapping[str, Any], routes: Routes,
+                 accept: Callable[[Any], bool] | None) -> Any:
+    """One of a rule's programs (the rule's, ``kind`` bool; its messageExpression's, ``kind``
+    str) down the ladder's rule stage: the program's own outcome (a value, or the
+    CelEvalError), else, where an engine stopped it at a bound of its own, cel-go's count's
+    (``exact``: the program whose exact path words cel-go's error; None: none is worded)."""
+    for step in routes.rule_steps:
+        answer = _RULE_ROUTES[step](program, count, kind, exact, activation, routes, accept)
+        if answer is not DECLINED:
+            return answer
+    raise AssertionError("cost_count_route always answers")
+
+
+def _program_route(program: Any, count: Any, kind: type, exact: Any, activation: Mapping[str, Any], routes: Routes,
+                   accept: Callable[[Any], bool] | None) -> Any:
+    """The program, down the program stage: its value or its error; DECLINED where an engine
+    stopped it at a bound of its own (``EngineBoundExceeded``)."""
+    try:
+        return program.evaluate(activation, cost_limit=PER_CALL_LIMIT, accept=accept, routes=routes)
+    except EngineBoundExceeded:
+        return DECLINED
+    except CelEvalError as err:
+        return err
+
+
+def _cost_count_route(program: Any, count: Callable[[Mapping[str, Any]], CountedEvaluation | None], kind: type,
+                      exact: Any, activation: Mapping[str, Any], routes: Routes, accept: Any) -> Any:
     """Where the engine stopped at its own bound, cel-go's count: when cel-go finishes within
     the per-call limit with a value of ``kind`` (a rule's bool, a message's string), that
     value and its cost are the apiserver's; when cel-go stops too, the stop, charged what
     cel-go counted (past the limit); when cel-go's value is an error, the error in cel-go's
-    words (``program``'s exact path without the engine's bounds, which the count has shown
-    to finish), charged what cel-go counted. Else the engine's stop stands: the count does not
-    know the expression, or a message's value is an error (``program`` None: the rule's static
+    words (``exact``'s exact path without the engine's bounds, which the count has shown to
+    finish), charged what cel-go counted. Else the engine's stop stands: the count does not
+    know the expression, or a message's value is an error (``exact`` None: the rule's static
     message stands in, as in the apiserver)."""
+    stopped = EngineBoundExceeded()
+    counted = count(activation)
     if counted is None:
         return stopped
     if type(counted.value) is kind:
         return counted
     if counted.value is EXCEEDED:
         return CountedEvaluation(stopped, counted.cost)
-    if isinstance(counted.value, Error) and program is not None:
+    if isinstance(counted.value, Error) and exact is not None:
         try:
-            value = program.evaluate_unbounded(activation)
+            value = exact.evaluate_unbounded(activation)
         except EngineBoundExceeded:
             return stopped
         except CelEvalError as err:
@@ -316,6 +332,9 @@ def _cel_go_outcome(counted: CountedEvaluation | None, stopped: EngineBoundExcee
         if type(value) is kind:  # the exact path's answer, where it and the count disagree
             return CountedEvaluation(value, counted.cost)
     return stopped
+
+
+_RULE_ROUTES = {"program_route": _program_route, "cost_count_route": _cost_count_route}
 
 
 def _known_cost(cost: int) -> Callable[[Any, Any], int]:

@@ -1,11 +1,12 @@
 """The default backend: cel-expr-python (Google's C++ CEL runtime).
 
 ``compile`` takes the checking step both backends share (``compiler.check``: Kubernetes'
-declarations, ``optimize``'s checks) and plans the result in the runtime env; ``evaluate``
-goes down the ladder (``webhook.cel.ladder``): the native program when the caller accepts its
-answer, then one C++ call plus the conversion of the result, and cel-python (``cel_python``)
-where cel-cpp words or answers unlike cel-go. cel-cpp's messages are put in cel-go's words
-by ``wording``.
+declarations, ``optimize``'s checks) and plans the result in the runtime env; ``evaluate`` runs
+the ladder's program stage (``webhook.cel.ladder``), whose routes are this program's
+``<route>_route`` methods: the native program, the bound, cel-expr with library calls hoisted,
+then plain (one C++ call plus the conversion of the result, cel-cpp's messages in cel-go's words
+by ``compiler.wording``), and cel-python (``cel_python``) where cel-cpp words or answers unlike
+cel-go.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from webhook.cel.engine.cel_python import CelPythonEngine
 from webhook.cel.compiler.check import Checked, check_typed, free_variables
 from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
-from webhook.cel.ladder import ALL, Routes
+from webhook.cel.ladder import ALL, DECLINED, Routes
 from webhook.cel.library import LibraryError
 from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import PER_CALL_LIMIT
@@ -115,7 +116,7 @@ class CelExprProgram:
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
         self.native = native  # the same program as generated Python, when it fits (``native``)
-        self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``_as_cel_go``
+        self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
 
     @property
@@ -125,43 +126,83 @@ class CelExprProgram:
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
                  accept: Callable[[Any], bool] | None = None, routes: Routes = ALL) -> Any:
-        """The program's value on ``activation``, down the ladder (``webhook.cel.ladder``).
+        """The program's value on ``activation``, down the ladder's program stage
+        (``webhook.cel.ladder``): each route that runs (``routes``) in order, until one answers.
         ``accept``: the answers the caller can use without cel-expr's exact errors and messages
-        (all rules true, a patch); the native program answers first, and a value it passes is
-        the answer (see ``native``). ``routes``: the fast routes that may run."""
-        given = activation
-        shared = type(activation) is Bindings and self._env is not None
-        if accept is not None and self.native is not None and routes.native:
-            try:  # it bounds its own work (CelCostExceeded past the limit): no measure first
-                value = self.native(activation, cost_limit or PER_CALL_LIMIT)
-            except NotNative:
-                pass
-            else:
-                if accept(value):
-                    return value
+        (all rules true, a patch), which the native route may give."""
+        limit = cost_limit or PER_CALL_LIMIT
+        for step in routes.program_steps:
+            answer = getattr(self, step)(activation, limit, accept)
+            if answer is not DECLINED:
+                return answer
+        raise AssertionError("cel_python_route always answers")
+
+    # -- the program stage's routes, in the ladder's order --------------------------------------
+
+    def native_route(self, activation: Mapping[str, Any], limit: int, accept: Callable[[Any], bool] | None) -> Any:
+        """The generated Python (``webhook.cel.native``), where the caller accepts its value as
+        it is. It bounds its own work (CelCostExceeded past the limit): no measure first."""
+        if accept is None or self.native is None:
+            return DECLINED
+        try:
+            value = self.native(activation, limit)
+        except NotNative:
+            return DECLINED
+        return value if accept(value) else DECLINED
+
+    def bound_route(self, activation: Mapping[str, Any], limit: int, accept: Any) -> Any:
+        """``EngineBoundExceeded`` when the program's bound over the activation's sizes is past
+        ``limit`` (cel-cpp's exact path would never stop otherwise); else the next route."""
         if self._measure:
-            sizes = activation.sizes(self.reads) if shared else measure(activation.values())
-            if self.cost.at(*sizes) > (cost_limit or PER_CALL_LIMIT):
+            sizes = activation.sizes(self.reads) if self._shares(activation) else measure(activation.values())
+            if self.cost.at(*sizes) > limit:
                 raise EngineBoundExceeded()
-        # text with a NUL: see ``env.cut_by_runtime`` (hoisted results cross whole: ``to_runtime``)
-        cut = activation.cut_by_runtime(self.reads) if shared else cut_by_runtime(activation.values())
-        if cut and self._python_program() is not None:
-            return self._on_python(given, cost_limit)
-        program = self._program
-        if self._hoists and not routes.hoisted:
-            program = self._fallback
-        elif self._hoists:
-            if shared:  # the hidden variables differ per program: this one gets its own data
-                activation, shared = {name: activation[name] for name in self.reads if name in activation}, False
-            values = hoisted_values(self._hoists, activation)
-            if values is None:  # a selection or a library call fails: let CEL report it
-                program = self._fallback
-            else:
-                activation = {**activation, **values}
-        if shared:
-            result = self._eval_on(program, activation.activation(self._env))
-        else:
-            result = self._eval(program, activation)
+        return DECLINED
+
+    def hoisted_route(self, activation: Mapping[str, Any], limit: int, accept: Any) -> Any:
+        """The program with its library calls on selected data computed in Python first
+        (``Hoist``); the plain program answers where there are none or one fails."""
+        if not self._hoists or self._cut(activation):
+            return DECLINED
+        data = {name: activation[name] for name in self.reads if name in activation} \
+            if self._shares(activation) else activation  # the hidden variables differ per program
+        values = hoisted_values(self._hoists, data)
+        if values is None:  # a selection or a library call fails: let the plain program report it
+            return DECLINED
+        data = {**data, **values}
+        return self._answer(self._program, self._eval(self._program, data), data, False)
+
+    def cel_expr_route(self, activation: Mapping[str, Any], limit: int, accept: Any) -> Any:
+        """The plain program on cel-expr: its value, or its error in cel-go's words."""
+        if self._cut(activation):
+            return DECLINED
+        program = self._fallback if self._hoists else self._program
+        if self._shares(activation):
+            return self._answer(program, self._eval_on(program, activation.activation(self._env)), activation, True)
+        return self._answer(program, self._eval(program, activation), activation, False)
+
+    def cel_python_route(self, activation: Mapping[str, Any], limit: int, accept: Any) -> Any:
+        """cel-python (``webhook.cel.engine.cel_python``), where cel-expr declined: cel-cpp
+        fails a selection or an index on a value of another kind (a field of a string, ``has()``
+        on a number, ``null.?f``) and some dispatches (``-d`` of a duration, ``join()`` of
+        numbers, a Quantity method given a Semver) with words of its own, where cel-go names the
+        field, key or runtime types, or answers (``has()`` of a scalar's field is false,
+        ``null.?f`` is optional.none()); and it would cut text at a NUL. Under the same limit."""
+        return self._on_python(activation, limit)
+
+    def _shares(self, activation: Mapping[str, Any]) -> bool:
+        """Whether ``activation`` is values bound for many programs (``Bindings``)."""
+        return type(activation) is Bindings and self._env is not None
+
+    def _cut(self, activation: Mapping[str, Any]) -> bool:
+        """Whether the activation holds text the C++ runtime would cut at a NUL
+        (``env.cut_by_runtime``), when cel-python can answer instead."""
+        cut = activation.cut_by_runtime(self.reads) if self._shares(activation) else cut_by_runtime(activation.values())
+        return cut and self._python_program() is not None
+
+    def _answer(self, program: cel.Expression, result: cel.Value, activation: Mapping[str, Any], shared: bool) -> Any:
+        """cel-expr's result as a plain value, its error raised in cel-go's words, or DECLINED
+        where cel-cpp's own words have no cel-go equivalent (cel-python answers)."""
         value = result.value()
         if value is True or value is False:  # most rules: no type check, no conversion
             return value
@@ -171,24 +212,13 @@ class CelExprProgram:
             result = self._eval(program, {name: well_known(activation[name]) for name in names if name in activation})
         if result.type() == _ERROR:
             message = clean_message(result.value())
-            if message.startswith(_CEL_CPP_ONLY):
-                return self._as_cel_go(given, cost_limit, message)
+            if message.startswith(_CEL_CPP_ONLY) and self._python_program() is not None:
+                return DECLINED
             raise _eval_error(message)
         value = from_runtime(result.plain_value())
         if self._optional_root:
             return OptionalValue.of(value[0]) if value else NONE
         return value
-
-    def _as_cel_go(self, activation: Mapping[str, Any], cost_limit: int | None, message: str) -> Any:
-        """cel-cpp fails a selection or an index on a value of another kind (a field of a
-        string, ``has()`` on a number, ``null.?f``) and some dispatches (``-d`` of a duration,
-        ``join()`` of numbers, a Quantity method given a Semver) with words of its own, where
-        cel-go names the field, key or runtime types, or answers (``has()`` of a scalar's field
-        is false, ``null.?f`` is optional.none()). The pure-Python backend follows cel-go
-        there: it answers these rare evaluations, under the same cost limit."""
-        if self._python_program() is None:
-            raise _eval_error(message)
-        return self._on_python(activation, cost_limit)
 
     def evaluate_unbounded(self, activation: Mapping[str, Any]) -> Any:
         """The value on ``activation`` on the exact path without this engine's own bounds (its
@@ -233,7 +263,7 @@ class CelExprProgram:
 
 
 def warm_up_fallback() -> None:
-    """Build the pure-Python backend that ``_as_cel_go`` answers with: its parser takes
+    """Build the pure-Python backend that ``cel_python_route`` answers with: its parser takes
     a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
     event loop, so that the first such evaluation does not stall the reviews behind it."""
     CelPythonEngine().compile("true", ())
@@ -274,7 +304,7 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 _ERROR = cel.Type.ERROR
 # cel-cpp's own words for a selection or index on a value of another kind, and the dispatches
-# above or of a library function given a library value of another type (see ``_as_cel_go``)
+# above or of a library function given a library value of another type (see ``cel_python_route``)
 _CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", "No matching overloads found : ")
 _NON_CEL_VALUE = "Non-CEL value type"
 # cel-cpp's own bound: 10,000 comprehension iterations per evaluation

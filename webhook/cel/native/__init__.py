@@ -1,5 +1,5 @@
-"""The native route: checked CEL programs run as generated Python, the fast path for the
-common subset.
+"""The ladder's ``native`` route (``webhook.cel.ladder``: its contract): checked CEL programs
+run as generated Python, for the common subset.
 
 cel-expr converts every value an evaluation reads into C++ values (node by node, on every
 call: a review's object and request again each time) before its C++ interpreter runs; for
@@ -8,11 +8,9 @@ list macros — that conversion costs more than the rules. This package compiles
 AST (after ``optimize``, the same one cel-expr plans) into one Python function that reads
 the plain JSON values in place.
 
-It is a fast path, never the authority. Its callers take a value only when they can use it
-as it is — every rule ``true``, a matchCondition decided, a mutation's patch — and otherwise
-ask cel-expr, which writes the exact errors and messages of a failing rule. Where this
-evaluator is not certain of cel-go's answer it raises :class:`NotNative` instead of guessing,
-and its caller falls back too:
+Its callers take a value only when they can use it as it is — every rule ``true``, a
+matchCondition decided, a mutation's patch. Where this evaluator is not certain of cel-go's
+answer it raises :class:`NotNative` instead of guessing, and the route declines:
 
 * at compile time, for any function, overload or literal outside the subset below
   (``compile_native`` returns None: the program always runs on cel-expr);

@@ -236,7 +236,7 @@ def offer_of(device_class: Mapping, profiles: DeviceProfiles, evaluator: Evaluat
     if not problems:
         for first, activation, members in profiles.groups:
             try:
-                if all(program.evaluate(activation) is True for program in programs):
+                if all(program.evaluate(activation, routes=evaluator.routes) is True for program in programs):
                     candidates.extend(members)
             except CelError as exc:
                 # The scheduler fails the allocation on a selector error; the device is no
