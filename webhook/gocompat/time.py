@@ -106,6 +106,16 @@ def parse_rfc3339(text: str) -> datetime | None:
     return _EPOCH + timedelta(seconds=seconds, microseconds=micros)
 
 
+def valid_rfc3339(text: str) -> bool:
+    """Whether ``text`` is a timestamp cel-go takes: Go's ``time.Parse(time.RFC3339)`` reads it
+    and it falls within CEL's years 1 to 9999 (what the apiserver checks of a constant
+    ``timestamp('...')``)."""
+    try:
+        return parse_rfc3339(text) is not None
+    except OverflowError:
+        return False
+
+
 def _leap(year: int) -> bool:
     return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
 

@@ -12,7 +12,7 @@ from webhook.cel.common.types import DYN, CelType
 from webhook.cel.common.values import parse_duration
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.syntax.ast import Call, CreateList, CreateMap, Expr, Literal, walk
-from webhook.gocompat.time import parse_rfc3339
+from webhook.gocompat.time import valid_rfc3339
 
 _EXEMPT_HOMOGENEOUS = frozenset({"format", "string_format"})
 
@@ -79,7 +79,7 @@ def _check_constant_argument(errors: list[tuple[int, str]], call: Call) -> None:
     if name in ("timestamp", "duration") and call.target is None and len(call.args) == 1:
         arg = call.args[0]
         if isinstance(arg, Literal) and arg.kind == "string":
-            ok = (_valid_timestamp(arg.value) if name == "timestamp" else _valid_duration(arg.value))
+            ok = (valid_rfc3339(arg.value) if name == "timestamp" else _valid_duration(arg.value))
             if not ok:
                 errors.append((arg.offset, f"invalid {name} argument"))
         elif isinstance(arg, Literal) and arg.kind == "int" and name == "timestamp":
@@ -104,13 +104,6 @@ def instantiation_error(expr: Expr) -> str | None:
                 except RegexError as err:
                     return str(err)
     return None
-
-
-def _valid_timestamp(text: str) -> bool:
-    try:
-        return parse_rfc3339(text) is not None
-    except OverflowError:
-        return False
 
 
 _DURATION_MAX_SECONDS = 315_576_000_000

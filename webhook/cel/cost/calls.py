@@ -16,7 +16,7 @@ from typing import Any
 from webhook.cel.cost.estimate import LIST_CREATE, REGEX_LENGTH, STRING_TRAVERSAL
 from webhook.cel.library import OVERLOADS, LibraryError, OpaqueValue, Overload
 from webhook.cel.library import ext
-from webhook.cel.library.base import NONE, OptionalValue
+from webhook.cel.library.base import NONE, OptionalValue, optional_entry
 from webhook.cel.library.format import NamedFormat
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.regex import find, find_all, matches
@@ -357,18 +357,13 @@ def _to_double(value: Any) -> tuple[str, Any]:
     raise Unknown("double() of this kind")
 
 
-def optional_entry(container: Any, key: Any) -> Any:
-    """``container.?key`` / ``container[?key]``: an optional of the entry (none when absent)."""
-    if type(container) is OptionalValue:
-        if not container.has_value:
-            return NONE
-        container = container.value
-    kind = type(container)
-    if kind is dict and type(key) is str:
-        return OptionalValue.of(container[key]) if key in container else NONE
-    if kind is list and type(key) is int:
-        return OptionalValue.of(container[key]) if 0 <= key < len(container) else NONE
-    raise Unknown("an optional entry of another kind")
+def counted_optional_entry(container: Any, key: Any) -> OptionalValue:
+    """``container.?key`` / ``container[?key]`` (``optional_entry``); ``Unknown`` for a
+    container or key of another kind."""
+    entry = optional_entry(container, key)
+    if entry is None:
+        raise Unknown("an optional entry of another kind")
+    return entry
 
 
 def _optional_call(name: str, implementation: Callable[[OptionalValue], Any]) -> Callable[[list], tuple[str, Any]]:

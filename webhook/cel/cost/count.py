@@ -38,7 +38,7 @@ from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.dispatch import select_overload
 from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
 from webhook.cel.common.types import DYN
-from webhook.cel.cost.calls import CelTypeValue, COMPARE, CONVERSIONS, Error, GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, TYPE_IDENTS, Unknown, arithmetic, call_cost, checked_int, compare, contains, index_value, library_call, library_overloads, optional_entry
+from webhook.cel.cost.calls import CelTypeValue, COMPARE, CONVERSIONS, Error, GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, TYPE_IDENTS, Unknown, arithmetic, call_cost, checked_int, compare, contains, index_value, library_call, library_overloads, counted_optional_entry
 
 
 class _Exceeded(Exception):
@@ -218,7 +218,7 @@ class _Compiler:
             if isinstance(value, Error):
                 return value
             if optional or type(value) is OptionalValue:  # x.?f, and any selection below it
-                return optional_entry(value, field)
+                return counted_optional_entry(value, field)
             if type(value) is not dict:
                 raise Unknown("a selection on another kind")
             return value[field] if field in value else Error(f"no such key: {field}")
@@ -455,7 +455,7 @@ class _Compiler:
             if isinstance(at, Error):
                 return at
             if optional or type(value) is OptionalValue:  # x[?k], and any index below it
-                return optional_entry(value, at)
+                return counted_optional_entry(value, at)
             return index_value(value, at)
         return index
 

@@ -63,22 +63,50 @@ class OpaqueValue(ABC):
         return f"{type(self).__name__}({self.key!r})"
 
 
-@dataclass(frozen=True)
 class OptionalValue:
-    """A CEL ``optional_type`` value crossing the Python boundary."""
+    """A CEL ``optional_type`` value: the one model of an optional everywhere a value is plain
+    Python (the libraries, the native route, cel-go's count, celpy, an engine's result).
+    Immutable by convention; a class with slots, as the native route makes one per ``.?``."""
 
-    value: Any = None
-    has_value: bool = False
+    __slots__ = ("value", "has_value")
+
+    def __init__(self, value: Any = None, has_value: bool = False) -> None:
+        self.value = value
+        self.has_value = has_value
 
     @classmethod
     def of(cls, value: Any) -> OptionalValue:
         return cls(value, True)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not OptionalValue:
+            return NotImplemented
+        return (self.value, self.has_value) == (other.value, other.has_value)
+
+    def __hash__(self) -> int:
+        return hash((self.value, self.has_value))
 
     def __repr__(self) -> str:
         return f"optional.of({self.value!r})" if self.has_value else "optional.none()"
 
 
 NONE = OptionalValue()
+
+
+def optional_entry(container: Any, key: Any) -> OptionalValue | None:
+    """``container.?key`` / ``container[?key]`` on plain values: an optional of the entry (none
+    when it is absent, or when ``container`` is an optional none); None where the container or
+    the key is of another kind (the caller decides what cel-go would answer)."""
+    if type(container) is OptionalValue:
+        if not container.has_value:
+            return NONE
+        container = container.value
+    kind = type(container)
+    if kind is dict and type(key) is str:
+        return OptionalValue(container[key], True) if key in container else NONE
+    if kind is list and type(key) is int:
+        return OptionalValue(container[key], True) if 0 <= key < len(container) else NONE
+    return None
 
 
 _TYPE_NAMES = {bool: "bool", int: "int", float: "double", str: "string", bytes: "bytes", list: "list", dict: "map",

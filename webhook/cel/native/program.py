@@ -7,7 +7,8 @@ from typing import Any
 
 from webhook.cel.errors import CelCostExceeded
 from webhook.cel.limits import PER_CALL_LIMIT
-from webhook.cel.native.runtime import NativeOptional, NotNative
+from webhook.cel.library.base import OptionalValue
+from webhook.cel.native.runtime import NotNative
 from webhook.cel.native.codegen import Codegen, Unsupported
 
 
@@ -36,15 +37,15 @@ class NativeProgram:
 def _plain(value: Any) -> None:
     """Raise when ``value`` holds an optional (cel-expr's result conversion decides those)."""
     kind = type(value)
-    if kind is NativeOptional:
+    if kind is OptionalValue:
         raise NotNative
     if kind is list:
         for item in value:
-            if type(item) is list or type(item) is dict or type(item) is NativeOptional:
+            if type(item) is list or type(item) is dict or type(item) is OptionalValue:
                 _plain(item)
     elif kind is dict:
         for item in value.values():
-            if type(item) is list or type(item) is dict or type(item) is NativeOptional:
+            if type(item) is list or type(item) is dict or type(item) is OptionalValue:
                 _plain(item)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from webhook.cel.environment.env import FAIL_FUNCTION
 from webhook.cel.errors import EngineBoundExceeded
 from webhook.cel.library import LibraryError
+from webhook.cel.library.base import NONE, OptionalValue, optional_entry
 from webhook.cel.library.regex import matches as _re2_matches
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -22,16 +23,6 @@ class NotNative(Exception):
     outside the subset)."""
 
 
-class NativeOptional:
-    """CEL's ``optional_type`` value (``present`` False: ``optional.none()``)."""
-
-    __slots__ = ("value", "present")
-
-    def __init__(self, present: bool, value: Any = None) -> None:
-        self.present, self.value = present, value
-
-
-_NONE = NativeOptional(False)
 _JSON = frozenset((dict, list, str, int, float, bool, type(None)))
 
 
@@ -269,58 +260,52 @@ def _upper_ascii(text: Any) -> str:
     return text.translate(_ASCII_UPPER)
 
 
-def _optional(x: Any) -> NativeOptional:
-    if type(x) is not NativeOptional:
+def _optional(x: Any) -> OptionalValue:
+    if type(x) is not OptionalValue:
         raise NotNative
     return x
 
 
 def _or_value(opt: Any, default: Any) -> Any:
     opt = _optional(opt)
-    return opt.value if opt.present else default
+    return opt.value if opt.has_value else default
 
 
 def _has_value(opt: Any) -> bool:
-    return _optional(opt).present
+    return _optional(opt).has_value
 
 
 def _value(opt: Any) -> Any:
     opt = _optional(opt)
-    if not opt.present:
+    if not opt.has_value:
         raise NotNative  # "optional.none() dereference"
     return opt.value
 
 
-def _or(opt: Any, other: Any) -> NativeOptional:
+def _or(opt: Any, other: Any) -> OptionalValue:
     opt = _optional(opt)
-    return opt if opt.present else _optional(other)
+    return opt if opt.has_value else _optional(other)
 
 
-def _optional_of(x: Any) -> NativeOptional:
-    return NativeOptional(True, x)
+def _optional_of(x: Any) -> OptionalValue:
+    return OptionalValue(x, True)
 
 
-def _optional_select(operand: Any, field: str) -> NativeOptional:
-    if type(operand) is NativeOptional:
-        if not operand.present:
-            return _NONE
+def _optional_select(operand: Any, field: str) -> OptionalValue:
+    if type(operand) is OptionalValue:
+        if not operand.has_value:
+            return NONE
         operand = operand.value
     if type(operand) is not dict:
         raise NotNative
-    return NativeOptional(True, operand[field]) if field in operand else _NONE
+    return OptionalValue(operand[field], True) if field in operand else NONE
 
 
-def _optional_index(container: Any, key: Any) -> NativeOptional:
-    if type(container) is NativeOptional:
-        if not container.present:
-            return _NONE
-        container = container.value
-    tc = type(container)
-    if tc is dict and type(key) is str:
-        return NativeOptional(True, container[key]) if key in container else _NONE
-    if tc is list and type(key) is int:
-        return NativeOptional(True, container[key]) if 0 <= key < len(container) else _NONE
-    raise NotNative
+def _optional_index(container: Any, key: Any) -> OptionalValue:
+    entry = optional_entry(container, key)
+    if entry is None:
+        raise NotNative
+    return entry
 
 
 # Functions called as they are: (name, arity counting a member call's target) -> implementation;
@@ -355,7 +340,7 @@ FUNCTIONS: dict[tuple[str, int], Callable[..., Any]] = {
     ("value", 1): _value,
     ("or", 2): _or,
     ("optional.of", 1): _optional_of,
-    ("optional.none", 0): lambda: _NONE,
+    ("optional.none", 0): lambda: NONE,
     ("_[?_]", 2): _optional_index,
 }
 
@@ -402,7 +387,7 @@ def _optional_list(values: list, optional: frozenset[int]) -> list:
     for i, value in enumerate(values):
         if i in optional:
             value = _optional(value)
-            if not value.present:
+            if not value.has_value:
                 continue
             value = value.value
         out.append(value)
@@ -416,7 +401,7 @@ def _map_literal(entries: tuple[tuple[Any, Any, bool], ...]) -> dict:
             raise NotNative  # other key kinds collide in a dict; a repeated key is an error
         if optional:
             value = _optional(value)
-            if not value.present:
+            if not value.has_value:
                 continue
             value = value.value
         out[key] = value
@@ -425,13 +410,13 @@ def _map_literal(entries: tuple[tuple[Any, Any, bool], ...]) -> dict:
 
 def _select_optional(value: Any, field: str) -> Any:
     """``x.f`` where ``x`` may be an optional (``a.?b.c``): the plain case is inline."""
-    if type(value) is NativeOptional:
-        if not value.present:
-            return _NONE
+    if type(value) is OptionalValue:
+        if not value.has_value:
+            return NONE
         inner = value.value
         if type(inner) is not dict or field not in inner:
             raise NotNative
-        return NativeOptional(True, inner[field])
+        return OptionalValue(inner[field], True)
     if type(value) is not dict:
         raise NotNative
     return value[field]

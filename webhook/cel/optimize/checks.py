@@ -10,7 +10,7 @@ from typing import Any
 from webhook.cel.library.regex import RegexError, compile_pattern
 from webhook.cel.library.strings_format import check_format
 from webhook.cel.optimize.nodes import AstBuilder, is_string_const
-from webhook.gocompat.time import parse_go_duration, parse_rfc3339
+from webhook.gocompat.time import parse_go_duration, valid_rfc3339
 
 
 @dataclass
@@ -77,12 +77,5 @@ class LiteralChecks(AstBuilder):
             if parse_go_duration(args[0].const_expr.string_value) is None:
                 self.issues.append(Issue(args[0].id, "invalid duration argument"))
         elif call.function == "timestamp" and len(args) == 1 and is_string_const(args[0]):
-            if not valid_timestamp(args[0].const_expr.string_value):
+            if not valid_rfc3339(args[0].const_expr.string_value):
                 self.issues.append(Issue(args[0].id, "invalid timestamp argument"))
-
-
-def valid_timestamp(text: str) -> bool:
-    try:
-        return parse_rfc3339(text) is not None
-    except OverflowError:
-        return False

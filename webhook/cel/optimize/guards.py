@@ -15,10 +15,9 @@ from webhook.cel.environment.env import FAIL_FUNCTION, KEY_FIELD
 from webhook.cel.errors import COST_EXCEEDED
 from webhook.cel.library.strings_format import ExactDuration, MapEntries
 from webhook.cel.limits import RANGE_LIMIT
-from webhook.cel.optimize.checks import valid_timestamp
 from webhook.cel.optimize.nodes import AstBuilder, is_string_const
 from webhook.gocompat.strconv import go_parse_float, go_parse_int
-from webhook.gocompat.time import parse_go_duration
+from webhook.gocompat.time import parse_go_duration, valid_rfc3339
 
 _GO_DURATION_MAX = 2**63 - 1  # nanoseconds: Go's time.Duration
 
@@ -205,7 +204,7 @@ class Guards(AstBuilder):
         and refuses a comma before the fraction."""
         call = node.call_expr
         if is_string_const(call.args[0]):
-            if valid_timestamp(call.args[0].const_expr.string_value):  # else check_literals reported it
+            if valid_rfc3339(call.args[0].const_expr.string_value):  # else check_literals reported it
                 call.args[0].const_expr.string_value = _cpp_rfc3339(call.args[0].const_expr.string_value)
             return node
         failed = self.call(FAIL_FUNCTION, self.const("type conversion error from 'string' to 'google.protobuf.Timestamp'"))
