@@ -132,30 +132,19 @@ class AdmissionChain:
     def _mutate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
                 view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace], dict[str, Any] | None]:
         """The mutating webhook's answer to ``request`` carrying ``obj``; also the mutated object."""
-        traces: list[Trace] = []
         if request.operation not in _JUDGED or obj is None:
-            return AdmissionResult(allowed=True), traces, obj
+            return AdmissionResult(allowed=True), [], obj
         policies = self.policies.current().for_review(_rule_key(request), mutating=True)
         if not policies:  # nothing to mutate: no input to build
-            return AdmissionResult(allowed=True), traces, obj
-        inp = self._input(request, obj, view)
-        warnings: list[str] = []
-        denials: list[Denial] = []
-        if not explain:
-            _prepare(policies, inp, mutating=True)
-        for policy in policies:
-            verdict = policy.evaluate(inp, mutating=True, explain=explain)
-            if verdict is None:
-                continue
-            traces += verdict.traces
-            warnings += verdict.warnings
-            denials += verdict.denials
-            if verdict.object is not None and verdict.object is not inp.object:
-                inp = inp.with_object(verdict.object)  # later policies see earlier mutations
-        if denials:
-            result = AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings)
-            return result, traces, inp.object
-        return AdmissionResult(allowed=True, patch=make_patch(obj, inp.object), warnings=warnings), traces, inp.object
+            return AdmissionResult(allowed=True), [], obj
+        stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain)
+        mutated = stage.input.object
+        if stage.denials:
+            result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials),
+                                     warnings=stage.warnings)
+        else:
+            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings)
+        return result, stage.traces, mutated
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
                   schema: bool = True, view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace]]:
@@ -177,17 +166,8 @@ class AdmissionChain:
         audit: dict[str, str] = {}
         policies = self.policies.current().for_review(_rule_key(request), mutating=False)
         if policies:  # (none: no input to build)
-            inp = self._input(request, obj, view)
-            if not explain:
-                _prepare(policies, inp, mutating=False)
-            for policy in policies:
-                verdict = policy.evaluate(inp, mutating=False, explain=explain)
-                if verdict is None:
-                    continue
-                traces += verdict.traces
-                warnings += verdict.warnings
-                denials += verdict.denials
-                audit.update(verdict.audit_annotations)
+            stage = _judge(policies, self._input(request, obj, view), mutating=False, explain=explain)
+            traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
@@ -285,6 +265,40 @@ _NESTED_MODELS = ("kind", "resource", "requestKind", "requestResource", "userInf
 def _fields(model: BaseModel) -> dict[str, Any]:
     extra = model.__pydantic_extra__
     return {**model.__dict__, **extra} if extra else dict(model.__dict__)
+
+
+class _Stage:
+    """What one webhook's policies said, in order: each stage folds one more thing than the
+    other — the mutating one the object (each policy sees the mutations before it: ``input``),
+    the validating one the audit annotations."""
+
+    __slots__ = ("input", "traces", "warnings", "denials", "audit")
+
+    def __init__(self, inp: PolicyInput) -> None:
+        self.input = inp
+        self.traces: list[Trace] = []
+        self.warnings: list[str] = []
+        self.denials: list[Denial] = []
+        self.audit: dict[str, str] = {}
+
+
+def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool) -> _Stage:
+    """Every policy of the mutating or the validating webhook on ``inp``, in order, folded."""
+    stage = _Stage(inp)
+    if not explain:
+        _prepare(policies, inp, mutating=mutating)
+    for policy in policies:
+        verdict = policy.evaluate(stage.input, mutating=mutating, explain=explain)
+        if verdict is None:
+            continue
+        stage.traces += verdict.traces
+        stage.warnings += verdict.warnings
+        stage.denials += verdict.denials
+        if not mutating:
+            stage.audit.update(verdict.audit_annotations)
+        elif verdict.object is not None and verdict.object is not stage.input.object:
+            stage.input = stage.input.with_object(verdict.object)  # later policies see earlier mutations
+    return stage
 
 
 def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:
