@@ -184,7 +184,7 @@ RUNTIME_COST_GAPS: frozenset[str] = frozenset()
 def test_a_costly_rule_is_charged_by_the_sizes_it_reads():
     """A rule whose worst case is costly is charged its estimate over the sizes of the values
     it reads (``RuntimeCharge``): the longest of each path, items, keys and values included."""
-    from webhook.cel.cost.estimate import _path_size
+    from webhook.cel.cost.estimate import path_size
 
     activation = {"self": {"l": [{"s": "abc"}, {"s": "a"}, {"t": [1, 2, 3, 4]}, None],
                            "m": {"k": "xy", "key-10-ch": [1]}}, "oldSelf": None}
@@ -192,7 +192,7 @@ def test_a_costly_rule_is_charged_by_the_sizes_it_reads():
              ("self", "m", "@keys"): 9, ("self", "m", "@values"): 2, ("self", "l", "@indices"): 0,
              ("self", "missing", "@items"): 0, ("self", "l", "@items", "s", "@items"): 0, ("oldSelf", "l"): 0,
              ("absent",): 0}
-    assert {path: _path_size(activation, path) for path in sizes} == sizes
+    assert {path: path_size(activation, path) for path in sizes} == sizes
     schema = {"type": "object", "properties": {"l": {"type": "array", "maxItems": 100, "items": {
         "type": "object", "properties": {"n": {"type": "integer"}}}}},
               "x-kubernetes-validations": [{"rule": "self.l.all(x, self.l.exists_one(y, x.n == y.n))"}]}

@@ -21,7 +21,7 @@ def _program(source: str):
 
 def test_the_call_is_hoisted_and_leaves_no_python_call():
     program = _program(RULE)
-    assert program._hoists and program.python_calls == 0
+    assert program.hoisted_calls and program.python_calls == 0
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -301,8 +301,8 @@ def test_a_branch_outside_the_subset_asks_cel_expr_only_when_taken():
 
 def test_evaluate_answers_natively_only_what_the_caller_accepts(monkeypatch):
     program = _compile("self.a > 1")
-    calls, original = [], CelExprProgram._eval
-    monkeypatch.setattr(CelExprProgram, "_eval", staticmethod(lambda *args: calls.append(args) or original(*args)))
+    calls, original = [], CelExprProgram.cel_expr_route
+    monkeypatch.setattr(CelExprProgram, "cel_expr_route", lambda *args: calls.append(args) or original(*args))
     assert program.evaluate({"self": {"a": 2}}, accept=lambda v: v is True) is True
     assert calls == []  # answered natively
     assert program.evaluate({"self": {"a": 0}}, accept=lambda v: v is True) is False
@@ -335,7 +335,7 @@ def test_a_run_makes_no_function_and_shares_no_variable():
     reads: a run creates no function object and no cell, and nested loops still see their
     enclosing loops' variables (the inner ``all`` reads ``x`` and ``n``)."""
     program = _compile("[self.a.size()].map(n, self.a.all(x, self.a.all(y, x + y + n >= 0)))[0]")
-    function = program.native._function
+    function = program.native.function
     assert not function.__code__.co_cellvars and not function.__code__.co_freevars
     assert not [c for c in function.__code__.co_consts if isinstance(c, types.CodeType)]
     generated = [v for v in function.__globals__.values()

@@ -77,7 +77,7 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
         fake.put(narrowed, "inferenceservices")
         await eventually(lambda: status()["phase"] == "Failed")
         writes = len(fake.writes())
-        await asyncio.sleep(1.5)  # steady: nothing more to write
+        await asyncio.sleep(1.5)  # a negative over time: steady, nothing more is written (three of its polls)
         assert len(fake.writes()) == writes
         # the optional kinds were never listed or watched
         assert not any("clusterissuers" in path or "moduleconfigs" in path for _, path in fake.requests)

@@ -78,7 +78,7 @@ class NotServed(LookupError):
 class Kube:
     def __init__(self, client: ApiClient):
         self.client = client
-        self._discovered: dict[str, dict[str, Resource]] = {}
+        self.discovered: dict[str, dict[str, Resource]] = {}
 
     # -- the one request --------------------------------------------------------------------
 
@@ -104,10 +104,10 @@ class Kube:
     # -- discovery ----------------------------------------------------------------------------
 
     def resource(self, api_version: str, kind: str) -> Resource:
-        if api_version not in self._discovered:
+        if api_version not in self.discovered:
             self.rediscover(api_version)
         try:
-            return self._discovered[api_version][kind]
+            return self.discovered[api_version][kind]
         except KeyError:
             raise NotServed(f"{kind} ({api_version}) is not served by this cluster") from None
 
@@ -118,11 +118,11 @@ class Kube:
         for r in reply.body.get("resources", []) if reply.ok else []:
             if "/" not in r["name"]:
                 found[r["kind"]] = Resource(api_version, r["kind"], r["name"], r["namespaced"])
-        self._discovered[api_version] = found
+        self.discovered[api_version] = found
 
     def serves(self, api_version: str, kind: str) -> bool:
         self.rediscover(api_version)
-        return kind in self._discovered[api_version]
+        return kind in self.discovered[api_version]
 
     def resource_of(self, obj: Mapping) -> Resource:
         return self.resource(obj["apiVersion"], obj["kind"])

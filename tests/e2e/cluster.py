@@ -204,7 +204,7 @@ def sweep(kube: Kube, run_id: str, *, timeout: float = 60) -> list[str]:
             if not reply.ok and reply.status != 404:
                 problems.append(f"cannot delete {kind} {_where(meta)}: {reply.message}")
         if kind == "Namespace" and found:
-            _finish_namespaces(kube, [obj["metadata"]["name"] for obj in found])
+            finish_namespaces(kube, [obj["metadata"]["name"] for obj in found])
         try:
             wait_for(f"{kind} of run {run_id} gone",
                      lambda: not kube.list(api_version, kind, label_selector=label), timeout=timeout)
@@ -213,7 +213,7 @@ def sweep(kube: Kube, run_id: str, *, timeout: float = 60) -> list[str]:
     return problems
 
 
-def _finish_namespaces(kube: Kube, names: list[str], wait: float = 10) -> None:
+def finish_namespaces(kube: Kube, names: list[str], wait: float = 10) -> None:
     """Namespaces whose contents the sweep already deleted: when no namespace controller has
     taken them up after ``wait`` seconds (it writes status conditions; a bare apiserver has
     none), do its last step as it would, so they do not stay Terminating forever."""

@@ -76,7 +76,7 @@ class Run:
                                 timeout=timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            time.sleep(quiet)
+            time.sleep(quiet)  # a negative over time: no write for ``quiet`` seconds is "settled"
             again = self.get(obj)
             if again["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]:
                 return again

@@ -53,7 +53,7 @@ def settled(run, expected_keys: dict[tuple, set[str]], quiet: float = 3.0, timeo
     objects = owned_objects(run)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        time.sleep(quiet)
+        time.sleep(quiet)  # a negative over time: no resourceVersion moving for ``quiet`` seconds is "done"
         again = owned_objects(run)
         if [o["metadata"]["resourceVersion"] for o in again] == [o["metadata"]["resourceVersion"] for o in objects]:
             return again
@@ -143,7 +143,7 @@ def test_no_status_write_when_nothing_changed(steady, applied, cluster_run):
     pool = cluster_run.get(applied["valid/inferencepool.yaml"])
     pod = make_pod(cluster_run, "ml-team", "e2e-pool-member", pool["spec"]["selector"], ready=True)
     cluster_run.status_of(pool, lambda s: _condition(s, "Ready") == "True", "the pool Ready after its Pod")
-    time.sleep(2)
+    time.sleep(2)  # a negative over time: meanwhile, no touched object is written again
     for obj in owned_objects(cluster_run):
         key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
         # every pool that selects the new Pod changes for real (a scenario's copy of the
@@ -174,7 +174,7 @@ def test_the_controller_writes_no_field_of_another_controllers(steady, applied, 
     name, namespace = model["metadata"]["name"], model["metadata"]["namespace"]
     apply_status(cluster_run, model, {"replicas": {"all": 3, "ready": 2}}, manager="e2e-kubeai")
     pods = [make_pod(cluster_run, namespace, f"e2e-owned-{name}-{i}"[:63], {"model": name}, ready=True) for i in range(2)]
-    time.sleep(20)
+    time.sleep(20)  # a negative over time: no field of the Model's in 20 s (the measurement)
     stored_model = cluster_run.get(model)
     assert stored_model["status"] == {"replicas": {"all": 3, "ready": 2}}
     assert infergate_entries(stored_model) == []

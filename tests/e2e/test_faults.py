@@ -124,11 +124,11 @@ def test_watch_answered_410_gone_relists(cluster_run):
     expired: set[str] = set()
 
     class FromAnOldResourceVersion(KubeState):
-        def _watch(self, kind, resource_version, *rest):
+        def watch(self, kind, resource_version, *rest):
             if str(kind) not in expired:  # once per kind: a version older than the apiserver keeps
                 expired.add(str(kind))
                 resource_version = "1"
-            return super()._watch(kind, resource_version, *rest)
+            return super().watch(kind, resource_version, *rest)
 
     client = kube_config.new_client_from_config(config_file=cluster_run.identities.get("webhook")
                                                 or cluster_run.kubeconfig)

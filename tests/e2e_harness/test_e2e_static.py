@@ -236,7 +236,7 @@ def test_kube_reply_carries_the_status_and_every_warning():
     try:
         configuration = Configuration(host=f"http://127.0.0.1:{server.server_address[1]}")
         kube = api.Kube(ApiClient(configuration))
-        kube._discovered["kubeai.org/v1"] = {"Model": api.Resource("kubeai.org/v1", "Model", "models", True)}
+        kube.discovered["kubeai.org/v1"] = {"Model": api.Resource("kubeai.org/v1", "Model", "models", True)}
         obj = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "ml-team"}}
         reply = kube.create(obj, dry_run=True)
     finally:
@@ -351,7 +351,7 @@ def test_stuck_namespaces_are_finalized_only_without_a_namespace_controller():
             self.puts.append((method, path, body["spec"]["finalizers"]))
 
     kube = Namespaces()
-    cluster._finish_namespaces(kube, ["orphan", "worked-on"], wait=0)
+    cluster.finish_namespaces(kube, ["orphan", "worked-on"], wait=0)
     assert kube.puts == [("PUT", "/api/v1/namespaces/orphan/finalize", [])]
 
 

@@ -11,6 +11,7 @@ import yaml
 from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.policy_suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
+from webhook.controller.snapshot import MemoryState
 from webhook.state import FileState
 from webhook.cel.engine.cel_expr import CelExprProgram
 from webhook.policy.batch import batch_source, bind_variables, request_fields_read
@@ -133,7 +134,7 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     policies = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
     (policy,) = policies.policies
     assert policy.batches.state_variables == ("engines",)
-    state = FileState(None, objects=[_config("vllm", "VLLM")])
+    state = MemoryState([_config("vllm", "VLLM")])  # a cluster view the test changes
     c = chain(state, policies, schema=False)
 
     def answer(engine: str, explain: bool = False):
@@ -145,10 +146,10 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     assert answer("VLLM") == (True, None) and policy.batches.state_values is computed  # not computed again
     assert answer("OLlama") == answer("OLlama", explain=True)
     assert "engine OLlama is not one of VLLM" in answer("OLlama")[1]
-    state._store.put(_config("ollama", "OLlama"))  # the state changes: a new stored object
+    state.put(_config("ollama", "OLlama"))  # the state changes: a new stored object
     assert answer("OLlama") == (True, None)
     assert policy.batches.state_values is not computed
-    state._store.put(_config("m", "VLLM"))  # the request's own lookup is read per request
+    state.put(_config("m", "VLLM"))  # the request's own lookup is read per request
     assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs")
 
 

@@ -70,7 +70,7 @@ def mounted(tmp_path):
 
 
 def served_cert(server: ServerThread):
-    return server.keeper._served
+    return server.keeper.served
 
 
 def readyz(server: ServerThread) -> tuple[int, str]:

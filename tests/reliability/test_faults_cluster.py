@@ -64,12 +64,12 @@ class Api:
     def add(self, obj: dict) -> None:
         for res in self.fake.resources.values():
             if res.kind.kind == obj["kind"] and res.kind.api_version == obj["apiVersion"]:
-                self._call(lambda: self.fake.add(res, obj))
+                self.call(lambda: self.fake.add(res, obj))
 
     def modify(self, obj: dict) -> None:
-        self._call(lambda: self.fake.modify(self.resource(obj["kind"]), obj))
+        self.call(lambda: self.fake.modify(self.resource(obj["kind"]), obj))
 
-    def _call(self, fn) -> None:
+    def call(self, fn) -> None:
         async def run():
             fn()
         asyncio.run_coroutine_threadsafe(run(), self._loop).result(5)
@@ -194,12 +194,12 @@ def test_slow_api_500s_dropped_watches_and_410s_do_not_touch_answers(cluster):
     lists = classes.lists
     api.delay = 1.0  # every API call now takes a second
     classes.fail_next_watch = 500
-    api._call(lambda: api.fake.end_streams(classes))  # watch dropped; the retry gets a 500
+    api.call(lambda: api.fake.end_streams(classes))  # watch dropped; the retry gets a 500
     for _ in range(3):
         assert judged(server) == first
     # etcd compaction with a change no watch event carries: only the 410 and a relist see it
     changed = open_class(api)
-    api._call(lambda: api.fake.compact(classes, silently_change=changed))
+    api.call(lambda: api.fake.compact(classes, silently_change=changed))
     api.delay = 0.0
     wait_until(lambda: classes.lists > lists, timeout=15)
     wait_until(lambda: judged(server)["allowed"] is True, timeout=15)

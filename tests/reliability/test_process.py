@@ -162,7 +162,10 @@ def test_sigterm_under_load_loses_no_received_review(tmp_path):
     threads += [threading.Thread(target=client, args=(k, [big])) for k in range(6, 8)]
     for t in threads:
         t.start()
-    time.sleep(2.5)
+    deadline = time.monotonic() + 30  # under load: every connection has had answers before the signal
+    while not all(sum("status" in r for r in records if r["client"] == k) >= 2 for k in range(len(threads))):
+        assert time.monotonic() < deadline, "the load never reached every connection"
+        time.sleep(0.05)
     signalled.append(time.monotonic())
     proc.send_signal(signal.SIGTERM)
     for t in threads:

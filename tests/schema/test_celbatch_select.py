@@ -61,7 +61,7 @@ def _plans_and_objects():
             served = isinstance(obj, dict) and REGISTRY.served(obj.get("apiVersion"), obj.get("kind"))
             if served and served.cel is not None:
                 for update in (False, True):
-                    plan = served.cel._plan(update)
+                    plan = served.cel.plan(update)
                     if plan is not None:
                         found.append((plan, obj))
     return found

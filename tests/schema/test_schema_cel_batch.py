@@ -68,7 +68,9 @@ def test_bundled_crds_batch_every_rule():
     left: dict[str, set[str]] = {}
     native_only: set[tuple[str, str, str]] = set()
     for choice in bundled.KUBEAI_CRDS:
-        for (api_version, kind), served in CRDRegistry.shipped(choice, evaluator=EVALUATOR)._served.items():
+        registry = CRDRegistry.shipped(choice, evaluator=EVALUATOR)
+        for api_version, kind in registry.kinds():
+            served = registry.served(api_version, kind)
             for update in (False, True):
                 plan = build_plan(served.schema, update=update, evaluator=EVALUATOR)
                 if served.cel is None:

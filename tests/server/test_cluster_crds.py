@@ -1,7 +1,10 @@
 """With ``--kube-state`` the CRDs the cluster serves are the schema: the webhook's own wiring
 (``webhook.server.watch_cluster``) against a fake apiserver over real HTTP (list and watch of
-CustomResourceDefinitions by name), reviews over real HTTPS to the real server, the expected
-denials recorded from a real kube-apiserver (``tests/conformance/cases``)."""
+CustomResourceDefinitions by name), reviews over real HTTPS to the real server. Each answer is
+what the apiserver answers the same write: its denial (code, reason, message, one cause per
+field error) as recorded from a real kube-apiserver (``tests/conformance/cases``), or, for a
+CRD no recording holds, as the apiserver emulation the recordings check (``CRDRegistry``)
+answers it; an admitted write, allowed with nothing else to say."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from tests.support.apiserver import FakeApiServer, eventually
 from tests.support.paths import CASES
 from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
+from webhook.schema import CRDRegistry
 from webhook.shipped_data import data_dir
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
 from webhook.server.wiring import watch_cluster, webhook_watches
@@ -64,15 +68,39 @@ def served(registry) -> set[tuple[str, str]]:
     return set(registry.current().kinds())
 
 
+def denial(answer: dict) -> tuple:
+    """A /validate answer's denial as the apiserver's answer to the write reads: (code, reason,
+    message, each field error as ``field: message``)."""
+    status = answer["status"]
+    causes = sorted(f"{cause.get('field', '<nil>')}: {cause['message']}" for cause in status["details"]["causes"])
+    return answer["allowed"], status["code"], status["reason"], status["message"], causes
+
+
+def recorded_denial(case: dict) -> tuple:
+    expect = case["expect"]
+    return False, expect["code"], "Invalid", expect["message"], sorted(expect["errors"])
+
+
+def emulated_denial(crd: dict, obj: dict) -> tuple:
+    """The apiserver's answer to creating ``obj`` under ``crd``, as the emulation gives it."""
+    outcome = CRDRegistry([crd], evaluator=EVALUATOR).handle("CREATE", copy.deepcopy(obj))
+    status = outcome.status
+    return (outcome.allowed, status["code"], status["reason"], status["message"],
+            sorted(str(error) for error in outcome.errors))
+
+
+def admitted(answer: dict) -> bool:
+    """Allowed with nothing else to say (no warning, no status, no patch)."""
+    return set(answer) == {"uid", "allowed"} and answer["allowed"] is True
+
+
 async def test_a_kind_is_judged_by_the_crd_the_cluster_serves_once_it_serves_one(cluster):
     api, crds, registry, validate = cluster
-    assert (await validate(NO_TARGET_PORTS["object"]))["allowed"]  # no CRD: the apiserver's to refuse
+    assert admitted(await validate(NO_TARGET_PORTS["object"]))  # no CRD: the apiserver's to refuse
     api.add(crds, POOL_CRD)
     await eventually(lambda: ("inference.networking.k8s.io/v1", "InferencePool") in served(registry))
-    answer = await validate(NO_TARGET_PORTS["object"])
-    assert not answer["allowed"]
-    assert answer["status"]["message"] == NO_TARGET_PORTS["expect"]["message"]
-    assert (await validate(VALID["object"]))["allowed"]
+    assert denial(await validate(NO_TARGET_PORTS["object"])) == recorded_denial(NO_TARGET_PORTS)
+    assert VALID["expect"]["allowed"] and admitted(await validate(VALID["object"]))
 
 
 async def test_a_changed_crd_is_the_schema_of_the_next_review(cluster):
@@ -81,7 +109,7 @@ async def test_a_changed_crd_is_the_schema_of_the_next_review(cluster):
     await eventually(lambda: served(registry))
     two_ports = copy.deepcopy(VALID["object"])
     two_ports["spec"]["targetPorts"] = [{"number": 8000}, {"number": 8001}]
-    assert (await validate(two_ports))["allowed"]
+    assert admitted(await validate(two_ports))
     before = registry.current()
 
     changed = copy.deepcopy(POOL_CRD)
@@ -91,13 +119,13 @@ async def test_a_changed_crd_is_the_schema_of_the_next_review(cluster):
     api.modify(crds, changed)
     await eventually(lambda: registry.current() is not before)
     answer = await validate(two_ports)
-    assert not answer["allowed"]
     # a failed rule as the apiserver words it (no value: compare the recorded kubeai-model cases)
-    assert answer["status"]["message"] == 'InferencePool.inference.networking.k8s.io "ip-001" is invalid: ' \
-                                          'spec: Invalid value: one port'
+    assert denial(answer) == emulated_denial(changed, two_ports) == (
+        False, 422, "Invalid", 'InferencePool.inference.networking.k8s.io "ip-001" is invalid: spec: Invalid value: one port',
+        ["spec: Invalid value: one port"])
     compiles = registry.compiles
     api.modify(crds, changed)  # a write that leaves the spec as it was (status, labels): nothing to compile
-    await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # a negative over time: no compile follows it
     assert registry.compiles == compiles
 
 
@@ -109,15 +137,15 @@ async def test_a_version_the_cluster_does_not_serve_is_left_to_the_apiserver(clu
     api.add(crds, unserved)
     await eventually(lambda: registry.compiles == 1)
     assert served(registry) == set()
-    assert (await validate(NO_TARGET_PORTS["object"]))["allowed"]
+    assert admitted(await validate(NO_TARGET_PORTS["object"]))
 
     api.delete(crds, unserved)
     api.add(crds, POOL_CRD)
     await eventually(lambda: served(registry))
-    assert not (await validate(NO_TARGET_PORTS["object"]))["allowed"]
+    assert denial(await validate(NO_TARGET_PORTS["object"])) == recorded_denial(NO_TARGET_PORTS)
     api.delete(crds, POOL_CRD)
     await eventually(lambda: not served(registry))  # a CRD deleted: its kinds are nobody's here either
-    assert (await validate(NO_TARGET_PORTS["object"]))["allowed"]
+    assert admitted(await validate(NO_TARGET_PORTS["object"]))
 
 
 async def test_every_served_version_is_judged(cluster):
@@ -132,7 +160,7 @@ async def test_every_served_version_is_judged(cluster):
                  "metadata": {"name": "r", "namespace": "default"},
                  "spec": {"hostnames": ["Not_A_Host"]}}
         answer = await validate(route)
-        assert not answer["allowed"], version
+        assert denial(answer) == emulated_denial(httproutes, route), version
         assert "spec.hostnames[0]: Invalid value: \"Not_A_Host\": spec.hostnames[0] in body should match" \
             in answer["status"]["message"], answer["status"]["message"]
 

@@ -58,8 +58,13 @@ async def test_concurrent_reviews_on_the_loop_each_get_their_own_answer(tmp_path
     (the kind was quick last time), allowed, denied and malformed mixed: every answer
     carries its own uid, verdict and message; a malformed one gets its 400 alone."""
     admitter, sizes = ScriptedAdmitter(), []
-    run = LoopBatch._run
-    monkeypatch.setattr(LoopBatch, "_run", lambda self: sizes.append(len(self._pending)) or run(self))
+    run = LoopBatch.run
+
+    def counting(self: LoopBatch) -> int:
+        sizes.append(run(self))
+        return sizes[-1]
+
+    monkeypatch.setattr(LoopBatch, "run", counting)
     running = await start_server(tmp_path, admitter)
     try:
         await running.post("/validate", review(MODEL))  # a quick first review: the kind goes to the loop

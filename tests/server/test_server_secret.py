@@ -11,6 +11,7 @@ import datetime as dt
 import itertools
 import json
 import logging
+import time
 
 import jsonpatch
 import pytest
@@ -407,8 +408,9 @@ async def test_the_watch_puts_back_a_lost_ca_bundle_at_once_and_writes_nothing_a
         labelled = copy.deepcopy(fake.objects[HOOK_KEYS[0]])
         labelled["metadata"]["labels"]["team"] = "ml"
         fake.put(HOOK_KEYS[0], labelled)  # a change that keeps the bundle: no reason to write
-        await asyncio.sleep(1.5)  # past a watch timeout: the new watch starts with the (matching) object
-        assert sum(method == "WATCH" for method, _, _ in fake.requests) >= 4
+        # each kind's watch ends after 1 s and starts again with the object as it is: once each
+        # kind's third watch has begun, its second one's events (the change) were all handled
+        await wait_for(lambda: sum(method == "WATCH" for method, _, _ in fake.requests) >= 6, timeout=10.0)
         assert writes(fake) == before
 
         recreate_without_ca_bundle(fake)
@@ -456,12 +458,15 @@ async def test_a_refused_watch_is_retried_with_growing_pauses(api, caplog):
     fake.refuse_watches = True
     watch = certs.WebhookConfigurationWatch(api_client, "infergate", lambda: b"", logger=logging.getLogger("infergate.t"),
                                             retry_seconds=0.1)
+    from .conftest import wait_for
+
     with caplog.at_level(logging.WARNING, logger="infergate.t"):
+        began = time.monotonic()
         watch.start()
-        try:
-            await asyncio.sleep(1.6)  # tries at 0, 0.1, 0.3, 0.7, 1.5 s: five per kind
+        try:  # tries at 0, 0.1, 0.3, 0.7, 1.5 s: five per kind
+            await wait_for(lambda: sum(method == "WATCH" for method, _, _ in fake.requests) >= 2 * 5, timeout=10.0)
         finally:
             watch.stop()
-    tries = sum(method == "WATCH" for method, _, _ in fake.requests)
-    assert 2 * 3 <= tries <= 2 * 6
+    took = time.monotonic() - began
+    assert took >= 1.4, f"five tries per kind in {took:.2f} s: the pauses do not grow"  # no busy loop
     assert "403" in caplog.records[0].fields["error"] and caplog.records[-1].fields["retry_seconds"] >= 0.8

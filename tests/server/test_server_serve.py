@@ -118,7 +118,7 @@ async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delayi
 
 def test_warming_up_builds_the_fallback_backend():
     code = ("from webhook.cel.engine import cel_expr; cel_expr.warm_up_fallback(); "
-            "from webhook.cel.engine import cel_python; print(cel_python._compile.cache_info().currsize)")
+            "from webhook.cel.engine import cel_python; print(cel_python.compiled_program.cache_info().currsize)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"
@@ -150,7 +150,8 @@ async def test_shutdown_finishes_in_flight_reviews_and_refuses_new_connections(t
     await asyncio.sleep(0.3)
     stop.set()
     await asyncio.sleep(0.1)
-    fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=session.connector._ssl, force_close=True))
+    ca = (tmp_path / "certs" / "ca.crt").read_bytes()
+    fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=certs.client_context(ca), force_close=True))
     with pytest.raises(aiohttp.ClientConnectorError):
         await fresh.get(url + "/healthz")
     await fresh.close()

@@ -101,10 +101,14 @@ def reads_outside() -> list[str]:
     return taken
 
 
+_installed = False
+
+
 def install() -> None:
     """Start auditing (once per process; an audit hook cannot be removed)."""
-    if not getattr(sys, "_infergate_hermetic", False):
-        sys._infergate_hermetic = True
+    global _installed
+    if not _installed:
+        _installed = True
         sys.addaudithook(_audit)
 
 

@@ -38,7 +38,7 @@ class CertKeeper:
         self.bundle: CertBundle | None = None
         self.context: ssl.SSLContext | None = None
         self.error: str | None = None
-        self._served: x509.Certificate | None = None
+        self.served: x509.Certificate | None = None  # the certificate the live context serves
 
     def refresh(self) -> tuple[str, ...]:
         """Blocking: read the store, plan (when managing), save; returns the actions taken.
@@ -74,11 +74,11 @@ class CertKeeper:
         reloaded = self.context is not None
         if self.context is None:
             self.context = server_context(bundle, client_ca=self.client_ca)
-        elif self._served != bundle.cert:
+        elif self.served != bundle.cert:
             load_serving(self.context, bundle)
         else:
             return False
-        self._served = bundle.cert
+        self.served = bundle.cert
         if self.on_change is not None:
             self.on_change(bundle, reloaded)
         return True

@@ -82,7 +82,7 @@ class CelValidator:
         all hold and the budget is not at stake (the walk runs the rules it left out)."""
         if prefix is not None or not ratchet:
             return DECLINED
-        plan = self._plan(old is not ABSENT)
+        plan = self.plan(old is not ABSENT)
         if plan is None:
             return DECLINED
         charged = plan.holds(obj, old, self.evaluator.routes)
@@ -103,7 +103,8 @@ class CelValidator:
         walk.node(self.root, obj, old, prefix, is_root, ratchet)
         return walk.errors, walk.warnings
 
-    def _plan(self, update: bool) -> Any:
+    def plan(self, update: bool) -> Any:
+        """The object batch's plan for CREATE or UPDATE (built on first use; None: nothing batches)."""
         plan = self._plans[update]
         if plan is _UNBUILT:
             from webhook.schema.celbatch import build_plan  # (late, as ``_cel``: it loads the CEL layer)

@@ -93,6 +93,11 @@ class SchemaValidator:
     def validate(self, value: Any, old: Any = ABSENT) -> list[fe.FieldError]:
         if self.passes is not None and self.passes(value):
             return []  # the walk would report nothing (ratcheting only ever drops errors)
+        return self.walk(value, old)
+
+    def walk(self, value: Any, old: Any = ABSENT) -> list[fe.FieldError]:
+        """kube-openapi's walk of ``value``, node by node, every error (what ``validate`` answers
+        where the generated predicate is not sure)."""
         return self._node(self.root, value, "", old)
 
     # -- one node -----------------------------------------------------------------------

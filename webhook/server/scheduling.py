@@ -80,11 +80,13 @@ class LoopBatch(Generic[T]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if not self._pending:
-            loop.call_soon(self._run)  # after the tasks this turn has already scheduled
+            loop.call_soon(self.run)  # after the tasks this turn has already scheduled
         self._pending.append((item, future))
         return future
 
-    def _run(self) -> None:
+    def run(self) -> int:
+        """Every stage on what is pending, in turn (called once per turn of the loop that
+        submitted work); how many requests it took."""
         pending, self._pending = self._pending, []
         for stage in self.stages:
             for item, future in pending:
@@ -97,6 +99,7 @@ class LoopBatch(Generic[T]):
         for item, future in pending:
             if not future.done():
                 future.set_result(item)
+        return len(pending)
 
 
 def failure_result(mode: str, cause: str, message: str) -> AdmissionResult:

@@ -277,7 +277,7 @@ class KubeState(ClusterState):
                 if resource_version is None:
                     resource_version = self._list(kind, versions[served])
                     unserved = 0
-                resource_version = self._watch(kind, resource_version, versions[served])
+                resource_version = self.watch(kind, resource_version, versions[served])
                 delays = self._backoff.delays()  # a clean end of stream: reconnect at once
             except _Gone:
                 self.relists_on_gone += 1
@@ -383,7 +383,9 @@ class KubeState(ClusterState):
         self._mark_synced(kind)
         return metadata.get("resourceVersion") or ""
 
-    def _watch(self, kind: WatchedKind, resource_version: str, api_version: str) -> str:
+    def watch(self, kind: WatchedKind, resource_version: str, api_version: str) -> str:
+        """One watch of ``kind`` from ``resource_version``, until the apiserver ends it; the
+        resourceVersion to watch on from (the last event's or bookmark's)."""
         query = self._query(
             kind,
             watch="true",

@@ -120,7 +120,7 @@ class RuntimeCharge:
             recorder = _PathRecorder(activation)
             _Coster(self.checked, recorder).cost(self.checked.expr)
             self.paths = tuple(recorder.paths)
-        sizes = tuple(_path_size(activation, path) for path in self.paths)
+        sizes = tuple(path_size(activation, path) for path in self.paths)
         charge = self.cache.get(sizes)
         if charge is None:
             known = _KnownSizes(dict(zip(self.paths, sizes)), max(sizes, default=0))
@@ -156,7 +156,7 @@ class _KnownSizes:
         return None if size is None else (0, size)
 
 
-def _path_size(activation: Mapping[str, Any], path: tuple[str, ...]) -> int:
+def path_size(activation: Mapping[str, Any], path: tuple[str, ...]) -> int:
     """The largest size (characters, bytes, entries) among the values at ``path``."""
     values: Any = (activation.get(path[0]),)
     for name in path[1:]:

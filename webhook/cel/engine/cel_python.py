@@ -164,14 +164,16 @@ class CelPythonEngine:
     name = "cel-python"
 
     def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> CelPythonProgram:
-        return _compile(expression, tuple(sorted(set(variables))), mixed_literals)
+        return compiled_program(expression, tuple(sorted(set(variables))), mixed_literals)
 
 
 _ENV = celpy.Environment()
 
 
 @lru_cache(maxsize=4096)
-def _compile(expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
+def compiled_program(expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
+    """``expression`` on celpy, compiled once per expression, variables and mode (the cache a
+    warm-up fills: ``cel_expr.warm_up_fallback``)."""
     checked = check_typed(expression, {name: cel.Type.DYN for name in variables}, mixed_literals=mixed_literals)
     try:
         ast = _ENV.compile(celpy_source(expression))

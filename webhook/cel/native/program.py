@@ -17,15 +17,15 @@ class NativeProgram:
     or raises :class:`NotNative` when cel-expr must answer, or :class:`EngineBoundExceeded` when
     its count passes ``cost_limit``."""
 
-    __slots__ = ("_function", "source")
+    __slots__ = ("function", "source")
 
     def __init__(self, function: Callable[[Mapping[str, Any], int], Any], source: str) -> None:
-        self._function = function
+        self.function = function
         self.source = source  # the generated Python, for reading and debugging
 
     def __call__(self, activation: Mapping[str, Any], cost_limit: int = PER_CALL_LIMIT) -> Any:
         try:
-            value = self._function(activation, cost_limit)
+            value = self.function(activation, cost_limit)
             _plain(value)
         except (NotNative, CelCostExceeded):
             raise
