@@ -61,3 +61,196 @@ def test_every_benchmark_has_its_section():
     scripts = sorted(p.name for p in (REPO / "bench").glob("*.py") if not p.name.startswith("_"))
     missing = [s for s in scripts if not any(f"`bench/{s}`" in h for h in headings)]
     assert not missing, f"BENCHMARKS.md has no section for {missing}"
+
+
+# -- every module, file and command a document names exists ------------------------------------
+
+NAMED_IN = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md",
+            *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+_PATH = re.compile(r"^\.?[\w.-]+(?:/[\w.*-]+)*/?$")
+# ``webhook.cel.ladder``, ``webhook.cel.ladder.LADDER``: not a chart value (``webhook.failurePolicy``)
+_MODULE = re.compile(r"^webhook(?:\.(?:[a-z_][a-z0-9_]*|[A-Z][A-Za-z0-9_]*))+$")
+
+
+@cache
+def _tracked() -> tuple[str, ...]:
+    files = [str(p.relative_to(REPO)) for p in REPO.rglob("*")
+             if not {".git", ".venv", "__pycache__", "node_modules"} & set(p.relative_to(REPO).parts)]
+    return tuple(sorted(files))
+
+
+def _path_exists(text: str) -> bool:
+    """A path from the repository's root, or the end of one (``cel/ladder.py`` stands for
+    ``webhook/cel/ladder.py`` in a table about ``webhook``)."""
+    text = text.rstrip("/")
+    if "*" in text:
+        return any(Path(f).match(text) for f in _tracked())
+    return (REPO / text).exists() or any(f == text or f.endswith("/" + text) for f in _tracked())
+
+
+def _names_a_path(text: str) -> bool:
+    """A span that names a file or folder of this repository (not an upstream one: a Go file,
+    ``k8s.io/...``, a URL)."""
+    if not _PATH.match(text) or "://" in text:
+        return False
+    first = text.split("/", 1)[0]
+    top = {p.name for p in REPO.iterdir()}
+    if "/" in text and first in top:
+        return True
+    # a Python module or a document by its name alone (a YAML file may be anybody's: a release's)
+    return text.endswith((".py", ".md")) and not text.startswith(".")
+
+
+@cache
+def _chart_values() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "chart" / "values.yaml").read_text())
+
+
+def _module_exists(dotted: str) -> bool:
+    """``webhook.a.b`` a module (file or package), or a name a module defines or imports
+    (``webhook.cel.ladder.LADDER``, ``webhook.server.serve``); or else a value of the chart
+    (``webhook.port``)."""
+    parts = dotted.split(".")
+    values = _chart_values()
+    for part in parts:
+        values = values.get(part) if isinstance(values, dict) else None
+    if values is not None:
+        return True
+    for cut in range(len(parts), 0, -1):
+        base = REPO.joinpath(*parts[:cut])
+        module = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if module.is_file():
+            rest = parts[cut:]
+            if not rest:
+                return True
+            return rest[0] in _defined(module)
+    return False
+
+
+@cache
+def _defined(module: Path) -> frozenset[str]:
+    names = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    return frozenset(names)
+
+
+@cache
+def _command_flags() -> dict[str, frozenset[str]]:
+    """Every ``infergate`` subcommand and the flags it takes (its subcommands' too), the global
+    ones (``--cel-engine``, ``--version``, ``--help``) with each."""
+    import argparse
+    import importlib
+
+    from webhook import command_line
+    from webhook.cli import COMMANDS, build_parser
+
+    def flags(parser: argparse.ArgumentParser) -> set[str]:
+        found = set()
+        for line in parser.format_help().splitlines():
+            found |= set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", line.split("  ")[1] if line.startswith("  ") and "  " in line[2:] else line))
+        return found
+
+    common = flags(build_parser())
+    out = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        made: list[argparse.ArgumentParser] = []
+        init = argparse.ArgumentParser.__init__
+
+        def recording(parser, *args, **kwargs):
+            init(parser, *args, **kwargs)
+            made.append(parser)
+
+        argparse.ArgumentParser.__init__ = recording
+        try:
+            parser = command_line.Parser(prog=f"infergate {name}", description=help_text)
+            importlib.import_module(module_name).add_arguments(parser)
+        finally:
+            argparse.ArgumentParser.__init__ = init
+        out[name] = frozenset(common.union(*(flags(p) for p in made)))
+    return out
+
+
+def _command_problems(line: str) -> list[str]:
+    """What is wrong with an ``infergate ...`` (or ``python -m webhook ...``) command line."""
+    words = line.replace("python -m webhook", "infergate").strip().removeprefix("$ ").split()
+    if not words or words[0] != "infergate":
+        return []  # (``helm install infergate ./chart``: a release name)
+    words = words[1:]
+    words = [w for w in words if w not in ("--cel-engine", "cel-python", "cel-expr") and not w.startswith("--cel-engine=")]
+    if not words or words[0].startswith("-") or words[0] in ("COMMAND", "...", "--help"):
+        return []
+    command, rest = words[0], words[1:]
+    known = _command_flags()
+    if command not in known:
+        return [f"no command {command!r}"]
+    problems = []
+    for word in rest:
+        if word in ("#", "|", "&&", ";") or word.startswith("#"):
+            break
+        flag = word.split("=", 1)[0]
+        if re.fullmatch(r"--?[a-zA-Z][\w-]*", flag) and flag not in known[command]:
+            problems.append(f"infergate {command}: no flag {flag}")
+    return problems
+
+
+def named_problems(text: str) -> list[str]:
+    """The modules, files and commands ``text`` (Markdown) names that do not exist."""
+    problems = []
+    for block in _FENCE.findall(text):
+        for line in block.splitlines():
+            problems += _command_problems(line)
+    for span in _SPAN.findall(_FENCE.sub("", text)):
+        span = span.strip()
+        if span.startswith(("infergate ", "python -m webhook")):
+            problems += _command_problems(span)
+        elif _MODULE.match(span) and not _module_exists(span):
+            problems.append(f"no module or name {span}")
+        elif _names_a_path(span.split("::")[0].split(":")[0]) and not _path_exists(span.split("::")[0].split(":")[0]):
+            problems.append(f"no file {span}")
+    return problems
+
+
+def test_the_check_finds_what_does_not_exist():
+    text = ("`webhook/cel/ladder.py` `cel/ladder.py` `webhook.cel.ladder.LADDER` `webhook.server.serve` "
+            "`infergate validate -o github` `k8s.io/apiserver/pkg/cel/library` `library/lists.go`\n"
+            "`policy/source.py` `webhook.cel.get_engine` `webhook.cel.nowhere` `infergate verify x` "
+            "`infergate validate --no-such-flag`\n```\ninfergate test --coverage\ninfergate lint x\n```\n")
+    assert named_problems(text) == [
+        "no command 'lint'", "no file policy/source.py", "no module or name webhook.cel.get_engine",
+        "no module or name webhook.cel.nowhere", "no command 'verify'", "infergate validate: no flag --no-such-flag"]
+
+
+@pytest.mark.parametrize("document", NAMED_IN)
+def test_every_named_module_file_and_command_exists(document):
+    assert named_problems((REPO / document).read_text()) == []
+
+
+def test_the_map_names_every_package():
+    """ARCHITECTURE.md is the map of ``webhook/``: every package (``webhook/cel/native``) is on
+    it, by its path or, in its parent's table, as ``native/``."""
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    packages = sorted(str(p.parent.relative_to(REPO)) for p in (REPO / "webhook").rglob("__init__.py"))
+    missing = [p for p in packages[1:] if p not in text and f"{Path(p).name}/" not in text]
+    assert packages[1:] and missing == []
+
+
+def test_reliability_rows_are_one_guarantee_each_with_its_proof():
+    """Every guarantee row of RELIABILITY.md is short (under 250 characters) and names what
+    shows it: a test, a recorded case file or a benchmark script."""
+    rows = [line for line in (REPO / "RELIABILITY.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith(("| guarantee", "|---"))]
+    long = [row[:80] for row in rows if len(row) >= 250]
+    guarantees = [row for row in rows if row.count(" | ") == 1]  # (the RBAC table has more columns)
+    unproven = [row[:80] for row in guarantees if not re.search(r"`(tests/|bench/)", row)]
+    assert rows and long == [] and unproven == []
