@@ -106,7 +106,9 @@ class InProcessApi:
     def __init__(self, view: MemoryState):
         self.view, self.writes, self.version = view, 0, 1000
 
-    def replace_status(self, kind, obj, status):
+    def apply_status(self, kind, obj, status):
+        """The runner's server-side apply of its status fields; no other writer here, so the
+        status becomes what it applies."""
         self.version += 1
         # through JSON, as a write over the wire would be
         updated = {**obj, "status": orjson.loads(orjson.dumps(status)),

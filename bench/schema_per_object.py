@@ -16,8 +16,9 @@ Times are the thread's CPU time per call (``--wall`` for wall-clock), best of 5 
 this script measures each tree's code in turn (``--tree``), alternating, ``--runs`` times each,
 and prints each cell's best run before → after (the machine is shared: alternation lets a
 neighbour's load hit both alike). ``--without``: the CEL rules with those fast routes of
-``webhook.cel.ladder.Routes`` switched off (``object_batch``, ``native``, ``hoisted``); ``--against without:ROUTES``: this tree so before, as it is after (what those
-routes are worth; ``--against walk`` is ``without:object_batch``).
+``webhook.cel.ladder`` switched off (``object_batch``, ``native``, ``hoisted``);
+``--against without:ROUTES``: this tree so before, as it is after (what those routes are
+worth; ``--against walk`` is ``without:object_batch``).
 """
 
 from __future__ import annotations
@@ -84,13 +85,18 @@ def main() -> int:
                   else ["--tree", str(args.against.resolve())])
         return compare(before, args.runs, args.rounds)
     sys.path.insert(0, str(args.tree.resolve()))
-    from webhook.cel import Evaluator
     from webhook.schema import CRDRegistry
     from webhook.schema.objectmeta import validate_object_meta
     from webhook.schema.registry import ABSENT, list_type_errors
 
     clock = time.perf_counter if args.wall else time.thread_time
-    if args.without:  # (a tree without ``webhook.cel.ladder`` is measured without the option)
+    try:
+        from webhook.cel import Evaluator
+    except ImportError:  # (a tree from before the engine was a value: --against an older commit)
+        Evaluator = None
+    if Evaluator is None:
+        registry = CRDRegistry.shipped()
+    elif args.without:  # (a tree without ``webhook.cel.ladder`` is measured without the option)
         from webhook.cel.ladder import ALL
 
         routes = ALL

@@ -82,7 +82,10 @@ import sys, uvloop
 sys.path.insert(0, sys.argv[3])
 from webhook.admission.review import AdmissionResult
 from webhook.server import serve
-from webhook.server.settings import Settings
+try:
+    from webhook.server.settings import Settings
+except ImportError:  # a checkout from before the settings moved into webhook/server/
+    from webhook.settings import Settings
 class AllowAll:
     def admit(self, request, *, mutating):
         return AdmissionResult(allowed=True)

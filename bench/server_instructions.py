@@ -193,7 +193,7 @@ def main() -> int:
             results[name][family] = {"instructions": count, "of_baseline": round(results["baseline"][family] / count, 3)}
     if args.before:
         results["validate after/before"] = {
-            family: round(results["validate (before)"][family]["instructions"] / r["instructions"], 3)
+            family: round(r["instructions"] / results["validate (before)"][family]["instructions"], 3)
             for family, r in results["validate"].items()}
     print(json.dumps(results, indent=2))
     if args.json:
