@@ -20,7 +20,8 @@ nothing else of infergate.
 
 from webhook.certs.bundle import (CA_FILE, CA_KEY_FILE, CERT_FILE, FILES, KEY_FILE, CertBundle, CertConflict,
                                   CertError, expiry, key_pem, not_after, signed_by, subject_alt_names, utcnow)
-from webhook.certs.cabundle import WEBHOOK_CONFIGURATIONS, WebhookConfigurationWatch, ca_bundle_patch, inject_ca_bundle
+from webhook.certs.cabundle import (
+    WEBHOOK_CONFIGURATIONS, WebhookConfigurationWatch, ca_bundle_patch, inject_ca_bundle)
 from webhook.certs.issuing import issue_ca, issue_serving, parse_namespaced, serving_sans
 from webhook.certs.keeper import CertKeeper
 from webhook.certs.rotation import Plan, RotationPolicy, plan

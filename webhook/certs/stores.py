@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from webhook.certs.bundle import CA_FILE, CA_KEY_FILE, CERT_FILE, FILES, KEY_FILE, CertBundle, CertConflict, CertError
+from webhook.certs.bundle import (
+    CA_FILE, CA_KEY_FILE, CERT_FILE, FILES, KEY_FILE, CertBundle, CertConflict, CertError)
 
 
 @dataclass

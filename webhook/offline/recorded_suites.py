@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from webhook.documents import Document
 from webhook.offline.suite_cases import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
-                                   read_suite_file)
+                                         read_suite_file)
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from webhook.policy.batch import batch_source, compile_batch, judged_source, lis
 from webhook.policy.exact import ExactPath
 from webhook.policy.expression import CEL_VARIABLES, Expression
 from webhook.policy.messages import RuleError, denial, failed_expression, message_text
-from webhook.policy.scope import NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, PolicyInput, Prepared
+from webhook.policy.scope import (
+    NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, PolicyInput, Prepared)
 from webhook.policy.verdict import Denial, Verdict
 from webhook.state import ClusterState
 

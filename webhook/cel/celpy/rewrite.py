@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 
-from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Literal, Select, walk)
+from webhook.cel.syntax.ast import (
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Literal, Select, walk)
 from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
 
 OPT_SELECT = "__opt_select__"

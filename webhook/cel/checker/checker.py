@@ -16,9 +16,11 @@ from typing import Mapping
 from webhook.cel.common.escaping import RESERVED_SYMBOLS
 from webhook.cel.checker.declarations import TYPE_IDENTS, Overload, functions
 from webhook.cel.checker.literals import literal_errors
-from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
+from webhook.cel.syntax.ast import (
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
 from webhook.cel.common.decl import DeclType
-from webhook.cel.common.types import (BOOL, BYTES, CelType, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, list_of, map_of, optional_of)
+from webhook.cel.common.types import (
+    BOOL, BYTES, CelType, DOUBLE, DYN, ERROR, INT, NULL, STRING, UINT, list_of, map_of, optional_of)
 
 _LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
                   "null": NULL}

@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from webhook.cel.common.types import (BOOL, BYTES, CelType, DOUBLE, DURATION, DYN, INT, NULL, STRING, TIMESTAMP, UINT, list_of, map_of, opaque, optional_of, type_of)
+from webhook.cel.common.types import (
+    BOOL, BYTES, CelType, DOUBLE, DURATION, DYN, INT, NULL, STRING, TIMESTAMP, UINT, list_of, map_of, opaque,
+    optional_of, type_of)
 
 
 @dataclass(frozen=True, slots=True)

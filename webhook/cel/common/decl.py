@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from webhook.cel.common.escaping import RESERVED_SYMBOLS, escape
-from webhook.cel.common.types import BOOL, BYTES, DOUBLE, DURATION, DYN, INT, STRING, TIMESTAMP, CelType, list_of, map_of
+from webhook.cel.common.types import (
+    BOOL, BYTES, DOUBLE, DURATION, DYN, INT, STRING, TIMESTAMP, CelType, list_of, map_of)
 from webhook.cel.limits import MAX_REQUEST_SIZE_BYTES
 
 # the request size limit (``limits``) bounds every unbounded list, map and string

@@ -36,9 +36,13 @@ from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.dispatch import select_overload
-from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
+from webhook.cel.syntax.ast import (
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
 from webhook.cel.common.types import DYN
-from webhook.cel.cost.calls import CelTypeValue, COMPARE, CONVERSIONS, Error, GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, TYPE_IDENTS, Unknown, arithmetic, call_cost, checked_int, compare, contains, index_value, library_call, library_overloads, counted_optional_entry
+from webhook.cel.cost.calls import (
+    CelTypeValue, COMPARE, CONVERSIONS, Error, GLOBAL_FUNCTIONS, MEMBER_FUNCTIONS, TYPE_IDENTS, Unknown,
+    arithmetic, call_cost, checked_int, compare, contains, index_value, library_call, library_overloads,
+    counted_optional_entry)
 
 
 class _Exceeded(Exception):

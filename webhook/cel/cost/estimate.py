@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from webhook.cel.checker.checker import Checked
-from webhook.cel.syntax.ast import (ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
+from webhook.cel.syntax.ast import (
+    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select)
 from webhook.cel.common.decl import DeclType
 from webhook.cel.common.types import CelType
 

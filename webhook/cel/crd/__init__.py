@@ -21,7 +21,8 @@ types and values, and the engines it compiles rules on.
 """
 
 from webhook.cel.crd.budget import CostBudget
-from webhook.cel.crd.compile import CrdRuleError, analyze, compile_program, compile_schema_rules, object_types, references_old_self
+from webhook.cel.crd.compile import (
+    CrdRuleError, analyze, compile_program, compile_schema_rules, object_types, references_old_self)
 from webhook.cel.crd.rule_entry import RuleIssue, normalize_field_path
 from webhook.cel.crd.rules import ABSENT, OUT_OF_BUDGET, CompiledRule, NodeRules, RuleCost, RuleResult
 

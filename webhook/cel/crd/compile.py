@@ -17,13 +17,15 @@ from webhook.cel.checker.literals import instantiation_error
 from webhook.cel.cost.estimate import CrdSizeEstimator, RuntimeCharge
 from webhook.cel.cost.estimate import estimate as estimate_cost
 from webhook.cel.crd.rewrite import engine_source
-from webhook.cel.crd.rule_entry import RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues
+from webhook.cel.crd.rule_entry import (
+    RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues)
 from webhook.cel.syntax.ast import Ident, Select, walk
 from webhook.cel.syntax.parser import CelSyntaxError, format_errors, parse, parse_with_spans
 from webhook.cel.common.decl import DeclType, decl_type
 from webhook.cel.common.types import BOOL, DYN, STRING, optional_of
 from webhook.gocompat.fmt import go_json
-from webhook.cel.crd.rules import CompiledRule, CompileFailure, NodeRules, RuleCost, max_cardinality, union_fields
+from webhook.cel.crd.rules import (
+    CompiledRule, CompileFailure, NodeRules, RuleCost, max_cardinality, union_fields)
 
 
 class CrdRuleError(ValueError):

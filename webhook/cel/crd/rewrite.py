@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from webhook.cel.common.escaping import RESERVED_SYMBOLS
 from webhook.cel.library.strings_format import clause_letters
-from webhook.cel.syntax.ast import (Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
+from webhook.cel.syntax.ast import (
+    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
 from webhook.cel.common.decl import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"

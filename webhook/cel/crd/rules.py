@@ -16,7 +16,8 @@ from webhook.cel.cost.count import EXCEEDED, CostCounter, CountedEvaluation
 from webhook.cel.cost.estimate import RuntimeCharge
 from webhook.cel.ladder import ALL, DECLINED, Routes
 from webhook.cel.library.base import NONE, OptionalValue
-from webhook.cel.limits import MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT
+from webhook.cel.limits import (
+    MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT)
 from webhook.cel.common.decl import DeclType
 from webhook.cel.common.values import invalid_reads, to_cel
 from webhook.cel.crd.budget import CostBudget

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.cel.syntax.ast import ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, Expr, Ident, Literal, MapEntry, Select
+from webhook.cel.syntax.ast import (
+    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, Expr, Ident, Literal, MapEntry, Select)
 
 
 class CelSyntaxError(Exception):
