@@ -3,7 +3,7 @@ and flat memory.
 
 One `infergate serve` process (the embedded default: shipped CRDs, policies with their
 Kubernetes-CEL-library rules, example state) gets every example manifest (valid, invalid,
-denied by the webhook; the five kinds), on /mutate and /validate, round-robin from keep-alive
+denied by the webhook; every kind), on /mutate and /validate, round-robin from keep-alive
 TLS connections paced to a fixed total rate. Checked on every answer: HTTP 200, the uid, no
 failure-mode answer (``auditAnnotations.failure``), and the same verdict, message and patch
 as the first answer for that manifest (nothing drifts under load). Sampled every few seconds:
@@ -35,12 +35,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from server_bench import free_port, http_request, read_response, wait_ready  # noqa: E402
+from server_bench import PLURALS, free_port, http_request, read_response, wait_ready  # noqa: E402
 
 from webhook import certs  # noqa: E402
-
-PLURALS = {"Model": "models", "InferenceModel": "inferencemodels", "InferencePool": "inferencepools",
-           "InferenceServiceClass": "inferenceserviceclasses", "InferenceService": "inferenceservices"}
 
 
 def reviews() -> list[tuple[str, str, bytes]]:

@@ -57,8 +57,11 @@ FAMILIES = {
     "InferenceService": "inferenceservice-catalog.yaml",
 }
 
+# the resource of every kind in examples/manifests (the shipped CRDs' plurals)
 PLURALS = {"Model": "models", "InferenceModel": "inferencemodels", "InferencePool": "inferencepools",
-           "InferenceServiceClass": "inferenceserviceclasses", "InferenceService": "inferenceservices"}
+           "InferenceServiceClass": "inferenceserviceclasses", "InferenceService": "inferenceservices",
+           "HTTPRoute": "httproutes", "InferenceModelRewrite": "inferencemodelrewrites",
+           "InferenceObjective": "inferenceobjectives", "InferencePoolImport": "inferencepoolimports"}
 
 BASELINE_SERVER = r'''
 import sys, ssl, uvloop
