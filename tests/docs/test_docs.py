@@ -63,6 +63,29 @@ def test_every_benchmark_has_its_section():
     assert not missing, f"BENCHMARKS.md has no section for {missing}"
 
 
+def _benchmark_sections() -> dict[str, str]:
+    """BENCHMARKS.md's sections of one script each: the script's name -> the section's text."""
+    text = (REPO / "BENCHMARKS.md").read_text()
+    sections = {}
+    for section in re.split(r"^(?=## )", text, flags=re.M):
+        script = re.search(r"`bench/(\w+\.py)`", section.partition("\n")[0])
+        if script:
+            sections[script[1]] = section
+    return sections
+
+
+def test_every_benchmark_section_gives_the_command_of_its_figures():
+    without = [script for script, section in _benchmark_sections().items()
+               if not any(f"python bench/{script}" in block for block in _FENCE.findall(section))]
+    assert not without, f"BENCHMARKS.md sections without the command that reproduces them: {without}"
+
+
+def test_benchmarks_is_a_reference_not_a_notebook():
+    # current figures and their commands; how they got there is in git
+    size = len((REPO / "BENCHMARKS.md").read_bytes())
+    assert size < 15_000, f"BENCHMARKS.md is {size} bytes: keep the current figures, cut the history"
+
+
 # -- every module, file and command a document names exists ------------------------------------
 
 NAMED_IN = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md",

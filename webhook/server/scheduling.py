@@ -66,7 +66,7 @@ class LoopBatch(Generic[T]):
     after the other, then the quick ones judged one after the other, each stage for all of
     them before the next: the decoding code, then the chain's code and data, stay in the
     CPU's caches from one review to the next, instead of each review's chain evicting the
-    server's path and the other way round (BENCHMARKS.md, "Batches on the event loop").
+    server's path and the other way round (BENCHMARKS.md, `bench/server_gap.py`).
     Nothing waits for a batch to fill: it is what the loop already had, processed in the
     next turn; a lone review is a batch of one. A batch blocks the loop exactly as long as
     its reviews did one by one; its first review is answered after its last is judged."""

@@ -289,9 +289,9 @@ GC_YOUNG_THRESHOLD = 10_000  # container objects allocated (net) between young c
 def _freeze_loaded_heap() -> None:
     """Keep the loaded chain (CRD schemas, compiled policies, the state: long-lived) out of
     the cyclic GC's full collections, which otherwise walk all of it every few thousand
-    reviews (BENCHMARKS.md, "srvgap"). Objects made later are collected as usual; only
-    cycles among today's objects that become garbage later are never freed (a policy set
-    dropped by a reload: a few dozen small objects, once).
+    reviews (BENCHMARKS.md, `bench/server_gap.py`: the GC's share). Objects made later are
+    collected as usual; only cycles among today's objects that become garbage later are
+    never freed (a policy set dropped by a reload: a few dozen small objects, once).
 
     And collect the youngest generation less often: a review's objects die by reference
     counting, but the reviews in flight keep a few hundred alive, which the default
