@@ -20,13 +20,13 @@ import yaml
 from kubernetes.client import ApiClient, Configuration
 
 from e2e import api, chart, cluster, decisions, offline, scenarios, selection, webhooks
-from e2e import test_admission, test_controller, test_operations
+from e2e import test_admission, test_controller, test_operations, test_rbac, test_release
 from webhook import certs
 from webhook.controller import kinds
 from webhook.schema.crd_admission import check_crd
 from tests.support.paths import REPO
 
-E2E_MODULES = (test_admission, test_controller, test_operations)
+E2E_MODULES = (test_admission, test_controller, test_operations, test_rbac, test_release)
 KUBERNETES_VERSION = "1.32.0"
 
 
