@@ -8,27 +8,28 @@ What each missing rule costs:
 
 - a rule the webhook's watch cache reads (policies' lookups, the served CRDs): its watch is
   refused, /readyz never passes;
-- its certificate Secret (get/update by name, create) or its webhook configurations (by
-  name): it cannot set up TLS and exits;
+- its certificate Secret: without create it cannot make it, without get/update (by name) it
+  cannot replace one whose certificate names another Service; its webhook configurations (by
+  name): it cannot inject its CA. Each time it cannot set up TLS and exits;
 - a rule the controller reads: its cluster view never syncs, it never leads;
 - a status rule: the status write of an object of that kind is refused;
 - events: the Event of a status change is refused;
 - its Lease (get/update by name, create): it never leads.
 
-The session's own controller is paused while the controller's cases run (scaled to zero in
-chart mode, stopped with SIGSTOP in local mode): the status writes under test must be this
-process's, not its.
+The session's own controller stands by while the controller's cases run (the test holds its
+Lease): the status writes under test must be this process's, not its.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
-import os
 import re
-import signal
+from datetime import datetime, timezone
 
 import pytest
 
+from webhook import certs
 from webhook.controller import kinds
 from webhook.server.wiring import webhook_watches
 
@@ -39,7 +40,7 @@ from .test_faults import pool
 
 pytestmark = pytest.mark.e2e
 
-COMPONENTS = ("webhook", "controller")  # the webhook's cases first: the controller's pause the session's
+COMPONENTS = ("webhook", "controller")  # the webhook's cases first: the controller's make the session's stand by
 FULL = "full-roles"
 NUMBERS = itertools.count()
 
@@ -71,35 +72,49 @@ def refused(log: str, rule: dict) -> list[str]:
             if re.search(r"\b403\b", line) and any(re.search(rf"\b{n}\b", line) for n in names)]
 
 
+PAUSER = "e2e-rbac-holds-the-lease"
+
+
 @pytest.fixture(scope="module")
-def session_controller_paused(cluster_run):
-    """No status write of the session's controller while a case's runs: chart mode scales its
-    Deployment to zero, local mode stops its process (SIGSTOP); both are put back after."""
-    run = cluster_run
-    if run.mode == "chart":
-        release = run.release
-        name = f"{release.fullname()}-controller"
-        replicas = run.kube.get("apps/v1", "Deployment", name, release.namespace)["spec"]["replicas"]
-        run.kube.patch("apps/v1", "Deployment", name, {"spec": {"replicas": 0}},
-                       namespace=release.namespace).expect_ok()
-        wait_for("no controller Pod", lambda: not chart.pods(run.kube, release.namespace,
-                                                             release.selector("controller")), timeout=120)
-        try:
-            yield
-        finally:
-            run.kube.patch("apps/v1", "Deployment", name, {"spec": {"replicas": replicas}},
-                           namespace=release.namespace).expect_ok()
-            wait_for("the controllers back", lambda: chart.rolled_out(run.kube, release.namespace, name), timeout=180)
-            wait_for("a controller holding the Lease again", lambda: lease_holder(run, controller_lease()), timeout=60)
-        return
-    (process,) = [p for p in run.processes if p.name == "controller"]
-    os.kill(process.popen.pid, signal.SIGSTOP)
+def session_controller_standing_by(cluster_run):
+    """The session's controller made a standby: the test takes its Lease (an hour long) and
+    waits for it to say it lost the leadership; then gives the Lease back and waits for it to
+    lead again. Its status writes cannot race those of the process under test."""
+    run, namespace, name = cluster_run, cluster_run.system_namespace, controller_lease()
+    holder = wait_for("the session's controller holding its Lease", lambda: lease_holder(run, name), timeout=60)
+    said_before = _session_controller_log(run, holder).count(LOST)
+    _set_lease_holder(run, name, PAUSER, 3600)
+    wait_for(f"{holder} losing the leadership",
+             lambda: _session_controller_log(run, holder).count(LOST) > said_before, timeout=60)
     try:
         yield
     finally:
-        os.kill(process.popen.pid, signal.SIGCONT)
-        wait_for("the session's controller holding its Lease again",
-                 lambda: lease_holder(run, controller_lease()) == "controller", timeout=90)
+        _set_lease_holder(run, name, "", 1)
+        wait_for("the session's controller leading again",
+                 lambda: lease_holder(run, name) not in (None, "", PAUSER), timeout=90)
+
+
+LOST = "lost leadership of lease"
+
+
+def _session_controller_log(run, holder: str) -> str:
+    """The log of the session's controller named ``holder`` in the Lease: a Pod (chart mode),
+    or the local process."""
+    if run.mode == "chart":
+        return run.kube.text(f"/api/v1/namespaces/{run.release.namespace}/pods/{holder}/log")
+    (process,) = [p for p in run.processes if p.name == holder]
+    return process.log.read_text(errors="replace")
+
+
+def _set_lease_holder(run, name: str, holder: str, seconds: int) -> None:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def replaced():
+        lease = run.kube.get("coordination.k8s.io/v1", "Lease", name, run.system_namespace)
+        spec = {**lease["spec"], "holderIdentity": holder, "leaseDurationSeconds": seconds,
+                "acquireTime": now, "renewTime": now}
+        return run.kube.replace({**lease, "spec": spec}).ok  # a renewal in between: read it again
+    wait_for(f"the Lease {name} given to {holder or 'nobody'}", replaced, timeout=30)
 
 
 @pytest.mark.parametrize(("component", "dropped", "rule"), rule_cases())
@@ -115,9 +130,11 @@ def test_each_rule_of_the_charts_roles_is_needed(component, dropped, rule, clust
     made: list[tuple[str, str, str | None, str]] = []
     try:
         if component == "webhook":
+            if rule is not None and rule["resources"] == ["secrets"] and rule.get("resourceNames"):
+                _stale_certificate_secret(run, f"{name}-tls")  # to be read and replaced at start
             process = _serve(run, name, kubeconfig, made)
         else:
-            request.getfixturevalue("session_controller_paused")
+            request.getfixturevalue("session_controller_standing_by")
             process = processes.start_controller(name, kubeconfig, run.log_dir, lease_namespace=namespace,
                                                  lease_name=name)
             # objects whose status nobody has written: this process must write it (or be refused)
@@ -142,6 +159,17 @@ def test_each_rule_of_the_charts_roles_is_needed(component, dropped, rule, clust
         kube.delete("v1", "Secret", f"{name}-tls", namespace)
         kube.delete("coordination.k8s.io/v1", "Lease", name, namespace)
         identities.remove(kube, namespace, name, component)
+
+
+def _stale_certificate_secret(run, name: str) -> None:
+    """The certificate Secret as an earlier ``--service`` left it: its serving certificate names
+    another Service, so the webhook replaces it when it starts (what ``update`` is for)."""
+    bundle = certs.plan(None, now=certs.utcnow(), sans=certs.serving_sans("elsewhere/old-name"),
+                        policy=certs.RotationPolicy()).bundle
+    cluster.create_owned(run.kube, {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": name, "namespace": run.system_namespace},
+        "data": {key: base64.b64encode(value).decode() for key, value in bundle.to_files().items()}}, run.owned)
 
 
 def _serve(run, name: str, kubeconfig: str, made: list) -> processes.Process:

@@ -108,9 +108,9 @@ def test_the_default_install_runs_and_the_webhook_judges_through_its_service(clu
              for address in e["addresses"]}
     assert ready == {p["status"]["podIP"] for p in pods}
     # the apiserver calls the Service: a denial in the webhook's words, and an admission
-    denied = cluster_run.submit(_example(DENIED, cluster_run.run_id), dry_run=True)
+    denied = cluster_run.kube.create(_example(DENIED, cluster_run.run_id, "e2e-install-denied"), dry_run=True)
     assert denied.status == 422 and 'admission webhook "validate.infergate.io" denied the request' in denied.message
-    assert cluster_run.submit(_example(VALID, cluster_run.run_id), dry_run=True).ok
+    assert cluster_run.kube.create(_example(VALID, cluster_run.run_id, "e2e-install-valid"), dry_run=True).ok
 
 
 # --- no failed write: rollout, a deleted Pod, an apiserver restart ---------------------------

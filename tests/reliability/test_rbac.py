@@ -48,7 +48,7 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events
-    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled"),
+    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled; only with statusWrites on"),
     ("controller", "cluster", "kubeai.org", "models/status", "*"): ("patch", "status only, never spec; only with statusWrites on"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels", "*"): ("get list watch", "reconciled"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools", "*"): ("get list watch", "reconciled"),
