@@ -135,7 +135,7 @@ def test_support_crds_are_crds_the_apiserver_accepts():
     served = {(c["spec"]["group"], c["spec"]["names"]["kind"]) for c in cluster.load_documents(cluster.SUPPORT_CRDS)}
     assert served == {("ai.deckhouse.io", "Model"), ("ai.deckhouse.io", "ClusterModel"), ("cert-manager.io", "ClusterIssuer"),
                       ("cert-manager.io", "Certificate"), ("cert-manager.io", "Issuer"),
-                      ("monitoring.coreos.com", "ServiceMonitor")}
+                      ("monitoring.coreos.com", "ServiceMonitor"), ("deckhouse.io", "ModuleConfig")}
 
 
 def test_chart_mode_renders_the_chart_with_the_image_asked():
