@@ -5,9 +5,9 @@ answer classified and timed.
 A valid object must be admitted and the invalid one denied with the webhook's own words
 (exactly what kubectl prints of the webhook's denial); every other outcome is an error:
 a refused connection, a timeout, "failed calling webhook", a valid object refused or an
-invalid one admitted. Errors while the apiserver itself is away (from the moment its restart
-begins until its ``/readyz`` answers ok again) are counted apart: the webhook cannot be
-blamed for them.
+invalid one admitted. Errors of calls made while the apiserver itself is away (any moment of
+the call between the start of its restart and its ``/readyz`` answering ok again) are counted
+apart: the webhook cannot be blamed for them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import yaml
 
 @dataclass(frozen=True)
 class Answer:
-    at: float  # time.monotonic() when the answer came back
+    sent: float  # time.monotonic() when kubectl started
+    at: float  # when its answer came back
     valid: bool  # which of the two objects was sent
     error: str | None  # None: the expected outcome
 
@@ -38,7 +39,9 @@ class Tally:
     apiserver_down: list[tuple[float, float]] = field(default_factory=list)
 
     def _during_downtime(self, answer: Answer) -> bool:
-        return any(begin <= answer.at <= end for begin, end in self.apiserver_down)
+        """Whether the apiserver was away at some moment of the call: a kubectl started just
+        before its port opens is refused, and may answer just after /readyz passes."""
+        return any(answer.sent <= end and answer.at >= begin for begin, end in self.apiserver_down)
 
     @property
     def sent(self) -> int:
@@ -91,7 +94,9 @@ class WriteLoop:
     def _run(self) -> None:
         valid = True
         while not self._stop.is_set():
-            self.answers.append(Answer(time.monotonic(), valid, self._one(valid)))
+            sent = time.monotonic()
+            error = self._one(valid)
+            self.answers.append(Answer(sent, time.monotonic(), valid, error))
             valid = not valid
 
     def _one(self, valid: bool) -> str | None:
