@@ -1,7 +1,17 @@
 # The image the Helm chart runs (chart/values.yaml: image.repository): the `infergate` command
 # with the shipped CRDs, policies and example state as package data (see pyproject.toml).
 #   docker build -t ghcr.io/infergate/infergate:0.1.0 .
-FROM python:3.12-slim AS build
+# Air-gapped (docs/install.md): any Python 3.11+ image your registry holds as the base, and
+# your package index mirror for the dependencies:
+#   docker build --build-arg BASE=registry.internal/python:3.12-slim \
+#     --build-arg PIP_INDEX_URL=https://pypi.internal/simple -t registry.internal/infergate:0.1.0 .
+# The base must provide `python3 -m pip` and put its scripts directory on PATH (python:*-slim
+# and a virtualenv whose bin/ is on PATH both do).
+ARG BASE=python:3.12-slim
+
+FROM ${BASE} AS build
+# only the build stage downloads: the runtime stage installs from the wheels built here
+ARG PIP_INDEX_URL=https://pypi.org/simple
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY webhook webhook
@@ -9,11 +19,11 @@ COPY chart/crds chart/crds
 COPY chart/files/crds chart/files/crds
 COPY policies policies
 COPY examples examples
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+RUN PIP_INDEX_URL="$PIP_INDEX_URL" python3 -m pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.12-slim
+FROM ${BASE}
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels infergate && rm -rf /wheels
+RUN python3 -m pip install --no-cache-dir --no-index --find-links /wheels infergate && rm -rf /wheels
 # non-root, matching the chart's podSecurityContext; the root filesystem is mounted read-only
 USER 65532:65532
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1

@@ -17,6 +17,7 @@ _DESELECTED = pytest.StashKey[str]()
 def pytest_configure(config):
     config.pluginmanager.register(hermetic, "infergate-hermetic")
     config.addinivalue_line("markers", "decision(section, phrase): the docs/decisions.md rule an e2e scenario proves")
+    config.addinivalue_line("markers", "before_crds: an e2e scenario that runs before the session installs its CRDs")
 
 
 def pytest_collection_modifyitems(config, items):

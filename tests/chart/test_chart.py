@@ -38,8 +38,10 @@ NON_DEFAULT = {
 }
 CERT_MANAGER_SELF_SIGNED = {"certificates": {"mode": "cert-manager"}}
 THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True}}
+AUTOSCALING = {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8, "targetCPUUtilizationPercentage": 60}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
-              "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS}
+              "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS,
+              "autoscaling": AUTOSCALING}
 # kinds that are not Kubernetes' own (no JSON schema in kubernetes-validate): checked by hand below
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
@@ -95,6 +97,8 @@ def test_helm_lint_strict_finds_nothing_above_info():
     {"certificates": {"mode": "vault"}},
     {"policies": {"user": {"no-extension": "x"}}},
     {"unknownKey": True},
+    {"autoscaling": {"enabled": True, "minReplicas": 1}},
+    {"webhook": {"drainSeconds": -1}},
 ], ids=lambda v: str(v))
 def test_values_schema_rejects_unsafe_or_unknown_values(values):
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError):
@@ -140,7 +144,11 @@ def test_names_are_unique_and_namespaced_objects_live_in_the_release_namespace(n
 def test_webhook_deployment_is_highly_available_and_restricted(name):
     deployment = webhook_deployment(name)
     spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
-    assert spec["replicas"] >= 2
+    autoscaler = [o for o in objects(name) if o["kind"] == "HorizontalPodAutoscaler"]
+    if autoscaler:  # the autoscaler sets the replicas: the Deployment must not fight it
+        assert "replicas" not in spec and autoscaler[0]["spec"]["minReplicas"] >= 2
+    else:
+        assert spec["replicas"] >= 2
     assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     anti = pod["affinity"]["podAntiAffinity"]
     assert anti.get("requiredDuringSchedulingIgnoredDuringExecution") or anti.get("preferredDuringSchedulingIgnoredDuringExecution")
@@ -155,6 +163,68 @@ def test_webhook_deployment_is_highly_available_and_restricted(name):
     assert security["capabilities"]["drop"] == ["ALL"]
     assert security["seccompProfile"]["type"] == "RuntimeDefault"
     assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_a_terminating_webhook_pod_drains_within_its_grace_period():
+    """docs/install.md, "Rollouts without a failed write": after SIGTERM the server answers for
+    drainSeconds with /readyz failing, then finishes in-flight reviews for up to 25 s; the
+    grace period covers both. A rollout adds a Ready pod before it stops an old one."""
+    for values, drain in (({}, 5), ({"webhook": {"drainSeconds": 12}}, 12)):
+        deployment = webhook_deployment_of(values)
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert f"--shutdown-delay={drain}" in container["args"] and "--shutdown-timeout=25" in container["args"]
+        assert pod["terminationGracePeriodSeconds"] == drain + 30
+        assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+        assert container["readinessProbe"]["periodSeconds"] == 2
+
+
+def webhook_deployment_of(values: dict) -> dict:
+    (deployment,) = [o for docs in render(values).values() for o in docs if o["kind"] == "Deployment"
+                     and o["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"]
+    return deployment
+
+
+def test_the_autoscaler_scales_the_webhook_on_cpu_and_only_when_asked():
+    assert not [o for o in objects("default") if o["kind"] == "HorizontalPodAutoscaler"]
+    hpa = one("autoscaling", "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": webhook_deployment("autoscaling")["metadata"]["name"]}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 8)
+    assert hpa["spec"]["metrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+    # utilization is a share of the request: the webhook must ask for CPU
+    (container,) = webhook_deployment("autoscaling")["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["requests"]["cpu"]
+
+
+def test_replicas_spread_over_zones_and_nodes_by_default():
+    selector = {"app.kubernetes.io/name": "infergate", "app.kubernetes.io/instance": RELEASE}
+    pod = webhook_deployment("default")["spec"]["template"]["spec"]
+    assert [(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in pod["topologySpreadConstraints"]] == [
+        ("topology.kubernetes.io/zone", 1, "ScheduleAnyway"), ("kubernetes.io/hostname", 1, "ScheduleAnyway")]
+    for constraint in pod["topologySpreadConstraints"]:
+        assert constraint["labelSelector"]["matchLabels"] == {**selector, "app.kubernetes.io/component": "webhook"}
+    own = [{"maxSkew": 2, "topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"}]
+    assert webhook_deployment_of({"webhook": {"topologySpreadConstraints": own}})["spec"]["template"]["spec"][
+        "topologySpreadConstraints"] == own
+    # the controller's standby prefers another node than the leader's, unless told otherwise
+    controller = one("default", "Deployment", "-controller")["spec"]["template"]["spec"]
+    (term,) = controller["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == {**selector, "app.kubernetes.io/component": "controller"}
+    mine = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["infra"]}]}]}}}
+    (deployment,) = [o for docs in render({"controller": {"affinity": mine}}).values() for o in docs
+                     if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-controller")]
+    assert deployment["spec"]["template"]["spec"]["affinity"] == mine
+
+
+def test_priority_class_is_settable_for_both_deployments():
+    for deployment in (o for o in objects("non-default") if o["kind"] == "Deployment"):
+        assert deployment["spec"]["template"]["spec"]["priorityClassName"] == "system-cluster-critical"
+    for deployment in (o for o in objects("default") if o["kind"] == "Deployment"):
+        assert "priorityClassName" not in deployment["spec"]["template"]["spec"]
 
 
 def test_mtls_client_ca_comes_from_a_configmap_and_leaves_the_probes_alone():
@@ -505,17 +575,21 @@ def grants(name: str, role_suffix: str) -> set[tuple[str, str, str]]:
 
 def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes():
     from webhook.controller import kinds
+    from webhook.controller.ownership import status_writes
 
     granted = grants("default", "-controller")
-    for kind in kinds.WATCHED:
+    # an owned kind whose status it does not write it does not watch either: by default
+    # KubeAI's Model (KubeAI's controller owns it), so it reads no Model
+    watched = [k for k in kinds.WATCHED if k not in kinds.OWNED or k in status_writes()]
+    assert kinds.KUBEAI_MODEL not in watched
+    for kind in watched:
         for verb in ("get", "list", "watch"):
             assert (kind.group, kind.plural, verb) in granted, (kind, verb)
-    for kind in kinds.OWNED:  # status by server-side apply: a PATCH of /status
-        assert (kind.group, f"{kind.plural}/status", "patch") in granted, kind
+    # status by server-side apply (a PATCH of /status), of exactly the kinds it writes
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {(k.group, f"{k.plural}/status", "patch") for k in kinds.OWNED} | {("", "events", "create")}
+    assert writes == {(k.group, f"{k.plural}/status", "patch") for k in status_writes()} | {("", "events", "create")}
     reads = {(g, r) for g, r, v in granted if v == "watch"}
-    assert reads == {(k.group, k.plural) for k in kinds.WATCHED}  # nothing more than it watches
+    assert reads == {(k.group, k.plural) for k in watched}  # nothing more than it watches
 
 
 def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
@@ -559,3 +633,15 @@ def test_the_controller_writes_status_as_the_values_say():
     assert flags({}) == ["models.kubeai.org=off"] and kinds.KUBEAI_MODEL not in status_writes(flags({}))
     on = flags({"controller": {"statusWrites": {"models.kubeai.org": True}}})
     assert kinds.KUBEAI_MODEL in status_writes(on)
+    # and the ClusterRole lets it patch the status of exactly those kinds (least privilege)
+    for values in ({}, {"controller": {"statusWrites": {"models.kubeai.org": True,
+                                                        "inferencepools.inference.networking.x-k8s.io": False}}}):
+        (role,) = [o for docs in render(values).values() for o in docs
+                   if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-controller")]
+        patched = {(g, r) for rule in role["rules"] if "patch" in rule["verbs"]
+                   for g in rule["apiGroups"] for r in rule["resources"]}
+        assert patched == {(k.group, f"{k.plural}/status") for k in status_writes(flags(values))}
+        read = {(g, r) for rule in role["rules"] if "watch" in rule["verbs"]
+                for g in rule["apiGroups"] for r in rule["resources"]}
+        assert {(k.group, k.plural) for k in kinds.OWNED} & read == {(k.group, k.plural)
+                                                                    for k in status_writes(flags(values))}

@@ -341,3 +341,12 @@ def test_the_image_build_copies_everything_the_wheel_force_includes():
     forced = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
     copied = {line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ")}
     assert set(forced) <= copied
+
+
+def test_the_image_base_is_a_build_argument_both_stages_use():
+    """Air-gapped builds (docs/install.md): ``--build-arg BASE=<any Python 3.11+ image>``."""
+    lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    first_from = next(i for i, line in enumerate(lines) if line.startswith("FROM "))
+    assert "ARG BASE=python:3.12-slim" in lines[:first_from]
+    assert [line.split()[1] for line in lines if line.startswith("FROM ")] == ["${BASE}", "${BASE}"]

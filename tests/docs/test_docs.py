@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.paths import REPO
 
-DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md"]
+DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md", "docs/install.md"]
 # `tests/x/test_y.py::test_z`, then `::test_w` of the same file until the next file is named
 _REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
 _BENCH = re.compile(r"bench/(\w+\.py)")

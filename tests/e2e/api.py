@@ -101,6 +101,16 @@ class Kube:
             parsed = {"message": raw.decode(errors="replace")}
         return Reply(status, parsed, parse_warnings(header))
 
+    def text(self, path: str, *, timeout: float = 30) -> str:
+        """A GET answered in plain text (a Pod's log); empty when it could not be read."""
+        method, url, headers, _, _ = self.client.param_serialize(
+            "GET", path, header_params={"Accept": "*/*"}, auth_settings=["BearerToken"])
+        try:
+            response = self.client.call_api(method, url, header_params=headers, _request_timeout=timeout)
+            return response.read().decode(errors="replace") if response.status == 200 else ""
+        except (ApiException, urllib3.exceptions.HTTPError):
+            return ""
+
     # -- discovery ----------------------------------------------------------------------------
 
     def resource(self, api_version: str, kind: str) -> Resource:
@@ -162,6 +172,9 @@ class Kube:
              label_selector: str | None = None) -> list[dict]:
         params = [("labelSelector", label_selector)] if label_selector else []
         reply = self.request("GET", self.resource(api_version, kind).path(namespace), params=params)
+        if reply.status == 404:  # discovery said served, but its CRD has gone since
+            self._discovered.pop(api_version, None)
+            raise NotServed(f"{kind} ({api_version}) is no longer served by this cluster")
         return reply.expect_ok().get("items", [])
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Reply:

@@ -1,15 +1,17 @@
 """``INFERGATE_E2E_MODE=chart``: the Helm chart installed in the cluster (which must run Pods).
 
-The chart is rendered by the same Helm the chart tests use (the Helm v4 SDK through
-helm-python-sdk, ``helm template`` semantics) and its objects are created like a
-``helm install`` would, labelled for the run: everything but the webhook configurations,
-then (once the webhook Pods are available) the configurations. The image comes from
-``INFERGATE_E2E_IMAGE`` (``repository:tag``, built from this checkout's Dockerfile).
+The chart is installed, upgraded and uninstalled by Helm itself (the Helm v4 SDK through
+helm-python-sdk, what ``helm install`` runs), as release ``infergate`` in the run's namespace,
+with the chart's default values but for the image (``INFERGATE_E2E_IMAGE``, ``repository:tag``,
+built from this checkout's Dockerfile), the controller's replan settings the scenarios need, and
+the run label on every object (``commonLabels``: the final sweep finds whatever stays).
+Rendering (:func:`rendered_objects`) uses the same Helm, ``helm template`` semantics.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import yaml
@@ -90,6 +92,8 @@ def documented_value_sets() -> dict[str, dict]:
         "kubeai.systemConfig": {"kubeai": {"systemConfig": {
             "resourceProfiles": {"cpu": {"imageName": "cpu", "requests": {"cpu": "1"}}}}}},
         "priorityClassName": {"priorityClassName": "system-cluster-critical"},
+        "autoscaling.enabled": {"autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}},
+        "webhook.drainSeconds": {"webhook": {"drainSeconds": 15}},
         "rbac.create=false": {"rbac": {"create": False}},
     }
     for key, flipped in _flipped(default_values().get("crds") or {}).items():
@@ -97,33 +101,119 @@ def documented_value_sets() -> dict[str, dict]:
     return sets
 
 
-def install(run: Run) -> None:
-    image = os.environ.get("INFERGATE_E2E_IMAGE")
-    if not image:
+def release_values(image: str, run_id: str) -> dict:
+    """The session release's values: the defaults but for the image, the replan settings and
+    the run label."""
+    return {**values(image), "commonLabels": {cluster.RUN_LABEL: run_id}}
+
+
+def merged(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` merged in, mapping by mapping (what ``--set`` does)."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = merged(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
+@dataclass
+class Release:
+    """A Helm release of the chart, and the values it was last installed or upgraded with."""
+
+    name: str
+    namespace: str
+    kubeconfig: str
+    values: dict
+
+    def _config(self):
+        import helm_python as helm
+
+        return helm.Config(kubeconfig_path=self.kubeconfig, namespace=self.namespace)
+
+    def install(self, timeout: int = 300) -> None:
+        import helm_python as helm
+
+        with self._config() as config, helm.Chart.load(CHART) as loaded:
+            config.install(loaded, self.name, self.values, namespace=self.namespace, timeout=timeout)
+
+    def upgrade(self, changes: dict, timeout: int = 300) -> None:
+        """``helm upgrade`` with ``changes`` merged into the values in force."""
+        import helm_python as helm
+
+        self.values = merged(self.values, changes)
+        with self._config() as config, helm.Chart.load(CHART) as loaded:
+            config.upgrade(loaded, self.name, self.values, namespace=self.namespace, timeout=timeout)
+
+    def uninstall(self, timeout: int = 300) -> None:
+        with self._config() as config:
+            config.uninstall(self.name, ignore_not_found=True, timeout=timeout)
+
+    def objects(self, *, hooks: bool = False) -> list[dict]:
+        """What the release holds now (its templates rendered with its values)."""
+        return rendered_objects(self.values, self.namespace, release=self.name, hooks=hooks)
+
+    def fullname(self) -> str:
+        return next(o["metadata"]["name"] for o in self.objects() if o["kind"] == "Service")
+
+    def selector(self, component: str) -> str:
+        return f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
+
+
+def image() -> str:
+    found = os.environ.get("INFERGATE_E2E_IMAGE")
+    if not found:
         raise RuntimeError("INFERGATE_E2E_MODE=chart needs INFERGATE_E2E_IMAGE=repository:tag "
                            "(the infergate image the cluster can pull)")
-    objects = render(run.system_namespace, image)
-    for obj in objects:
-        if obj["kind"] not in WEBHOOK_KINDS:
-            if run.kube.resource_of(obj).namespaced:
-                obj["metadata"].setdefault("namespace", run.system_namespace)
-            cluster.create_owned(run.kube, obj, run.owned)
+    return found
+
+
+def session_release(run: Run, name: str = RELEASE, namespace: str | None = None) -> Release:
+    """A release of the chart with the session's values (not installed yet)."""
+    return Release(name, namespace or run.system_namespace, run.kubeconfig, release_values(image(), run.run_id))
+
+
+def install(kube, release: Release) -> list[dict]:
+    """``helm install`` of ``release``; returns its two webhook configurations once its
+    Deployments are rolled out and the webhook has injected its CA into both."""
+    release.install()
+    objects = release.objects()
     for obj in objects:
         if obj["kind"] == "Deployment":
             name = obj["metadata"]["name"]
-            wait_for(f"Deployment {name} available", lambda n=name: _available(run, n), timeout=300, interval=2)
-    run.configurations = [obj for obj in objects if obj["kind"] in WEBHOOK_KINDS]
-    for config in run.configurations:
-        cluster.create_owned(run.kube, config, run.owned)
-    # the webhook injects its CA into the configurations it was started for
-    wait_for("the caBundle injected", lambda: all(
-        hook.get("clientConfig", {}).get("caBundle")
-        for config in run.configurations
-        for hook in (run.kube.get(config["apiVersion"], config["kind"], config["metadata"]["name"]) or {}).get("webhooks", [{}])
-    ), timeout=120, interval=2)
+            wait_for(f"Deployment {name} rolled out", lambda n=name: rolled_out(kube, release.namespace, n),
+                     timeout=300, interval=1)
+    configurations = [obj for obj in objects if obj["kind"] in WEBHOOK_KINDS]
+    wait_for("the caBundle injected", lambda: ca_bundles(kube, configurations), timeout=120, interval=1)
+    return configurations
 
 
-def _available(run: Run, name: str) -> bool:
-    deployment = run.kube.get("apps/v1", "Deployment", name, run.system_namespace) or {}
-    return any(c["type"] == "Available" and c["status"] == "True"
-               for c in (deployment.get("status") or {}).get("conditions") or ())
+def ca_bundles(kube, configurations: list[dict]) -> set[str] | None:
+    """The caBundles in every webhook of ``configurations`` as stored; None while one lacks it."""
+    found = set()
+    for config in configurations:
+        stored = kube.get(config["apiVersion"], config["kind"], config["metadata"]["name"]) or {}
+        for hook in stored.get("webhooks") or [{}]:
+            bundle = (hook.get("clientConfig") or {}).get("caBundle")
+            if not bundle:
+                return None
+            found.add(bundle)
+    return found
+
+
+def rolled_out(kube, namespace: str, name: str) -> bool:
+    """As ``kubectl rollout status``: the newest template's replicas all updated and available,
+    and no replica of an older template left."""
+    deployment = kube.get("apps/v1", "Deployment", name, namespace) or {}
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    wanted = spec.get("replicas", 1)
+    return (status.get("observedGeneration", 0) >= (deployment.get("metadata") or {}).get("generation", 1)
+            and status.get("updatedReplicas", 0) == wanted and status.get("replicas", 0) == wanted
+            and status.get("availableReplicas", 0) == wanted)
+
+
+def pods(kube, namespace: str, selector: str) -> list[dict]:
+    return kube.list("v1", "Pod", namespace, label_selector=selector)
+
+
+def ready(pod: dict) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in (pod.get("status") or {}).get("conditions") or ())

@@ -57,6 +57,7 @@ SWEEP_KINDS: tuple[tuple[str, str], ...] = (
     ("coordination.k8s.io/v1", "Lease"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"), ("rbac.authorization.k8s.io/v1", "Role"),
     ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
     ("cert-manager.io/v1", "Certificate"), ("cert-manager.io/v1", "Issuer"),
     ("ai.deckhouse.io/v1alpha1", "InferenceServiceClass"),

@@ -39,6 +39,7 @@ class Run:
     state_dir: Path | None = None  # the example state exactly as loaded: the offline answers' --state
     webhook_url: str | None = None
     cert_dir: Path | None = None
+    release: chart.Release | None = None  # chart mode: the session's Helm release
     webhook_process: processes.Process | None = None
     # component (webhook, controller) -> the kubeconfig of the chart's ServiceAccount for it
     identities: dict[str, str] = field(default_factory=dict)
@@ -172,9 +173,13 @@ def chart_identities(run: Run, state, tmp_path_factory) -> dict[str, str]:
 def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run]:
     """The webhook judging every write of the served kinds."""
     if run.mode == "chart":
-        chart.install(run)
-        wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=60)
-        yield run  # the sweep uninstalls: configurations first
+        run.release = chart.session_release(run)
+        try:
+            run.configurations = chart.install(run.kube, run.release)
+            wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=60)
+            yield run
+        finally:  # Helm deletes the configurations first; the sweep then finds nothing of the release
+            run.release.uninstall()
         return
     run.cert_dir = tmp_path_factory.mktemp("certs")
     ca_file = processes.generate_certs(run.cert_dir)
@@ -195,6 +200,12 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
         for config in run.configurations:
             run.kube.delete(config["apiVersion"], config["kind"], config["metadata"]["name"])
         process.stop()
+
+
+def pytest_collection_modifyitems(items):
+    """Scenarios marked ``before_crds`` run first: they need the cluster as it was before the
+    session installed the CRDs (only the ``run`` fixture set up)."""
+    items.sort(key=lambda item: item.get_closest_marker("before_crds") is None)
 
 
 def _webhook_answers(run: Run) -> bool:

@@ -2,7 +2,7 @@
 as ``helm template`` renders them, and a kubeconfig per ServiceAccount holding a token from the
 TokenRequest API (what the kubelet mounts into the chart's Pods). ``infergate serve`` and
 ``infergate controller`` run here with those, so every scenario also proves the chart grants
-enough; :func:`without_rule` makes the identity that proves each rule is needed.
+enough; :func:`with_roles_less` makes the identity that proves each rule is needed.
 """
 
 from __future__ import annotations
@@ -81,25 +81,44 @@ def cluster_role(namespace: str, component: str) -> dict[str, Any]:
     return next(o for o in chart_rbac(namespace) if o["kind"] == "ClusterRole" and o["metadata"]["name"] == account)
 
 
-def without_rule(kube: Kube, owned: cluster.Owned, namespace: str, component: str, dropped: int,
-                 admin_kubeconfig: str, directory: Path, name: str) -> str:
-    """A ServiceAccount ``name`` bound to a copy of the component's ClusterRole less its rule
-    number ``dropped``; returns its kubeconfig."""
-    role = copy.deepcopy(cluster_role(namespace, component))
-    del role["rules"][dropped]
-    role["metadata"] = {"name": name}
-    for obj in (
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
-        role,
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
-    ):
-        cluster.create_owned(kube, obj, owned)
+def roles_of(namespace: str, component: str) -> list[dict[str, Any]]:
+    """The ClusterRole and Roles the default install binds to the component's ServiceAccount."""
+    account = names(namespace)[component]
+    bound = {(o["roleRef"]["kind"], o["roleRef"]["name"]) for o in chart_rbac(namespace)
+             if o["kind"] in ("ClusterRoleBinding", "RoleBinding") and any(s["name"] == account for s in o["subjects"])}
+    return [o for o in chart_rbac(namespace) if (o["kind"], o["metadata"]["name"]) in bound]
+
+
+def with_roles_less(kube: Kube, owned: cluster.Owned, namespace: str, component: str, name: str,
+                    dropped: tuple[str, int] | None, renamed: Mapping[str, str], admin_kubeconfig: str,
+                    directory: Path) -> str:
+    """A ServiceAccount ``name`` bound to copies of every Role and ClusterRole of the component,
+    less rule number ``dropped[1]`` of the role named ``dropped[0]`` (None: all rules), the
+    objects named in ``resourceNames`` renamed by ``renamed`` (the Secret, Lease and webhook
+    configurations of the process under test, not the release's); returns its kubeconfig.
+    :func:`remove` takes it all away."""
+    cluster.create_owned(kube, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                "metadata": {"name": name, "namespace": namespace}}, owned)
+    for number, role in enumerate(roles_of(namespace, component)):
+        copied = copy.deepcopy(role)
+        rules = [rule for i, rule in enumerate(copied["rules"]) if (role["metadata"]["name"], i) != dropped]
+        for rule in rules:
+            if rule.get("resourceNames"):
+                rule["resourceNames"] = [renamed.get(n, n) for n in rule["resourceNames"]]
+        namespaced = role["kind"] == "Role"
+        meta = {"name": f"{name}-{number}", **({"namespace": namespace} if namespaced else {})}
+        cluster.create_owned(kube, {**copied, "metadata": meta, "rules": rules}, owned)
+        cluster.create_owned(kube, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding" if namespaced else "ClusterRoleBinding",
+            "metadata": meta, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"],
+                                          "name": meta["name"]},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}, owned)
     return token_kubeconfig(admin_kubeconfig, token(kube, namespace, name), directory / f"{name}.kubeconfig", name)
 
 
-def remove(kube: Kube, namespace: str, name: str) -> None:
-    kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
-    kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+def remove(kube: Kube, namespace: str, name: str, component: str) -> None:
+    for number, role in enumerate(roles_of(namespace, component)):
+        namespaced = role["kind"] == "Role"
+        for kind in ("RoleBinding", "Role") if namespaced else ("ClusterRoleBinding", "ClusterRole"):
+            kube.delete("rbac.authorization.k8s.io/v1", kind, f"{name}-{number}", namespace if namespaced else None)
     kube.delete("v1", "ServiceAccount", name, namespace)

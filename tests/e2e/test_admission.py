@@ -4,11 +4,14 @@ and the same answer from ``infergate validate`` offline (their agreement is the 
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import subprocess
 
 import pytest
 import yaml
+
+from webhook.admission.chain import is_attribution
 
 from . import cluster, offline, scenarios
 from .api import JSON_PATCH, wait_for
@@ -122,6 +125,35 @@ def test_kubectl_prints_the_denial_and_the_warnings(case: Case, cluster_run):
             assert line in result.stderr
     for warning in reply.warnings:
         assert f"Warning: {warning}" in result.stderr
+
+
+WEBHOOK_DENIALS = [c for c in CASES if not c.allowed and c.by_webhook]
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in WEBHOOK_DENIALS])
+def test_kubectl_names_the_webhook_and_the_policy_that_denied(case: Case, cluster_run):
+    """kubectl prints an Invalid status as its causes alone (never the message that names the
+    webhook): the causes keep one per field error for tools, and end with one naming the webhook
+    and the policy, which kubectl prints too."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: the API answers are checked by the other scenarios")
+    obj = cluster.labelled(dry_named(case), cluster_run.run_id)
+    reply = cluster_run.submit(obj, dry_run=True)
+    webhook = re.match(r'admission webhook "([^"]+)" denied the request: ', reply.message).group(1)
+    policies = re.search(r" \((?:policy|policies) ([^)]+)\)$", reply.message).group(1).split(", ")
+    causes = reply.body["details"]["causes"]
+    *errors, named = causes
+    assert errors and not any(is_attribution(c) for c in errors)
+    assert is_attribution(named) and f'"{webhook}"' in named["message"]
+    result = subprocess.run([kubectl, "--kubeconfig", cluster_run.kubeconfig, "create", "--dry-run=server",
+                             "-f", "-", "-o", "name"], input=yaml.safe_dump(obj), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode != 0
+    assert f'admission webhook "{webhook}"' in result.stderr
+    assert all(policy in result.stderr for policy in policies), result.stderr
+    for cause in errors:
+        assert cause["message"] in result.stderr
 
 
 def kubectl_prints(status: dict) -> list[str]:

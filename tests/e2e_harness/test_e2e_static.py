@@ -20,14 +20,14 @@ import yaml
 from kubernetes.client import ApiClient, Configuration
 
 from e2e import api, chart, cluster, decisions, offline, scenarios, selection, webhooks
-from e2e import test_admission, test_controller, test_operations
+from e2e import test_admission, test_controller, test_operations, test_rbac, test_release
 from webhook import certs
 from webhook.controller import kinds
 from webhook.schema.crd_admission import check_crd
 from tests.support.paths import REPO
 from tests.support.cel import EVALUATOR
 
-E2E_MODULES = (test_admission, test_controller, test_operations)
+E2E_MODULES = (test_admission, test_controller, test_operations, test_rbac, test_release)
 KUBERNETES_VERSION = "1.32.0"
 
 
@@ -136,7 +136,7 @@ def test_support_crds_are_crds_the_apiserver_accepts():
     served = {(c["spec"]["group"], c["spec"]["names"]["kind"]) for c in cluster.load_documents(cluster.SUPPORT_CRDS)}
     assert served == {("ai.deckhouse.io", "Model"), ("ai.deckhouse.io", "ClusterModel"), ("cert-manager.io", "ClusterIssuer"),
                       ("cert-manager.io", "Certificate"), ("cert-manager.io", "Issuer"),
-                      ("monitoring.coreos.com", "ServiceMonitor")}
+                      ("monitoring.coreos.com", "ServiceMonitor"), ("deckhouse.io", "ModuleConfig")}
 
 
 def test_chart_mode_renders_the_chart_with_the_image_asked():

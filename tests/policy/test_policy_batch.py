@@ -150,7 +150,7 @@ def test_variables_of_cluster_state_are_computed_once_per_state(tmp_path):
     assert answer("OLlama") == (True, None)
     assert policy.batches.state_values is not computed
     state.put(_config("m", "VLLM"))  # the request's own lookup is read per request
-    assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs")
+    assert answer("OLlama") == answer("OLlama", explain=True) == (False, "own config differs (policy engines)")
 
 
 JUDGED_POLICY = """\

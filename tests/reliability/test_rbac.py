@@ -48,16 +48,16 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events
-    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled"),
-    ("controller", "cluster", "kubeai.org", "models/status", "*"): ("get patch update", "status only, never spec"),
+    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled; only with statusWrites on"),
+    ("controller", "cluster", "kubeai.org", "models/status", "*"): ("patch", "status only, never spec; only with statusWrites on"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels", "*"): ("get list watch", "reconciled"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools", "*"): ("get list watch", "reconciled"),
-    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels/status", "*"): ("get patch update", "status only"),
-    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels/status", "*"): ("patch", "status only"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools/status", "*"): ("patch", "status only"),
     ("controller", "cluster", "ai.deckhouse.io", "inferenceserviceclasses", "*"): ("get list watch", "reconciled"),
     ("controller", "cluster", "ai.deckhouse.io", "inferenceservices", "*"): ("get list watch", "reconciled"),
-    ("controller", "cluster", "ai.deckhouse.io", "inferenceserviceclasses/status", "*"): ("get patch update", "status only"),
-    ("controller", "cluster", "ai.deckhouse.io", "inferenceservices/status", "*"): ("get patch update", "status only"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceserviceclasses/status", "*"): ("patch", "status only"),
+    ("controller", "cluster", "ai.deckhouse.io", "inferenceservices/status", "*"): ("patch", "status only"),
     ("controller", "cluster", "ai.deckhouse.io", "models", "*"): ("get list watch", "catalog facts (ModelResolved)"),
     ("controller", "cluster", "ai.deckhouse.io", "clustermodels", "*"): ("get list watch", "catalog facts"),
     ("controller", "cluster", "resource.k8s.io", "deviceclasses", "*"): ("get list watch", "placement planning"),
@@ -105,8 +105,12 @@ def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]
     return grants
 
 
-@pytest.mark.parametrize("values", [{}, {"certificates": {"mode": "cert-manager"}}, {"controller": {"enabled": False}}],
-                         ids=["self-managed", "cert-manager", "no-controller"])
+MODEL_STATUS_ON = {"controller": {"statusWrites": {"models.kubeai.org": True}}}
+
+
+@pytest.mark.parametrize("values", [{}, {"certificates": {"mode": "cert-manager"}}, {"controller": {"enabled": False}},
+                                    MODEL_STATUS_ON],
+                         ids=["self-managed", "cert-manager", "no-controller", "model-status-writes"])
 def test_every_grant_is_listed_with_its_reason(values):
     actual = granted(values)
     unexplained = {k: sorted(v) for k, v in actual.items() if k not in GRANTS or not v <= GRANTS[k][0]}
@@ -117,7 +121,7 @@ def test_every_grant_is_listed_with_its_reason(values):
 
 
 def test_the_table_has_no_stale_rows():
-    actual = granted({})
+    actual = granted({}) | granted(MODEL_STATUS_ON)
     stale = [k for k in GRANTS if k not in actual]
     assert not stale, stale
 

@@ -31,6 +31,7 @@ class FakeApiServer:
 
     def __init__(self) -> None:
         self.before_create = None  # a test's hook: another writer gets there first
+        self.before_patch = None  # the same, for a patch
         self.objects: dict[str, dict] = {}
         self.versions = itertools.count(100)
         self.requests: list[tuple[str, str, str]] = []
@@ -149,13 +150,16 @@ class FakeApiServer:
         if request.content_type != "application/json-patch+json":
             return self.status(415, "UnsupportedMediaType", request.content_type)
         key = self.key(request)
+        if self.before_patch is not None:
+            self.before_patch(self)
+            self.before_patch = None
         current = self.objects.get(key)
         if current is None:
             return self.status(404, "NotFound", "not found")
         try:
             patched = jsonpatch.apply_patch(current, await request.json())
-        except jsonpatch.JsonPatchTestFailed:
-            return self.status(409, "Conflict", "the server rejected our request due to an error in our request")
+        except jsonpatch.JsonPatchTestFailed:  # what kube-apiserver v1.36 answers to a failed test op
+            return self.status(422, "Invalid", "the server rejected our request due to an error in our request")
         except jsonpatch.JsonPatchException as exc:
             return self.status(422, "Invalid", str(exc))
         return web.json_response(self.put(key, patched))
@@ -332,6 +336,30 @@ async def test_replicas_starting_together_agree_on_one_secret(api):
     await asyncio.to_thread(ours.start)
     assert ours.bundle.to_files() == theirs.to_files()
     assert [m for m, _, _ in fake.requests] == ["GET", "POST", "GET"]
+
+
+async def test_replicas_injecting_together_both_start(api):
+    """Both read the configurations without a caBundle; the other replica's patch lands
+    first, so ours (guarded by the resourceVersion it read) is refused with 422: ours reads
+    again, finds the bundle in place and starts, instead of exiting (a restarted Pod, seen on
+    a real node with two replicas)."""
+    fake, api_client = api
+    install_configurations(fake)
+    bundle = certs.plan(None, now=certs.utcnow(), sans=SANS, policy=POLICY).bundle
+    encoded = base64.b64encode(bundle.ca_pem()).decode()
+
+    def other_replica_injects(server: FakeApiServer) -> None:
+        key = "mutatingwebhookconfigurations/infergate"
+        obj = copy.deepcopy(server.objects[key])
+        for hook in obj["webhooks"]:
+            hook["clientConfig"]["caBundle"] = encoded
+        server.put(key, obj)
+
+    fake.before_patch = other_replica_injects
+    changed = await asyncio.to_thread(certs.inject_ca_bundle, api_client, "infergate", bundle.ca_pem())
+    assert changed == ["ValidatingWebhookConfiguration"]  # the mutating one was done by the other
+    assert [m for m, p, _ in fake.requests if "mutating" in p] == ["GET", "PATCH", "GET"]
+    assert ca_bundles(fake) == [bundle.ca_pem(), bundle.ca_pem()]
 
 
 # ---------------------------------------------------------------------------------------

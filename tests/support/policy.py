@@ -9,7 +9,7 @@ from typing import Any
 import jsonpatch
 
 from webhook import shipped_data
-from webhook.admission.chain import AdmissionChain
+from webhook.admission.chain import AdmissionChain, is_attribution
 from webhook.admission.review import AdmissionRequest
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
@@ -60,6 +60,13 @@ def patched(obj: dict, patch: list[dict]) -> dict:
 
 
 def messages(result) -> list[str]:
-    """Each denial as ``<field>: <message>`` (how kubectl prints a cause)."""
+    """Each denial as ``<field>: <message>`` (how kubectl prints a cause); the last cause,
+    naming the webhook and policies, is not a denial (``attribution`` reads it)."""
     causes = (result.status or {}).get("details", {}).get("causes", [])
-    return [f"{c['field']}: {c['message']}" if "field" in c else c["message"] for c in causes]
+    return [f"{c['field']}: {c['message']}" if "field" in c else c["message"] for c in causes if not is_attribution(c)]
+
+
+def attribution(result) -> str:
+    """The cause naming the webhook and the policies that denied."""
+    (cause,) = [c for c in (result.status or {}).get("details", {}).get("causes", []) if is_attribution(c)]
+    return cause["message"]

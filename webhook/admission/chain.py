@@ -85,14 +85,37 @@ def _cause(denial: Denial) -> dict[str, Any]:
     return {"reason": denial.reason, "message": message, "field": denial.field_path}
 
 
-def denial_status(request: AdmissionRequest, denials: list[Denial]) -> dict[str, Any]:
-    """A metav1.Status naming every denial; reason and code from the first."""
+# The first words of the cause that names the webhook and the policies of a denial (see
+# :func:`denial_status`).
+ATTRIBUTION = "denied by admission webhook "
+
+
+def is_attribution(cause: Any) -> bool:
+    """Whether a StatusCause is the one naming the webhook and policies (no field error)."""
+    return isinstance(cause, dict) and not cause.get("field") and str(cause.get("message", "")).startswith(ATTRIBUTION)
+
+
+def _policies(denials: list[Denial]) -> str:
+    names = list(dict.fromkeys(d.policy for d in denials))
+    return ("policy " if len(names) == 1 else "policies ") + ", ".join(names)
+
+
+def denial_status(request: AdmissionRequest, denials: list[Denial], webhook: str = VALIDATING_WEBHOOK) -> dict[str, Any]:
+    """A metav1.Status naming every denial; reason and code from the first.
+
+    Whoever reads it learns which webhook and which policy denied: the message ends with the
+    policies (the apiserver puts ``admission webhook "<webhook>" denied the request:`` before
+    it), and the causes, one per field error for tools, end with one cause without a field
+    naming the webhook and the policies. That last one is for kubectl: an ``Invalid`` status
+    with details is printed as ``The <Kind> "<name>" is invalid:`` and its causes only, never
+    the message (kubectl's checkErr); ValidatingAdmissionPolicy names itself the same way."""
     reason = denials[0].reason
-    causes = [_cause(d) for d in denials]
+    policies = _policies(denials)
+    causes = [_cause(d) for d in denials] + [{"message": f"{ATTRIBUTION}{json.dumps(webhook)} ({policies})"}]
     details = {"name": request.name, "group": request.kind.group, "kind": request.kind.kind, "causes": causes}
     return {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "; ".join(dict.fromkeys(d.message for d in denials)),
+        "message": "; ".join(dict.fromkeys(d.message for d in denials)) + f" ({policies})",
         "reason": reason,
         "details": {k: v for k, v in details.items() if v},
         "code": _STATUS_CODES.get(reason, 422),
@@ -140,7 +163,7 @@ class AdmissionChain:
         stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain)
         mutated = stage.input.object
         if stage.denials:
-            result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials),
+            result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
                                      warnings=stage.warnings)
         else:
             result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings)

@@ -34,13 +34,19 @@ def ca_bundle_patch(configuration: dict[str, Any], ca_pem: bytes) -> list[dict[s
     return [{"op": "test", "path": "/metadata/resourceVersion", "value": configuration["metadata"]["resourceVersion"]}, *ops]
 
 
-def inject_ca_bundle(api_client: Any, config_name: str, ca_pem: bytes, *, read: dict[str, dict] | None = None) -> list[str]:
+def inject_ca_bundle(api_client: Any, config_name: str, ca_pem: bytes, *, read: dict[str, dict] | None = None,
+                     attempts: int = 5) -> list[str]:
     """Write ``ca_pem`` into every webhook of the project's two webhook configurations.
 
     Idempotent, so it runs at every certificate check (a configuration recreated by a
     ``helm upgrade`` or a GitOps re-apply, or created after the pod started, gets the
     bundle back): two reads, and a write only where a webhook lacks the bundle. ``read``:
     configurations already at hand (a watch event), by kind. Returns the kinds changed.
+
+    The write is guarded by the resourceVersion read: when someone changed the configuration
+    in between (another replica injecting the same bundle as both start), the apiserver
+    refuses it (422: the test op failed; 409) and it is read again and retried, up to
+    ``attempts`` times, instead of failing the replica's start.
     """
     from kubernetes.client import AdmissionregistrationV1Api
     from kubernetes.client.exceptions import ApiException
@@ -50,20 +56,29 @@ def inject_ca_bundle(api_client: Any, config_name: str, ca_pem: bytes, *, read: 
     for kind, call in WEBHOOK_CONFIGURATIONS.items():
         if read is not None and kind not in read:
             continue
-        try:
-            obj = read[kind] if read is not None else api_json(getattr(api, "read_" + call)(config_name, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:
-                continue  # not installed (yet): the next check or the watch sees it arrive
-            raise CertError(f"cannot read {kind} {config_name}: {exc.status} {exc.reason}") from None
-        ops = ca_bundle_patch(obj, ca_pem)
-        if not ops:
-            continue
-        try:
-            getattr(api, "patch_" + call)(config_name, ops, _preload_content=False)
-        except ApiException as exc:
-            raise CertError(f"cannot update caBundle of {kind} {config_name}: {exc.status} {exc.reason}") from None
-        changed.append(kind)
+        at_hand = read[kind] if read is not None else None
+        for attempt in range(1, attempts + 1):
+            try:
+                obj = at_hand if at_hand is not None else api_json(
+                    getattr(api, "read_" + call)(config_name, _preload_content=False))
+            except ApiException as exc:
+                if exc.status == 404:
+                    break  # not installed (yet): the next check or the watch sees it arrive
+                raise CertError(f"cannot read {kind} {config_name}: {exc.status} {exc.reason}") from None
+            at_hand = None  # a retry reads the configuration as it is now
+            ops = ca_bundle_patch(obj, ca_pem)
+            if not ops:
+                break
+            try:
+                getattr(api, "patch_" + call)(config_name, ops, _preload_content=False)
+            except ApiException as exc:
+                if exc.status in (409, 422) and attempt < attempts:
+                    continue  # changed since it was read
+                if exc.status == 404:
+                    break  # deleted meanwhile
+                raise CertError(f"cannot update caBundle of {kind} {config_name}: {exc.status} {exc.reason}") from None
+            changed.append(kind)
+            break
     return changed
 
 

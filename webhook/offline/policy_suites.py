@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from webhook.admission.chain import AdmissionChain, ChainOutcome
+from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
 from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
@@ -215,10 +215,11 @@ def build_request(registry: CRDRegistry, suite: PolicySuite, case: SuiteCase) ->
 
 
 def error_strings(status: dict[str, Any] | None) -> list[str]:
-    """A denial's causes as ``<field>: <message>`` (the apiserver's field.Error strings)."""
+    """A denial's causes as ``<field>: <message>`` (the apiserver's field.Error strings); the
+    cause naming the webhook and policies is none of them."""
     if not status:
         return []
-    causes = (status.get("details") or {}).get("causes") or []
+    causes = [c for c in (status.get("details") or {}).get("causes") or () if not is_attribution(c)]
     if not causes:
         return [str(status.get("message", ""))]
     return [f"{c['field']}: {c.get('message', '')}" if c.get("field") else str(c.get("message", "")) for c in causes]

@@ -23,7 +23,7 @@ import orjson
 import yaml
 
 from webhook import command_line, documents
-from webhook.admission.chain import AdmissionChain, offline_request
+from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
 from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sarif
@@ -475,7 +475,8 @@ def describe(obj: dict[str, Any], judgement: Judgement) -> str:
         return f"Error from server ({status.get('reason', 'BadRequest')}): {status.get('message', '')}"
     details = status.get("details") or {}
     name = details.get("name", name)
-    causes = details.get("causes") or []
+    # one line per document: the cause naming the webhook and policy stays in -o json/yaml
+    causes = [c for c in details.get("causes") or () if not is_attribution(c)]
     lines = [f"{c.get('field')}: {c.get('message')}" for c in causes]
     unique = list(dict.fromkeys(lines))
     if len(unique) == 1:
