@@ -28,6 +28,7 @@ from webhook.audit import Auditor, ObjectAudit, ResourceRef, build_report
 from webhook.offline.ci import Finding, junit_xml
 from webhook.offline.validate import json_text
 from webhook.policy import PolicyLoadError, PolicySet
+from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
@@ -78,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
     parser.add_argument("--baseline-policies", metavar="DIR",
                         help="impact preview: list only the objects whose verdict differs under these policies")
+    parser.add_argument("--policy-actions", action="append", default=[], metavar="OVERRIDE",
+                        help="an operator's choice of a policy's validation actions, as infergate serve takes it: "
+                             "NAME=ACTION[,ACTION][@NAMESPACE-SELECTOR] or a mapping; repeatable")
     parser.add_argument("--state", action="append", default=[], metavar="PATH",
                         help="more of the cluster the policies look up (classes, namespaces, KubeAI's config, "
                              "...): files or directories; the objects audited are part of it already; repeatable")
@@ -140,8 +144,12 @@ def _policies(directory: str | None, flag: str, args: argparse.Namespace, regist
     from webhook import shipped_data
 
     try:
+        overrides = parse_overrides(args.policy_actions)
+    except ActionsError as exc:
+        raise SetupError(str(exc)) from None
+    try:
         return PolicySet.load(Path(directory) if directory else shipped_data.policies_dir(),
-                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
+                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds), actions=overrides)
     except PolicyLoadError as exc:
         raise SetupError(f"{flag}: {exc}") from None
 
