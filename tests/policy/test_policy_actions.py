@@ -243,7 +243,7 @@ def test_an_override_naming_no_policy_is_refused(tmp_path):
     with pytest.raises(PolicyLoadError) as info:
         PolicySet.load(tmp_path, evaluator=EVALUATOR, builtin=False, actions=parse_overrides(["min-on=Warn"]))
     (problem,) = info.value.problems
-    assert problem == f"{tmp_path}: --policy-actions: no policy named 'min-on' (policies: min-one)"
+    assert problem == f"{tmp_path}: --policy-actions: no policy named 'min-on' (did you mean 'min-one'?)"
 
 
 @pytest.mark.parametrize("flag, expected", [

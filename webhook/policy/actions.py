@@ -12,6 +12,7 @@ The checks here are VAP's (``validateValidationActions``), in its words.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -171,13 +172,14 @@ class ActionOverrides:
 
     def check(self, names: Iterable[str]) -> None:
         """Raise :class:`ActionsError` when an override names no policy of ``names``."""
-        names = list(names)
+        names = sorted(set(names))
         unknown = self.unknown(names)
         if unknown:
-            names = sorted(set(names))
-            shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else \
+                "policies: " + (", ".join(names[:12]) + (", ..." if len(names) > 12 else "") or "none")
             raise ActionsError(f"{self.source or 'policy actions'}: no policy named "
-                               f"{', '.join(repr(n) for n in unknown)} (policies: {shown or 'none'})")
+                               f"{', '.join(repr(n) for n in unknown)} ({hint})")
 
     def resolve(self, policy: Any, inp: Any) -> tuple[frozenset[str], str]:
         """The actions in force for ``policy`` on ``inp``, and the binding that chose them
