@@ -185,7 +185,8 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
     for obj, doc in inputs:
         audit = auditor.audit(obj)
         if audit.results:  # a kind nothing judges (a Deployment in the dump) says nothing
-            out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)), before.audit(obj) if before else None))
+            out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)),
+                              before.audit(obj) if before else None))
     return out
 
 
