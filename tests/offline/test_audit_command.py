@@ -291,3 +291,17 @@ def test_the_live_cluster_is_read_with_its_own_crds_and_judged_without_a_write(t
     assert ("bge-rerank-base-cpu", "crd-schema", "pass") in {
         (r["resource"]["name"], r["policy"], r["result"]) for r in json.loads(offline)}
     assert [path for method, path in api.requests if method != "GET"] == []  # read-only
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG.format(server=f"http://127.0.0.1:{port}"))
+    code, out, err = run(capsys, "--kubeconfig", kubeconfig, "--timeout", "1")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith(f"infergate: error: --kubeconfig {kubeconfig}: the cluster was not "
+                                                   "read within 1s: ")
