@@ -45,8 +45,8 @@ With --baseline-policies: the impact preview of a policy change. Only the object
 (denied, warned, audited) changes from the baseline policies to --policies are listed."""
 
 EXAMPLES = """\
-kubectl get models,inferencepools -A -o yaml > dump.yaml
-infergate audit dump.yaml                                        # a table of every finding
+infergate audit dump.yaml                                        # a table of every finding, e.g. of a dump
+                                                                 # (kubectl get models,inferencepools -A -o yaml)
 infergate audit dump.yaml -o json                                # every result, for scripts
 infergate audit --kubeconfig ~/.kube/config                      # the live cluster (read-only)
 infergate audit dump.yaml --policies new/ --baseline-policies policies/   # what a policy edit changes
