@@ -76,6 +76,15 @@ def test_a_suite_asserts_the_actions_taken_under_overrides(tmp_path, capsys):
     assert "3 passed" in out
 
 
+def test_the_json_report_gives_the_actions_taken(tmp_path, capsys):
+    code, out, _ = run(capsys, "test", str(suite(tmp_path, CASES, actions=OVERRIDES)), "-o", "json")
+    assert code == 0
+    answers = {c["name"]: c["answer"] for c in json.loads(out)["suites"][0]["cases"]}
+    assert answers["warned-and-audited"]["actions"] == {"min-one": ["Warn", "Audit"]}
+    assert answers["denied-in-prod"]["actions"] == {"min-one": ["Deny", "Audit"]}
+    assert answers["passes"]["actions"] == {}
+
+
 def test_a_wrong_action_expectation_fails_the_case(tmp_path, capsys):
     wrong = [{**CASES[0], "expect": {"actions": {"min-one": ["Deny"]}}}]
     code, out, _ = run(capsys, "test", str(suite(tmp_path, wrong)))
