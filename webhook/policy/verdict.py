@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from webhook.policy.actions import DENY_ONLY
 
 
 @dataclass(frozen=True)
 class Denial:
+    """A failed validation (or a rule that could not be evaluated under ``failurePolicy: Fail``):
+    what the policy's validation actions then do (``webhook.policy.actions``) decides whether
+    it denies."""
+
     policy: str
     message: str
     reason: str = "Invalid"
     field_path: str | None = None
+    expression_index: int = 0  # the validation's index in spec.validations (0 for a rule error)
 
 
 @dataclass(frozen=True)
@@ -35,3 +42,11 @@ class Verdict:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     object: dict[str, Any] | None = None  # the object after this policy's mutations
     traces: list[Trace] = field(default_factory=list)
+
+    # Set by ``webhook.policy.actions.enforce`` when the policy failed (class attributes, not
+    # fields: a verdict is made per policy per review, and most never fail):
+    # the validation actions its failures met (the policy's own, or an operator's override for
+    # the namespace): Deny keeps ``denials``; Warn and Audit make warnings and audit records
+    validation_actions = DENY_ONLY
+    # its failures under Audit: VAP's ValidationFailureValue records (``actions.failure_record``)
+    audit_failures: ClassVar[list[dict[str, Any]] | tuple] = ()
