@@ -133,17 +133,54 @@ def test_built_in_kinds_are_checked_against_kubernetes_own_schemas(tmp_path, cap
         kind: Deployment
         metadata: {name: not-the-built-in-one}
         """))
-    code, out, _ = _run(capsys, path)
+    strict = ('Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+              'unknown field "spec.template.spec.containers[0].imagePullPolcy"')
+    code, out, _ = _run(capsys, path)  # Strict, kubectl's default: the decoding refuses it first
     assert code == 1
     assert out.splitlines() == [
-        f'{path}:1: The Deployment "web" is invalid: ',
-        "* spec.template.spec.containers[0]: Additional properties are not allowed ('imagePullPolcy' was unexpected)",
-        "* spec.template.spec.containers[0].ports[0].containerPort: '80' is not of type 'integer'",
+        f"{path}:1: Error from server (BadRequest): {strict}",
         f"{path}:12: skipped Deployment/not-the-built-in-one (apps.example.com/v1): no schema for this kind",
         "0 valid, 1 invalid, 1 skipped, 0 errors, in 1 file",
     ]
     (result, _) = json.loads(_run(capsys, path, "-o", "json")[1])
-    assert result["status"]["message"].startswith('Deployment.apps "web" is invalid: [spec.template.spec.containers[0]: ')
+    assert result["status"] == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": strict, "reason": "BadRequest", "code": 400}
+    code, out, err = _run(capsys, path, "--field-validation", "Warn")  # warned, then the schema's errors
+    assert code == 1
+    assert out.splitlines()[:2] == [
+        f'{path}:1: The Deployment "web" is invalid: '
+        "spec.template.spec.containers[0].ports[0].containerPort: '80' is not of type 'integer'",
+        f"{path}:12: skipped Deployment/not-the-built-in-one (apps.example.com/v1): no schema for this kind"]
+    assert err == f'Warning: {path}:1: unknown field "spec.template.spec.containers[0].imagePullPolcy"\n'
+    (result, _) = json.loads(_run(capsys, path, "-o", "json", "--field-validation", "Ignore")[1])
+    assert result["warnings"] == [] and result["status"]["message"] == (
+        'Deployment.apps "web" is invalid: spec.template.spec.containers[0].ports[0].containerPort: '
+        "'80' is not of type 'integer'")
+
+
+def test_unknown_fields_of_built_in_kinds_are_listed_as_the_apiservers_strict_decoding_lists_them(tmp_path, capsys):
+    """Every unknown field in one message, in the order of the body kubectl sends (keys sorted,
+    depth first), map values and list items in the path; fields under an unknown one unmentioned."""
+    path = tmp_path / "cm.yaml"
+    path.write_text(textwrap.dedent("""        apiVersion: v1
+        kind: Pod
+        metadata: {name: p, labelz: {a: b}}
+        zeta: 1
+        spec:
+          containers:
+          - {name: a, image: x, bogus: {deep: 1}}
+          - {name: b, image: x, env: [{name: E, value: v, valueFrum: y}]}
+          nodeSelector: {anything: goes}
+        """))
+    (result,) = json.loads(_run(capsys, path, "-o", "json")[1])
+    assert result["status"]["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "metadata.labelz", '
+        'unknown field "spec.containers[0].bogus", unknown field "spec.containers[1].env[0].valueFrum", '
+        'unknown field "zeta"')
+    (result,) = json.loads(_run(capsys, path, "-o", "json", "--field-validation", "Warn")[1])
+    assert result["result"] == "valid" and result["warnings"] == [
+        'unknown field "metadata.labelz"', 'unknown field "spec.containers[0].bogus"',
+        'unknown field "spec.containers[1].env[0].valueFrum"', 'unknown field "zeta"']
 
 
 def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is_2(repository, capsys):

@@ -25,14 +25,16 @@ import yaml
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
-from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
+from webhook.offline.builtin_kinds import BuiltinSchemas
 from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
+from webhook.offline.request_limits import too_large_status
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
+from webhook.schema.field_validation import DIRECTIVES, FieldValidation
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
 
 _CRD_KIND = "CustomResourceDefinition"
@@ -65,11 +67,12 @@ class UnknownKind(ValueError):
 def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, Any] | None = None,
                    subresource: str | None = None, *, namespace: str | None = None,
                    crd_only: bool = False, chain: AdmissionChain | None = None,
-                   explain: bool = False) -> Judgement:
+                   explain: bool = False, field_validation: FieldValidation = "Strict") -> Judgement:
     """Judge one write as the cluster would: the apiserver's handling of the custom resource.
 
     This is the one place a document is judged; the webhook's admission chain joins here
     (it runs between ``CRDRegistry.prepare`` and ``CRDRegistry.validate``) unless ``crd_only``.
+    ``field_validation``: the client's ``?fieldValidation=`` (kubectl's default, Strict).
     """
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
@@ -77,11 +80,12 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
     if registry.served(api_version, kind) is None:
         raise UnknownKind(f"no CustomResourceDefinition serves kind {kind!r} in apiVersion {api_version!r}")
     if chain is not None and not crd_only:
-        whole = chain.run(offline_request(obj, old, subresource, namespace=namespace), explain=explain)
+        request = offline_request(obj, old, subresource, namespace=namespace, field_validation=field_validation)
+        whole = chain.run(request, explain=explain)
         traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
         return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
-                                       namespace=namespace)
+                                       namespace=namespace, field_validation=field_validation)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
 
 
@@ -126,6 +130,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--crd-only", action="store_true",
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
+    parser.add_argument("--field-validation", choices=DIRECTIVES, default="Strict",
+                        help="a field the kind's schema does not have, as kube-apiserver's ?fieldValidation= "
+                             "(built-in and custom kinds alike): Strict (default, kubectl's) refuses the object "
+                             '(400: unknown field "spec.x", every one listed), Warn warns (the apiserver\'s default '
+                             "for clients that name none), Ignore drops it without a word")
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
@@ -330,6 +339,10 @@ class Judge:
         if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
             why = "not a Kubernetes object (no apiVersion and kind)"
             return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
+        too_large = too_large_status(obj)  # the apiserver reads no further, whatever the kind
+        if too_large is not None:
+            judgement = Judgement(False, too_large, [], None)
+            return Result(doc.origin, "invalid", describe(obj, judgement), judgement, _label(obj))
         if self.registry.served(api_version, kind) is None:
             return self._without_crd(doc, obj, api_version, kind)
         key = _identity(obj)
@@ -341,7 +354,8 @@ class Judge:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
             judgement = judge_document(self.registry, obj, old, self.args.subresource, namespace=namespace,
-                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain)
+                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain,
+                                       field_validation=self.args.field_validation)
         except Exception as exc:  # a bug must still end in a message, not a traceback
             return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
         return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
@@ -350,10 +364,11 @@ class Judge:
     def _without_crd(self, doc: Document, obj: dict[str, Any], api_version: str, kind: str) -> Result:
         """A kind no CRD serves: a built-in one against Kubernetes' own schema, else skipped."""
         label = _label(obj)
-        causes = self.builtins.causes(obj)
-        if causes is not None:
-            judgement = Judgement(not causes, invalid_status(obj, causes) if causes else None, [], obj)
-            return Result(doc.origin, "invalid" if causes else "valid", describe(obj, judgement), judgement, label)
+        answer = self.builtins.answer(obj, self.args.field_validation)
+        if answer is not None:
+            judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
+            return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
+                          label)
         if self.args.strict:
             known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
             return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
