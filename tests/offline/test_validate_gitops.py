@@ -193,14 +193,20 @@ def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
 
 
-def test_empty_input_is_reported_not_silence(tmp_path, capsys, monkeypatch):
+def test_empty_input_is_an_error_unless_allowed(tmp_path, capsys, monkeypatch):
+    """A pipeline that lost its manifests (an empty stdin, a directory without any) must not pass."""
+    empty = ("infergate: error: validate: no documents in the input (an empty stdin or file, or no .yaml, .yml or "
+             ".json file under the directories); --allow-empty accepts that\n")
     (tmp_path / "notes.txt").write_text("hello\n")
-    assert _run(capsys, tmp_path) == (0, "0 objects, in 0 files\n", "")
+    assert _run(capsys, tmp_path) == (2, "0 objects, in 0 files\n", empty)
+    assert _run(capsys, tmp_path, "--allow-empty") == (0, "0 objects, in 0 files\n", "")
     (tmp_path / "empty.yaml").write_text("# nothing\n")
-    assert _run(capsys, tmp_path) == (0, "0 objects, in 1 file\n", "")
+    assert _run(capsys, tmp_path) == (2, "0 objects, in 1 file\n", empty)
     import io
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert _run(capsys, "-") == (0, "0 objects, in 1 file\n", "")
+    assert _run(capsys, "-") == (2, "0 objects, in 1 file\n", empty)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert _run(capsys, "-", "--allow-empty") == (0, "0 objects, in 1 file\n", "")
     assert _run(capsys)[0] == 2  # no input named at all is a usage error
 
 
@@ -304,9 +310,10 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
     log = json.loads(out)
     jsonschema.validate(log, SARIF_REQUIRED)
     (run,) = log["runs"]
-    (result,) = run["results"]
+    (result,) = [r for r in run["results"] if r["level"] == "error"]
     rules = run["tool"]["driver"]["rules"]
-    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "denied"
+    # the rule of the policy that denies (policies/kubeai-model.yaml: SpeechToText needs FasterWhisper)
+    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "kubeai-model-engine/validations[2]"
     location = result["locations"][0]["physicalLocation"]
     denied = repository / "models" / "denied.yml"
     assert location["artifactLocation"]["uri"] == str(denied)  # outside the working directory: as given
@@ -316,5 +323,5 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
 def test_sarif_locations_are_relative_to_the_working_directory_the_repository(repository, capsys, monkeypatch):
     monkeypatch.chdir(repository)
     code, out, _ = _run(capsys, repository / "models", "-o", "sarif")
-    (result,) = json.loads(out)["runs"][0]["results"]
+    (result,) = [r for r in json.loads(out)["runs"][0]["results"] if r["level"] == "error"]
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/denied.yml"

@@ -43,6 +43,7 @@ class ChainOutcome:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     traces: list[Trace] = field(default_factory=list)
     denied_by: str = ""  # "apiserver" or "webhook" when denied
+    rules: dict[str, str] = field(default_factory=dict)  # a denial's message or a warning -> its policy rule
 
 
 def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
@@ -172,9 +173,10 @@ class AdmissionChain:
         mutated = stage.input.object
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
-                                     warnings=stage.warnings)
+                                     warnings=stage.warnings, rules=stage.rules)
         else:
-            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings)
+            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
+                                     rules=stage.rules)
         return result, stage.traces, mutated
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
@@ -195,15 +197,17 @@ class AdmissionChain:
                 return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
         denials: list[Denial] = []
         audit: dict[str, str] = {}
+        rules: dict[str, str] = {}
         policies = self.policies.current().for_review(_rule_key(request), mutating=False)
         if policies:  # (none: no input to build)
             stage = _judge(policies, self._input(request, obj, view), mutating=False, explain=explain)
             traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
+            rules = stage.rules
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
-                                   audit_annotations=audit), traces
-        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces
+                                   audit_annotations=audit, rules=rules), traces
+        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit, rules=rules), traces
 
     def _schemas(self) -> CRDRegistry | None:
         return self.registry.current() if self.registry is not None else None
@@ -227,13 +231,15 @@ class AdmissionChain:
             warnings += decode_warnings
         patch: list[dict[str, Any]] = []
         traces: list[Trace] = []
+        rules: dict[str, str] = {}
         view = request_view(request)  # the same for both webhooks: the object is not part of it
         if not crd_only:
             mutated, traces, patched = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
+            rules = dict(mutated.rules)
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
-                                    traces=traces, denied_by="webhook")
+                                    traces=traces, denied_by="webhook", rules=rules)
             patch = mutated.patch
             if patch:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
@@ -255,8 +261,11 @@ class AdmissionChain:
         validated, more = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
         warnings += validated.warnings
+        for text, rule in validated.rules.items():
+            rules.setdefault(text, rule)
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
-                            obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+                            obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook",
+                            rules)
 
 
 class CRDSource(Protocol):
@@ -306,7 +315,7 @@ class _Stage:
     other — the mutating one the object (each policy sees the mutations before it: ``input``),
     the validating one the audit annotations."""
 
-    __slots__ = ("input", "traces", "warnings", "denials", "audit")
+    __slots__ = ("input", "traces", "warnings", "denials", "audit", "rules")
 
     def __init__(self, inp: PolicyInput) -> None:
         self.input = inp
@@ -314,6 +323,7 @@ class _Stage:
         self.warnings: list[str] = []
         self.denials: list[Denial] = []
         self.audit: dict[str, str] = {}
+        self.rules: dict[str, str] = {}  # a denial's message or a warning -> "<policy>/<rule>"
 
 
 def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool) -> _Stage:
@@ -328,11 +338,22 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool) ->
         stage.traces += verdict.traces
         stage.warnings += verdict.warnings
         stage.denials += verdict.denials
+        if verdict.warnings or verdict.denials:
+            _attribute(stage.rules, verdict)
         if not mutating:
             stage.audit.update(verdict.audit_annotations)
         elif verdict.object is not None and verdict.object is not stage.input.object:
             stage.input = stage.input.with_object(verdict.object)  # later policies see earlier mutations
     return stage
+
+
+def _attribute(rules: dict[str, str], verdict: Any) -> None:
+    """Which rule said each of ``verdict``'s denials and warnings (the first to say a text keeps it)."""
+    for denial in verdict.denials:
+        rules.setdefault(denial.message, f"{verdict.policy}/{denial.rule}" if denial.rule else verdict.policy)
+    for warning in verdict.warnings:
+        rule = verdict.warning_rules.get(warning)
+        rules.setdefault(warning, f"{verdict.policy}/{rule}" if rule else verdict.policy)
 
 
 def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:

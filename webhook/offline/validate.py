@@ -26,7 +26,8 @@ from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas
-from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sarif
+from webhook.offline import findings
+from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
@@ -50,6 +51,7 @@ class Judgement:
     object: dict[str, Any] | None = None
     patch: list[dict[str, Any]] = field(default_factory=list)  # the mutating webhook's JSON patch
     explain: list[dict[str, Any]] | None = None  # per policy rule: expression, values seen, verdict
+    rules: dict[str, str] = field(default_factory=dict)  # a denial's or warning's text -> its policy rule
 
     def as_dict(self) -> dict[str, Any]:
         out = {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
@@ -83,7 +85,8 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
         request = offline_request(obj, old, subresource, namespace=namespace, field_validation=field_validation)
         whole = chain.run(request, explain=explain)
         traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
-        return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces)
+        return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces,
+                         whole.rules)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
                                        namespace=namespace, field_validation=field_validation)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
@@ -138,6 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out the files and directories under a directory PATH whose path relative to "
+                             "it (charts/*/templates/*) or whose name (*.tpl.yaml, vendor) matches GLOB (* also "
+                             "matches /); files named on the command line are always read; repeatable")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="no documents at all in the input (empty stdin, a directory without manifests) is "
+                             "success (default: an error, exit 2)")
     parser.add_argument("-n", "--namespace", default="default",
                         help="namespace of namespaced objects that name none (default: default)")
     parser.add_argument("--state", action="append", default=[], metavar="PATH",
@@ -188,8 +198,11 @@ class Result:
     def finding(self) -> Finding:
         status, rule = _FINDINGS[self.outcome]
         message = self.summary if self.outcome != "valid" else ""  # a denial: what kubectl prints
+        judgement = self.judgement
+        problems = findings.problems(judgement.status, judgement.rules) if judgement and not judgement.allowed else ()
+        warned = findings.warnings(judgement.warnings, judgement.rules) if judgement else ()
         return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file, self.origin.line,
-                       message, rule)
+                       message, rule, problems=problems, warnings=warned)
 
 
 # a result's outcome -> (its status in the CI formats, the SARIF rule of a problem)
@@ -241,7 +254,7 @@ class SetupError(ValueError):
 
 def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
-    inputs = documents.read_inputs(paths)
+    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude))
     for source in inputs:
         if _parse_here(source):
             source.parsed = source.parse()
@@ -401,6 +414,9 @@ def run(args: argparse.Namespace) -> int:
             results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
     _print(args.output, results, len(setup.inputs))
     counts = Counter(result.outcome for result in results)
+    if not results and not args.allow_empty:  # a pipeline that lost its manifests must not pass
+        return command_line.error("validate: no documents in the input (an empty stdin or file, or no .yaml, "
+                                  ".yml or .json file under the directories); --allow-empty accepts that")
     if counts["error"]:
         return command_line.USAGE
     return command_line.FAILED if counts["invalid"] else command_line.OK
@@ -453,8 +469,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
             for rule in (result.judgement.explain if result.judgement else None) or ():
                 print(explain_line(rule))
         if output == "github":
-            annotation = github_annotation(result.finding())
-            if annotation:
+            for annotation in github_annotations(result.finding()):
                 print(annotation)
     print(closing)
 

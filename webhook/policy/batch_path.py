@@ -375,9 +375,10 @@ class BatchPath:
             else:
                 return None
             if i < validations:
-                denials.append(denial(self.name, rule, message))
+                denials.append(denial(self.name, rule, message, f"validations[{i}]"))
             else:
                 warnings.append(message)
+                verdict.warning_rules.setdefault(message, f"warnings[{i - validations}]")
         if any(value is not None and type(value) is not str for value in results[self._judged:]):
             return None
         verdict.denials += denials
