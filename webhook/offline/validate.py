@@ -94,12 +94,19 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
 
 DESCRIPTION = """\
 Validate manifests as the cluster would answer them: the CRDs' own schema, defaults and CEL
-rules exactly as kube-apiserver applies them, then the webhook's admission policies.
+rules exactly as kube-apiserver applies them, then the webhook's admission policies. Built-in
+kinds (ConfigMap, Deployment, ...) are checked against Kubernetes 1.36's own schemas. Bundled:
+GIE v1 InferencePool, llm-d.ai v1alpha2 InferenceObjective/InferenceModelRewrite, KubeAI v0.23
+Model, Deckhouse InferenceServiceClass/InferenceService, HTTPRoute, and the seed-era
+inference.networking.x-k8s.io kinds still served.
 
 Every document gets one line naming its file and line (valid, invalid, skipped or an error),
-then one summary: "N valid, M invalid, K skipped, E errors, in F files". A document of a kind
-with no schema (a ConfigMap, a Deployment, ...) is skipped and counted (--strict: an error); a
-file that cannot be read is reported in its place, and the other files are still validated."""
+then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown fields are
+refused as kubectl's requests are (--field-validation Strict); so are documents over the
+apiserver's size limits. A document of a kind with no schema (a Kustomization, another
+project's CRD) is skipped and counted (--strict: an error); a file that cannot be read is
+reported in its place, and the other files are still validated; no documents at all is an
+error (--allow-empty)."""
 
 EXAMPLES = """\
 infergate validate manifests/                           # every .yaml/.yml/.json, recursively
@@ -107,15 +114,22 @@ helm template charts/app | infergate validate -         # stdin
 infergate validate new.yaml --old stored.yaml           # an UPDATE: transition rules, ratcheting
 infergate validate manifests/ --state manifests/        # policies look up objects of the same repository
 infergate validate manifests/ -o github                 # GitHub Actions annotations on the pull request
+infergate validate . --exclude 'charts/*/templates/*'   # leave out what is not a manifest yet
+infergate validate manifests/ --field-validation Warn   # unknown fields warned, as the apiserver's default
 infergate validate manifests/ -o junit > report.xml     # JUnit XML for CI (summary on stderr)
 """
 
 OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
+EXIT_CODES = """\
+exit status:
+  0  every document valid (or skipped)
+  1  some document is invalid: the cluster would refuse it
+  2  usage or input error (a bad flag, a missing or unreadable file, broken YAML, no documents at all)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.epilog = command_line.epilog(EXAMPLES)
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=EXIT_CODES)
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="manifests to validate: files (YAML or JSON, many documents each), directories "
                              "(.yaml, .yml and .json, recursively) or - for stdin")
@@ -160,7 +174,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
                         help="text (default: one line per document, colour on a terminal unless NO_COLOR), "
                              "json/yaml (every answer with its source), junit (JUnit XML), github (workflow "
-                             "command annotations), sarif (SARIF 2.1.0 for code scanning)")
+                             "command annotations: ::error and ::warning with file and line), sarif (SARIF 2.1.0 "
+                             "for code scanning: errors and warnings, a rule per policy rule)")
     parser.add_argument("-j", "--jobs", type=int, default=available_cpus(), metavar="N",
                         help="processes judging documents in large runs (default: the CPUs available)")
 
