@@ -14,6 +14,7 @@ documents it could read and the :class:`ReadError` (with file:line) that stopped
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import sys
 from dataclasses import dataclass, field
@@ -202,8 +203,18 @@ def _item_lines(lines: dict[NodePath, int] | None, item: int) -> dict[NodePath, 
     return {path[2:]: line for path, line in lines.items() if path[:2] == prefix}
 
 
-def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES) -> list[Path]:
-    """``path``, or the files under it with one of ``suffixes``, in path order.
+def excluded(relative: str, name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether an entry under a directory argument is left out by ``--exclude`` ``patterns``:
+    a glob (``fnmatch``: ``*`` also matches ``/``) matching its path relative to that directory,
+    forward slashes (``charts/*/templates/*``), or its name (``*.tpl.yaml``, ``vendor``). A
+    directory left out is not entered."""
+    return any(fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
+                   exclude: tuple[str, ...] = ()) -> list[Path]:
+    """``path``, or the files under it with one of ``suffixes``, in path order (those
+    ``exclude`` names left out: :func:`excluded`).
 
     Entries whose name starts with "." are skipped (``.git``, ``.github``; a mounted
     ConfigMap shows each file twice, as a link and inside kubelet's hidden
@@ -225,6 +236,9 @@ def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES) ->
             with os.scandir(directory) as entries:
                 for entry in entries:
                     if entry.name.startswith("."):
+                        continue
+                    if exclude and excluded(os.path.relpath(entry.path, path).replace(os.sep, "/"), entry.name,
+                                            exclude):
                         continue
                     if entry.is_dir():
                         pending.append(entry.path)
@@ -270,8 +284,10 @@ def read_file(file: Path | str) -> InputFile:
         return InputFile(name, error=ReadError(name, None, f"cannot read: {exc.strerror or exc}"))
 
 
-def read_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...] = MANIFEST_SUFFIXES) -> list[InputFile]:
-    """Every file of every path, in order, read but not parsed. Never raises: a path that
+def read_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
+                exclude: tuple[str, ...] = ()) -> list[InputFile]:
+    """Every file of every path, in order, read but not parsed (under a directory, those
+    ``exclude`` names left out; a file named itself is read). Never raises: a path that
     cannot be read carries its error, in its place."""
     out: list[InputFile] = []
     for raw in paths:
@@ -282,7 +298,7 @@ def read_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...] = MANIFES
         if not path.exists():
             out.append(InputFile(str(raw), error=ReadError(str(raw), None, "no such file or directory")))
             continue
-        out += [read_file(file) for file in manifest_files(path, suffixes)]
+        out += [read_file(file) for file in manifest_files(path, suffixes, exclude)]
     return out
 
 

@@ -62,3 +62,7 @@ def test_the_pre_commit_hooks_run_the_console_script(tmp_path):
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^1 valid, 0 invalid, \d+ skipped, 0 errors, in 3 files$", done.stdout, re.M), done.stdout
+    emptied = tmp_path / "emptied.yaml"  # a commit that comments a manifest out changes a file of no documents
+    emptied.write_text("# apiVersion: v1\n")
+    done = subprocess.run([*argv[:-len(changed)], str(emptied)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 0 and done.stdout == "0 objects, in 1 file\n", done.stdout + done.stderr

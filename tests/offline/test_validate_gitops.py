@@ -133,17 +133,54 @@ def test_built_in_kinds_are_checked_against_kubernetes_own_schemas(tmp_path, cap
         kind: Deployment
         metadata: {name: not-the-built-in-one}
         """))
-    code, out, _ = _run(capsys, path)
+    strict = ('Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+              'unknown field "spec.template.spec.containers[0].imagePullPolcy"')
+    code, out, _ = _run(capsys, path)  # Strict, kubectl's default: the decoding refuses it first
     assert code == 1
     assert out.splitlines() == [
-        f'{path}:1: The Deployment "web" is invalid: ',
-        "* spec.template.spec.containers[0]: Additional properties are not allowed ('imagePullPolcy' was unexpected)",
-        "* spec.template.spec.containers[0].ports[0].containerPort: '80' is not of type 'integer'",
+        f"{path}:1: Error from server (BadRequest): {strict}",
         f"{path}:12: skipped Deployment/not-the-built-in-one (apps.example.com/v1): no schema for this kind",
         "0 valid, 1 invalid, 1 skipped, 0 errors, in 1 file",
     ]
     (result, _) = json.loads(_run(capsys, path, "-o", "json")[1])
-    assert result["status"]["message"].startswith('Deployment.apps "web" is invalid: [spec.template.spec.containers[0]: ')
+    assert result["status"] == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                "message": strict, "reason": "BadRequest", "code": 400}
+    code, out, err = _run(capsys, path, "--field-validation", "Warn")  # warned, then the schema's errors
+    assert code == 1
+    assert out.splitlines()[:2] == [
+        f'{path}:1: The Deployment "web" is invalid: '
+        "spec.template.spec.containers[0].ports[0].containerPort: '80' is not of type 'integer'",
+        f"{path}:12: skipped Deployment/not-the-built-in-one (apps.example.com/v1): no schema for this kind"]
+    assert err == f'Warning: {path}:1: unknown field "spec.template.spec.containers[0].imagePullPolcy"\n'
+    (result, _) = json.loads(_run(capsys, path, "-o", "json", "--field-validation", "Ignore")[1])
+    assert result["warnings"] == [] and result["status"]["message"] == (
+        'Deployment.apps "web" is invalid: spec.template.spec.containers[0].ports[0].containerPort: '
+        "'80' is not of type 'integer'")
+
+
+def test_unknown_fields_of_built_in_kinds_are_listed_as_the_apiservers_strict_decoding_lists_them(tmp_path, capsys):
+    """Every unknown field in one message, in the order of the body kubectl sends (keys sorted,
+    depth first), map values and list items in the path; fields under an unknown one unmentioned."""
+    path = tmp_path / "cm.yaml"
+    path.write_text(textwrap.dedent("""        apiVersion: v1
+        kind: Pod
+        metadata: {name: p, labelz: {a: b}}
+        zeta: 1
+        spec:
+          containers:
+          - {name: a, image: x, bogus: {deep: 1}}
+          - {name: b, image: x, env: [{name: E, value: v, valueFrum: y}]}
+          nodeSelector: {anything: goes}
+        """))
+    (result,) = json.loads(_run(capsys, path, "-o", "json")[1])
+    assert result["status"]["message"] == (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "metadata.labelz", '
+        'unknown field "spec.containers[0].bogus", unknown field "spec.containers[1].env[0].valueFrum", '
+        'unknown field "zeta"')
+    (result,) = json.loads(_run(capsys, path, "-o", "json", "--field-validation", "Warn")[1])
+    assert result["result"] == "valid" and result["warnings"] == [
+        'unknown field "metadata.labelz"', 'unknown field "spec.containers[0].bogus"',
+        'unknown field "spec.containers[1].env[0].valueFrum"', 'unknown field "zeta"']
 
 
 def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is_2(repository, capsys):
@@ -156,14 +193,20 @@ def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
 
 
-def test_empty_input_is_reported_not_silence(tmp_path, capsys, monkeypatch):
+def test_empty_input_is_an_error_unless_allowed(tmp_path, capsys, monkeypatch):
+    """A pipeline that lost its manifests (an empty stdin, a directory without any) must not pass."""
+    empty = ("infergate: error: validate: no documents in the input (an empty stdin or file, or no .yaml, .yml or "
+             ".json file under the directories); --allow-empty accepts that\n")
     (tmp_path / "notes.txt").write_text("hello\n")
-    assert _run(capsys, tmp_path) == (0, "0 objects, in 0 files\n", "")
+    assert _run(capsys, tmp_path) == (2, "0 objects, in 0 files\n", empty)
+    assert _run(capsys, tmp_path, "--allow-empty") == (0, "0 objects, in 0 files\n", "")
     (tmp_path / "empty.yaml").write_text("# nothing\n")
-    assert _run(capsys, tmp_path) == (0, "0 objects, in 1 file\n", "")
+    assert _run(capsys, tmp_path) == (2, "0 objects, in 1 file\n", empty)
     import io
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    assert _run(capsys, "-") == (0, "0 objects, in 1 file\n", "")
+    assert _run(capsys, "-") == (2, "0 objects, in 1 file\n", empty)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert _run(capsys, "-", "--allow-empty") == (0, "0 objects, in 1 file\n", "")
     assert _run(capsys)[0] == 2  # no input named at all is a usage error
 
 
@@ -267,9 +310,10 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
     log = json.loads(out)
     jsonschema.validate(log, SARIF_REQUIRED)
     (run,) = log["runs"]
-    (result,) = run["results"]
+    (result,) = [r for r in run["results"] if r["level"] == "error"]
     rules = run["tool"]["driver"]["rules"]
-    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "denied"
+    # the rule of the policy that denies (policies/kubeai-model.yaml: SpeechToText needs FasterWhisper)
+    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "kubeai-model-engine/validations[2]"
     location = result["locations"][0]["physicalLocation"]
     denied = repository / "models" / "denied.yml"
     assert location["artifactLocation"]["uri"] == str(denied)  # outside the working directory: as given
@@ -279,5 +323,5 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
 def test_sarif_locations_are_relative_to_the_working_directory_the_repository(repository, capsys, monkeypatch):
     monkeypatch.chdir(repository)
     code, out, _ = _run(capsys, repository / "models", "-o", "sarif")
-    (result,) = json.loads(out)["runs"][0]["results"]
+    (result,) = [r for r in json.loads(out)["runs"][0]["results"] if r["level"] == "error"]
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "models/denied.yml"

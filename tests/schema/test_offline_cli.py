@@ -52,9 +52,18 @@ def test_validate_valid_manifest(tmp_path, capsys):
 
 def test_validate_reports_like_kubectl(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path)]) == 1
-    out = capsys.readouterr()
     bad_line = GOOD.count("\n") + 2
+    assert main(["validate", "-f", str(path)]) == 1  # Strict, kubectl's default: refused at decoding
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert out.out.splitlines() == [
+        f"{path}:1: model.kubeai.org/good valid",
+        f'{path}:{bad_line}: Error from server (BadRequest): Model in version "v1" cannot be handled as a Model: '
+        'strict decoding error: unknown field "spec.bogus"',
+        "1 valid, 1 invalid, 0 skipped, 0 errors, in 1 file",
+    ]
+    assert main(["validate", "-f", str(path), "--field-validation", "Warn"]) == 1
+    out = capsys.readouterr()
     assert f'Warning: {path}:{bad_line}: unknown field "spec.bogus"' in out.err
     assert out.out.splitlines() == [
         f"{path}:1: model.kubeai.org/good valid",
@@ -68,7 +77,8 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(LEGACY_CRDS)]) == 1
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(LEGACY_CRDS),
+                 "--field-validation", "Warn"]) == 1
     out = capsys.readouterr()
     answers = json.loads(out.out)
     assert [a["allowed"] for a in answers] == [True, False]

@@ -164,6 +164,34 @@ async def test_delete_and_connect_are_answered(live):
     assert body["response"]["allowed"] and "patch" not in body["response"]
 
 
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+@pytest.mark.parametrize("path", ["/validate", "/mutate"])
+async def test_a_write_without_its_object_is_one_clear_400(live, operation, path):
+    """The apiserver always sends the object written on CREATE and UPDATE: a review without it
+    comes from another client, and gets a 400 saying so, not the policies' errors on a null."""
+    obj = as_sent(load(MANIFESTS / "valid" / "kubeai-model-vllm.yaml"))
+    sent = review(obj, operation=operation, old=obj if operation == "UPDATE" else None)
+    sent["request"]["object"] = None
+    status, body = await live.post(path, sent)
+    assert status == 400, body
+    assert body["kind"] == "Status" and body["code"] == 400 and body["reason"] == "BadRequest"
+    assert body["message"] == (f"invalid AdmissionReview: a {operation} request has no request.object "
+                               "(the apiserver always sends the object written)")
+    del sent["request"]["object"]  # absent, not null: the same answer
+    status, again = await live.post(path, sent)
+    assert status == 400 and again["message"] == body["message"]
+
+
+async def test_connect_with_its_options_or_nothing_is_answered(live):
+    options = {"kind": "PodExecOptions", "apiVersion": "v1", "command": ["sh"], "stdin": True}
+    for obj in (options, None):
+        sent = review(options, operation="CONNECT", gvr=("", "v1", "pods"), kind="Pod", uid="con")
+        sent["request"]["object"] = obj
+        for path in ("/validate", "/mutate"):
+            status, body = await live.post(path, sent)
+            assert status == 200 and body["response"]["uid"] == "con" and body["response"]["allowed"], body
+
+
 async def test_an_unserved_kind_is_allowed_untouched(live):
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"},
                   "data": {"a": "b"}}

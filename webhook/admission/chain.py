@@ -19,7 +19,8 @@ from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
-from webhook.schema import CRDRegistry, RequestError
+from webhook.schema import CRDRegistry, RequestError, field_validation
+from webhook.schema.field_validation import FieldValidation
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
 
@@ -48,11 +49,18 @@ class ChainOutcome:
     audit_failures: list[dict[str, Any]] = field(default_factory=list)
     # each failed policy (both webhooks') -> the validation actions its failures met
     actions: dict[str, list[str]] = field(default_factory=dict)
+    rules: dict[str, str] = field(default_factory=dict)  # a denial's message or a warning -> its policy rule
 
 
 def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
-                    namespace: str | None = None, username: str = "infergate-validate") -> AdmissionRequest:
-    """The AdmissionRequest the apiserver would send for writing ``obj`` (UPDATE when ``old``)."""
+                    namespace: str | None = None, username: str = "infergate-validate",
+                    field_validation: FieldValidation | None = None) -> AdmissionRequest:
+    """The AdmissionRequest the apiserver would send for writing ``obj`` (UPDATE when ``old``),
+    its options naming ``field_validation`` (the client's ``?fieldValidation=``) when given."""
+    operation = "UPDATE" if old is not None else "CREATE"
+    options = {"apiVersion": "meta.k8s.io/v1", "kind": f"{operation.title()}Options", "dryRun": ["All"]}
+    if field_validation is not None:
+        options["fieldValidation"] = field_validation
     api_version = str(obj.get("apiVersion", ""))
     group, _, version = api_version.rpartition("/")
     kind = str(obj.get("kind", ""))
@@ -64,11 +72,12 @@ def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subr
         subResource=subresource or "",
         name=str(meta.get("name") or ""),
         namespace=namespace or "",
-        operation="UPDATE" if old is not None else "CREATE",
+        operation=operation,
         userInfo={"username": username},
         object=obj,
         oldObject=old,
         dryRun=True,
+        options=options,
     )
 
 
@@ -175,10 +184,10 @@ class AdmissionChain:
         audit = {VALIDATION_FAILURE_KEY: failure_annotation(stage.failures)} if stage.failures else {}
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
-                                     warnings=stage.warnings, audit_annotations=audit)
+                                     warnings=stage.warnings, audit_annotations=audit, rules=stage.rules)
         else:
             result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
-                                     audit_annotations=audit)
+                                     audit_annotations=audit, rules=stage.rules)
         return result, stage.traces, mutated, stage.acted
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
@@ -201,6 +210,7 @@ class AdmissionChain:
                 return AdmissionResult(allowed=False, status=status, warnings=warnings), traces, None
         denials: list[Denial] = []
         audit: dict[str, str] = {}
+        rules: dict[str, str] = {}
         policy_set = self.policies.current()
         policies = policy_set.for_review(_rule_key(request), mutating=False)
         if policies:  # (none: no input to build)
@@ -208,13 +218,14 @@ class AdmissionChain:
                            policy_set=policy_set)
             traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
             acted = stage.acted
+            rules = stage.rules
             if stage.failures:
                 audit[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
-                                   audit_annotations=audit), traces, acted
-        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces, acted
+                                   audit_annotations=audit, rules=rules), traces, acted
+        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit, rules=rules), traces, acted
 
     def _schemas(self) -> CRDRegistry | None:
         return self.registry.current() if self.registry is not None else None
@@ -231,7 +242,8 @@ class AdmissionChain:
         if request.operation in _JUDGED and served:
             try:
                 obj, decode_warnings = registry.prepare(request.operation, obj, request.oldObject, subresource,
-                                                             namespace=request.namespace or None)
+                                                        namespace=request.namespace or None,
+                                                        field_validation=field_validation.directive(request.options))
             except RequestError as exc:
                 return ChainOutcome(False, exc.status(), list(exc.warnings), denied_by="apiserver")
             warnings += decode_warnings
@@ -239,24 +251,28 @@ class AdmissionChain:
         traces: list[Trace] = []
         audited: list[dict[str, Any]] = []  # failures the mutating webhook admitted under Audit
         actions: dict[str, list[str]] = {}
+        rules: dict[str, str] = {}
         view = request_view(request)  # the same for both webhooks: the object is not part of it
         if not crd_only:
             mutated, traces, patched, acted = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
             audited = _failures(mutated.audit_annotations)
             actions = dict(acted or {})
+            rules = dict(mutated.rules)
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
                                     audit_annotations=dict(mutated.audit_annotations), traces=traces,
-                                    denied_by="webhook", audit_failures=audited, actions=actions)
+                                    denied_by="webhook", audit_failures=audited, actions=actions, rules=rules)
             patch = mutated.patch
             if patch:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
                 # with jsonpatch), without copying the object once more
                 obj = patched
         if request.operation in _JUDGED and served:
+            # a field a mutating webhook's patch adds that the schema does not know is pruned
+            # without a word (the converter's schema coercion), whatever the client asked
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
-                                           namespace=request.namespace or None)
+                                      namespace=request.namespace or None, field_validation="Ignore")
             warnings += outcome.warnings
             if not outcome.allowed:
                 return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
@@ -269,12 +285,14 @@ class AdmissionChain:
         traces += more
         actions.update(acted or {})
         warnings += validated.warnings
+        for text, rule in validated.rules.items():
+            rules.setdefault(text, rule)
         audit = validated.audit_annotations
         audited += _failures(audit)
         if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
             audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
-                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited, actions)
+                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited, actions, rules)
 
 
 # each failed policy -> the validation actions its failures met (None: no policy failed)
@@ -328,7 +346,7 @@ class _Stage:
     other — the mutating one the object (each policy sees the mutations before it: ``input``),
     the validating one the audit annotations."""
 
-    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures", "acted")
+    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures", "acted", "rules")
 
     def __init__(self, inp: PolicyInput) -> None:
         self.input = inp
@@ -338,6 +356,7 @@ class _Stage:
         self.audit: dict[str, str] = {}
         self.failures: list[dict[str, Any]] = []  # failures admitted under Audit (``actions.enforce``)
         self.acted: Acted = None  # each failed policy -> the actions its failures met
+        self.rules: dict[str, str] = {}  # a denial's message or a warning -> "<policy>/<rule>"
 
 
 def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, policy_set: Any) -> _Stage:
@@ -361,11 +380,22 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, po
         stage.traces += verdict.traces
         stage.warnings += verdict.warnings
         stage.denials += verdict.denials
+        if verdict.warnings or verdict.denials:
+            _attribute(stage.rules, verdict)
         if not mutating:
             stage.audit.update(verdict.audit_annotations)
         elif verdict.object is not None and verdict.object is not stage.input.object:
             stage.input = stage.input.with_object(verdict.object)  # later policies see earlier mutations
     return stage
+
+
+def _attribute(rules: dict[str, str], verdict: Any) -> None:
+    """Which rule said each of ``verdict``'s denials and warnings (the first to say a text keeps it)."""
+    for denial in verdict.denials:
+        rules.setdefault(denial.message, f"{verdict.policy}/{denial.rule}" if denial.rule else verdict.policy)
+    for warning in verdict.warnings:
+        rule = verdict.warning_rules.get(warning)
+        rules.setdefault(warning, f"{verdict.policy}/{rule}" if rule else verdict.policy)
 
 
 def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:

@@ -144,6 +144,9 @@ class AdmissionResult:
     patch: list[dict[str, Any]] = field(default_factory=list)  # RFC 6902 operations
     warnings: list[str] = field(default_factory=list)
     audit_annotations: dict[str, str] = field(default_factory=dict)
+    # a denial's message or a warning -> the policy rule that said it ("<policy>/validations[2]";
+    # "<policy>" alone for a policy written in Python); for the CI formats, never sent
+    rules: dict[str, str] = field(default_factory=dict)
 
 
 MAX_WARNING_LENGTH = 120

@@ -340,7 +340,7 @@ infergate controller --metrics-port 8080               # /healthz, /readyz and /
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = command_line.epilog(EXAMPLES, exit_codes=command_line.SERVICE_EXIT_CODES)
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then ~/.kube/config)")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                         help="hold a Lease so that one replica writes (default: on)")

@@ -2,16 +2,25 @@
 
 ``infergate validate`` meets them in every real repository. The CRDs' kinds get the apiserver's
 whole answer (``webhook.schema``); a built-in kind gets what kubeconform and kubectl-validate
-give: its object checked against the JSON schema of the Kubernetes release infergate models,
-strict (a field the schema does not have is an error, as ``kubectl apply`` refuses it with
-server-side field validation). The schemas are the ones the ``kubernetes-validate`` package
+give: its object checked against the JSON schema of the Kubernetes release infergate models.
+A field the schema does not have is the apiserver's strict decoding's business
+(``webhook.schema.field_validation``: under ``Strict``, kubectl's default, a 400 naming every
+unknown field as ``unknown field "spec.x"``; under ``Warn`` warnings). Besides the schema, the
+one limit of Kubernetes' own validation a manifest meets most: a ConfigMap's or Secret's data
+over 1 MiB (``MaxSecretSize``). The schemas are the ones the ``kubernetes-validate`` package
 ships, each compiled once per process into a validator and kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import binascii
+from dataclasses import dataclass, field
 from typing import Any
+
+from webhook.schema.field_validation import MAX_STRICT_ERRORS, FieldValidation, StrictDecodingError
+from webhook.schema.field_validation import apply as apply_field_validation
+from webhook.schema.fielderrors import bad_request_status
 
 KUBERNETES_VERSION = "1.36"  # the apiserver release infergate answers as
 
@@ -28,6 +37,20 @@ def is_builtin_group(api_version: str) -> bool:
 class Cause:
     field: str
     message: str
+    reason: str = "FieldValueInvalid"
+
+
+# k8s.io/kubernetes/pkg/apis/core/types.go: the most data a ConfigMap or Secret may hold
+MAX_SECRET_SIZE = 1024 * 1024
+
+
+@dataclass
+class BuiltinAnswer:
+    """The apiserver's answer to writing a built-in object: allowed, else its ``metav1.Status``."""
+
+    allowed: bool
+    status: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 class BuiltinSchemas:
@@ -77,15 +100,113 @@ class BuiltinSchemas:
         return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
     def causes(self, obj: dict[str, Any]) -> list[Cause] | None:
-        """What is wrong with ``obj`` by its kind's schema ([] when nothing), None when its kind is
-        not a built-in one."""
+        """What is wrong with ``obj`` by its kind's schema and the size limit ([] when nothing),
+        None when its kind is not a built-in one. Unknown fields are not among them:
+        :meth:`unknown_fields` finds those."""
         validator = self.validator(str(obj.get("apiVersion")), str(obj.get("kind")))
         if validator is None:
             return None
         out = []
         for error in sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
+            if error.validator == "additionalProperties" and error.validator_value is False:
+                continue  # an unknown field: the strict decoding's, worded as the apiserver does
             out.append(Cause(_field(error.absolute_path), error.message))
-        return out
+        return out + size_causes(obj)
+
+    def unknown_fields(self, obj: dict[str, Any]) -> list[str]:
+        """The fields of ``obj`` its kind does not have, as the apiserver's strict JSON decoding
+        lists them (``sigs.k8s.io/json``): in the order of the body kubectl sends (keys sorted,
+        depth first), ``spec.containers[0].bogus``, at most 100."""
+        validator = self.validator(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if validator is None:
+            return []
+        out: list[str] = []
+        _unknown(obj, validator.schema, "", self._definitions["$defs"], out)
+        return out[:MAX_STRICT_ERRORS]
+
+    def answer(self, obj: dict[str, Any], field_validation: FieldValidation) -> BuiltinAnswer | None:
+        """The apiserver's answer to writing ``obj`` under ``field_validation``: strict decoding
+        first (a 400 under ``Strict``), then validation (a 422); None when its kind is not a
+        built-in one."""
+        causes = self.causes(obj)
+        if causes is None:
+            return None
+        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+        try:
+            warnings = apply_field_validation(field_validation, kind, api_version.rpartition("/")[2],
+                                              self.unknown_fields(obj))
+        except StrictDecodingError as exc:
+            return BuiltinAnswer(False, bad_request_status(str(exc)))
+        if causes:
+            return BuiltinAnswer(False, invalid_status(obj, causes), warnings)
+        return BuiltinAnswer(True, None, warnings)
+
+
+def _resolve(schema: Any, definitions: dict[str, Any]) -> Any:
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = definitions.get(schema["$ref"].rpartition("/")[2])
+    return schema
+
+
+def _unknown(value: Any, schema: Any, path: str, definitions: dict[str, Any], out: list[str]) -> None:
+    schema = _resolve(schema, definitions)
+    if not isinstance(schema, dict) or len(out) >= MAX_STRICT_ERRORS:
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        for key in sorted(value, key=str):
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(properties, dict) and key in properties:
+                _unknown(value[key], properties[key], where, definitions, out)
+            elif isinstance(additional, dict):
+                _unknown(value[key], additional, where, definitions, out)
+            elif additional is False:
+                out.append(where)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _unknown(item, schema["items"], f"{path}[{i}]", definitions, out)
+
+
+def _data_size(values: Any, *, encoded: bool) -> int:
+    """The bytes of a data map's values as the apiserver holds them (base64 decoded when
+    ``encoded``; a value that does not decode counts as its text: the schema says what is wrong)."""
+    if not isinstance(values, dict):
+        return 0
+    total = 0
+    for value in values.values():
+        if not isinstance(value, str):
+            continue
+        if encoded:
+            try:
+                total += len(base64.b64decode(value, validate=True))
+                continue
+            except (binascii.Error, ValueError):
+                pass
+        total += len(value.encode("utf-8", "surrogatepass"))
+    return total
+
+
+def size_causes(obj: dict[str, Any]) -> list[Cause]:
+    """``ValidateConfigMap``/``ValidateSecret``'s size check (``core.MaxSecretSize``, 1 MiB): a
+    ConfigMap's ``data`` and ``binaryData`` together (the error at the whole object, ``[]``), a
+    Secret's ``data`` with ``stringData`` merged in as the conversion does (at ``data``)."""
+    if obj.get("apiVersion") != "v1":
+        return []
+    kind = obj.get("kind")
+    if kind == "ConfigMap":
+        total, where = _data_size(obj.get("data"), encoded=False) + _data_size(obj.get("binaryData"), encoded=True), "[]"
+    elif kind == "Secret":
+        data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+        strings = obj.get("stringData") if isinstance(obj.get("stringData"), dict) else {}
+        kept = {k: v for k, v in data.items() if k not in strings}
+        total = _data_size(kept, encoded=True) + _data_size(strings, encoded=False)
+        where = "data"
+    else:
+        return []
+    if total <= MAX_SECRET_SIZE:
+        return []
+    return [Cause(where, f"Too long: may not be more than {MAX_SECRET_SIZE} bytes", "FieldValueTooLong")]
 
 
 def _field(path: Any) -> str:
@@ -106,5 +227,5 @@ def invalid_status(obj: dict[str, Any], causes: list[Cause]) -> dict[str, Any]:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
             "reason": "Invalid", "code": 422,
             "details": {"name": name, "group": group, "kind": kind,
-                        "causes": [{"reason": "FieldValueInvalid", "message": c.message, "field": c.field}
+                        "causes": [{"reason": c.reason, "message": c.message, "field": c.field}
                                    for c in causes]}}

@@ -2,6 +2,12 @@
 
 ``infergate validate`` and ``infergate test`` both describe their results as
 :class:`Finding` s (one per document or case, with its file and line) and print them here.
+A finding may carry its problems one by one and its warnings, each a :class:`Note` naming the
+rule that said it: ``<policy>/<rule>`` for an admission policy's (``validations[2]``,
+``warnings[0]``), ``kube-apiserver/<reason>`` for the apiserver's own (``FieldValueInvalid``,
+``unknown-field``, ``RequestEntityTooLarge``, ``warning``). GitHub gets one ``::error`` per
+failed finding and one ``::warning`` per warning; SARIF one result per problem (level
+``error``) and per warning (level ``warning``), every rule listed in the driver.
 """
 
 from __future__ import annotations
@@ -16,6 +22,14 @@ Status = Literal["passed", "failed", "error", "skipped"]
 
 
 @dataclass(frozen=True)
+class Note:
+    """One problem or warning of a finding and the rule that said it (a SARIF ruleId)."""
+
+    text: str
+    rule: str
+
+
+@dataclass(frozen=True)
 class Finding:
     """One result: a document judged, a case run, or a problem reading one."""
 
@@ -27,6 +41,8 @@ class Finding:
     message: str = ""  # failed/error/skipped: why (the first line is the summary)
     rule: str = ""  # SARIF ruleId: what kind of problem (denied, invalid-yaml, ...)
     seconds: float = 0.0
+    problems: tuple[Note, ...] = ()  # a failed finding's problems one by one (SARIF: one result each)
+    warnings: tuple[Note, ...] = ()
 
 
 def junit_xml(findings: Iterable[Finding], name: str) -> str:
@@ -77,16 +93,30 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotation(finding: Finding) -> str | None:
-    """The workflow command that annotates ``finding`` in a pull request's files, or None
-    (passed and skipped results need no annotation)."""
-    if finding.status not in ("failed", "error"):
-        return None
+def _properties(finding: Finding, title: str) -> str:
     properties = f"file={_escape_property(finding.file)}"
     if finding.line is not None:
         properties += f",line={finding.line}"
-    properties += f",title={_escape_property(finding.name)}"
-    return f"::error {properties}::{_escape_data(finding.message)}"
+    return properties + f",title={_escape_property(title)}"
+
+
+def github_annotation(finding: Finding) -> str | None:
+    """The ``::error`` workflow command that annotates ``finding`` in a pull request's files, or
+    None (passed and skipped results need no annotation)."""
+    if finding.status not in ("failed", "error"):
+        return None
+    return f"::error {_properties(finding, finding.name)}::{_escape_data(finding.message)}"
+
+
+def github_annotations(finding: Finding) -> list[str]:
+    """Every workflow command for ``finding``: its ``::error`` if it failed, then one ``::warning``
+    per warning, titled with the object and the rule."""
+    error = github_annotation(finding)
+    out = [error] if error else []
+    for note in finding.warnings:
+        title = f"{finding.name} ({note.rule})" if finding.name else note.rule
+        out.append(f"::warning {_properties(finding, title)}::{_escape_data(note.text)}")
+    return out
 
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -96,31 +126,47 @@ _RULES = {
     "case-failed": "A policy test case's answer differs from its expectation",
     "input-error": "A file or document that cannot be used (broken YAML, unreadable; with --strict a kind "
                    "with no schema), or a test case that checks nothing",
+    "kube-apiserver/unknown-field": "A field the kind's schema does not have (kube-apiserver's field validation: "
+                                    "Strict refuses it, Warn warns)",
+    "kube-apiserver/warning": "A warning kube-apiserver sends with its answer",
 }
 
 
+def rule_description(rule: str) -> str:
+    """What a rule id means, for the SARIF driver's list."""
+    if rule in _RULES:
+        return _RULES[rule]
+    owner, _, name = rule.partition("/")
+    if owner == "kube-apiserver":
+        return f"kube-apiserver refuses the object: {name} (its schema, CRD rules, limits or decoding)"
+    return f"Admission policy {owner}, rule {name}" if name else f"Admission policy {owner}"
+
+
+def _result(rule: str, index: int, level: str, text: str, finding: Finding) -> dict:
+    location = {"physicalLocation": {"artifactLocation": {"uri": _uri(finding.file)}}}
+    if finding.line is not None:
+        location["physicalLocation"]["region"] = {"startLine": finding.line}
+    return {"ruleId": rule, "ruleIndex": index, "level": level,
+            "message": {"text": f"{finding.name}: {text}" if finding.name else text}, "locations": [location]}
+
+
 def sarif(findings: Iterable[Finding], *, version: str) -> str:
-    """A SARIF 2.1.0 log (GitHub code scanning reads it): one result per failed or erroneous
-    finding, its location the file and line."""
+    """A SARIF 2.1.0 log (GitHub code scanning reads it): one result per problem of a failed or
+    erroneous finding (level ``error``; the finding's message when it lists none) and per warning
+    (level ``warning``), its location the file and line, its rule listed in the driver."""
     rules_used: dict[str, int] = {}
     results = []
     for finding in findings:
-        if finding.status not in ("failed", "error"):
-            continue
-        rule = finding.rule or ("denied" if finding.status == "failed" else "input-error")
-        rules_used.setdefault(rule, len(rules_used))
-        region = {"startLine": finding.line} if finding.line is not None else None
-        location = {"physicalLocation": {"artifactLocation": {"uri": _uri(finding.file)}}}
-        if region:
-            location["physicalLocation"]["region"] = region
-        results.append({
-            "ruleId": rule,
-            "ruleIndex": rules_used[rule],
-            "level": "error",
-            "message": {"text": f"{finding.name}: {finding.message}" if finding.name else finding.message},
-            "locations": [location],
-        })
-    rules = [{"id": rule, "shortDescription": {"text": _RULES.get(rule, rule)}} for rule in rules_used]
+        if finding.status in ("failed", "error"):
+            problems = finding.problems or (
+                Note(finding.message, finding.rule or ("denied" if finding.status == "failed" else "input-error")),)
+            for note in problems:
+                index = rules_used.setdefault(note.rule, len(rules_used))
+                results.append(_result(note.rule, index, "error", note.text, finding))
+        for note in finding.warnings:
+            index = rules_used.setdefault(note.rule, len(rules_used))
+            results.append(_result(note.rule, index, "warning", note.text, finding))
+    rules = [{"id": rule, "shortDescription": {"text": rule_description(rule)}} for rule in rules_used]
     log = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",

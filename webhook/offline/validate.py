@@ -25,15 +25,18 @@ import yaml
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
-from webhook.offline.builtin_kinds import BuiltinSchemas, invalid_status
-from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sarif
+from webhook.offline.builtin_kinds import BuiltinSchemas
+from webhook.offline import findings
+from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
+from webhook.offline.request_limits import too_large_status
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
+from webhook.schema.field_validation import DIRECTIVES, FieldValidation
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
 
 _CRD_KIND = "CustomResourceDefinition"
@@ -50,6 +53,7 @@ class Judgement:
     patch: list[dict[str, Any]] = field(default_factory=list)  # the mutating webhook's JSON patch
     explain: list[dict[str, Any]] | None = None  # per policy rule: expression, values seen, verdict
     audit: list[dict[str, Any]] = field(default_factory=list)  # failures admitted under Audit (VAP's records)
+    rules: dict[str, str] = field(default_factory=dict)  # a denial's or warning's text -> its policy rule
 
     def as_dict(self) -> dict[str, Any]:
         out = {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
@@ -69,11 +73,12 @@ class UnknownKind(ValueError):
 def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, Any] | None = None,
                    subresource: str | None = None, *, namespace: str | None = None,
                    crd_only: bool = False, chain: AdmissionChain | None = None,
-                   explain: bool = False) -> Judgement:
+                   explain: bool = False, field_validation: FieldValidation = "Strict") -> Judgement:
     """Judge one write as the cluster would: the apiserver's handling of the custom resource.
 
     This is the one place a document is judged; the webhook's admission chain joins here
     (it runs between ``CRDRegistry.prepare`` and ``CRDRegistry.validate``) unless ``crd_only``.
+    ``field_validation``: the client's ``?fieldValidation=`` (kubectl's default, Strict).
     """
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
@@ -81,23 +86,31 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
     if registry.served(api_version, kind) is None:
         raise UnknownKind(f"no CustomResourceDefinition serves kind {kind!r} in apiVersion {api_version!r}")
     if chain is not None and not crd_only:
-        whole = chain.run(offline_request(obj, old, subresource, namespace=namespace), explain=explain)
+        request = offline_request(obj, old, subresource, namespace=namespace, field_validation=field_validation)
+        whole = chain.run(request, explain=explain)
         traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
         return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces,
-                         whole.audit_failures)
+                         whole.audit_failures, whole.rules)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
-                                       namespace=namespace)
+                                       namespace=namespace, field_validation=field_validation)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
 
 
 DESCRIPTION = """\
 Validate manifests as the cluster would answer them: the CRDs' own schema, defaults and CEL
-rules exactly as kube-apiserver applies them, then the webhook's admission policies.
+rules exactly as kube-apiserver applies them, then the webhook's admission policies. Built-in
+kinds (ConfigMap, Deployment, ...) are checked against Kubernetes 1.36's own schemas. Bundled:
+GIE v1 InferencePool, llm-d.ai v1alpha2 InferenceObjective/InferenceModelRewrite, KubeAI v0.23
+Model, Deckhouse InferenceServiceClass/InferenceService, HTTPRoute, and the seed-era
+inference.networking.x-k8s.io kinds still served.
 
 Every document gets one line naming its file and line (valid, invalid, skipped or an error),
-then one summary: "N valid, M invalid, K skipped, E errors, in F files". A document of a kind
-with no schema (a ConfigMap, a Deployment, ...) is skipped and counted (--strict: an error); a
-file that cannot be read is reported in its place, and the other files are still validated."""
+then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown fields are
+refused as kubectl's requests are (--field-validation Strict); so are documents over the
+apiserver's size limits. A document of a kind with no schema (a Kustomization, another
+project's CRD) is skipped and counted (--strict: an error); a file that cannot be read is
+reported in its place, and the other files are still validated; no documents at all is an
+error (--allow-empty)."""
 
 EXAMPLES = """\
 infergate validate manifests/                           # every .yaml/.yml/.json, recursively
@@ -105,15 +118,22 @@ helm template charts/app | infergate validate -         # stdin
 infergate validate new.yaml --old stored.yaml           # an UPDATE: transition rules, ratcheting
 infergate validate manifests/ --state manifests/        # policies look up objects of the same repository
 infergate validate manifests/ -o github                 # GitHub Actions annotations on the pull request
+infergate validate . --exclude 'charts/*/templates/*'   # leave out what is not a manifest yet
+infergate validate manifests/ --field-validation Warn   # unknown fields warned, as the apiserver's default
 infergate validate manifests/ -o junit > report.xml     # JUnit XML for CI (summary on stderr)
 """
 
 OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
+EXIT_CODES = """\
+exit status:
+  0  every document valid (or skipped)
+  1  some document is invalid: the cluster would refuse it
+  2  usage or input error (a bad flag, a missing or unreadable file, broken YAML, no documents at all)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.epilog = command_line.epilog(EXAMPLES)
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=EXIT_CODES)
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="manifests to validate: files (YAML or JSON, many documents each), directories "
                              "(.yaml, .yml and .json, recursively) or - for stdin")
@@ -131,9 +151,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--crd-only", action="store_true",
                         help="only the apiserver's own handling (schema, defaults, CEL rules), no webhook policies")
+    parser.add_argument("--field-validation", choices=DIRECTIVES, default="Strict",
+                        help="a field the kind's schema does not have, as kube-apiserver's ?fieldValidation= "
+                             "(built-in and custom kinds alike): Strict (default, kubectl's) refuses the object "
+                             '(400: unknown field "spec.x", every one listed), Warn warns (the apiserver\'s default '
+                             "for clients that name none), Ignore drops it without a word")
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out the files and directories under a directory PATH whose path relative to "
+                             "it (charts/*/templates/*) or whose name (*.tpl.yaml, vendor) matches GLOB (* also "
+                             "matches /); files named on the command line are always read; repeatable")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="no documents at all in the input (empty stdin, a directory without manifests) is "
+                             "success (default: an error, exit 2)")
     parser.add_argument("-n", "--namespace", default="default",
                         help="namespace of namespaced objects that name none (default: default)")
     parser.add_argument("--state", action="append", default=[], metavar="PATH",
@@ -150,7 +182,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
                         help="text (default: one line per document, colour on a terminal unless NO_COLOR), "
                              "json/yaml (every answer with its source), junit (JUnit XML), github (workflow "
-                             "command annotations), sarif (SARIF 2.1.0 for code scanning)")
+                             "command annotations: ::error and ::warning with file and line), sarif (SARIF 2.1.0 "
+                             "for code scanning: errors and warnings, a rule per policy rule)")
     parser.add_argument("-j", "--jobs", type=int, default=available_cpus(), metavar="N",
                         help="processes judging documents in large runs (default: the CPUs available)")
 
@@ -188,8 +221,11 @@ class Result:
     def finding(self) -> Finding:
         status, rule = _FINDINGS[self.outcome]
         message = self.summary if self.outcome != "valid" else ""  # a denial: what kubectl prints
+        judgement = self.judgement
+        problems = findings.problems(judgement.status, judgement.rules) if judgement and not judgement.allowed else ()
+        warned = findings.warnings(judgement.warnings, judgement.rules) if judgement else ()
         return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file, self.origin.line,
-                       message, rule)
+                       message, rule, problems=problems, warnings=warned)
 
 
 # a result's outcome -> (its status in the CI formats, the SARIF rule of a problem)
@@ -241,7 +277,7 @@ class SetupError(ValueError):
 
 def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
-    inputs = documents.read_inputs(paths)
+    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude))
     for source in inputs:
         if _parse_here(source):
             source.parsed = source.parse()
@@ -340,6 +376,10 @@ class Judge:
         if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
             why = "not a Kubernetes object (no apiVersion and kind)"
             return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
+        too_large = too_large_status(obj)  # the apiserver reads no further, whatever the kind
+        if too_large is not None:
+            judgement = Judgement(False, too_large, [], None)
+            return Result(doc.origin, "invalid", describe(obj, judgement), judgement, _label(obj))
         if self.registry.served(api_version, kind) is None:
             return self._without_crd(doc, obj, api_version, kind)
         key = _identity(obj)
@@ -351,7 +391,8 @@ class Judge:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
             judgement = judge_document(self.registry, obj, old, self.args.subresource, namespace=namespace,
-                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain)
+                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain,
+                                       field_validation=self.args.field_validation)
         except Exception as exc:  # a bug must still end in a message, not a traceback
             return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
         return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
@@ -360,10 +401,11 @@ class Judge:
     def _without_crd(self, doc: Document, obj: dict[str, Any], api_version: str, kind: str) -> Result:
         """A kind no CRD serves: a built-in one against Kubernetes' own schema, else skipped."""
         label = _label(obj)
-        causes = self.builtins.causes(obj)
-        if causes is not None:
-            judgement = Judgement(not causes, invalid_status(obj, causes) if causes else None, [], obj)
-            return Result(doc.origin, "invalid" if causes else "valid", describe(obj, judgement), judgement, label)
+        answer = self.builtins.answer(obj, self.args.field_validation)
+        if answer is not None:
+            judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
+            return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
+                          label)
         if self.args.strict:
             known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
             return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
@@ -396,6 +438,9 @@ def run(args: argparse.Namespace) -> int:
             results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
     _print(args.output, results, len(setup.inputs))
     counts = Counter(result.outcome for result in results)
+    if not results and not args.allow_empty:  # a pipeline that lost its manifests must not pass
+        return command_line.error("validate: no documents in the input (an empty stdin or file, or no .yaml, "
+                                  ".yml or .json file under the directories); --allow-empty accepts that")
     if counts["error"]:
         return command_line.USAGE
     return command_line.FAILED if counts["invalid"] else command_line.OK
@@ -450,8 +495,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
             for rule in (result.judgement.explain if result.judgement else None) or ():
                 print(explain_line(rule))
         if output == "github":
-            annotation = github_annotation(result.finding())
-            if annotation:
+            for annotation in github_annotations(result.finding()):
                 print(annotation)
     print(closing)
 

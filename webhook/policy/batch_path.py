@@ -378,6 +378,7 @@ class BatchPath:
                 denials.append(denial(self.name, rule, message, i))
             else:
                 warnings.append(message)
+                verdict.warning_rules.setdefault(message, f"warnings[{i - validations}]")
         if any(value is not None and type(value) is not str for value in results[self._judged:]):
             return None
         verdict.denials += denials

@@ -187,8 +187,10 @@ class ExactPath:
             where = f"warnings[{i}]"
             if self.eval(expr, activation, where, trace, _is_true) is True:
                 continue
-            verdict.warnings.append(self._message(rule, message_expr, activation, failed_expression(expr.source),
-                                                  trace, f"{where}.messageExpression"))
+            message = self._message(rule, message_expr, activation, failed_expression(expr.source), trace,
+                                    f"{where}.messageExpression")
+            verdict.warnings.append(message)
+            verdict.warning_rules.setdefault(message, where)
         for key, expr in self.audit_annotations:
             value = self.eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
             if value is not None:

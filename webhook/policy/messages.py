@@ -52,10 +52,10 @@ def is_message(value: Any) -> bool:
 
 def denial(policy: str, rule: Any, message: str, index: int = 0) -> Denial:
     """A failed validation's denial, its message prefixed by its fieldPath; ``index``: the
-    validation's place in ``spec.validations``."""
+    validation's place in ``spec.validations`` (the rule is named ``validations[index]``)."""
     if rule.fieldPath and not message.startswith(rule.fieldPath):
         message = f"{rule.fieldPath}: {message}"
-    return Denial(policy, message, rule.reason, rule.fieldPath, index)
+    return Denial(policy, message, rule.reason, rule.fieldPath, index, f"validations[{index}]")
 
 
 def annotation_text(value: Any) -> str:

@@ -19,6 +19,7 @@ class Denial:
     reason: str = "Invalid"
     field_path: str | None = None
     expression_index: int = 0  # the validation's index in spec.validations (0 for a rule error)
+    rule: str = ""  # which of the policy's rules: "validations[2]" (CI formats name it "<policy>/<rule>")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Verdict:
     policy: str
     denials: list[Denial] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    warning_rules: dict[str, str] = field(default_factory=dict)  # a warning -> the rule that gave it: "warnings[0]"
     audit_annotations: dict[str, str] = field(default_factory=dict)
     object: dict[str, Any] | None = None  # the object after this policy's mutations
     traces: list[Trace] = field(default_factory=list)

@@ -19,6 +19,8 @@ from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.decode import EmbeddedMetadataError, apply_defaults, coerce_embedded, copy_json, prune
+from webhook.schema.field_validation import SERVER_DEFAULT, FieldValidation, StrictDecodingError
+from webhook.schema.field_validation import apply as apply_field_validation
 from webhook.schema.fielderrors import FieldError, Outcome
 from webhook.schema.listtype import validate_list_types
 from webhook.schema.objectmeta import (MetadataDecodeError, coerce_object_meta, finalizer_warnings,
@@ -165,11 +167,12 @@ class CRDRegistry:
     # -- the pipeline -------------------------------------------------------------------
     def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                subresource: str | None = None, *, namespace: str | None = None,
-               request: RequestPath | None = None) -> Outcome:
+               request: RequestPath | None = None, field_validation: FieldValidation = SERVER_DEFAULT) -> Outcome:
         """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
 
         ``namespace`` is the request's namespace; ``request`` the full request path, when known
-        (the endpoint then decides the kind, the namespace and, on UPDATE, the name).
+        (the endpoint then decides the kind, the namespace and, on UPDATE, the name);
+        ``field_validation`` the request's directive for unknown fields (``field_validation.py``).
         """
         if request is not None and request.namespace is not None:
             namespace = request.namespace
@@ -179,7 +182,8 @@ class CRDRegistry:
             if endpoint is None or endpoint.kind != served.kind:
                 endpoint = served
             stored = self._stored(endpoint, operation, old, subresource)
-            prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace)
+            prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace,
+                                               field_validation)
             if endpoint is not served:
                 prepared = _convert(prepared, endpoint)
             errors, more = self._validate(endpoint, operation, prepared, stored, subresource)
@@ -201,13 +205,14 @@ class CRDRegistry:
         return Outcome(True, 201 if operation == "CREATE" else 200, None, warnings, prepared, [])
 
     def prepare(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
-                subresource: str | None = None, *, namespace: str | None = None
-                ) -> tuple[dict[str, Any], list[str]]:
-        """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404."""
+                subresource: str | None = None, *, namespace: str | None = None,
+                field_validation: FieldValidation = SERVER_DEFAULT) -> tuple[dict[str, Any], list[str]]:
+        """Decode a request body as the apiserver would store it; raises ``RequestError`` on 400/404
+        (under ``field_validation`` Strict, unknown fields are a 400)."""
         served = self._target(obj, None)
         try:
             stored = self._stored(served, operation, old, subresource)
-            return self._prepare(served, operation, obj, stored, subresource, namespace)
+            return self._prepare(served, operation, obj, stored, subresource, namespace, field_validation)
         except RecursionError:
             raise RequestError(400, _TOO_DEEP) from None
 
@@ -280,7 +285,8 @@ class CRDRegistry:
         return self.decode_stored(served, old)
 
     def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
-                 subresource: str | None, namespace: str | None) -> tuple[dict[str, Any], list[str]]:
+                 subresource: str | None, namespace: str | None,
+                 field_validation: FieldValidation = SERVER_DEFAULT) -> tuple[dict[str, Any], list[str]]:
         obj = copy_json(obj)
         warnings: list[str] = []
         cannot = f'{obj.get("kind")} in version "{served.version}" cannot be handled as a {obj.get("kind")}'
@@ -295,9 +301,13 @@ class CRDRegistry:
                 coerce_embedded(obj, served.schema, "", embedded_unknown)
             except EmbeddedMetadataError as exc:
                 error = fe.invalid(exc.path, exc.value, exc.message)
-                raise RequestError(400, f"{cannot}: {error}", _unknown_field_warnings(unknown)) from None
+                warned = _unknown_field_warnings(unknown) if field_validation == "Warn" else []
+                raise RequestError(400, f"{cannot}: {error}", warned) from None
             unknown += sorted(embedded_unknown)
-        warnings += _unknown_field_warnings(unknown)
+        try:
+            warnings += apply_field_validation(field_validation, str(obj.get("kind")), served.version, unknown)
+        except StrictDecodingError as exc:
+            raise RequestError(400, str(exc)) from None
         if meta is None:
             obj.pop("metadata", None)
         else:

@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--san", dest="extra_sans", metavar="NAME", action="append", help="extra DNS name or IP for the certificate (repeatable)")
     a("--client-ca-file", help="reviews require a client certificate signed by this CA (the apiserver's: mTLS); "
                                "/healthz, /readyz and /metrics answer without one (the kubelet's probes)")
-    a("--kubeconfig", help="kubeconfig for --cert-mode secret outside a pod (default: $KUBECONFIG or ~/.kube/config)")
+    a("--kubeconfig", help="kubeconfig outside a pod, for --kube-state and --cert-mode secret (default: $KUBECONFIG "
+                           "or ~/.kube/config)")
     a("--webhook-name", help="name of the webhook configurations to inject the caBundle into (default infergate)")
     a("--crds-dir", help="CRDs to serve (default: the bundled ones; with --kube-state, the cluster's)")
     a("--kubeai-crd", choices=["v0.23", "v0.12.0"],
@@ -54,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
-    a("--max-body-bytes", type=int, help="largest accepted request body (default 7 MiB)")
+    a("--max-body-bytes", type=int, help="largest accepted request body, else 413 (default 7 MiB: a review carries "
+                                         "the object and the old one, each within the apiserver's 3 MiB)")
     a("--header-timeout", type=float, metavar="SECONDS",
       help="a connection that has not sent a whole request's headers this long after it opened or after its "
            "previous answer is closed; idle kept-alive connections too (default 10)")

@@ -49,7 +49,16 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
         admission = AdmissionRequest.model_validate(request)
     except ValidationError as exc:
         raise BadReview(400, "BadRequest", f"invalid AdmissionReview: {summarize(exc, 'request')}") from None
+    if admission.object is None and admission.operation in _WRITES:
+        raise BadReview(400, "BadRequest", f"invalid AdmissionReview: a {admission.operation} request has no "
+                                           f"request.object (the apiserver always sends the object written)")
     return api_version, admission
+
+
+# The operations whose review always carries ``request.object``: the object written. DELETE
+# carries the object deleted as ``oldObject`` (``object`` is null), CONNECT the connect options
+# (``PodExecOptions``, ...) as ``object``, or nothing; the chain answers both.
+_WRITES = frozenset(("CREATE", "UPDATE"))
 
 
 def summarize(exc: ValidationError, within: str = "") -> str:
