@@ -375,7 +375,7 @@ class BatchPath:
             else:
                 return None
             if i < validations:
-                denials.append(denial(self.name, rule, message))
+                denials.append(denial(self.name, rule, message, i))
             else:
                 warnings.append(message)
         if any(value is not None and type(value) is not str for value in results[self._judged:]):

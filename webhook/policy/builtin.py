@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from webhook.policy.actions import DENY_ONLY
 from webhook.quantity import QuantityError, parse_parameter_count
 from webhook.policy.scope import PolicyInput
 from webhook.policy.verdict import Denial, Trace, Verdict
@@ -48,6 +49,7 @@ class ParameterCountPolicy:
     name = "inferenceservice-max-parameter-count"
     file = "builtin:webhook/policy/builtin.py"
     mutating_stage = False
+    validation_actions = DENY_ONLY  # (an operator may override it, as a file's policy's)
     coverage_rules = ("catalog", "huggingface")  # its traces' rule names (``infergate test --coverage``)
 
     def may_apply(self, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
@@ -134,7 +136,7 @@ class ParameterCountPolicy:
                 self.name,
                 f'spec.model.parameterCount: Invalid value: "{given}": more than maxParameterCount '
                 f'{limit_text} ({limit}) of class "{class_name}": at most {limit_text} is accepted',
-                "ParameterCountExceeded", "spec.model.parameterCount"))
+                "ParameterCountExceeded", "spec.model.parameterCount", 1))  # (its rules: coverage_rules)
 
 
 BUILTIN_POLICIES = (ParameterCountPolicy(),)

@@ -31,6 +31,9 @@ class CompiledPolicy:
         self.definition = spec
         s = spec.spec
         self.fail_closed = s.failurePolicy == "Fail"
+        # what a failed validation does (spec.validationActions; an operator may override it per
+        # namespace: ``webhook.policy.actions``)
+        self.validation_actions: frozenset[str] = frozenset(s.validationActions)
         self.validates_when_mutating = s.validationStage == "Mutating"
         self.matcher = Matcher(s.matchConstraints)
         self.exact = ExactPath(

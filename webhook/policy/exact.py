@@ -182,7 +182,7 @@ class ExactPath:
                 continue
             message = self._message(rule, message_expr, activation, failed_expression(expr.source), trace,
                                     f"{where}.messageExpression")
-            verdict.denials.append(denial(self.name, rule, message))
+            verdict.denials.append(denial(self.name, rule, message, i))
         for i, (rule, expr, message_expr) in enumerate(self.warnings):
             where = f"warnings[{i}]"
             if self.eval(expr, activation, where, trace, _is_true) is True:

@@ -50,11 +50,12 @@ def is_message(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip())
 
 
-def denial(policy: str, rule: Any, message: str) -> Denial:
-    """A failed validation's denial, its message prefixed by its fieldPath."""
+def denial(policy: str, rule: Any, message: str, index: int = 0) -> Denial:
+    """A failed validation's denial, its message prefixed by its fieldPath; ``index``: the
+    validation's place in ``spec.validations``."""
     if rule.fieldPath and not message.startswith(rule.fieldPath):
         message = f"{rule.fieldPath}: {message}"
-    return Denial(policy, message, rule.reason, rule.fieldPath)
+    return Denial(policy, message, rule.reason, rule.fieldPath, index)
 
 
 def annotation_text(value: Any) -> str:

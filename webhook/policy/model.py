@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from webhook.policy.actions import action_problems
 
 API_VERSION = "policy.infergate.io/v1alpha1"
 KIND = "AdmissionPolicy"
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT", "*"]
+ValidationAction = Literal["Deny", "Warn", "Audit"]
 
 
 class _Strict(BaseModel):
@@ -162,6 +166,14 @@ class PolicySpec(_Strict):
         "(after the apiserver's schema validation), or in the mutating webhook (before it: to explain "
         "what the schema would reject, e.g. with a hint)",
     )
+    validationActions: list[ValidationAction] = Field(
+        default_factory=lambda: ["Deny"],
+        description="what a failed validation does, as a ValidatingAdmissionPolicyBinding's: Deny refuses the "
+        "request; Warn admits it with the failure as an admission warning; Audit admits it and records the "
+        "failure in the response's audit annotations. A non-empty set; Deny and Warn together are invalid",
+        json_schema_extra={"minItems": 1, "uniqueItems": True,
+                           "not": {"allOf": [{"contains": {"const": "Deny"}}, {"contains": {"const": "Warn"}}]}},
+    )
     matchConstraints: MatchConstraints
     paramRef: ParamRef | None = None
     lookups: list[Lookup] = Field(default_factory=list)
@@ -171,6 +183,15 @@ class PolicySpec(_Strict):
     validations: list[Validation] = Field(default_factory=list)
     warnings: list[WarningRule] = Field(default_factory=list)
     auditAnnotations: list[AuditAnnotation] = Field(default_factory=list)
+
+    @field_validator("validationActions")
+    @classmethod
+    def _valid_actions(cls, actions: list[str]) -> list[str]:
+        """VAP's checks in its words: no duplicates, not Deny with Warn, not empty."""
+        problems = action_problems(actions)
+        if problems:
+            raise PydanticCustomError("validation_actions", "; ".join(text for _, text in problems))
+        return actions
 
 
 class Metadata(BaseModel):

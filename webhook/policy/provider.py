@@ -35,6 +35,7 @@ class Policy(Protocol):
 
     name: str
     file: str
+    validation_actions: frozenset[str]  # Deny, Warn, Audit: what its failed validations do
 
     @property
     def mutating_stage(self) -> bool:

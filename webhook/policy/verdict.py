@@ -5,13 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.policy.actions import DENY_ONLY
+
 
 @dataclass(frozen=True)
 class Denial:
+    """A failed validation (or a rule that could not be evaluated under ``failurePolicy: Fail``):
+    what the policy's validation actions then do (``webhook.policy.actions``) decides whether
+    it denies."""
+
     policy: str
     message: str
     reason: str = "Invalid"
     field_path: str | None = None
+    expression_index: int = 0  # the validation's index in spec.validations (0 for a rule error)
 
 
 @dataclass(frozen=True)
@@ -35,3 +42,6 @@ class Verdict:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     object: dict[str, Any] | None = None  # the object after this policy's mutations
     traces: list[Trace] = field(default_factory=list)
+    # the validation actions in force for this request (the policy's own, or an operator's
+    # override): Deny keeps ``denials``; Warn and Audit turn them into warnings and audit records
+    validation_actions: frozenset[str] = DENY_ONLY
