@@ -121,6 +121,8 @@ class BackgroundAudit:
         self._exported: set[tuple[str, str]] = set()
         # what this replica last wrote, by report: (resourceVersion written over, object returned)
         self._written: dict[ReportKey, tuple[str | None, dict]] = {}
+        # resourceVersions its writes produced: their watch events are no news
+        self._own_versions: dict[ReportKey, str | None] = {}
         self.scans = 0
         self.audits = 0
         self.writes = 0  # reports created or replaced, for metrics and tests
@@ -178,6 +180,7 @@ class BackgroundAudit:
         if not leading:
             if self._was_leading:
                 self._written.clear()
+                self._own_versions.clear()
             self._was_leading = False
             return 0
         full = not self._was_leading  # at start, and on becoming the leader
@@ -259,8 +262,7 @@ class BackgroundAudit:
     def _report(self, key: ObjectKey, kind: Kind, audit) -> None:
         api = self.report_api
         exempt = bool(key[2]) and key[2] in self.settings.exempt_namespaces
-        desired = reports.managed(self.build_report(audit, api=api.api_version, max_results=self.settings.max_results,
-                                                    exempt=exempt))
+        desired = self.build_report(audit, api=api.api_version, max_results=self.settings.max_results, exempt=exempt)
         report_kind = api.kind_for(kind.namespaced)
         meta = desired.get("metadata") or {}
         report_key = (report_kind, meta.get("namespace"), str(meta.get("name", "")))
@@ -314,6 +316,7 @@ class BackgroundAudit:
             self.metrics.audit_writes.labels(kind.kind, verb).inc()
             over = ((stored or {}).get("metadata") or {}).get("resourceVersion")
             self._written[key] = (over, result)
+            self._own_versions[key] = (result.get("metadata") or {}).get("resourceVersion")
             return
         raise Conflict(409, "the report kept changing while it was written")
 
@@ -323,9 +326,11 @@ class BackgroundAudit:
         if change.deleted or self.report_api is None:
             return False
         kind = next((k for k in self.report_api.kinds if k.kind == change.obj.get("kind")), None)
-        written = self._written.get((kind, meta.get("namespace"), str(meta.get("name", ""))))
-        return written is not None and (written[1].get("metadata") or {}).get("resourceVersion") == \
-            meta.get("resourceVersion")
+        key = (kind, meta.get("namespace"), str(meta.get("name", "")))
+        if self._own_versions.get(key) != meta.get("resourceVersion"):
+            return False
+        del self._own_versions[key]  # seen: no need to remember it any longer
+        return True
 
     def _export(self) -> None:
         totals: Counter = Counter()

@@ -10,7 +10,8 @@ A report is written only when it would change what is stored (:func:`unchanged`)
 annotations it sets. A converged resync therefore makes no write. Reports are created (POST) or
 replaced (PUT with the resourceVersion read, so a concurrent change is a 409, never lost), never
 patched: the content is the controller's alone, the whole of it. Each report carries
-:data:`MANAGED_BY` so the controller's watch of reports sees its own and no other tool's.
+``MANAGED_BY`` (``webhook.audit.report``) so the controller's watch of reports (:data:`SELECTOR`)
+sees its own and no other tool's.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.audit.report import MANAGED_BY
 from webhook.controller.kinds import Kind
 
-MANAGED_BY = ("app.kubernetes.io/managed-by", "infergate")
 SELECTOR = f"{MANAGED_BY[0]}={MANAGED_BY[1]}"
 
 
@@ -86,13 +87,6 @@ def unchanged(stored: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> b
         if any(theirs.get(k) != v for k, v in (want.get(part) or {}).items()):
             return False
     return (have.get("ownerReferences") or []) == (want.get("ownerReferences") or [])
-
-
-def managed(report: Mapping[str, Any]) -> dict[str, Any]:
-    """``report`` with :data:`MANAGED_BY` among its labels (a new dict)."""
-    meta = dict(report.get("metadata") or {})
-    meta["labels"] = {**(meta.get("labels") or {}), MANAGED_BY[0]: MANAGED_BY[1]}
-    return {**report, "metadata": meta}
 
 
 def for_writing(desired: Mapping[str, Any], stored: Mapping[str, Any] | None) -> dict[str, Any]:

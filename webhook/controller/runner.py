@@ -474,7 +474,8 @@ def _background_audit(args, state, api: KubeApi, policies, metrics: ControllerMe
 
     return BackgroundAudit(
         state, api, policies,
-        auditor_for=lambda policy_set: Auditor(policy_set, state=state, evaluator=args.evaluator).audit,
+        # the policies alone: the objects are as the apiserver stored them (its schema applied)
+        auditor_for=lambda policy_set: Auditor(None, policy_set, state).audit,
         build_report=build_report, kinds=audited_kinds(), settings=args.audit_settings, metrics=metrics,
         leading=(lambda: True) if elector is None else (lambda: elector.leading),
     )
