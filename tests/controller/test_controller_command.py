@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from webhook.controller import kinds
 from webhook.controller.leader import LEASE
@@ -97,3 +98,29 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
     lease = fake.get(LEASE.api_version, LEASE.plural, "infergate-controller", "infergate-system")
     assert lease["spec"]["holderIdentity"] == ""
     assert b"Traceback" not in output
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (["--audit-interval", "soon"], "--audit-interval 'soon': expected a duration"),
+    (["--audit-interval=-1h"], "--audit-interval '-1h': must be 0"),
+    (["--audit-max-results", "0"], "--audit-max-results 0: must be 1 or more"),
+    (["--policies", "/nonexistent/policies"], "--policies /nonexistent/policies: no such directory"),
+    (["--policies", "{broken}"], "--policies {broken}: "),
+])
+async def test_a_bad_audit_flag_fails_at_start_with_one_line(flags, says, tmp_path):
+    broken = tmp_path / "policies"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text("apiVersion: policy.infergate.io/v1alpha1\nkind: AdmissionPolicy\n"
+                                     "metadata: {name: bad}\nspec: {matchConstraints: 7}\n")
+    flags = [f.replace("{broken}", str(broken)) for f in flags]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "controller", "--kubeconfig", str(kubeconfig(tmp_path / "k", "http://127.0.0.1:9")),
+        *flags, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 60)
+    lines = stderr.decode().splitlines()
+    assert process.returncode == 2 and stdout == b""
+    assert len(lines) == 1 and lines[0].startswith("infergate: error: controller: " + says.replace("{broken}", str(broken))), lines
+    if "{broken}" in says:
+        assert "bad.yaml" in lines[0]  # the file (and line) at fault
