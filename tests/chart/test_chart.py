@@ -28,7 +28,13 @@ NON_DEFAULT = {
     "controller": {"replicas": 2, "replanTimeoutSeconds": 120, "replanLimit": 5},
     "certificates": {"mode": "cert-manager", "certManager": {"issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
     "policies": {"user": {"team-labels.yaml": "apiVersion: v1\nkind: Example\n# a user policy\n"},
-                 "existingConfigMap": "gitops-policies"},
+                 "existingConfigMap": "gitops-policies",
+                 "actions": {"kubeai-model-engine": ["Warn"],
+                             "inferencepool-endpoint-picker": [
+                                 {"namespaceSelector": {"matchLabels": {"team": "research"}},
+                                  "actions": ["Warn", "Audit"]},
+                                 {"namespaceSelector": "tier in (prod, staging)", "actions": ["Deny", "Audit"]},
+                                 {"actions": ["Audit"]}]}},
     "kubeai": {"systemConfig": {"resourceProfiles": {"cpu": {"imageName": "cpu", "requests": {"cpu": "1"}}},
                                 "cacheProfiles": {"efs": {"sharedFilesystem": {"storageClassName": "efs"}}}}},
     "priorityClassName": "system-cluster-critical",
@@ -99,6 +105,14 @@ def test_helm_lint_strict_finds_nothing_above_info():
     {"unknownKey": True},
     {"autoscaling": {"enabled": True, "minReplicas": 1}},
     {"webhook": {"drainSeconds": -1}},
+    {"policies": {"actions": {"kubeai-model-engine": ["Deny", "Warn"]}}},
+    {"policies": {"actions": {"kubeai-model-engine": ["Warn", "Warn"]}}},
+    {"policies": {"actions": {"kubeai-model-engine": []}}},
+    {"policies": {"actions": {"kubeai-model-engine": ["dryrun"]}}},
+    {"policies": {"actions": {"Not_A_Name": ["Warn"]}}},
+    {"policies": {"actions": {"kubeai-model-engine": [{"namespaceSelector": {"labels": {"a": "b"}},
+                                                       "actions": ["Warn"]}]}}},
+    {"policies": {"actions": {"kubeai-model-engine": [{"namespaceSelector": "team=a"}]}}},
 ], ids=lambda v: str(v))
 def test_values_schema_rejects_unsafe_or_unknown_values(values):
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError):
@@ -582,6 +596,24 @@ def test_webhook_flags_are_the_servers_own(name):
         assert settings.cert_secret == f"{NAMESPACE}/{fullname}-tls"
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert str(settings.policies_dir) in mounts
+
+
+def test_policy_actions_values_become_the_servers_overrides_of_shipped_policies():
+    """``policies.actions`` reaches ``serve --policy-actions`` as one JSON argument that parses
+    back into the same overrides, naming shipped policies (what the server checks at start)."""
+    from webhook import shipped_data
+    from webhook.policy.actions import parse_overrides
+    from webhook.policy.builtin import BUILTIN_POLICIES
+    from webhook.policy.loader import policy_names
+
+    (container,) = webhook_deployment("non-default")["spec"]["template"]["spec"]["containers"]
+    (arg,) = [a for a in container["args"] if a.startswith("--policy-actions")]
+    overrides = parse_overrides([arg.removeprefix("--policy-actions=")])
+    assert overrides.describe() == NON_DEFAULT["policies"]["actions"] | {
+        "kubeai-model-engine": [{"actions": ["Warn"]}]}
+    overrides.check(policy_names(shipped_data.policies_dir()) + [p.name for p in BUILTIN_POLICIES])
+    (default,) = webhook_deployment("default")["spec"]["template"]["spec"]["containers"]
+    assert not any(a.startswith("--policy-actions") for a in default["args"])  # the policies' own actions
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)

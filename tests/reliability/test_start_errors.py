@@ -59,6 +59,29 @@ def test_a_bad_path_from_the_environment_is_refused_too(tmp_path):
         "infergate: error: --state-dir /nonexistent: no such directory"]
 
 
+@pytest.mark.parametrize("value, problem", [
+    ("kubeai-model-engin=Warn", "--policy-actions: no policy named 'kubeai-model-engin' "
+                                "(did you mean 'kubeai-model-engine'?)"),
+    ("kubeai-model-engine=Deny,Warn", "--policy-actions kubeai-model-engine=Deny,Warn: actions: Invalid value: "
+                                      '["Deny","Warn"]: must not contain both Deny and Warn'),
+    ("kubeai-model-engine=Warn@team in a", "--policy-actions kubeai-model-engine=Warn@team in a: namespaceSelector: "
+                                           "expected '(' after 'in' in 'team in a'"),
+])
+def test_bad_policy_actions_are_one_line_and_exit_2(tmp_path, value, problem):
+    done = infergate("--port", "0", "--policy-actions", value, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"infergate: error: {problem}")
+    assert done.stdout == "" and not (tmp_path / "certs").exists()  # nothing started
+
+
+def test_policy_actions_from_the_environment_are_checked_too(tmp_path):
+    done = infergate(cwd=tmp_path, INFERGATE_POLICY_ACTIONS='["kubeai-model-engine=Warn", "nope=Audit"]')
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("infergate: error: --policy-actions: no policy named 'nope' (")
+
+
 def test_a_port_in_use_is_one_line_and_exit_2(tmp_path):
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

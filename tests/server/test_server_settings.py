@@ -29,3 +29,12 @@ def test_a_bad_variable_names_its_field():
         Settings.load({}, {"INFERGATE_PORT": "eighty"})
     with pytest.raises(ValidationError, match="cert_secret"):
         Settings.load({}, {"INFERGATE_CERT_SECRET": "no-namespace"})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("kubeai-model-engine=Warn,Audit", ["kubeai-model-engine=Warn,Audit"]),  # one override: its commas kept
+    ('["a=Warn,Audit@team in (x,y)", "b=Audit"]', ["a=Warn,Audit@team in (x,y)", "b=Audit"]),
+    ('{"a": ["Warn"]}', ['{"a": ["Warn"]}']),
+])
+def test_policy_actions_variable_is_one_override_or_a_json_list(text, expected):
+    assert Settings.load({}, {"INFERGATE_POLICY_ACTIONS": text}).policy_actions == expected

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
+from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation
 from webhook.schema import CRDRegistry, RequestError
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
@@ -42,6 +43,9 @@ class ChainOutcome:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     traces: list[Trace] = field(default_factory=list)
     denied_by: str = ""  # "apiserver" or "webhook" when denied
+    # failures admitted under the Audit action (both webhooks'): VAP's ValidationFailureValue
+    # records, also in ``audit_annotations["validation_failure"]``
+    audit_failures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
@@ -157,16 +161,21 @@ class AdmissionChain:
         """The mutating webhook's answer to ``request`` carrying ``obj``; also the mutated object."""
         if request.operation not in _JUDGED or obj is None:
             return AdmissionResult(allowed=True), [], obj
-        policies = self.policies.current().for_review(_rule_key(request), mutating=True)
+        policy_set = self.policies.current()
+        policies = policy_set.for_review(_rule_key(request), mutating=True)
         if not policies:  # nothing to mutate: no input to build
             return AdmissionResult(allowed=True), [], obj
-        stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain)
+        stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain,
+                       policy_set=policy_set)
         mutated = stage.input.object
+        # validations placed in the mutating webhook may be audited: this webhook's audit annotations
+        audit = {VALIDATION_FAILURE_KEY: failure_annotation(stage.failures)} if stage.failures else {}
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
-                                     warnings=stage.warnings)
+                                     warnings=stage.warnings, audit_annotations=audit)
         else:
-            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings)
+            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
+                                     audit_annotations=audit)
         return result, stage.traces, mutated
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
@@ -187,10 +196,14 @@ class AdmissionChain:
                 return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
         denials: list[Denial] = []
         audit: dict[str, str] = {}
-        policies = self.policies.current().for_review(_rule_key(request), mutating=False)
+        policy_set = self.policies.current()
+        policies = policy_set.for_review(_rule_key(request), mutating=False)
         if policies:  # (none: no input to build)
-            stage = _judge(policies, self._input(request, obj, view), mutating=False, explain=explain)
+            stage = _judge(policies, self._input(request, obj, view), mutating=False, explain=explain,
+                           policy_set=policy_set)
             traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
+            if stage.failures:
+                audit[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
@@ -218,13 +231,16 @@ class AdmissionChain:
             warnings += decode_warnings
         patch: list[dict[str, Any]] = []
         traces: list[Trace] = []
+        audited: list[dict[str, Any]] = []  # failures the mutating webhook admitted under Audit
         view = request_view(request)  # the same for both webhooks: the object is not part of it
         if not crd_only:
             mutated, traces, patched = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
+            audited = _failures(mutated.audit_annotations)
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
-                                    traces=traces, denied_by="webhook")
+                                    audit_annotations=dict(mutated.audit_annotations), traces=traces,
+                                    denied_by="webhook", audit_failures=audited)
             patch = mutated.patch
             if patch:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
@@ -244,8 +260,12 @@ class AdmissionChain:
         validated, more = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
         warnings += validated.warnings
+        audit = validated.audit_annotations
+        audited += _failures(audit)
+        if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
+            audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
-                            obj, patch, validated.audit_annotations, traces, "" if validated.allowed else "webhook")
+                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited)
 
 
 class CRDSource(Protocol):
@@ -295,7 +315,7 @@ class _Stage:
     other — the mutating one the object (each policy sees the mutations before it: ``input``),
     the validating one the audit annotations."""
 
-    __slots__ = ("input", "traces", "warnings", "denials", "audit")
+    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures")
 
     def __init__(self, inp: PolicyInput) -> None:
         self.input = inp
@@ -303,10 +323,13 @@ class _Stage:
         self.warnings: list[str] = []
         self.denials: list[Denial] = []
         self.audit: dict[str, str] = {}
+        self.failures: list[dict[str, Any]] = []  # failures admitted under Audit (``actions.enforce``)
 
 
-def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool) -> _Stage:
-    """Every policy of the mutating or the validating webhook on ``inp``, in order, folded."""
+def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, policy_set: Any) -> _Stage:
+    """Every policy of the mutating or the validating webhook on ``inp``, in order, folded; a
+    failed policy's denials under the validation actions in force (``policy_set.actions_for``:
+    looked up only when a policy failed)."""
     stage = _Stage(inp)
     if not explain:
         _prepare(policies, inp, mutating=mutating)
@@ -314,6 +337,10 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool) ->
         verdict = policy.evaluate(stage.input, mutating=mutating, explain=explain)
         if verdict is None:
             continue
+        if verdict.denials:
+            enforce(verdict, *policy_set.actions_for(policy, stage.input))
+            if verdict.audit_failures:
+                stage.failures += verdict.audit_failures
         stage.traces += verdict.traces
         stage.warnings += verdict.warnings
         stage.denials += verdict.denials
@@ -331,6 +358,12 @@ def _prepare(policies: Any, inp: PolicyInput, *, mutating: bool) -> None:
         prepare = getattr(policy, "prepare", None)  # policies written in Python have nothing to bind
         if prepare is not None:
             prepare(inp, mutating=mutating)
+
+
+def _failures(audit: dict[str, str]) -> list[dict[str, Any]]:
+    """A webhook's failures admitted under Audit, read back from its audit annotation."""
+    text = audit.get(VALIDATION_FAILURE_KEY)
+    return json.loads(text) if text else []
 
 
 def _unique(items: list[str]) -> list[str]:

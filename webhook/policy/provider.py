@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, own_actions
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
@@ -51,18 +52,34 @@ class PolicySet:
     policies: tuple[Policy, ...] = ()
     source: str = ""
     generation: int = 0
+    # operators' choice of validation actions per policy (``--policy-actions``): what
+    # ``actions_for`` answers before the policy's own ``validationActions``
+    actions: ActionOverrides = NO_OVERRIDES
     # (rule key, mutating) -> the policies that may apply (``for_review``)
     _candidates: dict[tuple[Any, bool], tuple[Policy, ...]] = field(default_factory=dict, init=False,
                                                                     repr=False, compare=False)
 
     @classmethod
     def load(cls, directory: str | Path, *, evaluator: Evaluator, builtin: bool = True,
-             schemas: KindSchemas | None = None) -> "PolicySet":
+             schemas: KindSchemas | None = None, actions: ActionOverrides = NO_OVERRIDES) -> "PolicySet":
         """The policies of ``directory``, compiled for ``evaluator``; ``schemas``: the kinds they
-        are type-checked against (default: the shipped CRDs')."""
+        are type-checked against (default: the shipped CRDs'); ``actions``: the operator's
+        overrides, each of which must name a policy of the set."""
         directory = Path(directory)
-        loaded = tuple(load_directory(directory, evaluator, schemas=schemas))
-        return cls(loaded + (tuple(BUILTIN_POLICIES) if builtin else ()), str(directory))
+        loaded = tuple(load_directory(directory, evaluator, schemas=schemas)) + (tuple(BUILTIN_POLICIES) if builtin else ())
+        try:
+            actions.check(p.name for p in loaded)
+        except ActionsError as exc:
+            raise PolicyLoadError([f"{directory}: {exc}"]) from None
+        return cls(loaded, str(directory), actions=actions)
+
+    def actions_for(self, policy: Policy, inp: PolicyInput) -> tuple[frozenset[str], str]:
+        """The validation actions in force for ``policy`` on the review ``inp`` (an operator's
+        override for its namespace, else the policy's own) and the binding that chose them
+        ("" for the policy's own, else ``override[<i>]``)."""
+        if self.actions:
+            return self.actions.resolve(policy, inp)
+        return own_actions(policy), ""
 
     def current(self) -> "PolicySet":
         return self
@@ -138,6 +155,7 @@ class PolicyDirectory:
     interval: float = 2.0
     builtin: bool = True
     schemas: KindSchemas | None = None  # the kinds the policies are type-checked against (default: shipped)
+    actions: ActionOverrides = NO_OVERRIDES  # operators' validation actions (a reload must keep their policies)
     error: str | None = None
     _set: PolicySet = field(init=False)
     _fingerprint: tuple = field(init=False, default=())
@@ -147,7 +165,8 @@ class PolicyDirectory:
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
         self._fingerprint = directory_fingerprint(self.directory)
-        self._set = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin, schemas=self.schemas)  # must succeed
+        self._set = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin,
+                                   schemas=self.schemas, actions=self.actions)  # must succeed
 
     def current(self) -> PolicySet:
         return self._set
@@ -160,13 +179,14 @@ class PolicyDirectory:
         self._fingerprint = fingerprint
         try:
             _refuse_emptied(self._set)
-            fresh = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin, schemas=self.schemas)
+            fresh = PolicySet.load(self.directory, evaluator=self.evaluator, builtin=self.builtin,
+                                   schemas=self.schemas, actions=self.actions)
         except PolicyLoadError as exc:
             self.error = str(exc)
             log.error("policies not reloaded, the last good set stays in force:\n%s", exc)
             return False
         self.error = None
-        self._set = PolicySet(fresh.policies, fresh.source, self._set.generation + 1)  # one atomic swap
+        self._set = PolicySet(fresh.policies, fresh.source, self._set.generation + 1, fresh.actions)  # one atomic swap
         log.info("policies reloaded: %d in force", len(fresh.policies))
         return True
 

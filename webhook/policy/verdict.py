@@ -45,3 +45,5 @@ class Verdict:
     # the validation actions in force for this request (the policy's own, or an operator's
     # override): Deny keeps ``denials``; Warn and Audit turn them into warnings and audit records
     validation_actions: frozenset[str] = DENY_ONLY
+    # its failures under Audit: VAP's ValidationFailureValue records (``actions.failure_record``)
+    audit_failures: list[dict[str, Any]] | tuple = ()

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from webhook import command_line, logs
 from webhook.server.decode import summarize
-from webhook.server.wiring import load_admitter, serve, unusable_paths
+from webhook.server.wiring import load_admitter, policy_actions_problem, serve, unusable_paths
 from webhook.server.settings import Settings
 
 EXAMPLES = """\
@@ -20,6 +20,8 @@ infergate serve                                            # local certificates 
 infergate serve --service ns/name --san webhook.example    # the Service's DNS names in the certificate
 infergate serve --cert-mode files --cert-dir /mnt/tls      # certificates managed elsewhere (cert-manager)
 infergate serve --kube-state --policies-dir /etc/infergate/policies
+infergate serve --policy-actions kubeai-model-engine=Warn                 # admit with a warning instead of denying
+infergate serve --policy-actions 'inference-pool-selector=Warn@team in (a,b)'   # ... in those teams' namespaces
 """
 
 
@@ -43,6 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--kubeai-crd", choices=["v0.23", "v0.12.0"],
       help="the bundled KubeAI Model CRD: the current one (v0.23, default) or v0.12.0's")
     a("--policies-dir", help="policies to enforce (default: the shipped policies/)")
+    a("--policy-actions", dest="policy_actions", action="append", metavar="NAME=ACTION[,ACTION][@SELECTOR]",
+      help="validation actions of the policy NAME instead of its own validationActions: Deny, Warn, Audit (Deny and "
+           "Warn not together); with @SELECTOR (kubectl -l form) only in namespaces whose labels it selects, the "
+           "first such entry of a policy winning; also a JSON mapping {NAME: [ACTION, ...] or [{namespaceSelector, "
+           "actions}, ...]} (repeatable; see policies/README.md)")
     a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
@@ -76,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             command_line.error(problem)
         return command_line.USAGE
+    if problem := policy_actions_problem(settings):
+        return command_line.error(problem)
     logs.configure(settings.log_level)
     load = functools.partial(load_admitter, evaluator=evaluator)
     try:

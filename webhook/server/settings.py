@@ -52,6 +52,10 @@ class Settings(BaseModel):
     crds_dir: Path | None = None  # with kube_state, the cluster's CRDs (watched) are the schema
     kubeai_crd: Literal["v0.23", "v0.12.0"] = "v0.23"  # which bundled KubeAI Model CRD (webhook.schema.bundled)
     policies_dir: Path | None = None
+    # operators' validation actions per policy (webhook.policy.actions.parse_overrides):
+    # NAME=ACTION[,ACTION][@SELECTOR] or a JSON mapping each; INFERGATE_POLICY_ACTIONS: a JSON
+    # list of them, or one
+    policy_actions: list[str] = Field(default_factory=list)
     state_dir: Path | None = None  # None: the example cluster state (examples/)
     kube_state: bool = False  # watch the cluster instead of reading state_dir
 
@@ -103,9 +107,20 @@ class Settings(BaseModel):
         for name, info in cls.model_fields.items():
             text = environ.get(ENV_PREFIX + name.upper())
             if text is not None:
-                given[name] = _list(text) if typing.get_origin(info.annotation) is list else text
+                listed = typing.get_origin(info.annotation) is list
+                given[name] = (_list(text) if name not in _WHOLE else _one_or_list(text)) if listed else text
         given.update((k, v) for k, v in flags.items() if v is not None)
         return cls(**given)
+
+
+# list settings whose items hold commas themselves: one item, or a JSON list
+_WHOLE = {"policy_actions"}
+
+
+def _one_or_list(text: str) -> list[str] | str:
+    if text.lstrip().startswith("["):
+        return _list(text)
+    return [text] if text.strip() else []
 
 
 def _list(text: str) -> list[str] | str:

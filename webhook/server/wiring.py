@@ -104,8 +104,31 @@ def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
     from webhook.policy import PolicyDirectory
     from webhook.policy.typecheck import KindSchemas
 
+    from webhook.policy.actions import parse_overrides
+
     schemas = KindSchemas(registry.crds) if registry is not None else None
-    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas)
+    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas,
+                           actions=parse_overrides(settings.policy_actions))
+
+
+def policy_actions_problem(settings: Settings) -> str | None:
+    """What is wrong with ``--policy-actions`` (a bad action or selector, a name no policy of
+    ``--policies-dir`` has), one line: checked at start, with the policies' names read
+    without compiling them."""
+    if not settings.policy_actions:
+        return None
+    from webhook import shipped_data
+    from webhook.policy.actions import ActionsError, parse_overrides
+    from webhook.policy.builtin import BUILTIN_POLICIES
+    from webhook.policy.loader import policy_names
+
+    try:
+        overrides = parse_overrides(settings.policy_actions)
+        directory = settings.policies_dir or shipped_data.policies_dir()
+        overrides.check(policy_names(directory) + [p.name for p in BUILTIN_POLICIES])
+    except ActionsError as exc:
+        return str(exc)
+    return None
 
 
 def _cluster_state(settings: Settings):
