@@ -35,8 +35,10 @@ from typing import Any, Iterable
 
 from webhook.admission.chain import AdmissionChain, CRDSource, offline_request, request_view
 from webhook.audit.results import CRD_SCHEMA, DENY, AuditResult, ObjectAudit, ResourceRef, ordered
-from webhook.policy import Policy, PolicyInput, PolicySetProvider, Trace, Verdict
+from webhook.policy import Policy, PolicyInput, PolicySet, PolicySetProvider, Trace, Verdict
+from webhook.policy.actions import own_actions
 from webhook.schema import CRDRegistry, RequestError
+from webhook.schema.registry import MARKER
 from webhook.state import ClusterState
 
 AUDITOR = "infergate-audit"  # request.userInfo.username of an audit's requests
@@ -88,7 +90,7 @@ class Auditor:
                 if prepare is not None:
                     prepare(inp, mutating=mutating)
             for policy in candidates:
-                results += _judge(policy, inp, mutating)
+                results += _judge(policy, inp, mutating, policy_set)
         return ObjectAudit(ref, ordered(results))
 
     def audited_kinds(self) -> list[tuple[str, str, str, bool]]:
@@ -114,7 +116,8 @@ def _schema(registry: CRDRegistry, obj: dict[str, Any], ref: ResourceRef, result
     except RequestError as exc:
         results.append(AuditResult(CRD_SCHEMA, "decode", "fail", str(exc.status().get("message", exc))))
         return obj
-    errors, _ = registry.validate("CREATE", decoded)
+    # the apiserver's closing note that CEL rules were skipped is no finding of its own
+    errors = [error for error in registry.validate("CREATE", decoded)[0] if error != MARKER]
     if errors:
         results += [AuditResult(CRD_SCHEMA, error.field if error.field != "<nil>" else "", "fail", str(error))
                     for error in errors]
@@ -123,10 +126,11 @@ def _schema(registry: CRDRegistry, obj: dict[str, Any], ref: ResourceRef, result
     return decoded
 
 
-def _judge(policy: Policy, inp: PolicyInput, mutating: bool) -> list[AuditResult]:
-    """One policy's results on ``inp`` (none when it does not apply)."""
-    actions = frozenset(getattr(policy, "validation_actions", None) or DENY)
+def _judge(policy: Policy, inp: PolicyInput, mutating: bool, policy_set: PolicySet) -> list[AuditResult]:
+    """One policy's results on ``inp`` (none when it does not apply), under the validation
+    actions in force for it there (an operator's override for the namespace, else its own)."""
     try:
+        actions = frozenset(policy_set.actions_for(policy, inp)[0]) or DENY
         verdict = policy.evaluate(inp, mutating=mutating)
         if verdict is None:
             return []
@@ -135,7 +139,8 @@ def _judge(policy: Policy, inp: PolicyInput, mutating: bool) -> list[AuditResult
         # name the failing rules: the exact path, traced (the same answers, rule by rule)
         explained = policy.evaluate(inp, mutating=mutating, explain=True)
     except Exception as exc:  # a bug must still end as a result, not stop the scan
-        return [AuditResult(policy.name, "", "error", f"internal error: {type(exc).__name__}: {exc}", actions)]
+        return [AuditResult(policy.name, "", "error", f"internal error: {type(exc).__name__}: {exc}",
+                            own_actions(policy))]
     if explained is None:  # (cannot happen: the same input applied a moment ago)
         explained = verdict
     return _attributed(policy.name, explained, actions)

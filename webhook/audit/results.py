@@ -69,8 +69,8 @@ class AuditResult:
 
     @property
     def audited(self) -> bool:
-        """A failure only recorded (actions Audit, without Deny)."""
-        return self.result == "fail" and "Deny" not in self.actions
+        """A failure admission admits and records (actions with Audit, without Deny)."""
+        return self.result in ("fail", "warn") and "Audit" in self.actions and "Deny" not in self.actions
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,8 @@ def ordered(results: Iterable[AuditResult]) -> tuple[AuditResult, ...]:
 @dataclass(frozen=True)
 class Verdict:
     """What an object's results add up to, as admission would act on them: denied (a Deny
-    failure or a ``crd-schema`` failure), warned (a ``warn``), audited (an Audit-only failure).
+    failure or a ``crd-schema`` failure), warned (a ``warn``), audited (a failure admitted and
+    recorded under the Audit action).
     The impact preview compares these between two policy sets."""
 
     denied: bool

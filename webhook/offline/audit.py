@@ -1,0 +1,360 @@
+"""``infergate audit``: existing objects judged against the policies and the CRDs' schemas,
+read-only — a dump (``kubectl get models -A -o yaml``: a ``List``, multi-document YAML, JSON;
+directories recursed) or a live cluster (``--kubeconfig``).
+
+Each object is judged by ``webhook.audit.Auditor`` as an object at rest (see there: a CREATE
+without ``oldObject``, the CRD's schema without ratcheting as policy ``crd-schema``). Outputs:
+``table`` (every result that is not a pass, then a summary), ``json`` (every result),
+``junit`` (one test case per object), ``openreports`` (the Report objects the controller would
+write, as a YAML ``List``). With ``--baseline-policies`` it is the impact preview: only the
+objects whose verdict (denied, warned, audited) differs between the baseline policies and
+``--policies``, grouped as ``newly denied: 3 Models in team-a``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook import command_line, documents
+from webhook.audit import Auditor, ObjectAudit, ResourceRef, build_report
+from webhook.offline.ci import Finding, junit_xml
+from webhook.offline.validate import json_text
+from webhook.policy import PolicyLoadError, PolicySet
+from webhook.policy.actions import ActionsError, parse_overrides
+from webhook.policy.typecheck import KindSchemas
+from webhook.schema import CRDLoadError, CRDRegistry
+from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
+from webhook.state import FileState, StateLoadError, read_objects
+
+DESCRIPTION = """\
+Audit existing objects: judge a dump of a cluster (or the live cluster, --kubeconfig) against the
+admission policies and the CRDs' own schemas, as the background audit of `infergate controller`
+does. An object is judged as it is stored: as a CREATE without an old object (rules about a
+transition do not apply), and against its CRD without ratcheting (a field stored before the CRD
+tightened is reported under the policy crd-schema). Nothing is written.
+
+With --baseline-policies: the impact preview of a policy change. Only the objects whose verdict
+(denied, warned, audited) changes from the baseline policies to --policies are listed."""
+
+EXAMPLES = """\
+kubectl get models,inferencepools -A -o yaml > dump.yaml
+infergate audit dump.yaml                                        # a table of every finding
+infergate audit dump.yaml -o json                                # every result, for scripts
+infergate audit --kubeconfig ~/.kube/config                      # the live cluster (read-only)
+infergate audit dump.yaml --policies new/ --baseline-policies policies/   # what a policy edit changes
+infergate audit dump.yaml -o openreports > reports.yaml          # the reports the controller writes
+"""
+
+EXIT_CODES = """\
+exit status:
+  0  no object is denied (impact preview: no object is newly denied)
+  1  an object fails a policy whose actions include Deny, or its CRD (crd-schema)
+     (impact preview: an object is newly denied)
+  2  usage or input error (a bad flag, an unreadable file or cluster, broken YAML)"""
+
+OUTPUTS = ("table", "json", "junit", "openreports")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = DESCRIPTION
+    parser.epilog = command_line.epilog(EXAMPLES, exit_codes=EXIT_CODES)
+    parser.add_argument("paths", nargs="*", metavar="PATH",
+                        help="the objects: files (YAML or JSON, a List or many documents each), directories "
+                             "(recursively) or - for stdin")
+    parser.add_argument("-f", "--filename", action="append", default=[], metavar="PATH",
+                        help="the same as a PATH argument; repeatable")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="audit the live cluster of this kubeconfig instead of files (read-only)")
+    parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long reading the cluster may take (default 60)")
+    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--baseline-policies", metavar="DIR",
+                        help="impact preview: list only the objects whose verdict differs under these policies")
+    parser.add_argument("--policy-actions", action="append", default=[], metavar="OVERRIDE",
+                        help="an operator's choice of a policy's validation actions, as infergate serve takes it: "
+                             "NAME=ACTION[,ACTION][@NAMESPACE-SELECTOR] or a mapping; repeatable")
+    parser.add_argument("--state", action="append", default=[], metavar="PATH",
+                        help="more of the cluster the policies look up (classes, namespaces, KubeAI's config, "
+                             "...): files or directories; the objects audited are part of it already; repeatable")
+    parser.add_argument("--crd", action="append", default=[], metavar="PATH",
+                        help="CRDs to judge against (default: the bundled CRDs; with --kubeconfig the cluster's); "
+                             "repeatable")
+    parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
+                        help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD})")
+    parser.add_argument("-n", "--namespace", default="default",
+                        help="namespace of namespaced objects that name none (default: default)")
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                        help="table (default), json (every result), junit (JUnit XML, one case per object), "
+                             "openreports (the OpenReports Report objects, a YAML List)")
+
+
+class SetupError(ValueError):
+    """What stops the run before any object is judged (one line on stderr, exit 2)."""
+
+
+@dataclass
+class Judged:
+    """One object's audit and where it came from."""
+
+    audit: ObjectAudit
+    file: str = "cluster"
+    line: int | None = None
+    baseline: ObjectAudit | None = None
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = list(args.paths) + list(args.filename)
+    if paths and args.kubeconfig:
+        return command_line.error("audit: give PATHs or --kubeconfig, not both")
+    if not paths and not args.kubeconfig:
+        return command_line.error("audit: no input: give files, directories, - (stdin) or --kubeconfig")
+    if args.baseline_policies and args.output not in ("table", "json"):
+        return command_line.error("audit: the impact preview (--baseline-policies) prints -o table or json")
+    if args.timeout <= 0:
+        return command_line.error("audit: --timeout must be above 0")
+    try:
+        judged = _judge_cluster(args) if args.kubeconfig else _judge_files(args, paths)
+    except SetupError as exc:
+        return command_line.error(str(exc))
+    if args.baseline_policies:
+        return _print_impact(args.output, judged)
+    return _print(args.output, judged)
+
+
+# -- inputs ------------------------------------------------------------------------------------
+def _registry(args: argparse.Namespace) -> CRDRegistry:
+    try:
+        if args.crd:
+            return CRDRegistry.load([Path(p) for p in args.crd], check=True, evaluator=args.evaluator)
+        return CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator)
+    except CRDLoadError as exc:
+        raise SetupError(f"--crd: {exc}") from None
+
+
+def _policies(directory: str | None, flag: str, args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
+    from webhook import shipped_data
+
+    try:
+        overrides = parse_overrides(args.policy_actions)
+    except ActionsError as exc:
+        raise SetupError(str(exc)) from None
+    try:
+        return PolicySet.load(Path(directory) if directory else shipped_data.policies_dir(),
+                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds), actions=overrides)
+    except PolicyLoadError as exc:
+        raise SetupError(f"{flag}: {exc}") from None
+
+
+def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
+    found, errors = documents.read(paths, node_lines=args.output == "junit")  # (lines cost: junit only)
+    if errors:
+        raise SetupError(str(errors[0]))
+    registry = _registry(args)
+    policies = _policies(args.policies, "--policies", args, registry)
+    baseline = _policies(args.baseline_policies, "--baseline-policies", args, registry) \
+        if args.baseline_policies else None
+    extra, state_errors = documents.read(args.state)
+    if state_errors:
+        raise SetupError(f"--state: {state_errors[0]}")
+    inputs: list[tuple[dict[str, Any], documents.Document]] = []
+    for doc in found:
+        obj = doc.content
+        if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("kind"), str) \
+                and obj["apiVersion"] and obj["kind"]:
+            inputs.append((_namespaced(registry, obj, args.namespace), doc))
+    # the objects audited are the state too (a dump is the cluster's view), then --state
+    objects = [obj for obj, _ in inputs if _named(obj)]
+    try:
+        objects += read_objects(extra)
+    except StateLoadError as exc:
+        raise SetupError(f"--state: {exc}") from None
+    state = FileState(objects=objects)
+    auditor = Auditor(registry, policies, state)
+    before = Auditor(registry, baseline, state) if baseline is not None else None
+    out = []
+    for obj, doc in inputs:
+        audit = auditor.audit(obj)
+        if audit.results:  # a kind nothing judges (a Deployment in the dump) says nothing
+            out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)), before.audit(obj) if before else None))
+    return out
+
+
+def _named(obj: dict[str, Any]) -> bool:
+    name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+    return isinstance(name, str) and bool(name)
+
+
+def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """``obj``, in ``namespace`` when its kind is namespaced and it names none (as kubectl applies it)."""
+    served = registry.served(obj["apiVersion"], obj["kind"])
+    meta = obj.get("metadata")
+    if served is None or not served.namespaced or not isinstance(meta, dict) or meta.get("namespace"):
+        return obj
+    obj = copy.copy(obj)
+    obj["metadata"] = {**meta, "namespace": namespace}
+    return obj
+
+
+def _judge_cluster(args: argparse.Namespace) -> list[Judged]:
+    from kubernetes import config as kube_config
+
+    from webhook.offline.audit_cluster import ClusterReadError, read_cluster
+
+    if not Path(args.kubeconfig).is_file():
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: no such file")
+    shipped = _registry(args)
+    policies = _policies(args.policies, "--policies", args, shipped)
+    baseline = _policies(args.baseline_policies, "--baseline-policies", args, shipped) \
+        if args.baseline_policies else None
+    kinds = Auditor(shipped, policies, FileState(objects=[])).audited_kinds()
+    if baseline is not None:
+        kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
+    try:
+        api_client = kube_config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
+    try:
+        found = read_cluster(api_client, kinds, args.evaluator, timeout=args.timeout)
+    except ClusterReadError as exc:
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
+    try:
+        registry = shipped if args.crd else found.registry
+        auditor = Auditor(registry, policies, found.state)
+        before = Auditor(registry, baseline, found.state) if baseline is not None else None
+        out = []
+        for obj in found.objects:
+            audit = auditor.audit(obj)
+            if audit.results:
+                out.append(Judged(audit, baseline=before.audit(obj) if before else None))
+        return out
+    finally:
+        found.state.stop()
+
+
+# -- outputs -----------------------------------------------------------------------------------
+def _results(judged: list[Judged]) -> list[dict[str, Any]]:
+    return [{"resource": j.audit.resource.as_dict(), "policy": r.policy, "rule": r.rule, "result": r.result,
+             "message": r.message} for j in judged for r in j.audit.results]
+
+
+def summary(judged: list[Judged]) -> str:
+    verdicts = [j.audit.verdict for j in judged]
+    denied = sum(v.denied for v in verdicts)
+    counts = Counter(r.result for j in judged for r in j.audit.results)
+    return (f"{len(judged)} object{'s' if len(judged) != 1 else ''} audited: {denied} denied, "
+            f"{sum(v.warned for v in verdicts)} warned, {sum(v.audited for v in verdicts)} audited; "
+            f"results: {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, {counts['error']} error")
+
+
+def _print(output: str, judged: list[Judged]) -> int:
+    denied = any(j.audit.verdict.denied for j in judged)
+    if output == "json":
+        sys.stdout.write(json_text(_results(judged)))
+        print(summary(judged), file=sys.stderr)
+    elif output == "junit":
+        sys.stdout.write(junit_xml((_finding(j) for j in judged), "infergate audit"))
+        print(summary(judged), file=sys.stderr)
+    elif output == "openreports":
+        items = [build_report(j.audit) for j in judged]
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}, sys.stdout, sort_keys=False,
+                       allow_unicode=True)
+        print(summary(judged), file=sys.stderr)
+    else:
+        _table(judged)
+    return command_line.FAILED if denied else command_line.OK
+
+
+def _finding(j: Judged) -> Finding:
+    verdict = j.audit.verdict
+    problems = [r for r in j.audit.results if r.result in ("fail", "error")]
+    status = "failed" if verdict.denied else "error" if verdict.error else "passed"
+    message = "\n".join(f"{r.policy} {r.rule}: {r.message}".replace("  ", " ") for r in problems) \
+        if status != "passed" else ""
+    return Finding(j.file, j.audit.resource.label(), status, j.file, j.line, message,
+                   "denied" if verdict.denied else "")
+
+
+def _table(judged: list[Judged]) -> None:
+    paint = command_line.Painter(sys.stdout)
+    colours = {"fail": "red", "error": "red", "warn": "yellow"}
+    rows = [(r.result if r.result != "fail" or r.denies else "audit", j.audit.resource.label(), r.policy, r.rule,
+             r.message) for j in judged for r in j.audit.results if r.result != "pass"]
+    if rows:
+        widths = [max(len(row[i]) for row in rows + [("RESULT", "OBJECT", "POLICY", "RULE", "")]) for i in range(4)]
+        header = ("RESULT", "OBJECT", "POLICY", "RULE", "MESSAGE")
+        print("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  MESSAGE")
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            cells[0] = paint(cells[0], colours.get(row[0], "yellow")) if paint.enabled else cells[0]
+            print("  ".join(cells) + "  " + " ".join(row[4].split()))
+    print(summary(judged))
+
+
+# -- the impact preview ------------------------------------------------------------------------
+CHANGES = ("newly denied", "no longer denied", "newly warned", "no longer warned", "newly audited",
+           "no longer audited")
+
+
+def changes(judged: list[Judged]) -> list[tuple[str, Judged]]:
+    """(change, object) for every verdict that differs from the baseline's, in ``CHANGES`` order
+    then the objects' order; an object whose verdict is the same is never listed."""
+    out = []
+    for change in CHANGES:
+        field = change.rsplit(" ", 1)[1]
+        wanted = change.startswith("newly")
+        for j in judged:
+            before, after = getattr(j.baseline.verdict, field), getattr(j.audit.verdict, field)
+            if before != after and after == wanted:
+                out.append((change, j))
+    return out
+
+
+def _why(j: Judged, change: str) -> list[str]:
+    """The results behind a change: the new failures (newly ...), or the old ones (no longer ...)."""
+    field = change.rsplit(" ", 1)[1]
+    audit = j.audit if change.startswith("newly") else j.baseline
+    test = {"denied": lambda r: r.denies, "warned": lambda r: r.result == "warn", "audited": lambda r: r.audited}[field]
+    return [f"{r.policy} {r.rule}: {' '.join(r.message.split())}" if r.rule else f"{r.policy}: {r.message}"
+            for r in audit.results if test(r)]
+
+
+def _print_impact(output: str, judged: list[Judged]) -> int:
+    found = changes(judged)
+    if output == "json":
+        sys.stdout.write(json_text([{"change": change, "resource": j.audit.resource.as_dict(),
+                                     "results": _why(j, change)} for change, j in found]))
+    else:
+        groups: dict[tuple[str, str, str], list[Judged]] = {}
+        for change, j in found:
+            groups.setdefault((change, j.audit.resource.kind, j.audit.resource.namespace), []).append(j)
+        for (change, kind, namespace), members in groups.items():
+            where = f"in {namespace}" if namespace else "(cluster-scoped)"
+            print(f"{change}: {len(members)} {_plural(kind, len(members))} {where}")
+            for j in members:
+                print(f"  {_name(j.audit.resource)}")
+                for line in _why(j, change):
+                    print(f"    {line}")
+    counts = Counter(change for change, _ in found)
+    line = ", ".join(f"{counts[c]} {c}" for c in CHANGES if counts[c]) or "no verdict changes"
+    print(f"{len(judged)} objects compared: {line}", file=sys.stderr if output == "json" else sys.stdout)
+    return command_line.FAILED if counts["newly denied"] else command_line.OK
+
+
+def _plural(kind: str, n: int) -> str:
+    if n == 1:
+        return kind
+    return kind + ("es" if kind.endswith(("s", "x", "ch", "sh")) else "s")
+
+
+def _name(resource: ResourceRef) -> str:
+    return f"{resource.kind} {resource.namespace}/{resource.name}" if resource.namespace else \
+        f"{resource.kind} {resource.name}"

@@ -1,0 +1,93 @@
+"""``infergate audit --kubeconfig``: the objects of a live cluster, read once through the watch
+cache the webhook runs (``webhook.state.kube.KubeState``: paged lists, read-only), with the
+CRDs the cluster serves as the schema (``webhook.schema.watched.WatchedCRDs``).
+
+What is read: what the policies look up (``WEBHOOK_KINDS``), the bundled kinds' CRDs, and every
+kind the bundled CRDs serve that a policy may apply to (one watch per group and kind: its
+newest version, older ones where the cluster serves only those). Nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.audit import Auditor
+from webhook.schema.bundled import crd_names
+from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
+from webhook.state import group_of
+from webhook.state.kube import WEBHOOK_KINDS, KubeState, WatchedKind
+
+_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?$")
+
+
+class ClusterReadError(RuntimeError):
+    """The cluster could not be read (unreachable, not synced within the timeout)."""
+
+
+@dataclass
+class ClusterObjects:
+    objects: list[dict[str, Any]]
+    state: KubeState
+    registry: WatchedCRDs
+
+
+def version_key(version: str) -> tuple[int, int, int]:
+    """Kubernetes' version priority: GA over beta over alpha, then by number."""
+    found = _VERSION.match(version)
+    if found is None:
+        return (-1, -1, -1)
+    major, stage, minor = found.groups()
+    return int(major), {"alpha": 0, "beta": 1, None: 2}[stage], int(minor or 0)
+
+
+def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[WatchedKind], list[WatchedKind]]:
+    """(every watch, the watches of audited kinds) for ``kinds`` (``Auditor.audited_kinds``):
+    one per group and kind, the webhook's own where it watches the kind already."""
+    by_kind: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for api_version, kind, plural, _ in kinds:
+        by_kind.setdefault((group_of(api_version), kind), []).append((api_version.rpartition("/")[2], plural))
+    webhook = {(group_of(k.api_version), k.kind): k for k in WEBHOOK_KINDS}
+    audited: list[WatchedKind] = []
+    extra: list[WatchedKind] = []
+    for (group, kind), versions in sorted(by_kind.items()):
+        if (group, kind) in webhook:
+            audited.append(webhook[(group, kind)])
+            continue
+        versions.sort(key=lambda v: version_key(v[0]), reverse=True)
+        newest, plural = versions[0]
+        watch = WatchedKind(f"{group}/{newest}" if group else newest, kind, plural,
+                            older_versions=tuple(v for v, _ in versions[1:]))
+        audited.append(watch)
+        extra.append(watch)
+    crds = [WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
+            for name in sorted(crd_names())]
+    return list(WEBHOOK_KINDS) + extra + crds, audited
+
+
+def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evaluator: Any, *,
+                 timeout: float) -> ClusterObjects:
+    """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the
+    cluster's CRDs; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
+    watches, audited = audited_watches(kinds)
+    state = KubeState(api_client, tuple(watches))
+    registry = WatchedCRDs(state, evaluator)
+    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    state.start()
+    try:
+        if not asyncio.run(state.wait_ready(timeout)):
+            problem = state.interrupted or "no answer"
+            raise ClusterReadError(f"the cluster was not read within {timeout:g}s: {problem}")
+    except BaseException:
+        state.stop()
+        raise
+    objects: list[dict[str, Any]] = []
+    for watch in audited:
+        objects += state.list(watch.api_version, watch.kind)
+    return ClusterObjects(objects, state, registry)
+
+
+def cluster_auditor(found: ClusterObjects, policies: Any) -> Auditor:
+    return Auditor(found.registry, policies, found.state)
