@@ -476,6 +476,8 @@ def test_the_controller_audits_with_the_webhooks_policies_and_exemptions(name):
     (webhook_container,) = webhook["spec"]["template"]["spec"]["containers"]
     webhook_policies = next(a for a in webhook_container["args"] if a.startswith("--policies-dir=")).partition("=")[2]
     assert args.policies == webhook_policies
+    webhook_actions = [a.partition("=")[2] for a in webhook_container["args"] if a.startswith("--policy-actions=")]
+    assert args.policy_actions == webhook_actions and (name != "non-default" or webhook_actions)
     assert volumes["policies"] == next(v for v in webhook["spec"]["template"]["spec"]["volumes"] if v["name"] == "policies")
     mount = next(m for m in container["volumeMounts"] if m["name"] == "policies")
     assert mount["mountPath"] == webhook_policies and mount["readOnly"]

@@ -338,3 +338,21 @@ def test_unchanged_compares_what_the_controller_sets(report, same):
             stored[key] = value
     assert reports.unchanged(stored, desired) == same
     assert not reports.unchanged(None, desired)
+
+
+def test_the_operators_actions_are_the_audits(cluster):
+    """--policy-actions (the chart's policies.actions, as the webhook has them): a policy turned
+    to Warn in one namespace reports its failures there as warn, elsewhere as fail."""
+    from webhook.policy.actions import parse_overrides
+
+    cluster.install("openreports")
+    cluster.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}},
+                "namespaces")
+    warned, failed = cluster.put(bad_model(namespace="team-a")), cluster.put(bad_model())
+    policies = PolicyDirectory(shipped_data.policies_dir(), EVALUATOR,
+                               actions=parse_overrides(["kubeai-model-engine=Warn@team=a"]))
+    cluster.audit(policies).step()
+    assert ("kubeai-model-engine", "warn") in results(report_of(cluster, warned))
+    assert ("kubeai-model-engine", "fail") in results(report_of(cluster, failed))
+    (result,) = [r for r in report_of(cluster, warned)["results"] if r["policy"] == "kubeai-model-engine"]
+    assert result["properties"]["validationActions"] == "Warn"

@@ -106,6 +106,7 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
     (["--audit-max-results", "0"], "--audit-max-results 0: must be 1 or more"),
     (["--policies", "/nonexistent/policies"], "--policies /nonexistent/policies: no such directory"),
     (["--policies", "{broken}"], "--policies {broken}: "),
+    (["--policy-actions", "kubeai-model-engin=Warn"], "--policy-actions: no policy named 'kubeai-model-engin'"),
 ])
 async def test_a_bad_audit_flag_fails_at_start_with_one_line(flags, says, tmp_path):
     broken = tmp_path / "policies"

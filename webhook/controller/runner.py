@@ -372,6 +372,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policies", "--policies-dir", dest="policies", default=None, metavar="DIR",
                         help="the policies the audit judges by, reloaded when they change (default: the shipped "
                              "policies/)")
+    parser.add_argument("--policy-actions", action="append", default=[], metavar="NAME=ACTION[,ACTION][@SELECTOR]",
+                        help="the webhook's overrides of policies' validation actions (the same flag as infergate "
+                             "serve's: the audit's results follow the actions in force); repeatable")
     parser.add_argument("--audit-interval", default="1h", metavar="DURATION",
                         help="a full audit this often besides those at start, on policy and object changes: "
                              "a Go duration (30m, 1h) or seconds; 0 turns periodic scans off (default 1h)")
@@ -532,17 +535,30 @@ def _policies(args):
     start) and reloaded by the audit when their files change."""
     from webhook import shipped_data
     from webhook.policy import PolicyDirectory
+    from webhook.policy.actions import parse_overrides
     from webhook.policy.loader import PolicyLoadError
 
+    overrides = parse_overrides(args.policy_actions)  # ActionsError: a ValueError in one line
     directory = args.policies or shipped_data.policies_dir()
     if not os.path.isdir(directory):
         raise ValueError(f"--policies {directory}: no such directory")
+    if args.policy_actions:  # the names, read without compiling (as infergate serve checks them)
+        from webhook.policy.builtin import BUILTIN_POLICIES
+        from webhook.policy.loader import policy_names
+
+        try:
+            names = policy_names(directory) + [p.name for p in BUILTIN_POLICIES]
+        except PolicyLoadError:
+            names = None  # the load below names the file at fault
+        if names is not None:
+            overrides.check(names)
     try:
-        return PolicyDirectory(directory, args.evaluator)
+        policies = PolicyDirectory(directory, args.evaluator, actions=overrides)
     except PolicyLoadError as exc:
         first, *rest = [line for line in str(exc).splitlines() if line.strip()] or ["does not load"]
         more = f" (and {len(rest)} more lines)" if rest else ""
         raise ValueError(f"--policies {directory}: {first.strip()}{more}") from None
+    return policies
 
 
 def run(args: argparse.Namespace) -> int:
