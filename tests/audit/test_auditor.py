@@ -152,7 +152,12 @@ spec:
     errors = {r.policy: r for r in judged.results if r.result == "error"}
     assert set(errors) == {"url-as-number", "url-as-number-ignored"}
     assert all(r.rule == "validations[0]" and "resulted in error" in r.message for r in errors.values())
-    assert not judged.verdict.denied and judged.verdict.error
+    # admission denies on the fail-closed policy's error, and so does the audit's verdict
+    assert errors["url-as-number"].fail_closed and errors["url-as-number"].denies
+    assert not errors["url-as-number-ignored"].fail_closed and not errors["url-as-number-ignored"].denies
+    assert judged.verdict.denied and judged.verdict.error
+    answer = chain(FileState(objects=[]), policies).run(offline_request(catalogue_model(), namespace="team-a"))
+    assert not answer.allowed and "url-as-number)" in answer.status["message"]
 
 
 def test_a_builtin_policy_names_its_rule():

@@ -158,7 +158,7 @@ def _attributed(name: str, verdict: Verdict, actions: frozenset[str]) -> list[Au
     for denial in verdict.denials:
         if denial.reason == "InternalError" and denial.message.startswith(error_prefix):
             out.append(AuditResult(name, _rule_of(denial.message[len(error_prefix):]), "error", denial.message,
-                                   actions))
+                                   actions, fail_closed=True))
         else:
             out.append(AuditResult(name, next(failed, denial.field_path or ""), fail_result, denial.message, actions))
     for warning in verdict.warnings:

@@ -54,18 +54,23 @@ class AuditResult:
     """One finding: ``result`` is ``pass`` (the policy applies and every rule holds), ``fail`` (a
     validation does not hold; ``rule`` names it, e.g. ``validations[2]``), ``warn`` (a failure
     of a policy whose actions are Warn without Deny, or a rule of its ``warnings``), ``error``
-    (the policy could not be evaluated). ``actions``: the policy's validationActions."""
+    (the policy could not be evaluated; ``fail_closed`` when its ``failurePolicy`` is Fail, so
+    that admission would deny). ``actions``: the validation actions in force."""
 
     policy: str
     rule: str
     result: str
     message: str = ""
     actions: frozenset[str] = DENY
+    fail_closed: bool = False  # an ``error`` of a policy with ``failurePolicy: Fail``
 
     @property
     def denies(self) -> bool:
-        """A failure the webhook would refuse the object for (``infergate audit`` exits 1)."""
-        return self.result == "fail" and "Deny" in self.actions
+        """What the webhook would refuse the object for (``infergate audit`` exits 1): a failure
+        under Deny, or an error of a fail-closed policy under Deny (admission denies both)."""
+        if "Deny" not in self.actions:
+            return False
+        return self.result == "fail" or (self.result == "error" and self.fail_closed)
 
     @property
     def audited(self) -> bool:

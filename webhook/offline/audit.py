@@ -56,7 +56,8 @@ infergate audit dump.yaml -o openreports > reports.yaml          # the reports t
 EXIT_CODES = """\
 exit status:
   0  no object is denied (impact preview: no object is newly denied)
-  1  an object fails a policy whose actions include Deny, or its CRD (crd-schema)
+  1  an object fails a policy whose actions include Deny (or it cannot be evaluated and
+     fails closed), or its CRD (crd-schema)
      (impact preview: an object is newly denied)
   2  usage or input error (a bad flag, an unreadable file or cluster, broken YAML)"""
 
