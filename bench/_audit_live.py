@@ -1,6 +1,7 @@
-"""The controller's background audit against a real apiserver: 5,000 KubeAI Models.
+"""The live half of ``bench/audit_scan.py``: the controller's background audit against a real
+apiserver, 5,000 KubeAI Models.
 
-    python bench/audit_live.py --kubeconfig KUBECONFIG [--objects 5000]
+    python bench/audit_scan.py --kubeconfig KUBECONFIG [--objects 5000]
 
 On a scratch cluster (it installs the KubeAI Model and OpenReports CRDs where absent, and
 removes what it created): N Models in a namespace of their own, one in four failing a shipped
@@ -16,7 +17,6 @@ Both against the **offline** figure of one run: the same N objects audited in me
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import re
 import sys
@@ -95,17 +95,13 @@ def install_crds(api: KubeApi) -> list[str]:
     return created
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--objects", type=int, default=5000)
-    args = parser.parse_args()
-
+def live(kubeconfig: str, objects: int) -> int:
+    """The scan; 0 when the converged resync wrote nothing and the cold one every report."""
     from kubernetes import config as kube_config
 
     from webhook.state import KubeState
 
-    client = kube_config.new_client_from_config(config_file=args.kubeconfig)
+    client = kube_config.new_client_from_config(config_file=kubeconfig)
     api = KubeApi(client, timeout=30)
     evaluator = Evaluator()
     created = install_crds(api)
@@ -115,8 +111,8 @@ def main() -> int:
     try:
         started = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            stored = list(pool.map(lambda i: api.create(MODEL, model(i, namespace), namespace), range(args.objects)))
-        print(f"{args.objects} Models created in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+            stored = list(pool.map(lambda i: api.create(MODEL, model(i, namespace), namespace), range(objects)))
+        print(f"{objects} Models created in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
         # offline: the same objects, audited in memory
         policies = PolicyDirectory(shipped_data.policies_dir(), evaluator)
@@ -141,16 +137,16 @@ def main() -> int:
                          audit.writes - writes, report_writes(api) - before))
             if phase == "cold":  # the cache holds every report before the resync compares with it
                 wait("the reports in the watch cache",
-                     lambda: len(state.list("openreports.io/v1alpha1", "Report", namespace)) >= args.objects)
+                     lambda: len(state.list("openreports.io/v1alpha1", "Report", namespace)) >= objects)
         print(f"| phase | objects | wall | CPU | objects/s (wall) | CPU ÷ offline | writes (controller / apiserver) |")
         print("|---|---:|---:|---:|---:|---:|---:|")
-        print(f"| offline (in memory) | {args.objects} | {offline_wall:.2f} s | {offline_cpu:.2f} s | "
-              f"{args.objects / offline_wall:,.0f} | 1.00× | — |")
+        print(f"| offline (in memory) | {objects} | {offline_wall:.2f} s | {offline_cpu:.2f} s | "
+              f"{objects / offline_wall:,.0f} | 1.00× | — |")
         for phase, audited, wall_s, cpu_s, writes, counted in rows:
             print(f"| {phase} | {audited} | {wall_s:.2f} s | {cpu_s:.2f} s | {audited / wall_s:,.0f} | "
                   f"{cpu_s / offline_cpu:.2f}× | {writes} / {counted:.0f} |")
         converged = rows[-1]
-        return 0 if converged[4] == 0 and converged[5] == 0 and rows[0][4] == args.objects else 1
+        return 0 if converged[4] == 0 and converged[5] == 0 and rows[0][4] == objects else 1
     finally:
         if state is not None:
             state.stop()
@@ -169,7 +165,3 @@ def _gone(api: KubeApi, kind: Kind, name: str) -> bool:
     except NotFound:
         return True
     return False
-
-
-if __name__ == "__main__":
-    sys.exit(main())
