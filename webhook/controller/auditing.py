@@ -267,8 +267,8 @@ class BackgroundAudit:
         meta = desired.get("metadata") or {}
         report_key = (report_kind, meta.get("namespace"), str(meta.get("name", "")))
         stored = self._stored(report_key)
-        if reports.unchanged(stored, desired):
-            return
+        if reports.unchanged(stored, desired) or not self.leading():
+            return  # (leadership lost in the middle of a scan: the new leader writes)
         try:
             self._write(report_key, desired, stored)
         except ApiError as exc:
