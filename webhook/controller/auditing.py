@@ -110,7 +110,6 @@ class BackgroundAudit:
         self.report_api: reports.ReportApi | None = None
         self._discovered_at: float | None = None
         self._policy_set = None
-        self._policy_generation: int | None = None
         self._policies_polled_at = -1e18
         self._auditor: Callable[[Mapping[str, Any]], Any] | None = None
         self._was_leading = False
@@ -222,8 +221,10 @@ class BackgroundAudit:
         self.metrics.audit_objects.set(audited)
         self.metrics.audit_last_scan.set(time.time())
         self._export()
-        summary = Counter(result for counts in self._counts.values() for (_, result), n in counts.items()
-                          for _ in range(n))
+        summary: Counter = Counter()
+        for counts in self._counts.values():
+            for (_, result), n in counts.items():
+                summary[result] += n
         log.info("audit: %d objects audited (%s)", audited,
                  ", ".join(f"{n} {result}" for result, n in sorted(summary.items())) or "no results")
         return audited
