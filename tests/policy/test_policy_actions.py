@@ -3,6 +3,7 @@ Audit, default [Deny]; Deny with Warn and duplicates are refused in VAP's words,
 file and line; the compiled policy exposes the set as ``validation_actions``."""
 
 import json
+import os
 
 import jsonschema
 import pytest
@@ -11,7 +12,7 @@ from tests.policy.test_policy_format import MODEL_RULES, kubeai_model, policy, w
 from tests.support.cel import EVALUATOR
 from tests.support.policy import chain, messages, request
 from webhook import shipped_data
-from webhook.policy import PolicyLoadError, PolicySet, load_file
+from webhook.policy import PolicyDirectory, PolicyLoadError, PolicySet, load_file
 from webhook.policy.actions import ActionsError, overrides_from, parse_overrides
 from webhook.policy.model import json_schema
 from webhook.state import FileState
@@ -276,3 +277,16 @@ def test_overrides_round_trip_through_their_data_form():
     assert given.describe() == {"a": [{"actions": ["Warn", "Audit"]}],
                                 "b": [{"namespaceSelector": "team=x", "actions": ["Audit"]}, {"actions": ["Deny"]}]}
     assert overrides_from(given.describe(), "again").describe() == given.describe()
+
+
+def test_a_reload_that_drops_an_overridden_policy_keeps_the_last_good_set(tmp_path):
+    file = write(tmp_path / "p.yaml", policy("min-one", MIN_ONE))
+    provider = PolicyDirectory(tmp_path, EVALUATOR, builtin=False, actions=parse_overrides(["min-one=Warn"]))
+    first = provider.current()
+    assert first.actions_for(first.policies[0], None) == (frozenset({"Warn"}), "override[0]")
+    write(file, policy("renamed", MIN_ONE))
+    stat = file.stat()
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # a later change, whatever the clock
+    assert not provider.poll()
+    assert provider.current() is first  # the override still names a policy in force
+    assert "--policy-actions: no policy named 'min-one'" in provider.error

@@ -97,3 +97,25 @@ async def test_audit_elsewhere_as_the_policy_says(live):
 async def test_a_passing_object_has_neither(live):
     response = await validate(live, model("lab", 2))
     assert response["allowed"] is True and "warnings" not in response and "auditAnnotations" not in response
+
+
+async def test_a_long_failure_under_warn_keeps_what_the_apiserver_keeps(tmp_path):
+    """A Warn failure is all its author hears of a denial: clipped at the apiserver's own 256
+    characters per warning, where other warnings are clipped at 120."""
+    long_policy = POLICY.replace("validationActions: [Audit]", "validationActions: [Warn]").replace(
+        "message: at least one replica", "message: " + "a long explanation, " * 8 + "the end")
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "min-one.yaml").write_text(long_policy)
+    admitter, _ = load_admitter(Settings(policies_dir=tmp_path / "policies"), EVALUATOR)
+    running = await start_server(tmp_path, admitter)
+    try:
+        response = await validate(running, model("team-a", 0))
+    finally:
+        for s in running.sessions:
+            await s.close()
+        await running.runner.cleanup()
+        admitter.policies.stop()
+        admitter.state.stop()
+    (warning,) = response["warnings"]
+    assert warning == "Validation failed for AdmissionPolicy 'min-one': " + "a long explanation, " * 8 + "the end"
+    assert len(warning) > 120

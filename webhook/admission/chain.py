@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
-from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation
+from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
 from webhook.schema import CRDRegistry, RequestError
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
@@ -46,6 +46,8 @@ class ChainOutcome:
     # failures admitted under the Audit action (both webhooks'): VAP's ValidationFailureValue
     # records, also in ``audit_annotations["validation_failure"]``
     audit_failures: list[dict[str, Any]] = field(default_factory=list)
+    # each failed policy (both webhooks') -> the validation actions its failures met
+    actions: dict[str, list[str]] = field(default_factory=dict)
 
 
 def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
@@ -157,14 +159,15 @@ class AdmissionChain:
         )
 
     def _mutate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
-                view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace], dict[str, Any] | None]:
-        """The mutating webhook's answer to ``request`` carrying ``obj``; also the mutated object."""
+                view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace], dict[str, Any] | None, Acted]:
+        """The mutating webhook's answer to ``request`` carrying ``obj``; also the mutated object
+        and the actions each failed policy's failures met."""
         if request.operation not in _JUDGED or obj is None:
-            return AdmissionResult(allowed=True), [], obj
+            return AdmissionResult(allowed=True), [], obj, None
         policy_set = self.policies.current()
         policies = policy_set.for_review(_rule_key(request), mutating=True)
         if not policies:  # nothing to mutate: no input to build
-            return AdmissionResult(allowed=True), [], obj
+            return AdmissionResult(allowed=True), [], obj, None
         stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain,
                        policy_set=policy_set)
         mutated = stage.input.object
@@ -176,12 +179,14 @@ class AdmissionChain:
         else:
             result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
                                      audit_annotations=audit)
-        return result, stage.traces, mutated
+        return result, stage.traces, mutated, stage.acted
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
-                  schema: bool = True, view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace]]:
-        """The validating webhook's answer to ``request`` carrying ``obj``."""
+                  schema: bool = True, view: dict[str, Any] | None = None) -> tuple[AdmissionResult, list[Trace], Acted]:
+        """The validating webhook's answer to ``request`` carrying ``obj``; also the actions each
+        failed policy's failures met."""
         traces: list[Trace] = []
+        acted: Acted = None
         warnings: list[str] = []
         registry = self._fixed or self._schemas()
         if schema and request.operation in _JUDGED and obj is not None and _serves(registry, obj):
@@ -193,7 +198,7 @@ class AdmissionChain:
             if errors:
                 status = invalid_status(str(obj.get("kind")), request.kind.group,
                                         (obj.get("metadata") or {}).get("name") or request.name, errors)
-                return AdmissionResult(allowed=False, status=status, warnings=warnings), traces
+                return AdmissionResult(allowed=False, status=status, warnings=warnings), traces, None
         denials: list[Denial] = []
         audit: dict[str, str] = {}
         policy_set = self.policies.current()
@@ -202,13 +207,14 @@ class AdmissionChain:
             stage = _judge(policies, self._input(request, obj, view), mutating=False, explain=explain,
                            policy_set=policy_set)
             traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
+            acted = stage.acted
             if stage.failures:
                 audit[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
-                                   audit_annotations=audit), traces
-        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces
+                                   audit_annotations=audit), traces, acted
+        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit), traces, acted
 
     def _schemas(self) -> CRDRegistry | None:
         return self.registry.current() if self.registry is not None else None
@@ -232,15 +238,17 @@ class AdmissionChain:
         patch: list[dict[str, Any]] = []
         traces: list[Trace] = []
         audited: list[dict[str, Any]] = []  # failures the mutating webhook admitted under Audit
+        actions: dict[str, list[str]] = {}
         view = request_view(request)  # the same for both webhooks: the object is not part of it
         if not crd_only:
-            mutated, traces, patched = self._mutate(request, obj, explain=explain, view=view)
+            mutated, traces, patched, acted = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
             audited = _failures(mutated.audit_annotations)
+            actions = dict(acted or {})
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
                                     audit_annotations=dict(mutated.audit_annotations), traces=traces,
-                                    denied_by="webhook", audit_failures=audited)
+                                    denied_by="webhook", audit_failures=audited, actions=actions)
             patch = mutated.patch
             if patch:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
@@ -257,15 +265,20 @@ class AdmissionChain:
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
         # the apiserver has just validated the schema: the validating webhook adds the policies
-        validated, more = self._validate(request, obj, explain=explain, schema=False, view=view)
+        validated, more, acted = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
+        actions.update(acted or {})
         warnings += validated.warnings
         audit = validated.audit_annotations
         audited += _failures(audit)
         if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
             audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
-                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited)
+                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited, actions)
+
+
+# each failed policy -> the validation actions its failures met (None: no policy failed)
+Acted = dict[str, list[str]] | None
 
 
 class CRDSource(Protocol):
@@ -315,7 +328,7 @@ class _Stage:
     other — the mutating one the object (each policy sees the mutations before it: ``input``),
     the validating one the audit annotations."""
 
-    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures")
+    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures", "acted")
 
     def __init__(self, inp: PolicyInput) -> None:
         self.input = inp
@@ -324,6 +337,7 @@ class _Stage:
         self.denials: list[Denial] = []
         self.audit: dict[str, str] = {}
         self.failures: list[dict[str, Any]] = []  # failures admitted under Audit (``actions.enforce``)
+        self.acted: Acted = None  # each failed policy -> the actions its failures met
 
 
 def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, policy_set: Any) -> _Stage:
@@ -339,6 +353,9 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, po
             continue
         if verdict.denials:
             enforce(verdict, *policy_set.actions_for(policy, stage.input))
+            if stage.acted is None:
+                stage.acted = {}
+            stage.acted[verdict.policy] = ordered(verdict.validation_actions)
             if verdict.audit_failures:
                 stage.failures += verdict.audit_failures
         stage.traces += verdict.traces

@@ -15,6 +15,8 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from webhook.policy.actions import WARNING_PREFIX
+
 SUPPORTED_VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
 
@@ -145,12 +147,17 @@ class AdmissionResult:
 
 
 MAX_WARNING_LENGTH = 120
+# A validation failure admitted under Warn is all its author hears of a denial: clipped where
+# the apiserver clips a warning once a response's warnings pass 4 KiB (256 characters,
+# k8s.io/apiserver's warning recorder), not at 120
+MAX_FAILURE_WARNING_LENGTH = 256
 
 
 def _clip_warning(text: str) -> str:
     # The apiserver truncates longer warnings itself; clipping here keeps them readable.
     text = " ".join(text.split())
-    return text if len(text) <= MAX_WARNING_LENGTH else text[: MAX_WARNING_LENGTH - 3] + "..."
+    limit = MAX_FAILURE_WARNING_LENGTH if text.startswith(WARNING_PREFIX) else MAX_WARNING_LENGTH
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # A denial names the problem; it never needs to carry megabytes of the object (a policy

@@ -17,7 +17,7 @@ from ruamel.yaml.comments import CommentedMap
 from webhook.offline.policy_suites import PolicyCaseResult, recorded_expectation
 
 # keys --update owns; others in an ``expect`` (message, errorsMatch) are the author's
-_RECORDED = ("allowed", "errors", "warnings", "patched", "auditAnnotations")
+_RECORDED = ("allowed", "errors", "warnings", "patched", "auditAnnotations", "actions")
 
 
 def _yaml() -> YAML:

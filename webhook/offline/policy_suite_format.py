@@ -49,7 +49,12 @@ class Expectation(_Strict):
     patch: list[dict[str, Any]] | None = Field(
         default=None, description="the mutating webhook's RFC 6902 JSON patch (compared exactly)")
     auditAnnotations: dict[str, str] | None = Field(
-        default=None, description='audit annotations, keyed "<policy>/<key>" (compared exactly)')
+        default=None, description='audit annotations, keyed "<policy>/<key>", and "validation_failure" '
+        "(the failures admitted under Audit, VAP's JSON list) (compared exactly)")
+    actions: dict[str, list[Literal["Deny", "Warn", "Audit"]]] | None = Field(
+        default=None, description="each policy that failed -> the validation actions its failures met "
+        "(Deny: denied; Warn: admitted with a warning; Audit: recorded in the validation_failure audit "
+        "annotation), compared exactly, the order of actions free; {} asserts that no policy failed")
 
 
 class SuiteCase(_Strict):
@@ -86,6 +91,10 @@ class PolicySuite(_Strict):
         default_factory=list, description="the cluster that lookups and paramRef read: objects inline, or "
         "manifest files/directories relative to the suite file (default: an empty cluster)")
     namespace: str = Field(default="default", description="the namespace of cases that name none")
+    actions: dict[str, Any] | None = Field(
+        default=None, description="validation actions per policy name instead of the policies' own, as an "
+        "operator sets them (the chart's policies.actions, serve --policy-actions): {NAME: [ACTION, ...]} or "
+        "{NAME: [{namespaceSelector, actions}, ...]}; namespaces are matched by their labels in state")
     cases: list[SuiteCase] = Field(min_length=1)
 
 

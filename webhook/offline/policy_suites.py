@@ -6,6 +6,7 @@ Every case is one AdmissionRequest sent through :meth:`AdmissionChain.run` — t
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
+from webhook.policy.actions import ActionsError, ordered, overrides_from
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
 
@@ -76,6 +78,10 @@ def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, cr
     try:
         registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds), kubeai_crd, evaluator)
         policies = _policy_set(_resolve(base, model.policies), model.builtin, registry, evaluator)
+        if model.actions is not None:
+            overrides = overrides_from(model.actions, "actions")
+            overrides.check(policies.names)
+            policies = dataclasses.replace(policies, actions=overrides)
         state = _state(base, model.state)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
@@ -83,6 +89,9 @@ def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, cr
         raise SuiteError(f"{path}: policies: {exc}") from None
     except StateLoadError as exc:
         raise SuiteError(f"{path}: state: {exc}") from None
+    except ActionsError as exc:
+        where = document.where_of(("actions",)) if document is not None else str(path)
+        raise SuiteError(f"{where}: {exc}") from None
     suite = PolicySuiteRun(path, model.name or path.stem, [], registry, evaluator, AdmissionChain(registry, policies, state))
     for i, (raw, case) in enumerate(zip(data["cases"], model.cases)):
         line = document.line_of(("cases", i)) if document is not None else None
@@ -252,6 +261,10 @@ def compare(expect: Expectation, outcome: ChainOutcome) -> list[str]:
         problems.append(f"patch: expected {expect.patch}, got {outcome.patch}")
     if expect.auditAnnotations is not None:
         problems += object_diff(expect.auditAnnotations, outcome.audit_annotations, "auditAnnotations")
+    if expect.actions is not None:
+        expected = {name: ordered(actions) for name, actions in expect.actions.items()}
+        if expected != outcome.actions:
+            problems.append(f"actions: expected {expected}, got {outcome.actions}")
     return problems
 
 
@@ -270,4 +283,6 @@ def recorded_expectation(outcome: ChainOutcome) -> dict[str, Any]:
         out["patched"] = outcome.object
     if outcome.audit_annotations:
         out["auditAnnotations"] = dict(outcome.audit_annotations)
+    if any(actions != ["Deny"] for actions in outcome.actions.values()):  # (Deny alone: the errors say it)
+        out["actions"] = dict(outcome.actions)
     return out

@@ -30,7 +30,7 @@ def _case_json(result: CaseResult, took: float) -> dict[str, Any]:
     if outcome is not None:  # policy suites: the whole answer
         out["answer"] = {"allowed": outcome.allowed, "status": outcome.status, "warnings": outcome.warnings,
                          "patch": outcome.patch, "object": outcome.object,
-                         "auditAnnotations": outcome.audit_annotations}
+                         "auditAnnotations": outcome.audit_annotations, "actions": outcome.actions}
     return out
 
 

@@ -30,6 +30,7 @@ from webhook.offline.ci import Finding, Status, github_annotation, junit_xml, sa
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.policy import PolicyLoadError, PolicySet
+from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
@@ -48,9 +49,12 @@ class Judgement:
     object: dict[str, Any] | None = None
     patch: list[dict[str, Any]] = field(default_factory=list)  # the mutating webhook's JSON patch
     explain: list[dict[str, Any]] | None = None  # per policy rule: expression, values seen, verdict
+    audit: list[dict[str, Any]] = field(default_factory=list)  # failures admitted under Audit (VAP's records)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
+        if self.audit:
+            out["audit"] = self.audit
         if self.patch:
             out["patch"] = self.patch
         if self.explain is not None:
@@ -79,7 +83,8 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
     if chain is not None and not crd_only:
         whole = chain.run(offline_request(obj, old, subresource, namespace=namespace), explain=explain)
         traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
-        return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces)
+        return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces,
+                         whole.audit_failures)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
                                        namespace=namespace)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
@@ -136,6 +141,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "HTTPRoutes, ...): manifest files or directories, may be the inputs themselves "
                              "(default: the embedded example state); repeatable")
     parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--policy-actions", action="append", metavar="NAME=ACTION[,ACTION][@SELECTOR]",
+                        help="validation actions of a policy instead of its own, as serve takes them (Warn: a "
+                             "warning, Audit: an audit line, neither fails the run); SELECTOR matches the labels "
+                             "of namespaces in --state; repeatable")
     parser.add_argument("--explain", action="store_true",
                         help="show every policy rule evaluated: its expression, the values it saw, the verdict")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
@@ -282,6 +291,7 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) ->
                                   evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
+    policies = with_policy_actions(policies, args.policy_actions)
     if not args.state:
         try:
             return AdmissionChain(registry, policies, FileState(shipped_data.examples_dir()))
@@ -428,6 +438,8 @@ def _print(output: str, results: list[Result], files: int) -> None:
         if result.judgement is not None:
             for warning in result.judgement.warnings:
                 print(f"Warning: {result.origin.where}: {warning}", file=sys.stderr)
+            for failure in result.judgement.audit:
+                print(f"Audit: {result.origin.where}: {audit_line(failure)}", file=sys.stderr)
         if result.outcome == "error":
             sys.stdout.flush()
             command_line.error(f"{result.origin.where}: {result.summary}")
@@ -442,6 +454,25 @@ def _print(output: str, results: list[Result], files: int) -> None:
             if annotation:
                 print(annotation)
     print(closing)
+
+
+def with_policy_actions(policies: PolicySet, given: list[str] | None) -> PolicySet:
+    """``policies`` under ``--policy-actions`` (as ``serve`` takes it); namespaces are matched by
+    their labels in ``--state``."""
+    if not given:
+        return policies
+    try:
+        overrides = parse_overrides(given)
+        overrides.check(policies.names)
+    except ActionsError as exc:
+        raise SetupError(str(exc)) from None
+    return dataclasses.replace(policies, actions=overrides)
+
+
+def audit_line(failure: dict[str, Any]) -> str:
+    """A failure admitted under Audit, as ``validate`` prints it beside the warnings."""
+    return (f"policy {failure['policy']} validations[{failure['expressionIndex']}] "
+            f"({', '.join(failure['validationActions'])}): {failure['message']}")
 
 
 def json_text(value: Any) -> str:

@@ -62,10 +62,13 @@ def ordered(actions: Iterable[str]) -> list[str]:
     return [a for a in ACTIONS if a in chosen]
 
 
+WARNING_PREFIX = "Validation failed for AdmissionPolicy '"
+
+
 def warning_text(policy: str, message: str) -> str:
     """A failure under ``Warn``: VAP's warning ("Validation failed for ValidatingAdmissionPolicy
     '<policy>' with binding '<binding>': <message>"), for a policy without a binding."""
-    return f"Validation failed for AdmissionPolicy '{policy}': {message}"
+    return f"{WARNING_PREFIX}{policy}': {message}"
 
 
 def failure_record(policy: str, binding: str, expression_index: int, message: str,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from webhook.policy.actions import DENY_ONLY
 
@@ -42,8 +42,11 @@ class Verdict:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     object: dict[str, Any] | None = None  # the object after this policy's mutations
     traces: list[Trace] = field(default_factory=list)
-    # the validation actions in force for this request (the policy's own, or an operator's
-    # override): Deny keeps ``denials``; Warn and Audit turn them into warnings and audit records
-    validation_actions: frozenset[str] = DENY_ONLY
+
+    # Set by ``webhook.policy.actions.enforce`` when the policy failed (class attributes, not
+    # fields: a verdict is made per policy per review, and most never fail):
+    # the validation actions its failures met (the policy's own, or an operator's override for
+    # the namespace): Deny keeps ``denials``; Warn and Audit make warnings and audit records
+    validation_actions = DENY_ONLY
     # its failures under Audit: VAP's ValidationFailureValue records (``actions.failure_record``)
-    audit_failures: list[dict[str, Any]] | tuple = ()
+    audit_failures: ClassVar[list[dict[str, Any]] | tuple] = ()

@@ -107,8 +107,11 @@ def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
     from webhook.policy.actions import parse_overrides
 
     schemas = KindSchemas(registry.crds) if registry is not None else None
+    actions = parse_overrides(settings.policy_actions)
+    if actions:
+        log.info("validation actions overridden", extra={"fields": {"policy_actions": actions.describe()}})
     return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas,
-                           actions=parse_overrides(settings.policy_actions))
+                           actions=actions)
 
 
 def policy_actions_problem(settings: Settings) -> str | None:
