@@ -208,7 +208,8 @@ def test_the_audited_kinds_are_the_served_kinds_a_policy_may_apply_to():
 
 
 def test_results_of_an_audit_compare_by_value():
-    assert AuditResult("p", "validations[0]", "fail") == AuditResult("p", "validations[0]", "fail", "", frozenset({"Deny"}))
+    assert AuditResult("p", "validations[0]", "fail") == AuditResult("p", "validations[0]", "fail", "",
+                                                                     frozenset({"Deny"}))
     assert AuditResult("p", "", "fail", actions=frozenset({"Audit"})).audited
     assert not AuditResult("p", "", "fail", actions=frozenset({"Deny", "Audit"})).audited
 
@@ -256,11 +257,13 @@ def test_an_operators_override_for_a_namespace_decides_the_actions(tmp_path):
     (directory / "p.yaml").write_text(ACTIONS_POLICY.replace("ACTIONS", "[Deny]"))
     policies = PolicySet.load(directory, evaluator=EVALUATOR, builtin=False,
                               actions=parse_overrides(["engine-named=Warn@stage=trial"]))
-    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"stage": "trial"}}},
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "team-a", "labels": {"stage": "trial"}}},
                   {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}}]
     audit = auditor(FileState(objects=namespaces), policies)
     trial = audit.audit(catalogue_model(namespace="team-a"))
     enforced = audit.audit(catalogue_model(namespace="team-b"))
-    assert [(r.result, r.actions) for r in trial.results if r.policy == "engine-named"] == [("warn", frozenset({"Warn"}))]
+    assert [(r.result, r.actions) for r in trial.results if r.policy == "engine-named"] == [
+        ("warn", frozenset({"Warn"}))]
     assert [(r.result, r.actions) for r in enforced.results if r.policy == "engine-named"] == [
         ("fail", frozenset({"Deny"}))]

@@ -8,6 +8,7 @@ import functools
 import json
 
 import pytest
+import yaml
 
 from webhook.audit import (MAX_MESSAGE, MAX_RESULTS, OPENREPORTS, WGPOLICY, AuditResult, ObjectAudit, ResourceRef,
                            build_report, report_name)
@@ -15,7 +16,7 @@ from webhook.schema import CRDRegistry
 from webhook.state import FileState
 from tests.audit.helpers import auditor, catalogue_model, example, stored
 from tests.support.cel import EVALUATOR
-from tests.support.paths import THIRD_PARTY_CRDS
+from tests.support.paths import MANIFESTS, THIRD_PARTY_CRDS
 
 
 @functools.cache
@@ -134,3 +135,19 @@ def test_a_bad_api_or_cap_is_refused():
         build_report(audit, api="reports.x-k8s.io/v1beta2")
     with pytest.raises(ValueError, match="max_results"):
         build_report(audit, max_results=-1)
+
+
+ODD_VALUES = (None, True, -1, 2**70, "", "x" * 3000, [], [None], {}, {"": {}})
+
+
+@pytest.mark.parametrize("path", sorted(MANIFESTS.glob("*/*.yaml")), ids=lambda p: p.name)
+def test_any_value_in_any_spec_field_gives_results_and_a_report_the_apiserver_stores(path):
+    obj = stored(yaml.safe_load(path.read_text()), namespace=None)
+    audit = auditor()
+    for key in sorted(obj.get("spec") or {}):
+        for value in ODD_VALUES:
+            broken = copy.deepcopy(obj)
+            broken["spec"][key] = value
+            judged = audit.audit(broken)
+            assert judged.results and all(r.result in ("pass", "fail", "warn", "error") for r in judged.results)
+            admitted(build_report(judged))

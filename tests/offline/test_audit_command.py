@@ -291,3 +291,43 @@ def test_the_live_cluster_is_read_with_its_own_crds_and_judged_without_a_write(t
     assert ("bge-rerank-base-cpu", "crd-schema", "pass") in {
         (r["resource"]["name"], r["policy"], r["result"]) for r in json.loads(offline)}
     assert [path for method, path in api.requests if method != "GET"] == []  # read-only
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG.format(server=f"http://127.0.0.1:{port}"))
+    code, out, err = run(capsys, "--kubeconfig", kubeconfig, "--timeout", "1")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith(f"infergate: error: --kubeconfig {kubeconfig}: the cluster was not "
+                                                   "read within 1s: ")
+
+
+def test_a_live_audit_watches_each_audited_kind_once_at_its_newest_version():
+    from webhook.audit import Auditor
+    from webhook.offline.audit_cluster import audited_watches, version_key
+    from webhook.policy import PolicySet
+    from webhook.state import FileState, group_of
+    from webhook.state.kube import WEBHOOK_KINDS
+
+    registry = CRDRegistry.shipped(evaluator=EVALUATOR)
+    kinds = Auditor(registry, PolicySet.load(POLICIES, evaluator=EVALUATOR), FileState(objects=[])).audited_kinds()
+    watches, audited = audited_watches(kinds)
+    keys = [(group_of(w.api_version), w.kind) for w in audited]
+    assert len(keys) == len(set(keys)) == len({(group_of(api), kind) for api, kind, _, _ in kinds})
+    # one watch per group and kind in the cache too (two would overwrite each other's objects)
+    every = [(group_of(w.api_version), w.kind, w.field_selector) for w in watches]
+    assert len(every) == len(set(every))
+    for watch in audited:
+        if watch in WEBHOOK_KINDS:
+            continue  # the webhook's own watch of the kind
+        versions = sorted((api.rpartition("/")[2] for api, kind, _, _ in kinds
+                           if (group_of(api), kind) == (group_of(watch.api_version), watch.kind)),
+                          key=version_key, reverse=True)
+        assert [v.rpartition("/")[2] for v in watch.api_versions] == versions
+    assert ("kubeai.org", "Model") in keys
+    assert version_key("v1") > version_key("v1beta2") > version_key("v1beta1") > version_key("v1alpha2")

@@ -45,8 +45,8 @@ With --baseline-policies: the impact preview of a policy change. Only the object
 (denied, warned, audited) changes from the baseline policies to --policies are listed."""
 
 EXAMPLES = """\
-kubectl get models,inferencepools -A -o yaml > dump.yaml
-infergate audit dump.yaml                                        # a table of every finding
+infergate audit dump.yaml                                        # a table of every finding, e.g. of a dump
+                                                                 # (kubectl get models,inferencepools -A -o yaml)
 infergate audit dump.yaml -o json                                # every result, for scripts
 infergate audit --kubeconfig ~/.kube/config                      # the live cluster (read-only)
 infergate audit dump.yaml --policies new/ --baseline-policies policies/   # what a policy edit changes
@@ -185,7 +185,8 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
     for obj, doc in inputs:
         audit = auditor.audit(obj)
         if audit.results:  # a kind nothing judges (a Deployment in the dump) says nothing
-            out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)), before.audit(obj) if before else None))
+            out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)),
+                              before.audit(obj) if before else None))
     return out
 
 

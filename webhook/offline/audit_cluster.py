@@ -10,11 +10,11 @@ newest version, older ones where the cluster serves only those). Nothing is writ
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.audit import Auditor
 from webhook.schema.bundled import crd_names
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
 from webhook.state import group_of
@@ -75,19 +75,40 @@ def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evalu
     state = KubeState(api_client, tuple(watches))
     registry = WatchedCRDs(state, evaluator)
     state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    # the watch cache logs each retry (a server logs them); a command says one line at the end
+    problems = _LastProblem()
+    logger = logging.getLogger(KubeState.__module__)
+    propagate = logger.propagate
+    logger.addHandler(problems)
+    logger.propagate = False
     state.start()
     try:
         if not asyncio.run(state.wait_ready(timeout)):
-            problem = state.interrupted or "no answer"
-            raise ClusterReadError(f"the cluster was not read within {timeout:g}s: {problem}")
+            problem = problems.last or state.interrupted or "no answer"
+            raise ClusterReadError(f"the cluster was not read within {timeout:g}s: {_short(problem)}")
     except BaseException:
         state.stop()
         raise
+    finally:
+        logger.removeHandler(problems)
+        logger.propagate = propagate
     objects: list[dict[str, Any]] = []
     for watch in audited:
         objects += state.list(watch.api_version, watch.kind)
     return ClusterObjects(objects, state, registry)
 
 
-def cluster_auditor(found: ClusterObjects, policies: Any) -> Auditor:
-    return Auditor(found.registry, policies, found.state)
+class _LastProblem(logging.Handler):
+    """The last warning the watch cache logged (why the cluster could not be read)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+
+
+def _short(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 300 else flat[:297] + "..."
