@@ -13,6 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 
 from webhook.controller import kinds
 from webhook.controller.leader import LEASE
@@ -50,6 +51,8 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
             fake.served.setdefault(kind.api_version, {})[kind.plural] = (kind.kind, kind.namespaced)
     for obj in cluster_objects() + [order()]:
         fake.put(obj, kinds.BY_KEY[(obj["apiVersion"], obj["kind"])].plural)
+    for path in sorted((REPO / "chart" / "files" / "crds" / "reports").glob("openreports.io_*.yaml")):
+        fake.put(yaml.safe_load(path.read_text()), "customresourcedefinitions")  # the audit's reports: served
     server = await aiohttp_server(fake.app())
     config = kubeconfig(tmp_path / "kubeconfig", str(server.make_url("")).rstrip("/"))
 
@@ -77,9 +80,22 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
         narrowed["status"] = status()
         fake.put(narrowed, "inferenceservices")
         await eventually(lambda: status()["phase"] == "Failed")
-        writes = len(fake.writes())
+        # the background audit (on by default): a Report for the order, ClusterReports for the classes
+        order_uid = fake.get(kinds.INFERENCE_SERVICE.api_version, "inferenceservices", "hf-embedding",
+                             "hardfest-demo")["metadata"]["uid"]
+        await eventually(lambda: fake.get("openreports.io/v1alpha1", "reports", f"infergate-{order_uid}",
+                                          "hardfest-demo") is not None)
+        report = fake.get("openreports.io/v1alpha1", "reports", f"infergate-{order_uid}", "hardfest-demo")
+        assert report["scope"]["name"] == "hf-embedding" and report["source"] == "infergate"
+        classes = [o for o in fake.all_objects() if o["kind"] == "ClusterReport"]
+        assert {c["scope"]["kind"] for c in classes} == {"InferenceServiceClass"}
+        def report_writes():
+            return [path for path in fake.writes("") if "/openreports.io/" in path]
+
+        writes, reports = len(fake.writes()), len(report_writes())
+        assert reports == 1 + len(classes)  # each written once
         await asyncio.sleep(1.5)  # a negative over time: steady, nothing more is written (three of its polls)
-        assert len(fake.writes()) == writes
+        assert len(fake.writes()) == writes and len(report_writes()) == reports
         # the optional kinds were never listed or watched
         assert not any("clusterissuers" in path or "moduleconfigs" in path for _, path in fake.requests)
 
