@@ -472,19 +472,22 @@ def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) ->
     return tuple(unique.values())
 
 
-def _background_audit(args, state, api: KubeApi, policies, metrics: ControllerMetrics, elector) -> BackgroundAudit:
+def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
+                      elector) -> BackgroundAudit:
     from webhook.audit import Auditor, build_report
 
     return BackgroundAudit(
         state, api, policies,
         # the policies alone: the objects are as the apiserver stored them (its schema applied)
         auditor_for=lambda policy_set: Auditor(None, policy_set, state).audit,
-        build_report=build_report, kinds=audited_kinds(), settings=args.audit_settings, metrics=metrics,
+        build_report=build_report, kinds=audited_kinds(), settings=settings, metrics=metrics,
         leading=(lambda: True) if elector is None else (lambda: elector.leading),
     )
 
 
-async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policies=None) -> int:
+async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policies=None,
+                 audit_config: AuditSettings = AuditSettings()) -> int:
+    """``policies``: the audit's (None: no audit)."""
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     watched = await asyncio.to_thread(served_kinds, api)
@@ -513,7 +516,7 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
         health = web.AppRunner(health_app(metrics, lambda: state.ready))
         await health.setup()
         await web.TCPSite(health, port=args.metrics_port).start()
-    audit = None if policies is None else _background_audit(args, state, api, policies, metrics, elector)
+    audit = None if policies is None else _background_audit(state, api, policies, audit_config, metrics, elector)
     state.start()
     try:
         log.info("controller %s started (leader election %s, background audit %s)", identity,
@@ -570,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
     except StatusWritesError as exc:
         return command_line.error(f"controller: {exc}")
     try:
-        args.audit_settings = audit_settings(args)
+        settings = audit_settings(args)
     except ValueError as exc:
         return command_line.error(f"controller: {exc}")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
@@ -586,6 +589,6 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
         return command_line.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
-        return asyncio.run(_serve(args, api_client, writes_status, policies))
+        return asyncio.run(_serve(args, api_client, writes_status, policies, settings))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
         return command_line.error(f"controller: cannot reach the Kubernetes API: {exc}")
