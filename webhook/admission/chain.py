@@ -171,14 +171,13 @@ class AdmissionChain:
         stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain,
                        policy_set=policy_set)
         mutated = stage.input.object
-        # validations placed in the mutating webhook may be audited: this webhook's audit annotations
-        audit = {VALIDATION_FAILURE_KEY: failure_annotation(stage.failures)} if stage.failures else {}
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
-                                     warnings=stage.warnings, audit_annotations=audit)
+                                     warnings=stage.warnings)
         else:
-            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
-                                     audit_annotations=audit)
+            result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings)
+        if stage.failures:  # validations placed in the mutating webhook may be audited: its audit annotations
+            result.audit_annotations[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         return result, stage.traces, mutated, stage.acted
 
     def _validate(self, request: AdmissionRequest, obj: dict[str, Any] | None, *, explain: bool,
@@ -336,7 +335,7 @@ class _Stage:
         self.warnings: list[str] = []
         self.denials: list[Denial] = []
         self.audit: dict[str, str] = {}
-        self.failures: list[dict[str, Any]] = []  # failures admitted under Audit (``actions.enforce``)
+        self.failures: Any = ()  # failures admitted under Audit (``actions.enforce``): a list once any
         self.acted: Acted = None  # each failed policy -> the actions its failures met
 
 
@@ -357,7 +356,7 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, po
                 stage.acted = {}
             stage.acted[verdict.policy] = ordered(verdict.validation_actions)
             if verdict.audit_failures:
-                stage.failures += verdict.audit_failures
+                stage.failures = [*stage.failures, *verdict.audit_failures]
         stage.traces += verdict.traces
         stage.warnings += verdict.warnings
         stage.denials += verdict.denials
