@@ -15,6 +15,11 @@ the whole scan). Each round times, in thread CPU (steady under load), best of ``
   it (``orjson``, sorted keys).
 
 Target: audit ≥ 5,000 objects/s. Usage: python bench/audit_scan.py [--objects N] [--rounds N]
+
+Live, with ``--kubeconfig K`` (a scratch cluster; ``bench/_audit_live.py``): N KubeAI Models
+created, then ``infergate controller``'s audit loop over its watch cache scans them twice: cold
+(every Report created) and converged (a full resync, which must write nothing: the controller's
+count and the apiserver's ``apiserver_request_total``); everything it created removed after.
 """
 
 from __future__ import annotations
@@ -74,7 +79,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kubeconfig", help="live: the controller's audit against this cluster (a scratch one)")
     args = parser.parse_args()
+    if args.kubeconfig:
+        from _audit_live import live  # bench/ is the script's directory, first on sys.path
+
+        return live(args.kubeconfig, args.objects)
     evaluator = Evaluator()
     registry = CRDRegistry.shipped(evaluator=evaluator)
     policies = PolicySet.load(shipped_data.policies_dir(), evaluator=evaluator)

@@ -18,6 +18,8 @@ def pytest_configure(config):
     config.pluginmanager.register(hermetic, "infergate-hermetic")
     config.addinivalue_line("markers", "decision(section, phrase): the docs/decisions.md rule an e2e scenario proves")
     config.addinivalue_line("markers", "before_crds: an e2e scenario that runs before the session installs its CRDs")
+    config.addinivalue_line("markers", "before_webhook: an e2e scenario that runs before the session registers "
+                                       "its webhook and starts its controller")
 
 
 def pytest_collection_modifyitems(config, items):

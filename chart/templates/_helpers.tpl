@@ -121,7 +121,7 @@ kind's CRD: a rule for a kind the cluster does not serve matches nothing.
     matchExpressions:
     - key: kubernetes.io/metadata.name
       operator: NotIn
-      values: {{ list "kube-system" .root.Release.Namespace | uniq | sortAlpha | toJson }}
+      values: {{ include "infergate.exemptNamespaces" .root }}
   # Objects being deleted (an UPDATE removing a finalizer) are never judged.
   matchConditions:
   - name: not-being-deleted
@@ -150,4 +150,41 @@ kind's CRD: a rule for a kind the cluster does not serve matches nothing.
 {{- end -}}
 {{- end -}}
 {{- toJson $paths -}}
+{{- end -}}
+
+{{/* The policies volume, the same for the webhook and the controller's audit: the shipped
+     policies under shipped/, yours under user/ and (an existing ConfigMap) at the top; a
+     projected volume follows ConfigMap changes: policies reload without restarts. */}}
+{{- define "infergate.policiesVolume" -}}
+- name: policies
+  projected:
+    sources:
+    - configMap:
+        name: {{ include "infergate.fullname" . }}-policies
+        {{- with include "infergate.shippedPolicies" . | fromJsonArray }}
+        items:
+        {{- range $path := . }}
+        - key: {{ include "infergate.policyKey" $path }}
+          path: shipped/{{ trimPrefix "files/policies/" $path }}
+        {{- end }}
+        {{- end }}
+    {{- if .Values.policies.user }}
+    - configMap:
+        name: {{ include "infergate.fullname" . }}-user-policies
+        items:
+        {{- range $name, $_ := .Values.policies.user }}
+        - key: {{ $name }}
+          path: user/{{ $name }}
+        {{- end }}
+    {{- end }}
+    {{- with .Values.policies.existingConfigMap }}
+    - configMap:
+        name: {{ . }}
+    {{- end }}
+{{- end -}}
+
+{{/* The namespaces the webhook never judges (its namespaceSelector), as a JSON list: the
+     controller's audit still audits them and marks their reports exempt. */}}
+{{- define "infergate.exemptNamespaces" -}}
+{{- list "kube-system" .Release.Namespace | uniq | sortAlpha | toJson -}}
 {{- end -}}

@@ -43,11 +43,11 @@ NON_DEFAULT = {
     "tests": {"namespace": "ml-team"},
 }
 CERT_MANAGER_SELF_SIGNED = {"certificates": {"mode": "cert-manager"}}
-THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True}}
+THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True, "openReports": True}}
 AUTOSCALING = {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8, "targetCPUUtilizationPercentage": 60}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
               "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS,
-              "autoscaling": AUTOSCALING}
+              "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}}
 # kinds that are not Kubernetes' own (no JSON schema in kubernetes-validate): checked by hand below
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
@@ -404,8 +404,13 @@ def test_rbac_is_least_privilege(name):
             assert "delete" not in writes and "deletecollection" not in writes
         elif resources == {"events"}:
             assert writes <= {"create", "patch"}
+        elif resources <= REPORTS:  # the audit's reports: created and replaced, never deleted
+            assert writes <= {"create", "update"}, (role, rule)
         else:
             assert all(r.endswith("/status") for r in resources), (role, rule)  # status of owned kinds only
+
+
+REPORTS = {"reports", "clusterreports", "policyreports", "clusterpolicyreports"}
 
 
 def test_cluster_wide_secret_and_configmap_access_is_read_only_or_named():
@@ -445,6 +450,58 @@ def test_controller_flags_are_the_controllers_own():
         lease_names = {n for _, r in rbac_rules(name) if r["resources"] == ["leases"] for n in r.get("resourceNames", [])}
         assert lease_names == {args.lease_name}
     assert args.replan_timeout == 120 and args.replan_limit == 5
+
+
+@pytest.mark.parametrize("name", ["default", "non-default", "no-audit"])
+def test_the_controller_audits_with_the_webhooks_policies_and_exemptions(name):
+    """audit.*: the controller audits (or not) with the policies the webhook enforces (the same
+    projected volume of the same ConfigMaps), and the namespaces the webhook's namespaceSelector
+    leaves out are the ones its reports mark exempt."""
+    import argparse
+
+    from webhook.controller.runner import add_arguments, audit_settings
+
+    controller, webhook = one(name, "Deployment", "-controller"), one(name, "Deployment", f"{'gate' if name == 'non-default' else RELEASE}")
+    (container,) = controller["spec"]["template"]["spec"]["containers"]
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_arguments(parser)
+    args = parser.parse_args(container["args"][1:])
+    assert args.audit == (name != "no-audit")
+    volumes = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
+    if not args.audit:
+        assert "policies" not in volumes
+        return
+    settings = audit_settings(args)
+    assert settings.interval == 3600 and settings.max_results == 100
+    (webhook_container,) = webhook["spec"]["template"]["spec"]["containers"]
+    webhook_policies = next(a for a in webhook_container["args"] if a.startswith("--policies-dir=")).partition("=")[2]
+    assert args.policies == webhook_policies
+    webhook_actions = [a.partition("=")[2] for a in webhook_container["args"] if a.startswith("--policy-actions=")]
+    assert args.policy_actions == webhook_actions and (name != "non-default" or webhook_actions)
+    assert volumes["policies"] == next(v for v in webhook["spec"]["template"]["spec"]["volumes"] if v["name"] == "policies")
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "policies")
+    assert mount["mountPath"] == webhook_policies and mount["readOnly"]
+    for configuration in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in one(name, configuration)["webhooks"]:
+            (expression,) = hook["namespaceSelector"]["matchExpressions"]
+            assert expression["operator"] == "NotIn"
+            assert set(expression["values"]) == settings.exempt_namespaces == {"kube-system", NAMESPACE}
+
+
+def test_audit_interval_values_are_the_controllers_durations():
+    """audit.interval: what values.schema.json lets through, the controller parses."""
+    import json
+
+    from webhook.controller.runner import audit_interval
+
+    pattern = json.loads((CHART / "values.schema.json").read_text())["properties"]["audit"]["properties"]["interval"]["pattern"]
+    import re
+    for value, seconds in (("1h", 3600), ("30m", 1800), ("0", 0), ("90", 90), ("1h30m", 5400), ("2.5s", 2.5)):
+        assert re.match(pattern, value) and audit_interval(value) == seconds
+    for value in ("-1h", "soon", "1d", ""):
+        assert not re.match(pattern, value)
+        with pytest.raises(ValueError):
+            audit_interval(value)
 
 
 def test_controller_has_leader_election_and_its_own_lease():
@@ -605,23 +662,40 @@ def grants(name: str, role_suffix: str) -> set[tuple[str, str, str]]:
             for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 
 
-def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes():
-    from webhook.controller import kinds
+@pytest.mark.parametrize("audit", [True, False], ids=["audit", "no-audit"])
+def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(audit):
+    from webhook.controller import kinds, reports
     from webhook.controller.ownership import status_writes
+    from webhook.controller.runner import controller_watches
+    from webhook.state.base import group_of
 
-    granted = grants("default", "-controller")
+    name = "default" if audit else "no-audit"
+    granted = grants(name, "-controller")
     # an owned kind whose status it does not write it does not watch either: by default
-    # KubeAI's Model (KubeAI's controller owns it), so it reads no Model
+    # KubeAI's Model (KubeAI's controller owns it), so it reads no Model but to audit it
     watched = [k for k in kinds.WATCHED if k not in kinds.OWNED or k in status_writes()]
     assert kinds.KUBEAI_MODEL not in watched
-    for kind in watched:
+    watches = controller_watches(tuple(watched), audit)
+    assert any(w.kind == "Model" and w.api_version == "kubeai.org/v1" for w in watches) == audit
+    by_name = {(group_of(w.api_version), w.plural) for w in watches if w.names}
+    for watch in watches:
+        if (group_of(watch.api_version), watch.plural) in by_name:
+            continue  # granted by name (below)
         for verb in ("get", "list", "watch"):
-            assert (kind.group, kind.plural, verb) in granted, (kind, verb)
-    # status by server-side apply (a PATCH of /status), of exactly the kinds it writes
+            assert (group_of(watch.api_version), watch.plural, verb) in granted, (watch, verb)
+    # status by server-side apply (a PATCH of /status), of exactly the kinds it writes; its reports
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {(k.group, f"{k.plural}/status", "patch") for k in status_writes()} | {("", "events", "create")}
+    report_writes = {(k.group, k.plural, v) for api in reports.REPORT_APIS for k in api.kinds
+                     for v in ("create", "update")} if audit else set()
+    assert writes == {(k.group, f"{k.plural}/status", "patch") for k in status_writes()} | \
+        {("", "events", "create")} | report_writes
     reads = {(g, r) for g, r, v in granted if v == "watch"}
-    assert reads == {(k.group, k.plural) for k in watched}  # nothing more than it watches
+    # nothing more than it watches
+    assert reads == {(group_of(w.api_version), w.plural) for w in watches} - by_name
+    (role,) = [o for o in objects(name) if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-controller")]
+    named = {(g, r): rule["resourceNames"] for rule in role["rules"] if rule.get("resourceNames")
+             for g in rule["apiGroups"] for r in rule["resources"]}
+    assert named == {(group_of(w.api_version), w.plural): sorted(w.names) for w in watches if w.names}
 
 
 def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
@@ -666,8 +740,12 @@ def test_the_controller_writes_status_as_the_values_say():
     on = flags({"controller": {"statusWrites": {"models.kubeai.org": True}}})
     assert kinds.KUBEAI_MODEL in status_writes(on)
     # and the ClusterRole lets it patch the status of exactly those kinds (least privilege)
-    for values in ({}, {"controller": {"statusWrites": {"models.kubeai.org": True,
-                                                        "inferencepools.inference.networking.x-k8s.io": False}}}):
+    # (the audit reads every kind the webhook judges: without it, a kind whose status it leaves
+    # alone is not even read)
+    for values in ({"audit": {"enabled": False}},
+                   {"audit": {"enabled": False},
+                    "controller": {"statusWrites": {"models.kubeai.org": True,
+                                                    "inferencepools.inference.networking.x-k8s.io": False}}}):
         (role,) = [o for docs in render(values).values() for o in docs
                    if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-controller")]
         patched = {(g, r) for rule in role["rules"] if "patch" in rule["verbs"]

@@ -204,8 +204,10 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
 
 def pytest_collection_modifyitems(items):
     """Scenarios marked ``before_crds`` run first: they need the cluster as it was before the
-    session installed the CRDs (only the ``run`` fixture set up)."""
-    items.sort(key=lambda item: item.get_closest_marker("before_crds") is None)
+    session installed the CRDs (only the ``run`` fixture set up); then those marked
+    ``before_webhook`` (the CRDs and the state there, no webhook registered, no controller)."""
+    items.sort(key=lambda item: (item.get_closest_marker("before_crds") is None,
+                                 item.get_closest_marker("before_webhook") is None))
 
 
 def _webhook_answers(run: Run) -> bool:

@@ -11,7 +11,8 @@ What each missing rule costs:
 - its certificate Secret: without create it cannot make it, without get/update (by name) it
   cannot replace one whose certificate names another Service; its webhook configurations (by
   name): it cannot inject its CA. Each time it cannot set up TLS and exits;
-- a rule the controller reads: its cluster view never syncs, it never leads;
+- a rule the controller reads (to reconcile, or to audit: the kinds it judges, what the
+  policies look up, its own reports): its cluster view never syncs, it never leads;
 - a status rule: the status write of an object of that kind is refused;
 - events: the Event of a status change is refused;
 - its Lease (get/update by name, create): it never leads.
@@ -30,7 +31,8 @@ from datetime import datetime, timezone
 import pytest
 
 from webhook import certs
-from webhook.controller import kinds
+from webhook.controller import kinds, reports
+from webhook.controller.runner import audited_kinds
 from webhook.server.wiring import webhook_watches
 
 from . import chart, cluster, identities, processes, scenarios
@@ -46,6 +48,8 @@ NUMBERS = itertools.count()
 
 # resource (plural) -> kind, as the processes' logs and the apiserver's refusals name them
 KIND_OF = {**{k.plural: k.kind for k in webhook_watches()}, **{k.plural: k.kind for k in kinds.WATCHED},
+           **{k.plural: k.kind for k in audited_kinds()},
+           **{k.plural: k.kind for api in reports.REPORT_APIS for k in api.kinds},
            "leases": "Lease", "secrets": "Secret", "events": "Event",
            "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
            "validatingwebhookconfigurations": "ValidatingWebhookConfiguration"}

@@ -48,7 +48,7 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events
-    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "reconciled; only with statusWrites on"),
+    ("controller", "cluster", "kubeai.org", "models", "*"): ("get list watch", "audited; reconciled with statusWrites on"),
     ("controller", "cluster", "kubeai.org", "models/status", "*"): ("patch", "status only, never spec; only with statusWrites on"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodels", "*"): ("get list watch", "reconciled"),
     ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepools", "*"): ("get list watch", "reconciled"),
@@ -75,6 +75,20 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("controller", "cluster", "cert-manager.io", "clusterissuers", "*"): ("get list watch", "clusterIssuerName exists"),
     ("controller", "cluster", "deckhouse.io", "moduleconfigs", "*"): ("get list watch", "global publicDomainTemplate / https"),
     ("controller", "cluster", "", "events", "*"): ("create patch", "Events on reconciled objects"),
+    # the controller's background audit (audit.enabled): what it judges and what the policies
+    # read, its reports (never deleted: the garbage collector removes one with its object)
+    ("controller", "cluster", "inference.networking.k8s.io", "inferencepools", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferenceobjectives", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencemodelrewrites", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "inference.networking.x-k8s.io", "inferencepoolimports", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "llm-d.ai", "inferenceobjectives", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "llm-d.ai", "inferencemodelrewrites", "*"): ("get list watch", "audited"),
+    ("controller", "cluster", "gateway.networking.k8s.io", "httproutes", "*"): ("get list watch", "audited (those with an InferencePool backendRef)"),
+    ("controller", "cluster", "", "configmaps", "kubeai-config"): ("get list watch", "KubeAI's system config the policies read, by name"),
+    ("controller", "cluster", "openreports.io", "reports", "*"): ("get list watch create update", "its reports: watched (its own, by label), written only when changed"),
+    ("controller", "cluster", "openreports.io", "clusterreports", "*"): ("get list watch create update", "the same, for cluster-scoped objects"),
+    ("controller", "cluster", "wgpolicyk8s.io", "policyreports", "*"): ("get list watch create update", "the same where only the Policy WG's reports are served"),
+    ("controller", "cluster", "wgpolicyk8s.io", "clusterpolicyreports", "*"): ("get list watch create update", "the same, cluster-scoped"),
     ("controller", NAMESPACE, "coordination.k8s.io", "leases", f"{RELEASE}-controller"): ("get update", "renew or take over"),
     ("controller", NAMESPACE, "coordination.k8s.io", "leases", "*"): ("create", "the first leader creates it"),
     # `helm test`: a pod sends dry-run creates through the webhook (hook objects, deleted after)

@@ -57,7 +57,7 @@ def object_path(kind: Kind, name: str | None = None, namespace: str | None = Non
 
 
 class KubeApi:
-    """GET, POST and PUT of plain JSON objects, errors as ``Conflict``/``NotFound``/``ApiError``."""
+    """GET, POST, PUT and DELETE of plain JSON objects, errors as ``Conflict``/``NotFound``/``ApiError``."""
 
     def __init__(self, api_client: ApiClient | None = None, *, timeout: float = 30.0):
         self.api_client = api_client or ApiClient()
@@ -108,6 +108,11 @@ class KubeApi:
     def replace(self, kind: Kind, obj: Mapping) -> dict[str, Any]:
         meta = obj.get("metadata") or {}
         return self._request("PUT", object_path(kind, meta.get("name"), meta.get("namespace")), obj)
+
+    def delete(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """DELETE with background propagation (dependents go by the garbage collector)."""
+        return self._request("DELETE", object_path(kind, name, namespace),
+                             {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
 
     def apply_status(self, kind: Kind, obj: Mapping, status: Mapping) -> dict[str, Any]:
         """Server-side apply of ``status`` (the fields this controller owns) to ``obj``'s

@@ -15,7 +15,9 @@ The moving parts, each in its own module:
   writes at steady state); a 409 re-reads the object, recomputes and tries again; a field
   another manager owns is left to it (``ownership``: which kinds it writes at all);
 * ``EventRecorder``: Events for notable transitions;
-* ``LeaderElector``: only the replica holding the Lease writes.
+* ``LeaderElector``: only the replica holding the Lease writes;
+* ``BackgroundAudit`` (``auditing``): every existing object of the kinds the webhook judges,
+  judged by the policies (``--policies``), one report per object (``--audit``, on by default).
 
 SIGTERM/SIGINT: stop taking work, finish what is in flight, release the Lease, exit 0.
 """
@@ -40,6 +42,7 @@ from webhook import command_line, logs
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
+from webhook.controller.auditing import AuditSettings, BackgroundAudit
 from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound, OwnedElsewhere
 from webhook.controller.leader import LeaderElector, LeaseConfig
@@ -335,6 +338,9 @@ EXAMPLES = """\
 infergate controller                                   # in a pod: in-cluster config, leader-elected
 infergate controller --kubeconfig ~/.kube/config --no-leader-elect --log-level debug
 infergate controller --metrics-port 8080               # /healthz, /readyz and /metrics on :8080
+infergate controller --policies /etc/infergate/policies --audit-interval 30m \
+    --audit-exempt-namespace kube-system               # audit with these policies every 30 minutes
+infergate controller --no-audit                        # status only: no background audit, no reports
 """
 
 
@@ -360,6 +366,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status-writes", action="append", default=[], metavar="KIND=on|off",
                         help="write status of KIND (<plural>.<group>, e.g. models.kubeai.org) or not; repeatable. "
                              "Default: every infergate kind, not KubeAI's Model (KubeAI's controller owns its status)")
+    parser.add_argument("--audit", action=argparse.BooleanOptionalAction, default=True,
+                        help="audit every existing object of the kinds the webhook judges and write one report "
+                             "(OpenReports, else wgpolicyk8s.io PolicyReport) per object (default: on)")
+    parser.add_argument("--policies", "--policies-dir", dest="policies", default=None, metavar="DIR",
+                        help="the policies the audit judges by, reloaded when they change (default: the shipped "
+                             "policies/)")
+    parser.add_argument("--policy-actions", action="append", default=[], metavar="NAME=ACTION[,ACTION][@SELECTOR]",
+                        help="the webhook's overrides of policies' validation actions (the same flag as infergate "
+                             "serve's: the audit's results follow the actions in force); repeatable")
+    parser.add_argument("--audit-interval", default="1h", metavar="DURATION",
+                        help="a full audit this often besides those at start, on policy and object changes: "
+                             "a Go duration (30m, 1h) or seconds; 0 turns periodic scans off (default 1h)")
+    parser.add_argument("--audit-exempt-namespace", action="append", default=[], metavar="NAMESPACE",
+                        help="a namespace the webhook never judges (the chart's: kube-system and its own): "
+                             "still audited, its reports marked exempt; repeatable, or comma-separated")
+    parser.add_argument("--audit-max-results", type=int, default=AuditSettings.max_results, metavar="N",
+                        help=f"results kept per report, the rest counted in its summary (default "
+                             f"{AuditSettings.max_results})")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve /healthz, /readyz and /metrics on this port (default: off)")
     parser.add_argument("--log-level", default="info", type=command_line.log_level, metavar="LEVEL",
@@ -393,15 +417,85 @@ def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
     return present
 
 
-async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
+def audit_interval(text: str) -> float:
+    """``--audit-interval``: a Go duration (``30m``, ``1h``) or seconds, >= 0."""
+    from webhook.gocompat.time import parse_go_duration
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        nanoseconds = parse_go_duration(text.strip())
+        if nanoseconds is None:
+            raise ValueError(f"--audit-interval {text!r}: expected a duration such as 30m or 1h, or seconds") from None
+        seconds = nanoseconds / 1e9
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"--audit-interval {text!r}: must be 0 (no periodic scans) or more")
+    return seconds
+
+
+def audit_settings(args: argparse.Namespace) -> AuditSettings:
+    """The audit's settings from the flags; ValueError naming the flag that is wrong."""
+    if args.audit_max_results < 1:
+        raise ValueError(f"--audit-max-results {args.audit_max_results}: must be 1 or more")
+    exempt = frozenset(ns.strip() for item in args.audit_exempt_namespace for ns in item.split(",") if ns.strip())
+    return AuditSettings(interval=audit_interval(args.audit_interval), exempt_namespaces=exempt,
+                         max_results=args.audit_max_results)
+
+
+def audited_kinds() -> tuple[kinds.Kind, ...]:
+    """The kinds the webhook judges (its configurations' rules: every bundled CRD), one version
+    of each: the newest the bundled CRDs serve."""
+    from webhook.webhook_config import served_resources
+
+    return tuple(kinds.Kind(f"{r.group}/{r.versions[0]}", r.kind, r.plural, r.namespaced) for r in served_resources())
+
+
+def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) -> tuple:
+    """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
+    policies read and the controller's own reports; one watch per group and kind."""
+    from webhook.controller import reports
+    from webhook.state import WatchedKind  # the watch cache: imported only to run it
+    from webhook.state.kube import WEBHOOK_KINDS
+
+    watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
+    if audit:
+        older = {(w.api_version.rpartition("/")[0], w.kind): w.older_versions for w in WEBHOOK_KINDS}
+        watches += WEBHOOK_KINDS
+        for kind in audited_kinds():
+            watches.append(WatchedKind(kind.api_version, kind.kind, kind.plural,
+                                       older_versions=older.get((kind.group, kind.kind), ())))
+        watches += [WatchedKind(k.api_version, k.kind, k.plural, label_selector=reports.SELECTOR)
+                    for api in reports.REPORT_APIS for k in api.kinds]
+    unique: dict[tuple[str, str], WatchedKind] = {}
+    for watch in watches:
+        unique.setdefault((watch.api_version.rpartition("/")[0], watch.kind), watch)
+    return tuple(unique.values())
+
+
+def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
+                      elector) -> BackgroundAudit:
+    from webhook.audit import Auditor, build_report
+
+    return BackgroundAudit(
+        state, api, policies,
+        # the policies alone: the objects are as the apiserver stored them (its schema applied)
+        auditor_for=lambda policy_set: Auditor(None, policy_set, state).audit,
+        build_report=build_report, kinds=audited_kinds(), settings=settings, metrics=metrics,
+        leading=(lambda: True) if elector is None else (lambda: elector.leading),
+    )
+
+
+async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policies=None,
+                 audit_config: AuditSettings = AuditSettings()) -> int:
+    """``policies``: the audit's (None: no audit)."""
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     watched = await asyncio.to_thread(served_kinds, api)
     # an owned kind whose status is not written is not watched either
     watched = tuple(k for k in watched if k not in kinds.OWNED or k in writes_status)
-    from webhook.state import KubeState, WatchedKind  # the watch cache: imported only to run it
+    from webhook.state import KubeState  # the watch cache: imported only to run it
 
-    state = KubeState(api_client, tuple(WatchedKind(k.api_version, k.kind, k.plural) for k in watched))
+    state = KubeState(api_client, controller_watches(watched, policies is not None))
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
@@ -422,16 +516,52 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind]) -> int:
         health = web.AppRunner(health_app(metrics, lambda: state.ready))
         await health.setup()
         await web.TCPSite(health, port=args.metrics_port).start()
+    audit = None if policies is None else _background_audit(state, api, policies, audit_config, metrics, elector)
     state.start()
     try:
-        log.info("controller %s started (leader election %s)", identity, "on" if elector else "off")
-        await controller.run(stop)
+        log.info("controller %s started (leader election %s, background audit %s)", identity,
+                 "on" if elector else "off", "on" if audit else "off")
+        if audit is None:
+            await controller.run(stop)
+        else:
+            await asyncio.gather(controller.run(stop), audit.run(stop))
     finally:
         await asyncio.to_thread(state.stop)
         if health is not None:
             await health.cleanup()
     log.info("controller %s stopped", identity)
     return 0
+
+
+def _policies(args):
+    """The audit's policies, loaded now (a flag naming a missing or broken directory fails at
+    start) and reloaded by the audit when their files change."""
+    from webhook import shipped_data
+    from webhook.policy import PolicyDirectory
+    from webhook.policy.actions import parse_overrides
+    from webhook.policy.loader import PolicyLoadError
+
+    overrides = parse_overrides(args.policy_actions)  # ActionsError: a ValueError in one line
+    directory = args.policies or shipped_data.policies_dir()
+    if not os.path.isdir(directory):
+        raise ValueError(f"--policies {directory}: no such directory")
+    if args.policy_actions:  # the names, read without compiling (as infergate serve checks them)
+        from webhook.policy.builtin import BUILTIN_POLICIES
+        from webhook.policy.loader import policy_names
+
+        try:
+            names = policy_names(directory) + [p.name for p in BUILTIN_POLICIES]
+        except PolicyLoadError:
+            names = None  # the load below names the file at fault
+        if names is not None:
+            overrides.check(names)
+    try:
+        policies = PolicyDirectory(directory, args.evaluator, actions=overrides)
+    except PolicyLoadError as exc:
+        first, *rest = [line for line in str(exc).splitlines() if line.strip()] or ["does not load"]
+        more = f" (and {len(rest)} more lines)" if rest else ""
+        raise ValueError(f"--policies {directory}: {first.strip()}{more}") from None
+    return policies
 
 
 def run(args: argparse.Namespace) -> int:
@@ -442,13 +572,23 @@ def run(args: argparse.Namespace) -> int:
         writes_status = status_writes(args.status_writes)
     except StatusWritesError as exc:
         return command_line.error(f"controller: {exc}")
+    try:
+        settings = audit_settings(args)
+    except ValueError as exc:
+        return command_line.error(f"controller: {exc}")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         return command_line.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
+    policies = None
+    if args.audit:
+        try:
+            policies = _policies(args)
+        except ValueError as exc:
+            return command_line.error(f"controller: {exc}")
     try:
         api_client = _api_client(args)
     except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
         return command_line.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
-        return asyncio.run(_serve(args, api_client, writes_status))
+        return asyncio.run(_serve(args, api_client, writes_status, policies, settings))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
         return command_line.error(f"controller: cannot reach the Kubernetes API: {exc}")
