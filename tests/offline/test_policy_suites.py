@@ -164,7 +164,7 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 CASES = [
     {"name": "labelled-and-within-quota", "object": _model(maxReplicas=3),
      "userInfo": {"username": "alice", "groups": ["team-a"]},
-     "expect": {"allowed": True, "warnings": [], "auditAnnotations": {"team-models/requester": "alice"},
+     "expect": {"allowed": True, "warnings": [], "auditAnnotations": {"team-models.requester": "alice"},
                 "patch": [{"op": "add", "path": "/metadata/labels", "value": {"team": "team-a"}}],
                 "patched": {**_model(maxReplicas=3, scaleDownDelaySeconds=30, targetRequests=100),
                             "metadata": {"name": "m", "namespace": "team-a", "labels": {"team": "team-a"}}}}},
@@ -278,7 +278,7 @@ def test_update_records_answers_and_keeps_comments_and_hand_written_checks(tmp_p
     recorded = {c["name"]: c["expect"] for c in yaml.safe_load(text)["cases"]}
     assert recorded["to-record"] == {"allowed": False,
                                      "errors": ["spec.maxReplicas: Invalid value: 5: the team quota is 3"],
-                                     "auditAnnotations": {"team-models/requester": "infergate-test"}}
+                                     "auditAnnotations": {"team-models.requester": "infergate-test"}}
     assert recorded["stale"]["allowed"] is True and "code" not in recorded["stale"]
     assert recorded["stale"]["patched"]["metadata"]["labels"] == {"team": "team-a"}
     assert recorded["hand-written"] == {"errorsMatch": ["quota is 3$"]}

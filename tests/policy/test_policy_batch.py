@@ -211,7 +211,7 @@ def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monk
     assert bool(one_by_one) is per_expression
     assert fast == answer(explain=True)
     allowed, status, warnings, audit = fast
-    assert audit == {"judged/engine": f"engine={engine}"}
+    assert audit == {"judged.engine": f"engine={engine}"}
     expected = {
         "A": "spec.engine: engine A is retired", "B": "engine B is not allowed", "C": "blank messages fall back",
         "D": "failed expression: variables.engine != 'D'", "E": "a failing messageExpression falls back",

@@ -160,6 +160,24 @@ def test_first_load_must_succeed(tmp_path):
         PolicyDirectory(tmp_path, EVALUATOR)
 
 
+def test_an_audit_annotation_key_the_apiserver_would_drop_is_a_load_error(tmp_path):
+    # the answer's key is "<policy>.<key>", filed by the apiserver as "<webhook>/<policy>.<key>":
+    # a name part over 63 characters is not a qualified name, and the apiserver drops the annotation
+    name = "p" * 50
+    file = write(tmp_path / "p.yaml", policy(name, MODEL_RULES + """\
+auditAnnotations:
+  - key: short
+    valueExpression: "'x'"
+  - key: a-key-of-thirteen
+    valueExpression: "'x'"
+"""))
+    with pytest.raises(PolicyLoadError) as info:
+        load_file(file, EVALUATOR)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{file}:13: spec.auditAnnotations[1].key: Invalid value: '{name}.a-key-of-thirteen': ")
+    assert "no more than 63 characters" in problem
+
+
 def _policy_set(tmp_path, body, name="p"):
     write(tmp_path / f"{name}.yaml", policy(name, body))
     return PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)
@@ -249,7 +267,7 @@ auditAnnotations:
     admit = chain(FileState(None, objects=objects), policies, schema=False).admit
     denied = admit(request(kubeai_model()), mutating=False)
     assert messages(denied) == ["namespace team has 1 GPU models"]
-    assert denied.audit_annotations == {"p/gpu-models": "1"}
+    assert denied.audit_annotations == {"p.gpu-models": "1"}
     limits = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "ops"},
               "data": {"limits.yaml": "maxModels: 2\n"}}
     admit = chain(FileState(None, objects=objects + [limits]), policies, schema=False).admit

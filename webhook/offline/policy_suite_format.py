@@ -49,7 +49,7 @@ class Expectation(_Strict):
     patch: list[dict[str, Any]] | None = Field(
         default=None, description="the mutating webhook's RFC 6902 JSON patch (compared exactly)")
     auditAnnotations: dict[str, str] | None = Field(
-        default=None, description='audit annotations, keyed "<policy>/<key>", and "validation_failure" '
+        default=None, description='audit annotations, keyed "<policy>.<key>", and "validation_failure" '
         "(the failures admitted under Audit, VAP's JSON list) (compared exactly)")
     actions: dict[str, list[Literal["Deny", "Warn", "Audit"]]] | None = Field(
         default=None, description="each policy that failed -> the validation actions its failures met "

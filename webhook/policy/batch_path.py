@@ -26,7 +26,7 @@ from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
 from webhook.policy.exact import ExactPath
 from webhook.policy.expression import CEL_VARIABLES, Expression
-from webhook.policy.messages import RuleError, denial, failed_expression, message_text
+from webhook.policy.messages import RuleError, audit_annotation_key, denial, failed_expression, message_text
 from webhook.policy.scope import (
     NOTHING, POLICY_VARIABLES, REQUEST_VARIABLES, UNPREPARED, PolicyInput, Prepared)
 from webhook.policy.verdict import Denial, Verdict
@@ -390,7 +390,7 @@ class BatchPath:
         """The audit annotations of a validating batch's answer (text or null, as checked)."""
         for (key, _), value in zip(self.exact.audit_annotations, results[self._judged:]):
             if value is not None:
-                verdict.audit_annotations[f"{self.name}/{key}"] = value
+                verdict.audit_annotations[audit_annotation_key(self.name, key)] = value
 
     def _passes(self, results: Any) -> bool:
         """The validating batch's common answers: a matchCondition not true (``[]``), or every

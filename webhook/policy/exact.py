@@ -19,8 +19,9 @@ from webhook.cel import CelError
 from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import list_selected
 from webhook.policy.expression import Expression
-from webhook.policy.messages import (annotation_text, denial, expression_error, failed_expression,
-                                     is_message, message_text, patch_error, selector_error, traced_value)
+from webhook.policy.messages import (annotation_text, audit_annotation_key, denial, expression_error,
+                                     failed_expression, is_message, message_text, patch_error, selector_error,
+                                     traced_value)
 from webhook.policy.model import Lookup, ParamRef
 from webhook.policy.scope import PolicyInput
 from webhook.policy.verdict import Trace, Verdict
@@ -194,7 +195,7 @@ class ExactPath:
         for key, expr in self.audit_annotations:
             value = self.eval(expr, activation, f"auditAnnotations.{key}", trace, _is_text)
             if value is not None:
-                verdict.audit_annotations[f"{self.name}/{key}"] = annotation_text(value)
+                verdict.audit_annotations[audit_annotation_key(self.name, key)] = annotation_text(value)
 
     def mutate(self, activation, verdict: Verdict, trace: Tracer, start: int = 0) -> None:
         """The mutations from ``start`` on, each seeing the object the ones before made."""

@@ -20,6 +20,7 @@ from webhook.cel import CelCompileError, Evaluator
 from webhook.documents import Document
 from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.expression import CEL_VARIABLES, Expression
+from webhook.policy.messages import audit_key_problems
 from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
 from webhook.policy.typecheck import KindSchemas, check_policy, shipped_schemas
 
@@ -62,6 +63,9 @@ def _compile_document(doc: Document, evaluator: Evaluator, schemas: KindSchemas 
         raise PolicyLoadError(problems) from None
 
     problems: list[str] = []
+    for i, problem in audit_key_problems(model.metadata.name, [a.key for a in model.spec.auditAnnotations]):
+        path = ("spec", "auditAnnotations", i, "key")
+        problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {problem}")
 
     def compile_(source: str, path: tuple[Any, ...]) -> Expression:
         where = f"{doc.where_of(path)}: {_dotted(path)}"

@@ -58,6 +58,30 @@ def denial(policy: str, rule: Any, message: str, index: int = 0) -> Denial:
     return Denial(policy, message, rule.reason, rule.fieldPath, index, f"validations[{index}]")
 
 
+# the apiserver files a webhook's audit annotation under "<webhook name>/<key>" and drops a key
+# that is not a qualified name (k8s.io/apiserver/pkg/admission/attributes.go, checkKeyFormat):
+# the part after the "/" is at most 63 characters, without another "/"
+MAX_AUDIT_KEY = 63
+
+
+def audit_annotation_key(policy: str, key: str) -> str:
+    """The key of a policy's audit annotation in the webhook's answer: ``<policy>.<key>``.
+    (VAP's own keys are ``<policy>/<key>``; behind a webhook the "/" is the webhook's.)"""
+    return f"{policy}.{key}"
+
+
+def audit_key_problems(policy: str, keys: list[str]) -> list[tuple[int, str]]:
+    """``(index, problem)`` of each audit annotation key the apiserver would drop."""
+    problems = []
+    for i, key in enumerate(keys):
+        full = audit_annotation_key(policy, key)
+        if len(full) > MAX_AUDIT_KEY:
+            problems.append((i, f"Invalid value: {full!r}: the policy's name and the key, joined as "
+                                f"<policy>.<key>, must be no more than {MAX_AUDIT_KEY} characters (the "
+                                f"apiserver drops a longer audit annotation key)"))
+    return problems
+
+
 def annotation_text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
