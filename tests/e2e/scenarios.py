@@ -55,8 +55,10 @@ def example(relative: str) -> dict[str, Any]:
 
 
 def first_line(relative: str) -> str:
-    """What an example's first line says it is denied for (``# denied: ...``)."""
-    return (MANIFESTS_DIR / relative).read_text().splitlines()[0].removeprefix("# denied:").strip()
+    """What an example's first line says it is denied for (``# denied: ...``) or warned of
+    (``# warns: ...``)."""
+    return (MANIFESTS_DIR / relative).read_text().splitlines()[0].removeprefix("# denied:").removeprefix(
+        "# warns:").strip()
 
 
 def said_phrases(relative: str) -> tuple[str, ...]:
@@ -142,7 +144,7 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "invalid/inferenceservice-huggingface-with-kind.yaml": ((SERVED, "| InferenceService |"),),
     "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
     "denied-by-webhook/kubeai-model-unknown-resource-profile.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
-    "denied-by-webhook/kubeai-model-speech-on-vllm.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
+    "warned-by-webhook/kubeai-model-speech-on-vllm.yaml": ((KUBEAI, "Webhook validation beyond the CRD"),),
     "denied-by-webhook/inferencemodel-zero-weights.yaml": ((GATEWAY, "`targetModels` weights all zero"),),
     "denied-by-webhook/inferenceservice-namespace-not-allowed.yaml": ((DECKHOUSE, "7. Denials happen in both places"),),
     "denied-by-webhook/inferenceservice-claim-device-missing.yaml": ((DECKHOUSE, "7. Denials happen in both places"),),
@@ -156,9 +158,9 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "valid/inferencemodelrewrite.yaml": ((SERVED, OBJECTIVES),),
     "valid/inferencepoolimport.yaml": ((SERVED, "| InferencePoolImport |"),),
     "invalid/inferencepool-v1-duplicate-port.yaml": ((SERVED, POOL_V1), (SERVED, CLUSTER_SCHEMA)),
-    "denied-by-webhook/httproute-inferencepool-port.yaml": ((SERVED, HTTPROUTE),),
-    "denied-by-webhook/inferencemodelrewrite-mixed-weights.yaml": ((SERVED, OBJECTIVES),),
-    "denied-by-webhook/kubeai-model-text-generation-on-infinity.yaml": ((SERVED, KUBEAI_CURRENT), (SERVED, TODAYS_WEBHOOK)),
+    "warned-by-webhook/httproute-inferencepool-port.yaml": ((SERVED, HTTPROUTE),),
+    "warned-by-webhook/inferencemodelrewrite-mixed-weights.yaml": ((SERVED, OBJECTIVES),),
+    "warned-by-webhook/kubeai-model-text-generation-on-infinity.yaml": ((SERVED, KUBEAI_CURRENT), (SERVED, TODAYS_WEBHOOK)),
 }
 
 # With the webhook in place its mutating pass answers first (before the CRD's enum), with a hint.
@@ -185,6 +187,9 @@ def example_cases() -> list[Case]:
         obj = example(relative)
         if folder == "valid":
             cases.append(Case(relative, obj, decisions, True, stored=EXAMPLE_DEFAULTS.get(relative, ())))
+            continue
+        if folder == "warned-by-webhook":
+            cases.append(Case(relative, obj, decisions, True, warnings=(first_line(relative),)))
             continue
         if relative in EXAMPLE_DENIALS_WITH_WEBHOOK:
             cases.append(Case(relative, obj, decisions, False, message=EXAMPLE_DENIALS_WITH_WEBHOOK[relative],
@@ -240,14 +245,14 @@ def variation_cases() -> list[Case]:
              ((KUBEAI, "Webhook validation beyond the CRD"),), False, message=("resourceProfile",), by_webhook=True),
         Case("kubeai-resource-profile-count-zero",
              variant(ollama, "e2e-profile-zero", _set("spec.resourceProfile", "cpu:0")),
-             ((KUBEAI, "Webhook validation beyond the CRD"),), False, message=("resourceProfile",), by_webhook=True),
+             ((KUBEAI, "Webhook validation beyond the CRD"),), True, warnings=('count 0 in "cpu:0"',)),
         Case("kubeai-unknown-cache-profile",
              variant("valid/kubeai-model-vllm.yaml", "e2e-cache-profile", _set("spec.cacheProfile", "no-such-cache")),
              ((KUBEAI, "Webhook validation beyond the CRD"),), False, message=("no-such-cache",), by_webhook=True),
         Case("kubeai-replicas-outside-bounds",
              variant(ollama, "e2e-replicas", _all(_set("spec.autoscalingDisabled", True), _set("spec.minReplicas", 1),
                                                   _set("spec.maxReplicas", 2), _set("spec.replicas", 5))),
-             ((KUBEAI, "Webhook validation beyond the CRD"),), False, message=("replicas",), by_webhook=True),
+             ((KUBEAI, "Webhook validation beyond the CRD"),), True, warnings=("spec.replicas: 5 is outside",)),
         Case("kubeai-owner-deprecated",
              variant(ollama, "e2e-owner", _set("spec.owner", "someone")),
              ((KUBEAI, "`owner` is deprecated"),), True, warnings=("owner",)),

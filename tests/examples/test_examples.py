@@ -285,9 +285,10 @@ def test_invalid_manifests_are_denied_by_the_crds_as_their_first_line_says(path)
     assert any(c["field"] == field and message in c["message"] for c in causes), causes
 
 
-def test_webhook_denied_manifests_pass_the_crds():
-    code, results = crd_verdicts("denied-by-webhook")
-    assert code == 0 and all(r["allowed"] for r in results.values()), results
+@pytest.mark.parametrize("folder", ["denied-by-webhook", "warned-by-webhook"])
+def test_webhook_denied_and_warned_manifests_pass_the_crds(folder):
+    code, results = crd_verdicts(folder)
+    assert code == 0 and all(r["allowed"] and r["warnings"] == [] for r in results.values()), results
 
 
 def test_readme_first_policy_is_the_example_file():
@@ -323,6 +324,20 @@ def test_webhook_denies_what_its_first_line_says(path):
     message = result["status"]["message"]
     assert message.startswith('admission webhook "validate.infergate.io" denied the request: ')
     assert expected_denial(path) in message
+
+
+def expected_warning(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# warns: "), f"{path.name}: first line says what it is warned of"
+    return first.removeprefix("# warns: ")
+
+
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "warned-by-webhook").glob("*.yaml")), ids=lambda p: p.name)
+def test_webhook_admits_with_the_warning_its_first_line_says(path):
+    code, results = verdicts("warned-by-webhook")
+    result = results[yaml.safe_load(path.read_text())["metadata"]["name"]]
+    assert code == 0 and result["allowed"], result["status"]
+    assert any(expected_warning(path) in w for w in result["warnings"]), result["warnings"]
 
 
 def test_webhook_admits_the_valid_examples():

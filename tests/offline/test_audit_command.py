@@ -45,7 +45,7 @@ def broken(items: list[dict]) -> dict[str, str]:
     """Two Models broken as an older webhook-less cluster would keep them: name -> the policy."""
     by_name = {m["metadata"]["name"]: m for m in items}
     by_name["bge-embed-text-cpu"]["spec"]["engine"] = "OLlama"  # an hf:// URL with OLlama
-    by_name["faster-whisper-medium-en-cpu"]["spec"]["engine"] = "VLLM"  # SpeechToText on VLLM
+    by_name["faster-whisper-medium-en-cpu"]["spec"]["url"] = "ollama://whisper"  # ollama:// with FasterWhisper
     return {"bge-embed-text-cpu": "kubeai-model-engine", "faster-whisper-medium-en-cpu": "kubeai-model-engine"}
 
 
@@ -178,13 +178,19 @@ def test_usage_and_read_errors_exit_2_with_one_line(tmp_path, capsys, argv, mess
 
 # -- the impact preview ------------------------------------------------------------------------
 def without_vllm_text_generation(tmp_path: Path) -> Path:
-    """A policy edit: the engine matrix no longer lets VLLM serve TextGeneration."""
+    """A policy edit: the engine matrix no longer lets VLLM serve TextGeneration, and denies a
+    feature the engine does not serve (the shipped rule only warns)."""
     directory = tmp_path / "new-policies"
     shutil.copytree(POLICIES, directory, ignore=shutil.ignore_patterns("tests"))
     file = directory / "kubeai-model.yaml"
     old = "{'TextGeneration': ['OLlama', 'VLLM']"
     assert old in file.read_text()
-    file.write_text(file.read_text().replace(old, "{'TextGeneration': ['OLlama']"))
+    policies = list(yaml.safe_load_all(file.read_text().replace(old, "{'TextGeneration': ['OLlama']")))
+    (matrix,) = [p for p in policies if p["metadata"]["name"] == "kubeai-model-engine-matrix"]
+    (unserved,) = [w for w in matrix["spec"]["warnings"] if w["expression"] == "size(variables.unserved) == 0"]
+    matrix["spec"]["warnings"].remove(unserved)
+    matrix["spec"]["validations"].append(unserved)
+    file.write_text(yaml.safe_dump_all(policies, sort_keys=False))
     return directory
 
 

@@ -55,11 +55,18 @@ def test_ollama_engine_needs_an_ollama_url():
                              "(e.g. ollama://qwen2:0.5b)"]
 
 
-def test_speech_to_text_only_with_faster_whisper():
-    assert run(model(url="hf://Systran/faster-whisper-small", engine="FasterWhisper", features=["SpeechToText"])).allowed
+def test_speech_to_text_off_faster_whisper_is_a_warning():
+    """KubeAI proxies transcriptions to any engine, and vLLM serves them for Whisper models: admitted."""
+    out = run(model(url="hf://Systran/faster-whisper-small", engine="FasterWhisper", features=["SpeechToText"]))
+    assert out.allowed and not any("SpeechToText" in w for w in out.warnings)
     out = run(model(features=["TextGeneration", "SpeechToText"]))
-    assert messages(out) == ['spec.features: Unsupported value: "SpeechToText": engine "VLLM" does not serve it; '
-                             'use engine "FasterWhisper" or drop the feature']
+    assert out.allowed, out.status
+    assert 'spec.features: SpeechToText on engine "VLLM" works only with a Whisper model; engine "FasterWhisper" ' \
+        "serves it" in out.warnings
+    out = run(model(engine="Infinity", features=["SpeechToText"]))
+    assert out.allowed, out.status
+    assert 'spec.features: engine "Infinity" does not serve SpeechToText: transcriptions fail; use engine ' \
+        '"FasterWhisper"' in out.warnings
 
 
 @pytest.mark.parametrize("profile", ["nvidia-gpu-l4:1", "cpu:4"])
@@ -67,11 +74,22 @@ def test_known_resource_profiles(profile):
     assert run(model(resourceProfile=profile)).allowed
 
 
-@pytest.mark.parametrize("profile", ["nvidia-gpu-l4", "nvidia-gpu-l4:0", "nvidia-gpu-l4:x", ":1"])
+@pytest.mark.parametrize("profile", ["nvidia-gpu-l4", "nvidia-gpu-l4:-1", "nvidia-gpu-l4:x", ":1"])
 def test_malformed_resource_profile(profile):
     out = run(model(resourceProfile=profile))
     assert messages(out) == [f'spec.resourceProfile: Invalid value: "{profile}": must be <name>:<count> with '
                              f"count >= 1, e.g. amd-gpu-mi300x:1"]
+
+
+def test_resource_profile_count_zero_is_a_warning():
+    """KubeAI accepts count 0 (the profile's requests times 0): admitted, with a warning."""
+    out = run(model(resourceProfile="nvidia-gpu-l4:0"))
+    assert out.allowed, out.status
+    assert 'spec.resourceProfile: count 0 in "nvidia-gpu-l4:0": the Pods request none of the profile\'s ' \
+        "resources" in out.warnings
+    # the name is still checked against the config
+    assert messages(run(model(resourceProfile="nvidia-gpu-a100:0")))[0].startswith(
+        'spec.resourceProfile: Invalid value: "nvidia-gpu-a100:0": resource profile "nvidia-gpu-a100" is not in')
 
 
 def test_unknown_resource_profile_names_the_known_ones():
@@ -99,32 +117,39 @@ def test_without_a_system_config_only_the_format_is_checked(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "spec, allowed",
+    "spec, warned",
     [
-        ({"autoscalingDisabled": True, "replicas": 2, "minReplicas": 1, "maxReplicas": 3}, True),
-        ({"autoscalingDisabled": True, "replicas": 0}, True),
-        ({"autoscalingDisabled": False, "replicas": 9, "maxReplicas": 3}, True),  # autoscaler owns replicas
-        ({"autoscalingDisabled": True, "replicas": 5, "minReplicas": 1, "maxReplicas": 3}, False),
-        ({"autoscalingDisabled": True, "replicas": 1, "minReplicas": 2, "maxReplicas": 3}, False),
+        ({"autoscalingDisabled": True, "replicas": 2, "minReplicas": 1, "maxReplicas": 3}, False),
+        ({"autoscalingDisabled": True, "replicas": 0}, False),
+        ({"autoscalingDisabled": False, "replicas": 9, "maxReplicas": 3}, False),  # autoscaler owns replicas
+        ({"autoscalingDisabled": True, "replicas": 5, "minReplicas": 1, "maxReplicas": 3}, True),
+        ({"autoscalingDisabled": True, "replicas": 1, "minReplicas": 2, "maxReplicas": 3}, True),
     ],
 )
-def test_replicas_within_bounds_when_autoscaling_is_disabled(spec, allowed):
+def test_replicas_outside_the_bounds_with_autoscaling_disabled_warn(spec, warned):
+    """KubeAI runs spec.replicas as given when autoscaling is disabled: the bounds have no effect."""
     out = run(model(**spec))
-    assert out.allowed is allowed
-    if not allowed:
-        assert messages(out) == [f"spec.replicas: Invalid value: {spec['replicas']}: with autoscalingDisabled, replicas "
-                                 f"must be within [minReplicas, maxReplicas] = [{spec['minReplicas']}, {spec['maxReplicas']}]"]
+    assert out.allowed, out.status
+    replicas = [w for w in out.warnings if w.startswith("spec.replicas")]
+    if warned:
+        assert replicas == [f"spec.replicas: {spec['replicas']} is outside [minReplicas, maxReplicas] = "
+                            f"[{spec['minReplicas']}, {spec['maxReplicas']}]: with autoscalingDisabled the bounds "
+                            "have no effect"]
+    else:
+        assert replicas == []
 
 
 def test_unbounded_max_replicas_in_the_message():
     out = run(model(autoscalingDisabled=True, replicas=0, minReplicas=1))
-    assert messages(out)[0].endswith("= [1, unbounded]")
+    assert out.allowed
+    assert any(w.startswith("spec.replicas: 0 is outside [minReplicas, maxReplicas] = [1, unbounded]:")
+               for w in out.warnings)
 
 
 def test_owner_is_a_warning_not_a_denial():
     out = run(model(owner="team-a"))
     assert out.allowed
-    assert "spec.owner is deprecated and ignored by KubeAI; remove it" in out.warnings
+    assert "spec.owner is deprecated: KubeAI only shows it as owned_by in /v1/models; remove it" in out.warnings
     assert not any("owner" in w for w in run(model()).warnings)
 
 
