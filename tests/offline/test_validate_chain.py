@@ -54,9 +54,18 @@ def test_webhook_denied_manifests_are_denied_for_the_reason_they_state(path):
     assert word in message
 
 
+@pytest.mark.parametrize("path", sorted((MANIFESTS / "warned-by-webhook").glob("*.yaml")), ids=lambda p: p.name)
+def test_webhook_warned_manifests_are_admitted_with_the_warning_they_state(path):
+    said = path.read_text().splitlines()[0].removeprefix("# warns:").strip()
+    code, results = validate_json("-f", str(path))
+    (result,) = results
+    assert code == 0 and result["allowed"], result["status"]
+    assert any(said in w for w in result["warnings"]), result["warnings"]
+
+
 def test_warnings_fit_the_apiservers_recommended_length():
     # the apiserver truncates long warnings; ours name field, value and object within 120 characters
-    for folder in ("valid", "denied-by-webhook"):
+    for folder in ("valid", "denied-by-webhook", "warned-by-webhook"):
         _, results = validate_json("-f", str(MANIFESTS / folder))
         assert all(len(w) <= 120 for r in results for w in r["warnings"]), [r["warnings"] for r in results]
 
@@ -81,9 +90,9 @@ def test_state_directory_changes_the_answer(tmp_path):
 
 
 def test_explain_shows_each_rule(tmp_path):
-    code, out, _ = validate("--explain", "-f", str(MANIFESTS / "denied-by-webhook" / "kubeai-model-speech-on-vllm.yaml"))
-    assert code == 1
-    assert "  kubeai-model-engine validations[2] => false\n" in out
+    code, out, _ = validate("--explain", "-f", str(MANIFESTS / "warned-by-webhook" / "kubeai-model-speech-on-vllm.yaml"))
+    assert code == 0  # a warning
+    assert "  kubeai-model-engine warnings[1] => false\n" in out
     assert "      !('SpeechToText' in object.spec.?features.orValue([])) || variables.engine == 'FasterWhisper'\n" in out
     assert '      variables.engine = "VLLM"\n' in out
     assert '      object.spec.features = ["SpeechToText"]\n' in out

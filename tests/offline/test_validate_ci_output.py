@@ -14,7 +14,7 @@ from webhook.cli import main
 
 MANIFESTS = shipped_data.examples_dir().parent / "manifests"
 WARNED = MANIFESTS / "valid" / "inferencepool.yaml"  # v1alpha1: removed upstream, a warning
-DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-speech-on-vllm.yaml"
+DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml"
 SCHEMA_INVALID = textwrap.dedent("""\
     apiVersion: kubeai.org/v1
     kind: Model
@@ -57,7 +57,7 @@ def test_github_annotations_are_errors_and_warnings_with_file_and_line(repositor
         in warnings[0]
     errors = [a for a in annotations if a.startswith("::error ")]
     assert len(errors) == 3  # the denied Model, the invalid engine, the unknown field
-    assert errors[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},title=Model/whisper-on-vllm::")
+    assert errors[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},title=Model/gemma-on-vllm::")
 
 
 def test_sarif_carries_warnings_and_a_rule_per_policy_rule_and_apiserver_problem(repository, capsys, monkeypatch):
@@ -70,8 +70,8 @@ def test_sarif_carries_warnings_and_a_rule_per_policy_rule_and_apiserver_problem
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]  # every rule listed in the driver
         by_rule.setdefault(result["ruleId"], []).append(result)
     assert code == 1
-    (speech,) = by_rule["kubeai-model-engine/validations[2]"]
-    assert speech["level"] == "error" and speech["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
+    (ollama,) = by_rule["kubeai-model-engine/validations[0]"]
+    assert ollama["level"] == "error" and ollama["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == \
         "denied.yaml"
     (removed,) = by_rule["removed-api-versions/warnings[0]"]
     assert removed["level"] == "warning" and removed["message"]["text"].startswith(
@@ -83,7 +83,7 @@ def test_sarif_carries_warnings_and_a_rule_per_policy_rule_and_apiserver_problem
     assert unknown["level"] == "error" and unknown["message"]["text"].endswith(
         'strict decoding error: unknown field "spec.bogus"')
     descriptions = {rule["id"]: rule["shortDescription"]["text"] for rule in rules}
-    assert descriptions["kubeai-model-engine/validations[2]"] == "Admission policy kubeai-model-engine, rule validations[2]"
+    assert descriptions["kubeai-model-engine/validations[0]"] == "Admission policy kubeai-model-engine, rule validations[0]"
     # under Warn the unknown field is a warning of its own rule
     code, out, _ = _run(capsys, "schema.yaml", "-o", "sarif", "--field-validation", "Warn")
     results = json.loads(out)["runs"][0]["results"]

@@ -20,7 +20,7 @@ from webhook.cli import main
 
 MANIFESTS = shipped_data.examples_dir().parent / "manifests"
 VALID = MANIFESTS / "valid" / "kubeai-model-vllm.yaml"
-DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-speech-on-vllm.yaml"
+DENIED = MANIFESTS / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml"
 
 OTHERS = textwrap.dedent("""\
     apiVersion: v1
@@ -76,8 +76,8 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
         f"{others}:6: service/web valid",
         f"{others}:11: deployment.apps/web valid",
         f"{others}:15: skipped Kustomization (kustomize.config.k8s.io/v1beta1): no schema for this kind",
-        f'{denied}:{_line(denied, "apiVersion")}: The Model "whisper-on-vllm" is invalid: spec.features: '
-        'Unsupported value: "SpeechToText": engine "VLLM" does not serve it; use engine "FasterWhisper" or drop the feature',
+        f'{denied}:{_line(denied, "apiVersion")}: The Model "gemma-on-vllm" is invalid: spec.engine: '
+        'Unsupported value: "VLLM": url "ollama://gemma2:2b" is an ollama:// URL, which only engine "OLlama" serves',
         f"{good}:{_line(good, 'apiVersion')}: model.kubeai.org/llama-3-1-8b-instruct-l4 valid",
         "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files",
     ]
@@ -259,8 +259,8 @@ def test_junit_is_valid_xml_with_a_failure_for_the_denial(repository, capsys):
             assert int(suite.get(counter)) == sum(1 for c in cases if c.find(tag) is not None)
     (denied,) = suites[str(repository / "models" / "denied.yml")].findall("testcase")
     failure = denied.find("failure")
-    assert denied.get("name") == "Model/whisper-on-vllm" and denied.get("line") == str(_line(repository / "models" / "denied.yml", "apiVersion"))
-    assert failure.get("message").startswith('The Model "whisper-on-vllm" is invalid: spec.features: Unsupported value')
+    assert denied.get("name") == "Model/gemma-on-vllm" and denied.get("line") == str(_line(repository / "models" / "denied.yml", "apiVersion"))
+    assert failure.get("message").startswith('The Model "gemma-on-vllm" is invalid: spec.engine: Unsupported value')
     assert suites[str(repository / "apps" / "broken.yaml")].find("testcase/error").get("message").startswith("invalid YAML")
 
 
@@ -270,7 +270,7 @@ def test_github_annotations_carry_file_and_line(repository, capsys):
     annotations = [line for line in out.splitlines() if line.startswith("::")]
     assert code == 1 and len(annotations) == 1
     assert annotations[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},"
-                                     "title=Model/whisper-on-vllm::The Model \"whisper-on-vllm\" is invalid: ")
+                                     "title=Model/gemma-on-vllm::The Model \"gemma-on-vllm\" is invalid: ")
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files"
 
 
@@ -312,8 +312,8 @@ def test_sarif_has_the_required_structure_and_points_at_the_denial(repository, c
     (run,) = log["runs"]
     (result,) = [r for r in run["results"] if r["level"] == "error"]
     rules = run["tool"]["driver"]["rules"]
-    # the rule of the policy that denies (policies/kubeai-model.yaml: SpeechToText needs FasterWhisper)
-    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "kubeai-model-engine/validations[2]"
+    # the rule of the policy that denies (policies/kubeai-model.yaml: ollama:// only with OLlama)
+    assert code == 1 and rules[result["ruleIndex"]]["id"] == result["ruleId"] == "kubeai-model-engine/validations[0]"
     location = result["locations"][0]["physicalLocation"]
     denied = repository / "models" / "denied.yml"
     assert location["artifactLocation"]["uri"] == str(denied)  # outside the working directory: as given
