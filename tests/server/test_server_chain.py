@@ -119,6 +119,17 @@ async def test_webhook_denials_carry_a_status_naming_the_problem(live, path):
     assert all(c["message"] for c in resp["status"]["details"]["causes"])
 
 
+@pytest.mark.parametrize("path", manifests("warned-by-webhook"), ids=lambda p: p.stem)
+async def test_webhook_warnings_admit_the_object_and_name_the_problem(live, path):
+    """The examples whose rule only warns (docs/denial-rule.md): admitted, with the warning of
+    their first line (``# warns: ...``), within the apiserver's recommended length."""
+    said = path.read_text().splitlines()[0].removeprefix("# warns:").strip()
+    resp, _ = await admit_like_the_apiserver(live, load(path), uid="w")
+    assert resp["uid"] == "w" and resp["allowed"] is True, resp
+    assert any(said in w for w in resp.get("warnings", [])), resp
+    assert all(len(w) <= 120 for w in resp["warnings"])
+
+
 async def test_schema_errors_come_in_the_apiservers_format(live):
     """An object the apiserver itself would refuse (enum), sent straight to /validate."""
     obj = load(MANIFESTS / "invalid" / "inferencemodel-criticality-default.yaml")
