@@ -133,14 +133,17 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: not a usable CustomResourceDefinition: {exc}") from None
 
     @classmethod
-    def shipped(cls, kubeai_crd: str | None = None, *, evaluator: Evaluator) -> "CRDRegistry":
-        """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
-        ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
-        the current one)."""
+    def shipped(cls, kubeai_crd: str | None = None, *, evaluator: Evaluator,
+                except_names: Iterable[str] = ()) -> "CRDRegistry":
+        """The bundled CRDs (``webhook.schema.bundled.crds``): infergate's own, the current upstream
+        ones, the schema-only ones and the earlier versions, one CRD per name; KubeAI's Model at
+        ``kubeai_crd`` (default: the current one). ``except_names``: CRD names left out (those
+        given instead: ``validate --crd``)."""
         from webhook.schema import bundled
 
-        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)],
-                        evaluator=evaluator)
+        left_out = frozenset(except_names)
+        return cls([crd for _, _, crd in bundled.crds(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)
+                    if crd["metadata"]["name"] not in left_out], evaluator=evaluator)
 
     def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
         """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""
