@@ -103,14 +103,17 @@ Validate manifests as the cluster would answer them: the CRDs' own schema, defau
 rules exactly as kube-apiserver applies them, then the webhook's admission policies. Built-in
 kinds (ConfigMap, Deployment, ...) are checked against Kubernetes 1.36's own schemas. Bundled:
 GIE v1 InferencePool, llm-d.ai v1alpha2 InferenceObjective/InferenceModelRewrite, KubeAI v0.23
-Model, Deckhouse InferenceServiceClass/InferenceService, HTTPRoute, and the seed-era
-inference.networking.x-k8s.io kinds still served.
+Model, Deckhouse InferenceServiceClass/InferenceService, Gateway API v1.6 HTTPRoute, Gateway,
+GatewayClass, GRPCRoute and ReferenceGrant, and GIE's earlier inference.networking.x-k8s.io
+InferencePool and InferenceModel (v1alpha1, v1alpha2). --crd adds CRDs and replaces one of the
+same name; --no-bundled-crds drops the bundled ones.
 
 Every document gets one line naming its file and line (valid, invalid, skipped or an error),
 then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown fields are
 refused as kubectl's requests are (--field-validation Strict); so are documents over the
 apiserver's size limits. A document of a kind with no schema (a Kustomization, another
-project's CRD) is skipped and counted (--strict: an error); a file that cannot be read is
+project's CRD) is skipped and counted (--strict: an error), with a did-you-mean when its
+apiVersion or kind is a near miss of a known one; a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
 error (--allow-empty)."""
 
