@@ -2,9 +2,9 @@
 
 :func:`build_webhook_configurations` is the one definition of these objects: ``infergate
 webhook-config`` prints it and the chart's templates render the same (its tests compare).
-The rules come from the CRDs the webhook serves (the bundled ones, ``webhook.schema.bundled``:
-infergate's own and the third-party kinds, current and earlier versions): every served version
-of every kind, the operations the webhook judges, never the ``/status`` subresource (status
+The rules come from the CRDs the webhook serves (``webhook.schema.bundled.webhook_kinds``:
+infergate's own and the third-party kinds a shipped policy may apply to, current and earlier
+versions; not the schema-only kinds ``validate`` merely knows): every served version of every kind, the operations the webhook judges, never the ``/status`` subresource (status
 writes belong to the controller and carry no spec to judge). A rule for a kind whose CRD the
 cluster does not have matches nothing and costs nothing; with ``matchPolicy: Equivalent`` a
 version the rules do not name still reaches the webhook, converted to one they do.
@@ -70,11 +70,13 @@ def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
 
 
 def _bundled_resources() -> list[ServedResource]:
-    from webhook.schema.bundled import served_kinds
+    from webhook.schema.bundled import version_priority, webhook_kinds
 
     versions: dict[tuple[str, str, str, bool], list[str]] = {}
-    for kind in served_kinds():  # the KubeAI Model CRD chosen makes no difference: same kind, same version
+    for kind in webhook_kinds():  # the KubeAI Model CRD chosen makes no difference: same kind, same version
         versions.setdefault((kind.group, kind.plural, kind.kind, kind.namespaced), []).append(kind.version)
+    for vs in versions.values():  # the newest first (audited_kinds watches that one)
+        vs.sort(key=version_priority, reverse=True)
     return sorted((ServedResource(group, tuple(vs), plural, kind, namespaced)
                    for (group, plural, kind, namespaced), vs in versions.items()),
                   key=lambda r: (r.group, r.plural))

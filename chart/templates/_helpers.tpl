@@ -53,7 +53,10 @@ seccompProfile:
 {{- end -}}
 
 {{/* Every CRD the webhook serves: infergate's own (crds/), the current upstream ones and the
-     earlier versions still served (files/crds/; webhook/schema/bundled.py reads the same files). */}}
+     earlier versions still served (files/crds/; webhook/schema/bundled.py webhook_kinds reads the
+     same files). Not files/crds/upstream/schema-only/: kinds `infergate validate` knows offline
+     that no policy applies to (Gateway, GatewayClass, GRPCRoute, ReferenceGrant), so the webhook
+     stays off their write path. */}}
 {{- define "infergate.servedCRDFiles" -}}
 {{- $paths := list -}}
 {{- range $path, $_ := .Files.Glob "{crds,files/crds/upstream,files/crds/legacy}/*.yaml" -}}

@@ -340,6 +340,31 @@ def test_webhook_rules_cover_every_served_crd():
         one("default", "ValidatingWebhookConfiguration")["webhooks"]
 
 
+# the webhook's rules, pinned: a kind joins them only with a policy that applies to it
+WEBHOOK_RULES = [
+    ("ai.deckhouse.io", "v1alpha1", ["inferenceserviceclasses", "inferenceservices"]),
+    ("gateway.networking.k8s.io", "v1", ["httproutes"]),
+    ("gateway.networking.k8s.io", "v1beta1", ["httproutes"]),
+    ("inference.networking.k8s.io", "v1", ["inferencepools"]),
+    ("inference.networking.x-k8s.io", "v1alpha1", ["inferencemodels", "inferencepoolimports", "inferencepools"]),
+    # GIE's v1alpha2 InferenceModel and InferencePool: policy removed-api-versions (migration.yaml)
+    ("inference.networking.x-k8s.io", "v1alpha2",
+     ["inferencemodelrewrites", "inferencemodels", "inferenceobjectives", "inferencepools"]),
+    ("kubeai.org", "v1", ["models"]),
+    ("llm-d.ai", "v1alpha2", ["inferencemodelrewrites", "inferenceobjectives"]),
+]
+
+
+@pytest.mark.parametrize("kind", ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"])
+def test_webhook_rules_are_the_policy_targeted_kinds_not_the_schema_only_ones(kind):
+    """Gateway, GatewayClass, GRPCRoute and ReferenceGrant have schemas for `validate` but no
+    policy: the webhook is not on their write path."""
+    (hook,) = one("default", kind)["webhooks"]
+    rules = [(r["apiGroups"][0], r["apiVersions"][0], r["resources"]) for r in hook["rules"]]
+    assert rules == WEBHOOK_RULES
+    assert all(len(r["apiGroups"]) == len(r["apiVersions"]) == 1 for r in hook["rules"])
+
+
 def crds(name: str) -> dict[str, dict]:
     return {o["metadata"]["name"]: o for o in objects(name) if o["kind"] == "CustomResourceDefinition"}
 

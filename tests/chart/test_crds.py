@@ -24,16 +24,21 @@ LEGACY = {
     "kubeai.org_models_v1-kubeai-v0.12.0.yaml": "reference/kubeai/kubeai.org_models.yaml",
     "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml":
         "reference/gateway-inference/inference.networking.x-k8s.io_inferencemodels.yaml",
-    "inference.networking.x-k8s.io_inferencepools_v1alpha1.yaml":
-        "reference/gateway-inference/inference.networking.x-k8s.io_inferencepools.yaml",
 }
+# the earlier versions as GIE released them: the same bytes as tests/conformance/reference/upstream/
+LEGACY_RELEASED = ["inference.networking.x-k8s.io_inferencepools_v1alpha1-gie-v0.1.0.yaml",
+                   "inference.networking.x-k8s.io_inferencepools_v1alpha2-gie-v1.4.0.yaml",
+                   "inference.networking.x-k8s.io_inferencemodels_v1alpha2-gie-v0.5.1.yaml"]
 # the current upstream ones: the copies the current-API suites were recorded with (same names)
 UPSTREAM = sorted(p.name for p in UPSTREAM_DIR.glob("*.yaml"))
+SCHEMA_ONLY_DIR = UPSTREAM_DIR / "schema-only"
+SCHEMA_ONLY = sorted(p.name for p in SCHEMA_ONLY_DIR.glob("*.yaml"))
 DECKHOUSE = {
     "ai.deckhouse.io_inferenceserviceclasses.yaml": ("InferenceServiceClass", "Cluster", "isc"),
     "ai.deckhouse.io_inferenceservices.yaml": ("InferenceService", "Namespaced", "is"),
 }
-ALL_FILES = [CHART_CRDS / n for n in DECKHOUSE] + [UPSTREAM_DIR / n for n in UPSTREAM] + [LEGACY_DIR / n for n in LEGACY]
+ALL_FILES = ([CHART_CRDS / n for n in DECKHOUSE] + [UPSTREAM_DIR / n for n in UPSTREAM]
+             + [SCHEMA_ONLY_DIR / n for n in SCHEMA_ONLY] + [LEGACY_DIR / n for n in [*LEGACY, *LEGACY_RELEASED]])
 
 
 def load_crd(path: Path) -> dict:
@@ -61,7 +66,7 @@ def test_the_chart_always_installs_only_infergates_own_crds():
 
 
 def test_the_current_upstream_crds_are_the_kinds_of_today():
-    kinds = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "upstream"}
+    kinds = {(k.api_version, k.kind) for k in bundled.known_kinds() if k.source == "upstream"}
     assert kinds == {
         ("inference.networking.k8s.io/v1", "InferencePool"),
         ("inference.networking.x-k8s.io/v1alpha1", "InferencePoolImport"),
@@ -73,14 +78,103 @@ def test_the_current_upstream_crds_are_the_kinds_of_today():
         ("gateway.networking.k8s.io/v1", "HTTPRoute"),
         ("gateway.networking.k8s.io/v1beta1", "HTTPRoute"),
     }
-    legacy = {(k.api_version, k.kind) for k in bundled.served_kinds() if k.source == "legacy"}
+    schema_only = {(k.api_version, k.kind) for k in bundled.known_kinds() if k.source == "schema-only"}
+    assert schema_only == {
+        ("gateway.networking.k8s.io/v1", "Gateway"), ("gateway.networking.k8s.io/v1beta1", "Gateway"),
+        ("gateway.networking.k8s.io/v1", "GatewayClass"), ("gateway.networking.k8s.io/v1beta1", "GatewayClass"),
+        ("gateway.networking.k8s.io/v1", "GRPCRoute"),
+        ("gateway.networking.k8s.io/v1", "ReferenceGrant"), ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant"),
+    }
+    legacy = {(k.api_version, k.kind) for k in bundled.known_kinds() if k.source == "legacy"}
     assert legacy == {("inference.networking.x-k8s.io/v1alpha1", "InferenceModel"),
-                      ("inference.networking.x-k8s.io/v1alpha1", "InferencePool")}  # KubeAI's: only when chosen
+                      ("inference.networking.x-k8s.io/v1alpha1", "InferencePool"),
+                      ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"),
+                      ("inference.networking.x-k8s.io/v1alpha2", "InferencePool")}  # KubeAI's: only when chosen
+
+
+def _policy_targets() -> set[tuple[str, str]]:
+    """(group, kind) of every shipped policy's matchConstraints ("*" kept as it is)."""
+    from webhook.shipped_data import policies_dir
+
+    targets = set()
+    for path in sorted(policies_dir().glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if not isinstance(doc, dict) or doc.get("kind") != "AdmissionPolicy":
+                continue
+            for rule in doc["spec"]["matchConstraints"]["resourceRules"]:
+                targets |= {(group, kind) for group in rule["apiGroups"] for kind in rule["kinds"]}
+    return targets
+
+
+def test_the_webhook_serves_the_known_kinds_but_the_schema_only_ones():
+    served = {(k.api_version, k.kind) for k in bundled.webhook_kinds()}
+    known = {(k.api_version, k.kind) for k in bundled.known_kinds()}
+    schema_only = {(k.api_version, k.kind) for k in bundled.known_kinds() if k.source == "schema-only"}
+    assert served == known - schema_only and schema_only
+    assert not {name for name in bundled.webhook_crd_names() if name.startswith(("gateways.", "gatewayclasses.",
+                                                                                 "grpcroutes.", "referencegrants."))}
+
+
+def test_no_shipped_policy_targets_a_schema_only_kind():
+    """A policy on a schema-only kind would never run in a cluster: the webhook's rules leave
+    that kind out. Serving it instead puts infergate on every write of that kind."""
+    targets = _policy_targets()
+    for kind in bundled.known_kinds():
+        targeted = any(group in (kind.group, "*") and name in (kind.kind, "*") for group, name in targets)
+        if kind.source == "schema-only":
+            assert not targeted, kind
+    # the earlier GIE versions are served because removed-api-versions applies to them
+    assert {("inference.networking.x-k8s.io", "InferencePool"), ("inference.networking.x-k8s.io", "InferenceModel")} <= targets
+
+
+def test_one_crd_per_name_the_gie_versions_combined():
+    names = [crd["metadata"]["name"] for _, _, crd in bundled.crds()]
+    assert len(names) == len(set(names))
+    by_name = {crd["metadata"]["name"]: (where, crd) for _, where, crd in bundled.crds()}
+    for name, released in [("inferencepools.inference.networking.x-k8s.io",
+                            ["inference.networking.x-k8s.io_inferencepools_v1alpha2-gie-v1.4.0.yaml",
+                             "inference.networking.x-k8s.io_inferencepools_v1alpha1-gie-v0.1.0.yaml"]),
+                           ("inferencemodels.inference.networking.x-k8s.io",
+                            ["inference.networking.x-k8s.io_inferencemodels_v1alpha2-gie-v0.5.1.yaml",
+                             "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml"])]:
+        where, crd = by_name[name]
+        assert sorted(where.split(" + ")) == sorted(released)
+        parts = [load_crd(LEGACY_DIR / n) for n in released]
+        # each version's schema as released; the newest release's storage version the only storage one
+        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha2", "v1alpha1"]
+        for part, version in zip(parts, crd["spec"]["versions"]):
+            (released_version,) = part["spec"]["versions"]
+            assert version == {**released_version, "storage": version["name"] == "v1alpha2"}
+        assert crd["metadata"] == parts[0]["metadata"] and crd["spec"]["names"] == parts[0]["spec"]["names"]
+        from webhook.schema.crd_admission import check_crd
+
+        assert check_crd(crd, EVALUATOR) == ([], [])
+
+
+def test_a_v1alpha1_pool_is_judged_by_gie_v0_1_0s_schema_extension_ref_and_all():
+    registry = CRDRegistry.shipped(evaluator=EVALUATOR)
+    pool = {"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "InferencePool",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"selector": {"app": "vllm"}, "targetPortNumber": 8000, "extensionRef": {"name": "epp"}}}
+    outcome = registry.handle("CREATE", pool, field_validation="Strict")
+    assert outcome.allowed and outcome.object["spec"]["extensionRef"]["failureMode"] == "FailClose"
+    without = {**pool, "spec": {"selector": {"app": "vllm"}, "targetPortNumber": 8000}}
+    assert [str(e) for e in registry.handle("CREATE", without).errors] == ['spec.extensionRef: Required value']
 
 
 @pytest.mark.parametrize("name", UPSTREAM)
 def test_upstream_crds_are_byte_identical_to_the_recorded_reference(name):
     assert (UPSTREAM_DIR / name).read_bytes() == (CONFORMANCE / "reference" / "upstream" / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", SCHEMA_ONLY)
+def test_schema_only_crds_are_byte_identical_to_the_upstream_reference(name):
+    assert (SCHEMA_ONLY_DIR / name).read_bytes() == (CONFORMANCE / "reference" / "upstream" / name).read_bytes()
+
+
+@pytest.mark.parametrize("name", LEGACY_RELEASED)
+def test_earlier_released_crds_are_byte_identical_to_the_upstream_reference(name):
+    assert (LEGACY_DIR / name).read_bytes() == (CONFORMANCE / "reference" / "upstream" / name).read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(LEGACY))
@@ -90,14 +184,18 @@ def test_earlier_crds_are_the_seed_era_copies(name):
 
 @pytest.mark.parametrize("directory", [UPSTREAM_DIR, LEGACY_DIR], ids=["upstream", "legacy"])
 def test_every_third_party_file_has_its_repository_path_and_commit(directory):
+    """One row per bundled file: file, repository, path, commit (and, for the files collected
+    at a release tag, the tag before the commit)."""
     rows = {}
     for line in (directory / "SOURCES.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0].endswith(".yaml"):
+        if len(cells) in (4, 5) and cells[0].endswith(".yaml"):
             rows[cells[0]] = cells[1:]
-    assert sorted(rows) == sorted(p.name for p in directory.glob("*.yaml"))
-    for name, (repository, path, commit) in rows.items():
+    files = [p.relative_to(directory).as_posix() for p in directory.rglob("*.yaml")]
+    assert sorted(rows) == sorted(files)
+    for name, (repository, path, *tag, commit) in rows.items():
         assert "/" in repository and path.endswith(".yaml") and commit, name
+        assert all(t.startswith("v") for t in tag) and any(len(w) == 40 for w in commit.split()), name
 
 
 def test_kubeai_model_is_one_kind_with_two_schemas_the_current_one_by_default():
@@ -330,7 +428,7 @@ def test_readme_names_every_kind_and_version_served():
     readme = (REPO / "README.md").read_text()
     section = readme[readme.index("## Kinds and versions served"):readme.index("## Install on a cluster with Helm")]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "`" in line]
-    for kind in bundled.served_kinds():
+    for kind in bundled.known_kinds():
         assert any(kind.kind in row and f"`{kind.group}/" in row and kind.version in row for row in rows), kind
     values = yaml.safe_load((REPO / "chart" / "values.yaml").read_text())["crds"]
     helm = readme[readme.index("## Install on a cluster with Helm"):]

@@ -27,7 +27,13 @@ from tests.support.paths import MANIFESTS, REPO
 
 # the scenarios are the seed era's: KubeAI v0.12.0's Model beside the other bundled CRDs
 KUBEAI_CRD = "v0.12.0"
-CRD_FILES = [path for _, path in bundled.crd_files(KUBEAI_CRD)]
+
+
+def bundled_crds() -> list[dict[str, Any]]:
+    """The bundled CRDs of the kinds the webhook serves, one per name (``bundled.crds``: GIE's
+    earlier versions combined into one CRD, as a cluster serves them); not the schema-only
+    Gateway API kinds, which no scenario writes. Fresh copies on every call."""
+    return [crd for source, _, crd in bundled.crds(KUBEAI_CRD) if source != bundled.SCHEMA_ONLY]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"

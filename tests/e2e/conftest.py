@@ -138,9 +138,9 @@ def run(tmp_path_factory) -> Iterator[Run]:
 
 @pytest.fixture(scope="session")
 def crds(run: Run) -> list[str]:
-    """The bundled CRDs (``cluster.CRD_FILES``; and minimal CRDs for the catalog and cert-manager
+    """The bundled CRDs (``cluster.bundled_crds``; and minimal CRDs for the catalog and cert-manager
     when the cluster lacks them), each Established before anything uses it."""
-    shipped = cluster.load_documents(*cluster.CRD_FILES)
+    shipped = cluster.bundled_crds()
     return cluster.apply_crds(run.kube, shipped + cluster.support_crds(run.kube), run.owned)
 
 

@@ -198,7 +198,7 @@ def test_sweep_deletes_exactly_what_the_run_label_selects_webhooks_first_crds_la
 def test_sweep_covers_every_kind_the_run_creates():
     swept = set(cluster.SWEEP_KINDS)
     created = {(d["apiVersion"], d["kind"]) for d in cluster.example_state()}
-    created |= {(d["apiVersion"], d["kind"]) for d in cluster.load_documents(*cluster.CRD_FILES, cluster.SUPPORT_CRDS)}
+    created |= {(d["apiVersion"], d["kind"]) for d in [*cluster.bundled_crds(), *cluster.load_documents(cluster.SUPPORT_CRDS)]}
     created |= {(c.obj["apiVersion"], c.obj["kind"]) for c in scenarios.all_cases()}
     created |= {(k.api_version, k.kind) for k in kinds.OWNED} | {cluster.VWC, cluster.MWC, ("v1", "Pod"),
                                                                    ("resource.k8s.io/v1", "ResourceClaim")}
@@ -367,7 +367,7 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
         kube = api.Kube(ApiClient(Configuration(host=url)))
         found = server.all_objects()
         owned = cluster.Owned("r1")
-        crds = cluster.load_documents(*cluster.CRD_FILES) + cluster.support_crds(kube)
+        crds = cluster.bundled_crds() + cluster.support_crds(kube)
         support = cluster.load_documents(cluster.SUPPORT_CRDS)
         assert crds[len(crds) - len(support):] == support  # the cluster served none of them
         assert cluster.apply_crds(kube, crds, owned) == [c["metadata"]["name"] for c in crds]

@@ -10,7 +10,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from webhook.schema.bundled import crd_names
+from webhook.schema.bundled import webhook_crd_names
 from webhook.server.wiring import webhook_watches
 from tests.support.paths import CHART, REPO
 
@@ -44,7 +44,7 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
         ("get list watch patch", "caBundle injection into its own configuration, watched by name"),
     **{("webhook", "cluster", "apiextensions.k8s.io", "customresourcedefinitions", name):
        ("get list watch", "the CRD the cluster serves for a kind it judges, watched by name: its schema")
-       for name in sorted(crd_names())},
+       for name in sorted(webhook_crd_names())},
     ("webhook", NAMESPACE, "", "secrets", f"{RELEASE}-tls"): ("get update", "its CA and serving pair (self-managed)"),
     ("webhook", NAMESPACE, "", "secrets", "*"): ("create", "the first replica creates that Secret (create takes no name)"),
     # the controller: reads its inputs, writes status only, its Lease and Events

@@ -77,7 +77,7 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
 
 def test_validate_json_output(tmp_path, capsys):
     path = _write(tmp_path, "all.yaml", GOOD + "---\n" + BAD)
-    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(LEGACY_CRDS),
+    assert main(["validate", "-f", str(path), "-o", "json", "--crd-only", "--crd", str(KUBEAI_V0_12_CRD),
                  "--field-validation", "Warn"]) == 1
     out = capsys.readouterr()
     answers = json.loads(out.out)

@@ -76,6 +76,8 @@ def test_bundled_crds_batch_every_rule():
                 if served.cel is None:
                     assert plan is None
                     continue
+                if plan is None and not update and kind == "GatewayClass":
+                    continue  # its one rule is a transition rule (controllerName immutable): none on CREATE
                 assert plan is not None, (choice, kind)
                 assert plan.program.python_calls == 0, (choice, kind)
                 for rules in plan.remaining.values():
@@ -86,7 +88,10 @@ def test_bundled_crds_batch_every_rule():
     assert left == {"HTTPRoute": {"!(has(self.request) && has(self.backendRequest) && duration(self.request) != "
                                   "duration('0s') && duration(self.backendRequest) > duration(self.request))"}}
     nested = {("HTTPRoute", "gateway.networking.k8s.io/v1"), ("HTTPRoute", "gateway.networking.k8s.io/v1beta1"),
-              ("InferencePool", "inference.networking.k8s.io/v1")}
+              ("InferencePool", "inference.networking.k8s.io/v1"),
+              # the schema-only Gateway API kinds: listeners' and rules' nested comprehensions
+              ("Gateway", "gateway.networking.k8s.io/v1"), ("Gateway", "gateway.networking.k8s.io/v1beta1"),
+              ("GRPCRoute", "gateway.networking.k8s.io/v1")}
     assert native_only == {(choice, *kind) for choice in bundled.KUBEAI_CRDS for kind in nested} | {
         ("v0.23", "Model", "kubeai.org/v1")}
     # without the native route, the plan of the other rules: they stay on the walk

@@ -168,9 +168,9 @@ async def test_every_served_version_is_judged(cluster):
 def test_the_crds_watched_are_the_bundled_kinds_by_name():
     """One watch per bundled CRD, by a metadata.name field selector (RBAC grants them by name:
     tests/test_chart.py), and no other CRD."""
-    from webhook.schema.bundled import crd_names
+    from webhook.schema.bundled import webhook_crd_names
 
     watched = [k for k in webhook_watches() if k.kind == CRD_KIND]
-    assert sorted(k.field_selector for k in watched) == sorted(f"metadata.name={n}" for n in crd_names())
+    assert sorted(k.field_selector for k in watched) == sorted(f"metadata.name={n}" for n in webhook_crd_names())
     assert {"models.kubeai.org", "inferencepools.inference.networking.k8s.io", "inferenceservices.ai.deckhouse.io",
-            "inferenceobjectives.llm-d.ai", "httproutes.gateway.networking.k8s.io"} <= crd_names()
+            "inferenceobjectives.llm-d.ai", "httproutes.gateway.networking.k8s.io"} <= webhook_crd_names()

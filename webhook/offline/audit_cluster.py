@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.schema.bundled import crd_names
+from webhook.schema.bundled import webhook_crd_names
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
 from webhook.state import group_of
 from webhook.state.kube import WEBHOOK_KINDS, KubeState, WatchedKind
@@ -63,7 +63,7 @@ def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[Watch
         audited.append(watch)
         extra.append(watch)
     crds = [WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
-            for name in sorted(crd_names())]
+            for name in sorted(webhook_crd_names())]
     return list(WEBHOOK_KINDS) + extra + crds, audited
 
 

@@ -35,6 +35,8 @@ from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
+from webhook.schema.near_miss import hint
+from webhook.schema.registry import crd_documents
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.schema.field_validation import DIRECTIVES, FieldValidation
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
@@ -101,14 +103,17 @@ Validate manifests as the cluster would answer them: the CRDs' own schema, defau
 rules exactly as kube-apiserver applies them, then the webhook's admission policies. Built-in
 kinds (ConfigMap, Deployment, ...) are checked against Kubernetes 1.36's own schemas. Bundled:
 GIE v1 InferencePool, llm-d.ai v1alpha2 InferenceObjective/InferenceModelRewrite, KubeAI v0.23
-Model, Deckhouse InferenceServiceClass/InferenceService, HTTPRoute, and the seed-era
-inference.networking.x-k8s.io kinds still served.
+Model, Deckhouse InferenceServiceClass/InferenceService, Gateway API v1.6 HTTPRoute, Gateway,
+GatewayClass, GRPCRoute and ReferenceGrant, and GIE's earlier inference.networking.x-k8s.io
+InferencePool and InferenceModel (v1alpha1, v1alpha2). --crd adds CRDs and replaces one of the
+same name; --no-bundled-crds drops the bundled ones.
 
 Every document gets one line naming its file and line (valid, invalid, skipped or an error),
 then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown fields are
 refused as kubectl's requests are (--field-validation Strict); so are documents over the
 apiserver's size limits. A document of a kind with no schema (a Kustomization, another
-project's CRD) is skipped and counted (--strict: an error); a file that cannot be read is
+project's CRD) is skipped and counted (--strict: an error), with a did-you-mean when its
+apiVersion or kind is a near miss of a known one; a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
 error (--allow-empty)."""
 
@@ -144,9 +149,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "an UPDATE (an --old object that no document matches is an error); repeatable")
     parser.add_argument("--subresource", choices=["status"], help="validate writes to the /status subresource")
     parser.add_argument("--crd", action="append", default=[], metavar="PATH",
-                        help="CRDs to validate against: files or directories, also `kubectl get crd -o yaml` "
-                             "dumps (default: the bundled CRDs); repeatable. CRDs among the manifests are added "
-                             "as well")
+                        help="more CRDs to validate against: files or directories, also `kubectl get crd -o yaml` "
+                             "dumps; repeatable. They add to the bundled CRDs, and one named like a bundled CRD "
+                             "(metadata.name) replaces it, every version; CRDs among the manifests do the same. "
+                             "Two different CRDs of one name among these files are an error")
+    parser.add_argument("--no-bundled-crds", action="store_true",
+                        help="leave out the bundled CRDs: only --crd and the CRDs among the manifests are known")
     parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
                         help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD}: the current one)")
     parser.add_argument("--crd-only", action="store_true",
@@ -284,11 +292,7 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     old_documents, old_errors = documents.read(args.old)
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
-    try:
-        registry = (CRDRegistry.load([Path(p) for p in args.crd], check=True, evaluator=args.evaluator) if args.crd
-                    else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
-    except CRDLoadError as exc:
-        raise SetupError(f"--crd: {exc}") from None
+    registry = _registry(args, inputs)
     units: list[Unit] = []
     for source in inputs:
         if source.parsed is None:
@@ -306,11 +310,41 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     return _Setup(inputs, units, olds, registry, chain)
 
 
-def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
-    """A CRD among the manifests joins the registry (as after ``kubectl apply``), if the
-    apiserver would admit it."""
+def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
+    """The bundled CRDs (unless ``--no-bundled-crds``) with the ``--crd`` ones added, each
+    replacing the bundled CRD of its name. Two different CRDs of one name among the ``--crd``
+    files and the manifests are a ``SetupError`` naming both (the same CRD twice is fine)."""
     try:
-        warnings = registry.add_checked(doc.content, doc.where)
+        given = [doc for raw in args.crd for doc in crd_documents(Path(raw)) if _is_crd(doc.content)]
+    except CRDLoadError as exc:
+        raise SetupError(f"--crd: {exc}") from None
+    among_inputs = [doc for source in inputs if source.parsed is not None
+                    for doc in source.parsed.documents if _is_crd(doc.content)]
+    first: dict[str, Document] = {}
+    for doc in [*given, *among_inputs]:
+        meta = doc.content.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        seen = first.setdefault(name, doc)
+        if seen is not doc and seen.content != doc.content:
+            raise SetupError(f"two different CustomResourceDefinitions named {name!r}: {seen.where} and {doc.where} "
+                             f"(a cluster serves one CRD of a name: keep one)")
+    registry = (CRDRegistry(evaluator=args.evaluator) if args.no_bundled_crds
+                else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
+    try:
+        for doc in given:
+            registry.add_checked(doc.content, doc.where, replace=True)
+    except CRDLoadError as exc:
+        raise SetupError(f"--crd: {exc}") from None
+    return registry
+
+
+def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
+    """A CRD among the manifests joins the registry (as after ``kubectl apply``: in place of the
+    one of its name), if the apiserver would admit it."""
+    try:
+        warnings = registry.add_checked(doc.content, doc.where, replace=True)
     except CRDLoadError as exc:
         return _error(doc.origin, str(exc).removeprefix(f"{doc.where}: "))
     name = (doc.content.get("metadata") or {}).get("name") or ""
@@ -406,11 +440,12 @@ class Judge:
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
             return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
                           label)
+        near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
         if self.args.strict:
             known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
-            return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r} "
+            return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r}{near} "
                                                f"(served: {known})", name=label)
-        return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind", name=label)
+        return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind{near}", name=label)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -103,15 +103,12 @@ def _with_object_meta(schema: Mapping[str, Any]) -> Mapping[str, Any]:
 
 @lru_cache(maxsize=1)
 def bundled_crds() -> tuple[Mapping[str, Any], ...]:
-    """Every CRD infergate bundles (``webhook.schema.bundled``: its own, the current upstream
-    ones, the earlier versions still served, each KubeAI Model CRD it can be told to use)."""
-    from webhook import documents
+    """Every CRD infergate bundles (``webhook.schema.bundled.crds``: its own, the current upstream
+    ones, the schema-only ones, the earlier versions, each KubeAI Model CRD it can be told to use)."""
     from webhook.schema import bundled
 
-    files = dict.fromkeys(path for choice in bundled.KUBEAI_CRDS for _, path in bundled.crd_files(choice))
-    found, _ = documents.read(list(files))
-    return tuple(d.content for d in found if isinstance(d.content, dict)
-                 and d.content.get("kind") == "CustomResourceDefinition")
+    found = {where: crd for choice in bundled.KUBEAI_CRDS for _, where, crd in bundled.crds(choice)}
+    return tuple(found.values())
 
 
 @lru_cache(maxsize=1)

@@ -1,24 +1,48 @@
-"""The CRDs infergate bundles: which kinds and versions it serves without a cluster.
+"""The CRDs infergate bundles: the schemas ``validate`` knows offline, and which of their kinds
+the webhook serves.
 
-Three sets of files, each in one place (``webhook.shipped_data``):
+Two questions, two names:
+
+- **known** (``known_kinds``, ``crds``): every kind whose schema infergate carries, so that
+  ``infergate validate`` (and ``test``, ``audit``) judges its documents offline instead of
+  skipping them;
+- **served by the webhook** (``webhook_kinds``, ``webhook_crd_names``): the kinds in the
+  webhook's configurations' rules and the CRDs its watch cache watches in a cluster. A kind is
+  served only when a shipped policy may apply to it: serving one puts infergate on the write path
+  of every object of that kind in a cluster (``tests/chart`` checks both directions).
+
+The files, each set in one place (``webhook.shipped_data``):
 
 - ``own``: infergate's own kinds (``chart/crds``: ai.deckhouse.io InferenceServiceClass and
-  InferenceService), which the chart always installs;
+  InferenceService), which the chart always installs; served;
 - ``upstream``: the current upstream CRDs of the third-party kinds (``chart/files/crds/upstream``,
   provenance in its ``SOURCES.md``): GIE's InferencePool v1, InferenceObjective,
   InferenceModelRewrite and InferencePoolImport, llm-d's InferenceObjective and
-  InferenceModelRewrite, KubeAI's Model, Gateway API's HTTPRoute;
-- ``legacy``: earlier versions still served (``chart/files/crds/legacy``): GIE's v1alpha1
-  InferenceModel and InferencePool, KubeAI v0.12.0's Model.
+  InferenceModelRewrite, KubeAI's Model, Gateway API's HTTPRoute; served;
+- ``schema-only``: upstream CRDs of kinds users publish beside those, known but not served
+  (``chart/files/crds/upstream/schema-only``): Gateway API v1.6.1's standard Gateway,
+  GatewayClass, GRPCRoute and ReferenceGrant. No shipped policy applies to them;
+- ``legacy``: earlier versions (``chart/files/crds/legacy``): GIE's InferencePool v1alpha1
+  (v0.1.0) and v1alpha2 (v1.4.0), InferenceModel v1alpha1 (v0.1.0) and v1alpha2 (v0.5.1),
+  KubeAI v0.12.0's Model; served (``removed-api-versions`` warns on every one of them).
+
+One CRD name, one CRD. A cluster serves one CRD per name, but GIE released the versions of
+``inferencepools.inference.networking.x-k8s.io`` and ``inferencemodels.inference.networking.x-k8s.io``
+in different CRD files (v0.1.0's serves only ``v1alpha1``, v1.4.0's and v0.5.1's only
+``v1alpha2``), and no release served both. ``crds`` therefore builds one CRD object of the files
+bundled under one name (``combined``): the newest file's metadata and names, the versions of
+every file (each schema byte for byte as released), the newest file's storage version the only
+storage one. The files themselves stay as upstream published them.
 
 KubeAI's Model is one kind with two schemas, so exactly one of its CRDs is bundled at a time:
 the current one unless ``kubeai_crd="v0.12.0"`` (``--kubeai-crd``). In a cluster the CRDs the
-cluster serves take the bundled ones' place (``webhook.schema.watched``); the kinds infergate
-judges (its webhook configurations' rules, the CRDs it watches) are the bundled ones either way.
+cluster serves take the bundled ones' place (``webhook.schema.watched``); the kinds the webhook
+judges are ``webhook_kinds`` either way.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +50,8 @@ from typing import Any
 
 import yaml
 
-__all__ = ["DEFAULT_KUBEAI_CRD", "KUBEAI_CRDS", "ServedKind", "crd_files", "crd_names", "served_kinds"]
+__all__ = ["DEFAULT_KUBEAI_CRD", "KUBEAI_CRDS", "SCHEMA_ONLY", "ServedKind", "combined", "crd_files", "crds",
+           "known_kinds", "version_priority", "webhook_crd_names", "webhook_kinds"]
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -37,18 +62,19 @@ KUBEAI_CRDS: dict[str, tuple[str, str]] = {
 }
 DEFAULT_KUBEAI_CRD = "v0.23"
 _KUBEAI_FILES = {name for _, name in KUBEAI_CRDS.values()}
+SCHEMA_ONLY = "schema-only"  # the set whose kinds validate knows and the webhook does not serve
 
 
 @dataclass(frozen=True, slots=True)
 class ServedKind:
-    """One served version of a bundled kind."""
+    """One version a bundled CRD serves (in the apiserver's sense: ``versions[].served``)."""
 
     group: str
     version: str
     kind: str
     plural: str
     namespaced: bool
-    source: str  # "own", "upstream" or "legacy"
+    source: str  # "own", "upstream", "schema-only" or "legacy"
 
     @property
     def api_version(self) -> str:
@@ -58,11 +84,16 @@ class ServedKind:
     def crd_name(self) -> str:
         return f"{self.plural}.{self.group}"
 
+    @property
+    def webhook_serves(self) -> bool:
+        return self.source != SCHEMA_ONLY
+
 
 def _directories() -> dict[str, Path]:
     from webhook import shipped_data
 
-    return {"own": shipped_data.crds_dir(), "upstream": shipped_data.data_dir("upstream_crds"),
+    upstream = shipped_data.data_dir("upstream_crds")
+    return {"own": shipped_data.crds_dir(), "upstream": upstream, SCHEMA_ONLY: upstream / "schema-only",
             "legacy": shipped_data.data_dir("legacy_crds")}
 
 
@@ -90,21 +121,90 @@ def _read(path: Path) -> tuple[dict[str, Any], ...]:
     return tuple(d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition")
 
 
-def served_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
-    """Every served version of every bundled kind, sorted by group, kind and version."""
-    found = []
+def version_priority(name: str) -> tuple[int, int, int]:
+    """Kubernetes' version priority (GA > beta > alpha, then the numbers), as a sort key."""
+    import re
+
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", name)
+    if match is None:
+        return (-1, 0, 0)
+    major, level, minor = match.groups()
+    return (int(major), {"alpha": 0, "beta": 1, None: 2}[level], int(minor or 0))
+
+
+def _storage(crd: dict[str, Any]) -> str:
+    return next((v["name"] for v in crd["spec"].get("versions") or () if v.get("storage")), "")
+
+
+def combined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One CRD of several released CRD files of one name that serve different versions.
+
+    The base is the part whose storage version is newest (Kubernetes' version priority): its
+    metadata, group, names, scope and conversion. Its versions come first, then the others'
+    versions, each as released; only the base's storage version stays ``storage: true``. Refused
+    (``ValueError``): parts of different groups, kinds, plurals or scopes, or two parts serving
+    one version.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    ordered = sorted(parts, key=lambda crd: version_priority(_storage(crd)), reverse=True)
+    base = copy.deepcopy(ordered[0])
+    spec = base["spec"]
+    identity = (spec["group"], spec["names"]["kind"], spec["names"]["plural"], spec.get("scope"))
+    seen = {v["name"] for v in spec["versions"]}
+    for part in ordered[1:]:
+        other = part["spec"]
+        if (other["group"], other["names"]["kind"], other["names"]["plural"], other.get("scope")) != identity:
+            raise ValueError(f"{base['metadata']['name']}: the files differ in group, kind, plural or scope")
+        for version in other["versions"]:
+            if version["name"] in seen:
+                raise ValueError(f"{base['metadata']['name']}: version {version['name']} is in two files")
+            seen.add(version["name"])
+            spec["versions"].append({**copy.deepcopy(version), "storage": False})
+    return base
+
+
+@functools.cache
+def _crds(kubeai_crd: str) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    by_name: dict[str, list[tuple[str, Path, dict[str, Any]]]] = {}
     for source, path in crd_files(kubeai_crd):
         for crd in _read(path):
-            spec = crd["spec"]
-            for version in spec.get("versions") or ():
-                if version.get("served", True):
-                    found.append(ServedKind(spec["group"], version["name"], spec["names"]["kind"],
-                                            spec["names"]["plural"], spec.get("scope", "Namespaced") != "Cluster",
-                                            source))
+            by_name.setdefault(crd["metadata"]["name"], []).append((source, path, crd))
+    out = []
+    for name, parts in by_name.items():
+        where = " + ".join(path.name for _, path, _ in parts)
+        out.append((parts[0][0], where, combined([crd for _, _, crd in parts])))
+    return tuple(out)
+
+
+def crds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[tuple[str, str, dict[str, Any]]]:
+    """``(set, file names, CRD)``: one CRD object per bundled CRD name (``combined`` when GIE
+    released its versions in several files), the chosen KubeAI Model CRD only. Copies: callers
+    may keep or change them."""
+    return [(source, where, copy.deepcopy(crd)) for source, where, crd in _crds(kubeai_crd)]
+
+
+def known_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
+    """Every served version of every bundled CRD: the kinds ``validate`` judges offline. Sorted
+    by group, kind and version."""
+    found = []
+    for source, _, crd in _crds(kubeai_crd):
+        spec = crd["spec"]
+        for version in spec.get("versions") or ():
+            if version.get("served", True):
+                found.append(ServedKind(spec["group"], version["name"], spec["names"]["kind"],
+                                        spec["names"]["plural"], spec.get("scope", "Namespaced") != "Cluster",
+                                        source))
     return sorted(found, key=lambda k: (k.group, k.kind, k.version))
 
 
-def crd_names() -> frozenset[str]:
-    """``metadata.name`` of every bundled CRD (``<plural>.<group>``): the CRDs a cluster may
-    serve for the kinds infergate judges."""
-    return frozenset(kind.crd_name for kind in served_kinds())
+def webhook_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
+    """The known kinds the webhook serves: its configurations' rules (``webhook.webhook_config``,
+    the chart's ``infergate.webhookRules``). Not the ``schema-only`` ones."""
+    return [kind for kind in known_kinds(kubeai_crd) if kind.webhook_serves]
+
+
+def webhook_crd_names() -> frozenset[str]:
+    """``metadata.name`` of every CRD of a kind the webhook serves (``<plural>.<group>``): the
+    CRDs its watch cache watches in a cluster, and RBAC grants by name."""
+    return frozenset(kind.crd_name for kind in webhook_kinds())

@@ -70,7 +70,7 @@ class RequestError(ValueError):
         return fe.bad_request_status(self.message)
 
 
-def _crd_documents(path: Path) -> list[Document]:
+def crd_documents(path: Path) -> list[Document]:
     """The documents of CRD files and directories through ``webhook.documents``: ``List`` and
     ``CustomResourceDefinitionList`` (``kubectl get crd -o yaml``, the API's answer) unwrapped,
     the one nesting limit; the first problem is a ``CRDLoadError``."""
@@ -103,7 +103,7 @@ class CRDRegistry:
         """
         registry = cls(evaluator=evaluator)
         for raw in paths:
-            for doc in _crd_documents(Path(raw)):
+            for doc in crd_documents(Path(raw)):
                 crd = doc.content
                 if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
                     continue
@@ -113,8 +113,10 @@ class CRDRegistry:
                     registry._add(crd, doc.where)
         return registry
 
-    def add_checked(self, crd: dict[str, Any], where: str = "") -> list[str]:
-        """Add a CRD if the apiserver would admit it; returns its warnings, raises ``CRDLoadError``."""
+    def add_checked(self, crd: dict[str, Any], where: str = "", *, replace: bool = False) -> list[str]:
+        """Add a CRD if the apiserver would admit it; returns its warnings, raises ``CRDLoadError``.
+        ``replace``: it takes the place of the CRD of its name already here (as an apply of a CRD
+        does in a cluster), every version of that one with it."""
         from webhook.schema.crd_admission import check_crd, rejection_message
 
         try:
@@ -123,8 +125,21 @@ class CRDRegistry:
             raise CRDLoadError(f"{where}: the CRD could not be checked: {type(exc).__name__}: {exc}") from None
         if errors:
             raise CRDLoadError(f"{where}: {rejection_message(crd, errors)}")
+        if replace:
+            self.remove((crd.get("metadata") or {}).get("name"))
         self._add(crd, where)
         return warnings
+
+    def remove(self, name: Any) -> None:
+        """Stop serving the CRD named ``name`` (``metadata.name``), if one is here."""
+        def named(c: dict[str, Any]) -> bool:
+            return isinstance(c.get("metadata"), dict) and c["metadata"].get("name") == name
+
+        if not any(named(c) for c in self.crds):
+            return
+        self.crds = [c for c in self.crds if not named(c)]
+        self._served = {k: v for k, v in self._served.items() if v.crd_name != name}
+        self._by_plural = {k: v for k, v in self._by_plural.items() if v.crd_name != name}
 
     def _add(self, crd: dict[str, Any], where: str) -> None:
         try:
@@ -134,13 +149,12 @@ class CRDRegistry:
 
     @classmethod
     def shipped(cls, kubeai_crd: str | None = None, *, evaluator: Evaluator) -> "CRDRegistry":
-        """The bundled CRDs (``webhook.schema.bundled``): infergate's own, the current upstream
-        ones and the earlier versions still served; KubeAI's Model at ``kubeai_crd`` (default:
-        the current one)."""
+        """The bundled CRDs (``webhook.schema.bundled.crds``): infergate's own, the current upstream
+        ones, the schema-only ones and the earlier versions, one CRD per name; KubeAI's Model at
+        ``kubeai_crd`` (default: the current one)."""
         from webhook.schema import bundled
 
-        return cls.load([path for _, path in bundled.crd_files(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)],
-                        evaluator=evaluator)
+        return cls([crd for _, _, crd in bundled.crds(kubeai_crd or bundled.DEFAULT_KUBEAI_CRD)], evaluator=evaluator)
 
     def add(self, crd: dict[str, Any], compiled: list[ServedVersion] | None = None) -> None:
         """Serve ``crd``'s versions (``compiled``: its ``served_versions``, when already made)."""

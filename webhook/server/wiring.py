@@ -66,13 +66,13 @@ def webhook_watches():
     """What the webhook's watch cache watches: what the policies read, and the CRDs of the
     kinds it judges, one watch per name (RBAC then grants exactly these CRDs by resourceNames,
     and no other CRD of the cluster travels)."""
-    from webhook.schema.bundled import crd_names
+    from webhook.schema.bundled import webhook_crd_names
     from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
     from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
 
     return WEBHOOK_KINDS + tuple(
         WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
-        for name in sorted(crd_names()))
+        for name in sorted(webhook_crd_names()))
 
 
 def cluster_crds(state: Any, evaluator: Evaluator):
