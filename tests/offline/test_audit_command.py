@@ -15,7 +15,7 @@ import yaml
 from webhook.cli import main
 from webhook.schema import CRDRegistry
 from tests.support.cel import EVALUATOR
-from tests.support.paths import KUBEAI_V0_12_CRD, POLICIES, REPO, THIRD_PARTY_CRDS
+from tests.support.paths import KUBEAI_V0_12_CRD, POLICIES, REPO, THIRD_PARTY_CRDS, UPSTREAM_CRDS
 
 CATALOGUE = REPO / "tests" / "upstream" / "kubeai-v0.22.1" / "manifests" / "models"
 
@@ -337,3 +337,38 @@ def test_a_live_audit_watches_each_audited_kind_once_at_its_newest_version():
         assert [v.rpartition("/")[2] for v in watch.api_versions] == versions
     assert ("kubeai.org", "Model") in keys
     assert version_key("v1") > version_key("v1beta2") > version_key("v1beta1") > version_key("v1alpha2")
+
+
+def test_crd_adds_to_the_bundled_crds_in_place_of_the_one_of_its_name(tmp_path, capsys):
+    # a Model CRD that no longer serves engine OLlama, given with --crd: the Models are judged
+    # against it, and the InferencePool still against the bundled CRD of its own name
+    crd_file = next(UPSTREAM_CRDS.glob("kubeai.org_models_*.yaml"))
+    crd = yaml.safe_load(crd_file.read_text())
+    engine = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["engine"]
+    engine["enum"] = [e for e in engine["enum"] if e != "OLlama"]
+    tightened = tmp_path / "models-crd.yaml"
+    tightened.write_text(yaml.safe_dump(crd, sort_keys=False))
+    models = cluster_models()
+    ollama = {m["metadata"]["name"] for m in models if m["spec"]["engine"] == "OLlama"}
+    pool = {"apiVersion": "inference.networking.k8s.io/v1", "kind": "InferencePool",
+            "metadata": {"name": "pool", "namespace": "team-a", "uid": "0f0f0f0f-0000-4000-8000-000000000001",
+                         "resourceVersion": "7"},
+            "spec": {"selector": {"matchLabels": {"app": "vllm"}}, "targetPorts": [{"number": 0}],
+                     "endpointPickerRef": {"name": "epp", "port": {"number": 9002}}}}
+    code, out, err = run(capsys, write_list(tmp_path / "dump.yaml", [*models, pool]), "--crd", tightened, "-o", "json")
+    assert code == 1, err
+    failed = {(r["resource"]["name"], r["rule"]) for r in json.loads(out)
+              if r["policy"] == "crd-schema" and r["result"] == "fail"}
+    assert ollama and {name for name, rule in failed if rule == "spec.engine"} == ollama
+    assert ("pool", "spec.targetPorts[0].number") in failed
+
+
+def test_two_different_crds_of_one_name_are_a_usage_error_naming_both(tmp_path, capsys):
+    crd_file = next(UPSTREAM_CRDS.glob("kubeai.org_models_*.yaml"))
+    other = tmp_path / "other.yaml"
+    other.write_text(KUBEAI_V0_12_CRD.read_text())
+    code, _, err = run(capsys, write_list(tmp_path / "dump.yaml", cluster_models()[:1]),
+                       "--crd", crd_file, "--crd", other)
+    assert code == 2
+    assert "two different CustomResourceDefinitions named 'models.kubeai.org'" in err
+    assert str(crd_file) in err and str(other) in err

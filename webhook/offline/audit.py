@@ -31,6 +31,7 @@ from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry
+from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.state import FileState, StateLoadError, read_objects
 
@@ -87,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="more of the cluster the policies look up (classes, namespaces, KubeAI's config, "
                              "...): files or directories; the objects audited are part of it already; repeatable")
     parser.add_argument("--crd", action="append", default=[], metavar="PATH",
-                        help="CRDs to judge against (default: the bundled CRDs; with --kubeconfig the cluster's); "
+                        help="CRDs to judge against besides the bundled ones, each in place of the bundled CRD of its "
+                             "name (with --kubeconfig: instead of the cluster's); "
                              "repeatable")
     parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
                         help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD})")
@@ -133,10 +135,16 @@ def run(args: argparse.Namespace) -> int:
 
 # -- inputs ------------------------------------------------------------------------------------
 def _registry(args: argparse.Namespace) -> CRDRegistry:
+    """The bundled CRDs with the ``--crd`` ones added, each in place of the bundled CRD of its
+    name (as ``validate``)."""
     try:
-        if args.crd:
-            return CRDRegistry.load([Path(p) for p in args.crd], check=True, evaluator=args.evaluator)
-        return CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator)
+        given = [doc for raw in args.crd for doc in crd_documents(Path(raw))
+                 if isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"]
+        one_crd_per_name(given)
+        registry = CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator)
+        for doc in given:
+            registry.add_checked(doc.content, doc.where, replace=True)
+        return registry
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
 

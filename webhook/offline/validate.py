@@ -36,7 +36,7 @@ from webhook.policy.actions import ActionsError, parse_overrides
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.near_miss import hint
-from webhook.schema.registry import crd_documents
+from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.schema.field_validation import DIRECTIVES, FieldValidation
 from webhook.state import FileState, StateLoadError, named_objects, read_objects
@@ -320,16 +320,10 @@ def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
         raise SetupError(f"--crd: {exc}") from None
     among_inputs = [doc for source in inputs if source.parsed is not None
                     for doc in source.parsed.documents if _is_crd(doc.content)]
-    first: dict[str, Document] = {}
-    for doc in [*given, *among_inputs]:
-        meta = doc.content.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if not isinstance(name, str) or not name:
-            continue
-        seen = first.setdefault(name, doc)
-        if seen is not doc and seen.content != doc.content:
-            raise SetupError(f"two different CustomResourceDefinitions named {name!r}: {seen.where} and {doc.where} "
-                             f"(a cluster serves one CRD of a name: keep one)")
+    try:
+        one_crd_per_name([*given, *among_inputs])
+    except CRDLoadError as exc:
+        raise SetupError(str(exc)) from None
     registry = (CRDRegistry(evaluator=args.evaluator) if args.no_bundled_crds
                 else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
     try:

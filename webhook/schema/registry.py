@@ -82,6 +82,21 @@ def crd_documents(path: Path) -> list[Document]:
     return found
 
 
+def one_crd_per_name(docs: Iterable[Document]) -> None:
+    """Raise ``CRDLoadError`` naming both places when two different CRDs share a name (a
+    cluster serves one CRD of a name); the same CRD twice is fine."""
+    first: dict[str, Document] = {}
+    for doc in docs:
+        meta = doc.content.get("metadata") if isinstance(doc.content, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        seen = first.setdefault(name, doc)
+        if seen is not doc and seen.content != doc.content:
+            raise CRDLoadError(f"two different CustomResourceDefinitions named {name!r}: {seen.where} and {doc.where} "
+                               f"(a cluster serves one CRD of a name: keep one)")
+
+
 class CRDRegistry:
     """Custom resource definitions by group/version/kind, compiled once. ``evaluator``: the CEL
     engine and routes their rules are evaluated with (``webhook.cel.Evaluator``)."""
