@@ -297,6 +297,20 @@ async def test_an_older_served_version_is_watched_when_the_newer_is_not(cluster)
     await eventually(lambda: state.get("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "pool-2", "ml-team"))
 
 
+async def test_inference_models_of_a_cluster_serving_only_v1alpha2_are_watched(cluster):
+    """GIE v0.2 to v0.5.1 serve InferenceModel as v1alpha2 only; before v0.2, as v1alpha1."""
+    api, make_state = cluster
+    served = api.serve(WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceModel", "inferencemodels"))
+    api.add(served, {"metadata": {"name": "chat", "namespace": "ml-team"},
+                     "spec": {"modelName": "llama", "poolRef": {"name": "pool"}}})
+    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferenceModel"]
+    assert watched.api_versions == ("inference.networking.x-k8s.io/v1alpha2", "inference.networking.x-k8s.io/v1alpha1")
+    state = make_state((watched,))
+    assert await state.wait_ready(15)
+    found = state.get("inference.networking.x-k8s.io/v1alpha1", "InferenceModel", "chat", "ml-team")
+    assert found is not None and found["spec"]["modelName"] == "llama"
+
+
 async def test_a_kind_served_in_no_version_is_empty_and_ready(cluster):
     api, make_state = cluster
     (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
