@@ -67,6 +67,8 @@ class ExactPath:
         }
         for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
             activation["lookups"][lookup.name] = self.lookup(lookup, exprs, activation, inp.state, trace)
+        if self.lookups:
+            verdict.lookups = activation["lookups"]
         for name, expr in self.match_conditions:
             value = self.eval(expr, activation, f"matchConditions.{name}", trace, _is_bool)
             if value is not True:
