@@ -96,13 +96,17 @@ class CompiledPolicy:
 
     def _decidable(self, inp: PolicyInput, verdict: Verdict) -> Verdict:
         """``verdict`` without the findings of rules that read what the cluster view does not know
-        (``webhook.policy.unknown``); looked at only when a rule failed."""
-        if self.rule_reads and (verdict.denials or verdict.warnings) and getattr(inp.state, "knowledge", EVERYTHING).whole is not None:
+        (``webhook.policy.unknown``); a view that holds every kind whole (a cluster's) knows all."""
+        knowledge = getattr(inp.state, "knowledge", EVERYTHING)
+        if self.rule_reads and knowledge.whole is not None:
             lookups = verdict.lookups
             if lookups is None:
                 prepared = inp.scope.prepared.get(self.batches.serial)
                 lookups = prepared.lookups if isinstance(prepared, Prepared) else None
-            unknown = unknown_facts(self.exact, lookups, self.exact.params(inp.state), inp.state.knowledge)
+            params = self.exact.params(inp.state)
+            activation = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                          "namespaceObject": inp.namespace_object, "params": params, "variables": {}}
+            unknown = unknown_facts(self.exact, lookups, params, knowledge, activation)
             leave_unchecked(verdict, self.rule_reads, unknown)
         return verdict
 

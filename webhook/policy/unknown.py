@@ -71,20 +71,38 @@ def _reads(needs: Mapping[str, Any], variables: Mapping[str, frozenset[str]]) ->
     return frozenset(found)
 
 
-def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: Any,
-                  knowledge: Knowledge) -> dict[str, tuple[str, str]]:
+def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: Any, knowledge: Knowledge,
+                  activation: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """The lookups (by name) and params whose answers are unknown, each with what the note says
-    of it: (what, unit), e.g. ``("InferencePool", "lookups")``, ``("KubeAI config", "objects")``."""
+    of it: (what, unit), e.g. ``("InferencePool", "lookups")``, ``("KubeAI config", "objects")``.
+    A ``get`` that named nothing looked nothing up: its ``null`` is no unknown (``activation``:
+    the review's values, for its name's expression)."""
     unknown: dict[str, tuple[str, str]] = {}
-    for lookup, _ in exact.lookups:
+    for lookup, exprs in exact.lookups:
         source = lookup.get or lookup.list
-        if lookups is not None and lookup.name in lookups \
-                and unknown_answer(lookups[lookup.name], group_of(source.apiVersion), source.kind, knowledge):
-            unknown[lookup.name] = (source.kind, "lookups")
+        if lookups is None or lookup.name not in lookups:
+            continue
+        found = lookups[lookup.name]
+        if not unknown_answer(found, group_of(source.apiVersion), source.kind, knowledge):
+            continue
+        if lookup.get is not None and not _named(exprs.get("name"), {**activation, "lookups": lookups}):
+            continue
+        unknown[lookup.name] = (source.kind, "lookups")
     ref = exact.param_ref
     if ref is not None and unknown_answer(params, group_of(ref.apiVersion), ref.kind, knowledge):
         unknown[PARAMS] = (params_label(ref.kind, ref.name), "objects")
     return unknown
+
+
+def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
+    """Whether a ``get`` lookup's name is a name (else it looked nothing up); an error: it may be."""
+    if name_expr is None:
+        return False
+    try:
+        name = name_expr.evaluate(activation)
+    except Exception:  # noqa: BLE001 - whatever it was, the answer cannot be taken as known
+        return True
+    return isinstance(name, str) and bool(name)
 
 
 def params_label(kind: str, name: str) -> str:
@@ -92,27 +110,28 @@ def params_label(kind: str, name: str) -> str:
 
 
 def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unknown: Mapping[str, tuple[str, str]]) -> None:
-    """Drop from ``verdict`` the denials and warnings of rules that read an unknown answer, and
-    record what was not checked (once per unknown answer a dropped rule read)."""
+    """Leave out of ``verdict`` the rules that read an unknown answer: drop their denials and
+    warnings, and record what was not checked (once per unknown answer such a rule read, whether
+    it held or failed: it was not checked either way)."""
     if not unknown:
         return
     missed: dict[str, tuple[str, str]] = {}
-
-    def undecided(rule: str | None) -> bool:
-        read = reads.get(rule or "")
-        if not read:
-            return False
+    undecided: set[str] = set()
+    for rule, read in reads.items():
         names = read & unknown.keys()
         if _EVERY_LOOKUP in read:
             names |= {name for name in unknown if name != PARAMS}
-        for name in names:
-            missed[name] = unknown[name]
-        return bool(names)
-
-    verdict.denials = [d for d in verdict.denials if not undecided(d.rule)]
-    kept = [w for w in verdict.warnings if not undecided(verdict.warning_rules.get(w))]
-    if len(kept) != len(verdict.warnings):
-        verdict.warnings = kept
-        verdict.warning_rules = {w: r for w, r in verdict.warning_rules.items() if w in kept}
-    if missed:
-        verdict.unchecked = tuple(missed.values())
+        if names:
+            undecided.add(rule)
+            for name in names:
+                missed[name] = unknown[name]
+    if not undecided:
+        return
+    if verdict.denials:
+        verdict.denials = [d for d in verdict.denials if d.rule not in undecided]
+    if verdict.warnings:
+        kept = [w for w in verdict.warnings if verdict.warning_rules.get(w) not in undecided]
+        if len(kept) != len(verdict.warnings):
+            verdict.warnings = kept
+            verdict.warning_rules = {w: r for w, r in verdict.warning_rules.items() if w in kept}
+    verdict.unchecked = tuple(missed.values())
