@@ -539,13 +539,8 @@ def run(args: argparse.Namespace) -> int:
             api_version, kind, namespace, name = key
             what = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
             results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
-    _print(args.output, results, len(setup.inputs))
     note = state_note(unchecked_counts(results), setup.state) if setup.state is not None else None
-    if note is not None:
-        if args.output == "github":  # a workflow command: shown on the run's summary
-            print(f"::notice title=infergate validate::{note.removeprefix('note: ')}")
-        else:
-            print(note, file=sys.stderr)
+    _print(args.output, results, len(setup.inputs), note)
     counts = Counter(result.outcome for result in results)
     if not results and not args.allow_empty:  # a pipeline that lost its manifests must not pass
         return command_line.error("validate: no documents in the input (an empty stdin or file, or no .yaml, "
@@ -586,25 +581,38 @@ def summary(counts: Counter, files: int) -> str:
             f"{errors} error{'s' if errors != 1 else ''}, {where}")
 
 
-def _print(output: str, results: list[Result], files: int) -> None:
+def _print(output: str, results: list[Result], files: int, note: str | None = None) -> None:
+    """The results in ``output``'s format, then ``note`` (what the state could not check: on
+    stderr, or a ``::notice`` workflow command with -o github) and the closing summary, last."""
     counts = Counter(result.outcome for result in results)
     closing = summary(counts, files)
+
+    def say_note() -> None:
+        if note is not None and output == "github":  # a workflow command: shown on the run's summary
+            print(f"::notice title=infergate validate::{note.removeprefix('note: ')}")
+        elif note is not None:
+            sys.stdout.flush()
+            print(note, file=sys.stderr)
+
     if output in ("json", "yaml"):
         answers = [result.as_dict() for result in results]
         if output == "json":
             sys.stdout.write(json_text(answers))
         else:
             yaml.safe_dump(answers, sys.stdout, sort_keys=False, allow_unicode=True)
+        say_note()
         print(closing, file=sys.stderr)
         return
     if output == "junit":
         sys.stdout.write(junit_xml((r.finding() for r in results), "infergate validate"))
+        say_note()
         print(closing, file=sys.stderr)
         return
     if output == "sarif":
         from webhook import __version__
 
         sys.stdout.write(sarif((r.finding() for r in results), version=__version__))
+        say_note()
         print(closing, file=sys.stderr)
         return
     paint = command_line.Painter(sys.stdout)
@@ -627,6 +635,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
         if output == "github":
             for annotation in github_annotations(result.finding()):
                 print(annotation)
+    say_note()
     print(closing)
 
 
