@@ -356,14 +356,22 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     return _Setup(inputs, units, olds, registry, chain, state)
 
 
-def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> re.Pattern[str]:
-    """A document that may be one of ``kinds`` (YAML or JSON ``kind:``), or a bare KubeAI config."""
-    names = "|".join(sorted({re.escape(kind) for _, kind in kinds}))
-    return re.compile(rf"""\bkind["']?\s*:\s*["']?(?:{names})\b|\b(?:resourceProfiles|cacheProfiles)\b""")
+def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
+    """Per kind of ``kinds`` (apiVersion, kind): a pattern of its ``kind:`` (YAML or JSON) and the
+    group its document must name (KubeAI's Model is not the catalog's); a bare KubeAI config too."""
+    by_group: dict[str, set[str]] = {}
+    for api_version, kind in kinds:
+        by_group.setdefault(api_version.rpartition("/")[0], set()).add(re.escape(kind))
+    out = [(re.compile(rf"""\bkind["']?\s*:\s*["']?(?:{'|'.join(sorted(names))})\b"""), group)
+           for group, names in sorted(by_group.items())]
+    return out + [(re.compile(r"\b(?:resourceProfiles|cacheProfiles)\b"), "")]
 
 
-def _may_hold(source: InputFile, kinds: re.Pattern[str]) -> bool:
-    return source.text is not None and kinds.search(source.text) is not None
+def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], str]]) -> bool:
+    """Whether ``source`` may hold an object of the kinds the policies read (a cheap look at its
+    text: a false yes costs a parse in the parent, never a wrong answer)."""
+    text = source.text
+    return text is not None and any(pattern.search(text) is not None and group in text for pattern, group in kinds)
 
 
 def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
