@@ -371,7 +371,7 @@ def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], str]]) -> bo
     """Whether ``source`` may hold an object of the kinds the policies read (a cheap look at its
     text: a false yes costs a parse in the parent, never a wrong answer)."""
     text = source.text
-    return text is not None and any(pattern.search(text) is not None and group in text for pattern, group in kinds)
+    return text is not None and any(group in text and pattern.search(text) is not None for pattern, group in kinds)
 
 
 def _add_crd(registry: CRDRegistry, doc: Document) -> Result:

@@ -106,7 +106,11 @@ class CompiledPolicy:
             params = self.exact.params(inp.state)
             activation = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
                           "namespaceObject": inp.namespace_object, "params": params, "variables": {}}
-            unknown = unknown_facts(self.exact, lookups, params, knowledge, activation)
+            # a get's answer is looked at only when a rule that reads it failed (whether it named
+            # anything takes a CEL evaluation): a rule that held without it said nothing either way
+            failed = [d.rule for d in verdict.denials] + [verdict.warning_rules.get(w, "") for w in verdict.warnings]
+            gets = frozenset().union(*(self.rule_reads.get(rule, frozenset()) for rule in failed))
+            unknown = unknown_facts(self.exact, lookups, params, knowledge, activation, gets=gets)
             leave_unchecked(verdict, self.rule_reads, unknown)
         return verdict
 

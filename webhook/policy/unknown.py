@@ -72,15 +72,19 @@ def _reads(needs: Mapping[str, Any], variables: Mapping[str, frozenset[str]]) ->
 
 
 def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: Any, knowledge: Knowledge,
-                  activation: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+                  activation: Mapping[str, Any], *, gets: frozenset[str] = frozenset({"*"})
+                  ) -> dict[str, tuple[str, str]]:
     """The lookups (by name) and params whose answers are unknown, each with what the note says
     of it: (what, unit), e.g. ``("InferencePool", "lookups")``, ``("KubeAI config", "objects")``.
     A ``get`` that named nothing looked nothing up: its ``null`` is no unknown (``activation``:
-    the review's values, for its name's expression)."""
+    the review's values, for its name's expression; ``gets``: the ``get`` lookups to look at, by
+    name, ``*`` all: the caller names those that failed rules read)."""
     unknown: dict[str, tuple[str, str]] = {}
     for lookup, exprs in exact.lookups:
         source = lookup.get or lookup.list
         if lookups is None or lookup.name not in lookups:
+            continue
+        if lookup.get is not None and lookup.name not in gets and _EVERY_LOOKUP not in gets:
             continue
         found = lookups[lookup.name]
         if not unknown_answer(found, group_of(source.apiVersion), source.kind, knowledge):
