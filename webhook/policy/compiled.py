@@ -14,8 +14,8 @@ from webhook.policy.messages import RuleError, not_applied
 from webhook.policy.model import AdmissionPolicy, Lookup
 from webhook.policy.scope import Prepared, PolicyInput
 from webhook.policy.unknown import leave_unchecked, rule_reads, unknown_facts
-from webhook.state.knowledge import EVERYTHING
 from webhook.policy.verdict import Denial, Verdict
+from webhook.state.knowledge import EVERYTHING
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
