@@ -279,3 +279,18 @@ def test_the_live_cluster_is_the_state_and_knows_every_kind(tmp_path):
     assert note_of(err) == []
     assert ("GET", "/apis/inference.networking.k8s.io/v1/inferencepools") in fake.requests
     assert not [r for r in fake.requests if r[0] != "GET"]  # read-only
+
+
+def test_inputs_find_objects_in_lists_and_json(tmp_path):
+    # the parent reads the inputs that may hold a looked-up kind: a List's items and JSON too
+    import yaml
+
+    pool = yaml.safe_load(POOL)
+    listed = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [pool]})
+    for name, text in (("list.yaml", listed), ("pool.json", json.dumps(pool))):
+        repo = write(tmp_path / name, {name: text, "objective.yaml": OBJECTIVE.format(pool="qwen3-pool")})
+        code, out, err = validate(str(repo))
+        assert code == 0, out + err
+        assert not [n for n in note_of(err) if "InferencePool" in n], (name, err)
+    lonely = write(tmp_path / "lonely", {"objective.yaml": OBJECTIVE.format(pool="qwen3-pool")})
+    assert "InferencePool (" in note_of(validate(str(lonely))[2])[0]

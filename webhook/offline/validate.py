@@ -356,22 +356,36 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     return _Setup(inputs, units, olds, registry, chain, state)
 
 
-def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], str]]:
-    """Per kind of ``kinds`` (apiVersion, kind): a pattern of its ``kind:`` (YAML or JSON) and the
-    group its document must name (KubeAI's Model is not the catalog's); a bare KubeAI config too."""
+def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], re.Pattern[str], str]]:
+    """Per group of ``kinds`` (apiVersion, kind): a document's top-level ``kind:`` of one of them
+    (YAML: at the start of a line), the same anywhere (JSON, flow mappings, a ``List``'s items),
+    and the group the document must name (KubeAI's Model is not the catalog's); last, a bare
+    KubeAI config."""
     by_group: dict[str, set[str]] = {}
     for api_version, kind in kinds:
         by_group.setdefault(api_version.rpartition("/")[0], set()).add(re.escape(kind))
-    out = [(re.compile(rf"""\bkind["']?\s*:\s*["']?(?:{'|'.join(sorted(names))})\b"""), group)
-           for group, names in sorted(by_group.items())]
-    return out + [(re.compile(r"\b(?:resourceProfiles|cacheProfiles)\b"), "")]
+    out = []
+    for group, names in sorted(by_group.items()):
+        alternatives = "|".join(sorted(names))
+        out.append((re.compile(rf"""^kind\s*:\s*["']?(?:{alternatives})\b""", re.MULTILINE),
+                    re.compile(rf"""\bkind["']?\s*:\s*["']?(?:{alternatives})\b"""), group))
+    config = re.compile(r"^(?:resourceProfiles|cacheProfiles)\s*:", re.MULTILINE)
+    return out + [(config, config, "")]
 
 
-def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], str]]) -> bool:
+# a document whose kind may not start a line: JSON, a flow mapping, a List's items
+_NESTED = re.compile(r"""^\s*[{\[]|\n[{\[]|^kind\s*:\s*["']?\w*List\b""", re.MULTILINE)
+
+
+def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], re.Pattern[str], str]]) -> bool:
     """Whether ``source`` may hold an object of the kinds the policies read (a cheap look at its
     text: a false yes costs a parse in the parent, never a wrong answer)."""
     text = source.text
-    return text is not None and any(group in text and pattern.search(text) is not None for pattern, group in kinds)
+    if text is None:
+        return False
+    nested = _NESTED.search(text) is not None
+    return any(group in text and (top if not nested else anywhere).search(text) is not None
+               for top, anywhere, group in kinds)
 
 
 def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
