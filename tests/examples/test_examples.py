@@ -307,7 +307,7 @@ _WEBHOOK_VERDICTS: dict[str, tuple[int, dict[str, dict]]] = {}
 def verdicts(folder: str) -> tuple[int, dict[str, dict]]:
     """One `infergate validate` (schema, the shipped policies, the example state) over a folder."""
     if folder not in _WEBHOOK_VERDICTS:
-        code, results = validate(["-f", str(MANIFESTS / folder)])
+        code, results = validate(["--state", str(EXAMPLES / "state"), "-f", str(MANIFESTS / folder)])
         by_name = {}
         for result in results:
             name = (result["object"] or {}).get("metadata", {}).get("name") or result["status"]["details"]["name"]
@@ -371,8 +371,9 @@ def test_readme_first_policy_denies_scale_to_zero_in_production(tmp_path):
 
     for source in [*policies_dir().glob("*.yaml"), EXAMPLES / "policies" / "production-min-replicas.yaml"]:
         shutil.copy(source, tmp_path)
-    code, (result,) = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-vllm.yaml")])
+    demo = ["--state", str(EXAMPLES / "state")]  # its namespaces' labels: ml-team is production
+    code, (result,) = validate([*demo, "--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-vllm.yaml")])
     assert code == 1 and not result["allowed"]
     assert result["status"]["details"]["causes"][0]["field"] == "spec.minReplicas"
-    code, results = validate(["--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-ollama.yaml")])
+    code, results = validate([*demo, "--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-ollama.yaml")])
     assert code == 0  # sandbox is not a production namespace

@@ -14,6 +14,8 @@ from webhook import shipped_data
 from webhook.cli import main
 
 MANIFESTS = shipped_data.example_manifests_dir()
+# the example cluster the example manifests are written against: named, as a user names it
+DEMO = ("--state", str(shipped_data.examples_dir()))
 
 
 def validate(*argv: str) -> tuple[int, str, str]:
@@ -29,7 +31,7 @@ def validate_json(*argv: str) -> tuple[int, list[dict]]:
 
 
 def test_valid_manifests_pass_the_whole_chain_with_their_defaults():
-    code, results = validate_json("-f", str(MANIFESTS / "valid"))
+    code, results = validate_json(*DEMO, "-f", str(MANIFESTS / "valid"))
     assert code == 0 and all(r["allowed"] for r in results)
     for r in results:
         obj = r["object"]
@@ -46,7 +48,7 @@ def test_valid_manifests_pass_the_whole_chain_with_their_defaults():
 @pytest.mark.parametrize("path", sorted((MANIFESTS / "denied-by-webhook").glob("*.yaml")), ids=lambda p: p.name)
 def test_webhook_denied_manifests_are_denied_for_the_reason_they_state(path):
     word = path.read_text().splitlines()[0].removeprefix("# denied:").strip()
-    code, results = validate_json("-f", str(path))
+    code, results = validate_json(*DEMO, "-f", str(path))
     (result,) = results
     assert code == 1 and not result["allowed"]
     message = result["status"]["message"]
@@ -66,7 +68,7 @@ def test_webhook_warned_manifests_are_admitted_with_the_warning_they_state(path)
 def test_warnings_fit_the_apiservers_recommended_length():
     # the apiserver truncates long warnings; ours name field, value and object within 120 characters
     for folder in ("valid", "denied-by-webhook", "warned-by-webhook"):
-        _, results = validate_json("-f", str(MANIFESTS / folder))
+        _, results = validate_json(*DEMO, "-f", str(MANIFESTS / folder))
         assert all(len(w) <= 120 for r in results for w in r["warnings"]), [r["warnings"] for r in results]
 
 
@@ -110,6 +112,13 @@ def test_broken_policies_are_a_clear_error(tmp_path):
 
 
 def test_broken_state_is_a_clear_error(tmp_path):
+    (tmp_path / "x.yaml").write_text("kind: [Namespace\n")
+    code, _, err = validate("--state", str(tmp_path), "-f", str(MANIFESTS / "valid"))
+    assert code == 2 and err.startswith(f"infergate: error: --state: {tmp_path / 'x.yaml'}:")
+
+
+def test_state_documents_that_are_no_objects_are_skipped_and_counted(tmp_path):
+    # a document without apiVersion (a Helm values file, a fragment) is not a Kubernetes object
     (tmp_path / "x.yaml").write_text("kind: Namespace\n")
     code, _, err = validate("--state", str(tmp_path), "-f", str(MANIFESTS / "valid"))
-    assert code == 2 and err.startswith(f"infergate: error: --state: {tmp_path / 'x.yaml'}:1: object without apiVersion")
+    assert code == 0 and "--state: 1 document skipped, not Kubernetes objects" in err

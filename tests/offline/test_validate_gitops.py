@@ -75,26 +75,28 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
         f"{others}:1: configmap/settings valid",  # built-in kinds: against Kubernetes' own schemas
         f"{others}:6: service/web valid",
         f"{others}:11: deployment.apps/web valid",
-        f"{others}:15: skipped Kustomization (kustomize.config.k8s.io/v1beta1): no schema for this kind",
+        f"{others}:15: skipped kustomize file, not applied",  # input to kustomize, no Kubernetes object
         f'{denied}:{_line(denied, "apiVersion")}: The Model "gemma-on-vllm" is invalid: spec.engine: '
         'Unsupported value: "VLLM": url "ollama://gemma2:2b" is an ollama:// URL, which only engine "OLlama" serves',
         f"{good}:{_line(good, 'apiVersion')}: model.kubeai.org/llama-3-1-8b-instruct-l4 valid",
         "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files",
     ]
-    assert err == ""
+    # the repository holds no KubeAI config: the Models' profiles are not checked, and a note says so
+    note = "note: not checked, as the input does not show them: KubeAI config (2 objects); pass --state DIR or --kubeconfig FILE\n"
+    assert err == note
 
     code, out, err = _run(capsys, repository, "-o", "json")
     results = json.loads(out)
     assert code == 1 and [r["result"] for r in results] == ["valid"] * 3 + ["skipped", "invalid", "valid"]
     assert results[1]["source"] == {"file": str(others), "line": 6, "index": 1}
-    assert results[3]["reason"] == "Kustomization (kustomize.config.k8s.io/v1beta1): no schema for this kind"
+    assert results[3]["reason"] == "kustomize file, not applied"
     assert results[5]["source"] == {"file": str(good), "line": _line(good, "apiVersion"), "index": 0}
     assert results[4]["allowed"] is False and results[4]["status"]["code"] == 422
-    assert err == "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files\n"
+    assert err == note + "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files\n"  # the summary last
     assert yaml.safe_load(_run(capsys, repository, "-o", "yaml")[1]) == results
 
     code, _, err = _run(capsys, repository, "--strict")
-    assert code == 2 and err.count("infergate: error: ") == 1 and "no schema for kind 'Kustomization'" in err
+    assert code == 2 and err.count("infergate: error: ") == 1 and "kustomize file, not applied" in err
 
 
 def test_crds_may_come_as_a_list_given_with_crd_or_among_the_manifests(tmp_path, capsys):
@@ -188,7 +190,9 @@ def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is
     broken.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")
     code, out, err = _run(capsys, repository)
     assert code == 2
-    assert err == f"infergate: error: {broken}:5: invalid YAML: did not find expected ',' or ']'\n"
+    assert err.splitlines() == [f"infergate: error: {broken}:5: invalid YAML: did not find expected ',' or ']'",
+                                "note: not checked, as the input does not show them: KubeAI config (2 objects); "
+                                "pass --state DIR or --kubeconfig FILE"]
     assert len(out.splitlines()) == 7 and "model.kubeai.org/llama-3-1-8b-instruct-l4 valid" in out
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
 
@@ -215,8 +219,8 @@ def test_an_old_object_no_document_matches_is_an_error(tmp_path, capsys):
     old.write_text(VALID.read_text().replace("llama-3-1-8b-instruct-l4", "someone-else"))
     code, out, err = _run(capsys, VALID, "--old", old)
     assert code == 2
-    assert err == (f"infergate: error: {old}:{_line(old, 'apiVersion')}: --old: no document to validate matches "
-                   "Model ml-team/someone-else (kubeai.org/v1)\n")
+    assert err.splitlines()[0] == (f"infergate: error: {old}:{_line(old, 'apiVersion')}: --old: no document to "
+                                   "validate matches Model ml-team/someone-else (kubeai.org/v1)")
     assert out.splitlines()[-1] == "1 valid, 0 invalid, 0 skipped, 1 error, in 1 file"
 
 
@@ -267,8 +271,12 @@ def test_junit_is_valid_xml_with_a_failure_for_the_denial(repository, capsys):
 def test_github_annotations_carry_file_and_line(repository, capsys):
     code, out, _ = _run(capsys, repository, "-o", "github")
     denied = repository / "models" / "denied.yml"
-    annotations = [line for line in out.splitlines() if line.startswith("::")]
+    annotations = [line for line in out.splitlines() if line.startswith("::error")]
     assert code == 1 and len(annotations) == 1
+    # what the repository does not show (KubeAI's config) was not checked: a notice says so
+    assert [line for line in out.splitlines() if line.startswith("::notice ")] == [
+        "::notice title=infergate validate::not checked, as the input does not show them: KubeAI config (2 objects); "
+        "pass --state DIR or --kubeconfig FILE"]
     assert annotations[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},"
                                      "title=Model/gemma-on-vllm::The Model \"gemma-on-vllm\" is invalid: ")
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files"

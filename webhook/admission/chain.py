@@ -50,6 +50,8 @@ class ChainOutcome:
     # each failed policy (both webhooks') -> the validation actions its failures met
     actions: dict[str, list[str]] = field(default_factory=dict)
     rules: dict[str, str] = field(default_factory=dict)  # a denial's message or a warning -> its policy rule
+    # what the policies could not check, the cluster view not knowing it (``Verdict.unchecked``)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
 
 
 def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subresource: str | None = None, *,
@@ -182,10 +184,10 @@ class AdmissionChain:
         mutated = stage.input.object
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
-                                     warnings=stage.warnings, rules=stage.rules)
+                                     warnings=stage.warnings, rules=stage.rules, unchecked=stage.unchecked)
         else:
             result = AdmissionResult(allowed=True, patch=make_patch(obj, mutated), warnings=stage.warnings,
-                                     rules=stage.rules)
+                                     rules=stage.rules, unchecked=stage.unchecked)
         if stage.failures:  # validations placed in the mutating webhook may be audited: its audit annotations
             result.audit_annotations[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         return result, stage.traces, mutated, stage.acted
@@ -211,6 +213,7 @@ class AdmissionChain:
         denials: list[Denial] = []
         audit: dict[str, str] = {}
         rules: dict[str, str] = {}
+        unchecked: list[tuple[str, str]] = []
         policy_set = self.policies.current()
         policies = policy_set.for_review(_rule_key(request), mutating=False)
         if policies:  # (none: no input to build)
@@ -219,13 +222,15 @@ class AdmissionChain:
             traces, warnings, denials, audit = stage.traces, warnings + stage.warnings, stage.denials, stage.audit
             acted = stage.acted
             rules = stage.rules
+            unchecked = stage.unchecked
             if stage.failures:
                 audit[VALIDATION_FAILURE_KEY] = failure_annotation(stage.failures)
         warnings = list(dict.fromkeys(warnings))
         if denials:
             return AdmissionResult(allowed=False, status=denial_status(request, denials), warnings=warnings,
-                                   audit_annotations=audit, rules=rules), traces, acted
-        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit, rules=rules), traces, acted
+                                   audit_annotations=audit, rules=rules, unchecked=unchecked), traces, acted
+        return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit, rules=rules,
+                               unchecked=unchecked), traces, acted
 
     def _schemas(self) -> CRDRegistry | None:
         return self.registry.current() if self.registry is not None else None
@@ -248,6 +253,7 @@ class AdmissionChain:
                 return ChainOutcome(False, exc.status(), list(exc.warnings), denied_by="apiserver")
             warnings += decode_warnings
         patch: list[dict[str, Any]] = []
+        unchecked: list[tuple[str, str]] = []
         traces: list[Trace] = []
         audited: list[dict[str, Any]] = []  # failures the mutating webhook admitted under Audit
         actions: dict[str, list[str]] = {}
@@ -259,10 +265,12 @@ class AdmissionChain:
             audited = _failures(mutated.audit_annotations)
             actions = dict(acted or {})
             rules = dict(mutated.rules)
+            unchecked = list(mutated.unchecked)
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
                                     audit_annotations=dict(mutated.audit_annotations), traces=traces,
-                                    denied_by="webhook", audit_failures=audited, actions=actions, rules=rules)
+                                    denied_by="webhook", audit_failures=audited, actions=actions, rules=rules,
+                                    unchecked=unchecked)
             patch = mutated.patch
             if patch:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
@@ -292,7 +300,8 @@ class AdmissionChain:
         if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
             audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
-                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited, actions, rules)
+                            obj, patch, audit, traces, "" if validated.allowed else "webhook", audited, actions, rules,
+                            unchecked + list(validated.unchecked))
 
 
 # each failed policy -> the validation actions its failures met (None: no policy failed)
@@ -346,7 +355,7 @@ class _Stage:
     other — the mutating one the object (each policy sees the mutations before it: ``input``),
     the validating one the audit annotations."""
 
-    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures", "acted", "rules")
+    __slots__ = ("input", "traces", "warnings", "denials", "audit", "failures", "acted", "rules", "unchecked")
 
     def __init__(self, inp: PolicyInput) -> None:
         self.input = inp
@@ -357,6 +366,7 @@ class _Stage:
         self.failures: Any = ()  # failures admitted under Audit (``actions.enforce``): a list once any
         self.acted: Acted = None  # each failed policy -> the actions its failures met
         self.rules: dict[str, str] = {}  # a denial's message or a warning -> "<policy>/<rule>"
+        self.unchecked: list[tuple[str, str]] = []  # what rules left out read (``webhook.policy.unknown``)
 
 
 def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, policy_set: Any) -> _Stage:
@@ -378,6 +388,8 @@ def _judge(policies: Any, inp: PolicyInput, *, mutating: bool, explain: bool, po
             if verdict.audit_failures:
                 stage.failures = [*stage.failures, *verdict.audit_failures]
         stage.traces += verdict.traces
+        if verdict.unchecked:
+            stage.unchecked += verdict.unchecked
         stage.warnings += verdict.warnings
         stage.denials += verdict.denials
         if verdict.warnings or verdict.denials:

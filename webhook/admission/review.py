@@ -147,6 +147,9 @@ class AdmissionResult:
     # a denial's message or a warning -> the policy rule that said it ("<policy>/validations[2]";
     # "<policy>" alone for a policy written in Python); for the CI formats, never sent
     rules: dict[str, str] = field(default_factory=dict)
+    # what rules were left unchecked for, the cluster view not knowing it: (what, unit) each
+    # (``webhook.policy.unknown``; offline only: a live cluster's view knows every kind); never sent
+    unchecked: list[tuple[str, str]] | tuple = ()
 
 
 MAX_WARNING_LENGTH = 120

@@ -75,6 +75,26 @@ def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evalu
     state = KubeState(api_client, tuple(watches))
     registry = WatchedCRDs(state, evaluator)
     state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    synced(state, timeout)
+    objects: list[dict[str, Any]] = []
+    for watch in audited:
+        objects += state.list(watch.api_version, watch.kind)
+    return ClusterObjects(objects, state, registry)
+
+
+def read_state(api_client: Any, *, timeout: float) -> KubeState:
+    """The cluster view the policies read (``WEBHOOK_KINDS``), listed once and no longer watched
+    (``infergate validate --kubeconfig``): every kind it holds whole, as the webhook's; raises
+    ``ClusterReadError`` when it does not sync within ``timeout`` s."""
+    state = KubeState(api_client, WEBHOOK_KINDS)
+    synced(state, timeout)
+    state.stop()  # what was listed stays: the policies read it, nothing watches any more
+    return state
+
+
+def synced(state: KubeState, timeout: float) -> None:
+    """Start ``state`` and wait for every kind's first list; on failure stop it and raise
+    ``ClusterReadError`` with the last problem the watch cache met, in one line."""
     # the watch cache logs each retry (a server logs them); a command says one line at the end
     problems = _LastProblem()
     logger = logging.getLogger(KubeState.__module__)
@@ -92,10 +112,6 @@ def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evalu
     finally:
         logger.removeHandler(problems)
         logger.propagate = propagate
-    objects: list[dict[str, Any]] = []
-    for watch in audited:
-        objects += state.list(watch.api_version, watch.kind)
-    return ClusterObjects(objects, state, registry)
 
 
 class _LastProblem(logging.Handler):

@@ -8,6 +8,7 @@ send back only the answers, in order.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from typing import Callable, TypeVar
@@ -38,12 +39,23 @@ def map_ordered(work: Callable[[int], T], count: int, *, jobs: int,
     ``work`` must not raise (return errors as values) and its results must pickle.
     """
     jobs = min(jobs, count // MIN_PER_PROCESS)
-    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        out = []
-        for i in range(count):
-            out.append(work(i))
-            progress(1)
-        return out
+    # what was loaded before the run (the state, the documents parsed first, compiled policies)
+    # lives as long as it: frozen, no garbage collection walks it again (in a forked worker a walk
+    # would also copy every page it lies on)
+    gc.freeze()
+    try:
+        if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            out = []
+            for i in range(count):
+                out.append(work(i))
+                progress(1)
+            return out
+        return _on_workers(work, count, jobs, progress)
+    finally:
+        gc.unfreeze()
+
+
+def _on_workers(work: Callable[[int], T], count: int, jobs: int, progress: Callable[[int], None]) -> list[T]:
     global _work
     _work = work
     # small enough that the workers finish together (one left alone at the end waits at most a

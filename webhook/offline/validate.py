@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import yaml
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
-from webhook.offline.builtin_kinds import BuiltinSchemas
+from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
 from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
@@ -39,7 +40,10 @@ from webhook.schema.near_miss import hint
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.schema.field_validation import DIRECTIVES, FieldValidation
-from webhook.state import FileState, StateLoadError, named_objects, read_objects
+from webhook.policy.unknown import kinds_read
+from webhook.state import (EVERYTHING, PRESENCE, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
+                           place_namespace, state_objects)
+from webhook.state.knowledge import cluster_scoped_builtin
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -56,6 +60,8 @@ class Judgement:
     explain: list[dict[str, Any]] | None = None  # per policy rule: expression, values seen, verdict
     audit: list[dict[str, Any]] = field(default_factory=list)  # failures admitted under Audit (VAP's records)
     rules: dict[str, str] = field(default_factory=dict)  # a denial's or warning's text -> its policy rule
+    # what rules were left unchecked for, the state not showing it: (what, unit) each (the note)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = {"allowed": self.allowed, "status": self.status, "warnings": self.warnings, "object": self.object}
@@ -92,7 +98,7 @@ def judge_document(registry: CRDRegistry, obj: dict[str, Any], old: dict[str, An
         whole = chain.run(request, explain=explain)
         traces = [dataclasses.asdict(t) for t in whole.traces] if explain else None
         return Judgement(whole.allowed, whole.status, whole.warnings, whole.object, whole.patch, traces,
-                         whole.audit_failures, whole.rules)
+                         whole.audit_failures, whole.rules, whole.unchecked)
     outcome: Outcome = registry.handle("UPDATE" if old is not None else "CREATE", obj, old, subresource,
                                        namespace=namespace, field_validation=field_validation)
     return Judgement(outcome.allowed, outcome.status, outcome.warnings, outcome.object)
@@ -115,13 +121,19 @@ apiserver's size limits. A document of a kind with no schema (a Kustomization, a
 project's CRD) is skipped and counted (--strict: an error), with a did-you-mean when its
 apiVersion or kind is a near miss of a known one; a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
-error (--allow-empty)."""
+error (--allow-empty).
+
+The policies' lookups (pools, classes, namespaces, Services, Pods, the KubeAI config) read the
+documents given unless --state or a live cluster (--cluster, --kubeconfig, --context) is named:
+what the inputs do not show is unknown, neither denied nor warned about, and one note on stderr
+says what was not checked ("note: not checked, as the input does not show them: ...")."""
 
 EXAMPLES = """\
 infergate validate manifests/                           # every .yaml/.yml/.json, recursively
 helm template charts/app | infergate validate -         # stdin
 infergate validate new.yaml --old stored.yaml           # an UPDATE: transition rules, ratcheting
-infergate validate manifests/ --state manifests/        # policies look up objects of the same repository
+infergate validate manifests/ --state examples/state   # policies look up the demo cluster's objects
+infergate validate manifests/ --kubeconfig ~/.kube/prod # ... or a live cluster's (read-only)
 infergate validate manifests/ -o github                 # GitHub Actions annotations on the pull request
 infergate validate . --exclude 'charts/*/templates/*'   # leave out what is not a manifest yet
 infergate validate manifests/ --field-validation Warn   # unknown fields warned, as the apiserver's default
@@ -178,8 +190,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="namespace of namespaced objects that name none (default: default)")
     parser.add_argument("--state", action="append", default=[], metavar="PATH",
                         help="the cluster the policies look up (classes, catalog, namespaces, Pods, Services, "
-                             "HTTPRoutes, ...): manifest files or directories, may be the inputs themselves "
-                             "(default: the embedded example state); repeatable")
+                             "pools, the KubeAI config, ...): manifest files or directories, e.g. a GitOps "
+                             "repository or examples/state (the demo cluster); a kind with no object there is "
+                             "not checked, documents that are no Kubernetes objects (kustomization.yaml, Helm "
+                             "values) are skipped and counted. Default: the inputs themselves, where only what "
+                             "they show is known (an absent pool, namespace, class or profile is not checked, "
+                             "and a note says what was not); repeatable")
+    parser.add_argument("--cluster", action="store_true",
+                        help="the policies look up the live cluster of the current kubeconfig context ($KUBECONFIG, "
+                             "else ~/.kube/config), read-only, instead of --state")
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="the same as --cluster, with this kubeconfig")
+    parser.add_argument("--context", help="the same as --cluster, with this kubeconfig context")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="how long reading the live cluster may take (default: 30)")
     parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
     parser.add_argument("--policy-actions", action="append", metavar="NAME=ACTION[,ACTION][@SELECTOR]",
                         help="validation actions of a policy instead of its own, as serve takes them (Warn: a "
@@ -277,22 +301,49 @@ class _Setup:
     olds: dict[tuple[Any, ...], Document]
     registry: CRDRegistry
     chain: AdmissionChain | None
+    state: StateSource | None = None
+
+
+@dataclass(frozen=True)
+class StateSource:
+    """Where the policies' cluster view came from, for the note: ``knowledge.source`` is
+    "inputs" (no --state: the documents given), "state" (--state) or "cluster" (--kubeconfig);
+    ``skipped``: documents of --state that are no Kubernetes objects."""
+
+    knowledge: Knowledge
+    skipped: int = 0
 
 
 class SetupError(ValueError):
     """What stops the run before any document is judged: a bad --crd, --old, --state or --policies."""
 
 
+def _live(args: argparse.Namespace) -> bool:
+    """Whether the state is a live cluster's (--cluster, --kubeconfig or --context)."""
+    return bool(getattr(args, "cluster", False) or getattr(args, "kubeconfig", None) or getattr(args, "context", None))
+
+
 def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
+    if args.state and _live(args):
+        raise SetupError("validate: give --state or a cluster (--cluster, --kubeconfig, --context), not both")
     inputs = documents.read_inputs(paths, exclude=tuple(args.exclude))
-    for source in inputs:
-        if _parse_here(source):
-            source.parsed = source.parse()
     old_documents, old_errors = documents.read(args.old)
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
+    for source in inputs:
+        if _parse_here(source):
+            source.parsed = source.parse()
     registry = _registry(args, inputs)
+    policies = None if args.crd_only else _policies(args, registry)
+    # without --state the inputs are the state: the parent parses the files that may hold an
+    # object the policies read (the workers parse the others, as they judge them)
+    state_kinds = _kind_pattern(kinds_read(policies.policies)) \
+        if policies is not None and not args.state and not _live(args) else None
+    if state_kinds is not None:
+        for source in inputs:
+            if source.parsed is None and _may_hold(source, state_kinds):
+                source.parsed = source.parse()
     units: list[Unit] = []
     for source in inputs:
         if source.parsed is None:
@@ -302,12 +353,47 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_add_crd(registry, doc) if _is_crd(doc.content) else doc)
         if source.parsed.error is not None:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
-    chain = None if args.crd_only else _chain(args, registry, {source.name for source in inputs})
+    chain, state = None, None
+    if policies is not None:
+        cluster, state = _state(args, registry, inputs)
+        chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
         if isinstance(doc.content, dict):
             olds.setdefault(_identity(doc.content), doc)
-    return _Setup(inputs, units, olds, registry, chain)
+    return _Setup(inputs, units, olds, registry, chain, state)
+
+
+def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], re.Pattern[str], str]]:
+    """Per group of ``kinds`` (apiVersion, kind): a document's top-level ``kind:`` of one of them
+    (YAML: at the start of a line), the same anywhere (JSON, flow mappings, a ``List``'s items),
+    and the group the document must name (KubeAI's Model is not the catalog's); last, a bare
+    KubeAI config."""
+    by_group: dict[str, set[str]] = {}
+    for api_version, kind in kinds:
+        by_group.setdefault(api_version.rpartition("/")[0], set()).add(re.escape(kind))
+    out = []
+    for group, names in sorted(by_group.items()):
+        alternatives = "|".join(sorted(names))
+        out.append((re.compile(rf"""^kind\s*:\s*["']?(?:{alternatives})\b""", re.MULTILINE),
+                    re.compile(rf"""\bkind["']?\s*:\s*["']?(?:{alternatives})\b"""), group))
+    config = re.compile(r"^(?:resourceProfiles|cacheProfiles)\s*:", re.MULTILINE)
+    return out + [(config, config, "")]
+
+
+# a document whose kind may not start a line: JSON, a flow mapping, a List's items
+_NESTED = re.compile(r"""^\s*[{\[]|\n[{\[]|^kind\s*:\s*["']?\w*List\b""", re.MULTILINE)
+
+
+def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], re.Pattern[str], str]]) -> bool:
+    """Whether ``source`` may hold an object of the kinds the policies read (a cheap look at its
+    text: a false yes costs a parse in the parent, never a wrong answer)."""
+    text = source.text
+    if text is None:
+        return False
+    nested = _NESTED.search(text) is not None
+    return any(group in text and (top if not nested else anywhere).search(text) is not None
+               for top, anywhere, group in kinds)
 
 
 def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
@@ -347,7 +433,7 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
                   f"{_CRD_KIND}/{name}")
 
 
-def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) -> AdmissionChain:
+def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
     from webhook import shipped_data
 
     try:
@@ -355,24 +441,62 @@ def _chain(args: argparse.Namespace, registry: CRDRegistry, inputs: set[str]) ->
                                   evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
-    policies = with_policy_actions(policies, args.policy_actions)
+    return with_policy_actions(policies, args.policy_actions)
+
+
+def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
+    """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
+    the manifests of --state, or else the inputs themselves; and what it knows."""
+    if _live(args):
+        return _cluster_state(args), StateSource(EVERYTHING)
+
+    def namespaced(obj: dict[str, Any]) -> dict[str, Any]:
+        return place_namespace(obj, args.namespace, _namespaced(registry, obj))
+
     if not args.state:
-        try:
-            return AdmissionChain(registry, policies, FileState(shipped_data.examples_dir()))
-        except StateLoadError as exc:
-            raise SetupError(f"the example state: {exc}") from None
+        parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents]
+        objects, _ = state_objects(parsed)  # (what is no object is said in its place among the results)
+        return FileState(objects=[namespaced(o) for o in objects], knowledge=PRESENCE), StateSource(PRESENCE)
     # the state may be the inputs themselves (a repository of mixed files): what is wrong with an
-    # input, or no named object, is said in its place among the results; the rest must be right
+    # input is said in its place among the results; the rest must be readable
+    names = {source.name for source in inputs}
     found, errors = documents.read(args.state)
-    errors = [e for e in errors if e.file not in inputs]
+    errors = [e for e in errors if e.file not in names]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
+    objects, skipped = state_objects(found)
+    objects = [namespaced(o) for o in objects]
+    knowledge = kinds_held(objects, "state")
+    return FileState(objects=objects, knowledge=knowledge), StateSource(knowledge, skipped)
+
+
+def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
+    """Whether ``obj``'s kind is namespaced: a CRD's says so, a built-in kind's is known; a kind
+    of neither (no CRD here serves it) is left where the document puts it."""
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    served = registry.served(api_version, kind)
+    if served is not None:
+        return served.namespaced
+    return is_builtin_group(api_version) and not cluster_scoped_builtin(api_version.rpartition("/")[0], kind)
+
+
+def _cluster_state(args: argparse.Namespace) -> ClusterState:
+    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``)."""
+    from kubernetes import config as kube_config
+
+    from webhook.offline.audit_cluster import ClusterReadError, read_state
+
+    where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the cluster"
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise SetupError(f"{where}: no such file")
     try:
-        objects = named_objects([d for d in found if d.origin.file in inputs])
-        objects += read_objects([d for d in found if d.origin.file not in inputs])
-    except StateLoadError as exc:
-        raise SetupError(f"--state: {exc}") from None
-    return AdmissionChain(registry, policies, FileState(objects=objects))
+        api_client = kube_config.new_client_from_config(config_file=args.kubeconfig or None, context=args.context)
+    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
+        raise SetupError(f"{where}: {' '.join(str(exc).split())}") from None
+    try:
+        return read_state(api_client, timeout=args.timeout)
+    except ClusterReadError as exc:
+        raise SetupError(f"{where}: {exc}") from None
 
 
 class Judge:
@@ -434,6 +558,9 @@ class Judge:
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
             return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
                           label)
+        if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
+            why = "kustomize file, not applied"
+            return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
         if self.args.strict:
             known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
@@ -448,6 +575,8 @@ def run(args: argparse.Namespace) -> int:
         return command_line.error("validate: no input: give files, directories or - (stdin)")
     if args.jobs < 1:
         return command_line.error("validate: -j/--jobs must be at least 1")
+    if args.timeout <= 0:
+        return command_line.error("validate: --timeout must be above 0")
     try:
         setup = _setup(args, paths)
     except SetupError as exc:
@@ -465,7 +594,8 @@ def run(args: argparse.Namespace) -> int:
             api_version, kind, namespace, name = key
             what = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
             results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
-    _print(args.output, results, len(setup.inputs))
+    note = state_note(unchecked_counts(results), setup.state) if setup.state is not None else None
+    _print(args.output, results, len(setup.inputs), note)
     counts = Counter(result.outcome for result in results)
     if not results and not args.allow_empty:  # a pipeline that lost its manifests must not pass
         return command_line.error("validate: no documents in the input (an empty stdin or file, or no .yaml, "
@@ -473,6 +603,27 @@ def run(args: argparse.Namespace) -> int:
     if counts["error"]:
         return command_line.USAGE
     return command_line.FAILED if counts["invalid"] else command_line.OK
+
+
+def unchecked_counts(results: list[Result]) -> Counter:
+    """(what, unit) -> how many times rules were left out for it, over every document."""
+    return Counter(item for r in results if r.judgement is not None for item in r.judgement.unchecked)
+
+
+def state_note(unchecked: Counter, state: StateSource) -> str | None:
+    """The one note on what the policies did not check, the state not showing it, and how to
+    check it; also the documents of --state skipped as no Kubernetes objects. None: nothing to say."""
+    parts = []
+    if unchecked:
+        shown = "the input does not show them" if state.knowledge.source == "inputs" \
+            else "the state does not show them"
+        what = ", ".join(f"{name} ({n} {unit if n != 1 else unit.removesuffix('s')})"
+                         for (name, unit), n in sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts.append(f"not checked, as {shown}: {what}; pass --state DIR or --kubeconfig FILE")
+    if state.skipped:
+        parts.append(f"--state: {state.skipped} document{'s' if state.skipped != 1 else ''} skipped, not "
+                     "Kubernetes objects (kustomization.yaml, Helm values)")
+    return "note: " + "; ".join(parts) if parts else None
 
 
 def summary(counts: Counter, files: int) -> str:
@@ -485,25 +636,38 @@ def summary(counts: Counter, files: int) -> str:
             f"{errors} error{'s' if errors != 1 else ''}, {where}")
 
 
-def _print(output: str, results: list[Result], files: int) -> None:
+def _print(output: str, results: list[Result], files: int, note: str | None = None) -> None:
+    """The results in ``output``'s format, then ``note`` (what the state could not check: on
+    stderr, or a ``::notice`` workflow command with -o github) and the closing summary, last."""
     counts = Counter(result.outcome for result in results)
     closing = summary(counts, files)
+
+    def say_note() -> None:
+        if note is not None and output == "github":  # a workflow command: shown on the run's summary
+            print(f"::notice title=infergate validate::{note.removeprefix('note: ')}")
+        elif note is not None:
+            sys.stdout.flush()
+            print(note, file=sys.stderr)
+
     if output in ("json", "yaml"):
         answers = [result.as_dict() for result in results]
         if output == "json":
             sys.stdout.write(json_text(answers))
         else:
             yaml.safe_dump(answers, sys.stdout, sort_keys=False, allow_unicode=True)
+        say_note()
         print(closing, file=sys.stderr)
         return
     if output == "junit":
         sys.stdout.write(junit_xml((r.finding() for r in results), "infergate validate"))
+        say_note()
         print(closing, file=sys.stderr)
         return
     if output == "sarif":
         from webhook import __version__
 
         sys.stdout.write(sarif((r.finding() for r in results), version=__version__))
+        say_note()
         print(closing, file=sys.stderr)
         return
     paint = command_line.Painter(sys.stdout)
@@ -526,6 +690,7 @@ def _print(output: str, results: list[Result], files: int) -> None:
         if output == "github":
             for annotation in github_annotations(result.finding()):
                 print(annotation)
+    say_note()
     print(closing)
 
 

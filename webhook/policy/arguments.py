@@ -24,6 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from webhook.cel.syntax.ast import Call, Expr, Ident, Literal, Select
 from webhook.cel.syntax.parser import CelSyntaxError, parse
+from webhook.state.base import group_of
+from webhook.state.knowledge import EVERYTHING
 from webhook.state.selectors import SelectorError, from_label_selector
 
 UNREAD = object()  # "ask CEL"
@@ -87,20 +89,39 @@ def review_lookups(lookups: Sequence[ReviewLookup], order: Sequence[str], rememb
                       "        remember(o)"]
         else:
             namespace, selector = values.get("namespace", "None"), values.get("labelSelector", "None")
-            lines += [f"    {out} = state.list({api_version}, {kind}, {namespace} or None, {selector} or None)",
+            lines += [f"    {out} = list_labelled(state, {api_version}, {kind}, {namespace} or None, {selector} or None)",
                       f"    for o in {out}:",
                       "        remember(o)"]
     entries = ", ".join(f"{name!r}: {found[name]}" if name in found else f"{name!r}: kept[{name!r}]" for name in order)
     lines.append(f"    return {{{entries}}}")
-    globals_ = {"UNREAD": UNREAD, "remember": remember, "list_by_selector": _list_by_selector, **writer.constants}
+    globals_ = {"UNREAD": UNREAD, "remember": remember, "list_by_selector": _list_by_selector,
+                "list_labelled": list_labelled, **writer.constants}
     exec(compile("\n".join(lines), "<review lookups>", "exec"), globals_)  # noqa: S102
     return globals_["read"]
 
 
+def unknown_list(state: Any, api_version: str, kind: str) -> bool:
+    """Whether a list of this kind is unknown in ``state`` (it does not hold the kind whole:
+    ``webhook.state.knowledge``): such a list is not read at all, its answer is ``[]`` and the
+    rules that read it are left out (``webhook.policy.unknown``). A partial view's list would say
+    "these are all", and reading it for every review of a large repository costs N × N."""
+    knowledge = getattr(state, "knowledge", EVERYTHING)
+    return knowledge.whole is not None and not knowledge.holds_whole(group_of(api_version), kind)
+
+
+def list_labelled(state: Any, api_version: str, kind: str, namespace: str | None, label_selector: str | None
+                  ) -> list[Any]:
+    """A list lookup's objects by a label selector string (or all), ``[]`` where unknown."""
+    if unknown_list(state, api_version, kind):
+        return []
+    return state.list(api_version, kind, namespace, label_selector)
+
+
 def list_selected(state: Any, api_version: str, kind: str, namespace: str | None, selector: Any) -> list[Any]:
     """A list lookup's objects by a ``metav1.LabelSelector`` value (its ``selector``): null
-    selects nothing, ``{}`` everything; raises ``SelectorError`` for one that is not a selector."""
-    if selector is None:
+    selects nothing, ``{}`` everything; raises ``SelectorError`` for one that is not a selector;
+    ``[]`` where unknown (``unknown_list``)."""
+    if selector is None or unknown_list(state, api_version, kind):
         return []
     if not isinstance(selector, Mapping):
         raise SelectorError(f"a label selector is a map (matchLabels, matchExpressions), not {type(selector).__name__}")

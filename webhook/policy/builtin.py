@@ -51,6 +51,9 @@ class ParameterCountPolicy:
     mutating_stage = False
     validation_actions = DENY_ONLY  # (an operator may override it, as a file's policy's)
     coverage_rules = ("catalog", "huggingface")  # its traces' rule names (``infergate test --coverage``)
+    # the kinds it reads from the cluster view (``webhook.policy.unknown.kinds_read``); it says
+    # nothing when one of them is absent, so an unknown one needs no rule left out
+    looks_up = ((AI, "InferenceServiceClass"), (AI, "Model"), (AI, "ClusterModel"))
 
     def may_apply(self, rule_key: tuple[str, str, Any, str], mutating: bool) -> bool:
         """Whether requests with this rule key (``PolicyInput.rule_key``) may see it: writes of an

@@ -12,8 +12,10 @@ from webhook.policy.expression import CEL_VARIABLES, Expression
 from webhook.policy.matching import Matcher
 from webhook.policy.messages import RuleError, not_applied
 from webhook.policy.model import AdmissionPolicy, Lookup
-from webhook.policy.scope import PolicyInput
+from webhook.policy.scope import Prepared, PolicyInput
+from webhook.policy.unknown import leave_unchecked, rule_reads, unknown_facts
 from webhook.policy.verdict import Denial, Verdict
+from webhook.state.knowledge import EVERYTHING
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
@@ -60,6 +62,8 @@ class CompiledPolicy:
         self.mutating_stage = bool(exact.mutations) or self.validates_when_mutating  # ... in the mutating webhook
         self._stages = {True: self.mutating_stage, False: self.validating_stage}
         self.batches = BatchPath(exact, file, self._stages, self.validates_when_mutating, evaluator)
+        # per rule, the lookups and params it reads (``webhook.policy.unknown``)
+        self.rule_reads = rule_reads(exact) if exact.lookups or exact.param_ref else {}
 
     def matches(self, inp: PolicyInput) -> bool:
         """Whether the policy applies to ``inp`` (rules, then selectors; not matchConditions)."""
@@ -80,7 +84,7 @@ class CompiledPolicy:
             if not explain:
                 decided = self.batches.run(inp, verdict, mutating)
                 if decided is not None:
-                    return verdict if decided else None
+                    return self._decidable(inp, verdict) if decided else None
             if not self.exact.run(inp, verdict, mutating, mutating == self.validates_when_mutating, trace):
                 return None
         except RuleError as exc:
@@ -88,6 +92,26 @@ class CompiledPolicy:
                 verdict.denials.append(Denial(self.name, exc.message, "InternalError"))
             else:
                 verdict.warnings.append(not_applied(self.name, exc))
+        return self._decidable(inp, verdict)
+
+    def _decidable(self, inp: PolicyInput, verdict: Verdict) -> Verdict:
+        """``verdict`` without the findings of rules that read what the cluster view does not know
+        (``webhook.policy.unknown``); a view that holds every kind whole (a cluster's) knows all."""
+        knowledge = getattr(inp.state, "knowledge", EVERYTHING)
+        if self.rule_reads and knowledge.whole is not None:
+            lookups = verdict.lookups
+            if lookups is None:
+                prepared = inp.scope.prepared.get(self.batches.serial)
+                lookups = prepared.lookups if isinstance(prepared, Prepared) else None
+            params = self.exact.params(inp.state)
+            activation = {"object": inp.object, "oldObject": inp.old_object, "request": inp.request,
+                          "namespaceObject": inp.namespace_object, "params": params, "variables": {}}
+            # a get's answer is looked at only when a rule that reads it failed (whether it named
+            # anything takes a CEL evaluation): a rule that held without it said nothing either way
+            failed = [d.rule for d in verdict.denials] + [verdict.warning_rules.get(w, "") for w in verdict.warnings]
+            gets = frozenset().union(*(self.rule_reads.get(rule, frozenset()) for rule in failed))
+            unknown = unknown_facts(self.exact, lookups, params, knowledge, activation, gets=gets)
+            leave_unchecked(verdict, self.rule_reads, unknown)
         return verdict
 
     def prepare(self, inp: PolicyInput, *, mutating: bool) -> None:

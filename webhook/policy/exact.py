@@ -17,7 +17,7 @@ import jsonpatch
 from webhook import documents
 from webhook.cel import CelError
 from webhook.cel.cost.bound import remember_stable
-from webhook.policy.arguments import list_selected
+from webhook.policy.arguments import list_labelled, list_selected
 from webhook.policy.expression import Expression
 from webhook.policy.messages import (annotation_text, audit_annotation_key, denial, expression_error,
                                      failed_expression, is_message, message_text, patch_error, selector_error,
@@ -68,6 +68,8 @@ class ExactPath:
         }
         for lookup, exprs in self.lookups:  # in order: a lookup may use the ones before it
             activation["lookups"][lookup.name] = self.lookup(lookup, exprs, activation, inp.state, trace)
+        if self.lookups:
+            verdict.lookups = activation["lookups"]
         for name, expr in self.match_conditions:
             value = self.eval(expr, activation, f"matchConditions.{name}", trace, _is_bool)
             if value is not True:
@@ -119,8 +121,8 @@ class ExactPath:
             except SelectorError as exc:
                 raise selector_error(self.name, lookup.name, exc) from None
         else:
-            found = state.list(source.apiVersion, source.kind, values.get("namespace") or None,
-                               values.get("labelSelector") or None)
+            found = list_labelled(state, source.apiVersion, source.kind, values.get("namespace") or None,
+                                  values.get("labelSelector") or None)
         for obj in found:
             remember_stable(obj)  # stored objects are never mutated: sized once for the cost bound
         return found

@@ -52,3 +52,8 @@ class Verdict:
     validation_actions = DENY_ONLY
     # its failures under Audit: VAP's ValidationFailureValue records (``actions.failure_record``)
     audit_failures: ClassVar[list[dict[str, Any]] | tuple] = ()
+    # Set by ``webhook.policy.unknown.leave_unchecked`` when rules were left out because what they
+    # read is unknown to the cluster view: (what, unit) per unknown answer, for the summary note
+    unchecked: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # the lookups' answers, set by the per-expression path (the batch path's are in the review's scope)
+    lookups: ClassVar[dict[str, Any] | None] = None

@@ -2,11 +2,16 @@
 (a watch cache), both behind :class:`ClusterState`."""
 
 from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
-from webhook.state.files import FileState, StateLoadError, named_objects, read_manifests, read_objects
+from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, named_objects, read_manifests,
+                                 read_objects, state_objects)
+from webhook.state.knowledge import EVERYTHING, PRESENCE, Knowledge, kinds_held, place_namespace, unknown_answer
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
 __all__ = [
+    "EVERYTHING",
+    "PRESENCE",
     "ClusterState",
+    "Knowledge",
     "FileState",
     "KubeState",
     "ObjectStore",
@@ -16,6 +21,11 @@ __all__ = [
     "WEBHOOK_KINDS",
     "WatchedKind",
     "from_label_selector",
+    "is_kustomize_file",
+    "kinds_held",
+    "place_namespace",
+    "state_objects",
+    "unknown_answer",
     "group_of",
     "named_objects",
     "parse_selector",

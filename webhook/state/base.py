@@ -12,6 +12,7 @@ import abc
 import threading
 from typing import Any, Iterable, Mapping
 
+from webhook.state.knowledge import EVERYTHING, Knowledge
 from webhook.state.selectors import Selector, parse_selector
 
 __all__ = ["ClusterState", "ObjectStore", "group_of", "sanitize", "trim_pod"]
@@ -183,7 +184,10 @@ class ObjectStore:
 
 
 class ClusterState(abc.ABC):
-    """Read access to the objects admission and the controller depend on."""
+    """Read access to the objects admission and the controller depend on; ``knowledge``: the
+    kinds it holds whole (``webhook.state.knowledge``: a live cluster's, every kind)."""
+
+    knowledge: Knowledge = EVERYTHING
 
     def __init__(self) -> None:
         self._store = ObjectStore()

@@ -10,8 +10,10 @@ import yaml
 from webhook import documents as documents_reader
 from webhook.documents import Document
 from webhook.state.base import ClusterState, group_of
+from webhook.state.knowledge import EVERYTHING, Knowledge
 
-__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "named_objects", "read_manifests", "read_objects"]
+__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "is_kustomize_file", "named_objects", "read_manifests",
+           "read_objects", "state_objects"]
 
 # A bare KubeAI system config file (its own format: resourceProfiles, cacheProfiles, ...)
 # is served as the ConfigMap KubeAI's Helm chart creates, so policies read one shape.
@@ -47,6 +49,29 @@ def _objects(document: Document) -> Iterator[dict[str, Any]]:
     yield doc
 
 
+def is_kustomize_file(doc: Any) -> bool:
+    """A kustomize ``Kustomization`` (or ``Component``): input to kustomize, never applied."""
+    return isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str) \
+        and doc["apiVersion"].startswith("kustomize.config.k8s.io/")
+
+
+def state_objects(documents: list[Document]) -> tuple[list[dict[str, Any]], int]:
+    """The named Kubernetes objects of ``documents`` (a KubeAI system config as its ConfigMap)
+    and how many documents were none (a kustomization.yaml, a Helm values file, a bare list):
+    what ``infergate validate --state DIR`` reads of a repository."""
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    for document in documents:
+        if is_kustomize_file(document.content):
+            skipped += 1
+            continue
+        try:
+            out += _objects(document)
+        except StateLoadError:
+            skipped += 1
+    return out, skipped
+
+
 def named_objects(documents: list[Document]) -> list[dict[str, Any]]:
     """The documents that are named Kubernetes objects (the rest skipped): the state a
     repository of mixed files gives (``infergate validate --state`` on the inputs themselves)."""
@@ -79,10 +104,14 @@ class FileState(ClusterState):
     Multi-document YAML, ``kind: List`` and JSON are accepted; a document without
     ``kind`` holding KubeAI's ``resourceProfiles``/``cacheProfiles`` is KubeAI's system
     config. Secrets keep metadata only. A bad file raises :class:`StateLoadError`.
+    ``knowledge``: the kinds it holds whole (default: every kind, as the webhook's embedded
+    state has always been read; ``infergate validate`` says what it knows).
     """
 
-    def __init__(self, directory: str | Path | None = None, *, objects: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, directory: str | Path | None = None, *, objects: list[dict[str, Any]] | None = None,
+                 knowledge: Knowledge = EVERYTHING) -> None:
         super().__init__()
+        self.knowledge = knowledge
         self.directory = Path(directory) if directory is not None else None
         loaded: list[dict[str, Any]] = list(objects or ())
         if self.directory is not None:

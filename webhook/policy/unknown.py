@@ -1,0 +1,141 @@
+"""Rules the cluster view cannot decide: the one place where a policy's rule is left unchecked.
+
+A lookup whose answer is unknown (it found nothing, and the view does not hold its kind whole:
+``webhook.state.knowledge.unknown_answer``), or params whose object the view does not hold
+(and whose kind it does not hold whole), make every rule that reads them undecidable: such a
+rule neither denies nor warns, whatever it evaluated to. A rule reads what its expression
+names, what the variables it names read (transitively) and what the policy's matchConditions
+read (whether the policy applies at all). Rules that read only the object and the request are
+judged as always. The verdict records what was not checked (``Verdict.unchecked``) for the
+summary note of ``infergate validate``.
+
+Against a live cluster (or any view that holds every kind whole) nothing is ever unknown and
+verdicts are exactly what they were.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from webhook.state.base import group_of
+from webhook.state.files import KUBEAI_CONFIG
+from webhook.state.knowledge import Knowledge, unknown_answer
+
+if TYPE_CHECKING:
+    from webhook.policy.exact import ExactPath
+    from webhook.policy.verdict import Verdict
+
+PARAMS = "params"  # the name of the params among what a rule reads (lookups have their own names)
+_EVERY_LOOKUP = "*"
+
+
+def kinds_read(policies: Iterable[Any]) -> frozenset[tuple[str, str]]:
+    """(apiVersion, kind) of everything ``policies`` read from the cluster view: their lookups,
+    their params, what a policy written in Python declares (``looks_up``), and Namespaces (the
+    request's ``namespaceObject``, the namespace selectors)."""
+    found: set[tuple[str, str]] = {("v1", "Namespace")}
+    for policy in policies:
+        exact = getattr(policy, "exact", None)
+        if exact is not None:
+            found.update(((lk.get or lk.list).apiVersion, (lk.get or lk.list).kind) for lk, _ in exact.lookups)
+            if exact.param_ref is not None:
+                found.add((exact.param_ref.apiVersion, exact.param_ref.kind))
+        found.update(getattr(policy, "looks_up", ()))
+    return frozenset(found)
+
+
+def rule_reads(exact: ExactPath) -> dict[str, frozenset[str]]:
+    """Per rule (``validations[i]``, ``warnings[i]``): the lookups (by name, ``*``: all) and
+    ``params`` it depends on."""
+    variables: dict[str, frozenset[str]] = {}
+    for name, expr in exact.variables:  # in order: a variable reads only earlier ones
+        variables[name] = _reads(expr.needs, variables)
+    gate: frozenset[str] = frozenset().union(*(_reads(e.needs, variables) for _, e in exact.match_conditions))
+    out: dict[str, frozenset[str]] = {}
+    for section, rules in (("validations", exact.validations), ("warnings", exact.warnings)):
+        for i, (_, expr, _message) in enumerate(rules):
+            out[f"{section}[{i}]"] = gate | _reads(expr.needs, variables)
+    return out
+
+
+def _reads(needs: Mapping[str, Any], variables: Mapping[str, frozenset[str]]) -> frozenset[str]:
+    found: set[str] = set()
+    if PARAMS in needs:
+        found.add(PARAMS)
+    if "lookups" in needs:
+        found |= needs["lookups"] if needs["lookups"] is not None else {_EVERY_LOOKUP}
+    if "variables" in needs:
+        named = needs["variables"] if needs["variables"] is not None else variables.keys()
+        for name in named:
+            found |= variables.get(name, frozenset())
+    return frozenset(found)
+
+
+def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: Any, knowledge: Knowledge,
+                  activation: Mapping[str, Any], *, gets: frozenset[str] = frozenset({"*"})
+                  ) -> dict[str, tuple[str, str]]:
+    """The lookups (by name) and params whose answers are unknown, each with what the note says
+    of it: (what, unit), e.g. ``("InferencePool", "lookups")``, ``("KubeAI config", "objects")``.
+    A ``get`` that named nothing looked nothing up: its ``null`` is no unknown (``activation``:
+    the review's values, for its name's expression; ``gets``: the ``get`` lookups to look at, by
+    name, ``*`` all: the caller names those that failed rules read)."""
+    unknown: dict[str, tuple[str, str]] = {}
+    for lookup, exprs in exact.lookups:
+        source = lookup.get or lookup.list
+        if lookups is None or lookup.name not in lookups:
+            continue
+        if lookup.get is not None and lookup.name not in gets and _EVERY_LOOKUP not in gets:
+            continue
+        found = lookups[lookup.name]
+        if not unknown_answer(found, group_of(source.apiVersion), source.kind, knowledge):
+            continue
+        if lookup.get is not None and not _named(exprs.get("name"), {**activation, "lookups": lookups}):
+            continue
+        unknown[lookup.name] = (source.kind, "lookups")
+    ref = exact.param_ref
+    if ref is not None and unknown_answer(params, group_of(ref.apiVersion), ref.kind, knowledge):
+        unknown[PARAMS] = (params_label(ref.kind, ref.name), "objects")
+    return unknown
+
+
+def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
+    """Whether a ``get`` lookup's name is a name (else it looked nothing up); an error: it may be."""
+    if name_expr is None:
+        return False
+    try:
+        name = name_expr.evaluate(activation)
+    except Exception:  # noqa: BLE001 - whatever it was, the answer cannot be taken as known
+        return True
+    return isinstance(name, str) and bool(name)
+
+
+def params_label(kind: str, name: str) -> str:
+    return "KubeAI config" if (kind, name) == ("ConfigMap", KUBEAI_CONFIG["name"]) else f"{kind} {name}"
+
+
+def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unknown: Mapping[str, tuple[str, str]]) -> None:
+    """Leave out of ``verdict`` the rules that read an unknown answer: drop their denials and
+    warnings, and record what was not checked (once per unknown answer such a rule read, whether
+    it held or failed: it was not checked either way)."""
+    if not unknown:
+        return
+    missed: dict[str, tuple[str, str]] = {}
+    undecided: set[str] = set()
+    for rule, read in reads.items():
+        names = read & unknown.keys()
+        if _EVERY_LOOKUP in read:
+            names |= {name for name in unknown if name != PARAMS}
+        if names:
+            undecided.add(rule)
+            for name in names:
+                missed[name] = unknown[name]
+    if not undecided:
+        return
+    if verdict.denials:
+        verdict.denials = [d for d in verdict.denials if d.rule not in undecided]
+    if verdict.warnings:
+        kept = [w for w in verdict.warnings if verdict.warning_rules.get(w) not in undecided]
+        if len(kept) != len(verdict.warnings):
+            verdict.warnings = kept
+            verdict.warning_rules = {w: r for w, r in verdict.warning_rules.items() if w in kept}
+    verdict.unchecked = tuple(missed.values())
