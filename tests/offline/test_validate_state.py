@@ -125,6 +125,29 @@ def test_the_same_absent_pool_warns_when_the_state_holds_pools(tmp_path):
     assert note_of(err) == []
 
 
+REWRITE = """\
+apiVersion: llm-d.ai/v1alpha2
+kind: InferenceModelRewrite
+metadata:
+  name: {name}
+spec:
+  poolRef: {{name: qwen3-pool}}
+  rules:
+  - matches: [{{model: {{value: qwen3}}}}]
+    targets: [{{modelRewrite: qwen3-8b}}]
+"""
+
+
+def test_a_rule_reading_the_group_the_state_shows_is_checked_though_another_group_is_unknown(tmp_path):
+    # the state holds llm-d.ai rewrites and none of the legacy group: the overlap among llm-d.ai
+    # rewrites is a fact (inferencemodelrewrite-overlap reads one group per rule)
+    state = write(tmp_path / "state", {"canary.yaml": REWRITE.format(name="canary")})
+    repo = write(tmp_path / "repo", {"rewrite.yaml": REWRITE.format(name="main")})
+    code, out, err = validate(str(repo), "--state", str(state))
+    assert code == 0, out + err
+    assert any('model "qwen3" is also rewritten by "canary"' in w for w in warnings_of(err)), err
+
+
 def test_an_absent_resource_profile_is_not_denied_without_the_kubeai_config(tmp_path):
     repo = write(tmp_path / "repo", {"model.yaml": MODEL.format(profile="no-such-profile:1")})
     code, out, err = validate(str(repo))
