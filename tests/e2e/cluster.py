@@ -30,10 +30,26 @@ KUBEAI_CRD = "v0.12.0"
 
 
 def bundled_crds() -> list[dict[str, Any]]:
-    """The bundled CRDs of the kinds the webhook serves, one per name (``bundled.crds``: GIE's
-    earlier versions combined into one CRD, as a cluster serves them); not the schema-only
-    Gateway API kinds, which no scenario writes. Fresh copies on every call."""
-    return [crd for source, _, crd in bundled.crds(KUBEAI_CRD) if source != bundled.SCHEMA_ONLY]
+    """The bundled CRDs of the kinds the webhook serves as their released files, one per name; not
+    the schema-only Gateway API kinds, which no scenario writes. Fresh copies on every call.
+
+    Where several releases share a name (GIE's seed-era InferencePool and InferenceModel:
+    v1alpha1 in v0.1.0, v1alpha2 later), the oldest: the scenarios write v1alpha1 objects and the
+    controller owns their ``status.conditions``. ``bundled.crds`` combines the releases into one
+    CRD for offline validation, but no GIE release served both versions, and a cluster storing
+    v1alpha2 would prune v1alpha1's ``status.conditions`` on every read."""
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for source, path in bundled.crd_files(KUBEAI_CRD):
+        if source == bundled.SCHEMA_ONLY:
+            continue
+        for crd in yaml.safe_load_all(path.read_text()):
+            if isinstance(crd, dict) and crd.get("kind") == "CustomResourceDefinition":
+                by_name.setdefault(crd["metadata"]["name"], []).append(crd)
+
+    def storage_priority(crd: dict[str, Any]) -> tuple[int, int, int]:
+        return bundled.version_priority(next(v["name"] for v in crd["spec"]["versions"] if v.get("storage")))
+
+    return [min(parts, key=storage_priority) for parts in by_name.values()]
 STATE_DIR = REPO / "examples" / "state"
 MANIFESTS_DIR = MANIFESTS
 SUPPORT_CRDS = Path(__file__).resolve().parent / "support-crds.yaml"
