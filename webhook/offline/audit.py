@@ -215,9 +215,7 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
 
 
 def _judge_cluster(args: argparse.Namespace) -> list[Judged]:
-    from kubernetes import config as kube_config
-
-    from webhook.offline.audit_cluster import ClusterReadError, read_cluster
+    from webhook.offline.audit_cluster import ClusterReadError, api_client, read_cluster
 
     if not Path(args.kubeconfig).is_file():
         raise SetupError(f"--kubeconfig {args.kubeconfig}: no such file")
@@ -229,11 +227,7 @@ def _judge_cluster(args: argparse.Namespace) -> list[Judged]:
     if baseline is not None:
         kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
     try:
-        api_client = kube_config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
-    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
-    try:
-        found = read_cluster(api_client, kinds, args.evaluator, timeout=args.timeout)
+        found = read_cluster(api_client(args.kubeconfig, args.context), kinds, args.evaluator, timeout=args.timeout)
     except ClusterReadError as exc:
         raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
     try:

@@ -67,6 +67,17 @@ def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[Watch
     return list(WEBHOOK_KINDS) + extra + crds, audited
 
 
+def api_client(kubeconfig: str | None, context: str | None) -> Any:
+    """A client of the cluster of ``kubeconfig`` (None: ``$KUBECONFIG``, else ``~/.kube/config``)
+    and ``context`` (None: its current one); a bad kubeconfig raises ``ClusterReadError``, in one line."""
+    from kubernetes import config as kube_config
+
+    try:
+        return kube_config.new_client_from_config(config_file=kubeconfig, context=context)
+    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
+        raise ClusterReadError(" ".join(str(exc).split())) from None
+
+
 def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evaluator: Any, *,
                  timeout: float) -> ClusterObjects:
     """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the

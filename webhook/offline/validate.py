@@ -482,19 +482,13 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
 
 def _cluster_state(args: argparse.Namespace) -> ClusterState:
     """The live cluster's view, listed once, read-only (``audit_cluster.read_state``)."""
-    from kubernetes import config as kube_config
-
-    from webhook.offline.audit_cluster import ClusterReadError, read_state
+    from webhook.offline.audit_cluster import ClusterReadError, api_client, read_state
 
     where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the cluster"
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise SetupError(f"{where}: no such file")
     try:
-        api_client = kube_config.new_client_from_config(config_file=args.kubeconfig or None, context=args.context)
-    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
-        raise SetupError(f"{where}: {' '.join(str(exc).split())}") from None
-    try:
-        return read_state(api_client, timeout=args.timeout)
+        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout)
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
 

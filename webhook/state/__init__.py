@@ -2,7 +2,7 @@
 (a watch cache), both behind :class:`ClusterState`."""
 
 from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
-from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, named_objects, read_manifests,
+from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, read_manifests,
                                  read_objects, state_objects)
 from webhook.state.knowledge import EVERYTHING, PRESENCE, Knowledge, kinds_held, place_namespace, unknown_answer
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
@@ -27,7 +27,6 @@ __all__ = [
     "state_objects",
     "unknown_answer",
     "group_of",
-    "named_objects",
     "parse_selector",
     "read_manifests",
     "read_objects",

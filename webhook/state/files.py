@@ -12,7 +12,7 @@ from webhook.documents import Document
 from webhook.state.base import ClusterState, group_of
 from webhook.state.knowledge import EVERYTHING, Knowledge
 
-__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "is_kustomize_file", "named_objects", "read_manifests",
+__all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "is_kustomize_file", "read_manifests",
            "read_objects", "state_objects"]
 
 # A bare KubeAI system config file (its own format: resourceProfiles, cacheProfiles, ...)
@@ -70,18 +70,6 @@ def state_objects(documents: list[Document]) -> tuple[list[dict[str, Any]], int]
         except StateLoadError:
             skipped += 1
     return out, skipped
-
-
-def named_objects(documents: list[Document]) -> list[dict[str, Any]]:
-    """The documents that are named Kubernetes objects (the rest skipped): the state a
-    repository of mixed files gives (``infergate validate --state`` on the inputs themselves)."""
-    out: list[dict[str, Any]] = []
-    for document in documents:
-        try:
-            out += _objects(document)
-        except StateLoadError:
-            continue
-    return out
 
 
 def read_objects(documents: list[Document]) -> list[dict[str, Any]]:
