@@ -32,7 +32,9 @@ in different CRD files (v0.1.0's serves only ``v1alpha1``, v1.4.0's and v0.5.1's
 ``v1alpha2``), and no release served both. ``crds`` therefore builds one CRD object of the files
 bundled under one name (``combined``): the newest file's metadata and names, the versions of
 every file (each schema byte for byte as released), the newest file's storage version the only
-storage one. The files themselves stay as upstream published them.
+storage one. The files themselves stay as upstream published them. The combined CRD is for
+judging offline, not for installing: a cluster storing v1alpha2 would prune v1alpha1's
+``status.conditions`` on every read (the e2e cluster installs the released files).
 
 KubeAI's Model is one kind with two schemas, so exactly one of its CRDs is bundled at a time:
 the current one unless ``kubeai_crd="v0.12.0"`` (``--kubeai-crd``). In a cluster the CRDs the
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,8 +126,6 @@ def _read(path: Path) -> tuple[dict[str, Any], ...]:
 
 def version_priority(name: str) -> tuple[int, int, int]:
     """Kubernetes' version priority (GA > beta > alpha, then the numbers), as a sort key."""
-    import re
-
     match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", name)
     if match is None:
         return (-1, 0, 0)
