@@ -4,8 +4,9 @@
 webhook-config`` prints it and the chart's templates render the same (its tests compare).
 The rules come from the CRDs the webhook serves (``webhook.schema.bundled.webhook_kinds``:
 infergate's own and the third-party kinds a shipped policy may apply to, current and earlier
-versions; not the schema-only kinds ``validate`` merely knows): every served version of every kind, the operations the webhook judges, never the ``/status`` subresource (status
-writes belong to the controller and carry no spec to judge). A rule for a kind whose CRD the
+versions; not the schema-only kinds ``validate`` merely knows): every served version of every
+kind, the operations the webhook judges, never the ``/status`` subresource (status writes
+belong to the controller and carry no spec to judge). A rule for a kind whose CRD the
 cluster does not have matches nothing and costs nothing; with ``matchPolicy: Equivalent`` a
 version the rules do not name still reaches the webhook, converted to one they do.
 """

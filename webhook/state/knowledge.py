@@ -9,8 +9,8 @@ of ``infergate validate`` without ``--state`` are the state themselves, but a re
 part of a cluster: what they show is a fact, what they do not show is unknown (:data:`PRESENCE`).
 
 The one decision is :func:`unknown_answer`: a lookup's answer is unknown when the state does not
-hold its kind whole and it is no object found (an absence, or a list: "these are all"). The policy layer (``webhook.policy.unknown``) leaves
-out the rules that read such an answer.
+hold its kind whole and it is no object found (an absence, or a list: "these are all"). The
+policy layer (``webhook.policy.unknown``) leaves out the rules that read such an answer.
 """
 
 from __future__ import annotations
