@@ -20,7 +20,7 @@ import yaml
 from packaging.specifiers import SpecifierSet
 
 import webhook
-from tests.support import workflows
+from tests.repository import workflows
 from tests.support.paths import CHART, REPO
 
 WORKFLOWS = REPO / ".github" / "workflows"
