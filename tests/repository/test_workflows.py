@@ -122,6 +122,9 @@ def test_ci_lints_the_chart_with_helm_and_runs_the_charts_tests():
     chart = load(CI)["jobs"]["chart"]
     order = [s.get("uses", "").partition("@")[0] or s["run"].strip() for s in chart["steps"]]
     assert order.index("azure/setup-helm") < order.index("helm lint --strict ./chart")
+    # linted by Helm 3 and Helm 4, the versions the chart supports
+    assert step(chart, uses="azure/setup-helm")["with"] == {"version": "${{ matrix.helm }}"}
+    assert sorted(v.split(".")[0] for v in chart["strategy"]["matrix"]["helm"]) == ["v3", "v4"]
     command = f"{readme_test_command()} tests/chart"
     assert command in order
     assert sorted(p.name for p in (REPO / "tests" / "chart").glob("test_*.py"))  # there are tests to run
