@@ -118,7 +118,8 @@ def _job_problems(job_id: str, job: dict, job_ids: set[str]) -> list[str]:
             if error:
                 problems.append(f"{where}.run: {error}")
         if "id" in step:
-            outputs_of[step["id"]] = set(_OUTPUT_WRITE.findall(step["run"])) if "run" in step else None
+            # what an action or a script that writes no NAME= line outputs is not known here
+            outputs_of[step["id"]] = set(_OUTPUT_WRITE.findall(step.get("run", ""))) or None
     return problems
 
 
