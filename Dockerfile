@@ -1,6 +1,9 @@
-# The image the Helm chart runs (chart/values.yaml: image.repository): the `infergate` command
-# with the shipped CRDs, policies and example state as package data (see pyproject.toml).
-#   docker build -t ghcr.io/infergate/infergate:0.1.0 .
+# The image the Helm chart runs (chart/values.yaml: image.repository, tag = the chart's
+# appVersion): the `infergate` command with the shipped CRDs, policies and example state as
+# package data (see pyproject.toml). A v<version> tag makes .github/workflows/release.yaml build
+# it for linux/amd64 and linux/arm64 and push ghcr.io/<owner>/infergate:<version>, e.g.
+# ghcr.io/infergate/infergate:0.1.0. An unreleased build (docs/install.md, "The image"):
+#   docker build -t localhost/infergate:dev .
 # Air-gapped (docs/install.md): any Python 3.11+ image your registry holds as the base, and
 # your package index mirror for the dependencies:
 #   docker build --build-arg BASE=registry.internal/python:3.12-slim \
