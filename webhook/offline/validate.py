@@ -40,7 +40,7 @@ from webhook.schema.near_miss import hint
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.schema.field_validation import DIRECTIVES, FieldValidation
-from webhook.policy.unknown import kinds_read
+from webhook.policy.unknown import kinds_read, unchecked_text
 from webhook.state import (EVERYTHING, PRESENCE, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
                            place_namespace, state_objects)
 from webhook.state.knowledge import cluster_scoped_builtin
@@ -609,11 +609,7 @@ def state_note(unchecked: Counter, state: StateSource) -> str | None:
     check it; also the documents of --state skipped as no Kubernetes objects. None: nothing to say."""
     parts = []
     if unchecked:
-        shown = "the input does not show them" if state.knowledge.source == "inputs" \
-            else "the state does not show them"
-        what = ", ".join(f"{name} ({n} {unit if n != 1 else unit.removesuffix('s')})"
-                         for (name, unit), n in sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0])))
-        parts.append(f"not checked, as {shown}: {what}; pass --state DIR or --kubeconfig FILE")
+        parts.append(f"{unchecked_text(unchecked, state.knowledge.source)}; pass --state DIR or --kubeconfig FILE")
     if state.skipped:
         parts.append(f"--state: {state.skipped} document{'s' if state.skipped != 1 else ''} skipped, not "
                      "Kubernetes objects (kustomization.yaml, Helm values)")

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from webhook.cel import CelError
+from webhook.policy.expression import UNBOUND
 from webhook.state.base import group_of
 from webhook.state.files import KUBEAI_CONFIG
 from webhook.state.knowledge import Knowledge, unknown_answer
 
 if TYPE_CHECKING:
     from webhook.policy.exact import ExactPath
+    from webhook.policy.expression import Expression
     from webhook.policy.verdict import Verdict
 
 PARAMS = "params"  # the name of the params among what a rule reads (lookups have their own names)
@@ -91,7 +94,7 @@ def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: A
             continue
         if lookup.get is not None and not _named(exprs.get("name"), {**activation, "lookups": lookups}):
             continue
-        unknown[lookup.name] = (source.kind, "lookups")
+        unknown[lookup.name] = (kind_label(source.apiVersion, source.kind), "lookups")
     ref = exact.param_ref
     if ref is not None and unknown_answer(params, group_of(ref.apiVersion), ref.kind, knowledge):
         unknown[PARAMS] = (params_label(ref.kind, ref.name), "objects")
@@ -109,26 +112,52 @@ def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
     return isinstance(name, str) and bool(name)
 
 
+def kind_label(api_version: str, kind: str) -> str:
+    """A kind as the note names it: with its API group, which tells the legacy pools from the GA ones
+    (``InferencePool of inference.networking.x-k8s.io``); a core kind by its name alone."""
+    group = group_of(api_version)
+    return f"{kind} of {group}" if group else kind
+
+
 def params_label(kind: str, name: str) -> str:
     return "KubeAI config" if (kind, name) == ("ConfigMap", KUBEAI_CONFIG["name"]) else f"{kind} {name}"
 
 
-def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unknown: Mapping[str, tuple[str, str]]) -> None:
-    """Leave out of ``verdict`` the rules that read an unknown answer: drop their denials and
-    warnings, and record what was not checked (once per unknown answer such a rule read, whether
-    it held or failed: it was not checked either way)."""
+def leave_unchecked(verdict: Verdict, exact: ExactPath, reads: Mapping[str, frozenset[str]],
+                    unknown: Mapping[str, tuple[str, str]], activation: Mapping[str, Any],
+                    lookups: Mapping[str, Any] | None) -> None:
+    """Leave out of ``verdict`` the rules whose outcome for this review needs an unknown answer:
+    drop their denials and warnings, and record what was not checked (once per unknown answer
+    such a rule needed, whether it held or failed: it was not checked either way).
+
+    A rule that names an unknown answer may not need it for this object: a route's backendRef to
+    a GA pool reads only the GA pools, although the rule names the legacy ones too. So each such
+    rule is evaluated again with those answers unbound (their use an error, as cel-go's
+    unknowns: ``||``, ``&&``, ``exists`` and ``all`` still decide when the other side does); a
+    rule that answers all the same does not depend on them."""
     if not unknown:
         return
     missed: dict[str, tuple[str, str]] = {}
     undecided: set[str] = set()
+    without: dict[frozenset[str], _Without] = {}
+
+    def decides(rule: str, names: frozenset[str]) -> bool:
+        if names not in without:
+            without[names] = _Without(exact, activation, lookups or {}, names)
+        return without[names].decides(rule, reads)
+
     for rule, read in reads.items():
         names = read & unknown.keys()
         if _EVERY_LOOKUP in read:
             names |= {name for name in unknown if name != PARAMS}
-        if names:
-            undecided.add(rule)
-            for name in names:
-                missed[name] = unknown[name]
+        names = frozenset(names)
+        if not names or decides(rule, names):
+            continue
+        # what it needs, each on its own; none alone (``a != null || b != null``): all of them
+        needed = [name for name in names if len(names) > 1 and not decides(rule, frozenset({name}))] or names
+        undecided.add(rule)
+        for name in needed:
+            missed[name] = unknown[name]
     if not undecided:
         return
     if verdict.denials:
@@ -139,3 +168,71 @@ def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unkno
             verdict.warnings = kept
             verdict.warning_rules = {w: r for w, r in verdict.warning_rules.items() if w in kept}
     verdict.unchecked = tuple(missed.values())
+
+
+def unchecked_text(unchecked: Mapping[tuple[str, str], int], source: str) -> str:
+    """What rules were left out for, over a run, in words a user can act on: ``unchecked``, how
+    many times each (what, unit) was; ``source``, where the view came from
+    (``Knowledge.source``). A state or a dump holds a kind whole once it shows one object of it,
+    so what is unknown there is a kind it shows nothing of ("no InferencePool of
+    inference.networking.x-k8s.io in the state"); the inputs of ``validate`` are a part of a
+    cluster, which may hold more than they show."""
+    ranked = sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def count(unit: str, n: int) -> str:
+        return f"{n} {unit if n != 1 else unit.removesuffix('s')}"
+
+    if source == "inputs":
+        what = ", ".join(f"{name} ({count(unit, n)})" for (name, unit), n in ranked)
+        return f"not checked, as the input does not show them: {what}"
+    where = "the state" if source == "state" else "the input"
+    what = ", ".join(f"no {name} in {where} ({count(unit, n)})" for (name, unit), n in ranked)
+    return f"not checked: {what}"
+
+
+class _Without:
+    """A review's values with some answers unbound (lookups by name, ``params``), and the
+    policy's variables computed from them on demand: a variable whose evaluation fails is left
+    unbound too, so that only a rule that uses it fails (the apiserver's variables are lazy)."""
+
+    def __init__(self, exact: ExactPath, activation: Mapping[str, Any], lookups: Mapping[str, Any],
+                 unbound: frozenset[str]) -> None:
+        self.exact = exact
+        self.values: dict[str, Any] = {**activation, "variables": {},
+                                       "lookups": {k: v for k, v in lookups.items() if k not in unbound}}
+        if PARAMS in unbound:
+            self.values["params"] = UNBOUND
+        self._variables = {name: (i, expr) for i, (name, expr) in enumerate(exact.variables)}
+        self._tried: set[str] = set()
+
+    def decides(self, rule: str, reads: Mapping[str, frozenset[str]]) -> bool:
+        """Whether ``rule`` (``validations[i]``, ``warnings[i]``) and the matchConditions before it
+        evaluate without the unbound answers."""
+        section, _, index = rule.partition("[")
+        entries = self.exact.validations if section == "validations" else self.exact.warnings
+        exprs = [e for _, e in self.exact.match_conditions] + [entries[int(index.rstrip("]"))][1]]
+        return all(self._evaluate(expr)[0] for expr in exprs)
+
+    def _evaluate(self, expr: Expression, before: int | None = None) -> tuple[bool, Any]:
+        """(whether it evaluates, its value)."""
+        self._prepare(expr.needs, before)
+        try:
+            return True, expr.evaluate(self.values)
+        except CelError:
+            return False, None
+
+    def _prepare(self, needs: Mapping[str, Any], before: int | None) -> None:
+        """The variables ``needs`` names computed (all of them, or all before ``before``, for the whole map)."""
+        if "variables" not in needs:
+            return
+        names = needs["variables"]
+        if names is None:
+            names = [name for name, (i, _) in self._variables.items() if before is None or i < before]
+        for name in names:
+            if name in self._tried or name not in self._variables:
+                continue
+            self._tried.add(name)
+            i, expr = self._variables[name]
+            evaluated, value = self._evaluate(expr, i)
+            if evaluated:
+                self.values["variables"][name] = value
