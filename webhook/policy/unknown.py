@@ -15,6 +15,7 @@ verdicts are exactly what they were.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from webhook.cel import CelError
@@ -50,9 +51,7 @@ def kinds_read(policies: Iterable[Any]) -> frozenset[tuple[str, str]]:
 def rule_reads(exact: ExactPath) -> dict[str, frozenset[str]]:
     """Per rule (``validations[i]``, ``warnings[i]``): the lookups (by name, ``*``: all) and
     ``params`` it depends on."""
-    variables: dict[str, frozenset[str]] = {}
-    for name, expr in exact.variables:  # in order: a variable reads only earlier ones
-        variables[name] = _reads(expr.needs, variables)
+    variables = variable_reads(exact)
     gate: frozenset[str] = frozenset().union(*(_reads(e.needs, variables) for _, e in exact.match_conditions))
     out: dict[str, frozenset[str]] = {}
     for section, rules in (("validations", exact.validations), ("warnings", exact.warnings)):
@@ -140,11 +139,12 @@ def leave_unchecked(verdict: Verdict, exact: ExactPath, reads: Mapping[str, froz
     missed: dict[str, tuple[str, str]] = {}
     undecided: set[str] = set()
     without: dict[frozenset[str], _Without] = {}
+    shared: dict[str, tuple[bool, Any]] = {}  # the variables that read none of the unknown answers
 
     def decides(rule: str, names: frozenset[str]) -> bool:
         if names not in without:
-            without[names] = _Without(exact, activation, lookups or {}, names)
-        return without[names].decides(rule, reads)
+            without[names] = _Without(exact, activation, lookups or {}, names, shared)
+        return without[names].decides(rule)
 
     for rule, read in reads.items():
         names = read & unknown.keys()
@@ -193,31 +193,44 @@ def unchecked_text(unchecked: Mapping[tuple[str, str], int], source: str) -> str
 class _Without:
     """A review's values with some answers unbound (lookups by name, ``params``), and the
     policy's variables computed from them on demand: a variable whose evaluation fails is left
-    unbound too, so that only a rule that uses it fails (the apiserver's variables are lazy)."""
+    unbound too, so that only a rule that uses it fails (the apiserver's variables are lazy).
+    A variable that reads none of the unbound answers has its value whatever they are: it is
+    computed once per review (``shared``) for every set of unbound answers."""
 
     def __init__(self, exact: ExactPath, activation: Mapping[str, Any], lookups: Mapping[str, Any],
-                 unbound: frozenset[str]) -> None:
+                 unbound: frozenset[str], shared: dict[str, tuple[bool, Any]]) -> None:
         self.exact = exact
+        self.unbound = unbound
         self.values: dict[str, Any] = {**activation, "variables": {},
                                        "lookups": {k: v for k, v in lookups.items() if k not in unbound}}
         if PARAMS in unbound:
             self.values["params"] = UNBOUND
         self._variables = {name: (i, expr) for i, (name, expr) in enumerate(exact.variables)}
+        self._reads = variable_reads(exact)
+        self._shared = shared
         self._tried: set[str] = set()
+        self._gate: bool | None = None
 
-    def decides(self, rule: str, reads: Mapping[str, frozenset[str]]) -> bool:
-        """Whether ``rule`` (``validations[i]``, ``warnings[i]``) and the matchConditions before it
+    def decides(self, rule: str) -> bool:
+        """Whether ``rule`` (``validations[i]``, ``warnings[i]``) and the matchConditions
         evaluate without the unbound answers."""
+        if self._gate is None:  # the conditions that read none of them held, as they did
+            self._gate = all(self._evaluate(e)[0] for _, e in self.exact.match_conditions
+                             if self._touches(_reads(e.needs, {})))
+        if not self._gate:
+            return False
         section, _, index = rule.partition("[")
         entries = self.exact.validations if section == "validations" else self.exact.warnings
-        exprs = [e for _, e in self.exact.match_conditions] + [entries[int(index.rstrip("]"))][1]]
-        return all(self._evaluate(expr)[0] for expr in exprs)
+        return self._evaluate(entries[int(index.rstrip("]"))][1])[0]
+
+    def _touches(self, read: frozenset[str]) -> bool:
+        return bool(read & self.unbound) or (_EVERY_LOOKUP in read and bool(self.unbound - {PARAMS}))
 
     def _evaluate(self, expr: Expression, before: int | None = None) -> tuple[bool, Any]:
         """(whether it evaluates, its value)."""
         self._prepare(expr.needs, before)
-        try:
-            return True, expr.evaluate(self.values)
+        try:  # any value will do: the native route may give it
+            return True, expr.evaluate(self.values, _any_value)
         except CelError:
             return False, None
 
@@ -232,7 +245,31 @@ class _Without:
             if name in self._tried or name not in self._variables:
                 continue
             self._tried.add(name)
-            i, expr = self._variables[name]
-            evaluated, value = self._evaluate(expr, i)
+            clean = not self._touches(self._reads.get(name, frozenset()))
+            if clean and name in self._shared:
+                evaluated, value = self._shared[name]
+            else:
+                i, expr = self._variables[name]
+                evaluated, value = self._evaluate(expr, i)
+                if clean:
+                    self._shared[name] = (evaluated, value)
             if evaluated:
                 self.values["variables"][name] = value
+
+
+def _any_value(value: Any) -> bool:
+    return True
+
+
+_VARIABLE_READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def variable_reads(exact: ExactPath) -> dict[str, frozenset[str]]:
+    """Per variable: the lookups (by name, ``*``: all) and ``params`` it reads, transitively."""
+    found = _VARIABLE_READS.get(exact)
+    if found is None:
+        found = {}
+        for name, expr in exact.variables:  # in order: a variable reads only earlier ones
+            found[name] = _reads(expr.needs, found)
+        _VARIABLE_READS[exact] = found
+    return found

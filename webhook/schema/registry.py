@@ -73,12 +73,19 @@ class RequestError(ValueError):
 def crd_documents(path: Path) -> list[Document]:
     """The documents of CRD files and directories through ``webhook.documents``: ``List`` and
     ``CustomResourceDefinitionList`` (``kubectl get crd -o yaml``, the API's answer) unwrapped,
-    the one nesting limit; the first problem is a ``CRDLoadError``."""
+    the one nesting limit; the first problem is a ``CRDLoadError``, and so is a path that holds
+    no CustomResourceDefinition at all (a manifest given for a CRD would add nothing, silently)."""
     if not path.exists():
         raise CRDLoadError(f"{path}: no such file or directory")
     found, errors = documents.read([path])
     if errors:
         raise CRDLoadError(str(errors[0]))
+    if not any(isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"
+               for doc in found):
+        kinds = sorted({str(doc.content.get("kind")) for doc in found if isinstance(doc.content, dict)
+                        and doc.content.get("kind")})
+        held = f" (it holds {', '.join(kinds)})" if kinds else " (it holds no Kubernetes object)"
+        raise CRDLoadError(f"{path}: no CustomResourceDefinition in it{held}")
     return found
 
 
