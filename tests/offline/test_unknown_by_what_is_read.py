@@ -198,7 +198,7 @@ def test_without_state_only_the_group_the_route_names_is_in_the_note(tmp_path):
     assert code == 0, out + err
     assert lines(err, "Warning: ") == []  # the repository may not show every pool of the cluster
     [note] = lines(err, "note: ")
-    assert note == (f"note: not checked, as the input does not show them: InferencePool of {GA} (1 lookup); "
+    assert note == (f"note: not checked: no InferencePool of {GA} in the input (1 lookup); "
                     "pass --state DIR or --kubeconfig FILE")
 
 

@@ -112,8 +112,8 @@ def test_an_absent_pool_is_unknown_not_missing_and_counted_in_the_note(tmp_path)
     assert code == 0, out + err
     assert warnings_of(err) == []
     [note] = note_of(err)
-    assert note.startswith("note: not checked, as the input does not show them: ")
-    assert "InferencePool of inference.networking.k8s.io (1 lookup)" in note
+    assert note.startswith("note: not checked: ")
+    assert "no InferencePool of inference.networking.k8s.io in the input (1 lookup)" in note
     assert note.endswith("pass --state DIR or --kubeconfig FILE")
 
 
@@ -155,7 +155,7 @@ def test_an_absent_resource_profile_is_not_denied_without_the_kubeai_config(tmp_
     assert code == 0, out + err
     assert "model.kubeai.org/llama valid" in out
     [note] = note_of(err)
-    assert "KubeAI config (1 object)" in note
+    assert "no KubeAI config in the input (1 object)" in note
 
 
 def test_a_malformed_resource_profile_is_still_denied_without_the_config(tmp_path):
@@ -252,7 +252,7 @@ def test_the_note_keeps_the_machine_formats_valid(tmp_path):
     assert len(note_of(err)) == 1
     code, out, err = validate(str(repo), "-o", "github")
     [notice] = [line for line in out.splitlines() if line.startswith("::notice")]
-    assert notice.startswith("::notice title=infergate validate::not checked, as the input does not show them")
+    assert notice.startswith("::notice title=infergate validate::not checked: no ")
 
 
 # -- a live cluster ------------------------------------------------------------------------------
@@ -317,4 +317,4 @@ def test_inputs_find_objects_in_lists_and_json(tmp_path):
         assert code == 0, out + err
         assert not [n for n in note_of(err) if "InferencePool" in n], (name, err)
     lonely = write(tmp_path / "lonely", {"objective.yaml": OBJECTIVE.format(pool="qwen3-pool")})
-    assert "InferencePool of inference.networking.k8s.io (" in note_of(validate(str(lonely))[2])[0]
+    assert "no InferencePool of inference.networking.k8s.io in the input (" in note_of(validate(str(lonely))[2])[0]

@@ -213,7 +213,7 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judge
             out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)),
                               before.audit(obj) if before else None))
     unchecked = Counter(item for j in out for item in j.audit.unchecked)
-    note = f"note: {unchecked_text(unchecked, knowledge.source)}; pass them with --state PATH, or audit the cluster " \
+    note = f"note: {unchecked_text(unchecked)}; pass them with --state PATH, or audit the cluster " \
            "(--kubeconfig FILE)" if unchecked else None
     return out, note
 

@@ -93,11 +93,24 @@ def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: A
             continue
         if lookup.get is not None and not _named(exprs.get("name"), {**activation, "lookups": lookups}):
             continue
-        unknown[lookup.name] = (kind_label(source.apiVersion, source.kind), "lookups")
+        unknown[lookup.name] = (_unknown_kind(source.apiVersion, source.kind, knowledge), "lookups")
     ref = exact.param_ref
     if ref is not None and unknown_answer(params, group_of(ref.apiVersion), ref.kind, knowledge):
-        unknown[PARAMS] = (params_label(ref.kind, ref.name), "objects")
+        unknown[PARAMS] = (f"no {params_label(ref.kind, ref.name)} in the {_where(knowledge)}", "objects")
     return unknown
+
+
+def _where(knowledge: Knowledge) -> str:
+    return "state" if knowledge.source == "state" else "input"
+
+
+def _unknown_kind(api_version: str, kind: str, knowledge: Knowledge) -> str:
+    """What the note says of an unknown lookup's kind: that the view shows none of it, or (a
+    part of a cluster that shows some) that the cluster may hold more than it shows."""
+    label, where = kind_label(api_version, kind), _where(knowledge)
+    if (group_of(api_version), kind) in knowledge.shown:
+        return f"{label} beyond those in the {where}"
+    return f"no {label} in the {where}"
 
 
 def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
@@ -170,24 +183,13 @@ def leave_unchecked(verdict: Verdict, exact: ExactPath, reads: Mapping[str, froz
     verdict.unchecked = tuple(missed.values())
 
 
-def unchecked_text(unchecked: Mapping[tuple[str, str], int], source: str) -> str:
+def unchecked_text(unchecked: Mapping[tuple[str, str], int]) -> str:
     """What rules were left out for, over a run, in words a user can act on: ``unchecked``, how
-    many times each (what, unit) was; ``source``, where the view came from
-    (``Knowledge.source``). A state or a dump holds a kind whole once it shows one object of it,
-    so what is unknown there is a kind it shows nothing of ("no InferencePool of
-    inference.networking.x-k8s.io in the state"); the inputs of ``validate`` are a part of a
-    cluster, which may hold more than they show."""
+    many times each (what, unit) was ("no InferencePool of inference.networking.x-k8s.io in the
+    state", ``unknown_facts``)."""
     ranked = sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0]))
-
-    def count(unit: str, n: int) -> str:
-        return f"{n} {unit if n != 1 else unit.removesuffix('s')}"
-
-    if source == "inputs":
-        what = ", ".join(f"{name} ({count(unit, n)})" for (name, unit), n in ranked)
-        return f"not checked, as the input does not show them: {what}"
-    where = "the state" if source == "state" else "the input"
-    what = ", ".join(f"no {name} in {where} ({count(unit, n)})" for (name, unit), n in ranked)
-    return f"not checked: {what}"
+    return "not checked: " + ", ".join(f"{what} ({n} {unit if n != 1 else unit.removesuffix('s')})"
+                                       for (what, unit), n in ranked)
 
 
 class _Without:
