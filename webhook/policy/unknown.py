@@ -2,12 +2,13 @@
 
 A lookup whose answer is unknown (it found nothing, and the view does not hold its kind whole:
 ``webhook.state.knowledge.unknown_answer``), or params whose object the view does not hold
-(and whose kind it does not hold whole), make every rule that reads them undecidable: such a
-rule neither denies nor warns, whatever it evaluated to. A rule reads what its expression
-names, what the variables it names read (transitively) and what the policy's matchConditions
-read (whether the policy applies at all). Rules that read only the object and the request are
-judged as always. The verdict records what was not checked (``Verdict.unchecked``) for the
-summary note of ``infergate validate``.
+(and whose kind it does not hold whole), make a rule undecidable when its outcome for this
+review needs them: such a rule neither denies nor warns, whatever it evaluated to. A rule names
+what its expression names, what the variables it names read (transitively) and what the
+policy's matchConditions read (whether the policy applies at all); of the unknown answers it
+names, it needs those without which it does not evaluate (``leave_unchecked``). Rules that read
+only the object and the request are judged as always. The verdict records what was not checked
+(``Verdict.unchecked``) for the summary note of ``infergate validate`` and ``infergate audit``.
 
 Against a live cluster (or any view that holds every kind whole) nothing is ever unknown and
 verdicts are exactly what they were.
