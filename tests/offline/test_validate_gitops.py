@@ -82,7 +82,7 @@ def test_a_mixed_repository_gets_one_result_per_document_naming_its_source(repos
         "4 valid, 1 invalid, 1 skipped, 0 errors, in 4 files",
     ]
     # the repository holds no KubeAI config: the Models' profiles are not checked, and a note says so
-    note = "note: not checked, as the input does not show them: KubeAI config (2 objects); pass --state DIR or --kubeconfig FILE\n"
+    note = "note: not checked: no KubeAI config in the input (2 objects); pass --state DIR or --kubeconfig FILE\n"
     assert err == note
 
     code, out, err = _run(capsys, repository, "-o", "json")
@@ -191,7 +191,7 @@ def test_a_broken_file_names_its_line_the_rest_is_still_reported_and_the_exit_is
     code, out, err = _run(capsys, repository)
     assert code == 2
     assert err.splitlines() == [f"infergate: error: {broken}:5: invalid YAML: did not find expected ',' or ']'",
-                                "note: not checked, as the input does not show them: KubeAI config (2 objects); "
+                                "note: not checked: no KubeAI config in the input (2 objects); "
                                 "pass --state DIR or --kubeconfig FILE"]
     assert len(out.splitlines()) == 7 and "model.kubeai.org/llama-3-1-8b-instruct-l4 valid" in out
     assert out.splitlines()[-1] == "4 valid, 1 invalid, 1 skipped, 1 error, in 5 files"
@@ -275,7 +275,7 @@ def test_github_annotations_carry_file_and_line(repository, capsys):
     assert code == 1 and len(annotations) == 1
     # what the repository does not show (KubeAI's config) was not checked: a notice says so
     assert [line for line in out.splitlines() if line.startswith("::notice ")] == [
-        "::notice title=infergate validate::not checked, as the input does not show them: KubeAI config (2 objects); "
+        "::notice title=infergate validate::not checked: no KubeAI config in the input (2 objects); "
         "pass --state DIR or --kubeconfig FILE"]
     assert annotations[0].startswith(f"::error file={denied},line={_line(denied, 'apiVersion')},"
                                      "title=Model/gemma-on-vllm::The Model \"gemma-on-vllm\" is invalid: ")

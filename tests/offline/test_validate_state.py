@@ -112,8 +112,9 @@ def test_an_absent_pool_is_unknown_not_missing_and_counted_in_the_note(tmp_path)
     assert code == 0, out + err
     assert warnings_of(err) == []
     [note] = note_of(err)
-    assert note.startswith("note: not checked, as the input does not show them: ")
-    assert "InferencePool (" in note and note.endswith("pass --state DIR or --kubeconfig FILE")
+    assert note.startswith("note: not checked: ")
+    assert "no InferencePool of inference.networking.k8s.io in the input (1 lookup)" in note
+    assert note.endswith("pass --state DIR or --kubeconfig FILE")
 
 
 def test_the_same_absent_pool_warns_when_the_state_holds_pools(tmp_path):
@@ -154,7 +155,7 @@ def test_an_absent_resource_profile_is_not_denied_without_the_kubeai_config(tmp_
     assert code == 0, out + err
     assert "model.kubeai.org/llama valid" in out
     [note] = note_of(err)
-    assert "KubeAI config (1 object)" in note
+    assert "no KubeAI config in the input (1 object)" in note
 
 
 def test_a_malformed_resource_profile_is_still_denied_without_the_config(tmp_path):
@@ -192,7 +193,7 @@ def test_the_demo_state_only_when_named():
     [note] = note_of(err_alone)
     assert "InferenceServiceClass" in note and "InferencePool" in note
     # the demo holds classes and pools (whole): only what it does not show at all is unchecked
-    assert not [n for n in note_of(err) if "InferenceServiceClass" in n or "InferencePool (" in n]
+    assert not [n for n in note_of(err) if "InferenceServiceClass" in n or "InferencePool" in n]
 
 
 # -- --state DIR ---------------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def test_the_note_keeps_the_machine_formats_valid(tmp_path):
     assert len(note_of(err)) == 1
     code, out, err = validate(str(repo), "-o", "github")
     [notice] = [line for line in out.splitlines() if line.startswith("::notice")]
-    assert notice.startswith("::notice title=infergate validate::not checked, as the input does not show them")
+    assert notice.startswith("::notice title=infergate validate::not checked: no ")
 
 
 # -- a live cluster ------------------------------------------------------------------------------
@@ -316,4 +317,4 @@ def test_inputs_find_objects_in_lists_and_json(tmp_path):
         assert code == 0, out + err
         assert not [n for n in note_of(err) if "InferencePool" in n], (name, err)
     lonely = write(tmp_path / "lonely", {"objective.yaml": OBJECTIVE.format(pool="qwen3-pool")})
-    assert "InferencePool (" in note_of(validate(str(lonely))[2])[0]
+    assert "no InferencePool of inference.networking.k8s.io in the input (" in note_of(validate(str(lonely))[2])[0]

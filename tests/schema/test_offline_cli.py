@@ -55,7 +55,7 @@ def test_validate_reports_like_kubectl(tmp_path, capsys):
     bad_line = GOOD.count("\n") + 2
     assert main(["validate", "-f", str(path)]) == 1  # Strict, kubectl's default: refused at decoding
     out = capsys.readouterr()
-    assert out.err.startswith("note: not checked, as the input does not show them: KubeAI config")  # (no --state)
+    assert out.err.startswith("note: not checked: no KubeAI config in the input")  # (no --state)
     assert out.out.splitlines() == [
         f"{path}:1: model.kubeai.org/good valid",
         f'{path}:{bad_line}: Error from server (BadRequest): Model in version "v1" cannot be handled as a Model: '

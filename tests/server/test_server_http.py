@@ -217,7 +217,7 @@ async def test_review_shape_errors_are_400_with_the_reason(server):
     del no_uid["request"]["uid"]
     await expect_status(server, "/validate", orjson.dumps(no_uid), 400, "request has no uid")
     wrong_version = review(MODEL, api_version="admission.k8s.io/v2")
-    await expect_status(server, "/validate", orjson.dumps(wrong_version), 400, "unsupported apiVersion 'admission.k8s.io/v2'")
+    await expect_status(server, "/validate", orjson.dumps(wrong_version), 400, 'unsupported apiVersion "admission.k8s.io/v2"')
     wrong_kind = dict(review(MODEL), kind="TokenReview")
     await expect_status(server, "/validate", orjson.dumps(wrong_kind), 400, "expected kind AdmissionReview")
     bad_op = review(MODEL, operation="PATCH")

@@ -181,6 +181,12 @@ class AdmissionChain:
             return AdmissionResult(allowed=True), [], obj, None
         stage = _judge(policies, self._input(request, obj, view), mutating=True, explain=explain,
                        policy_set=policy_set)
+        if (stage.denials or any(w.startswith("policy ") and " not applied: " in w for w in stage.warnings)) \
+                and self._wrongly_typed(request, obj):
+            # The apiserver validates the schema after this webhook and refuses such an object in
+            # its own words ("spec in body must be of type object"); what policies say of data
+            # of the wrong type (CEL's "no such key", an internal error) would only hide them.
+            return AdmissionResult(allowed=True), stage.traces, obj, None
         mutated = stage.input.object
         if stage.denials:
             result = AdmissionResult(allowed=False, status=denial_status(request, stage.denials, MUTATING_WEBHOOK),
@@ -231,6 +237,17 @@ class AdmissionChain:
                                    audit_annotations=audit, rules=rules, unchecked=unchecked), traces, acted
         return AdmissionResult(allowed=True, warnings=warnings, audit_annotations=audit, rules=rules,
                                unchecked=unchecked), traces, acted
+
+    def _wrongly_typed(self, request: AdmissionRequest, obj: dict[str, Any]) -> bool:
+        """Whether the CRD's schema finds a field of ``obj`` of the wrong type."""
+        registry = self._fixed or self._schemas()
+        if not _serves(registry, obj):
+            return False
+        try:
+            errors, _ = registry.validate(request.operation, obj, request.oldObject, request.subResource or None)
+        except RequestError:
+            return False
+        return any(error.reason == "FieldValueTypeInvalid" for error in errors)
 
     def _schemas(self) -> CRDRegistry | None:
         return self.registry.current() if self.registry is not None else None

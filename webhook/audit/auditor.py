@@ -81,6 +81,7 @@ class Auditor:
         inp = PolicyInput(request_view(request), decoded, None,
                           self.state.get("v1", "Namespace", ref.namespace) if ref.namespace else None, self.state)
         policy_set = self.policies.current()
+        unchecked: list[tuple[str, str]] = []
         for mutating in (True, False):
             candidates = policy_set.for_review(inp.rule_key, mutating=mutating)
             if mutating:  # the mutating stage's validations only: mutations are not applied
@@ -90,8 +91,8 @@ class Auditor:
                 if prepare is not None:
                     prepare(inp, mutating=mutating)
             for policy in candidates:
-                results += _judge(policy, inp, mutating, policy_set)
-        return ObjectAudit(ref, ordered(results))
+                results += _judge(policy, inp, mutating, policy_set, unchecked)
+        return ObjectAudit(ref, ordered(results), tuple(unchecked))
 
     def audited_kinds(self) -> list[tuple[str, str, str, bool]]:
         """``(apiVersion, kind, plural, namespaced)`` of every kind the CRDs in force serve that a
@@ -126,14 +127,17 @@ def _schema(registry: CRDRegistry, obj: dict[str, Any], ref: ResourceRef, result
     return decoded
 
 
-def _judge(policy: Policy, inp: PolicyInput, mutating: bool, policy_set: PolicySet) -> list[AuditResult]:
+def _judge(policy: Policy, inp: PolicyInput, mutating: bool, policy_set: PolicySet,
+           unchecked: list[tuple[str, str]]) -> list[AuditResult]:
     """One policy's results on ``inp`` (none when it does not apply), under the validation
-    actions in force for it there (an operator's override for the namespace, else its own)."""
+    actions in force for it there (an operator's override for the namespace, else its own);
+    what its rules left out read, the state not knowing it, into ``unchecked``."""
     try:
         actions = frozenset(policy_set.actions_for(policy, inp)[0]) or DENY
         verdict = policy.evaluate(inp, mutating=mutating)
         if verdict is None:
             return []
+        unchecked += verdict.unchecked
         if not verdict.denials and not verdict.warnings:
             return [AuditResult(policy.name, "", "pass", actions=actions)]
         # name the failing rules: the exact path, traced (the same answers, rule by rule)
@@ -147,9 +151,9 @@ def _judge(policy: Policy, inp: PolicyInput, mutating: bool, policy_set: PolicyS
 
 
 def _attributed(name: str, verdict: Verdict, actions: frozenset[str]) -> list[AuditResult]:
-    """A policy's denials and warnings, each with the rule that said it (from the traces: the
-    exact path appends one denial per failed validation and one warning per failed warning
-    rule, in order)."""
+    """A policy's denials and warnings, each with the rule that said it (the one it names, else
+    from the traces: the exact path appends one denial per failed validation and one warning per
+    failed warning rule, in order)."""
     failed = iter(_failed(verdict.traces, validations=True))
     warned = iter(_failed(verdict.traces, validations=False))
     fail_result = "fail" if "Deny" in actions or "Warn" not in actions else "warn"
@@ -160,13 +164,15 @@ def _attributed(name: str, verdict: Verdict, actions: frozenset[str]) -> list[Au
             out.append(AuditResult(name, _rule_of(denial.message[len(error_prefix):]), "error", denial.message,
                                    actions, fail_closed=True))
         else:
-            out.append(AuditResult(name, next(failed, denial.field_path or ""), fail_result, denial.message, actions))
+            rule = denial.rule or next(failed, denial.field_path or "")  # (a rule left out has no trace's turn)
+            out.append(AuditResult(name, rule, fail_result, denial.message, actions))
     for warning in verdict.warnings:
         if warning.startswith(not_applied):
             out.append(AuditResult(name, _rule_of(warning[len(not_applied) + len(error_prefix):]), "error", warning,
                                    actions))
         else:
-            out.append(AuditResult(name, next(warned, ""), "warn", warning, WARN))
+            out.append(AuditResult(name, verdict.warning_rules.get(warning) or next(warned, ""), "warn", warning,
+                                   WARN))
     return out
 
 

@@ -84,6 +84,9 @@ class ObjectAudit:
 
     resource: ResourceRef
     results: tuple[AuditResult, ...]
+    # what rules were left out for, the state not knowing it: (what, unit) each, once per rule
+    # (``webhook.policy.unknown``; a live cluster knows every kind: always empty there)
+    unchecked: tuple[tuple[str, str], ...] = ()
 
     @property
     def verdict(self) -> "Verdict":

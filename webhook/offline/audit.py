@@ -33,7 +33,8 @@ from webhook.policy.typecheck import KindSchemas
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
-from webhook.state import FileState, StateLoadError, read_objects
+from webhook.policy.unknown import unchecked_text
+from webhook.state import FileState, StateLoadError, kinds_held, read_objects
 
 DESCRIPTION = """\
 Audit existing objects: judge a dump of a cluster (or the live cluster, --kubeconfig) against the
@@ -93,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "repeatable")
     parser.add_argument("--kubeai-crd", choices=list(KUBEAI_CRDS),
                         help=f"the bundled KubeAI Model CRD (default {DEFAULT_KUBEAI_CRD})")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="no objects at all in the files (an empty dump, a directory without manifests) is "
+                             "success (default: an error, exit 2, as validate)")
     parser.add_argument("-n", "--namespace", default="default",
                         help="namespace of namespaced objects that name none (default: default)")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
@@ -102,6 +106,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 class SetupError(ValueError):
     """What stops the run before any object is judged (one line on stderr, exit 2)."""
+
+
+NO_OBJECTS = ("audit: no objects in the input (an empty stdin or file, or no .yaml, .yml or .json file under the "
+              "directories); --allow-empty accepts that")
 
 
 @dataclass
@@ -125,9 +133,11 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         return command_line.error("audit: --timeout must be above 0")
     try:
-        judged = _judge_cluster(args) if args.kubeconfig else _judge_files(args, paths)
+        judged, note = _judge_cluster(args) if args.kubeconfig else _judge_files(args, paths)
     except SetupError as exc:
         return command_line.error(str(exc))
+    if note is not None:  # on stderr, before the results: stdout stays the format's own
+        print(note, file=sys.stderr)
     if args.baseline_policies:
         return _print_impact(args.output, judged)
     return _print(args.output, judged)
@@ -163,7 +173,11 @@ def _policies(directory: str | None, flag: str, args: argparse.Namespace, regist
         raise SetupError(f"{flag}: {exc}") from None
 
 
-def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
+def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judged], str | None]:
+    """The objects of the files judged, and the note on what was not checked (None: nothing).
+    A dump is the cluster's view of the kinds it holds (``kubectl get models -A`` lists them
+    all), not of the kinds it does not hold: those are unknown unless --state shows them, as
+    ``validate --state`` takes a state (``webhook.state.knowledge``)."""
     found, errors = documents.read(paths, node_lines=args.output == "junit")  # (lines cost: junit only)
     if errors:
         raise SetupError(str(errors[0]))
@@ -180,13 +194,16 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
         if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("kind"), str) \
                 and obj["apiVersion"] and obj["kind"]:
             inputs.append((_namespaced(registry, obj, args.namespace), doc))
+    if not inputs and not args.allow_empty:  # a pipeline that lost its dump must not pass
+        raise SetupError(NO_OBJECTS)
     # the objects audited are the state too (a dump is the cluster's view), then --state
     objects = [obj for obj, _ in inputs if _named(obj)]
     try:
         objects += read_objects(extra)
     except StateLoadError as exc:
         raise SetupError(f"--state: {exc}") from None
-    state = FileState(objects=objects)
+    knowledge = kinds_held(objects, "state" if args.state else "dump")
+    state = FileState(objects=objects, knowledge=knowledge)
     auditor = Auditor(registry, policies, state)
     before = Auditor(registry, baseline, state) if baseline is not None else None
     out = []
@@ -195,7 +212,10 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> list[Judged]:
         if audit.results:  # a kind nothing judges (a Deployment in the dump) says nothing
             out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)),
                               before.audit(obj) if before else None))
-    return out
+    unchecked = Counter(item for j in out for item in j.audit.unchecked)
+    note = f"note: {unchecked_text(unchecked)}; pass them with --state PATH, or audit the cluster " \
+           "(--kubeconfig FILE)" if unchecked else None
+    return out, note
 
 
 def _named(obj: dict[str, Any]) -> bool:
@@ -214,7 +234,7 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
     return obj
 
 
-def _judge_cluster(args: argparse.Namespace) -> list[Judged]:
+def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
     from webhook.offline.audit_cluster import ClusterReadError, api_client, read_cluster
 
     if not Path(args.kubeconfig).is_file():
@@ -239,7 +259,7 @@ def _judge_cluster(args: argparse.Namespace) -> list[Judged]:
             audit = auditor.audit(obj)
             if audit.results:
                 out.append(Judged(audit, baseline=before.audit(obj) if before else None))
-        return out
+        return out, None  # (a live cluster's view knows every kind: nothing is left unchecked)
     finally:
         found.state.stop()
 

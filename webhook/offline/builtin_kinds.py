@@ -99,6 +99,16 @@ class BuiltinSchemas:
         registry = Resource.from_contents(self._definitions) @ (Resource.from_contents(schema) @ Registry())
         return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
+    def group_kinds(self) -> frozenset[tuple[str, str]]:
+        """(group, kind) of every kind the release serves built in (its definitions' group-version-kinds)."""
+        from kubernetes_validate import utils
+
+        if self._definitions is None:
+            self._definitions = utils.schema_contents(f"{self._schema_directory()}/_definitions.json", self.version)
+        return frozenset((gvk["group"], gvk["kind"]) for definition in self._definitions.get("$defs", {}).values()
+                         if isinstance(definition, dict)
+                         for gvk in definition.get("x-kubernetes-group-version-kind", ()))
+
     def causes(self, obj: dict[str, Any]) -> list[Cause] | None:
         """What is wrong with ``obj`` by its kind's schema and the size limit ([] when nothing),
         None when its kind is not a built-in one. Unknown fields are not among them:

@@ -10,6 +10,7 @@ suites (``kind: PolicySuite``) are ``policy_suites.py``.
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -18,13 +19,14 @@ from webhook.documents import Document
 from webhook.offline.suite_cases import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
                                          read_suite_file)
 from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
+from webhook.schema.field_validation import SERVER_DEFAULT
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
 
 _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[^/]+)"
-                      r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?"
-                      r"(?:/(?P<sub>[^/]+))?$")
+                      r"(?:/namespaces/(?P<namespace>[^/]+))?/(?P<plural>[^/?]+)(?:/(?P<name>[^/?]+))?"
+                      r"(?:/(?P<sub>[^/?]+))?(?:\?(?P<query>\S*))?$")
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -99,13 +101,21 @@ def request_path(case: dict[str, Any]) -> RequestPath | None:
                        match.group("namespace"), name)
 
 
+def field_validation_of(case: dict[str, Any]) -> str:
+    """The request's ``?fieldValidation=`` (``about.request``'s query), else the server default."""
+    request = ((case.get("about") or {}).get("request") or "") if isinstance(case.get("about"), dict) else ""
+    match = _REQUEST.match(str(request).strip())
+    query = parse_qs(match.group("query") or "") if match else {}
+    return (query.get("fieldValidation") or [SERVER_DEFAULT])[-1]
+
+
 def run_object_case(case: Case) -> CaseResult:
     data = case.data
     if not data.get("expect"):
         return CaseResult(case.suite.title, case.name, ["no expect: the case checks nothing"], erroneous=True)
     outcome = case.suite.registry.handle(
         str(data.get("operation", "CREATE")), data.get("object"), data.get("old"), data.get("subresource"),
-        request=request_path(data))
+        request=request_path(data), field_validation=field_validation_of(data))
     answer = Answer(outcome.allowed, outcome.code, [str(e) for e in outcome.errors],
                     outcome.status.get("message") if outcome.status is not None else None, outcome.warnings,
                     outcome.object)

@@ -40,10 +40,10 @@ from webhook.schema.near_miss import hint
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.schema.field_validation import DIRECTIVES, FieldValidation
-from webhook.policy.unknown import kinds_read
-from webhook.state import (EVERYTHING, PRESENCE, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
+from webhook.policy.unknown import kinds_read, unchecked_text
+from webhook.state import (EVERYTHING, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
                            place_namespace, state_objects)
-from webhook.state.knowledge import cluster_scoped_builtin
+from webhook.state.knowledge import cluster_scoped_builtin, presence
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -126,7 +126,8 @@ error (--allow-empty).
 The policies' lookups (pools, classes, namespaces, Services, Pods, the KubeAI config) read the
 documents given unless --state or a live cluster (--cluster, --kubeconfig, --context) is named:
 what the inputs do not show is unknown, neither denied nor warned about, and one note on stderr
-says what was not checked ("note: not checked, as the input does not show them: ...")."""
+says what was not checked ("note: not checked: no InferencePool of inference.networking.k8s.io in
+the input (2 lookups), ...")."""
 
 EXAMPLES = """\
 infergate validate manifests/                           # every .yaml/.yml/.json, recursively
@@ -456,7 +457,8 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
     if not args.state:
         parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents]
         objects, _ = state_objects(parsed)  # (what is no object is said in its place among the results)
-        return FileState(objects=[namespaced(o) for o in objects], knowledge=PRESENCE), StateSource(PRESENCE)
+        knowledge = presence(objects)
+        return FileState(objects=[namespaced(o) for o in objects], knowledge=knowledge), StateSource(knowledge)
     # the state may be the inputs themselves (a repository of mixed files): what is wrong with an
     # input is said in its place among the results; the rest must be readable
     names = {source.name for source in inputs}
@@ -609,11 +611,7 @@ def state_note(unchecked: Counter, state: StateSource) -> str | None:
     check it; also the documents of --state skipped as no Kubernetes objects. None: nothing to say."""
     parts = []
     if unchecked:
-        shown = "the input does not show them" if state.knowledge.source == "inputs" \
-            else "the state does not show them"
-        what = ", ".join(f"{name} ({n} {unit if n != 1 else unit.removesuffix('s')})"
-                         for (name, unit), n in sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0])))
-        parts.append(f"not checked, as {shown}: {what}; pass --state DIR or --kubeconfig FILE")
+        parts.append(f"{unchecked_text(unchecked)}; pass --state DIR or --kubeconfig FILE")
     if state.skipped:
         parts.append(f"--state: {state.skipped} document{'s' if state.skipped != 1 else ''} skipped, not "
                      "Kubernetes objects (kustomization.yaml, Helm values)")

@@ -111,7 +111,7 @@ class CompiledPolicy:
             failed = [d.rule for d in verdict.denials] + [verdict.warning_rules.get(w, "") for w in verdict.warnings]
             gets = frozenset().union(*(self.rule_reads.get(rule, frozenset()) for rule in failed))
             unknown = unknown_facts(self.exact, lookups, params, knowledge, activation, gets=gets)
-            leave_unchecked(verdict, self.rule_reads, unknown)
+            leave_unchecked(verdict, self.exact, self.rule_reads, unknown, activation, lookups)
         return verdict
 
     def prepare(self, inp: PolicyInput, *, mutating: bool) -> None:

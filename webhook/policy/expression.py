@@ -12,6 +12,17 @@ CEL_VARIABLES = ("object", "oldObject", "request", "namespaceObject", "params", 
 _MISSING = "<absent>"  # a path an expression reads that the activation does not hold (``seen``)
 
 
+class _Unbound:
+    """A root left out of an evaluation: its use is an error (``webhook.policy.unknown`` asks what
+    a rule says without an answer the cluster view does not know)."""
+
+    def __repr__(self) -> str:
+        return "UNBOUND"
+
+
+UNBOUND = _Unbound()
+
+
 class Expression:
     """A compiled CEL expression with the place it came from and the routes its evaluations
     may take (``Evaluator.routes``); ``needs``: the variables it reads (for
@@ -29,6 +40,8 @@ class Expression:
         data: dict[str, Any] = {}
         for root, names in self.needs.items():
             value = activation.get(root)
+            if value is UNBOUND:
+                continue
             if names is not None and isinstance(value, Mapping):
                 value = {n: value[n] for n in names if n in value}
             data[root] = value

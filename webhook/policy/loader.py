@@ -22,7 +22,7 @@ from webhook.policy.compiled import CompiledPolicy
 from webhook.policy.expression import CEL_VARIABLES, Expression
 from webhook.policy.messages import audit_key_problems
 from webhook.policy.model import API_VERSION, KIND, AdmissionPolicy
-from webhook.policy.typecheck import KindSchemas, check_policy, shipped_schemas
+from webhook.policy.typecheck import KindSchemas, check_policy, reach_problems, shipped_schemas
 
 SUFFIXES = (".yaml", ".yml")  # not .json: JSON schemas (policy-suite.schema.json) live beside policies
 
@@ -63,6 +63,8 @@ def _compile_document(doc: Document, evaluator: Evaluator, schemas: KindSchemas 
         raise PolicyLoadError(problems) from None
 
     problems: list[str] = []
+    for path, message in reach_problems(model, schemas if schemas is not None else shipped_schemas()):
+        problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {message}")
     for i, problem in audit_key_problems(model.metadata.name, [a.key for a in model.spec.auditAnnotations]):
         path = ("spec", "auditAnnotations", i, "key")
         problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {problem}")
@@ -91,9 +93,27 @@ def _is_test_suite(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == "PolicySuite"
 
 
+# Kubernetes' own admission policy kinds: a policy file may hold them (``webhook.policy.native``)
+NATIVE_POLICY_KINDS = frozenset({"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+                                 "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
+
+
+def _is_policy_kind(data: Any) -> bool:
+    """Whether a document is of a kind a policy file holds: an AdmissionPolicy, one of
+    Kubernetes' own admission policy kinds, or a PolicySuite beside them."""
+    if not isinstance(data, dict):
+        return False
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    return (api_version, kind) == (API_VERSION, KIND) or _is_test_suite(data) or (
+        isinstance(api_version, str) and api_version.startswith("admissionregistration.k8s.io/")
+        and kind in NATIVE_POLICY_KINDS)
+
+
 def load_file(file: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
     """The policies of one file, compiled for ``evaluator``. ``schemas``: the kinds their
-    expressions are type-checked against (default: the shipped CRDs')."""
+    expressions are type-checked against (default: the shipped CRDs'). A file that holds no
+    document of a policy kind (an empty one, a stray file) is an error: what its author meant
+    to enforce would be silently not there."""
     parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=False)
     policies: list[CompiledPolicy] = []
     problems = [str(parsed.error)] if parsed.error is not None else []
@@ -104,6 +124,9 @@ def load_file(file: Path, evaluator: Evaluator, schemas: KindSchemas | None = No
             policies.append(_compile_document(doc, evaluator, schemas))
         except PolicyLoadError as exc:
             problems += exc.problems
+    if not problems and not any(_is_policy_kind(doc.content) for doc in parsed.documents):
+        problems.append(f"{file}: no {KIND} ({API_VERSION}) and no ValidatingAdmissionPolicy, "
+                        "MutatingAdmissionPolicy or binding (admissionregistration.k8s.io) in the file")
     if problems:
         raise PolicyLoadError(problems)
     return policies

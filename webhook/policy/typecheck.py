@@ -66,6 +66,7 @@ class KindSchemas:
 
     def __init__(self, crds: Iterable[Mapping[str, Any]], *, bundled: bool = True) -> None:
         self._schemas: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
+        self.kinds: set[tuple[str, str]] = set()  # (group, kind) of every CRD given or bundled
         seen: set[str] = set()
         for crd in [*crds, *(bundled_crds() if bundled else ())]:
             identity = json.dumps(crd, sort_keys=True, default=str)
@@ -76,6 +77,7 @@ class KindSchemas:
             if not isinstance(spec, Mapping):
                 continue
             group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
+            self.kinds.add((group, kind))
             for version in spec.get("versions") or ():
                 schema = ((version.get("schema") or {}).get("openAPIV3Schema")) if version.get("served", True) else None
                 if isinstance(schema, Mapping):
@@ -115,6 +117,67 @@ def bundled_crds() -> tuple[Mapping[str, Any], ...]:
 def shipped_schemas() -> KindSchemas:
     """The kinds of the CRDs infergate bundles."""
     return KindSchemas(())
+
+
+@lru_cache(maxsize=1)
+def builtin_kinds() -> frozenset[tuple[str, str]]:
+    """(group, kind) of Kubernetes' built-in kinds, of the release ``validate`` judges them as."""
+    from webhook.offline.builtin_kinds import BuiltinSchemas  # (its schemas: kubernetes-validate's)
+
+    return BuiltinSchemas().group_kinds()
+
+
+def reach_problems(policy: AdmissionPolicy, schemas: KindSchemas) -> list[tuple[tuple[Any, ...], str]]:
+    """Every group and kind a policy's resourceRules name that names nothing known, with a
+    did-you-mean: known are the kinds of the CRDs given and bundled (a kind a cluster has no CRD
+    for is still known from the bundled set) and the built-in kinds. Such a rule would match no
+    request at all, so the policy would be silent where its author meant it to speak."""
+    from webhook.schema.near_miss import near_words
+
+    named = {(g, k) for rule in policy.spec.matchConstraints.resourceRules for g in rule.apiGroups for k in rule.kinds}
+    crd_groups = {group for group, _ in schemas.kinds}
+    if all(pair in schemas.kinds or (pair[0] in crd_groups and pair[1] == "*") for pair in named):
+        return []  # (every pair a CRD's: the built-in kinds need not be read)
+    known = schemas.kinds | builtin_kinds()
+    groups = {group for group, _ in known}
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    for i, rule in enumerate(policy.spec.matchConstraints.resourceRules):
+        path = ("spec", "matchConstraints", "resourceRules", i)
+        any_group = "*" in rule.apiGroups
+        named_groups = [g for g in rule.apiGroups if g != "*" and g in groups]
+        found: list[tuple[tuple[Any, ...], str]] = []
+        for j, group in enumerate(rule.apiGroups):
+            if group != "*" and group not in groups:
+                found.append(((*path, "apiGroups", j), _unknown(f"no API group {group!r} is known",
+                                                               near_words(group, groups))))
+        if any_group or named_groups:
+            in_reach = {k for g, k in known if any_group or g in named_groups}
+            where = "any API group" if any_group else " or ".join(repr(g) for g in named_groups)
+            for j, kind in enumerate(rule.kinds):
+                if kind == "*" or kind in in_reach:
+                    continue
+                home = sorted(g for g, k in known if k == kind)
+                if home:
+                    found.append(((*path, "kinds", j), f"no kind {kind} in {where}: {kind} is of "
+                                  f"{' or '.join(repr(g) for g in home)}"))
+                else:
+                    found.append(((*path, "kinds", j), _unknown(f"no kind {kind} is known in {where}",
+                                                                near_words(kind, in_reach))))
+        if not found and "*" not in rule.kinds:  # each group must hold one of the kinds
+            for j, group in enumerate(rule.apiGroups):
+                if group != "*" and not any((group, kind) in known for kind in rule.kinds):
+                    found.append(((*path, "apiGroups", j), f"API group {group!r} has none of the kinds "
+                                  f"{', '.join(rule.kinds)}"))
+        problems += found
+    return problems
+
+
+def _unknown(message: str, near: list[str]) -> str:
+    """``message`` of a name nothing knows, with what it may have meant."""
+    text = f"{message} (neither the bundled CRDs, the loaded CRDs nor the built-in kinds name it)"
+    if near:
+        text += f"; did you mean {' or '.join(dict.fromkeys(near))}?"
+    return text
 
 
 def _fits(result: CelType, expected: CelType | str | None) -> bool:

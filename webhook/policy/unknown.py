@@ -2,12 +2,13 @@
 
 A lookup whose answer is unknown (it found nothing, and the view does not hold its kind whole:
 ``webhook.state.knowledge.unknown_answer``), or params whose object the view does not hold
-(and whose kind it does not hold whole), make every rule that reads them undecidable: such a
-rule neither denies nor warns, whatever it evaluated to. A rule reads what its expression
-names, what the variables it names read (transitively) and what the policy's matchConditions
-read (whether the policy applies at all). Rules that read only the object and the request are
-judged as always. The verdict records what was not checked (``Verdict.unchecked``) for the
-summary note of ``infergate validate``.
+(and whose kind it does not hold whole), make a rule undecidable when its outcome for this
+review needs them: such a rule neither denies nor warns, whatever it evaluated to. A rule names
+what its expression names, what the variables it names read (transitively) and what the
+policy's matchConditions read (whether the policy applies at all); of the unknown answers it
+names, it needs those without which it does not evaluate (``leave_unchecked``). Rules that read
+only the object and the request are judged as always. The verdict records what was not checked
+(``Verdict.unchecked``) for the summary note of ``infergate validate`` and ``infergate audit``.
 
 Against a live cluster (or any view that holds every kind whole) nothing is ever unknown and
 verdicts are exactly what they were.
@@ -15,14 +16,18 @@ verdicts are exactly what they were.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from webhook.cel import CelError
+from webhook.policy.expression import UNBOUND
 from webhook.state.base import group_of
 from webhook.state.files import KUBEAI_CONFIG
 from webhook.state.knowledge import Knowledge, unknown_answer
 
 if TYPE_CHECKING:
     from webhook.policy.exact import ExactPath
+    from webhook.policy.expression import Expression
     from webhook.policy.verdict import Verdict
 
 PARAMS = "params"  # the name of the params among what a rule reads (lookups have their own names)
@@ -47,9 +52,7 @@ def kinds_read(policies: Iterable[Any]) -> frozenset[tuple[str, str]]:
 def rule_reads(exact: ExactPath) -> dict[str, frozenset[str]]:
     """Per rule (``validations[i]``, ``warnings[i]``): the lookups (by name, ``*``: all) and
     ``params`` it depends on."""
-    variables: dict[str, frozenset[str]] = {}
-    for name, expr in exact.variables:  # in order: a variable reads only earlier ones
-        variables[name] = _reads(expr.needs, variables)
+    variables = variable_reads(exact)
     gate: frozenset[str] = frozenset().union(*(_reads(e.needs, variables) for _, e in exact.match_conditions))
     out: dict[str, frozenset[str]] = {}
     for section, rules in (("validations", exact.validations), ("warnings", exact.warnings)):
@@ -91,11 +94,24 @@ def unknown_facts(exact: ExactPath, lookups: Mapping[str, Any] | None, params: A
             continue
         if lookup.get is not None and not _named(exprs.get("name"), {**activation, "lookups": lookups}):
             continue
-        unknown[lookup.name] = (source.kind, "lookups")
+        unknown[lookup.name] = (_unknown_kind(source.apiVersion, source.kind, knowledge), "lookups")
     ref = exact.param_ref
     if ref is not None and unknown_answer(params, group_of(ref.apiVersion), ref.kind, knowledge):
-        unknown[PARAMS] = (params_label(ref.kind, ref.name), "objects")
+        unknown[PARAMS] = (f"no {params_label(ref.kind, ref.name)} in the {_where(knowledge)}", "objects")
     return unknown
+
+
+def _where(knowledge: Knowledge) -> str:
+    return "state" if knowledge.source == "state" else "input"
+
+
+def _unknown_kind(api_version: str, kind: str, knowledge: Knowledge) -> str:
+    """What the note says of an unknown lookup's kind: that the view shows none of it, or (a
+    part of a cluster that shows some) that the cluster may hold more than it shows."""
+    label, where = kind_label(api_version, kind), _where(knowledge)
+    if (group_of(api_version), kind) in knowledge.shown:
+        return f"{label} beyond those in the {where}"
+    return f"no {label} in the {where}"
 
 
 def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
@@ -109,26 +125,53 @@ def _named(name_expr: Any, activation: Mapping[str, Any]) -> bool:
     return isinstance(name, str) and bool(name)
 
 
+def kind_label(api_version: str, kind: str) -> str:
+    """A kind as the note names it: with its API group, which tells the legacy pools from the GA ones
+    (``InferencePool of inference.networking.x-k8s.io``); a core kind by its name alone."""
+    group = group_of(api_version)
+    return f"{kind} of {group}" if group else kind
+
+
 def params_label(kind: str, name: str) -> str:
     return "KubeAI config" if (kind, name) == ("ConfigMap", KUBEAI_CONFIG["name"]) else f"{kind} {name}"
 
 
-def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unknown: Mapping[str, tuple[str, str]]) -> None:
-    """Leave out of ``verdict`` the rules that read an unknown answer: drop their denials and
-    warnings, and record what was not checked (once per unknown answer such a rule read, whether
-    it held or failed: it was not checked either way)."""
+def leave_unchecked(verdict: Verdict, exact: ExactPath, reads: Mapping[str, frozenset[str]],
+                    unknown: Mapping[str, tuple[str, str]], activation: Mapping[str, Any],
+                    lookups: Mapping[str, Any] | None) -> None:
+    """Leave out of ``verdict`` the rules whose outcome for this review needs an unknown answer:
+    drop their denials and warnings, and record what was not checked (once per unknown answer
+    such a rule needed, whether it held or failed: it was not checked either way).
+
+    A rule that names an unknown answer may not need it for this object: a route's backendRef to
+    a GA pool reads only the GA pools, although the rule names the legacy ones too. So each such
+    rule is evaluated again with those answers unbound (their use an error, as cel-go's
+    unknowns: ``||``, ``&&``, ``exists`` and ``all`` still decide when the other side does); a
+    rule that answers all the same does not depend on them."""
     if not unknown:
         return
     missed: dict[str, tuple[str, str]] = {}
     undecided: set[str] = set()
+    without: dict[frozenset[str], _Without] = {}
+    shared: dict[str, tuple[bool, Any]] = {}  # the variables that read none of the unknown answers
+
+    def decides(rule: str, names: frozenset[str]) -> bool:
+        if names not in without:
+            without[names] = _Without(exact, activation, lookups or {}, names, shared)
+        return without[names].decides(rule)
+
     for rule, read in reads.items():
         names = read & unknown.keys()
         if _EVERY_LOOKUP in read:
             names |= {name for name in unknown if name != PARAMS}
-        if names:
-            undecided.add(rule)
-            for name in names:
-                missed[name] = unknown[name]
+        names = frozenset(names)
+        if not names or decides(rule, names):
+            continue
+        # what it needs, each on its own; none alone (``a != null || b != null``): all of them
+        needed = [name for name in names if len(names) > 1 and not decides(rule, frozenset({name}))] or names
+        undecided.add(rule)
+        for name in needed:
+            missed[name] = unknown[name]
     if not undecided:
         return
     if verdict.denials:
@@ -139,3 +182,97 @@ def leave_unchecked(verdict: Verdict, reads: Mapping[str, frozenset[str]], unkno
             verdict.warnings = kept
             verdict.warning_rules = {w: r for w, r in verdict.warning_rules.items() if w in kept}
     verdict.unchecked = tuple(missed.values())
+
+
+def unchecked_text(unchecked: Mapping[tuple[str, str], int]) -> str:
+    """What rules were left out for, over a run, in words a user can act on: ``unchecked``, how
+    many times each (what, unit) was ("no InferencePool of inference.networking.x-k8s.io in the
+    state", ``unknown_facts``)."""
+    ranked = sorted(unchecked.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "not checked: " + ", ".join(f"{what} ({n} {unit if n != 1 else unit.removesuffix('s')})"
+                                       for (what, unit), n in ranked)
+
+
+class _Without:
+    """A review's values with some answers unbound (lookups by name, ``params``), and the
+    policy's variables computed from them on demand: a variable whose evaluation fails is left
+    unbound too, so that only a rule that uses it fails (the apiserver's variables are lazy).
+    A variable that reads none of the unbound answers has its value whatever they are: it is
+    computed once per review (``shared``) for every set of unbound answers."""
+
+    def __init__(self, exact: ExactPath, activation: Mapping[str, Any], lookups: Mapping[str, Any],
+                 unbound: frozenset[str], shared: dict[str, tuple[bool, Any]]) -> None:
+        self.exact = exact
+        self.unbound = unbound
+        self.values: dict[str, Any] = {**activation, "variables": {},
+                                       "lookups": {k: v for k, v in lookups.items() if k not in unbound}}
+        if PARAMS in unbound:
+            self.values["params"] = UNBOUND
+        self._variables = {name: (i, expr) for i, (name, expr) in enumerate(exact.variables)}
+        self._reads = variable_reads(exact)
+        self._shared = shared
+        self._tried: set[str] = set()
+        self._gate: bool | None = None
+
+    def decides(self, rule: str) -> bool:
+        """Whether ``rule`` (``validations[i]``, ``warnings[i]``) and the matchConditions
+        evaluate without the unbound answers."""
+        if self._gate is None:  # the conditions that read none of them held, as they did
+            self._gate = all(self._evaluate(e)[0] for _, e in self.exact.match_conditions
+                             if self._touches(_reads(e.needs, {})))
+        if not self._gate:
+            return False
+        section, _, index = rule.partition("[")
+        entries = self.exact.validations if section == "validations" else self.exact.warnings
+        return self._evaluate(entries[int(index.rstrip("]"))][1])[0]
+
+    def _touches(self, read: frozenset[str]) -> bool:
+        return bool(read & self.unbound) or (_EVERY_LOOKUP in read and bool(self.unbound - {PARAMS}))
+
+    def _evaluate(self, expr: Expression, before: int | None = None) -> tuple[bool, Any]:
+        """(whether it evaluates, its value)."""
+        self._prepare(expr.needs, before)
+        try:  # any value will do: the native route may give it
+            return True, expr.evaluate(self.values, _any_value)
+        except CelError:
+            return False, None
+
+    def _prepare(self, needs: Mapping[str, Any], before: int | None) -> None:
+        """The variables ``needs`` names computed (all of them, or all before ``before``, for the whole map)."""
+        if "variables" not in needs:
+            return
+        names = needs["variables"]
+        if names is None:
+            names = [name for name, (i, _) in self._variables.items() if before is None or i < before]
+        for name in names:
+            if name in self._tried or name not in self._variables:
+                continue
+            self._tried.add(name)
+            clean = not self._touches(self._reads.get(name, frozenset()))
+            if clean and name in self._shared:
+                evaluated, value = self._shared[name]
+            else:
+                i, expr = self._variables[name]
+                evaluated, value = self._evaluate(expr, i)
+                if clean:
+                    self._shared[name] = (evaluated, value)
+            if evaluated:
+                self.values["variables"][name] = value
+
+
+def _any_value(value: Any) -> bool:
+    return True
+
+
+_VARIABLE_READS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def variable_reads(exact: ExactPath) -> dict[str, frozenset[str]]:
+    """Per variable: the lookups (by name, ``*``: all) and ``params`` it reads, transitively."""
+    found = _VARIABLE_READS.get(exact)
+    if found is None:
+        found = {}
+        for name, expr in exact.variables:  # in order: a variable reads only earlier ones
+            found[name] = _reads(expr.needs, found)
+        _VARIABLE_READS[exact] = found
+    return found

@@ -117,7 +117,8 @@ def _reads_invalid(plan_node: _PlanNode, value: Any) -> bool:
     if not plan_node.batched:
         return False
     rules = plan_node.rules
-    return not _surely_valid(value, plan_node) and bool(invalid_reads(value, rules.decl, rules.properties))  # type: ignore
+    return (not _surely_valid(value, plan_node) and bool(invalid_reads(value, rules.decl, rules.properties))) \
+        or rules.invalid_items(value)  # type: ignore
 
 
 def _valid(plan_node: _PlanNode, value: Any) -> bool:
@@ -211,6 +212,8 @@ class _SelectCodegen(NodeCodegen):
             rules = self.value(plan_node.rules)
             body.append(f"if not _surely_valid(v, {me}) and invalid_reads(v, {rules}.decl, {rules}.properties): "
                         "raise InvalidData()")
+            if plan_node.rules.reads_items:  # list item fields its rules read (``NodeRules.invalid_items``)
+                body.append(f"if {rules}.invalid_items(v): raise InvalidData()")
         body += ["if isinstance(v, dict):"] + ["    " + line for line in self.mapping(plan_node)]
         if plan_node.items is not None:
             items = self.function(plan_node.items)

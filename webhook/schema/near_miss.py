@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-__all__ = ["did_you_mean", "hint"]
+__all__ = ["did_you_mean", "hint", "near_words"]
 
 
 def _distance(a: str, b: str, limit: int = 2) -> int:
@@ -95,3 +95,18 @@ def hint(api_version: str, kind: str, served: Iterable[tuple[str, str]]) -> str:
         return ""
     names = [api if served_kind == kind else f"{api} {served_kind}" for api, served_kind in found]
     return f"; did you mean {' or '.join(names)}?"
+
+
+def near_words(word: str, known: Iterable[str]) -> list[str]:
+    """The words of ``known`` ``word`` most likely meant, best first: the same in another case,
+    then one or two edits away (``InferencePools`` for ``InferencePool``, ``Modle`` for ``Model``);
+    a group one dot-separated label away (``llm-d.io`` for ``llm-d.ai``). At most three."""
+    ranked: list[tuple[int, str]] = []
+    for candidate in set(known):
+        if candidate == word:
+            continue
+        if candidate.lower() == word.lower():
+            ranked.append((0, candidate))
+        elif _distance(candidate.lower(), word.lower()) <= 2 or ("." in word and _groups_close(candidate, word)):
+            ranked.append((1 + _distance(candidate.lower(), word.lower(), 8), candidate))
+    return [name for _, name in sorted(ranked)[:3]]

@@ -73,12 +73,19 @@ class RequestError(ValueError):
 def crd_documents(path: Path) -> list[Document]:
     """The documents of CRD files and directories through ``webhook.documents``: ``List`` and
     ``CustomResourceDefinitionList`` (``kubectl get crd -o yaml``, the API's answer) unwrapped,
-    the one nesting limit; the first problem is a ``CRDLoadError``."""
+    the one nesting limit; the first problem is a ``CRDLoadError``, and so is a path that holds
+    no CustomResourceDefinition at all (a manifest given for a CRD would add nothing, silently)."""
     if not path.exists():
         raise CRDLoadError(f"{path}: no such file or directory")
     found, errors = documents.read([path])
     if errors:
         raise CRDLoadError(str(errors[0]))
+    if not any(isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"
+               for doc in found):
+        kinds = sorted({str(doc.content.get("kind")) for doc in found if isinstance(doc.content, dict)
+                        and doc.content.get("kind")})
+        held = f" (it holds {', '.join(kinds)})" if kinds else " (it holds no Kubernetes object)"
+        raise CRDLoadError(f"{path}: no CustomResourceDefinition in it{held}")
     return found
 
 
@@ -206,7 +213,7 @@ class CRDRegistry:
         if request is not None and request.namespace is not None:
             namespace = request.namespace
         try:
-            served = self._target(obj, request)
+            served = self._target(obj, request, field_validation)
             endpoint = self.by_resource(request.api_version, request.plural) if request is not None else None
             if endpoint is None or endpoint.kind != served.kind:
                 endpoint = served
@@ -262,7 +269,8 @@ class CRDRegistry:
             raise RequestError(400, _TOO_DEEP) from None
 
     # -- internals ----------------------------------------------------------------------
-    def _target(self, obj: Any, request: RequestPath | None) -> ServedVersion:
+    def _target(self, obj: Any, request: RequestPath | None,
+                field_validation: FieldValidation = SERVER_DEFAULT) -> ServedVersion:
         """The served version a write goes to (the endpoint's, when the request path is known)."""
         if not isinstance(obj, dict):
             raise RequestError(400, "the object is not a JSON/YAML mapping")
@@ -276,9 +284,9 @@ class CRDRegistry:
             served = self.by_resource(request.api_version, request.plural)
             if served is None:
                 raise RequestError(404, "the server could not find the requested resource")
-            if api_version != served.api_version and self.served(api_version, kind) is None:
-                raise RequestError(400, f"the API version in the data ({api_version}) does not match the expected "
-                                        f"API version ({served.api_version})")
+            other = self.served(api_version, kind) if api_version != served.api_version else served
+            if other is None or (other.group, other.kind) != (served.group, served.kind):
+                raise _foreign_body(obj, served, field_validation)
             if request.name is not None and isinstance(obj.get("metadata"), dict):
                 body_name = obj["metadata"].get("name")
                 if body_name and body_name != request.name:
@@ -411,6 +419,30 @@ class CRDRegistry:
                 cel_errors, warnings = served.cel.validate(obj, old_value)
                 errors += cel_errors
         return errors, warnings
+
+
+def _foreign_body(obj: dict[str, Any], endpoint: ServedVersion, field_validation: FieldValidation) -> RequestError:
+    """The 400 for a body whose apiVersion is none of the endpoint CRD's versions, as the apiserver
+    answers it after decoding the body: the CRD's decoder has no schema for that version, so an
+    object of its group and kind keeps nothing but apiVersion, kind and metadata (every other
+    field is unknown), and one of another group or kind is not pruned at all; its metadata is
+    decoded as ObjectMeta either way. Under Strict those unknown fields are the error, named
+    in the body's own kind and version; else the version's 400 carries them as warnings
+    (``customresource_handler.go``, ``schemaCoercingDecoder``; ``handlers/create.go``)."""
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    group, _, version = api_version.rpartition("/")
+    try:
+        _, unknown = coerce_object_meta(obj.get("metadata"), "")
+    except MetadataDecodeError as exc:
+        return RequestError(400, f'{kind} in version "{version}" cannot be handled as a {kind}: {exc}')
+    if (group, kind) == (endpoint.group, endpoint.kind):  # pruned by no schema: only the type and metadata stay
+        unknown += sorted(key for key in obj if key not in ("apiVersion", "kind", "metadata"))
+    mismatch = (f"the API version in the data ({api_version}) does not match the expected API version "
+                f"({endpoint.api_version})")
+    try:
+        return RequestError(400, mismatch, apply_field_validation(field_validation, kind, version, unknown))
+    except StrictDecodingError as exc:
+        return RequestError(400, str(exc))
 
 
 def _convert(obj: dict[str, Any], endpoint: ServedVersion) -> dict[str, Any]:

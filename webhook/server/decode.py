@@ -34,11 +34,12 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
         raise BadReview(400, "BadRequest", f"expected an AdmissionReview object, got a JSON {type(data).__name__}")
     api_version, kind = data.get("apiVersion"), data.get("kind")
     if kind != "AdmissionReview":
-        raise BadReview(400, "BadRequest", f"expected kind AdmissionReview, got {kind!r}")
+        raise BadReview(400, "BadRequest", f"expected kind AdmissionReview, got {_given(kind, 'no kind')}")
     if api_version not in SUPPORTED_VERSIONS:
         raise BadReview(
             400, "BadRequest",
-            f"unsupported apiVersion {api_version!r}: expected one of {', '.join(SUPPORTED_VERSIONS)}",
+            f"unsupported apiVersion {_given(api_version, '(none given)')}: expected one of "
+            f"{', '.join(SUPPORTED_VERSIONS)}",
         )
     request = data.get("request")
     if not isinstance(request, dict):
@@ -53,6 +54,11 @@ def decode_review(body: bytes) -> tuple[str, AdmissionRequest]:
         raise BadReview(400, "BadRequest", f"invalid AdmissionReview: a {admission.operation} request has no "
                                            f"request.object (the apiserver always sends the object written)")
     return api_version, admission
+
+
+def _given(value: object, absent: str) -> str:
+    """A field of the envelope as the client sent it: its JSON (a string quoted), or ``absent``."""
+    return absent if value is None else orjson.dumps(value).decode()
 
 
 # The operations whose review always carries ``request.object``: the object written. DELETE

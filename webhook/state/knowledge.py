@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 __all__ = ["EVERYTHING", "PRESENCE", "Knowledge", "cluster_scoped_builtin", "kinds_held", "place_namespace",
-           "unknown_answer"]
+           "presence", "unknown_answer"]
 
 GroupKind = tuple[str, str]
 
@@ -29,7 +29,10 @@ class Knowledge:
     """The kinds a cluster view holds whole (``None``: every kind, as a live cluster's list)."""
 
     whole: frozenset[GroupKind] | None
-    source: str = "cluster"  # where the view came from, for the note: "cluster", "state", "inputs"
+    source: str = "cluster"  # where the view came from, for the note: "cluster", "state", "inputs", "dump"
+    # the kinds it shows at least one object of (for the note: "no Service in the input", or more
+    # InferencePools than the input shows)
+    shown: frozenset[GroupKind] = frozenset()
 
     def holds_whole(self, group: str, kind: str) -> bool:
         """Whether an object of this kind the view does not hold is absent (else: unknown)."""
@@ -42,8 +45,17 @@ PRESENCE = Knowledge(frozenset(), "inputs")
 
 def kinds_held(objects: Iterable[Mapping[str, Any]], source: str = "state") -> Knowledge:
     """A directory's knowledge: the kinds it holds at least one object of, whole."""
-    return Knowledge(frozenset((str(o.get("apiVersion", "")).rpartition("/")[0], str(o.get("kind", "")))
-                               for o in objects), source)
+    kinds = kinds_shown(objects)
+    return Knowledge(kinds, source, kinds)
+
+
+def presence(objects: Iterable[Mapping[str, Any]]) -> Knowledge:
+    """The inputs' knowledge: nothing whole (a repository is a part of a cluster), the kinds they show."""
+    return Knowledge(frozenset(), "inputs", kinds_shown(objects))
+
+
+def kinds_shown(objects: Iterable[Mapping[str, Any]]) -> frozenset[GroupKind]:
+    return frozenset((str(o.get("apiVersion", "")).rpartition("/")[0], str(o.get("kind", ""))) for o in objects)
 
 
 def unknown_answer(found: Any, group: str, kind: str, knowledge: Knowledge) -> bool:

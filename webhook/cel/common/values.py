@@ -116,6 +116,27 @@ def invalid_reads(value: Any, decl: DeclType | None, properties: frozenset[str] 
     return found
 
 
+def invalid_item_reads(items: Any, decl: DeclType | None, fields: frozenset[str] | None) -> str | None:
+    """``UnstructuredToVal``'s error for the first field of a list's items (``items``, a list of
+    ``decl``) that a rule reads (``fields``, None: all) and whose value has the wrong JSON type,
+    else None: the items are converted only as they are read."""
+    if not isinstance(items, list) or decl is None or decl.kind != "list" or decl.elem is None:
+        return None
+    elem = decl.elem
+    if elem.kind != "object":
+        return None
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        for key in item if fields is None else (elem.field_names.get(f, f) for f in fields):
+            entry = elem.by_property.get(key)
+            if entry is not None and item.get(key) is not None:
+                problem = _shape_error(item[key], entry[1])
+                if problem is not None:
+                    return problem
+    return None
+
+
 def _shape_error(value: Any, decl: DeclType | None) -> str | None:
     if decl is None:
         return None

@@ -19,7 +19,7 @@ from webhook.cel.cost.estimate import estimate as estimate_cost
 from webhook.cel.crd.rewrite import engine_source
 from webhook.cel.crd.rule_entry import (
     RuleIssue, go_rule_json, malformed_entry, normalize_field_path, static_rule_issues)
-from webhook.cel.syntax.ast import Ident, Select, walk
+from webhook.cel.syntax.ast import Comprehension, Ident, Select, walk
 from webhook.cel.syntax.parser import CelSyntaxError, format_errors, parse, parse_with_spans
 from webhook.cel.common.decl import DeclType, decl_type
 from webhook.cel.common.types import BOOL, DYN, STRING, optional_of
@@ -158,6 +158,40 @@ def _accessed_fields(parsed: Any) -> frozenset[str] | None:
     return frozenset(fields) if uses == selected else None
 
 
+def _item_fields(parsed: Any) -> dict[str | None, frozenset[str] | None]:
+    """The fields of list items an expression reads through a macro's variable, by the list:
+    ``None`` for ``self`` itself, a property name for ``self.<property>`` (``self.all(p,
+    p.number > 0)`` reads ``number`` of self's items); a variable used whole reads every field
+    (``None``). The apiserver converts an item's field to CEL only when it is read
+    (``UnstructuredToVal`` is lazy), so only these can fail as "invalid data"."""
+    found: dict[str | None, frozenset[str] | None] = {}
+    for node in walk(parsed):
+        if not isinstance(node, Comprehension) or not node.iter_var:
+            continue
+        source = node.iter_range
+        if isinstance(source, Ident) and source.name == "self":
+            key: str | None = None
+        elif isinstance(source, Select) and isinstance(source.operand, Ident) and source.operand.name == "self":
+            key = source.field
+        else:
+            continue
+        fields: set[str] = set()
+        selected = uses = 0
+        for inner in walk(node):
+            if isinstance(inner, Select) and isinstance(inner.operand, Ident) and inner.operand.name == node.iter_var:
+                fields.add(inner.field)
+                selected += 1
+            elif isinstance(inner, Ident) and inner.name == node.iter_var:
+                uses += 1
+        if uses == 0:
+            continue
+        read = frozenset(fields) if uses == selected else None
+        if key in found:
+            read = None if found[key] is None or read is None else found[key] | read
+        found[key] = read
+    return found
+
+
 def _uses_old_self(parsed: Any) -> bool:
     return any(isinstance(node, Ident) and node.name == "oldSelf" for node in walk(parsed))
 
@@ -228,6 +262,7 @@ def _compile_rule(index: int, entry: Mapping[str, Any], decl: DeclType | None,
         error_string=(message or rule_text).strip(),
         max_cost=max_cost,
         message_max_cost=message_cost,
+        item_fields=_item_fields(analysis.parsed),
         fields=union_fields(_accessed_fields(analysis.parsed),
                              _accessed_fields(message_parsed) if message_parsed is not None else frozenset()),
         runtime_charge=_charge_for(analysis.checked, max_cost),

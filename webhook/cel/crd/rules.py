@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Mapping
 
 from webhook.cel import CelCostExceeded, CelEvalError, EngineBoundExceeded
@@ -19,7 +20,7 @@ from webhook.cel.library.base import NONE, OptionalValue
 from webhook.cel.limits import (
     MAX_EVALUATED_MESSAGE_EXPRESSION_SIZE_BYTES, MAX_REQUEST_SIZE_BYTES, PER_CALL_LIMIT)
 from webhook.cel.common.decl import DeclType
-from webhook.cel.common.values import invalid_reads, to_cel
+from webhook.cel.common.values import invalid_item_reads, invalid_reads, to_cel
 from webhook.cel.crd.budget import CostBudget
 
 
@@ -66,6 +67,9 @@ class CompiledRule:
     message_max_cost: int | None = None   # same for messageExpression
     source: str | None = None             # what the engine compiled (None: it could not)
     fields: frozenset[str] | None = None  # the fields of self/oldSelf it reads (None: the whole value)
+    # the fields of list items it reads through a macro's variable, by list (None: self; else a
+    # property of self), each None where items are used whole (``compile._item_fields``)
+    item_fields: Mapping[str | None, frozenset[str] | None] = dataclass_field(default_factory=dict)
     runtime_charge: RuntimeCharge | None = None           # expensive rules: charged by actual sizes
     message_runtime_charge: RuntimeCharge | None = None
     actual: CostCounter | None = None                      # cel-go's count of an evaluation
@@ -151,7 +155,7 @@ class RuleCost:
 class NodeRules:
     """The compiled rules of one schema node."""
 
-    __slots__ = ("rules", "decl", "uses_old_self", "path", "properties")
+    __slots__ = ("rules", "decl", "uses_old_self", "path", "properties", "reads_items")
 
     def __init__(self, rules: tuple[CompiledRule, ...], decl: DeclType | None, path: str) -> None:
         self.rules = rules
@@ -160,6 +164,7 @@ class NodeRules:
         self.decl = decl
         self.path = path
         self.uses_old_self = any(rule.uses_old_self for rule in rules)
+        self.reads_items = any(rule.item_fields for rule in rules)
 
     @property
     def costs(self) -> list[RuleCost]:
@@ -191,6 +196,8 @@ class NodeRules:
         invalid = invalid_reads(self_value, self.decl, self.properties)
         if invalid:  # data contradicting the schema: a rule that reads it fails as in Kubernetes
             outcomes = [_invalid_outcome(rule, self.decl, invalid) or o for rule, o in zip(runnable, outcomes)]
+        if self.reads_items:  # ... also in the list items it reads
+            outcomes = [_invalid_item_outcome(rule, self_value, self.decl) or o for rule, o in zip(runnable, outcomes)]
         failures: list[RuleResult] = []
         for rule, outcome in zip(runnable, outcomes):
             charge = rule.cost
@@ -217,6 +224,12 @@ class NodeRules:
                 return failures
             failures.append(RuleResult(rule.index, False, message, None, rule.reason, rule.field_path))
         return failures
+
+    def invalid_items(self, value: Any) -> bool:
+        """Whether a rule reads a list item field whose value contradicts the schema (the walk
+        then reports Kubernetes' invalid-data error)."""
+        return self.reads_items and any(_invalid_item_outcome(rule, value, self.decl) is not None
+                                        for rule in self.rules)
 
     def runnable(self, has_old: bool) -> list[CompiledRule]:
         """The rules evaluated on a node: transition rules need a comparable old value (unless
@@ -362,6 +375,24 @@ def _invalid_outcome(rule: CompiledRule, decl: DeclType | None, invalid: dict[st
         return CelEvalError(invalid[None])
     reads = read_properties(decl, rule.fields)
     return next((CelEvalError(text) for key, text in invalid.items() if reads is None or key in reads), None)
+
+
+def _invalid_item_outcome(rule: CompiledRule, value: Any, decl: DeclType | None) -> CelEvalError | None:
+    """The "invalid data" error of the first list item field the rule reads that contradicts
+    the schema (a whole-valued float in an integer field: ``8000.0``)."""
+    for key, fields in rule.item_fields.items():
+        items, items_decl = (value, decl) if key is None else _property(value, decl, key)
+        text = invalid_item_reads(items, items_decl, fields)
+        if text is not None:
+            return CelEvalError(text)
+    return None
+
+
+def _property(value: Any, decl: DeclType | None, key: str) -> tuple[Any, DeclType | None]:
+    if not isinstance(value, dict) or decl is None or decl.kind != "object":
+        return None, None
+    entry = decl.by_property.get(key)
+    return value.get(key), entry[1] if entry is not None else None
 
 
 def _error(rule: CompiledRule, text: str) -> RuleResult:
