@@ -174,5 +174,5 @@ def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():
             continue
         parsed = _parser(words[1]).parse_args(words[2:])
         assert parsed is not None, command
-    actions = readme[readme.index("GitHub Actions (`.github"):readme.index("GitLab CI")]
+    actions = readme[readme.index("GitHub Actions (in your repository"):readme.index("GitLab CI")]
     assert "infergate validate" in actions and "-o github" in actions
