@@ -57,9 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body, else 413 (default 7 MiB: a review carries "
                                          "the object and the old one, each within the apiserver's 3 MiB)")
+    a("--idle-timeout", type=float, metavar="SECONDS",
+      help="an idle kept-alive connection is closed after this long (default 120: longer than the apiserver keeps "
+           "one idle, 90 s, so that it never sends a review on a connection just closed)")
     a("--header-timeout", type=float, metavar="SECONDS",
-      help="a connection that has not sent a whole request's headers this long after it opened or after its "
-           "previous answer is closed; idle kept-alive connections too (default 10)")
+      help="a connection whose request headers are not whole this long after their first byte (after the "
+           "connection opened, for its first request; the TLS handshake too) is closed (default 10)")
     a("--body-timeout", type=float, metavar="SECONDS",
       help="seconds to read a request body that did not come with its headers; a slower one is answered 408 "
            "and its connection closed (default 10)")

@@ -63,9 +63,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(7 * MiB, gt=0)
     default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
     timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
-    # Slow clients (slowloris): a request's headers within header_timeout of the connection
-    # opening or of its previous answer (idle kept-alive connections close then too); its
-    # body within body_timeout of the headers.
+    # An idle kept-alive connection stays open idle_timeout: longer than the apiserver's
+    # client keeps one (90 s), so that it never writes to a connection just closed. Slow
+    # clients (slowloris): a request's headers within header_timeout of their first byte (of
+    # the connection's opening, for the first request); its body within body_timeout of them.
+    idle_timeout: float = Field(120.0, gt=0)
     header_timeout: float = Field(10.0, gt=0)
     body_timeout: float = Field(10.0, gt=0)
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error

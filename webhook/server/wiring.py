@@ -28,6 +28,7 @@ from aiohttp import web
 from webhook import logs
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
+from webhook.server.connections import Connections, bound_port, listen
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
 
@@ -358,14 +359,13 @@ async def serve(
         client_certificates=settings.client_ca_file is not None, body_timeout=settings.body_timeout,
     )
     app = create_app(slot, config, metrics_=metrics_, readiness=readiness)
-    # aiohttp closes a connection that has not sent a whole request's headers this long
-    # after it opened or after its previous answer (idle keep-alive connections too).
-    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None,
-                           keepalive_timeout=settings.header_timeout)
+    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ssl_context, reuse_address=True)
+    # idle kept-alive connections and a request's headers: two bounds (see connections)
+    connections = Connections(runner.server, idle_timeout=settings.idle_timeout,
+                              header_timeout=settings.header_timeout)
     try:
-        await site.start()
+        listener = await listen(connections, settings.host, settings.port, ssl_context=ssl_context)
     except OSError as exc:
         await runner.cleanup()
         print(f"infergate: error: {cannot_listen(settings.host, settings.port, exc)}", file=sys.stderr)
@@ -402,7 +402,7 @@ async def serve(
     ]
     if publisher is not None:
         publisher.start()
-    port = runner.addresses[0][1]
+    port = bound_port(listener)
     settings_shown = settings.model_copy(update={"port": port})
     log.info("listening", extra={"fields": {"url": f"https://{settings.host}:{port}", "sans": list(keeper.sans),
                                             "cert_mode": settings.cert_mode}})
@@ -423,6 +423,7 @@ async def serve(
         task.cancel()
     if publisher is not None:
         publisher.stop()
+    listener.close()
     await runner.cleanup()
     log.info("stopped")
     return 0
