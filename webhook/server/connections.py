@@ -101,7 +101,8 @@ class Connections:
         make_request = server.request_factory
 
         def request_factory(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
-            protocol.request_started()
+            if isinstance(protocol, HeaderDeadlineHandler):  # not the sibling processes' Unix socket
+                protocol.request_started()
             return make_request(message, payload, protocol, writer, task)
 
         server.request_factory = request_factory

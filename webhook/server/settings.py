@@ -76,6 +76,9 @@ class Settings(BaseModel):
     # Keep answering this long after SIGTERM with /readyz failing, so the Service's endpoints
     # drop this pod before the listener closes (the apiserver reuses kept-alive connections).
     shutdown_delay: float = Field(0.0, ge=0)
+    # Server processes sharing the port (SO_REUSEPORT): a count, or "auto" (the cgroup's CPU
+    # quota, else the pod's CPU request, else 1: webhook.server.processes).
+    processes: str = "auto"
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -83,6 +86,14 @@ class Settings(BaseModel):
     @classmethod
     def _any_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value  # INFO, Info, info: one level
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _process_count(cls, value: object) -> object:
+        from webhook.server.processes import parse_processes
+
+        parse_processes(value)  # ProcessCountError: a ValueError, reported under the field's name
+        return str(value).strip().lower()
 
     @field_validator("cert_secret", "service")
     @classmethod
