@@ -245,9 +245,15 @@ def merge_expositions(texts: list[str], *, unanswered: int = 0) -> bytes:
 
 def bind_port(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` with ``SO_REUSEPORT`` and not listening: the port the
-    servers share (chosen here when ``port`` is 0), and a port in use found before forking."""
+    servers share (chosen here when ``port`` is 0). A port in use is found before forking,
+    even by another server sharing it the same way (another ``serve --processes``): it is
+    bound once without ``SO_REUSEPORT`` first."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as alone:
+        alone.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        alone.bind(address)
+        address = alone.getsockname()
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
