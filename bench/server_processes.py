@@ -1,0 +1,128 @@
+"""`infergate serve --processes 2` against `--processes 1`: throughput, CPU per review and p99
+over TLS on loopback, in one run, with the load generator sharing the machine's cores.
+
+Both servers run the real chain (the shipped policies, CRDs and example state) on their own
+port; for every family's /validate and /mutate review (as the apiserver sends it, see
+``bench/server_bench.py``) the two are measured back to back, ``--rounds`` times, in turn.
+CPU per review is the CPU time of all of a server's processes over the measured requests.
+Reported per family and count: the round of median throughput, the median of the rounds'
+2-process/1-process throughput ratios, CPU µs per review, p99 ms.
+
+    python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_request, load, local_certs,  # noqa: E402
+                          log_tail, review_for, spawn, wait_ready)
+
+COUNTS = (1, 2)
+
+
+def group_pids(pid: int) -> list[int]:
+    """The supervisor and the server processes it forked (Linux)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return [pid, *children]
+
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--warmup", type=float, default=0.5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    import uvloop
+
+    bodies = {}
+    for family, name in FAMILIES.items():
+        mutate, validate = as_the_apiserver_sends(review_for(REPO / "examples" / "manifests" / "valid" / name))
+        bodies[(family, "validate")] = http_request("/validate", validate)
+        bodies[(family, "mutate")] = http_request("/mutate", mutate)
+
+    procs = []
+    runs: dict[str, dict[int, list[dict]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir, ctx = local_certs(tmp)
+        servers = {}
+        try:
+            for count in COUNTS:
+                port = free_port()
+                server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count)],
+                               REPO, procs, cwd=tmp)
+                if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
+                    print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)
+                    return 1
+                pids = group_pids(server.pid)
+                assert len(pids) == (1 if count == 1 else count + 1), pids
+                servers[count] = (port, pids)
+            for round_ in range(args.rounds):
+                for (family, endpoint), request in bodies.items():
+                    for count in COUNTS if round_ % 2 == 0 else reversed(COUNTS):
+                        port, pids = servers[count]
+                        cpu0 = cpu_of(pids)
+                        result = uvloop.run(load(port, ctx, request, connections=args.connections,
+                                                 seconds=args.seconds, warmup=args.warmup,
+                                                 check=lambda body: b'"uid"' in body))
+                        # CPU over warm-up and measurement, per request over both
+                        total = result["requests"] * (args.seconds + args.warmup) / args.seconds
+                        result["cpu_us"] = round((cpu_of(pids) - cpu0) / max(total, 1) * 1e6)
+                        runs.setdefault(f"{family} {endpoint}", {}).setdefault(count, []).append(result)
+                        print(f"round {round_ + 1} {family} {endpoint} x{count}: {result}", file=sys.stderr)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
+
+    report = {"cpus": os.cpu_count(), "connections": args.connections, "seconds": args.seconds,
+              "load": os.getloadavg()[0], "families": {}}
+    print(f"{'family':38} {'req/s x1':>9} {'req/s x2':>9} {'ratio':>6} {'cpu µs x1':>9} {'x2':>5} "
+          f"{'p99 ms x1':>9} {'x2':>6}")
+    for name, by_count in runs.items():
+        median = {c: sorted(rs, key=lambda r: r["rps"])[len(rs) // 2] for c, rs in by_count.items()}
+        ratios = [two["rps"] / one["rps"] for one, two in zip(by_count[1], by_count[2])]
+        row = {"rps": {c: median[c]["rps"] for c in COUNTS}, "ratio": round(statistics.median(ratios), 2),
+               "cpu_us": {c: round(statistics.median(r["cpu_us"] for r in by_count[c])) for c in COUNTS},
+               "p99_ms": {c: round(statistics.median(r["p99_ms"] for r in by_count[c]), 2) for c in COUNTS},
+               "errors": sum(r["errors"] for rs in by_count.values() for r in rs), "rounds": by_count}
+        report["families"][name] = row
+        print(f"{name:38} {row['rps'][1]:>9} {row['rps'][2]:>9} {row['ratio']:>6} {row['cpu_us'][1]:>9} "
+              f"{row['cpu_us'][2]:>5} {row['p99_ms'][1]:>9} {row['p99_ms'][2]:>6}")
+    ratios = [row["ratio"] for row in report["families"].values()]
+    report["median_ratio"] = statistics.median(ratios)
+    print(f"median throughput ratio {report['median_ratio']:.2f}; load average {report['load']:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
