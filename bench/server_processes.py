@@ -9,6 +9,13 @@ Reported per family and count: the round of median throughput, the median of the
 2-process/1-process throughput ratios, CPU µs per review, p99 ms.
 
     python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--json out.json]
+
+``--memory``: instead, memory of 1, 2 and 3 processes once ready (PSS summed over the group, from
+``/proc/PID/smaps_rollup``: shared copy-on-write pages counted once), serving the example
+state, or the cluster with ``--kubeconfig K`` (``--kube-state``; then also the apiserver's
+open watches, ``apiserver_longrunning_requests{verb="WATCH"}``, before and after).
+
+    python bench/server_processes.py --memory [--kubeconfig K]
 """
 
 from __future__ import annotations
@@ -49,14 +56,67 @@ def cpu_of(pids: list[int]) -> float:
     return total
 
 
+def pss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise ValueError(pid)
+
+
+def apiserver_watches(kubeconfig: Path) -> int:
+    """Watches the apiserver holds open (every client's), from its /metrics."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    text = client.ApiClient.call_api(api, "/metrics", "GET", _preload_content=False, auth_settings=["BearerToken"])[0].data.decode()
+    return round(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                     if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line))
+
+
+def memory(kubeconfig: Path | None) -> int:
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir, ctx = local_certs(tmp)
+        for count in (1, 2, 3):
+            procs: list = []
+            before = apiserver_watches(kubeconfig) if kubeconfig else None
+            port = free_port()
+            extra = ["--kube-state", "--kubeconfig", str(kubeconfig)] if kubeconfig else []
+            server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                            "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count), *extra],
+                           REPO, procs, cwd=tmp)
+            try:
+                if wait_ready(port, ctx, "/readyz", time.monotonic() + 120) is None:
+                    print("never ready:\n" + log_tail(server), file=sys.stderr)
+                    return 1
+                time.sleep(2)  # the loaded heap frozen, the watches settled
+                pids = group_pids(server.pid)
+                per = {pid: pss_kib(pid) for pid in pids}
+                row = {"pss_mib": round(sum(per.values()) / 1024, 1),
+                       "per_process_mib": [round(v / 1024, 1) for v in per.values()]}
+                if kubeconfig:
+                    row["watches_added"] = apiserver_watches(kubeconfig) - before
+                report[count] = row
+                print(f"--processes {count}: {row}")
+            finally:
+                server.terminate()
+                server.wait(30)
+    print(json.dumps(report))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--kubeconfig", type=Path)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--warmup", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.memory:
+        return memory(args.kubeconfig)
 
     import uvloop
 

@@ -143,7 +143,7 @@ class ProcessGroup:
     socket_dir: Path
 
     def socket(self, index: int) -> Path:
-        return self.socket_dir / f"process-{index}.sock"
+        return self.socket_dir / f"{index}.sock"  # short: a Unix socket path has at most 107 bytes
 
     @property
     def writes_certificates(self) -> bool:
@@ -282,7 +282,7 @@ def run(count: int, *, host: str, port: int, child: Child, ready_timeout: float 
         print(f"infergate: error: {cannot_listen(host, port, exc)}", file=sys.stderr)
         return 2
     port = probe.getsockname()[1]
-    socket_dir = Path(tempfile.mkdtemp(prefix="infergate-processes-"))
+    socket_dir = Path(tempfile.mkdtemp(prefix="infergate-"))
     children: dict[int, int] = {}  # pid -> index
     stopping = False
 
