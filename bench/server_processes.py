@@ -65,10 +65,12 @@ def pss_kib(pid: int) -> int:
 
 def apiserver_watches(kubeconfig: Path) -> int:
     """Watches the apiserver holds open (every client's), from its /metrics."""
-    from kubernetes import client, config
+    from kubernetes import config
 
     api = config.new_client_from_config(str(kubeconfig))
-    text = client.ApiClient.call_api(api, "/metrics", "GET", _preload_content=False, auth_settings=["BearerToken"])[0].data.decode()
+    response = api.rest_client.request("GET", api.configuration.host + "/metrics")
+    response.read()
+    text = response.data.decode()
     return round(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                      if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line))
 
