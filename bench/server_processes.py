@@ -1,7 +1,8 @@
 """`infergate serve --processes 2` against `--processes 1`: throughput, CPU per review and p99
 over TLS on loopback, in one run, with the load generator sharing the machine's cores.
 
-Both servers run the real chain (the shipped policies, CRDs and example state) on their own
+The load comes from ``--generators`` processes (default 2; one generator process, given one
+core's share, would cap what it measures). Both servers run the real chain (the shipped policies, CRDs and example state) on their own
 port; for every family's /validate and /mutate review (as the apiserver sends it, see
 ``bench/server_bench.py``) the two are measured back to back, ``--rounds`` times, in turn.
 CPU per review is the CPU time of all of a server's processes over the measured requests.
@@ -34,10 +35,63 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_request, load, local_certs,  # noqa: E402
-                          log_tail, review_for, spawn, wait_ready)
+from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_request, local_certs,  # noqa: E402
+                          log_tail, read_response, review_for, spawn, wait_ready)
 
 COUNTS = (1, 2)
+
+
+async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float) -> list[float]:
+    """A closed loop of ``connections`` keep-alive TLS connections: each measured request's
+    latency (an answer that is not a 200 with a uid is NaN)."""
+    measured: list[float] = []
+    start = time.perf_counter()
+    measure_from, stop_at = start + warmup, start + warmup + seconds
+
+    async def worker():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+        while (t0 := time.perf_counter()) < stop_at:
+            writer.write(request)
+            status, body = await read_response(reader)
+            if t0 >= measure_from:
+                measured.append(time.perf_counter() - t0 if status == 200 and b'"uid"' in body else float("nan"))
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return measured
+
+
+def generate(port: int, request: bytes, *, generators: int, connections: int, seconds: float, warmup: float,
+             ca: bytes) -> dict:
+    """The load from ``generators`` processes (forked, uvloop), ``connections`` in all: one
+    generator process would cap the throughput it measures when the cores are shared."""
+    import multiprocessing
+
+    from webhook import certs
+
+    def run(share: int, out) -> None:
+        import uvloop
+
+        out.send(uvloop.run(latencies(port, certs.client_context(ca), request, connections=share,
+                                      seconds=seconds, warmup=warmup)))
+
+    context = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for n in range(generators):
+        receive, send = context.Pipe(duplex=False)
+        share = connections // generators + (1 if n < connections % generators else 0)
+        proc = context.Process(target=run, args=(share, send))
+        proc.start()
+        pipes.append(receive)
+        procs.append(proc)
+    measured = [value for pipe in pipes for value in pipe.recv()]
+    for proc in procs:
+        proc.join()
+    errors = sum(1 for value in measured if value != value)
+    ok = sorted(value for value in measured if value == value)
+    q = statistics.quantiles(ok, n=100, method="inclusive")
+    return {"rps": round(len(measured) / seconds), "p50_ms": round(q[49] * 1000, 3), "p99_ms": round(q[98] * 1000, 3),
+            "requests": len(measured), "errors": errors}
 
 
 def group_pids(pid: int) -> list[int]:
@@ -115,12 +169,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=0.5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes sharing the connections")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.memory:
         return memory(args.kubeconfig)
-
-    import uvloop
 
     bodies = {}
     for family, name in FAMILIES.items():
@@ -132,6 +185,7 @@ def main() -> int:
     runs: dict[str, dict[int, list[dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir, ctx = local_certs(tmp)
+        ca = (cert_dir / "ca.crt").read_bytes()
         servers = {}
         try:
             for count in COUNTS:
@@ -150,9 +204,8 @@ def main() -> int:
                     for count in COUNTS if round_ % 2 == 0 else reversed(COUNTS):
                         port, pids = servers[count]
                         cpu0 = cpu_of(pids)
-                        result = uvloop.run(load(port, ctx, request, connections=args.connections,
-                                                 seconds=args.seconds, warmup=args.warmup,
-                                                 check=lambda body: b'"uid"' in body))
+                        result = generate(port, request, generators=args.generators, connections=args.connections,
+                                          seconds=args.seconds, warmup=args.warmup, ca=ca)
                         # CPU over warm-up and measurement, per request over both
                         total = result["requests"] * (args.seconds + args.warmup) / args.seconds
                         result["cpu_us"] = round((cpu_of(pids) - cpu0) / max(total, 1) * 1e6)

@@ -246,3 +246,18 @@ async def test_sigterm_drains_both_processes_without_a_reset(group):
     assert group.proc.wait(30) == 0
     logs = "".join(group.stderr)
     assert "Traceback" not in logs and '"level":"error"' not in logs, logs
+
+
+async def test_a_server_process_that_dies_stops_the_group_with_a_failure(group):
+    async with group.session() as session:
+        async def ready():
+            status, _, _ = await answered_by(session, group.base + "/readyz")
+            return status == 200
+        await until(ready, 60, "the group ready")
+    children = [int(pid) for task in Path(f"/proc/{group.proc.pid}/task").iterdir()
+                for pid in (task / "children").read_text().split()]
+    assert len(children) == 2
+    os.kill(children[1], signal.SIGKILL)
+    assert group.proc.wait(DRAIN + 30) == 1  # the other drained and stopped: the kubelet restarts the container
+    logs = "".join(group.stderr)
+    assert '"msg":"server process exited; stopping the others"' in logs, logs

@@ -376,7 +376,7 @@ async def serve(
     )
     siblings = Siblings(group) if group is not None else None
     app = create_app(slot, config, metrics_=metrics_, readiness=readiness, siblings=siblings)
-    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout)
+    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None)
     await runner.setup()
     # idle kept-alive connections and a request's headers: two bounds (see connections)
     connections = Connections(runner.server, idle_timeout=settings.idle_timeout,
