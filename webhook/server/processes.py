@@ -293,6 +293,7 @@ def run(count: int, *, host: str, port: int, child: Child, ready_timeout: float 
             _kill(pid, signum)
 
     previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    failed = False
     try:
         for index in range(count):
             pid, listening = _fork(ProcessGroup(index, count, socket_dir), port, child, previous, probe)
@@ -300,12 +301,20 @@ def run(count: int, *, host: str, port: int, child: Child, ready_timeout: float 
             # one at a time: the first writes the certificates the others read
             started = _wait_listening(listening, ready_timeout)
             os.close(listening)
-            if not started or stopping:
-                break  # it exited or hangs (the group stops below), or SIGTERM came
-        log.info("serving with processes", extra={"fields": {"processes": count, "port": port,
-                                                               "pids": sorted(children)}})
+            if stopping:
+                break
+            if not started:  # it exited (its error logged) or hangs: the group stops
+                log.error("server process did not start; stopping the others", extra={"fields": {"process": index}})
+                failed = True
+                for other in children:
+                    _kill(other, signal.SIGTERM)
+                break
+        else:
+            log.info("serving with processes", extra={"fields": {"processes": count, "port": port,
+                                                                   "pids": sorted(children)}})
         probe.close()
-        return _supervise(children, lambda: stopping)
+        worst = _supervise(children, lambda: stopping or failed)
+        return max(worst, 1) if failed else worst
     finally:
         probe.close()
         for sig, handler in previous.items():
