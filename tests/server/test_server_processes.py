@@ -261,3 +261,21 @@ async def test_a_server_process_that_dies_stops_the_group_with_a_failure(group):
     assert group.proc.wait(DRAIN + 30) == 1  # the other drained and stopped: the kubelet restarts the container
     logs = "".join(group.stderr)
     assert '"msg":"server process exited; stopping the others"' in logs, logs
+
+
+async def test_only_the_first_process_of_a_group_writes_certificates(tmp_path, capsys):
+    """The others serve what it writes: one that finds none stops rather than make its own."""
+    from webhook.server import serve
+    from webhook.server.processes import ProcessGroup
+    from webhook.server.settings import Settings
+
+    from .conftest import ScriptedAdmitter
+
+    settings = Settings(host="127.0.0.1", port=0, cert_dir=tmp_path / "certs")
+    second = ProcessGroup(index=1, count=2, socket_dir=tmp_path)
+    stopped = asyncio.Event()
+    stopped.set()  # were it to serve (certificates of its own), it would stop at once, with 0
+    assert await serve(settings, load=lambda s: (ScriptedAdmitter(), {}), group=second, stop_event=stopped,
+                       handle_signals=False) == 2
+    assert "no certificates to serve" in capsys.readouterr().err
+    assert not (tmp_path / "certs").exists() or not list((tmp_path / "certs").iterdir())
