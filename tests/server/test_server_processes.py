@@ -6,6 +6,7 @@ the group, SIGTERM drains without a reset, a bad value fails at start."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -204,6 +205,8 @@ async def test_both_processes_answer_and_speak_for_the_group(group):
             summed.add(by)
             return len(summed) == 2
         await until(sums, 10, "/metrics summed by both processes")
+    entries = [json.loads(line) for line in group.stderr if line.startswith("{")]
+    assert {e.get("process") for e in entries if e["msg"] == "listening"} == {0, 1}  # each line says whose
 
 
 async def test_sigterm_drains_both_processes_without_a_reset(group):

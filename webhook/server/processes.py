@@ -17,8 +17,9 @@
   SIGTERM reaches every process through the supervisor; each fails readiness for the drain
   time before its listener closes, so that no connection waits in the accept queue of a
   closed listener (closing one drops its queue).
-- A server that exits on its own stops the group (the others drain), and the supervisor exits
-  non-zero: the kubelet restarts the container.
+- Each server's log lines carry ``"process": N``. A server that exits on its own stops the
+  group (the others drain), and the supervisor exits non-zero: the kubelet restarts the
+  container.
 """
 
 from __future__ import annotations
@@ -332,6 +333,7 @@ def _fork(group: ProcessGroup, port: int, child: Child, handlers: dict[int, Any]
         try:
             os.close(read_end)
             probe.close()
+            logs.add_fields({"process": group.index})
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
 
