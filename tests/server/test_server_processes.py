@@ -282,3 +282,20 @@ async def test_only_the_first_process_of_a_group_writes_certificates(tmp_path, c
                        handle_signals=False) == 2
     assert "no certificates to serve" in capsys.readouterr().err
     assert not (tmp_path / "certs").exists() or not list((tmp_path / "certs").iterdir())
+
+
+def test_a_port_in_use_fails_before_forking_with_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                               "--processes", "2", "--cert-dir", str(tmp_path / "certs")],
+                              env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"infergate: error: cannot listen on 127.0.0.1:{port}: address already in use "
+                                        "(another process listens there; pick another with --port)"]
+    assert not (tmp_path / "certs").exists()  # no server process started

@@ -269,19 +269,13 @@ def bind_port(host: str, port: int) -> socket.socket:
 Child = Callable[[ProcessGroup, int, Callable[[], None]], int]
 
 
-def run(count: int, *, host: str, port: int, child: Child, ready_timeout: float = 120.0) -> int:
+def run(count: int, *, probe: socket.socket, child: Child, ready_timeout: float = 120.0) -> int:
     """Fork ``count`` server processes (``child(group, port, listening)`` in each, returning
-    its exit code; ``listening()`` once it accepts) and supervise them until they exit.
+    its exit code; ``listening()`` once it accepts) on the port ``probe`` holds (see
+    :func:`bind_port`), and supervise them until they exit.
 
     The first process starts alone (it writes the certificates the others read); the others
     once it listens. SIGTERM and SIGINT are passed on to every process."""
-    from webhook.server.wiring import cannot_listen
-
-    try:
-        probe = bind_port(host, port)
-    except OSError as exc:
-        print(f"infergate: error: {cannot_listen(host, port, exc)}", file=sys.stderr)
-        return 2
     port = probe.getsockname()[1]
     socket_dir = Path(tempfile.mkdtemp(prefix="infergate-"))
     children: dict[int, int] = {}  # pid -> index
@@ -395,8 +389,13 @@ def serve_processes(settings: Any, count: int, evaluator: Any) -> int:
     """``infergate serve`` as ``count`` processes: the chain loaded and compiled here, then
     :func:`run` forks the servers (each :func:`webhook.server.wiring.serve` on uvloop)."""
     from webhook.cel.engine.cel_expr import warm_up_fallback
-    from webhook.server.wiring import freeze_loaded_heap, prepare_admitter, serve
+    from webhook.server.wiring import cannot_listen, freeze_loaded_heap, prepare_admitter, serve
 
+    try:  # a port in use is one line, before seconds of compiling
+        probe = bind_port(settings.host, settings.port)
+    except OSError as exc:
+        print(f"infergate: error: {cannot_listen(settings.host, settings.port, exc)}", file=sys.stderr)
+        return 2
     try:
         admitter, checks, start = prepare_admitter(settings, evaluator)
     except Exception as exc:  # InputsFailed and the like: every process reports it, as one would
@@ -421,4 +420,4 @@ def serve_processes(settings: Any, count: int, evaluator: Any) -> int:
         return uvloop.run(serve(settings.model_copy(update={"port": port}), load=load, group=group,
                                 on_listening=lambda _port: listening()))
 
-    return run(count, host=settings.host, port=settings.port, child=child)
+    return run(count, probe=probe, child=child)
