@@ -268,3 +268,26 @@ def test_the_default_idle_timeout_outlasts_the_apiservers_idle_connections():
     defaults = Settings()
     assert defaults.idle_timeout == 120 and defaults.idle_timeout > APISERVER_IDLE_SECONDS
     assert defaults.header_timeout == 10 and defaults.header_timeout < defaults.idle_timeout
+
+
+async def test_pipelined_requests_are_answered_in_order_past_the_header_deadline(tmp_path):
+    """Requests sent back to back in one write: each answered, the header deadline not tripped
+    by a request that waited its turn."""
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        bodies = [json.dumps(review(OBJ, uid=f"p{n}")).encode() for n in range(3)]
+        writer.write(b"".join(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body) for body in bodies))
+        for n in range(3):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            assert json.loads(await reader.readexactly(length))["response"]["uid"] == f"p{n}"
+        await asyncio.sleep(2 * HEADERS)  # idle past the header deadline: still open
+        assert (await answered_on(reader, writer, "after"))["uid"] == "after"
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
