@@ -412,12 +412,25 @@ def serve_processes(settings: Any, count: int, evaluator: Any) -> int:
         freeze_loaded_heap()
 
     def child(group: ProcessGroup, port: int, listening: Callable[[], None]) -> int:
+        import threading
+
+        early = threading.Event()  # SIGTERM before the loop runs: stop as soon as it does
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: early.set())
+
+        async def served() -> int:
+            stop, loop = asyncio.Event(), asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            if early.is_set():
+                stop.set()
+            return await serve(settings.model_copy(update={"port": port}), load=load, group=group, stop_event=stop,
+                               on_listening=lambda _port: listening())
+
         try:
             import uvloop
         except ImportError:  # Windows (where there is no fork either)
-            return asyncio.run(serve(settings.model_copy(update={"port": port}), load=load, group=group,
-                                     on_listening=lambda _port: listening()))
-        return uvloop.run(serve(settings.model_copy(update={"port": port}), load=load, group=group,
-                                on_listening=lambda _port: listening()))
+            return asyncio.run(served())
+        return uvloop.run(served())
 
     return run(count, probe=probe, child=child)
