@@ -170,6 +170,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--generators", type=int, default=2, help="load generator processes sharing the connections")
+    parser.add_argument("--scale-connections", action="store_true",
+                        help="--connections per server process (2 processes get twice as many): the same load per "
+                             "process, which the CPU per review depends on")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.memory:
@@ -204,7 +207,8 @@ def main() -> int:
                     for count in COUNTS if round_ % 2 == 0 else reversed(COUNTS):
                         port, pids = servers[count]
                         cpu0 = cpu_of(pids)
-                        result = generate(port, request, generators=args.generators, connections=args.connections,
+                        connections = args.connections * (count if args.scale_connections else 1)
+                        result = generate(port, request, generators=args.generators, connections=connections,
                                           seconds=args.seconds, warmup=args.warmup, ca=ca)
                         # CPU over warm-up and measurement, per request over both
                         total = result["requests"] * (args.seconds + args.warmup) / args.seconds
@@ -217,7 +221,8 @@ def main() -> int:
             for proc in procs:
                 proc.wait(30)
 
-    report = {"cpus": os.cpu_count(), "connections": args.connections, "seconds": args.seconds,
+    report = {"cpus": os.cpu_count(), "connections": args.connections, "scale_connections": args.scale_connections,
+              "seconds": args.seconds,
               "load": os.getloadavg()[0], "families": {}}
     print(f"{'family':38} {'req/s x1':>9} {'req/s x2':>9} {'ratio':>6} {'cpu µs x1':>9} {'x2':>5} "
           f"{'p99 ms x1':>9} {'x2':>6}")
