@@ -18,12 +18,17 @@ LOGGER_NAME = "infergate"
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: dict[str, Any] = {}  # on every entry (see add_fields)
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "ts": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
+            **self.fields,
         }
         fields = getattr(record, "fields", None)
         if fields:
@@ -48,6 +53,13 @@ def configure(level: str = "info", stream: Any = None) -> logging.Logger:
         other.setLevel(logging.WARNING)
         other.propagate = False
     return logger
+
+
+def add_fields(fields: dict[str, Any]) -> None:
+    """Facts every entry carries from now on (which process of ``serve --processes`` wrote it)."""
+    for handler in logging.getLogger(LOGGER_NAME).handlers:
+        if isinstance(handler.formatter, JsonFormatter):
+            handler.formatter.fields.update(fields)
 
 
 def get(name: str = "") -> logging.Logger:

@@ -105,6 +105,9 @@ def test_helm_lint_strict_finds_nothing_above_info():
     {"unknownKey": True},
     {"autoscaling": {"enabled": True, "minReplicas": 1}},
     {"webhook": {"drainSeconds": -1}},
+    {"webhook": {"idleTimeoutSeconds": 90}},
+    {"webhook": {"processes": 0}},
+    {"webhook": {"processes": "all"}},  # the apiserver keeps idle connections 90 s
     {"policies": {"actions": {"kubeai-model-engine": ["Deny", "Warn"]}}},
     {"policies": {"actions": {"kubeai-model-engine": ["Warn", "Warn"]}}},
     {"policies": {"actions": {"kubeai-model-engine": []}}},
@@ -780,3 +783,22 @@ def test_the_controller_writes_status_as_the_values_say():
                 for g in rule["apiGroups"] for r in rule["resources"]}
         assert {(k.group, k.plural) for k in kinds.OWNED} & read == {(k.group, k.plural)
                                                                     for k in status_writes(flags(values))}
+
+
+def test_webhook_pods_keep_idle_connections_longer_than_the_apiserver():
+    """The apiserver's client keeps an idle connection 90 s: the server keeps it longer."""
+    for values, idle in (({}, 120), ({"webhook": {"idleTimeoutSeconds": 300}}, 300)):
+        (container,) = webhook_deployment_of(values)["spec"]["template"]["spec"]["containers"]
+        assert f"--idle-timeout={idle}" in container["args"]
+        assert idle > 90
+
+
+def test_webhook_processes_follow_the_cpu_request_unless_set():
+    """--processes auto reads the CPU request the Downward API gives (the cgroup quota first,
+    where a limit sets one); a count is passed as is."""
+    for values, processes in (({}, "auto"), ({"webhook": {"processes": 2, "resources": {"requests": {"cpu": "2"}}}}, "2")):
+        (container,) = webhook_deployment_of(values)["spec"]["template"]["spec"]["containers"]
+        assert f"--processes={processes}" in container["args"]
+        (variable,) = [e for e in container["env"] if e["name"] == "INFERGATE_CPU_REQUEST_MILLICORES"]
+        assert variable["valueFrom"]["resourceFieldRef"] == {"containerName": "webhook", "resource": "requests.cpu",
+                                                              "divisor": "1m"}

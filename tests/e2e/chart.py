@@ -94,6 +94,7 @@ def documented_value_sets() -> dict[str, dict]:
         "priorityClassName": {"priorityClassName": "system-cluster-critical"},
         "autoscaling.enabled": {"autoscaling": {"enabled": True, "minReplicas": 2, "maxReplicas": 4}},
         "webhook.drainSeconds": {"webhook": {"drainSeconds": 15}},
+        "webhook.processes": {"webhook": {"processes": 2, "idleTimeoutSeconds": 150}},
         "rbac.create=false": {"rbac": {"create": False}},
     }
     for key, flipped in _flipped(default_values().get("crds") or {}).items():

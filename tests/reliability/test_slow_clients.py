@@ -150,3 +150,144 @@ async def test_a_client_dropping_mid_body_is_one_info_line_without_a_traceback(t
     assert gone[0]["level"] == "info" and gone[0]["endpoint"] == "validate" and gone[0]["logger"] == "infergate.server"
     assert not [e for e in entries if "exception" in e or e["level"] in ("error", "warning")], entries
     assert "Traceback" not in stream.getvalue() and "ConnectionResetError" not in stream.getvalue()
+
+
+# ---------------------------------------------------------------------------------------
+# Idle connections against header deadlines, scaled down: the defaults are 120 s idle and
+# 10 s for headers; here 4 s and 1 s.
+
+IDLE = 4.0
+HEADERS = 1.0
+APISERVER_IDLE_SECONDS = 90  # Go's http.DefaultTransport IdleConnTimeout, kept by client-go's SetTransportDefaults
+
+
+async def answered_on(reader, writer, uid: str) -> dict:
+    """A review sent on this connection and its answer read from it."""
+    body = json.dumps(review(OBJ, uid=uid)).encode()
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    return json.loads(await reader.readexactly(length))["response"]
+
+
+async def trickle(writer, data: bytes, every: float) -> None:
+    """``data`` a byte at a time (a slowloris client), until the server hangs up."""
+    try:
+        for byte in data:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(every)
+    except (ConnectionError, RuntimeError):
+        return
+
+
+async def closed_after(reader, began: float) -> float:
+    """Seconds from ``began`` until the server closed the connection (EOF), within a deadline."""
+    while await asyncio.wait_for(reader.read(65536), IDLE + 10):
+        pass
+    return time.monotonic() - began
+
+
+async def test_an_idle_connection_is_reused_then_closed_at_the_idle_timeout(tmp_path):
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        local = writer.get_extra_info("sockname")
+        assert (await answered_on(reader, writer, "first"))["allowed"] is True
+        await asyncio.sleep(2 * HEADERS)  # idle: the behaviour under test, beyond the header deadline
+        assert not reader.at_eof()
+        assert (await answered_on(reader, writer, "after-idle"))["uid"] == "after-idle"
+        assert writer.get_extra_info("sockname") == local  # the same socket: no reconnect
+        idle_from = time.monotonic()
+        took = await closed_after(reader, idle_from)
+        assert IDLE - 0.1 <= took < IDLE + 2, took  # closed by the idle timeout, not the header deadline
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+async def test_slowloris_headers_are_cut_at_the_header_deadline(tmp_path):
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS)
+    headers = b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 200
+    try:
+        for kept_alive in (False, True):
+            reader, writer = await tls_connection(port, ca)
+            if kept_alive:
+                assert (await answered_on(reader, writer, "before"))["allowed"] is True
+                await asyncio.sleep(0.5 * HEADERS)  # idle a while first: the deadline counts from the first byte
+            began = time.monotonic()
+            trickler = asyncio.create_task(trickle(writer, headers, 0.1))
+            assert (await review_answered(port, ca, f"meanwhile-{kept_alive}"))["allowed"] is True
+            took = await closed_after(reader, began)
+            trickler.cancel()
+            assert HEADERS - 0.05 <= took < HEADERS + 0.5, (kept_alive, took)
+            writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+async def test_a_tls_handshake_that_never_finishes_is_cut_at_the_header_deadline(tmp_path):
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # TCP only: no ClientHello
+        took = await closed_after(reader, time.monotonic())
+        assert HEADERS - 0.05 <= took < HEADERS + 1, took
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+async def test_a_trickled_body_is_cut_at_the_body_deadline(tmp_path):
+    body_timeout = 1.5
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS, body_timeout=body_timeout)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 500\r\n\r\n")
+        began = time.monotonic()
+        trickler = asyncio.create_task(trickle(writer, b"{" + b" " * 499, 0.1))  # a byte every 0.1 s: never idle
+        raw = b""
+        while chunk := await asyncio.wait_for(reader.read(65536), IDLE + 10):
+            raw += chunk
+        took = time.monotonic() - began
+        trickler.cancel()
+        assert raw.startswith(b"HTTP/1.1 408 "), raw
+        assert body_timeout - 0.05 <= took < body_timeout + 1, took
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0
+
+
+def test_the_default_idle_timeout_outlasts_the_apiservers_idle_connections():
+    defaults = Settings()
+    assert defaults.idle_timeout == 120 and defaults.idle_timeout > APISERVER_IDLE_SECONDS
+    assert defaults.header_timeout == 10 and defaults.header_timeout < defaults.idle_timeout
+
+
+async def test_pipelined_requests_are_answered_in_order_past_the_header_deadline(tmp_path):
+    """Requests sent back to back in one write: each answered, the header deadline not tripped
+    by a request that waited its turn."""
+    port, ca, stop, task = await running(tmp_path, idle_timeout=IDLE, header_timeout=HEADERS)
+    try:
+        reader, writer = await tls_connection(port, ca)
+        bodies = [json.dumps(review(OBJ, uid=f"p{n}")).encode() for n in range(3)]
+        writer.write(b"".join(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(body), body) for body in bodies))
+        for n in range(3):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200 "), head
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            assert json.loads(await reader.readexactly(length))["response"]["uid"] == f"p{n}"
+        await asyncio.sleep(2 * HEADERS)  # idle past the header deadline: still open
+        assert (await answered_on(reader, writer, "after"))["uid"] == "after"
+        writer.close()
+    finally:
+        stop.set()
+    assert await task == 0

@@ -20,6 +20,10 @@ One module per job, each importing only those above it:
   wrong with it;
 - :mod:`~webhook.server.http`: routes, reading and answering reviews, 4xx answers,
   health, readiness and metrics;
+- :mod:`~webhook.server.connections`: the listening socket, idle connections kept apart
+  from the header deadline;
+- :mod:`~webhook.server.processes`: ``--processes``, N servers forked onto one port and
+  answering as one;
 - :mod:`~webhook.server.wiring`: the chain built from its inputs, certificates, the
   socket, GC freezing, shutdown (``serve``);
 - :mod:`~webhook.server.command`: the ``infergate serve`` flags and start-up errors.

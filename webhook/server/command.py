@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from webhook import command_line, logs
 from webhook.server.decode import summarize
+from webhook.server.processes import ProcessCountError, process_count, serve_processes
 from webhook.server.wiring import load_admitter, policy_actions_problem, serve, unusable_paths
 from webhook.server.settings import Settings
 
@@ -57,9 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body, else 413 (default 7 MiB: a review carries "
                                          "the object and the old one, each within the apiserver's 3 MiB)")
+    a("--idle-timeout", type=float, metavar="SECONDS",
+      help="an idle kept-alive connection is closed after this long (default 120: longer than the apiserver keeps "
+           "one idle, 90 s, so that it never sends a review on a connection just closed)")
     a("--header-timeout", type=float, metavar="SECONDS",
-      help="a connection that has not sent a whole request's headers this long after it opened or after its "
-           "previous answer is closed; idle kept-alive connections too (default 10)")
+      help="a connection whose request headers are not whole this long after their first byte (after the "
+           "connection opened, for its first request; the TLS handshake too) is closed (default 10)")
     a("--body-timeout", type=float, metavar="SECONDS",
       help="seconds to read a request body that did not come with its headers; a slower one is answered 408 "
            "and its connection closed (default 10)")
@@ -69,6 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--shutdown-timeout", type=float, help="seconds to finish in-flight reviews after SIGTERM (default 25)")
     a("--shutdown-delay", type=float, help="seconds to keep answering after SIGTERM with /readyz failing, "
                                            "before the listener closes (default 0; the chart sets 5)")
+    a("--processes", metavar="N|auto",
+      help="server processes sharing the port (SO_REUSEPORT), forked once the policies are compiled; auto: the "
+           "cgroup's CPU quota, else the pod's CPU request ($INFERGATE_CPU_REQUEST_MILLICORES, which the chart sets "
+           "from resources.requests.cpu), else 1, rounded up; never the node's cores (default auto)")
     a("--log-level", type=command_line.log_level, metavar="LEVEL",
       help="debug, info, warning or error, in any case; debug logs every review (default info)")
     parser.epilog = command_line.epilog(EXAMPLES, exit_codes=command_line.SERVICE_EXIT_CODES)
@@ -87,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
         return command_line.USAGE
     if problem := policy_actions_problem(settings):
         return command_line.error(problem)
+    try:
+        count = process_count(settings.processes)
+    except ProcessCountError as exc:
+        return command_line.error(f"serve: {exc}")
     logs.configure(settings.log_level)
+    if count > 1:
+        return serve_processes(settings, count, evaluator)
     load = functools.partial(load_admitter, evaluator=evaluator)
     try:
         import uvloop

@@ -23,6 +23,7 @@ from webhook.admission.review import AdmissionRequest, AdmissionResult, clip_mes
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Advisory, AdmitterSlot, ReadinessCheck, run_check
 from webhook.server.decode import BadReview, decode_review, query_timeout
+from webhook.server.processes import PROCESS_HEADER, SCOPE_PROCESS, Siblings
 from webhook.server.scheduling import LoopBatch, Placement, Review, Scheduler, who
 
 log = logs.get("server")
@@ -55,6 +56,8 @@ class ServerState:
     config: ServerConfig
     metrics: Metrics
     readiness: dict[str, ReadinessCheck] = field(default_factory=dict)
+    # the other processes of ``serve --processes`` (None: this one serves alone)
+    siblings: Siblings | None = None
     scheduler: Scheduler = field(init=False)
     batch: LoopBatch[Review] = field(init=False)
 
@@ -248,7 +251,8 @@ async def healthz(request: web.Request) -> web.Response:
 
 @never_a_traceback
 async def readyz(request: web.Request) -> web.Response:
-    """Kubernetes-style: one ``[+]name ok`` / ``[-]name failed: why`` line per check."""
+    """Kubernetes-style: one ``[+]name ok`` / ``[-]name failed: why`` line per check; with
+    sibling processes, one more per sibling (``process-N``): the group is ready when all are."""
     state = request.app[STATE]
     lines, ready = [], True
     for name, check in (state.readiness | state.slot.prerequisites).items():
@@ -260,14 +264,27 @@ async def readyz(request: web.Request) -> web.Response:
         else:
             ready = False
             lines.append(f"[-]{name} failed: {problem}")
+    siblings, headers = state.siblings, None
+    if siblings is not None:
+        headers = {PROCESS_HEADER: str(siblings.group.index)}
+        if request.query.get("scope") != SCOPE_PROCESS:
+            for name, problem in await siblings.readiness():
+                ready = ready and problem is None
+                lines.append(f"[+]{name} ok" if problem is None else f"[-]{name} failed: {problem}")
     lines.append("readyz check passed" if ready else "readyz check failed")
-    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
+    return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n", headers=headers)
 
 
 @never_a_traceback
 async def metrics(request: web.Request) -> web.Response:
+    """This process's metrics; with sibling processes, summed over the group."""
     state = request.app[STATE]
-    return web.Response(body=state.metrics.render(), headers={"Content-Type": state.metrics.content_type})
+    body, headers = state.metrics.render(), {"Content-Type": state.metrics.content_type}
+    if state.siblings is not None:
+        headers[PROCESS_HEADER] = str(state.siblings.group.index)
+        if request.query.get("scope") != SCOPE_PROCESS:
+            body = await state.siblings.metrics(body)
+    return web.Response(body=body, headers=headers)
 
 
 async def method_not_allowed(request: web.Request) -> web.Response:
@@ -283,11 +300,12 @@ async def not_found(request: web.Request) -> web.Response:
 
 def create_app(
     slot: AdmitterSlot, config: ServerConfig, *, metrics_: Metrics | None = None,
-    readiness: dict[str, ReadinessCheck] | None = None,
+    readiness: dict[str, ReadinessCheck] | None = None, siblings: Siblings | None = None,
 ) -> web.Application:
     """The aiohttp application (no TLS, no sockets: the caller runs it)."""
     app = web.Application(client_max_size=config.max_body_bytes)  # no middleware: see never_a_traceback
-    state = ServerState(slot=slot, config=config, metrics=metrics_ or Metrics(), readiness=dict(readiness or {}))
+    state = ServerState(slot=slot, config=config, metrics=metrics_ or Metrics(), readiness=dict(readiness or {}),
+                        siblings=siblings)
     state.readiness.setdefault(CHAIN_CHECK, slot.chain_problem)
     app[STATE] = state
 

@@ -63,9 +63,11 @@ class Settings(BaseModel):
     max_body_bytes: int = Field(7 * MiB, gt=0)
     default_timeout: float = Field(10.0, gt=0)  # when the apiserver sends no ?timeout=
     timeout_margin: float = Field(0.25, ge=0)  # seconds kept back to answer in time
-    # Slow clients (slowloris): a request's headers within header_timeout of the connection
-    # opening or of its previous answer (idle kept-alive connections close then too); its
-    # body within body_timeout of the headers.
+    # An idle kept-alive connection stays open idle_timeout: longer than the apiserver's
+    # client keeps one (90 s), so that it never writes to a connection just closed. Slow
+    # clients (slowloris): a request's headers within header_timeout of their first byte (of
+    # the connection's opening, for the first request); its body within body_timeout of them.
+    idle_timeout: float = Field(120.0, gt=0)
     header_timeout: float = Field(10.0, gt=0)
     body_timeout: float = Field(10.0, gt=0)
     failure_mode: Literal["deny", "allow"] = "deny"  # on internal timeout or error
@@ -74,6 +76,9 @@ class Settings(BaseModel):
     # Keep answering this long after SIGTERM with /readyz failing, so the Service's endpoints
     # drop this pod before the listener closes (the apiserver reuses kept-alive connections).
     shutdown_delay: float = Field(0.0, ge=0)
+    # Server processes sharing the port (SO_REUSEPORT): a count, or "auto" (the cgroup's CPU
+    # quota, else the pod's CPU request, else 1: webhook.server.processes).
+    processes: str = "auto"
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -81,6 +86,14 @@ class Settings(BaseModel):
     @classmethod
     def _any_case(cls, value: object) -> object:
         return value.strip().lower() if isinstance(value, str) else value  # INFO, Info, info: one level
+
+    @field_validator("processes", mode="before")
+    @classmethod
+    def _process_count(cls, value: object) -> object:
+        from webhook.server.processes import parse_processes
+
+        parse_processes(value)  # ProcessCountError: a ValueError, reported under the field's name
+        return str(value).strip().lower()
 
     @field_validator("cert_secret", "service")
     @classmethod

@@ -28,6 +28,8 @@ from aiohttp import web
 from webhook import logs
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
+from webhook.server.connections import Connections, bound_port, listen
+from webhook.server.processes import ProcessGroup, Siblings
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
 
@@ -150,11 +152,20 @@ def _cluster_state(settings: Settings):
 def load_admitter(settings: Settings, evaluator: Evaluator) -> tuple[Admitter, dict[str, ReadinessCheck]]:
     """The real admission chain over the configured (or shipped) CRDs, policies and state,
     their CEL evaluated with ``evaluator``, and its prerequisites (see :class:`AdmitterSlot`):
-    the cluster state synced.
+    the cluster state synced; started (see :func:`prepare_admitter`)."""
+    admitter, checks, start = prepare_admitter(settings, evaluator)
+    start()
+    return admitter, checks
+
+
+def prepare_admitter(
+    settings: Settings, evaluator: Evaluator,
+) -> tuple[Admitter, dict[str, ReadinessCheck], Callable[[], None]]:
+    """:func:`load_admitter`'s chain and checks, loaded and compiled, with what starts its
+    threads (policy reloads, watches), not yet called: ``serve --processes`` forks between.
 
     Every input is tried, in order, an input that needs an earlier one only when that one
-    loaded; :class:`InputsFailed` names all that did not. Nothing is started (no reload
-    thread, no watch) unless all loaded."""
+    loaded; :class:`InputsFailed` names all that did not."""
     from webhook.admission.chain import AdmissionChain
 
     failed: dict[str, str] = {}
@@ -174,9 +185,12 @@ def load_admitter(settings: Settings, evaluator: Evaluator) -> tuple[Admitter, d
         registry = cluster_crds(state, evaluator)
     if failed:
         raise InputsFailed(failed)
-    policies.start()
-    state.start()
-    return AdmissionChain(registry, policies, state), cluster_state_checks(state)
+
+    def start() -> None:
+        policies.start()
+        state.start()
+
+    return AdmissionChain(registry, policies, state), cluster_state_checks(state), start
 
 
 def cluster_state_checks(state: Any) -> dict[str, ReadinessCheck]:
@@ -312,7 +326,7 @@ def try_it(settings: Settings) -> str:
 GC_YOUNG_THRESHOLD = 10_000  # container objects allocated (net) between young collections (default 700)
 
 
-def _freeze_loaded_heap() -> None:
+def freeze_loaded_heap() -> None:
     """Keep the loaded chain (CRD schemas, compiled policies, the state: long-lived) out of
     the cyclic GC's full collections, which otherwise walk all of it every few thousand
     reviews (BENCHMARKS.md, `bench/server_gap.py`: the GC's share). Objects made later are
@@ -337,13 +351,16 @@ def cannot_listen(host: str, port: int, exc: OSError) -> str:
 async def serve(
     settings: Settings, *, load: AdmitterLoader,
     on_listening: Callable[[int], None] | None = None, stop_event: asyncio.Event | None = None,
-    handle_signals: bool = True,
+    handle_signals: bool = True, group: ProcessGroup | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT (or ``stop_event``); returns the exit code. ``load`` builds the
-    admission chain from the settings (``load_admitter`` with the command line's evaluator)."""
+    admission chain from the settings (``load_admitter`` with the command line's evaluator).
+    ``group``: this server is one process of ``serve --processes`` (see processes)."""
     metrics_ = Metrics()
     try:
         keeper, publisher = build_cert_keeper(settings, metrics_)
+        if group is not None and not group.writes_certificates:  # one writer: the others serve what it writes
+            keeper.manage, keeper.on_bundle, publisher = False, None, None
         ssl_context = await asyncio.to_thread(keeper.start)
     except Exception as exc:  # CertError, OSError, the cluster's config or API errors
         log.error("cannot set up TLS", extra={"fields": {"error": str(exc)}})
@@ -357,15 +374,18 @@ async def serve(
         timeout_margin=settings.timeout_margin, failure_mode=settings.failure_mode, workers=settings.workers,
         client_certificates=settings.client_ca_file is not None, body_timeout=settings.body_timeout,
     )
-    app = create_app(slot, config, metrics_=metrics_, readiness=readiness)
-    # aiohttp closes a connection that has not sent a whole request's headers this long
-    # after it opened or after its previous answer (idle keep-alive connections too).
-    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None,
-                           keepalive_timeout=settings.header_timeout)
+    siblings = Siblings(group) if group is not None else None
+    app = create_app(slot, config, metrics_=metrics_, readiness=readiness, siblings=siblings)
+    runner = web.AppRunner(app, shutdown_timeout=settings.shutdown_timeout, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=ssl_context, reuse_address=True)
+    # idle kept-alive connections and a request's headers: two bounds (see connections)
+    connections = Connections(runner.server, idle_timeout=settings.idle_timeout,
+                              header_timeout=settings.header_timeout)
     try:
-        await site.start()
+        listener = await listen(connections, settings.host, settings.port, ssl_context=ssl_context,
+                                reuse_port=group is not None)
+        if group is not None:  # where its siblings ask it for its readiness and metrics
+            await web.UnixSite(runner, str(group.socket(group.index))).start()
     except OSError as exc:
         await runner.cleanup()
         print(f"infergate: error: {cannot_listen(settings.host, settings.port, exc)}", file=sys.stderr)
@@ -393,7 +413,7 @@ async def serve(
         from webhook.cel.engine.cel_expr import warm_up_fallback
 
         await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
-        _freeze_loaded_heap()
+        freeze_loaded_heap()
 
     tasks = [
         asyncio.create_task(load_chain()),
@@ -402,12 +422,13 @@ async def serve(
     ]
     if publisher is not None:
         publisher.start()
-    port = runner.addresses[0][1]
+    port = bound_port(listener)
     settings_shown = settings.model_copy(update={"port": port})
     log.info("listening", extra={"fields": {"url": f"https://{settings.host}:{port}", "sans": list(keeper.sans),
                                             "cert_mode": settings.cert_mode}})
-    print(f"infergate serving https://{settings.host}:{port} (certificate for {', '.join(keeper.sans)}; "
-          f"CA bundle in {settings.cert_dir / 'ca.crt'})\ntry it:\n{try_it(settings_shown)}", flush=True)
+    if group is None or group.index == 0:
+        print(f"infergate serving https://{settings.host}:{port} (certificate for {', '.join(keeper.sans)}; "
+              f"CA bundle in {settings.cert_dir / 'ca.crt'})\ntry it:\n{try_it(settings_shown)}", flush=True)
     if on_listening is not None:
         on_listening(port)
     await stop.wait()
@@ -423,6 +444,7 @@ async def serve(
         task.cancel()
     if publisher is not None:
         publisher.stop()
+    listener.close()
     await runner.cleanup()
     log.info("stopped")
     return 0

@@ -1,0 +1,248 @@
+"""`infergate serve --processes 2` against `--processes 1`: throughput, CPU per review and p99
+over TLS on loopback, in one run, with the load generator sharing the machine's cores.
+
+The load comes from ``--generators`` processes (default 2; one generator process, given one
+core's share, would cap what it measures). Both servers run the real chain (the shipped policies, CRDs and example state) on their own
+port; for every family's /validate and /mutate review (as the apiserver sends it, see
+``bench/server_bench.py``) the two are measured back to back, ``--rounds`` times, in turn.
+CPU per review is the CPU time of all of a server's processes over the measured requests.
+Reported per family and count: the round of median throughput, the median of the rounds'
+2-process/1-process throughput ratios, CPU µs per review, p99 ms.
+
+    python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--json out.json]
+
+``--memory``: instead, memory of 1, 2 and 3 processes once ready (PSS summed over the group, from
+``/proc/PID/smaps_rollup``: shared copy-on-write pages counted once), serving the example
+state, or the cluster with ``--kubeconfig K`` (``--kube-state``; then also the apiserver's
+open watches, ``apiserver_longrunning_requests{verb="WATCH"}``, before and after).
+
+    python bench/server_processes.py --memory [--kubeconfig K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_request, local_certs,  # noqa: E402
+                          log_tail, read_response, review_for, spawn, wait_ready)
+
+COUNTS = (1, 2)
+
+
+async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float) -> list[float]:
+    """A closed loop of ``connections`` keep-alive TLS connections: each measured request's
+    latency (an answer that is not a 200 with a uid is NaN)."""
+    measured: list[float] = []
+    start = time.perf_counter()
+    measure_from, stop_at = start + warmup, start + warmup + seconds
+
+    async def worker():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+        while (t0 := time.perf_counter()) < stop_at:
+            writer.write(request)
+            status, body = await read_response(reader)
+            if t0 >= measure_from:
+                measured.append(time.perf_counter() - t0 if status == 200 and b'"uid"' in body else float("nan"))
+        writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    return measured
+
+
+def generate(port: int, request: bytes, *, generators: int, connections: int, seconds: float, warmup: float,
+             ca: bytes) -> dict:
+    """The load from ``generators`` processes (forked, uvloop), ``connections`` in all: one
+    generator process would cap the throughput it measures when the cores are shared."""
+    import multiprocessing
+
+    from webhook import certs
+
+    def run(share: int, out) -> None:
+        import uvloop
+
+        out.send(uvloop.run(latencies(port, certs.client_context(ca), request, connections=share,
+                                      seconds=seconds, warmup=warmup)))
+
+    context = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for n in range(generators):
+        receive, send = context.Pipe(duplex=False)
+        share = connections // generators + (1 if n < connections % generators else 0)
+        proc = context.Process(target=run, args=(share, send))
+        proc.start()
+        pipes.append(receive)
+        procs.append(proc)
+    measured = [value for pipe in pipes for value in pipe.recv()]
+    for proc in procs:
+        proc.join()
+    errors = sum(1 for value in measured if value != value)
+    ok = sorted(value for value in measured if value == value)
+    q = statistics.quantiles(ok, n=100, method="inclusive")
+    return {"rps": round(len(measured) / seconds), "p50_ms": round(q[49] * 1000, 3), "p99_ms": round(q[98] * 1000, 3),
+            "requests": len(measured), "errors": errors}
+
+
+def group_pids(pid: int) -> list[int]:
+    """The supervisor and the server processes it forked (Linux)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return [pid, *children]
+
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def pss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    raise ValueError(pid)
+
+
+def apiserver_watches(kubeconfig: Path) -> int:
+    """Watches the apiserver holds open (every client's), from its /metrics."""
+    from kubernetes import config
+
+    api = config.new_client_from_config(str(kubeconfig))
+    response = api.rest_client.request("GET", api.configuration.host + "/metrics")
+    response.read()
+    text = response.data.decode()
+    return round(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                     if line.startswith("apiserver_longrunning_requests{") and 'verb="WATCH"' in line))
+
+
+def memory(kubeconfig: Path | None) -> int:
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir, ctx = local_certs(tmp)
+        for count in (1, 2, 3):
+            procs: list = []
+            before = apiserver_watches(kubeconfig) if kubeconfig else None
+            port = free_port()
+            extra = ["--kube-state", "--kubeconfig", str(kubeconfig)] if kubeconfig else []
+            server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                            "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count), *extra],
+                           REPO, procs, cwd=tmp)
+            try:
+                if wait_ready(port, ctx, "/readyz", time.monotonic() + 120) is None:
+                    print("never ready:\n" + log_tail(server), file=sys.stderr)
+                    return 1
+                time.sleep(2)  # the loaded heap frozen, the watches settled
+                pids = group_pids(server.pid)
+                per = {pid: pss_kib(pid) for pid in pids}
+                row = {"pss_mib": round(sum(per.values()) / 1024, 1),
+                       "per_process_mib": [round(v / 1024, 1) for v in per.values()]}
+                if kubeconfig:
+                    row["watches_added"] = apiserver_watches(kubeconfig) - before
+                report[count] = row
+                print(f"--processes {count}: {row}")
+            finally:
+                server.terminate()
+                server.wait(30)
+    print(json.dumps(report))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--kubeconfig", type=Path)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--warmup", type=float, default=0.5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes sharing the connections")
+    parser.add_argument("--scale-connections", action="store_true",
+                        help="--connections per server process (2 processes get twice as many): the same load per "
+                             "process, which the CPU per review depends on")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    if args.memory:
+        return memory(args.kubeconfig)
+
+    bodies = {}
+    for family, name in FAMILIES.items():
+        mutate, validate = as_the_apiserver_sends(review_for(REPO / "examples" / "manifests" / "valid" / name))
+        bodies[(family, "validate")] = http_request("/validate", validate)
+        bodies[(family, "mutate")] = http_request("/mutate", mutate)
+
+    procs = []
+    runs: dict[str, dict[int, list[dict]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir, ctx = local_certs(tmp)
+        ca = (cert_dir / "ca.crt").read_bytes()
+        servers = {}
+        try:
+            for count in COUNTS:
+                port = free_port()
+                server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                                "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count)],
+                               REPO, procs, cwd=tmp)
+                if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
+                    print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)
+                    return 1
+                pids = group_pids(server.pid)
+                assert len(pids) == (1 if count == 1 else count + 1), pids
+                servers[count] = (port, pids)
+            for round_ in range(args.rounds):
+                for (family, endpoint), request in bodies.items():
+                    for count in COUNTS if round_ % 2 == 0 else reversed(COUNTS):
+                        port, pids = servers[count]
+                        cpu0 = cpu_of(pids)
+                        connections = args.connections * (count if args.scale_connections else 1)
+                        result = generate(port, request, generators=args.generators, connections=connections,
+                                          seconds=args.seconds, warmup=args.warmup, ca=ca)
+                        # CPU over warm-up and measurement, per request over both
+                        total = result["requests"] * (args.seconds + args.warmup) / args.seconds
+                        result["cpu_us"] = round((cpu_of(pids) - cpu0) / max(total, 1) * 1e6)
+                        runs.setdefault(f"{family} {endpoint}", {}).setdefault(count, []).append(result)
+                        print(f"round {round_ + 1} {family} {endpoint} x{count}: {result}", file=sys.stderr)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(30)
+
+    report = {"cpus": os.cpu_count(), "connections": args.connections, "scale_connections": args.scale_connections,
+              "seconds": args.seconds,
+              "load": os.getloadavg()[0], "families": {}}
+    print(f"{'family':38} {'req/s x1':>9} {'req/s x2':>9} {'ratio':>6} {'cpu µs x1':>9} {'x2':>5} "
+          f"{'p99 ms x1':>9} {'x2':>6}")
+    for name, by_count in runs.items():
+        median = {c: sorted(rs, key=lambda r: r["rps"])[len(rs) // 2] for c, rs in by_count.items()}
+        ratios = [two["rps"] / one["rps"] for one, two in zip(by_count[1], by_count[2])]
+        row = {"rps": {c: median[c]["rps"] for c in COUNTS}, "ratio": round(statistics.median(ratios), 2),
+               "cpu_us": {c: round(statistics.median(r["cpu_us"] for r in by_count[c])) for c in COUNTS},
+               "p99_ms": {c: round(statistics.median(r["p99_ms"] for r in by_count[c]), 2) for c in COUNTS},
+               "errors": sum(r["errors"] for rs in by_count.values() for r in rs), "rounds": by_count}
+        report["families"][name] = row
+        print(f"{name:38} {row['rps'][1]:>9} {row['rps'][2]:>9} {row['ratio']:>6} {row['cpu_us'][1]:>9} "
+              f"{row['cpu_us'][2]:>5} {row['p99_ms'][1]:>9} {row['p99_ms'][2]:>6}")
+    ratios = [row["ratio"] for row in report["families"].values()]
+    report["median_ratio"] = statistics.median(ratios)
+    print(f"median throughput ratio {report['median_ratio']:.2f}; load average {report['load']:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""``infergate serve --processes``: how many processes ``auto`` means (cgroup quotas as the
+kernel lays them out, the pod's CPU request through the Downward API), and a real
+``serve --processes 2`` over HTTPS: both processes answer, /readyz and /metrics speak for
+the group, SIGTERM drains without a reset, a bad value fails at start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from webhook import certs
+from webhook.server.processes import CPU_REQUEST_VARIABLE, PROCESS_HEADER, ProcessCountError, process_count
+from tests.support.paths import REPO
+
+from .conftest import MODEL, review
+
+
+# ---------------------------------------------------------------------------------------
+# auto
+
+
+def cgroup_v2(tmp_path: Path, cpu_max: dict[str, str]) -> tuple[Path, Path]:
+    """A cgroup v2 hierarchy (``cpu.max`` per directory, as "QUOTA PERIOD" or "max PERIOD")
+    and the /proc/self/cgroup naming the innermost one."""
+    root = tmp_path / "cgroup"
+    for path, text in cpu_max.items():
+        (root / path).mkdir(parents=True, exist_ok=True)
+        (root / path / "cpu.max").write_text(text + "\n")
+    innermost = max(cpu_max, key=len)
+    proc = tmp_path / "proc-self-cgroup"
+    proc.write_text(f"0::/{innermost}\n")
+    return root, proc
+
+
+def cgroup_v1(tmp_path: Path, quota: int, period: int = 100000) -> tuple[Path, Path]:
+    root = tmp_path / "cgroup"
+    own = root / "cpu,cpuacct" / "kubepods" / "pod1" / "c1"
+    own.mkdir(parents=True)
+    (own / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    (own / "cpu.cfs_period_us").write_text(f"{period}\n")
+    (root / "cpu").symlink_to("cpu,cpuacct")  # as systemd mounts it
+    proc = tmp_path / "proc-self-cgroup"
+    proc.write_text("12:memory:/kubepods/pod1/c1\n4:cpu,cpuacct:/kubepods/pod1/c1\n1:name=systemd:/kubepods/pod1/c1\n")
+    return root, proc
+
+
+def test_auto_is_the_cgroup_v2_quota_rounded_up_the_tightest_ancestor_winning(tmp_path):
+    root, proc = cgroup_v2(tmp_path, {"kubepods": "max 100000", "kubepods/pod1": "150000 100000",
+                                      "kubepods/pod1/c1": "max 100000"})
+    assert process_count("auto", environ={}, cgroup_root=root, proc_cgroup=proc) == 2
+    (root / "kubepods" / "cpu.max").write_text("100000 100000\n")
+    assert process_count("auto", environ={}, cgroup_root=root, proc_cgroup=proc) == 1
+    # the quota wins over the request
+    assert process_count("auto", environ={CPU_REQUEST_VARIABLE: "4000"}, cgroup_root=root, proc_cgroup=proc) == 1
+
+
+def test_auto_is_the_cgroup_v1_quota(tmp_path):
+    root, proc = cgroup_v1(tmp_path, quota=300000)
+    assert process_count("auto", environ={}, cgroup_root=root, proc_cgroup=proc) == 3
+
+
+def test_without_a_quota_auto_is_the_pods_cpu_request_rounded_up_else_one_never_the_nodes_cores(tmp_path):
+    for root, proc in (cgroup_v1(tmp_path / "v1", quota=-1), cgroup_v2(tmp_path / "v2", {"": "max 100000"})):
+        assert process_count("auto", environ={CPU_REQUEST_VARIABLE: "1500"}, cgroup_root=root, proc_cgroup=proc) == 2
+        assert process_count("auto", environ={CPU_REQUEST_VARIABLE: "100"}, cgroup_root=root, proc_cgroup=proc) == 1
+        # no request (the Downward API gives 0): one process, whatever the node has
+        assert process_count("auto", environ={CPU_REQUEST_VARIABLE: "0"}, cgroup_root=root, proc_cgroup=proc) == 1
+        assert process_count("auto", environ={}, cgroup_root=root, proc_cgroup=proc) == 1
+    assert process_count("auto", environ={}, cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none") == 1
+    assert process_count("3", environ={CPU_REQUEST_VARIABLE: "1000"}) == 3
+
+
+def test_a_bad_cpu_request_or_count_is_an_error():
+    with pytest.raises(ProcessCountError, match="whole millicores"):
+        process_count("auto", environ={CPU_REQUEST_VARIABLE: "1.5"}, proc_cgroup=Path("/nonexistent"))
+    for bad in ("0", "-2", "two", "1.5", ""):
+        with pytest.raises(ProcessCountError, match="auto or a whole number of at least 1"):
+            process_count(bad)
+
+
+@pytest.mark.parametrize("args,environ", [
+    (["--processes", "0"], {}), (["--processes", "many"], {}), ([], {"INFERGATE_PROCESSES": "-1"}),
+    ([], {CPU_REQUEST_VARIABLE: "2 CPUs"}),
+])
+def test_a_bad_processes_value_fails_at_start_with_one_line(tmp_path, args, environ):
+    env = dict(os.environ, PYTHONPATH=str(REPO), **environ)
+    done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--port", "0", "--cert-dir", str(tmp_path), *args],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("infergate: error: serve: "), done.stderr
+    assert "processes" in lines[0] or CPU_REQUEST_VARIABLE in lines[0]
+    assert not list(tmp_path.iterdir())  # nothing started: no certificates made
+
+
+# ---------------------------------------------------------------------------------------
+# serve --processes 2
+
+
+DRAIN = 2.0
+
+
+class Group:
+    def __init__(self, tmp_path: Path):
+        self.cert_dir = tmp_path / "certs"
+        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", "0", "--processes", "2",
+             "--cert-dir", str(self.cert_dir), "--shutdown-delay", str(DRAIN), "--shutdown-timeout", "10"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r"https://127\.0\.0\.1:(\d+)", line)
+        assert match, line + self.proc.stderr.read()
+        self.port = int(match.group(1))
+        self.base = f"https://localhost:{self.port}"
+        self.stderr: list[str] = []  # drained: a full pipe would stall the servers' logging
+        threading.Thread(target=lambda: self.stderr.extend(self.proc.stderr), daemon=True).start()
+        threading.Thread(target=lambda: self.proc.stdout.read(), daemon=True).start()
+        self.ssl = certs.client_context((self.cert_dir / "ca.crt").read_bytes())
+
+    def session(self, *, fresh: bool = True) -> aiohttp.ClientSession:
+        """``fresh``: every request on a new connection (so the kernel spreads them)."""
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.ssl, force_close=fresh))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(30)
+
+
+@pytest.fixture
+def group(tmp_path):
+    running = Group(tmp_path)
+    yield running
+    running.stop()
+
+
+async def until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := await predicate():
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+async def answered_by(session, url: str) -> tuple[int, int, str]:
+    async with session.get(url) as r:
+        return r.status, int(r.headers[PROCESS_HEADER]), await r.text()
+
+
+async def test_both_processes_answer_and_speak_for_the_group(group):
+    async with group.session() as session:
+        async def ready():
+            status, _, _ = await answered_by(session, group.base + "/readyz")
+            return status == 200
+        await until(ready, 60, "the group ready")
+        seen: dict[int, str] = {}
+
+        async def both():
+            status, process, text = await answered_by(session, group.base + "/readyz")
+            assert status == 200, text
+            seen[process] = text
+            return len(seen) == 2
+        await until(both, 10, "/readyz answered by both processes")
+        assert "[+]process-1 ok" in seen[0] and "[+]process-0 ok" in seen[1]
+        assert "readyz check passed" in seen[0] and "[+]policies ok" in seen[1]
+
+        reviews = 24
+        for n in range(reviews):
+            async with session.post(group.base + "/validate", json=review(MODEL, uid=f"r{n}")) as r:
+                assert r.status == 200 and (await r.json())["response"]["uid"] == f"r{n}"
+
+        def answered(text: str) -> float:
+            return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("infergate_admission_reviews_total{"))
+
+        own = {}
+        for process in (0, 1):
+            async def scrape_of(process=process):
+                _, by, text = await answered_by(session, group.base + "/metrics?scope=process")
+                if by == process:
+                    own[by] = answered(text)
+                    return True
+            await until(scrape_of, 10, f"process {process}'s own metrics")
+        assert sum(own.values()) == reviews  # the kernel spread the connections over both
+        assert all(count > 0 for count in own.values()), own
+        summed = set()
+
+        async def sums():
+            _, by, text = await answered_by(session, group.base + "/metrics")
+            assert answered(text) == reviews, text
+            assert "infergate_server_processes_unanswered 0.0" in text
+            summed.add(by)
+            return len(summed) == 2
+        await until(sums, 10, "/metrics summed by both processes")
+    entries = [json.loads(line) for line in group.stderr if line.startswith("{")]
+    assert {e.get("process") for e in entries if e["msg"] == "listening"} == {0, 1}  # each line says whose
+
+
+async def test_sigterm_drains_both_processes_without_a_reset(group):
+    async with group.session() as fresh, group.session(fresh=False) as kept:
+        async def ready():
+            status, _, _ = await answered_by(fresh, group.base + "/readyz")
+            return status == 200
+        await until(ready, 60, "the group ready")
+        async with kept.post(group.base + "/validate", json=review(MODEL, uid="before")) as r:
+            assert r.status == 200  # a kept-alive connection, as the apiserver holds
+
+        group.proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        failing: set[int] = set()
+
+        async def both_failing():
+            status, process, text = await answered_by(fresh, group.base + "/readyz")
+            if status == 503:
+                assert "[-]shutdown failed: shutting down" in text or "process-" in text, text
+                failing.add(process)
+            return len(failing) == 2
+        await until(both_failing, DRAIN * 0.75, "/readyz failing in both processes")
+
+        # until the drain time is over, every review is answered, on new connections and kept ones
+        answered = 0
+        while time.monotonic() - signalled < DRAIN * 0.9:
+            for session in (fresh, kept):
+                async with session.post(group.base + "/validate", json=review(MODEL, uid=f"d{answered}")) as r:
+                    assert r.status == 200
+                    answered += 1
+        assert answered >= 4
+
+        async def refused():
+            try:
+                await answered_by(fresh, group.base + "/readyz")
+            except aiohttp.ClientConnectorError:
+                return True
+        await until(refused, DRAIN + 10, "the listeners closed")
+        assert time.monotonic() - signalled >= DRAIN - 0.05  # not before the drain time
+    assert group.proc.wait(30) == 0
+    logs = "".join(group.stderr)
+    assert "Traceback" not in logs and '"level":"error"' not in logs, logs
+
+
+async def test_a_server_process_that_dies_stops_the_group_with_a_failure(group):
+    async with group.session() as session:
+        async def ready():
+            status, _, _ = await answered_by(session, group.base + "/readyz")
+            return status == 200
+        await until(ready, 60, "the group ready")
+    children = [int(pid) for task in Path(f"/proc/{group.proc.pid}/task").iterdir()
+                for pid in (task / "children").read_text().split()]
+    assert len(children) == 2
+    os.kill(children[1], signal.SIGKILL)
+    assert group.proc.wait(DRAIN + 30) == 1  # the other drained and stopped: the kubelet restarts the container
+    logs = "".join(group.stderr)
+    assert '"msg":"server process exited; stopping the others"' in logs, logs
+
+
+async def test_only_the_first_process_of_a_group_writes_certificates(tmp_path, capsys):
+    """The others serve what it writes: one that finds none stops rather than make its own."""
+    from webhook.server import serve
+    from webhook.server.processes import ProcessGroup
+    from webhook.server.settings import Settings
+
+    from .conftest import ScriptedAdmitter
+
+    settings = Settings(host="127.0.0.1", port=0, cert_dir=tmp_path / "certs")
+    second = ProcessGroup(index=1, count=2, socket_dir=tmp_path)
+    stopped = asyncio.Event()
+    stopped.set()  # were it to serve (certificates of its own), it would stop at once, with 0
+    assert await serve(settings, load=lambda s: (ScriptedAdmitter(), {}), group=second, stop_event=stopped,
+                       handle_signals=False) == 2
+    assert "no certificates to serve" in capsys.readouterr().err
+    assert not (tmp_path / "certs").exists() or not list((tmp_path / "certs").iterdir())
+
+
+def test_a_port_in_use_fails_before_forking_with_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+                               "--processes", "2", "--cert-dir", str(tmp_path / "certs")],
+                              env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"infergate: error: cannot listen on 127.0.0.1:{port}: address already in use "
+                                        "(another process listens there; pick another with --port)"]
+    assert not (tmp_path / "certs").exists()  # no server process started
