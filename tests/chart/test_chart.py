@@ -695,7 +695,7 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(a
     from webhook.controller import kinds, reports
     from webhook.controller.ownership import status_writes
     from webhook.controller.runner import controller_watches
-    from webhook.state.base import group_of
+    from webhook.apiversion import group_of
 
     name = "default" if audit else "no-audit"
     granted = grants(name, "-controller")
@@ -733,7 +733,7 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     reads nothing else."""
     from webhook import certs
     from webhook.server.wiring import webhook_watches
-    from webhook.state.base import group_of
+    from webhook.apiversion import group_of
 
     (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]
     reads: dict[tuple[str, str], list[str] | None] = {}

@@ -317,7 +317,8 @@ def test_a_live_audit_watches_each_audited_kind_once_at_its_newest_version():
     from webhook.audit import Auditor
     from webhook.offline.audit_cluster import audited_watches, version_key
     from webhook.policy import PolicySet
-    from webhook.state import FileState, group_of
+    from webhook.apiversion import group_of
+    from webhook.state import FileState
     from webhook.state.kube import WEBHOOK_KINDS
 
     registry = CRDRegistry.shipped(evaluator=EVALUATOR)

@@ -26,7 +26,7 @@ from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
 from webhook.server.wiring import cluster_state_checks
-from webhook.state.base import group_of
+from webhook.apiversion import group_of
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 from .conftest import ServerThread, review, wait_until

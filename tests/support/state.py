@@ -12,7 +12,8 @@ from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
 from webhook import shipped_data
-from webhook.state import FileState, group_of
+from webhook.apiversion import group_of
+from webhook.state import FileState
 from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
 
 

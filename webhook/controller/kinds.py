@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from webhook.apiversion import group_of, version_of
+
 
 class Kind(NamedTuple):
     api_version: str
@@ -13,11 +15,11 @@ class Kind(NamedTuple):
 
     @property
     def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+        return group_of(self.api_version)
 
     @property
     def version(self) -> str:
-        return self.api_version.rpartition("/")[2]
+        return version_of(self.api_version)
 
 
 # Written (status) by the controller.

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from webhook.apiversion import group_of
 from webhook.controller import kinds
 
 FIELD_MANAGER = "infergate-controller"
@@ -60,7 +61,7 @@ def other_writer(obj: Mapping[str, Any], writes: frozenset[kinds.Kind]) -> str |
     kind = kinds.BY_KEY.get((obj.get("apiVersion", ""), obj.get("kind", "")))
     if kind is not None and kind in writes:
         return None
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    group = group_of(obj.get("apiVersion"))
     return OTHER_WRITERS.get((group, str(obj.get("kind", ""))))
 
 

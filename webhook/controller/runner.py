@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from webhook import command_line, logs
+from webhook.apiversion import group_of
 from webhook.controller import kinds
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
@@ -459,7 +460,7 @@ def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) ->
 
     watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
     if audit:
-        older = {(w.api_version.rpartition("/")[0], w.kind): w.older_versions for w in WEBHOOK_KINDS}
+        older = {(group_of(w.api_version), w.kind): w.older_versions for w in WEBHOOK_KINDS}
         watches += WEBHOOK_KINDS
         for kind in audited_kinds():
             watches.append(WatchedKind(kind.api_version, kind.kind, kind.plural,
@@ -468,7 +469,7 @@ def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) ->
                     for api in reports.REPORT_APIS for k in api.kinds]
     unique: dict[tuple[str, str], WatchedKind] = {}
     for watch in watches:
-        unique.setdefault((watch.api_version.rpartition("/")[0], watch.kind), watch)
+        unique.setdefault((group_of(watch.api_version), watch.kind), watch)
     return tuple(unique.values())
 
 

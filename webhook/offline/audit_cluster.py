@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.apiversion import api_version_of, version_of
 from webhook.schema.bundled import webhook_crd_names
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
-from webhook.state import group_of
 from webhook.state.kube import WEBHOOK_KINDS, KubeState, WatchedKind
 
 _VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?$")
@@ -48,7 +48,7 @@ def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[Watch
     one per group and kind, the webhook's own where it watches the kind already."""
     by_kind: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for api_version, kind, plural, _ in kinds:
-        by_kind.setdefault((group_of(api_version), kind), []).append((api_version.rpartition("/")[2], plural))
+        by_kind.setdefault((group_of(api_version), kind), []).append((version_of(api_version), plural))
     webhook = {(group_of(k.api_version), k.kind): k for k in WEBHOOK_KINDS}
     audited: list[WatchedKind] = []
     extra: list[WatchedKind] = []
@@ -58,7 +58,7 @@ def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[Watch
             continue
         versions.sort(key=lambda v: version_key(v[0]), reverse=True)
         newest, plural = versions[0]
-        watch = WatchedKind(f"{group}/{newest}" if group else newest, kind, plural,
+        watch = WatchedKind(api_version_of(group, newest), kind, plural,
                             older_versions=tuple(v for v, _ in versions[1:]))
         audited.append(watch)
         extra.append(watch)

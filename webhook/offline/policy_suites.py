@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
+from webhook.apiversion import split
 from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
@@ -193,7 +194,7 @@ def build_request(registry: CRDRegistry, suite: PolicySuite, case: SuiteCase) ->
     operation = case.operation or ("UPDATE" if case.old is not None else "CREATE")
     subject = case.object if case.object is not None else case.old or {}
     api_version = str(subject.get("apiVersion", ""))
-    group, _, version = api_version.rpartition("/")
+    group, version = split(api_version)
     kind = str(subject.get("kind", ""))
     meta = subject.get("metadata") if isinstance(subject.get("metadata"), dict) else {}
     served = registry.served(api_version, kind)

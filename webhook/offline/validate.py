@@ -25,6 +25,7 @@ import yaml
 
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
+from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
@@ -372,7 +373,7 @@ def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[st
     KubeAI config."""
     by_group: dict[str, set[str]] = {}
     for api_version, kind in kinds:
-        by_group.setdefault(api_version.rpartition("/")[0], set()).add(re.escape(kind))
+        by_group.setdefault(group_of(api_version), set()).add(re.escape(kind))
     out = []
     for group, names in sorted(by_group.items()):
         alternatives = "|".join(sorted(names))
@@ -479,7 +480,7 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
     served = registry.served(api_version, kind)
     if served is not None:
         return served.namespaced
-    return is_builtin_group(api_version) and not cluster_scoped_builtin(api_version.rpartition("/")[0], kind)
+    return is_builtin_group(api_version) and not cluster_scoped_builtin(group_of(api_version), kind)
 
 
 def _cluster_state(args: argparse.Namespace) -> ClusterState:
@@ -727,7 +728,7 @@ def describe(obj: dict[str, Any], judgement: Judgement) -> str:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kind = str(obj.get("kind"))
     name = (judgement.object or {}).get("metadata", {}).get("name") or meta.get("name") or ""
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    group = group_of(obj.get("apiVersion"))
     if judgement.allowed:
         resource = f"{kind.lower()}.{group}" if group else kind.lower()
         return f"{resource}/{name} valid"

@@ -1,7 +1,7 @@
 """The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
 (a watch cache), both behind :class:`ClusterState`."""
 
-from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
+from webhook.state.base import ClusterState, ObjectStore, sanitize, trim_pod
 from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, read_manifests,
                                  read_objects, state_objects)
 from webhook.state.knowledge import EVERYTHING, PRESENCE, Knowledge, kinds_held, place_namespace, unknown_answer
@@ -26,7 +26,6 @@ __all__ = [
     "place_namespace",
     "state_objects",
     "unknown_answer",
-    "group_of",
     "parse_selector",
     "read_manifests",
     "read_objects",

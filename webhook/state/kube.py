@@ -32,7 +32,8 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from webhook.state.base import ClusterState, group_of, sanitize
+from webhook.apiversion import api_version_of, group_of
+from webhook.state.base import ClusterState, sanitize
 from webhook.state.selectors import Selector
 
 __all__ = ["KubeState", "WatchedKind", "WEBHOOK_KINDS"]
@@ -76,7 +77,7 @@ class WatchedKind:
     @property
     def api_versions(self) -> tuple[str, ...]:
         group = group_of(self.api_version)
-        return (self.api_version, *(f"{group}/{v}" for v in self.older_versions))
+        return (self.api_version, *(api_version_of(group, v) for v in self.older_versions))
 
     def __str__(self) -> str:
         return f"{self.kind}.{group_of(self.api_version) or 'core'}"
