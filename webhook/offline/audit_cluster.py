@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.apiversion import api_version_of, version_of
+from webhook.apiversion import api_version_of, group_of, version_of
 from webhook.schema.bundled import webhook_crd_names
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
 from webhook.state.kube import WEBHOOK_KINDS, KubeState, WatchedKind
