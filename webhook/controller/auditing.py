@@ -36,7 +36,7 @@ from webhook import logs
 from webhook.apiversion import group_of
 from webhook.controller import reports
 from webhook.controller.changes import ChangeFeed
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 from webhook.controller.metrics import ControllerMetrics
 

@@ -20,7 +20,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from webhook.apiversion import group_of
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 from webhook.controller.ownership import FIELD_MANAGER, FORCED
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the client sends the body as JSON

@@ -26,6 +26,9 @@ import orjson
 from aiohttp import web
 
 from webhook import logs
+from webhook.inputs.kube import KubeClientConfig
+from webhook.inputs.kube import api_client as kube_api_client
+from webhook.inputs.watches import webhook_watches
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
@@ -53,6 +56,7 @@ class InputsFailed(Exception):
         self.failed = failed
 
 WEBHOOK_FIELD_MANAGER = "infergate-webhook"
+WEBHOOK_CLIENT_POOL = 64  # connections: more than the watch cache's watches
 
 
 def _crds(settings: Settings, evaluator: Evaluator):
@@ -62,19 +66,6 @@ def _crds(settings: Settings, evaluator: Evaluator):
     if settings.crds_dir:
         return CRDRegistry.load([settings.crds_dir], evaluator=evaluator)
     return CRDRegistry.shipped(settings.kubeai_crd, evaluator=evaluator)
-
-
-def webhook_watches():
-    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
-    kinds it judges, one watch per name (RBAC then grants exactly these CRDs by resourceNames,
-    and no other CRD of the cluster travels)."""
-    from webhook.schema.bundled import webhook_crd_names
-    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
-    from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
-
-    return WEBHOOK_KINDS + tuple(
-        WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
-        for name in sorted(webhook_crd_names()))
 
 
 def cluster_crds(state: Any, evaluator: Evaluator):
@@ -142,7 +133,7 @@ def _cluster_state(settings: Settings):
     if settings.kube_state:
         from webhook.state import KubeState
 
-        return KubeState(kube_api_client(settings.kubeconfig), webhook_watches())
+        return KubeState(kube_api_client(kube_client_config(settings)), webhook_watches())
     from webhook import shipped_data
     from webhook.state import FileState
 
@@ -238,7 +229,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
     on_bundle = publisher = None
     if settings.cert_mode == "secret":
-        api_client = kube_api_client(settings.kubeconfig)
+        api_client = kube_api_client(kube_client_config(settings))
         namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
@@ -263,23 +254,12 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     return keeper, publisher
 
 
-def kube_api_client(kubeconfig: Path | None):
-    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    # every watch of the cache holds a connection for minutes (one per kind and per watched CRD):
-    # a pool smaller than that discards and reopens connections, with a warning each time
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
-    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
-    api_client = client.ApiClient(configuration)
-    # the apiserver names a write's field manager (and its audit log the caller) after the user
-    # agent: the webhook's own writes (caBundle, the certificate Secret) say who made them
-    api_client.user_agent = WEBHOOK_FIELD_MANAGER
-    return api_client
+def kube_client_config(settings: Settings) -> KubeClientConfig:
+    """The webhook's client: in a pod its service account, elsewhere ``--kubeconfig`` (else
+    $KUBECONFIG); a pool for every watch of the cache (one per kind and per watched CRD); its own
+    writes (caBundle, the certificate Secret) made as ``WEBHOOK_FIELD_MANAGER``."""
+    return KubeClientConfig(kubeconfig=settings.kubeconfig, pool_size=WEBHOOK_CLIENT_POOL,
+                            user_agent=WEBHOOK_FIELD_MANAGER)
 
 
 def _own_namespace() -> str:

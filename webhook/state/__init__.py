@@ -18,7 +18,6 @@ __all__ = [
     "Selector",
     "SelectorError",
     "StateLoadError",
-    "WEBHOOK_KINDS",
     "WatchedKind",
     "from_label_selector",
     "is_kustomize_file",
@@ -36,7 +35,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # the watch cache pulls in the kubernetes client: import it only when asked for
-    if name in ("KubeState", "WatchedKind", "WEBHOOK_KINDS"):
+    if name in ("KubeState", "WatchedKind"):
         from webhook.state import kube
 
         return getattr(kube, name)
