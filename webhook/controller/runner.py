@@ -55,7 +55,9 @@ from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 from webhook.inputs import watches
 from webhook.inputs.kube import KubeClientConfig, KubeConfigError
+from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.inputs.kube import api_client as kube_api_client
+from webhook.policy.loader import PolicyLoadError
 from webhook.schema import bundled
 from webhook.state.kube import KubeState, WatchedKind
 
@@ -524,30 +526,15 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     return 0
 
 
-def _policies(args):
+def _policies(source: PolicySource, evaluator: Evaluator):
     """The audit's policies, loaded now (a flag naming a missing or broken directory fails at
-    start) and reloaded by the audit when their files change."""
-    from webhook import shipped_data
-    from webhook.policy import PolicyDirectory
-    from webhook.policy.actions import parse_overrides
-    from webhook.policy.loader import PolicyLoadError
-
-    overrides = parse_overrides(args.policy_actions)  # ActionsError: a ValueError in one line
-    directory = args.policies or shipped_data.policies_dir()
-    if not os.path.isdir(directory):
+    start) and reloaded by the audit when their files change; type-checked against the shipped
+    CRDs (the cluster's change)."""
+    directory = source.path
+    if not directory.is_dir():
         raise ValueError(f"--policies {directory}: no such directory")
-    if args.policy_actions:  # the names, read without compiling (as infergate serve checks them)
-        from webhook.policy.builtin import BUILTIN_POLICIES
-        from webhook.policy.loader import policy_names
-
-        try:
-            names = policy_names(directory) + [p.name for p in BUILTIN_POLICIES]
-        except PolicyLoadError:
-            names = None  # the load below names the file at fault
-        if names is not None:
-            overrides.check(names)
-    try:
-        policies = PolicyDirectory(directory, args.evaluator, actions=overrides)
+    try:  # ActionsError: a ValueError in one line
+        policies = load_policy_directory(source, evaluator)
     except PolicyLoadError as exc:
         first, *rest = [line for line in str(exc).splitlines() if line.strip()] or ["does not load"]
         more = f" (and {len(rest)} more lines)" if rest else ""
@@ -572,7 +559,8 @@ def run(args: argparse.Namespace) -> int:
     policies = None
     if args.audit:
         try:
-            policies = _policies(args)
+            policies = _policies(PolicySource(Path(args.policies) if args.policies else None,
+                                              tuple(args.policy_actions)), args.evaluator)
         except ValueError as exc:
             return command_line.error(f"controller: {exc}")
     try:

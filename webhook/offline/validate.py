@@ -18,7 +18,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 import yaml
@@ -33,9 +33,9 @@ from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, s
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
+from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
-from webhook.policy.actions import ActionsError, parse_overrides
-from webhook.policy.typecheck import KindSchemas
+from webhook.policy.actions import ActionsError
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.near_miss import hint
 from webhook.schema.registry import crd_documents, one_crd_per_name
@@ -45,6 +45,9 @@ from webhook.policy.unknown import kinds_read, unchecked_text
 from webhook.state import (EVERYTHING, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
                            place_namespace, state_objects)
 from webhook.state.knowledge import cluster_scoped_builtin, presence
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -337,7 +340,9 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
         if _parse_here(source):
             source.parsed = source.parse()
     registry = _registry(args, inputs)
-    policies = None if args.crd_only else _policies(args, registry)
+    policies = None if args.crd_only else _policies(
+        PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions or ())),
+        args.evaluator, registry)
     # without --state the inputs are the state: the parent parses the files that may hold an
     # object the policies read (the workers parse the others, as they judge them)
     state_kinds = _kind_pattern(kinds_read(policies.policies)) \
@@ -435,15 +440,15 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
                   f"{_CRD_KIND}/{name}")
 
 
-def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
-    from webhook import shipped_data
-
+def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry) -> PolicySet:
+    """``--policies`` under ``--policy-actions`` (as ``serve`` takes it; namespaces are matched
+    by their labels in ``--state``), type-checked against ``registry``'s CRDs."""
     try:
-        policies = PolicySet.load(Path(args.policies) if args.policies else shipped_data.policies_dir(),
-                                  evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
+        return load_policy_set(source, evaluator, registry)
+    except ActionsError as exc:
+        raise SetupError(str(exc)) from None
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
-    return with_policy_actions(policies, args.policy_actions)
 
 
 def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
@@ -685,19 +690,6 @@ def _print(output: str, results: list[Result], files: int, note: str | None = No
                 print(annotation)
     say_note()
     print(closing)
-
-
-def with_policy_actions(policies: PolicySet, given: list[str] | None) -> PolicySet:
-    """``policies`` under ``--policy-actions`` (as ``serve`` takes it); namespaces are matched by
-    their labels in ``--state``."""
-    if not given:
-        return policies
-    try:
-        overrides = parse_overrides(given)
-        overrides.check(policies.names)
-    except ActionsError as exc:
-        raise SetupError(str(exc)) from None
-    return dataclasses.replace(policies, actions=overrides)
 
 
 def audit_line(failure: dict[str, Any]) -> str:

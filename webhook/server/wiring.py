@@ -28,7 +28,9 @@ from aiohttp import web
 from webhook import logs
 from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.kube import api_client as kube_api_client
+from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.inputs.watches import webhook_watches
+from webhook.policy.actions import ActionsError
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
@@ -88,23 +90,19 @@ def watch_cluster(api_client: Any, evaluator: Evaluator):
     return state, registry
 
 
+def policy_source(settings: Settings) -> PolicySource:
+    return PolicySource(settings.policies_dir, tuple(settings.policy_actions))
+
+
 def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
     """The policies, reloaded when their files change (a mounted ConfigMap) once started;
     the last good set stays in force when a change does not load. Their expressions are
     type-checked against the CRDs served (``registry``; with ``--kube-state``, whose CRDs are
     the cluster's and change, the bundled ones)."""
-    from webhook import shipped_data
-    from webhook.policy import PolicyDirectory
-    from webhook.policy.typecheck import KindSchemas
-
-    from webhook.policy.actions import parse_overrides
-
-    schemas = KindSchemas(registry.crds) if registry is not None else None
-    actions = parse_overrides(settings.policy_actions)
-    if actions:
-        log.info("validation actions overridden", extra={"fields": {"policy_actions": actions.describe()}})
-    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas,
-                           actions=actions)
+    policies = load_policy_directory(policy_source(settings), evaluator, registry)
+    if policies.actions:
+        log.info("validation actions overridden", extra={"fields": {"policy_actions": policies.actions.describe()}})
+    return policies
 
 
 def policy_actions_problem(settings: Settings) -> str | None:
@@ -113,15 +111,8 @@ def policy_actions_problem(settings: Settings) -> str | None:
     without compiling them."""
     if not settings.policy_actions:
         return None
-    from webhook import shipped_data
-    from webhook.policy.actions import ActionsError, parse_overrides
-    from webhook.policy.builtin import BUILTIN_POLICIES
-    from webhook.policy.loader import policy_names
-
     try:
-        overrides = parse_overrides(settings.policy_actions)
-        directory = settings.policies_dir or shipped_data.policies_dir()
-        overrides.check(policy_names(directory) + [p.name for p in BUILTIN_POLICIES])
+        policy_source(settings).overrides()
     except ActionsError as exc:
         return str(exc)
     return None
