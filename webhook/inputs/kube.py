@@ -54,8 +54,9 @@ def api_client(settings: KubeClientConfig) -> client.ApiClient:
             except config.ConfigException:
                 pass  # a pod without a mounted token: its kubeconfig, as kubectl does
         if not loaded:
-            config.load_kube_config(config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
-                                    context=settings.context, client_configuration=configuration)
+            # $KUBECONFIG read now (the client reads it once, when first imported)
+            files = str(settings.kubeconfig) if settings.kubeconfig else os.environ.get("KUBECONFIG")
+            config.load_kube_config(config_file=files, context=settings.context, client_configuration=configuration)
     except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
         raise KubeConfigError(" ".join(str(exc).split()) or type(exc).__name__) from None
     api = client.ApiClient(configuration)
