@@ -27,6 +27,7 @@ from webhook import command_line, documents
 from webhook.audit import Auditor, ObjectAudit, ResourceRef, build_report
 from webhook.offline.ci import Finding, junit_xml
 from webhook.offline.validate import json_text
+from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError
@@ -151,10 +152,7 @@ def _registry(args: argparse.Namespace) -> CRDRegistry:
         given = [doc for raw in args.crd for doc in crd_documents(Path(raw))
                  if isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"]
         one_crd_per_name(given)
-        registry = CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator)
-        for doc in given:
-            registry.add_checked(doc.content, doc.where, replace=True)
-        return registry
+        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, added=tuple(given)), args.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
 

@@ -24,6 +24,7 @@ from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, mul
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.policy.actions import ActionsError, ordered, overrides_from
+from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
 
@@ -129,12 +130,7 @@ def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
 @lru_cache(maxsize=8)
 def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None, evaluator: Evaluator) -> CRDRegistry:
     # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
-    if sources is None:
-        return CRDRegistry.shipped(kubeai_crd, evaluator=evaluator)
-    missing = [str(p) for p in sources if not p.exists()]
-    if missing:
-        raise CRDLoadError(f"no such file or directory: {', '.join(missing)}")
-    return CRDRegistry.load(sources, evaluator=evaluator)
+    return crd_registry(CRDSource(paths=sources, kubeai_crd=kubeai_crd), evaluator)
 
 
 @lru_cache(maxsize=1)

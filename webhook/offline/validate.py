@@ -33,6 +33,7 @@ from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, s
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
+from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError
@@ -417,14 +418,11 @@ def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
         one_crd_per_name([*given, *among_inputs])
     except CRDLoadError as exc:
         raise SetupError(str(exc)) from None
-    registry = (CRDRegistry(evaluator=args.evaluator) if args.no_bundled_crds
-                else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
     try:
-        for doc in given:
-            registry.add_checked(doc.content, doc.where, replace=True)
+        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, bundled=not args.no_bundled_crds, added=tuple(given)),
+                            args.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
-    return registry
 
 
 def _add_crd(registry: CRDRegistry, doc: Document) -> Result:

@@ -19,24 +19,29 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from webhook import logs
+from webhook import certs, logs, shipped_data
+from webhook.admission.chain import AdmissionChain
+from webhook.cel.engine.cel_expr import warm_up_fallback
+from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.inputs.watches import webhook_watches
 from webhook.policy.actions import ActionsError
+from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
 from webhook.server.processes import ProcessGroup, Siblings
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
+from webhook.state import FileState
+from webhook.state.kube import KubeState
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
@@ -61,20 +66,16 @@ WEBHOOK_FIELD_MANAGER = "infergate-webhook"
 WEBHOOK_CLIENT_POOL = 64  # connections: more than the watch cache's watches
 
 
-def _crds(settings: Settings, evaluator: Evaluator):
+def crd_source(settings: Settings) -> CRDSource:
     """``--crds-dir``, else the bundled CRDs (KubeAI's Model at ``--kubeai-crd``)."""
-    from webhook.schema import CRDRegistry
-
     if settings.crds_dir:
-        return CRDRegistry.load([settings.crds_dir], evaluator=evaluator)
-    return CRDRegistry.shipped(settings.kubeai_crd, evaluator=evaluator)
+        return CRDSource(paths=(settings.crds_dir,))
+    return CRDSource(kubeai_crd=settings.kubeai_crd)
 
 
 def cluster_crds(state: Any, evaluator: Evaluator):
     """The CRDs the cluster serves (in ``state``, a watch cache not yet started) as the schema:
     compiled as the CRD watches deliver them, the first list of each before ``state`` is ready."""
-    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
-
     registry = WatchedCRDs(state, evaluator)
     state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
     return registry
@@ -82,8 +83,6 @@ def cluster_crds(state: Any, evaluator: Evaluator):
 
 def watch_cluster(api_client: Any, evaluator: Evaluator):
     """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
-    from webhook.state import KubeState
-
     state = KubeState(api_client, webhook_watches())
     registry = cluster_crds(state, evaluator)
     state.start()
@@ -122,12 +121,7 @@ def _cluster_state(settings: Settings):
     """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
     watching once started), else a directory of manifests."""
     if settings.kube_state:
-        from webhook.state import KubeState
-
         return KubeState(kube_api_client(kube_client_config(settings)), webhook_watches())
-    from webhook import shipped_data
-    from webhook.state import FileState
-
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
@@ -148,8 +142,6 @@ def prepare_admitter(
 
     Every input is tried, in order, an input that needs an earlier one only when that one
     loaded; :class:`InputsFailed` names all that did not."""
-    from webhook.admission.chain import AdmissionChain
-
     failed: dict[str, str] = {}
 
     def attempt(check: str, load: Callable[[Settings], Any]) -> Any:
@@ -160,7 +152,7 @@ def prepare_admitter(
             return None
 
     # with --kube-state the cluster's CRDs are the schema (watched with the rest of the state)
-    registry = None if settings.kube_state else attempt("crds", lambda s: _crds(s, evaluator))
+    registry = None if settings.kube_state else attempt("crds", lambda s: crd_registry(crd_source(s), evaluator))
     policies = attempt(CHAIN_CHECK, lambda s: _policies(s, evaluator, registry))
     state = attempt("cluster-state", _cluster_state)
     if settings.kube_state and state is not None:
@@ -210,8 +202,6 @@ def unusable_paths(settings: Settings) -> list[str]:
 def build_cert_keeper(settings: Settings, metrics_: Metrics):
     """The certificate keeper for the mode, and in secret mode the watch that keeps the
     caBundle in the webhook configurations (else None); neither started."""
-    from webhook import certs
-
     sans = certs.serving_sans(settings.service, settings.extra_sans)
     policy = certs.RotationPolicy(
         ca_validity=settings.ca_validity, serving_validity=settings.serving_validity,
@@ -381,8 +371,6 @@ async def serve(
             return
         slot.set(admitter, prerequisites)
         log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
-        from webhook.cel.engine.cel_expr import warm_up_fallback
-
         await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
         freeze_loaded_heap()
 
