@@ -26,7 +26,7 @@ from aiohttp import web
 
 from webhook import certs, logs, shipped_data
 from webhook.admission.chain import AdmissionChain
-from webhook.cel.engine.cel_expr import warm_up_fallback
+from webhook.cel.engine import cel_expr
 from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.kube import api_client as kube_api_client
@@ -371,7 +371,7 @@ async def serve(
             return
         slot.set(admitter, prerequisites)
         log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
-        await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
+        await asyncio.to_thread(cel_expr.warm_up_fallback)  # ready meanwhile; frozen with the rest below
         freeze_loaded_heap()
 
     tasks = [
