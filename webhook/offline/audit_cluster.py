@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from webhook.inputs.cluster import cluster_crds, watch_cache
 from webhook.inputs.kube import KubeClientConfig, KubeConfigError
 from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.watches import audited_watches, lookup_watches
 from webhook.kinds import Kind
-from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
+from webhook.schema.watched import WatchedCRDs
 from webhook.state.kube import KubeState
 
 
@@ -51,9 +52,8 @@ def read_cluster(api_client: Any, kinds: list[Kind], evaluator: Any, *,
     """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the
     cluster's CRDs; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
     watches, audited = audited_watches(kinds)
-    state = KubeState(api_client, tuple(watches))
-    registry = WatchedCRDs(state, evaluator)
-    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    state = watch_cache(api_client, watches)
+    registry = cluster_crds(state, evaluator)
     synced(state, timeout)
     objects: list[dict[str, Any]] = []
     for watch in audited:
@@ -65,7 +65,7 @@ def read_state(api_client: Any, *, timeout: float) -> KubeState:
     """The cluster view the policies read (``lookup_watches``), listed once and no longer watched
     (``infergate validate --kubeconfig``): every kind it holds whole, as the webhook's; raises
     ``ClusterReadError`` when it does not sync within ``timeout`` s."""
-    state = KubeState(api_client, lookup_watches())
+    state = watch_cache(api_client, lookup_watches())
     synced(state, timeout)
     state.stop()  # what was listed stays: the policies read it, nothing watches any more
     return state

@@ -27,13 +27,12 @@ from aiohttp import web
 from webhook import certs, logs, shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.cel.engine import cel_expr
+from webhook.inputs.cluster import cluster_crds, watch_cache
 from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.policies import PolicySource, load_policy_directory
-from webhook.inputs.watches import webhook_watches
 from webhook.policy.actions import ActionsError
-from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
@@ -41,7 +40,6 @@ from webhook.server.processes import ProcessGroup, Siblings
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
 from webhook.state import FileState
-from webhook.state.kube import KubeState
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
@@ -73,17 +71,9 @@ def crd_source(settings: Settings) -> CRDSource:
     return CRDSource(kubeai_crd=settings.kubeai_crd)
 
 
-def cluster_crds(state: Any, evaluator: Evaluator):
-    """The CRDs the cluster serves (in ``state``, a watch cache not yet started) as the schema:
-    compiled as the CRD watches deliver them, the first list of each before ``state`` is ready."""
-    registry = WatchedCRDs(state, evaluator)
-    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
-    return registry
-
-
 def watch_cluster(api_client: Any, evaluator: Evaluator):
     """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
-    state = KubeState(api_client, webhook_watches())
+    state = watch_cache(api_client)
     registry = cluster_crds(state, evaluator)
     state.start()
     return state, registry
@@ -121,7 +111,7 @@ def _cluster_state(settings: Settings):
     """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
     watching once started), else a directory of manifests."""
     if settings.kube_state:
-        return KubeState(kube_api_client(kube_client_config(settings)), webhook_watches())
+        return watch_cache(kube_api_client(kube_client_config(settings)))
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
