@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from webhook import command_line, kinds, logs
+from webhook.audit import Auditor, build_report
 from webhook.controller import reports
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
@@ -53,6 +54,7 @@ from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
+from webhook.gocompat.time import parse_go_duration
 from webhook.inputs import watches
 from webhook.inputs.kube import KubeClientConfig, KubeConfigError
 from webhook.inputs.policies import PolicySource, load_policy_directory
@@ -425,8 +427,6 @@ def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
 
 def audit_interval(text: str) -> float:
     """``--audit-interval``: a Go duration (``30m``, ``1h``) or seconds, >= 0."""
-    from webhook.gocompat.time import parse_go_duration
-
     try:
         seconds = float(text)
     except ValueError:
@@ -469,8 +469,6 @@ def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) ->
 
 def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
                       elector) -> BackgroundAudit:
-    from webhook.audit import Auditor, build_report
-
     return BackgroundAudit(
         state, api, policies,
         # the policies alone: the objects are as the apiserver stored them (its schema applied)
