@@ -10,7 +10,7 @@ the watch caches' lists).
 
 The rest of infergate reads this table: the webhook configurations' rules
 (``webhook.webhook_config``), the CRDs the webhook's watch cache watches
-(``webhook.schema.bundled.webhook_crd_names``), the watch lists (``webhook.inputs``), the
+(``webhook.inputs.watches.webhook_crd_names``), the watch lists (``webhook.inputs.watches``), the
 controller's kinds (:data:`OWNED`, :data:`WATCHED`) and whose status is whose
 (``webhook.controller.ownership``).
 
