@@ -57,8 +57,8 @@ from webhook.controller.workqueue import ShutDown, WorkQueue
 from webhook.gocompat.time import parse_go_duration
 from webhook.inputs import watches
 from webhook.inputs.kube import KubeClientConfig, KubeConfigError
-from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.inputs.kube import api_client as kube_api_client
+from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.policy.loader import PolicyLoadError
 from webhook.schema import bundled
 from webhook.state.kube import KubeState, WatchedKind
