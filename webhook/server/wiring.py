@@ -27,10 +27,7 @@ from aiohttp import web
 from webhook import certs, logs, shipped_data
 from webhook.admission.chain import AdmissionChain
 from webhook.cel.engine import cel_expr
-from webhook.inputs.cluster import cluster_crds, watch_cache
 from webhook.inputs.crds import CRDSource, crd_registry
-from webhook.inputs.kube import KubeClientConfig
-from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.policy.actions import ActionsError
 from webhook.server.metrics import Metrics
@@ -43,6 +40,7 @@ from webhook.state import FileState
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
+    from webhook.inputs.kube import KubeClientConfig
 
 log = logs.get("server")
 
@@ -73,6 +71,8 @@ def crd_source(settings: Settings) -> CRDSource:
 
 def watch_cluster(api_client: Any, evaluator: Evaluator):
     """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
+    from webhook.inputs.cluster import cluster_crds, watch_cache
+
     state = watch_cache(api_client)
     registry = cluster_crds(state, evaluator)
     state.start()
@@ -111,7 +111,9 @@ def _cluster_state(settings: Settings):
     """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
     watching once started), else a directory of manifests."""
     if settings.kube_state:
-        return watch_cache(kube_api_client(kube_client_config(settings)))
+        from webhook.inputs.cluster import watch_cache
+
+        return watch_cache(kube_client(settings))
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
@@ -146,6 +148,8 @@ def prepare_admitter(
     policies = attempt(CHAIN_CHECK, lambda s: _policies(s, evaluator, registry))
     state = attempt("cluster-state", _cluster_state)
     if settings.kube_state and state is not None:
+        from webhook.inputs.cluster import cluster_crds
+
         registry = cluster_crds(state, evaluator)
     if failed:
         raise InputsFailed(failed)
@@ -200,7 +204,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
     on_bundle = publisher = None
     if settings.cert_mode == "secret":
-        api_client = kube_api_client(kube_client_config(settings))
+        api_client = kube_client(settings)
         namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
@@ -229,8 +233,19 @@ def kube_client_config(settings: Settings) -> KubeClientConfig:
     """The webhook's client: in a pod its service account, elsewhere ``--kubeconfig`` (else
     $KUBECONFIG); a pool for every watch of the cache (one per kind and per watched CRD); its own
     writes (caBundle, the certificate Secret) made as ``WEBHOOK_FIELD_MANAGER``."""
+    from webhook.inputs.kube import KubeClientConfig
+
     return KubeClientConfig(kubeconfig=settings.kubeconfig, pool_size=WEBHOOK_CLIENT_POOL,
                             user_agent=WEBHOOK_FIELD_MANAGER)
+
+
+def kube_client(settings: Settings):
+    """The webhook's Kubernetes client. The kubernetes package (some 400 modules) is imported
+    only here and by the watch cache: a webhook on files (the embedded default, --state-dir)
+    never loads it."""
+    from webhook.inputs.kube import api_client
+
+    return api_client(kube_client_config(settings))
 
 
 def _own_namespace() -> str:
