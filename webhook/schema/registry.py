@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from webhook import documents
-from webhook.apiversion import group_of
+from webhook.apiversion import group_of, split
 from webhook.documents import Document
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
@@ -431,7 +431,7 @@ def _foreign_body(obj: dict[str, Any], endpoint: ServedVersion, field_validation
     in the body's own kind and version; else the version's 400 carries them as warnings
     (``customresource_handler.go``, ``schemaCoercingDecoder``; ``handlers/create.go``)."""
     api_version, kind = obj["apiVersion"], obj["kind"]
-    group, _, version = api_version.rpartition("/")
+    group, version = split(api_version)
     try:
         _, unknown = coerce_object_meta(obj.get("metadata"), "")
     except MetadataDecodeError as exc:
