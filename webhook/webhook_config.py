@@ -2,9 +2,10 @@
 
 :func:`build_webhook_configurations` is the one definition of these objects: ``infergate
 webhook-config`` prints it and the chart's templates render the same (its tests compare).
-The rules come from the CRDs the webhook serves (``webhook.schema.bundled.webhook_kinds``:
-infergate's own and the third-party kinds a shipped policy may apply to, current and earlier
-versions; not the schema-only kinds ``validate`` merely knows): every served version of every
+The rules come from the kinds the webhook serves (``webhook.kinds``, declared ``served``:
+infergate's own and the third-party kinds a shipped policy may apply to) at the versions their
+bundled CRDs serve (``webhook.schema.bundled.served_kinds``: current and earlier; not the
+schema-only kinds ``validate`` merely knows): every served version of every
 kind, the operations the webhook judges, never the ``/status`` subresource (status writes
 belong to the controller and carry no spec to judge). A rule for a kind whose CRD the
 cluster does not have matches nothing and costs nothing; with ``matchPolicy: Equivalent`` a
@@ -17,13 +18,15 @@ import argparse
 import base64
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from webhook import documents
+from webhook.apiversion import api_version_of
+from webhook.kinds import Kind
+from webhook.schema.bundled import served_kinds as bundled_served_kinds
 
 WEBHOOK_PATHS = {"mutate": "/mutate", "validate": "/validate"}
 OPERATIONS = {"mutate": ("CREATE", "UPDATE"), "validate": ("CREATE", "UPDATE")}
@@ -39,19 +42,11 @@ ROUTE_REFERENCES_A_POOL = (
 MAX_TIMEOUT_SECONDS = 5
 
 
-@dataclass(frozen=True)
-class ServedResource:
-    group: str
-    versions: tuple[str, ...]
-    plural: str
-    kind: str
-    namespaced: bool
-
-
-def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
-    """Every CRD in ``crds_dir`` (default: the bundled CRDs), sorted by group and plural."""
+def served_kinds(crds_dir: Path | None = None) -> list[Kind]:
+    """Every served version of every CRD in ``crds_dir`` (default: the kinds the webhook serves,
+    at the versions of their bundled CRDs), sorted by group and plural."""
     if crds_dir is None:
-        return _bundled_resources()
+        return bundled_served_kinds()
     read, errors = documents.read([Path(crds_dir)])  # as CRDRegistry reads CRDs
     if errors:
         raise ValueError(str(errors[0]))
@@ -60,35 +55,19 @@ def served_resources(crds_dir: Path | None = None) -> list[ServedResource]:
         if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
             continue
         spec = doc["spec"]
-        versions = tuple(v["name"] for v in spec.get("versions", []) if v.get("served", True))
-        found.append(ServedResource(
-            group=spec["group"], versions=versions, plural=spec["names"]["plural"],
-            kind=spec["names"]["kind"], namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-        ))
+        found += [Kind(api_version_of(spec["group"], v["name"]), spec["names"]["kind"], spec["names"]["plural"],
+                       spec.get("scope", "Namespaced") == "Namespaced")
+                  for v in spec.get("versions", []) if v.get("served", True)]
     if not found:
         raise ValueError(f"no CustomResourceDefinition in {crds_dir}")
-    return sorted(found, key=lambda r: (r.group, r.plural))
+    return sorted(found, key=lambda k: (k.group, k.plural))
 
 
-def _bundled_resources() -> list[ServedResource]:
-    from webhook.schema.bundled import version_priority, webhook_kinds
-
-    versions: dict[tuple[str, str, str, bool], list[str]] = {}
-    for kind in webhook_kinds():  # the KubeAI Model CRD chosen makes no difference: same kind, same version
-        versions.setdefault((kind.group, kind.plural, kind.kind, kind.namespaced), []).append(kind.version)
-    for vs in versions.values():  # the newest first (audited_kinds watches that one)
-        vs.sort(key=version_priority, reverse=True)
-    return sorted((ServedResource(group, tuple(vs), plural, kind, namespaced)
-                   for (group, plural, kind, namespaced), vs in versions.items()),
-                  key=lambda r: (r.group, r.plural))
-
-
-def rules(resources: Iterable[ServedResource], operations: Sequence[str]) -> list[dict[str, Any]]:
+def rules(served: Iterable[Kind], operations: Sequence[str]) -> list[dict[str, Any]]:
     """One rule per group and version (the resources of a group share their version)."""
-    grouped: dict[tuple[str, str], list[ServedResource]] = {}
-    for r in resources:
-        for version in r.versions:
-            grouped.setdefault((r.group, version), []).append(r)
+    grouped: dict[tuple[str, str], list[Kind]] = {}
+    for kind in served:
+        grouped.setdefault((kind.group, kind.version), []).append(kind)
     return [
         {
             "apiGroups": [group],
@@ -130,7 +109,7 @@ def build_webhook_configurations(
     namespace: str = "infergate",
     failure_policy: str = "Fail",
     timeout_seconds: int = MAX_TIMEOUT_SECONDS,
-    resources: Sequence[ServedResource] | None = None,
+    served: Sequence[Kind] | None = None,
     labels: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(MutatingWebhookConfiguration, ValidatingWebhookConfiguration) for the webhook at
@@ -147,7 +126,7 @@ def build_webhook_configurations(
         raise ValueError(f"timeoutSeconds must be within 1..{MAX_TIMEOUT_SECONDS}, got {timeout_seconds}")
     if service is not None:
         namespace = service.partition("/")[0] or namespace
-    served = list(resources) if resources is not None else served_resources()
+    served = list(served) if served is not None else served_kinds()
 
     def webhook(endpoint: str) -> dict[str, Any]:
         hook: dict[str, Any] = {
@@ -232,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         objects = build_webhook_configurations(
             url=args.url, service=args.service, port=args.port, ca_bundle=ca_bundle, name=args.name,
             failure_policy=args.failure_policy, timeout_seconds=args.timeout_seconds,
-            resources=served_resources(args.crds_dir) if args.crds_dir else None,
+            served=served_kinds(args.crds_dir) if args.crds_dir else None,
         )
     except (ValueError, OSError, yaml.YAMLError) as exc:
         return command_line.error(f"webhook-config: {exc}")

@@ -692,10 +692,11 @@ def grants(name: str, role_suffix: str) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("audit", [True, False], ids=["audit", "no-audit"])
 def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(audit):
-    from webhook.controller import kinds, reports
+    from webhook import kinds
+    from webhook.controller import reports
     from webhook.controller.ownership import status_writes
     from webhook.controller.runner import controller_watches
-    from webhook.state.base import group_of
+    from webhook.apiversion import group_of
 
     name = "default" if audit else "no-audit"
     granted = grants(name, "-controller")
@@ -732,8 +733,8 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
     on its own two webhook configurations by name (the caBundle watch, webhook.certs), and
     reads nothing else."""
     from webhook import certs
-    from webhook.server.wiring import webhook_watches
-    from webhook.state.base import group_of
+    from webhook.inputs.watches import webhook_watches
+    from webhook.apiversion import group_of
 
     (role,) = [o for o in objects("default") if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "infergate"]
     reads: dict[tuple[str, str], list[str] | None] = {}
@@ -755,7 +756,7 @@ def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():
 def test_the_controller_writes_status_as_the_values_say():
     """controller.statusWrites becomes --status-writes flags the controller parses: by default
     KubeAI's Model is left to KubeAI's controller."""
-    from webhook.controller import kinds
+    from webhook import kinds
     from webhook.controller.ownership import status_writes
 
     def flags(values):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.changes import ChangeFeed, affected_keys
 from webhook.controller.snapshot import MemoryState
 

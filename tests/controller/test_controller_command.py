@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 import yaml
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.leader import LEASE
 
 from tests.support.apiserver import FakeApiServer

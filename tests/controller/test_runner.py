@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import pytest
 from kubernetes.client import ApiClient, Configuration
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import KubeApi
 from webhook.controller.leader import LEASE, LeaderElector, LeaseConfig

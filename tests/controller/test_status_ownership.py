@@ -14,7 +14,7 @@ from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
 from tests.support import managed_fields
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import KubeApi
 from webhook.controller.leader import LeaderElector, LeaseConfig

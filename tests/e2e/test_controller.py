@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.ownership import FIELD_MANAGER, status_writes
 
 from . import cluster, offline, processes, scenarios

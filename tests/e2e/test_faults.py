@@ -17,7 +17,8 @@ import pytest
 from kubernetes import config as kube_config
 
 from webhook import certs
-from webhook.state.kube import WEBHOOK_KINDS, KubeState
+from webhook.inputs.watches import lookup_watches
+from webhook.state.kube import KubeState
 
 from . import offline, processes, scenarios
 from .api import wait_for
@@ -132,7 +133,7 @@ def test_watch_answered_410_gone_relists(cluster_run):
 
     client = kube_config.new_client_from_config(config_file=cluster_run.identities.get("webhook")
                                                 or cluster_run.kubeconfig)
-    cache = FromAnOldResourceVersion(client, WEBHOOK_KINDS)
+    cache = FromAnOldResourceVersion(client, lookup_watches())
     cache.start()
     try:
         wait_for("the cache listed every kind", lambda: cache.ready, timeout=60)

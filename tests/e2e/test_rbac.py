@@ -31,9 +31,10 @@ from datetime import datetime, timezone
 import pytest
 
 from webhook import certs
-from webhook.controller import kinds, reports
+from webhook import kinds
+from webhook.controller import reports
 from webhook.controller.runner import audited_kinds
-from webhook.server.wiring import webhook_watches
+from webhook.inputs.watches import webhook_watches
 
 from . import chart, cluster, identities, processes, scenarios
 from .api import wait_for

@@ -23,7 +23,7 @@ import pytest
 from cryptography import x509
 
 from tests.support.paths import KUBEAI_V0_12_CRD
-from webhook.schema import bundled
+from webhook.inputs.watches import webhook_crd_names
 
 from . import chart, cluster, scenarios
 from .api import wait_for
@@ -218,7 +218,7 @@ def test_without_the_served_crds_the_webhook_is_ready_and_judging_after_an_apise
     chart_only(run)
     command = restart_command()
     kube, run_id = run.kube, run.run_id
-    served = sorted(bundled.webhook_crd_names())
+    served = sorted(webhook_crd_names())
     present = [name for name in served if kube.get(*cluster.CRD, name) is not None]
     assert not present, f"the cluster already serves {present}: this scenario needs a cluster without them"
     namespace = f"infergate-e2e-bare-{run_id}"[:63]

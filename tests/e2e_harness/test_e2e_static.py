@@ -22,7 +22,7 @@ from kubernetes.client import ApiClient, Configuration
 from e2e import api, chart, cluster, decisions, offline, scenarios, selection, webhooks
 from e2e import test_admission, test_controller, test_operations, test_rbac, test_release
 from webhook import certs
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.schema.crd_admission import check_crd
 from tests.support.paths import REPO
 from tests.support.cel import EVALUATOR

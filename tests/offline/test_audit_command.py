@@ -315,10 +315,11 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_a_live_audit_watches_each_audited_kind_once_at_its_newest_version():
     from webhook.audit import Auditor
-    from webhook.offline.audit_cluster import audited_watches, version_key
+    from webhook.apiversion import group_of, version_of
+    from webhook.inputs.watches import audited_watches, lookup_watches
     from webhook.policy import PolicySet
-    from webhook.state import FileState, group_of
-    from webhook.state.kube import WEBHOOK_KINDS
+    from webhook.schema.bundled import version_priority as version_key
+    from webhook.state import FileState
 
     registry = CRDRegistry.shipped(evaluator=EVALUATOR)
     kinds = Auditor(registry, PolicySet.load(POLICIES, evaluator=EVALUATOR), FileState(objects=[])).audited_kinds()
@@ -329,12 +330,11 @@ def test_a_live_audit_watches_each_audited_kind_once_at_its_newest_version():
     every = [(group_of(w.api_version), w.kind, w.field_selector) for w in watches]
     assert len(every) == len(set(every))
     for watch in audited:
-        if watch in WEBHOOK_KINDS:
+        if watch in lookup_watches():
             continue  # the webhook's own watch of the kind
-        versions = sorted((api.rpartition("/")[2] for api, kind, _, _ in kinds
-                           if (group_of(api), kind) == (group_of(watch.api_version), watch.kind)),
+        versions = sorted((k.version for k in kinds if (k.group, k.kind) == (group_of(watch.api_version), watch.kind)),
                           key=version_key, reverse=True)
-        assert [v.rpartition("/")[2] for v in watch.api_versions] == versions
+        assert [version_of(v) for v in watch.api_versions] == versions
     assert ("kubeai.org", "Model") in keys
     assert version_key("v1") > version_key("v1beta2") > version_key("v1beta1") > version_key("v1alpha2")
 

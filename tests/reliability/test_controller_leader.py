@@ -12,7 +12,7 @@ from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.kubeapi import ApiError, KubeApi
 from webhook.controller.leader import LEASE, LeaderElector, LeaseConfig
 

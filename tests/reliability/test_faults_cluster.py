@@ -26,8 +26,11 @@ from webhook.admission.chain import AdmissionChain
 from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
 from webhook.server.wiring import cluster_state_checks
-from webhook.state.base import group_of
-from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
+from webhook.apiversion import group_of
+from webhook.inputs.watches import lookup_watches
+from webhook.state.kube import Backoff, KubeState
+
+WEBHOOK_KINDS = lookup_watches()
 
 from .conftest import ServerThread, review, wait_until
 from tests.support.cel import EVALUATOR
@@ -101,7 +104,7 @@ class Api:
 
 def serving(tmp_path, failure_mode: str = "deny", unserved: tuple[str, ...] = ()):
     api = Api(unserved)
-    state = KubeState(api.client(), backoff=Backoff(0.05, 0.2))
+    state = KubeState(api.client(), WEBHOOK_KINDS, backoff=Backoff(0.05, 0.2))
     chain = AdmissionChain(CRDRegistry.shipped(evaluator=EVALUATOR), PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR), state)
     # as load_admitter wires it: the chain judges only once the state is synced
     prerequisites = cluster_state_checks(state)

@@ -10,8 +10,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from webhook.schema.bundled import webhook_crd_names
-from webhook.server.wiring import webhook_watches
+from webhook.inputs.watches import webhook_crd_names, webhook_watches
 from tests.support.paths import CHART, REPO
 
 NAMESPACE, RELEASE = "infergate-system", "infergate"

@@ -22,7 +22,8 @@ from webhook.policy import PolicySet
 from webhook.schema import CRDRegistry
 from webhook.shipped_data import data_dir
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
-from webhook.server.wiring import watch_cluster, webhook_watches
+from webhook.inputs.watches import webhook_crd_names, webhook_watches
+from webhook.server.wiring import watch_cluster
 from webhook.state.kube import WatchedKind
 
 from .conftest import review, start_server
@@ -168,7 +169,6 @@ async def test_every_served_version_is_judged(cluster):
 def test_the_crds_watched_are_the_bundled_kinds_by_name():
     """One watch per bundled CRD, by a metadata.name field selector (RBAC grants them by name:
     tests/test_chart.py), and no other CRD."""
-    from webhook.schema.bundled import webhook_crd_names
 
     watched = [k for k in webhook_watches() if k.kind == CRD_KIND]
     assert sorted(k.field_selector for k in watched) == sorted(f"metadata.name={n}" for n in webhook_crd_names())

@@ -12,7 +12,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.models import V1MutatingWebhookConfiguration, V1ValidatingWebhookConfiguration
 
 from webhook import certs
-from webhook.webhook_config import MAX_TIMEOUT_SECONDS, build_webhook_configurations, served_resources
+from webhook.webhook_config import MAX_TIMEOUT_SECONDS, build_webhook_configurations, served_kinds
 from webhook.cel import Evaluator
 
 
@@ -22,8 +22,11 @@ def roundtrip(obj, model):
     return ApiClient().sanitize_for_serialization(model.from_dict(obj))
 
 
-def test_served_resources_are_the_bundled_kinds_current_and_earlier():
-    served = {(r.group, r.plural, r.versions) for r in served_resources()}
+def test_served_kinds_are_the_bundled_kinds_current_and_earlier():
+    versions: dict[tuple[str, str], tuple[str, ...]] = {}
+    for kind in served_kinds():  # the newest version of a kind first
+        versions[(kind.group, kind.plural)] = versions.get((kind.group, kind.plural), ()) + (kind.version,)
+    served = {(group, plural, vs) for (group, plural), vs in versions.items()}
     assert served == {
         ("ai.deckhouse.io", "inferenceserviceclasses", ("v1alpha1",)),
         ("ai.deckhouse.io", "inferenceservices", ("v1alpha1",)),
@@ -56,7 +59,7 @@ def test_service_configurations_cover_every_kind_and_exclude_system_namespaces()
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["infergate", "kube-system"]}
         ]
         covered = {(g, r) for rule in hook["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
-        assert covered == {(r.group, r.plural) for r in served_resources()}
+        assert covered == {(k.group, k.plural) for k in served_kinds()}
         assert all(set(rule["operations"]) == {"CREATE", "UPDATE"} for rule in hook["rules"])
         assert not any("/" in r for rule in hook["rules"] for r in rule["resources"])  # never /status
         assert [c["name"] for c in hook["matchConditions"]] == ["not-being-deleted", "inference-routes-only"]

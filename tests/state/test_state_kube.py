@@ -15,7 +15,8 @@ from aiohttp import web
 from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer, eventually
-from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState, WatchedKind
+from webhook.inputs.watches import lookup_watches
+from webhook.state.kube import Backoff, KubeState, WatchedKind
 
 NAMESPACES = WatchedKind("v1", "Namespace", "namespaces")
 SECRETS = WatchedKind("v1", "Secret", "secrets")
@@ -160,7 +161,7 @@ async def test_secrets_are_cached_without_data(cluster):
 async def test_the_webhook_watches_secrets_as_metadata_only(cluster):
     """No Secret value crosses the wire: list and watch ask for PartialObjectMetadata."""
     api, make_state = cluster
-    (webhook_secrets,) = [k for k in WEBHOOK_KINDS if k.kind == "Secret"]
+    (webhook_secrets,) = [k for k in lookup_watches() if k.kind == "Secret"]
     assert webhook_secrets.metadata_only
     secrets = api.serve(webhook_secrets, typed_list=True)
     api.add(secrets, {"metadata": {"name": "hf", "namespace": "team-a", "labels": {"app": "x"}}, "type": "Opaque",
@@ -287,7 +288,7 @@ async def test_an_older_served_version_is_watched_when_the_newer_is_not(cluster)
     api, make_state = cluster
     legacy = api.serve(WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools"))
     api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    (watched,) = [k for k in lookup_watches() if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
     state = make_state((watched,))
     assert await state.wait_ready(15)
     found = state.get("inference.networking.x-k8s.io/v1alpha2", "InferencePool", "pool", "ml-team")
@@ -303,7 +304,7 @@ async def test_inference_models_of_a_cluster_serving_only_v1alpha2_are_watched(c
     served = api.serve(WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceModel", "inferencemodels"))
     api.add(served, {"metadata": {"name": "chat", "namespace": "ml-team"},
                      "spec": {"modelName": "llama", "poolRef": {"name": "pool"}}})
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferenceModel"]
+    (watched,) = [k for k in lookup_watches() if k.kind == "InferenceModel"]
     assert watched.api_versions == ("inference.networking.x-k8s.io/v1alpha2", "inference.networking.x-k8s.io/v1alpha1")
     state = make_state((watched,))
     assert await state.wait_ready(15)
@@ -313,7 +314,7 @@ async def test_inference_models_of_a_cluster_serving_only_v1alpha2_are_watched(c
 
 async def test_a_kind_served_in_no_version_is_empty_and_ready(cluster):
     api, make_state = cluster
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    (watched,) = [k for k in lookup_watches() if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
     state = make_state((watched,))
     assert await state.wait_ready(15)
     assert state.list(watched.api_version, "InferencePool") == []
@@ -326,7 +327,7 @@ async def test_a_group_upgraded_in_place_moves_to_the_newer_version(cluster):
     old_kind = WatchedKind("inference.networking.x-k8s.io/v1alpha1", "InferencePool", "inferencepools")
     legacy = api.serve(old_kind)
     api.add(legacy, {"metadata": {"name": "pool", "namespace": "ml-team"}, "spec": {"targetPortNumber": 8000}})
-    (watched,) = [k for k in WEBHOOK_KINDS if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
+    (watched,) = [k for k in lookup_watches() if k.kind == "InferencePool" and k.api_version.startswith("inference.networking.x")]
     state = make_state((watched,))
     assert await state.wait_ready(15)
     await eventually(lambda: legacy.watchers)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from webhook.state import FileState, trim_pod
-from webhook.state.kube import WEBHOOK_KINDS
+from webhook.inputs.watches import lookup_watches
 from tests.support.cel import EVALUATOR
 
 
@@ -56,7 +56,7 @@ def test_file_state_keeps_the_trimmed_pod(tmp_path):
 
 
 def test_the_webhook_watches_what_the_new_policies_read():
-    watched = {(k.api_version, k.kind) for k in WEBHOOK_KINDS}
+    watched = {(k.api_version, k.kind) for k in lookup_watches()}
     assert watched >= {
         ("v1", "Pod"), ("v1", "Service"), ("gateway.networking.k8s.io/v1", "HTTPRoute"),
         ("inference.networking.k8s.io/v1", "InferencePool"), ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"),

@@ -12,8 +12,10 @@ from kubernetes.client import ApiClient, Configuration
 
 from tests.support.apiserver import FakeApiServer
 from webhook import shipped_data
-from webhook.state import FileState, group_of
-from webhook.state.kube import WEBHOOK_KINDS, Backoff, KubeState
+from webhook.apiversion import group_of
+from webhook.state import FileState
+from webhook.inputs.watches import lookup_watches
+from webhook.state.kube import Backoff, KubeState
 
 
 def example_objects() -> list[dict]:
@@ -31,14 +33,14 @@ async def make_state(request, aiohttp_server):
         if request.param == "files":
             return FileState(None, objects=copy.deepcopy(objects))
         api = FakeApiServer()
-        resources_ = {(group_of(k.api_version), k.kind): api.serve(k) for k in WEBHOOK_KINDS}
+        resources_ = {(group_of(k.api_version), k.kind): api.serve(k) for k in lookup_watches()}
         for obj in objects:
             res = resources_.get((group_of(obj["apiVersion"]), obj["kind"]))
             if res is not None:
                 api.add(res, obj)
         server = await aiohttp_server(api.app())
         state = KubeState(ApiClient(Configuration(host=str(server.make_url("")).rstrip("/"))),
-                          backoff=Backoff(0.01, 0.05))
+                          lookup_watches(), backoff=Backoff(0.01, 0.05))
         state.start()
         states.append(state)
         assert await state.wait_ready(15)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
+from webhook.apiversion import split
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
 from webhook.schema import CRDRegistry, RequestError, field_validation
@@ -64,7 +65,7 @@ def offline_request(obj: dict[str, Any], old: dict[str, Any] | None = None, subr
     if field_validation is not None:
         options["fieldValidation"] = field_validation
     api_version = str(obj.get("apiVersion", ""))
-    group, _, version = api_version.rpartition("/")
+    group, version = split(api_version)
     kind = str(obj.get("kind", ""))
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     return AdmissionRequest(

@@ -35,6 +35,7 @@ from typing import Any, Iterable
 
 from webhook.admission.chain import AdmissionChain, CRDSource, offline_request, request_view
 from webhook.audit.results import CRD_SCHEMA, DENY, AuditResult, ObjectAudit, ResourceRef, ordered
+from webhook.kinds import Kind
 from webhook.policy import Policy, PolicyInput, PolicySet, PolicySetProvider, Trace, Verdict
 from webhook.policy.actions import own_actions
 from webhook.schema import CRDRegistry, RequestError
@@ -94,9 +95,9 @@ class Auditor:
                 results += _judge(policy, inp, mutating, policy_set, unchecked)
         return ObjectAudit(ref, ordered(results), tuple(unchecked))
 
-    def audited_kinds(self) -> list[tuple[str, str, str, bool]]:
-        """``(apiVersion, kind, plural, namespaced)`` of every kind the CRDs in force serve that a
-        policy may apply to (what a live audit lists), in order."""
+    def audited_kinds(self) -> list[Kind]:
+        """Every kind (at every version) the CRDs in force serve that a policy may apply to (what
+        a live audit lists), in order."""
         registry = self.registry.current() if self.registry is not None else None
         if registry is None:
             return []
@@ -106,7 +107,7 @@ class Auditor:
             served = registry.served(api_version, kind)
             key = (served.group, kind, "CREATE", "")
             if any(policy_set.for_review(key, mutating=m) for m in (True, False)):
-                found.append((api_version, kind, served.plural, served.namespaced))
+                found.append(Kind(api_version, kind, served.plural, served.namespaced))
         return found
 
 

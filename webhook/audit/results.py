@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from webhook.apiversion import group_of
+
 DENY = frozenset({"Deny"})
 CRD_SCHEMA = "crd-schema"  # the policy name of the CRD's own schema and CEL rules
 RESULTS = ("pass", "fail", "warn", "error")  # an OpenReports result (``skip`` is never written)
@@ -32,7 +34,7 @@ class ResourceRef:
 
     @property
     def group(self) -> str:
-        return self.api_version.rpartition("/")[0]
+        return group_of(self.api_version)
 
     def as_dict(self) -> dict[str, str]:
         """``{apiVersion, kind, namespace, name}`` (``-o json``'s resource; the namespace left out

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook import logs
+from webhook.apiversion import group_of
 from webhook.controller import reports
 from webhook.controller.changes import ChangeFeed
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 from webhook.controller.metrics import ControllerMetrics
 
@@ -55,13 +56,9 @@ class AuditSettings:
     rediscover_interval: float = 30.0  # how often it looks for a report CRD while the best is absent
 
 
-def _group(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
-
-
 def object_key(obj: Mapping[str, Any]) -> ObjectKey:
     meta = obj.get("metadata") or {}
-    return _group(str(obj.get("apiVersion", ""))), str(obj.get("kind", "")), meta.get("namespace"), \
+    return group_of(obj.get("apiVersion")), str(obj.get("kind", "")), meta.get("namespace"), \
         str(meta.get("name", ""))
 
 
@@ -71,7 +68,7 @@ def judged(obj: Mapping[str, Any]) -> bool:
     meta = obj.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         return False
-    if obj.get("kind") == "HTTPRoute" and _group(str(obj.get("apiVersion", ""))) == "gateway.networking.k8s.io":
+    if obj.get("kind") == "HTTPRoute" and group_of(obj.get("apiVersion")) == "gateway.networking.k8s.io":
         rules = (obj.get("spec") or {}).get("rules") or ()
         return any(isinstance(ref, Mapping) and ref.get("kind") == "InferencePool"
                    for rule in rules if isinstance(rule, Mapping) for ref in rule.get("backendRefs") or ())
@@ -198,7 +195,7 @@ class BackgroundAudit:
             if not self._own(change):
                 owner = reports.scope_key(change.obj)
                 if owner is not None:
-                    keys.add((_group(owner[0]), owner[1], owner[2], owner[3]))
+                    keys.add((group_of(owner[0]), owner[1], owner[2], owner[3]))
         audited = 0
         for key in sorted(keys, key=lambda k: (k[0], k[1], k[2] or "", k[3])):
             audited += self._one(key)

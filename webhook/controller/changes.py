@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller import kinds
-from webhook.controller.kinds import Kind
+from webhook import kinds
+from webhook.kinds import Kind
 from webhook.controller.reconcilers.service_class import CERTIFICATE_NAMESPACE
 
 # (kind, namespace, name) of an owned object: the work-queue key.

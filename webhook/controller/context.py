@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.controller.planner import Inventory
-from webhook.controller import kinds
+from webhook import kinds
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from webhook import logs
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.conditions import FALSE, TRUE, find
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 from webhook.controller.kubeapi import ApiError, KubeApi
 from webhook.controller.leader import micro_time
 from webhook.controller.timeutil import rfc3339

@@ -19,7 +19,8 @@ import urllib3
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from webhook.controller.kinds import Kind
+from webhook.apiversion import group_of
+from webhook.kinds import Kind
 from webhook.controller.ownership import FIELD_MANAGER, FORCED
 
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: the client sends the body as JSON
@@ -46,7 +47,7 @@ class OwnedElsewhere(Conflict):
 
 
 def object_path(kind: Kind, name: str | None = None, namespace: str | None = None, subresource: str | None = None) -> str:
-    base = f"/apis/{kind.api_version}" if "/" in kind.api_version else f"/api/{kind.api_version}"
+    base = f"/apis/{kind.api_version}" if group_of(kind.api_version) else f"/api/{kind.api_version}"
     scope = f"/namespaces/{namespace}" if kind.namespaced and namespace else ""
     path = f"{base}{scope}/{kind.plural}"
     if name:
@@ -133,7 +134,7 @@ class KubeApi:
     def served_resources(self, api_version: str) -> set[str]:
         """The resource names (plurals) the apiserver serves for ``api_version``; empty when
         the group/version is not installed (e.g. cert-manager or the ai-models catalog)."""
-        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        path = f"/apis/{api_version}" if group_of(api_version) else f"/api/{api_version}"
         try:
             listing = self._request("GET", path)
         except NotFound:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from webhook import logs
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 
 LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases", True)

@@ -27,15 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from webhook.controller import kinds
+from webhook.apiversion import group_of
+from webhook import kinds
 
 FIELD_MANAGER = "infergate-controller"
 
 # the kinds whose status the controller may write, by the name kubectl gives them
 # (<plural>.<group>): two kinds are called Model
-WRITABLE: dict[str, kinds.Kind] = {f"{k.plural}.{k.group}": k for k in kinds.OWNED}
+WRITABLE: dict[str, kinds.Kind] = {d.crd_name: d.status_kind for d in kinds.DECLARATIONS if d.status_kind}
 # off unless asked: another controller owns the status (decisions.md, "Current upstream versions")
-OFF_BY_DEFAULT = frozenset({kinds.KUBEAI_MODEL})
+OFF_BY_DEFAULT = frozenset(d.status_kind for d in kinds.DECLARATIONS if d.status_kind and not d.status_by_default)
 # the kinds whose status fields infergate defines: an apply of them takes them from any manager
 # (an earlier infergate wrote them as "OpenAPI-Generator"); never another controller's kind
 FORCED = frozenset(kinds.OWNED) - OFF_BY_DEFAULT
@@ -44,15 +45,7 @@ FORCED = frozenset(kinds.OWNED) - OFF_BY_DEFAULT
 # the kinds whose status another controller writes, by (group, kind), and who that is; the
 # seed-era v1alpha1 InferencePool (infergate's Ready) is the one version of its group it writes
 OTHER_WRITERS: dict[tuple[str, str], str] = {
-    ("kubeai.org", "Model"): "KubeAI's model controller (status.replicas, status.cache)",
-    ("inference.networking.k8s.io", "InferencePool"): "Gateway implementations (status.parents)",
-    ("inference.networking.x-k8s.io", "InferencePool"): "Gateway implementations (status.parents)",
-    ("llm-d.ai", "InferenceObjective"): "the endpoint picker",
-    ("inference.networking.x-k8s.io", "InferenceObjective"): "the endpoint picker",
-    ("llm-d.ai", "InferenceModelRewrite"): "the endpoint picker",
-    ("inference.networking.x-k8s.io", "InferenceModelRewrite"): "the endpoint picker",
-    ("inference.networking.x-k8s.io", "InferencePoolImport"): "GIE's multi-cluster controller",
-}
+    (d.group, d.kind): d.status_writer for d in kinds.DECLARATIONS if d.status_writer not in ("", kinds.INFERGATE)}
 
 
 def other_writer(obj: Mapping[str, Any], writes: frozenset[kinds.Kind]) -> str | None:
@@ -60,7 +53,7 @@ def other_writer(obj: Mapping[str, Any], writes: frozenset[kinds.Kind]) -> str |
     kind = kinds.BY_KEY.get((obj.get("apiVersion", ""), obj.get("kind", "")))
     if kind is not None and kind in writes:
         return None
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    group = group_of(obj.get("apiVersion"))
     return OTHER_WRITERS.get((group, str(obj.get("kind", ""))))
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.audit.report import MANAGED_BY
-from webhook.controller.kinds import Kind
+from webhook.kinds import Kind
 
 SELECTOR = f"{MANAGED_BY[0]}={MANAGED_BY[1]}"
 

@@ -34,12 +34,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from webhook import command_line, logs
-from webhook.controller import kinds
+from webhook import command_line, kinds, logs
+from webhook.audit import Auditor, build_report
+from webhook.controller import reports
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
 from webhook.controller.auditing import AuditSettings, BackgroundAudit
@@ -52,6 +54,14 @@ from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
+from webhook.gocompat.time import parse_go_duration
+from webhook.inputs import watches
+from webhook.inputs.kube import KubeClientConfig, KubeConfigError
+from webhook.inputs.kube import api_client as kube_api_client
+from webhook.inputs.policies import PolicySource, load_policy_directory
+from webhook.policy.loader import PolicyLoadError
+from webhook.schema import bundled
+from webhook.state.kube import KubeState, WatchedKind
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
@@ -390,17 +400,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="debug, info, warning or error, in any case (default info)")
 
 
-def _api_client(args):
-    from kubernetes import config as kube_config
-    from kubernetes.client import ApiClient
+CONTROLLER_CLIENT_POOL = 64  # connections: more than the watch cache's watches
 
-    if args.kubeconfig:
-        return kube_config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
-    try:
-        kube_config.load_incluster_config()
-        return ApiClient()
-    except kube_config.ConfigException:
-        return kube_config.new_client_from_config(context=args.context)
+
+def kube_client_config(kubeconfig: str | None, context: str | None) -> KubeClientConfig:
+    """The controller's client: ``--kubeconfig`` at ``--context``, else in a pod its service
+    account, else $KUBECONFIG or ~/.kube/config; a pool for every watch of its cache. Its
+    writes name their field manager themselves (``ownership.FIELD_MANAGER``)."""
+    return KubeClientConfig(kubeconfig=Path(kubeconfig) if kubeconfig else None, context=context,
+                            pool_size=CONTROLLER_CLIENT_POOL)
 
 
 def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
@@ -419,8 +427,6 @@ def served_kinds(api: KubeApi) -> tuple[kinds.Kind, ...]:
 
 def audit_interval(text: str) -> float:
     """``--audit-interval``: a Go duration (``30m``, ``1h``) or seconds, >= 0."""
-    from webhook.gocompat.time import parse_go_duration
-
     try:
         seconds = float(text)
     except ValueError:
@@ -443,39 +449,26 @@ def audit_settings(args: argparse.Namespace) -> AuditSettings:
 
 
 def audited_kinds() -> tuple[kinds.Kind, ...]:
-    """The kinds the webhook judges (its configurations' rules: every bundled CRD), one version
-    of each: the newest the bundled CRDs serve."""
-    from webhook.webhook_config import served_resources
+    """The kinds the webhook judges (its configurations' rules), one version of each: the newest
+    the bundled CRDs serve."""
+    newest: dict[tuple[str, str], kinds.Kind] = {}
+    for kind in bundled.served_kinds():  # newest first
+        newest.setdefault((kind.group, kind.kind), kind)
+    return tuple(newest.values())
 
-    return tuple(kinds.Kind(f"{r.group}/{r.versions[0]}", r.kind, r.plural, r.namespaced) for r in served_resources())
 
-
-def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) -> tuple:
+def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) -> tuple[WatchedKind, ...]:
     """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
     policies read and the controller's own reports; one watch per group and kind."""
-    from webhook.controller import reports
-    from webhook.state import WatchedKind  # the watch cache: imported only to run it
-    from webhook.state.kube import WEBHOOK_KINDS
-
-    watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
-    if audit:
-        older = {(w.api_version.rpartition("/")[0], w.kind): w.older_versions for w in WEBHOOK_KINDS}
-        watches += WEBHOOK_KINDS
-        for kind in audited_kinds():
-            watches.append(WatchedKind(kind.api_version, kind.kind, kind.plural,
-                                       older_versions=older.get((kind.group, kind.kind), ())))
-        watches += [WatchedKind(k.api_version, k.kind, k.plural, label_selector=reports.SELECTOR)
-                    for api in reports.REPORT_APIS for k in api.kinds]
-    unique: dict[tuple[str, str], WatchedKind] = {}
-    for watch in watches:
-        unique.setdefault((watch.api_version.rpartition("/")[0], watch.kind), watch)
-    return tuple(unique.values())
+    if not audit:
+        return watches.controller_watches(controller_kinds)
+    report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=reports.SELECTOR)
+                      for api in reports.REPORT_APIS for k in api.kinds]
+    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches)
 
 
 def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
                       elector) -> BackgroundAudit:
-    from webhook.audit import Auditor, build_report
-
     return BackgroundAudit(
         state, api, policies,
         # the policies alone: the objects are as the apiserver stored them (its schema applied)
@@ -493,8 +486,6 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     watched = await asyncio.to_thread(served_kinds, api)
     # an owned kind whose status is not written is not watched either
     watched = tuple(k for k in watched if k not in kinds.OWNED or k in writes_status)
-    from webhook.state import KubeState  # the watch cache: imported only to run it
-
     state = KubeState(api_client, controller_watches(watched, policies is not None))
     elector = None
     if args.leader_elect:
@@ -533,30 +524,15 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     return 0
 
 
-def _policies(args):
+def _policies(source: PolicySource, evaluator: Evaluator):
     """The audit's policies, loaded now (a flag naming a missing or broken directory fails at
-    start) and reloaded by the audit when their files change."""
-    from webhook import shipped_data
-    from webhook.policy import PolicyDirectory
-    from webhook.policy.actions import parse_overrides
-    from webhook.policy.loader import PolicyLoadError
-
-    overrides = parse_overrides(args.policy_actions)  # ActionsError: a ValueError in one line
-    directory = args.policies or shipped_data.policies_dir()
-    if not os.path.isdir(directory):
+    start) and reloaded by the audit when their files change; type-checked against the shipped
+    CRDs (the cluster's change)."""
+    directory = source.path
+    if not directory.is_dir():
         raise ValueError(f"--policies {directory}: no such directory")
-    if args.policy_actions:  # the names, read without compiling (as infergate serve checks them)
-        from webhook.policy.builtin import BUILTIN_POLICIES
-        from webhook.policy.loader import policy_names
-
-        try:
-            names = policy_names(directory) + [p.name for p in BUILTIN_POLICIES]
-        except PolicyLoadError:
-            names = None  # the load below names the file at fault
-        if names is not None:
-            overrides.check(names)
-    try:
-        policies = PolicyDirectory(directory, args.evaluator, actions=overrides)
+    try:  # ActionsError: a ValueError in one line
+        policies = load_policy_directory(source, evaluator)
     except PolicyLoadError as exc:
         first, *rest = [line for line in str(exc).splitlines() if line.strip()] or ["does not load"]
         more = f" (and {len(rest)} more lines)" if rest else ""
@@ -581,12 +557,13 @@ def run(args: argparse.Namespace) -> int:
     policies = None
     if args.audit:
         try:
-            policies = _policies(args)
+            policies = _policies(PolicySource(Path(args.policies) if args.policies else None,
+                                              tuple(args.policy_actions)), args.evaluator)
         except ValueError as exc:
             return command_line.error(f"controller: {exc}")
     try:
-        api_client = _api_client(args)
-    except Exception as exc:  # noqa: BLE001 - any config problem is one line for the user
+        api_client = kube_api_client(kube_client_config(args.kubeconfig, args.context))
+    except KubeConfigError as exc:
         return command_line.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
         return asyncio.run(_serve(args, api_client, writes_status, policies, settings))

@@ -27,9 +27,10 @@ from webhook import command_line, documents
 from webhook.audit import Auditor, ObjectAudit, ResourceRef, build_report
 from webhook.offline.ci import Finding, junit_xml
 from webhook.offline.validate import json_text
+from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
-from webhook.policy.actions import ActionsError, parse_overrides
-from webhook.policy.typecheck import KindSchemas
+from webhook.policy.actions import ActionsError
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
@@ -151,24 +152,17 @@ def _registry(args: argparse.Namespace) -> CRDRegistry:
         given = [doc for raw in args.crd for doc in crd_documents(Path(raw))
                  if isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"]
         one_crd_per_name(given)
-        registry = CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator)
-        for doc in given:
-            registry.add_checked(doc.content, doc.where, replace=True)
-        return registry
+        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, added=tuple(given)), args.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
 
 
 def _policies(directory: str | None, flag: str, args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
-    from webhook import shipped_data
-
+    source = PolicySource(Path(directory) if directory else None, tuple(args.policy_actions))
     try:
-        overrides = parse_overrides(args.policy_actions)
+        return load_policy_set(source, args.evaluator, registry)
     except ActionsError as exc:
         raise SetupError(str(exc)) from None
-    try:
-        return PolicySet.load(Path(directory) if directory else shipped_data.policies_dir(),
-                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds), actions=overrides)
     except PolicyLoadError as exc:
         raise SetupError(f"{flag}: {exc}") from None
 

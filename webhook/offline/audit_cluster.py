@@ -2,25 +2,27 @@
 cache the webhook runs (``webhook.state.kube.KubeState``: paged lists, read-only), with the
 CRDs the cluster serves as the schema (``webhook.schema.watched.WatchedCRDs``).
 
-What is read: what the policies look up (``WEBHOOK_KINDS``), the bundled kinds' CRDs, and every
-kind the bundled CRDs serve that a policy may apply to (one watch per group and kind: its
-newest version, older ones where the cluster serves only those). Nothing is written.
+What is read (``webhook.inputs.watches.audited_watches``): what the policies look up, the served
+kinds' CRDs, and every kind the bundled CRDs serve that a policy may apply to (one watch per
+group and kind: its newest version, older ones where the cluster serves only those). Nothing is
+written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from webhook.schema.bundled import webhook_crd_names
-from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL, WatchedCRDs
-from webhook.state import group_of
-from webhook.state.kube import WEBHOOK_KINDS, KubeState, WatchedKind
-
-_VERSION = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?$")
+from webhook.inputs.cluster import cluster_crds, watch_cache
+from webhook.inputs.kube import KubeClientConfig, KubeConfigError
+from webhook.inputs.kube import api_client as kube_api_client
+from webhook.inputs.watches import audited_watches, lookup_watches
+from webhook.kinds import Kind
+from webhook.schema.watched import WatchedCRDs
+from webhook.state.kube import KubeState
 
 
 class ClusterReadError(RuntimeError):
@@ -34,58 +36,24 @@ class ClusterObjects:
     registry: WatchedCRDs
 
 
-def version_key(version: str) -> tuple[int, int, int]:
-    """Kubernetes' version priority: GA over beta over alpha, then by number."""
-    found = _VERSION.match(version)
-    if found is None:
-        return (-1, -1, -1)
-    major, stage, minor = found.groups()
-    return int(major), {"alpha": 0, "beta": 1, None: 2}[stage], int(minor or 0)
-
-
-def audited_watches(kinds: list[tuple[str, str, str, bool]]) -> tuple[list[WatchedKind], list[WatchedKind]]:
-    """(every watch, the watches of audited kinds) for ``kinds`` (``Auditor.audited_kinds``):
-    one per group and kind, the webhook's own where it watches the kind already."""
-    by_kind: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for api_version, kind, plural, _ in kinds:
-        by_kind.setdefault((group_of(api_version), kind), []).append((api_version.rpartition("/")[2], plural))
-    webhook = {(group_of(k.api_version), k.kind): k for k in WEBHOOK_KINDS}
-    audited: list[WatchedKind] = []
-    extra: list[WatchedKind] = []
-    for (group, kind), versions in sorted(by_kind.items()):
-        if (group, kind) in webhook:
-            audited.append(webhook[(group, kind)])
-            continue
-        versions.sort(key=lambda v: version_key(v[0]), reverse=True)
-        newest, plural = versions[0]
-        watch = WatchedKind(f"{group}/{newest}" if group else newest, kind, plural,
-                            older_versions=tuple(v for v, _ in versions[1:]))
-        audited.append(watch)
-        extra.append(watch)
-    crds = [WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
-            for name in sorted(webhook_crd_names())]
-    return list(WEBHOOK_KINDS) + extra + crds, audited
-
-
 def api_client(kubeconfig: str | None, context: str | None) -> Any:
     """A client of the cluster of ``kubeconfig`` (None: ``$KUBECONFIG``, else ``~/.kube/config``)
-    and ``context`` (None: its current one); a bad kubeconfig raises ``ClusterReadError``, in one line."""
-    from kubernetes import config as kube_config
-
+    and ``context`` (None: its current one), never the pod's own; a bad kubeconfig raises
+    ``ClusterReadError``, in one line."""
     try:
-        return kube_config.new_client_from_config(config_file=kubeconfig, context=context)
-    except Exception as exc:  # the kubernetes client raises several types for a bad kubeconfig
-        raise ClusterReadError(" ".join(str(exc).split())) from None
+        return kube_api_client(KubeClientConfig(kubeconfig=Path(kubeconfig) if kubeconfig else None,
+                                                context=context, in_cluster=False))
+    except KubeConfigError as exc:
+        raise ClusterReadError(str(exc)) from None
 
 
-def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evaluator: Any, *,
+def read_cluster(api_client: Any, kinds: list[Kind], evaluator: Any, *,
                  timeout: float) -> ClusterObjects:
     """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the
     cluster's CRDs; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
     watches, audited = audited_watches(kinds)
-    state = KubeState(api_client, tuple(watches))
-    registry = WatchedCRDs(state, evaluator)
-    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
+    state = watch_cache(api_client, watches)
+    registry = cluster_crds(state, evaluator)
     synced(state, timeout)
     objects: list[dict[str, Any]] = []
     for watch in audited:
@@ -94,10 +62,10 @@ def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evalu
 
 
 def read_state(api_client: Any, *, timeout: float) -> KubeState:
-    """The cluster view the policies read (``WEBHOOK_KINDS``), listed once and no longer watched
+    """The cluster view the policies read (``lookup_watches``), listed once and no longer watched
     (``infergate validate --kubeconfig``): every kind it holds whole, as the webhook's; raises
     ``ClusterReadError`` when it does not sync within ``timeout`` s."""
-    state = KubeState(api_client, WEBHOOK_KINDS)
+    state = watch_cache(api_client, lookup_watches())
     synced(state, timeout)
     state.stop()  # what was listed stays: the policies read it, nothing watches any more
     return state

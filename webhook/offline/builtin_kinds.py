@@ -18,6 +18,7 @@ import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.apiversion import group_of, split, version_of
 from webhook.schema.field_validation import MAX_STRICT_ERRORS, FieldValidation, StrictDecodingError
 from webhook.schema.field_validation import apply as apply_field_validation
 from webhook.schema.fielderrors import bad_request_status
@@ -29,7 +30,7 @@ def is_builtin_group(api_version: str) -> bool:
     """Whether ``api_version`` can be a built-in API: the core group, a group without a dot
     (apps, batch, policy, autoscaling) or a ``*.k8s.io`` one. A CRD's group always has a dot, so
     ``apps.example.com`` is never taken for ``apps``."""
-    group = api_version.rpartition("/")[0]
+    group = group_of(api_version)
     return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
@@ -87,7 +88,7 @@ class BuiltinSchemas:
         from kubernetes_validate import utils
         from referencing import Registry, Resource
 
-        group, _, version = api_version.rpartition("/")
+        group, version = split(api_version)
         name = f"{kind.lower()}-{group.split('.')[0]}-{version}" if group else f"{kind.lower()}-{version}"
         directory = self._schema_directory()
         try:
@@ -143,7 +144,7 @@ class BuiltinSchemas:
             return None
         api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
         try:
-            warnings = apply_field_validation(field_validation, kind, api_version.rpartition("/")[2],
+            warnings = apply_field_validation(field_validation, kind, version_of(api_version),
                                               self.unknown_fields(obj))
         except StrictDecodingError as exc:
             return BuiltinAnswer(False, bad_request_status(str(exc)))
@@ -230,7 +231,7 @@ def invalid_status(obj: dict[str, Any], causes: list[Cause]) -> dict[str, Any]:
     """The 422 Status the apiserver's answer would take (as a CRD's denial does)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kind, name = str(obj.get("kind")), str(meta.get("name") or "")
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    group = group_of(obj.get("apiVersion"))
     lines = [f"{c.field}: {c.message}" for c in causes]
     qualified = f"{kind}.{group}" if group else kind  # as the apiserver names it: Deployment.apps "web"
     message = f'{qualified} "{name}" is invalid: ' + (lines[0] if len(lines) == 1 else f"[{', '.join(lines)}]")

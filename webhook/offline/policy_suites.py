@@ -18,11 +18,13 @@ from pydantic import ValidationError
 
 from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
+from webhook.apiversion import split
 from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
 from webhook.policy.actions import ActionsError, ordered, overrides_from
+from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
 
@@ -128,12 +130,7 @@ def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
 @lru_cache(maxsize=8)
 def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None, evaluator: Evaluator) -> CRDRegistry:
     # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
-    if sources is None:
-        return CRDRegistry.shipped(kubeai_crd, evaluator=evaluator)
-    missing = [str(p) for p in sources if not p.exists()]
-    if missing:
-        raise CRDLoadError(f"no such file or directory: {', '.join(missing)}")
-    return CRDRegistry.load(sources, evaluator=evaluator)
+    return crd_registry(CRDSource(paths=sources, kubeai_crd=kubeai_crd), evaluator)
 
 
 @lru_cache(maxsize=1)
@@ -193,7 +190,7 @@ def build_request(registry: CRDRegistry, suite: PolicySuite, case: SuiteCase) ->
     operation = case.operation or ("UPDATE" if case.old is not None else "CREATE")
     subject = case.object if case.object is not None else case.old or {}
     api_version = str(subject.get("apiVersion", ""))
-    group, _, version = api_version.rpartition("/")
+    group, version = split(api_version)
     kind = str(subject.get("kind", ""))
     meta = subject.get("metadata") if isinstance(subject.get("metadata"), dict) else {}
     served = registry.served(api_version, kind)

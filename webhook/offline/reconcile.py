@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from webhook import command_line
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.conditions import TRUE
 from webhook.controller.context import ReconcileContext, Settings
 from webhook.controller.ownership import StatusWritesError, other_writer, status_writes

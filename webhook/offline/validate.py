@@ -18,13 +18,14 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 import yaml
 
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
+from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
@@ -32,9 +33,10 @@ from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, s
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
+from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
-from webhook.policy.actions import ActionsError, parse_overrides
-from webhook.policy.typecheck import KindSchemas
+from webhook.policy.actions import ActionsError
 from webhook.schema import CRDLoadError, CRDRegistry, Outcome
 from webhook.schema.near_miss import hint
 from webhook.schema.registry import crd_documents, one_crd_per_name
@@ -44,6 +46,9 @@ from webhook.policy.unknown import kinds_read, unchecked_text
 from webhook.state import (EVERYTHING, ClusterState, FileState, Knowledge, is_kustomize_file, kinds_held,
                            place_namespace, state_objects)
 from webhook.state.knowledge import cluster_scoped_builtin, presence
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 _CRD_KIND = "CustomResourceDefinition"
 
@@ -336,7 +341,9 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
         if _parse_here(source):
             source.parsed = source.parse()
     registry = _registry(args, inputs)
-    policies = None if args.crd_only else _policies(args, registry)
+    policies = None if args.crd_only else _policies(
+        PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions or ())),
+        args.evaluator, registry)
     # without --state the inputs are the state: the parent parses the files that may hold an
     # object the policies read (the workers parse the others, as they judge them)
     state_kinds = _kind_pattern(kinds_read(policies.policies)) \
@@ -372,7 +379,7 @@ def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[st
     KubeAI config."""
     by_group: dict[str, set[str]] = {}
     for api_version, kind in kinds:
-        by_group.setdefault(api_version.rpartition("/")[0], set()).add(re.escape(kind))
+        by_group.setdefault(group_of(api_version), set()).add(re.escape(kind))
     out = []
     for group, names in sorted(by_group.items()):
         alternatives = "|".join(sorted(names))
@@ -411,14 +418,11 @@ def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
         one_crd_per_name([*given, *among_inputs])
     except CRDLoadError as exc:
         raise SetupError(str(exc)) from None
-    registry = (CRDRegistry(evaluator=args.evaluator) if args.no_bundled_crds
-                else CRDRegistry.shipped(args.kubeai_crd, evaluator=args.evaluator))
     try:
-        for doc in given:
-            registry.add_checked(doc.content, doc.where, replace=True)
+        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, bundled=not args.no_bundled_crds, added=tuple(given)),
+                            args.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
-    return registry
 
 
 def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
@@ -434,15 +438,15 @@ def _add_crd(registry: CRDRegistry, doc: Document) -> Result:
                   f"{_CRD_KIND}/{name}")
 
 
-def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
-    from webhook import shipped_data
-
+def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry) -> PolicySet:
+    """``--policies`` under ``--policy-actions`` (as ``serve`` takes it; namespaces are matched
+    by their labels in ``--state``), type-checked against ``registry``'s CRDs."""
     try:
-        policies = PolicySet.load(Path(args.policies) if args.policies else shipped_data.policies_dir(),
-                                  evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
+        return load_policy_set(source, evaluator, registry)
+    except ActionsError as exc:
+        raise SetupError(str(exc)) from None
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
-    return with_policy_actions(policies, args.policy_actions)
 
 
 def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
@@ -479,7 +483,7 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
     served = registry.served(api_version, kind)
     if served is not None:
         return served.namespaced
-    return is_builtin_group(api_version) and not cluster_scoped_builtin(api_version.rpartition("/")[0], kind)
+    return is_builtin_group(api_version) and not cluster_scoped_builtin(group_of(api_version), kind)
 
 
 def _cluster_state(args: argparse.Namespace) -> ClusterState:
@@ -686,19 +690,6 @@ def _print(output: str, results: list[Result], files: int, note: str | None = No
     print(closing)
 
 
-def with_policy_actions(policies: PolicySet, given: list[str] | None) -> PolicySet:
-    """``policies`` under ``--policy-actions`` (as ``serve`` takes it); namespaces are matched by
-    their labels in ``--state``."""
-    if not given:
-        return policies
-    try:
-        overrides = parse_overrides(given)
-        overrides.check(policies.names)
-    except ActionsError as exc:
-        raise SetupError(str(exc)) from None
-    return dataclasses.replace(policies, actions=overrides)
-
-
 def audit_line(failure: dict[str, Any]) -> str:
     """A failure admitted under Audit, as ``validate`` prints it beside the warnings."""
     return (f"policy {failure['policy']} validations[{failure['expressionIndex']}] "
@@ -727,7 +718,7 @@ def describe(obj: dict[str, Any], judgement: Judgement) -> str:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kind = str(obj.get("kind"))
     name = (judgement.object or {}).get("metadata", {}).get("name") or meta.get("name") or ""
-    group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+    group = group_of(obj.get("apiVersion"))
     if judgement.allowed:
         resource = f"{kind.lower()}.{group}" if group else kind.lower()
         return f"{resource}/{name} valid"

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from webhook.cel.syntax.ast import Call, Expr, Ident, Literal, Select
 from webhook.cel.syntax.parser import CelSyntaxError, parse
-from webhook.state.base import group_of
+from webhook.apiversion import group_of
 from webhook.state.knowledge import EVERYTHING
 from webhook.state.selectors import SelectorError, from_label_selector
 

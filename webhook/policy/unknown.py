@@ -19,9 +19,9 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from webhook.apiversion import group_of
 from webhook.cel import CelError
 from webhook.policy.expression import UNBOUND
-from webhook.state.base import group_of
 from webhook.state.files import KUBEAI_CONFIG
 from webhook.state.knowledge import Knowledge, unknown_answer
 

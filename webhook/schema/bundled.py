@@ -6,10 +6,12 @@ Two questions, two names:
 - **known** (``known_kinds``, ``crds``): every kind whose schema infergate carries, so that
   ``infergate validate`` (and ``test``, ``audit``) judges its documents offline instead of
   skipping them;
-- **served by the webhook** (``webhook_kinds``, ``webhook_crd_names``): the kinds in the
-  webhook's configurations' rules and the CRDs its watch cache watches in a cluster. A kind is
-  served only when a shipped policy may apply to it: serving one puts infergate on the write path
-  of every object of that kind in a cluster (``tests/chart`` checks both directions).
+- **served by the webhook** (``webhook_kinds``, ``served_kinds``): the versions the bundled
+  CRDs serve of the kinds the registry (``webhook.kinds``) declares ``served``: the webhook's
+  configurations' rules. A kind is served only when a shipped policy may apply to it: serving one
+  puts infergate on the write path of every object of that kind in a cluster (``tests/chart``
+  checks both directions; ``tests/schema`` that the registry's served kinds are exactly the
+  bundled CRDs' but the schema-only ones).
 
 The files, each set in one place (``webhook.shipped_data``):
 
@@ -53,8 +55,11 @@ from typing import Any
 
 import yaml
 
+from webhook import kinds
+from webhook.apiversion import api_version_of
+
 __all__ = ["DEFAULT_KUBEAI_CRD", "KUBEAI_CRDS", "SCHEMA_ONLY", "ServedKind", "combined", "crd_files", "crds",
-           "known_kinds", "version_priority", "webhook_crd_names", "webhook_kinds"]
+           "known_kinds", "served_kinds", "version_priority", "webhook_kinds"]
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -81,7 +86,7 @@ class ServedKind:
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+        return api_version_of(self.group, self.version)
 
     @property
     def crd_name(self) -> str:
@@ -89,7 +94,8 @@ class ServedKind:
 
     @property
     def webhook_serves(self) -> bool:
-        return self.source != SCHEMA_ONLY
+        declared = kinds.declared(self.group, self.kind)
+        return declared is not None and declared.served
 
 
 def _directories() -> dict[str, Path]:
@@ -200,12 +206,17 @@ def known_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
 
 
 def webhook_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
-    """The known kinds the webhook serves: its configurations' rules (``webhook.webhook_config``,
-    the chart's ``infergate.webhookRules``). Not the ``schema-only`` ones."""
+    """The known kinds the webhook serves (the registry's ``served``): its configurations' rules
+    (``webhook.webhook_config``, the chart's ``infergate.webhookRules``). Not the ``schema-only``
+    ones."""
     return [kind for kind in known_kinds(kubeai_crd) if kind.webhook_serves]
 
 
-def webhook_crd_names() -> frozenset[str]:
-    """``metadata.name`` of every CRD of a kind the webhook serves (``<plural>.<group>``): the
-    CRDs its watch cache watches in a cluster, and RBAC grants by name."""
-    return frozenset(kind.crd_name for kind in webhook_kinds())
+def served_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[kinds.Kind]:
+    """Every version of every kind the webhook serves, sorted by group and plural, the newest
+    version of each first (the KubeAI Model CRD chosen makes no difference: same kind, same
+    version)."""
+    served = webhook_kinds(kubeai_crd)
+    served.sort(key=lambda k: version_priority(k.version), reverse=True)
+    served.sort(key=lambda k: (k.group, k.plural))
+    return [kinds.Kind(k.api_version, k.kind, k.plural, k.namespaced) for k in served]

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from webhook.apiversion import split
+
 __all__ = ["did_you_mean", "hint", "near_words"]
 
 
@@ -47,20 +49,15 @@ def _groups_close(a: str, b: str) -> bool:
     return _distance(a, b) <= 2
 
 
-def _split(api_version: str) -> tuple[str, str]:
-    group, _, version = api_version.rpartition("/")
-    return group, version
-
-
 def did_you_mean(api_version: str, kind: str, served: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The served ``(apiVersion, kind)`` pairs ``api_version``/``kind`` most likely meant, best
     first (at most three of the best rank); empty when none is near."""
-    group, version = _split(api_version)
+    group, version = split(api_version)
     ranked: list[tuple[int, tuple[str, str]]] = []
     for served_api, served_kind in served:
         if (served_api, served_kind) == (api_version, kind):
             continue
-        served_group, served_version = _split(served_api)
+        served_group, served_version = split(served_api)
         if served_kind == kind:
             kind_cost = 0
         elif served_kind.lower() == kind.lower():
@@ -85,7 +82,7 @@ def did_you_mean(api_version: str, kind: str, served: Iterable[tuple[str, str]])
 
     best = min(cost for cost, _ in ranked)
     found = {pair for cost, pair in ranked if cost == best}
-    return sorted(found, key=lambda p: (version_priority(_split(p[0])[1]), p), reverse=True)[:3]
+    return sorted(found, key=lambda p: (version_priority(split(p[0])[1]), p), reverse=True)[:3]
 
 
 def hint(api_version: str, kind: str, served: Iterable[tuple[str, str]]) -> str:

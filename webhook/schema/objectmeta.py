@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.apiversion import version_of
 from webhook.gocompat.fmt import go_quote
 from webhook.schema import fielderrors as fe
 from webhook.validation import names
@@ -177,7 +178,7 @@ def validate_owner_references(refs: list[Any], path: str) -> list[fe.FieldError]
         if not isinstance(ref, dict):
             continue
         api_version = str(ref.get("apiVersion") or "")
-        if not api_version.rpartition("/")[2]:
+        if not version_of(api_version):
             errs.append(fe.invalid(f"{path}.apiVersion", api_version, "version must not be empty"))
         for key in ("kind", "name", "uid"):
             if not ref.get(key):

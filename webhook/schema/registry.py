@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from webhook import documents
+from webhook.apiversion import group_of, split
 from webhook.documents import Document
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
@@ -234,7 +235,7 @@ class CRDRegistry:
         kind = prepared.get("kind") if isinstance(prepared.get("kind"), str) else served.kind
         name = (prepared.get("metadata") or {}).get("name") or ""
         if errors:
-            status = fe.invalid_status(kind, _group_of(prepared.get("apiVersion")), name, errors)
+            status = fe.invalid_status(kind, group_of(prepared.get("apiVersion")), name, errors)
             return Outcome(False, 422, status, warnings, None, errors)
         old_meta = (old or {}).get("metadata") if operation == "UPDATE" else None
         warnings += [w for w in finalizer_warnings(prepared.get("metadata") or {}, old_meta) if w not in warnings]
@@ -430,7 +431,7 @@ def _foreign_body(obj: dict[str, Any], endpoint: ServedVersion, field_validation
     in the body's own kind and version; else the version's 400 carries them as warnings
     (``customresource_handler.go``, ``schemaCoercingDecoder``; ``handlers/create.go``)."""
     api_version, kind = obj["apiVersion"], obj["kind"]
-    group, _, version = api_version.rpartition("/")
+    group, version = split(api_version)
     try:
         _, unknown = coerce_object_meta(obj.get("metadata"), "")
     except MetadataDecodeError as exc:
@@ -458,12 +459,6 @@ def _convert(obj: dict[str, Any], endpoint: ServedVersion) -> dict[str, Any]:
 
 def _unknown_field_warnings(paths: list[str]) -> list[str]:
     return [f'unknown field "{path}"' for path in paths]
-
-
-def _group_of(api_version: Any) -> str:
-    if not isinstance(api_version, str) or "/" not in api_version:
-        return ""
-    return api_version.split("/", 1)[0]
 
 
 def _name_suffix(obj: dict[str, Any]) -> str:

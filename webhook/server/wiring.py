@@ -19,22 +19,28 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from webhook import logs
+from webhook import certs, logs, shipped_data
+from webhook.admission.chain import AdmissionChain
+from webhook.cel.engine import cel_expr
+from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.policies import PolicySource, load_policy_directory
+from webhook.policy.actions import ActionsError
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
 from webhook.server.processes import ProcessGroup, Siblings
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
+from webhook.state import FileState
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
+    from webhook.inputs.kube import KubeClientConfig
 
 log = logs.get("server")
 
@@ -53,48 +59,28 @@ class InputsFailed(Exception):
         self.failed = failed
 
 WEBHOOK_FIELD_MANAGER = "infergate-webhook"
+WEBHOOK_CLIENT_POOL = 64  # connections: more than the watch cache's watches
 
 
-def _crds(settings: Settings, evaluator: Evaluator):
+def crd_source(settings: Settings) -> CRDSource:
     """``--crds-dir``, else the bundled CRDs (KubeAI's Model at ``--kubeai-crd``)."""
-    from webhook.schema import CRDRegistry
-
     if settings.crds_dir:
-        return CRDRegistry.load([settings.crds_dir], evaluator=evaluator)
-    return CRDRegistry.shipped(settings.kubeai_crd, evaluator=evaluator)
-
-
-def webhook_watches():
-    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
-    kinds it judges, one watch per name (RBAC then grants exactly these CRDs by resourceNames,
-    and no other CRD of the cluster travels)."""
-    from webhook.schema.bundled import webhook_crd_names
-    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
-    from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
-
-    return WEBHOOK_KINDS + tuple(
-        WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
-        for name in sorted(webhook_crd_names()))
-
-
-def cluster_crds(state: Any, evaluator: Evaluator):
-    """The CRDs the cluster serves (in ``state``, a watch cache not yet started) as the schema:
-    compiled as the CRD watches deliver them, the first list of each before ``state`` is ready."""
-    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, WatchedCRDs
-
-    registry = WatchedCRDs(state, evaluator)
-    state.on_change(CRD_API_VERSION, CRD_KIND, registry.refresh)
-    return registry
+        return CRDSource(paths=(settings.crds_dir,))
+    return CRDSource(kubeai_crd=settings.kubeai_crd)
 
 
 def watch_cluster(api_client: Any, evaluator: Evaluator):
     """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
-    from webhook.state import KubeState
+    from webhook.inputs.cluster import cluster_crds, watch_cache
 
-    state = KubeState(api_client, webhook_watches())
+    state = watch_cache(api_client)
     registry = cluster_crds(state, evaluator)
     state.start()
     return state, registry
+
+
+def policy_source(settings: Settings) -> PolicySource:
+    return PolicySource(settings.policies_dir, tuple(settings.policy_actions))
 
 
 def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
@@ -102,18 +88,10 @@ def _policies(settings: Settings, evaluator: Evaluator, registry: Any = None):
     the last good set stays in force when a change does not load. Their expressions are
     type-checked against the CRDs served (``registry``; with ``--kube-state``, whose CRDs are
     the cluster's and change, the bundled ones)."""
-    from webhook import shipped_data
-    from webhook.policy import PolicyDirectory
-    from webhook.policy.typecheck import KindSchemas
-
-    from webhook.policy.actions import parse_overrides
-
-    schemas = KindSchemas(registry.crds) if registry is not None else None
-    actions = parse_overrides(settings.policy_actions)
-    if actions:
-        log.info("validation actions overridden", extra={"fields": {"policy_actions": actions.describe()}})
-    return PolicyDirectory(settings.policies_dir or shipped_data.policies_dir(), evaluator, schemas=schemas,
-                           actions=actions)
+    policies = load_policy_directory(policy_source(settings), evaluator, registry)
+    if policies.actions:
+        log.info("validation actions overridden", extra={"fields": {"policy_actions": policies.actions.describe()}})
+    return policies
 
 
 def policy_actions_problem(settings: Settings) -> str | None:
@@ -122,15 +100,8 @@ def policy_actions_problem(settings: Settings) -> str | None:
     without compiling them."""
     if not settings.policy_actions:
         return None
-    from webhook import shipped_data
-    from webhook.policy.actions import ActionsError, parse_overrides
-    from webhook.policy.builtin import BUILTIN_POLICIES
-    from webhook.policy.loader import policy_names
-
     try:
-        overrides = parse_overrides(settings.policy_actions)
-        directory = settings.policies_dir or shipped_data.policies_dir()
-        overrides.check(policy_names(directory) + [p.name for p in BUILTIN_POLICIES])
+        policy_source(settings).overrides()
     except ActionsError as exc:
         return str(exc)
     return None
@@ -140,12 +111,9 @@ def _cluster_state(settings: Settings):
     """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
     watching once started), else a directory of manifests."""
     if settings.kube_state:
-        from webhook.state import KubeState
+        from webhook.inputs.cluster import watch_cache
 
-        return KubeState(kube_api_client(settings.kubeconfig), webhook_watches())
-    from webhook import shipped_data
-    from webhook.state import FileState
-
+        return watch_cache(kube_client(settings))
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
@@ -166,8 +134,6 @@ def prepare_admitter(
 
     Every input is tried, in order, an input that needs an earlier one only when that one
     loaded; :class:`InputsFailed` names all that did not."""
-    from webhook.admission.chain import AdmissionChain
-
     failed: dict[str, str] = {}
 
     def attempt(check: str, load: Callable[[Settings], Any]) -> Any:
@@ -178,10 +144,12 @@ def prepare_admitter(
             return None
 
     # with --kube-state the cluster's CRDs are the schema (watched with the rest of the state)
-    registry = None if settings.kube_state else attempt("crds", lambda s: _crds(s, evaluator))
+    registry = None if settings.kube_state else attempt("crds", lambda s: crd_registry(crd_source(s), evaluator))
     policies = attempt(CHAIN_CHECK, lambda s: _policies(s, evaluator, registry))
     state = attempt("cluster-state", _cluster_state)
     if settings.kube_state and state is not None:
+        from webhook.inputs.cluster import cluster_crds
+
         registry = cluster_crds(state, evaluator)
     if failed:
         raise InputsFailed(failed)
@@ -228,8 +196,6 @@ def unusable_paths(settings: Settings) -> list[str]:
 def build_cert_keeper(settings: Settings, metrics_: Metrics):
     """The certificate keeper for the mode, and in secret mode the watch that keeps the
     caBundle in the webhook configurations (else None); neither started."""
-    from webhook import certs
-
     sans = certs.serving_sans(settings.service, settings.extra_sans)
     policy = certs.RotationPolicy(
         ca_validity=settings.ca_validity, serving_validity=settings.serving_validity,
@@ -238,7 +204,7 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     client_ca = settings.client_ca_file.read_bytes() if settings.client_ca_file else None
     on_bundle = publisher = None
     if settings.cert_mode == "secret":
-        api_client = kube_api_client(settings.kubeconfig)
+        api_client = kube_client(settings)
         namespace, name = certs.parse_namespaced(settings.cert_secret or f"{_own_namespace()}/infergate-certs")
         store: Any = certs.SecretStore(api_client, namespace, name)
         watch = None
@@ -263,23 +229,23 @@ def build_cert_keeper(settings: Settings, metrics_: Metrics):
     return keeper, publisher
 
 
-def kube_api_client(kubeconfig: Path | None):
-    """In a pod: its service account; elsewhere: the kubeconfig (``--kubeconfig``, $KUBECONFIG)."""
-    from kubernetes import client, config
+def kube_client_config(settings: Settings) -> KubeClientConfig:
+    """The webhook's client: in a pod its service account, elsewhere ``--kubeconfig`` (else
+    $KUBECONFIG); a pool for every watch of the cache (one per kind and per watched CRD); its own
+    writes (caBundle, the certificate Secret) made as ``WEBHOOK_FIELD_MANAGER``."""
+    from webhook.inputs.kube import KubeClientConfig
 
-    configuration = client.Configuration()
-    # every watch of the cache holds a connection for minutes (one per kind and per watched CRD):
-    # a pool smaller than that discards and reopens connections, with a warning each time
-    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 64)
-    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        config.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None, client_configuration=configuration)
-    api_client = client.ApiClient(configuration)
-    # the apiserver names a write's field manager (and its audit log the caller) after the user
-    # agent: the webhook's own writes (caBundle, the certificate Secret) say who made them
-    api_client.user_agent = WEBHOOK_FIELD_MANAGER
-    return api_client
+    return KubeClientConfig(kubeconfig=settings.kubeconfig, pool_size=WEBHOOK_CLIENT_POOL,
+                            user_agent=WEBHOOK_FIELD_MANAGER)
+
+
+def kube_client(settings: Settings):
+    """The webhook's Kubernetes client. The kubernetes package (some 400 modules) is imported
+    only here and by the watch cache: a webhook on files (the embedded default, --state-dir)
+    never loads it."""
+    from webhook.inputs.kube import api_client
+
+    return api_client(kube_client_config(settings))
 
 
 def _own_namespace() -> str:
@@ -410,9 +376,7 @@ async def serve(
             return
         slot.set(admitter, prerequisites)
         log.info("admission chain loaded", extra={"fields": {"seconds": round(time.perf_counter() - began, 3)}})
-        from webhook.cel.engine.cel_expr import warm_up_fallback
-
-        await asyncio.to_thread(warm_up_fallback)  # ready meanwhile; frozen with the rest below
+        await asyncio.to_thread(cel_expr.warm_up_fallback)  # ready meanwhile; frozen with the rest below
         freeze_loaded_heap()
 
     tasks = [

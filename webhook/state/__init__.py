@@ -1,7 +1,7 @@
 """The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
 (a watch cache), both behind :class:`ClusterState`."""
 
-from webhook.state.base import ClusterState, ObjectStore, group_of, sanitize, trim_pod
+from webhook.state.base import ClusterState, ObjectStore, sanitize, trim_pod
 from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, read_manifests,
                                  read_objects, state_objects)
 from webhook.state.knowledge import EVERYTHING, PRESENCE, Knowledge, kinds_held, place_namespace, unknown_answer
@@ -18,7 +18,6 @@ __all__ = [
     "Selector",
     "SelectorError",
     "StateLoadError",
-    "WEBHOOK_KINDS",
     "WatchedKind",
     "from_label_selector",
     "is_kustomize_file",
@@ -26,7 +25,6 @@ __all__ = [
     "place_namespace",
     "state_objects",
     "unknown_answer",
-    "group_of",
     "parse_selector",
     "read_manifests",
     "read_objects",
@@ -37,7 +35,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # the watch cache pulls in the kubernetes client: import it only when asked for
-    if name in ("KubeState", "WatchedKind", "WEBHOOK_KINDS"):
+    if name in ("KubeState", "WatchedKind"):
         from webhook.state import kube
 
         return getattr(kube, name)

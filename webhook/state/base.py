@@ -12,18 +12,14 @@ import abc
 import threading
 from typing import Any, Iterable, Mapping
 
+from webhook.apiversion import group_of
 from webhook.state.knowledge import EVERYTHING, Knowledge
 from webhook.state.selectors import Selector, parse_selector
 
-__all__ = ["ClusterState", "ObjectStore", "group_of", "sanitize", "trim_pod"]
+__all__ = ["ClusterState", "ObjectStore", "sanitize", "trim_pod"]
 
 GroupKind = tuple[str, str]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
-
-
-def group_of(api_version: str) -> str:
-    """``apps/v1`` -> ``apps``; ``v1`` -> ``""`` (the core group)."""
-    return api_version.rpartition("/")[0]
 
 
 _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"

@@ -9,7 +9,8 @@ import yaml
 
 from webhook import documents as documents_reader
 from webhook.documents import Document
-from webhook.state.base import ClusterState, group_of
+from webhook.apiversion import group_of
+from webhook.state.base import ClusterState
 from webhook.state.knowledge import EVERYTHING, Knowledge
 
 __all__ = ["FileState", "StateLoadError", "KUBEAI_CONFIG", "is_kustomize_file", "read_manifests",

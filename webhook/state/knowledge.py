@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from webhook.apiversion import group_of
+
 __all__ = ["EVERYTHING", "PRESENCE", "Knowledge", "cluster_scoped_builtin", "kinds_held", "place_namespace",
            "presence", "unknown_answer"]
 
@@ -55,7 +57,7 @@ def presence(objects: Iterable[Mapping[str, Any]]) -> Knowledge:
 
 
 def kinds_shown(objects: Iterable[Mapping[str, Any]]) -> frozenset[GroupKind]:
-    return frozenset((str(o.get("apiVersion", "")).rpartition("/")[0], str(o.get("kind", ""))) for o in objects)
+    return frozenset((group_of(o.get("apiVersion")), str(o.get("kind", ""))) for o in objects)
 
 
 def unknown_answer(found: Any, group: str, kind: str, knowledge: Knowledge) -> bool:

@@ -32,10 +32,11 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from webhook.state.base import ClusterState, group_of, sanitize
+from webhook.apiversion import api_version_of, group_of
+from webhook.state.base import ClusterState, sanitize
 from webhook.state.selectors import Selector
 
-__all__ = ["KubeState", "WatchedKind", "WEBHOOK_KINDS"]
+__all__ = ["KubeState", "WatchedKind"]
 
 log = logging.getLogger(__name__)
 
@@ -76,42 +77,10 @@ class WatchedKind:
     @property
     def api_versions(self) -> tuple[str, ...]:
         group = group_of(self.api_version)
-        return (self.api_version, *(f"{group}/{v}" for v in self.older_versions))
+        return (self.api_version, *(api_version_of(group, v) for v in self.older_versions))
 
     def __str__(self) -> str:
         return f"{self.kind}.{group_of(self.api_version) or 'core'}"
-
-
-# What the admission policies read. The controller adds its own kinds.
-WEBHOOK_KINDS: tuple[WatchedKind, ...] = (
-    WatchedKind("ai.deckhouse.io/v1alpha1", "InferenceServiceClass", "inferenceserviceclasses"),
-    WatchedKind("ai.deckhouse.io/v1alpha1", "Model", "models"),
-    WatchedKind("ai.deckhouse.io/v1alpha1", "ClusterModel", "clustermodels"),
-    # Gateway API Inference Extension: the GA pool, the seed-era group (v1alpha2 from GIE v0.3,
-    # v1alpha1 before), and the objectives and rewrites in both groups the EPP reads (llm-d.ai,
-    # else the legacy one)
-    WatchedKind("inference.networking.k8s.io/v1", "InferencePool", "inferencepools"),
-    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferencePool", "inferencepools",
-                older_versions=("v1alpha1",)),
-    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceModel", "inferencemodels",
-                older_versions=("v1alpha1",)),
-    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective", "inferenceobjectives"),
-    WatchedKind("llm-d.ai/v1alpha2", "InferenceObjective", "inferenceobjectives"),
-    WatchedKind("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite", "inferencemodelrewrites"),
-    WatchedKind("llm-d.ai/v1alpha2", "InferenceModelRewrite", "inferencemodelrewrites"),
-    WatchedKind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes"),
-    WatchedKind("resource.k8s.io/v1", "DeviceClass", "deviceclasses"),
-    WatchedKind("resource.k8s.io/v1", "ResourceSlice", "resourceslices"),
-    WatchedKind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses"),
-    WatchedKind("v1", "Namespace", "namespaces"),
-    # policies may look Secrets up (an authSecretRef exists): metadata is all they can read
-    WatchedKind("v1", "Secret", "secrets", metadata_only=True),
-    WatchedKind("v1", "ConfigMap", "configmaps", field_selector="metadata.name=kubeai-config"),
-    # the pools' endpoints and endpoint pickers; Pods trimmed to labels, ports and phase as they
-    # arrive (webhook.state.base.trim_pod), so a list of many Pods is never held whole
-    WatchedKind("v1", "Pod", "pods"),
-    WatchedKind("v1", "Service", "services"),
-)
 
 
 def _interrupt(resp: Any) -> None:
@@ -153,8 +122,8 @@ class KubeState(ClusterState):
 
     def __init__(
         self,
-        api_client: ApiClient | None = None,
-        kinds: tuple[WatchedKind, ...] = WEBHOOK_KINDS,
+        api_client: ApiClient | None,
+        kinds: tuple[WatchedKind, ...],
         *,
         watch_timeout_s: int = 300,
         page_size: int = 500,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers.gateway import reconcile_inference_model, reconcile_inference_pool
 from webhook.controller.reconcilers.inference_service import reconcile_inference_service

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timezone
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers.pods import pod_is_ready

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions, status_of
 from webhook.controller.context import ReconcileContext
 from webhook.controller.planner import AcceleratorPolicy, Placement, memory_need_gib, plan, stuck_claim

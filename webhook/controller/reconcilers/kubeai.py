@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers.pods import pod_is_ready
 

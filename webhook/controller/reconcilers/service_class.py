@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.conditions import FALSE, TRUE, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
 from webhook.quantity import QuantityError, parse_parameter_count

@@ -1,0 +1,62 @@
+"""One policy loader (``webhook.inputs.policies``) for every command: ``validate``, ``audit``,
+``serve`` and ``controller`` refuse the same bad ``--policy-actions`` with the same line, and a
+loaded set carries the actions once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cel import EVALUATOR
+from webhook.cli import main
+from webhook.inputs.policies import PolicySource, load_policy_directory, load_policy_set
+from webhook.policy.actions import ActionsError
+from webhook.policy.loader import PolicyLoadError
+
+SAYS = "--policy-actions: no policy named 'kubeai-model-engin' (did you mean 'kubeai-model-engine'?)"
+
+
+def setup_files(tmp_path: Path) -> dict[str, list[str]]:
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: default}\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: fake, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: t, user: {token: not-a-secret}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: t}}]\ncurrent-context: fake\n")
+    return {"validate": ["validate", str(manifest)], "audit": ["audit", str(manifest)],
+            "serve": ["serve", "--cert-dir", str(tmp_path / "certs")],
+            "controller": ["controller", "--kubeconfig", str(kubeconfig)]}
+
+
+@pytest.mark.parametrize("command", ["validate", "audit", "serve", "controller"])
+def test_every_command_refuses_a_bad_policy_action_with_the_same_line(command, tmp_path, capsys):
+    code = main(setup_files(tmp_path)[command] + ["--policy-actions", "kubeai-model-engin=Warn"])
+    captured = capsys.readouterr()
+    assert code == 2
+    (line,) = captured.err.splitlines()
+    assert line.startswith("infergate: error: ") and line.endswith(SAYS)
+    assert not (tmp_path / "certs").exists()  # refused before anything was made
+
+
+def test_a_set_carries_the_actions_and_a_directory_keeps_them_over_reloads():
+    source = PolicySource(actions=("kubeai-model-engine=Warn@tier=lab",))
+    policies = load_policy_set(source, EVALUATOR)
+    assert policies.actions.describe() == source.overrides().describe()
+    assert "kubeai-model-engine" in policies.names
+    directory = load_policy_directory(source, EVALUATOR)
+    assert directory.current().actions.describe() == policies.actions.describe()
+    assert not load_policy_set(PolicySource(), EVALUATOR).actions
+
+
+def test_errors_are_the_actions_or_the_files(tmp_path):
+    with pytest.raises(ActionsError):
+        PolicySource(actions=("kubeai-model-engine=Sometimes",)).overrides()
+    broken = tmp_path / "policies"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text("apiVersion: policy.infergate.io/v1alpha1\nkind: AdmissionPolicy\n"
+                                     "metadata: {name: bad}\nspec: {matchConstraints: 7}\n")
+    with pytest.raises(PolicyLoadError) as raised:
+        load_policy_set(PolicySource(broken, ("bad=Warn",)), EVALUATOR)
+    assert "bad.yaml" in str(raised.value)

@@ -1,0 +1,95 @@
+"""What the watch caches watch, read from the registry of kinds (``webhook.kinds``): the
+webhook's lookups and the CRDs of the kinds it serves, the controller's kinds, and the kinds an
+audit lists. One watch per group and kind."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook import kinds
+from webhook.apiversion import api_version_of, group_of
+from webhook.schema.bundled import version_priority
+from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
+from webhook.state.kube import WatchedKind
+
+__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "webhook_crd_names",
+           "webhook_watches"]
+
+
+def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
+    names = declaration.lookup_names
+    if len(names) > 1:  # one field selector names one object
+        raise ValueError(f"{declaration.crd_name}: a lookup of several names cannot be one watch")
+    return WatchedKind(declaration.read_as.api_version, declaration.kind, declaration.plural,
+                       field_selector=f"metadata.name={names[0]}" if names else None,
+                       metadata_only=declaration.lookup_metadata_only, older_versions=declaration.versions[1:])
+
+
+def lookup_watches() -> tuple[WatchedKind, ...]:
+    """What the admission policies may read: the registry's lookup kinds."""
+    return tuple(_lookup_watch(d) for d in kinds.lookups())
+
+
+def webhook_crd_names() -> frozenset[str]:
+    """``metadata.name`` of every CRD of a kind the webhook serves (``<plural>.<group>``): the
+    CRDs its watch cache watches in a cluster, and RBAC grants by name."""
+    return frozenset(d.crd_name for d in kinds.served())
+
+
+def crd_watches() -> tuple[WatchedKind, ...]:
+    """One watch per CRD of a served kind (RBAC then grants exactly these CRDs by resourceNames,
+    and no other CRD of the cluster travels)."""
+    return tuple(WatchedKind(CRD_API_VERSION, CRD_KIND, CRD_PLURAL, field_selector=f"metadata.name={name}")
+                 for name in sorted(webhook_crd_names()))
+
+
+def webhook_watches() -> tuple[WatchedKind, ...]:
+    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
+    kinds it judges."""
+    return lookup_watches() + crd_watches()
+
+
+def _unique(watches: Iterable[WatchedKind]) -> list[WatchedKind]:
+    unique: dict[tuple[str, str], WatchedKind] = {}
+    for watch in watches:
+        unique.setdefault((group_of(watch.api_version), watch.kind), watch)
+    return list(unique.values())
+
+
+def controller_watches(controller_kinds: Iterable[kinds.Kind], audited: Iterable[kinds.Kind] = (),
+                       reports: Iterable[WatchedKind] = ()) -> tuple[WatchedKind, ...]:
+    """The controller's watch cache: its kinds, and with the audit (``audited``, the kinds it
+    judges, and its ``reports``) what the policies read; one watch per group and kind, the
+    controller's own version first."""
+    watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
+    if audited or reports:
+        lookups = lookup_watches()
+        older = {(group_of(w.api_version), w.kind): w.older_versions for w in lookups}
+        watches += lookups
+        watches += [WatchedKind(k.api_version, k.kind, k.plural, older_versions=older.get((k.group, k.kind), ()))
+                    for k in audited]
+        watches += reports
+    return tuple(_unique(watches))
+
+
+def audited_watches(audited: Iterable[kinds.Kind]) -> tuple[list[WatchedKind], list[WatchedKind]]:
+    """(every watch, the watches of audited kinds) for ``audited`` (``Auditor.audited_kinds``,
+    any versions): one per group and kind, the webhook's own where it watches the kind already,
+    else the newest version with the older ones to fall back to."""
+    by_kind: dict[tuple[str, str], list[kinds.Kind]] = {}
+    for kind in audited:
+        by_kind.setdefault((kind.group, kind.kind), []).append(kind)
+    lookups = lookup_watches()
+    webhook = {(group_of(k.api_version), k.kind): k for k in lookups}
+    watched: list[WatchedKind] = []
+    extra: list[WatchedKind] = []
+    for (group, kind), versions in sorted(by_kind.items()):
+        if (group, kind) in webhook:
+            watched.append(webhook[(group, kind)])
+            continue
+        versions.sort(key=lambda k: version_priority(k.version), reverse=True)
+        watch = WatchedKind(api_version_of(group, versions[0].version), kind, versions[0].plural,
+                            older_versions=tuple(k.version for k in versions[1:]))
+        watched.append(watch)
+        extra.append(watch)
+    return list(lookups) + extra + list(crd_watches()), watched
