@@ -12,8 +12,6 @@ cel-go.
 from __future__ import annotations
 
 import datetime
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -21,8 +19,9 @@ from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel.environment import protos
-from webhook.cel.engine.cel_python import CelPythonEngine
-from webhook.cel.compiler.check import Checked, check_typed, free_variables
+from webhook.cel.engine.cel_python import CelPythonEngine, parser
+from webhook.cel.engine.kept import Kept
+from webhook.cel.compiler.check import Checked, Checker, free_variables
 from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.ladder import ALL, DECLINED, Routes
@@ -86,7 +85,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_fallback_engine")
 
     def __init__(
         self,
@@ -104,6 +103,7 @@ class CelExprProgram:
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
         mixed_literals: bool = False,
+        fallback_engine: CelPythonEngine,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -118,6 +118,7 @@ class CelExprProgram:
         self.native = native  # the same program as generated Python, when it fits (``native``)
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
+        self._fallback_engine = fallback_engine  # the engine's, for ``_python_program``
 
     @property
     def hoisted_calls(self) -> int:
@@ -234,7 +235,7 @@ class CelExprProgram:
         None where that backend cannot compile it."""
         if self._exact is None:
             try:
-                self._exact = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
+                self._exact = self._fallback_engine.compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
             except CelCompileError:
                 self._exact = False
         return self._exact or None
@@ -263,10 +264,10 @@ class CelExprProgram:
 
 
 def warm_up_fallback() -> None:
-    """Build the pure-Python backend that ``cel_python_route`` answers with: its parser takes
+    """Build the pure-Python backend's parser that ``cel_python_route`` answers with: it takes
     a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
     event loop, so that the first such evaluation does not stall the reviews behind it."""
-    CelPythonEngine().compile("true", ())
+    parser()
 
 
 def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -336,41 +337,8 @@ def well_known(value: Any) -> Any:
     return value
 
 
-_PROGRAM_CACHE_SIZE = 4096
-_programs: OrderedDict[tuple[str, tuple], CelExprProgram] = OrderedDict()
-_runtime_envs: dict[tuple, cel.Env] = {}  # per variable declarations
-_cache_lock = threading.Lock()
-
-
-def compile_typed(expression: str, variables: Mapping[str, cel.Type],
-                  rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
-    """Compile against typed variable declarations; cached by expression and declarations.
-
-    ``rename`` gives some variables another name at evaluation (type-checked under the
-    declared name): programs of different sources that share one ``Bindings`` each read
-    their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
-    declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
-    renamed = tuple(sorted((rename or {}).items()))
-    key = (expression, declarations, renamed, mixed_literals)
-    with _cache_lock:
-        program = _programs.get(key)
-        if program is not None:
-            _programs.move_to_end(key)
-            return program
-        runtime = _runtime_envs.get(declarations)
-        if runtime is None:
-            runtime = _runtime_envs[declarations] = runtime_env(variables, HOIST_VARIABLES)
-    program = _compile(check_typed(expression, variables, dict(renamed), mixed_literals=mixed_literals), runtime,
-                       dict(renamed), frozenset(variables), mixed_literals)
-    with _cache_lock:
-        _programs[key] = program
-        if len(_programs) > _PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
-    return program
-
-
 def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], variables: frozenset[str],
-             mixed_literals: bool) -> CelExprProgram:
+             mixed_literals: bool, fallback: CelPythonEngine) -> CelExprProgram:
     """The checked expression planned for the C++ runtime: the plain program, and the one
     with library calls on selected data hoisted when there are such calls."""
     expression, plain = checked.expression, checked.plain
@@ -382,7 +350,7 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=checked.cost, env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename, mixed_literals=mixed_literals,
+            declared=variables, rename=rename, mixed_literals=mixed_literals, fallback_engine=fallback,
         )
     return CelExprProgram(
         expression,
@@ -398,15 +366,51 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         declared=variables,
         rename=rename,
         mixed_literals=mixed_literals,
+        fallback_engine=fallback,
     )
 
 
 class CelExprEngine:
+    """The default backend with what it keeps for its life: its compiled programs (per
+    expression, declarations, renames and mode), one runtime env per set of declarations, the
+    rules compiled per CRD schema node (``schema_rules``), the checking step (``checker``) and
+    the fallback backend (``fallback``) its programs hand evaluations to. An ``Evaluator``
+    owns one: nothing is shared between engines."""
+
     name = "cel-expr"
+
+    def __init__(self) -> None:
+        self.checker = Checker()
+        self.fallback = CelPythonEngine(self.checker)
+        self.schema_rules = Kept()
+        self._programs = Kept()
+        self._runtime_envs = Kept()
 
     def compile(self, expression: str, variables: Iterable[str],
                 rename: Mapping[str, str] | None = None, *, mixed_literals: bool = False) -> CelExprProgram:
-        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
+        return self.compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
+
+    def compile_typed(self, expression: str, variables: Mapping[str, cel.Type],
+                      rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
+        """Compile against typed variable declarations; kept by expression and declarations.
+
+        ``rename`` gives some variables another name at evaluation (type-checked under the
+        declared name): programs of different sources that share one ``Bindings`` each read
+        their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
+        declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
+        renamed = tuple(sorted((rename or {}).items()))
+        key = (expression, declarations, renamed, mixed_literals)
+        program = self._programs.get(key)
+        if program is not None:
+            return program
+        runtime = self._runtime_envs.get(declarations)
+        if runtime is None:  # two threads may both build one: the same env, one kept
+            runtime = runtime_env(variables, HOIST_VARIABLES)
+            self._runtime_envs.put(declarations, runtime)
+        checked = self.checker.check(expression, variables, dict(renamed), mixed_literals=mixed_literals)
+        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self.fallback)
+        self._programs.put(key, program)
+        return program
 
     @staticmethod
     def bind(values: Mapping[str, Any]) -> Bindings:
