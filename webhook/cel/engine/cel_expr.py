@@ -34,7 +34,7 @@ from webhook.cel.library.dispatch import select_overload
 from webhook.cel.errors import COST_EXCEEDED
 from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES
 from webhook.cel.optimize.optimizer import optimize
-from webhook.cel.cost.bound import CostShape, measure
+from webhook.cel.cost.bound import CostShape, KnownSizes, measure
 from webhook.cel.compiler.wording import clean_message
 
 class Bindings(dict):
@@ -58,13 +58,14 @@ class Bindings(dict):
             self._activation = env.Activation(self)
         return self._activation
 
-    def sizes(self, names: Iterable[str]) -> tuple[int, int]:
-        """(longest list or map, longest string) over the named values, each measured once."""
+    def sizes(self, names: Iterable[str], known: KnownSizes | None = None) -> tuple[int, int]:
+        """(longest list or map, longest string) over the named values, each measured once
+        (the objects ``known`` holds not walked)."""
         longest_list = longest_string = 0
         for name in names:
             size = self._sizes.get(name)
             if size is None:
-                size = self._sizes[name] = measure((self.get(name),))
+                size = self._sizes[name] = measure((self.get(name),), known)
             longest_list, longest_string = max(longest_list, size[0]), max(longest_string, size[1])
         return longest_list, longest_string
 
@@ -85,7 +86,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_fallback_engine")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_fallback_engine", "_known")
 
     def __init__(
         self,
@@ -104,6 +105,7 @@ class CelExprProgram:
         rename: Mapping[str, str] | None = None,
         mixed_literals: bool = False,
         fallback_engine: CelPythonEngine,
+        known: KnownSizes | None = None,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -119,6 +121,7 @@ class CelExprProgram:
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
         self._fallback_engine = fallback_engine  # the engine's, for ``_python_program``
+        self._known = known  # the engine's sizes of stored objects, for ``bound_route``
 
     @property
     def hoisted_calls(self) -> int:
@@ -155,7 +158,8 @@ class CelExprProgram:
         """``EngineBoundExceeded`` when the program's bound over the activation's sizes is past
         ``limit`` (cel-cpp's exact path would never stop otherwise); else the next route."""
         if self._measure:
-            sizes = activation.sizes(self.reads) if self._shares(activation) else measure(activation.values())
+            sizes = activation.sizes(self.reads, self._known) if self._shares(activation) \
+                else measure(activation.values(), self._known)
             if self.cost.at(*sizes) > limit:
                 raise EngineBoundExceeded()
         return DECLINED
@@ -338,7 +342,7 @@ def well_known(value: Any) -> Any:
 
 
 def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], variables: frozenset[str],
-             mixed_literals: bool, fallback: CelPythonEngine) -> CelExprProgram:
+             mixed_literals: bool, fallback: CelPythonEngine, known: KnownSizes) -> CelExprProgram:
     """The checked expression planned for the C++ runtime: the plain program, and the one
     with library calls on selected data hoisted when there are such calls."""
     expression, plain = checked.expression, checked.plain
@@ -350,7 +354,7 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=checked.cost, env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename, mixed_literals=mixed_literals, fallback_engine=fallback,
+            declared=variables, rename=rename, mixed_literals=mixed_literals, fallback_engine=fallback, known=known,
         )
     return CelExprProgram(
         expression,
@@ -367,21 +371,24 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         rename=rename,
         mixed_literals=mixed_literals,
         fallback_engine=fallback,
+        known=known,
     )
 
 
 class CelExprEngine:
     """The default backend with what it keeps for its life: its compiled programs (per
     expression, declarations, renames and mode), one runtime env per set of declarations, the
-    rules compiled per CRD schema node (``schema_rules``), the checking step (``checker``) and
-    the fallback backend (``fallback``) its programs hand evaluations to. An ``Evaluator``
-    owns one: nothing is shared between engines."""
+    rules compiled per CRD schema node (``schema_rules``), the sizes of stored objects its
+    bound need not measure again (``known_sizes``), the checking step (``checker``) and the
+    fallback backend (``fallback``) its programs hand evaluations to. An ``Evaluator`` owns
+    one: nothing is shared between engines."""
 
     name = "cel-expr"
 
     def __init__(self) -> None:
         self.checker = Checker()
-        self.fallback = CelPythonEngine(self.checker)
+        self.known_sizes = KnownSizes()
+        self.fallback = CelPythonEngine(self.checker, self.known_sizes)
         self.schema_rules = Kept()
         self._programs = Kept()
         self._runtime_envs = Kept()
@@ -408,7 +415,8 @@ class CelExprEngine:
             runtime = runtime_env(variables, HOIST_VARIABLES)
             self._runtime_envs.put(declarations, runtime)
         checked = self.checker.check(expression, variables, dict(renamed), mixed_literals=mixed_literals)
-        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self.fallback)
+        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self.fallback,
+                           self.known_sizes)
         self._programs.put(key, program)
         return program
 

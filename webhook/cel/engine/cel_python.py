@@ -33,6 +33,7 @@ from celpy.evaluation import CELEvalError
 
 from webhook.cel.celpy.evaluator import Budget, CelGoEvaluator
 from webhook.cel.compiler.check import Checker
+from webhook.cel.cost.bound import KnownSizes
 from webhook.cel.engine.kept import Kept
 from webhook.cel.celpy.operators import builtins, operators
 from webhook.cel.celpy.values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
@@ -121,19 +122,20 @@ def _functions() -> dict[str, Any]:
 
 
 class CelPythonProgram:
-    __slots__ = ("expression", "_runner", "_checked")
+    __slots__ = ("expression", "_runner", "_checked", "_known")
 
-    def __init__(self, expression: str, runner: celpy.Runner, checked: Any) -> None:
+    def __init__(self, expression: str, runner: celpy.Runner, checked: Any, known: KnownSizes) -> None:
         self.expression = expression
         self._runner = runner
         self._checked = checked  # the shared checking step's result: its runtime bound
+        self._known = known  # the engine's sizes of stored objects
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
                  accept: Any = None, routes: Any = None, bounded: bool = True) -> Any:  # no fast route: the slow, exact one
         """``bounded=False``: without the default engine's bounds (its bound of the work, cel-cpp's
         iterations), for an evaluation cel-go's count has shown to finish within the limit."""
         cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
-        if bounded and cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+        if bounded and cost.needs_measure and cost.bound(activation, self._known) > (cost_limit or PER_CALL_LIMIT):
             raise EngineBoundExceeded()
         try:
             data = {name: Namespace(name) for name in NAMESPACES}
@@ -163,14 +165,16 @@ def _eval_message(err: Exception) -> str:
 
 class CelPythonEngine:
     """The pure-Python backend with what it keeps for its life: its compiled programs (per
-    expression, variables and mode) and the rules compiled per CRD schema node
-    (``schema_rules``). An ``Evaluator`` owns one; the default backend owns another as its
-    fallback, sharing its ``checker``."""
+    expression, variables and mode), the rules compiled per CRD schema node
+    (``schema_rules``) and the sizes of stored objects (``known_sizes``). An ``Evaluator`` owns
+    one; the default backend owns another as its fallback, sharing its ``checker`` and
+    ``known_sizes``."""
 
     name = "cel-python"
 
-    def __init__(self, checker: Checker | None = None) -> None:
+    def __init__(self, checker: Checker | None = None, known_sizes: KnownSizes | None = None) -> None:
         self.checker = checker or Checker()
+        self.known_sizes = known_sizes or KnownSizes()
         self.schema_rules = Kept()
         self._programs = Kept()
 
@@ -189,7 +193,7 @@ class CelPythonEngine:
             ast = parser().compile(celpy_source(expression))
         except celpy.CELParseError as err:
             raise CelCompileError(f"ERROR: <input>: Syntax error: {err}") from None
-        return CelPythonProgram(expression, parser().program(ast, functions=_functions()), checked)
+        return CelPythonProgram(expression, parser().program(ast, functions=_functions()), checked, self.known_sizes)
 
 
 @cache

@@ -42,6 +42,7 @@ class Program(Protocol):
 class Engine(Protocol):
     name: str
     schema_rules: Any  # ``kept.Kept``: the rules ``webhook.cel.crd`` compiled per CRD schema node, for this engine
+    known_sizes: Any  # ``cost.bound.KnownSizes``: stored objects its bound need not measure again
 
     def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> Program:
         """Parse and type-check ``expression`` with every variable typed ``dyn``.
