@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel.environment import protos
-from webhook.cel.engine.cel_python import CelPythonEngine, parser
 from webhook.cel.engine.kept import Kept
 from webhook.cel.compiler.check import Checked, Checker, free_variables
 from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
@@ -36,6 +35,10 @@ from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES
 from webhook.cel.optimize.optimizer import optimize
 from webhook.cel.cost.bound import CostShape, KnownSizes, measure
 from webhook.cel.compiler.wording import clean_message
+
+if TYPE_CHECKING:
+    from webhook.cel.engine.cel_python import CelPythonEngine
+
 
 class Bindings(dict):
     """Variables that several evaluations share (one review's policies): each is converted
@@ -86,7 +89,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_fallback_engine", "_known")
+                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_engine", "_known")
 
     def __init__(
         self,
@@ -104,7 +107,7 @@ class CelExprProgram:
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
         mixed_literals: bool = False,
-        fallback_engine: CelPythonEngine,
+        engine: CelExprEngine,
         known: KnownSizes | None = None,
     ) -> None:
         self.expression = expression
@@ -120,7 +123,7 @@ class CelExprProgram:
         self.native = native  # the same program as generated Python, when it fits (``native``)
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
-        self._fallback_engine = fallback_engine  # the engine's, for ``_python_program``
+        self._engine = engine  # its fallback backend, for ``_python_program``
         self._known = known  # the engine's sizes of stored objects, for ``bound_route``
 
     @property
@@ -239,7 +242,7 @@ class CelExprProgram:
         None where that backend cannot compile it."""
         if self._exact is None:
             try:
-                self._exact = self._fallback_engine.compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
+                self._exact = self._engine.fallback.compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
             except CelCompileError:
                 self._exact = False
         return self._exact or None
@@ -271,6 +274,8 @@ def warm_up_fallback() -> None:
     """Build the pure-Python backend's parser that ``cel_python_route`` answers with: it takes
     a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
     event loop, so that the first such evaluation does not stall the reviews behind it."""
+    from webhook.cel.engine.cel_python import parser
+
     parser()
 
 
@@ -342,7 +347,7 @@ def well_known(value: Any) -> Any:
 
 
 def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], variables: frozenset[str],
-             mixed_literals: bool, fallback: CelPythonEngine, known: KnownSizes) -> CelExprProgram:
+             mixed_literals: bool, engine: CelExprEngine, known: KnownSizes) -> CelExprProgram:
     """The checked expression planned for the C++ runtime: the plain program, and the one
     with library calls on selected data hoisted when there are such calls."""
     expression, plain = checked.expression, checked.plain
@@ -354,7 +359,7 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
             cost=checked.cost, env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename, mixed_literals=mixed_literals, fallback_engine=fallback, known=known,
+            declared=variables, rename=rename, mixed_literals=mixed_literals, engine=engine, known=known,
         )
     return CelExprProgram(
         expression,
@@ -370,7 +375,7 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         declared=variables,
         rename=rename,
         mixed_literals=mixed_literals,
-        fallback_engine=fallback,
+        engine=engine,
         known=known,
     )
 
@@ -388,7 +393,7 @@ class CelExprEngine:
     def __init__(self) -> None:
         self.checker = Checker()
         self.known_sizes = KnownSizes()
-        self.fallback = CelPythonEngine(self.checker, self.known_sizes)
+        self._fallback: CelPythonEngine | None = None
         self.schema_rules = Kept()
         self._programs = Kept()
         self._runtime_envs = Kept()
@@ -415,10 +420,20 @@ class CelExprEngine:
             runtime = runtime_env(variables, HOIST_VARIABLES)
             self._runtime_envs.put(declarations, runtime)
         checked = self.checker.check(expression, variables, dict(renamed), mixed_literals=mixed_literals)
-        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self.fallback,
+        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self,
                            self.known_sizes)
         self._programs.put(key, program)
         return program
+
+    @property
+    def fallback(self) -> CelPythonEngine:
+        """The pure-Python backend (sharing the checker and the sizes), imported and built
+        when a program first needs it: most processes never do, or only once ready."""
+        if self._fallback is None:
+            from webhook.cel.engine.cel_python import CelPythonEngine
+
+            self._fallback = CelPythonEngine(self.checker, self.known_sizes)
+        return self._fallback
 
     @staticmethod
     def bind(values: Mapping[str, Any]) -> Bindings:
