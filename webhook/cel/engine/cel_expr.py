@@ -89,7 +89,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact", "_engine", "_known")
+                 "_env", "reads", "_native", "_native_expr", "_declared", "_rename", "_mixed_literals", "_exact", "_engine", "_known")
 
     def __init__(
         self,
@@ -103,7 +103,7 @@ class CelExprProgram:
         fallback: cel.Expression | None = None,
         env: cel.Env | None = None,
         reads: frozenset[str] = frozenset(),
-        native: NativeProgram | None = None,
+        native_expr: Any = None,
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
         mixed_literals: bool = False,
@@ -120,11 +120,22 @@ class CelExprProgram:
         self._measure = cost.needs_measure
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
-        self.native = native  # the same program as generated Python, when it fits (``native``)
+        # the checked AST the native program is generated from when first needed (``native``)
+        self._native_expr, self._native = native_expr, _UNBUILT
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
         self._engine = engine  # its fallback backend, for ``_python_program``
         self._known = known  # the engine's sizes of stored objects, for ``bound_route``
+
+    @property
+    def native(self) -> NativeProgram | None:
+        """The same program as generated Python, when it fits (``webhook.cel.native``): generated
+        and compiled on first use, so that loading many programs compiles none that no request
+        runs (a start-up cost)."""
+        native = self._native
+        if native is _UNBUILT:  # two threads may both build it: the same program, one kept
+            native = self._native = compile_native(self._native_expr) if self._native_expr is not None else None
+        return native
 
     @property
     def hoisted_calls(self) -> int:
@@ -313,6 +324,7 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
+_UNBUILT = object()  # a native program not generated yet
 # cel-cpp's own words for a selection or index on a value of another kind, and the dispatches
 # above or of a library function given a library value of another type (see ``cel_python_route``)
 _CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", "No matching overloads found : ")
@@ -353,12 +365,12 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
     expression, plain = checked.expression, checked.plain
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
-    native = None if plain.optional_root else compile_native(plain.checked.expr)
+    native = None if plain.optional_root else plain.checked.expr
     hoisted = optimize(checked.fresh(), hoist=True, mixed_literals=mixed_literals)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
-            cost=checked.cost, env=runtime, reads=reads, native=native,
+            cost=checked.cost, env=runtime, reads=reads, native_expr=native,
             declared=variables, rename=rename, mixed_literals=mixed_literals, engine=engine, known=known,
         )
     return CelExprProgram(
@@ -371,7 +383,7 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         fallback=fallback,
         env=runtime,
         reads=reads,
-        native=native,
+        native_expr=native,
         declared=variables,
         rename=rename,
         mixed_literals=mixed_literals,
