@@ -21,7 +21,10 @@ Two measurements in one run:
 Medians of ``--runs`` each, and the machine's load average (the wall figures are only
 comparable at a like load; the CPU figures much less depend on it).
 
-    python bench/serve_startup.py [--runs 7] [--json out.json]
+With ``--before DIR`` another checkout (its ``.venv`` set up by a first ``serve.sh``) is timed
+the same way, run for run interleaved with this one, its code put first on ``PYTHONPATH``.
+
+    python bench/serve_startup.py [--runs 7] [--before DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -124,13 +127,17 @@ def _log_time(line: dict) -> float:
     return datetime.fromisoformat(line["ts"]).timestamp()
 
 
-def start_once(cert_dir: Path) -> dict[str, float]:
+def _env(tree: Path) -> dict[str, str]:
+    return {**ENV, "PYTHONPATH": str(tree)}
+
+
+def start_once(tree: Path, cert_dir: Path) -> dict[str, float]:
     """`./scripts/serve.sh` from the spawn to a green /readyz, split by its log."""
     port = free_port()
     spawned_at, spawned = time.time(), time.perf_counter()
     proc = subprocess.Popen(["./scripts/serve.sh", "--host", "127.0.0.1", "--port", str(port),
                              "--cert-dir", str(cert_dir)],
-                            cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            cwd=tree, env=_env(tree), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt")) if (cert_dir / "ca.crt").exists() else None
     try:
         while context is None or not ready(port, context):
@@ -154,15 +161,15 @@ def start_once(cert_dir: Path) -> dict[str, float]:
             "to first green readyz": total - (loaded - spawned_at)}
 
 
-def phases_once(cert_dir: Path) -> dict[str, tuple[float, float]]:
+def phases_once(tree: Path, cert_dir: Path) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
     began, cpu = time.perf_counter(), _children_cpu()
-    subprocess.run([str(PYTHON), "-c", "pass"], env=ENV, check=True)
+    subprocess.run([str(PYTHON), "-c", "pass"], env=_env(tree), check=True)
     out["interpreter"] = (_children_cpu() - cpu, time.perf_counter() - began)
     began, cpu = time.perf_counter(), _children_cpu()
-    subprocess.run(["bash", "-c", ". scripts/lib/venv.sh && ensure_venv"], cwd=REPO, env=ENV, check=True)
+    subprocess.run(["bash", "-c", ". scripts/lib/venv.sh && ensure_venv"], cwd=tree, env=_env(tree), check=True)
     out["venv check"] = (_children_cpu() - cpu, time.perf_counter() - began)
-    done = subprocess.run([str(PYTHON), "-c", REPLAY, str(cert_dir)], cwd=REPO, env=ENV, check=True,
+    done = subprocess.run([str(PYTHON), "-c", REPLAY, str(cert_dir)], cwd=tree, env=_env(tree), check=True,
                           capture_output=True, text=True)
     out.update({name: tuple(value) for name, value in json.loads(done.stdout).items()})
     return out
@@ -173,41 +180,57 @@ def _children_cpu() -> float:
     return usage.children_user + usage.children_system
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--json", type=Path, help="write the figures here too")
-    args = parser.parse_args()
-    if not PYTHON.exists():
-        raise SystemExit("run ./scripts/serve.sh once first: it creates .venv/")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        cert_dir = Path(tmp) / "certs"
-        start_once(cert_dir)  # the first start: certificates generated, caches warm
-        starts, phases = [], []
-        for _ in range(args.runs):
-            starts.append(start_once(cert_dir))
-            phases.append(phases_once(cert_dir))
-
-    result = {
-        "runs": args.runs,
-        "load_average": round(os.getloadavg()[0], 2),
+def summary(starts: list[dict[str, float]], phases: list[dict[str, tuple[float, float]]]) -> dict:
+    return {
         "serve_sh": {part: round(statistics.median(s[part] for s in starts), 3) for part in starts[0]},
         "serve_sh_ready_min_max": [round(min(s["ready"] for s in starts), 3), round(max(s["ready"] for s in starts), 3)],
         "phases": {name: {"cpu": round(statistics.median(p[name][0] for p in phases), 3),
                           "wall": round(statistics.median(p[name][1] for p in phases), 3)} for name in PHASES},
     }
-    print(f"runs: {args.runs}, load average {result['load_average']:.1f}")
-    ready = result["serve_sh"]
-    low, high = result["serve_sh_ready_min_max"]
-    print(f"./scripts/serve.sh to a green /readyz (second start): median {ready['ready']:.2f} s "
+
+
+def show(label: str, figures: dict) -> None:
+    ready = figures["serve_sh"]
+    low, high = figures["serve_sh_ready_min_max"]
+    print(f"{label}: ./scripts/serve.sh to a green /readyz (second start): median {ready['ready']:.2f} s "
           f"(min {low:.2f}, max {high:.2f})")
     print(f"  spawn to 'listening' {ready['to listening']:.2f} s, chain loaded {ready['chain']:.2f} s later, "
           f"first green /readyz {ready['to first green readyz']:.2f} s after that")
-    print("phase by phase (medians, replayed one after the other):")
-    print(f"  {'phase':<22}{'cpu s':>8}{'wall s':>8}")
-    for name, figures in result["phases"].items():
-        print(f"  {name:<22}{figures['cpu']:>8.3f}{figures['wall']:>8.3f}")
+    print(f"  {'phase (replayed)':<22}{'cpu s':>8}{'wall s':>8}")
+    for name, phase in figures["phases"].items():
+        print(f"  {name:<22}{phase['cpu']:>8.3f}{phase['wall']:>8.3f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--before", type=Path, help="another checkout to time the same way, interleaved")
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args()
+    if not PYTHON.exists():
+        raise SystemExit("run ./scripts/serve.sh once first: it creates .venv/")
+    trees = {"after": REPO} | ({"before": args.before.resolve()} if args.before else {})
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cert_dir = Path(tmp) / "certs"
+        starts: dict[str, list] = {label: [] for label in trees}
+        phases: dict[str, list] = {label: [] for label in trees}
+        for tree in trees.values():
+            start_once(tree, cert_dir)  # the first start: certificates generated, caches warm
+        for _ in range(args.runs):
+            for label, tree in trees.items():
+                starts[label].append(start_once(tree, cert_dir))
+                phases[label].append(phases_once(tree, cert_dir))
+
+    result = {"runs": args.runs, "load_average": round(os.getloadavg()[0], 2)}
+    result |= {label: summary(starts[label], phases[label]) for label in trees}
+    if args.before:
+        result["ready after/before"] = round(result["after"]["serve_sh"]["ready"] / result["before"]["serve_sh"]["ready"], 3)
+    print(f"runs: {args.runs}, load average {result['load_average']:.1f}")
+    for label in trees:
+        show(label, result[label])
+    if args.before:
+        print(f"ready after/before: {result['ready after/before']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
