@@ -51,6 +51,7 @@ class AuditSettings:
     exempt_namespaces: frozenset[str] = frozenset()  # never sent to the webhook; reported exempt
     max_results: int = 100  # results per report (build_report counts the overflow in the summary)
     policy_poll_interval: float = 2.0  # how often it looks at the policy files (and whether it leads)
+    settle: float = 0.5  # after a change event, how long it waits for the changes that come with it
     rediscover_interval: float = 30.0  # how often it looks for a report CRD while the best is absent
 
 
@@ -346,9 +347,10 @@ class BackgroundAudit:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set: a round (in a thread) whenever the state says an audited
-        object or a report changed, and at the latest every ``policy_poll_interval`` seconds
-        (the policy files, leadership, the report APIs and the periodic scan are looked at
-        then)."""
+        object or a report changed, ``settle`` seconds after the first event so that a burst
+        (an object and the status the controller writes for it) makes one round and one
+        report; and at the latest every ``policy_poll_interval`` seconds (the policy files,
+        leadership, the report APIs and the periodic scan are looked at then)."""
         wait_ready = getattr(self.state, "wait_ready", None)
         if wait_ready is not None:
             while not await wait_ready(1.0):
@@ -372,5 +374,7 @@ class BackgroundAudit:
                 await asyncio.wait((woken, stopped), timeout=self.settings.policy_poll_interval,
                                    return_when=asyncio.FIRST_COMPLETED)
                 woken.cancel()
+                if changed.is_set():
+                    await asyncio.wait((stopped,), timeout=self.settings.settle)
         finally:
             stopped.cancel()
