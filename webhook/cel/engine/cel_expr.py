@@ -160,10 +160,15 @@ class CelExprProgram:
     def native_route(self, activation: Mapping[str, Any], limit: int, accept: Callable[[Any], bool] | None) -> Any:
         """The generated Python (``webhook.cel.native``), where the caller accepts its value as
         it is. It bounds its own work (CelCostExceeded past the limit): no measure first."""
-        if accept is None or self.native is None:
+        if accept is None:
+            return DECLINED
+        native = self._native
+        if native is _UNBUILT:
+            native = self.native
+        if native is None:
             return DECLINED
         try:
-            value = self.native(activation, limit)
+            value = native(activation, limit)
         except NotNative:
             return DECLINED
         return value if accept(value) else DECLINED
