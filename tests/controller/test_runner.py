@@ -23,7 +23,7 @@ from tests.controller.helpers import cluster_objects, order, settled
 from tests.support.cel import EVALUATOR
 
 IS = kinds.INFERENCE_SERVICE
-FAST = RunnerConfig(workers=2, base_retry_delay=0.01)
+FAST = RunnerConfig(workers=2, settle=0.02, base_retry_delay=0.01)
 FAST_LEASE = LeaseConfig(name="infergate-controller", namespace="infergate-system",
                          lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
 

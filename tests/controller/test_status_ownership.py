@@ -24,7 +24,7 @@ from webhook.controller.snapshot import MemoryState
 from tests.support.cel import EVALUATOR
 from tests.controller.helpers import settled
 
-FAST = RunnerConfig(workers=2, base_retry_delay=0.01)
+FAST = RunnerConfig(workers=2, settle=0.02, base_retry_delay=0.01)
 IM, POOL, MODEL = kinds.INFERENCE_MODEL, kinds.INFERENCE_POOL, kinds.KUBEAI_MODEL
 NS = "ml-team"
 

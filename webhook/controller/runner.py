@@ -70,6 +70,7 @@ def _order(key: Key) -> tuple:
 @dataclass(frozen=True)
 class RunnerConfig:
     workers: int = 4
+    settle: float = 0.1  # after a change event, how long it waits for the changes that come with it
     resync_interval: float = 600.0  # full re-reconcile, a safety net
     base_retry_delay: float = 0.2
     max_retry_delay: float = 300.0
@@ -321,8 +322,9 @@ class Controller:
                 self.metrics.queue_depth.set(len(self.queue))
 
     async def _watch_changes(self, stop: asyncio.Event) -> None:
-        """Ask the feed what moved each time the state says something changed (changes that
-        come together are read in one go), and resync everything every ``resync_interval``."""
+        """Ask the feed what moved each time the state says something changed (``settle``
+        seconds after the first event: changes that come together are read in one go), and
+        resync everything every ``resync_interval``."""
         loop = asyncio.get_running_loop()
         next_resync = loop.time() + self.config.resync_interval
         stopped = asyncio.create_task(stop.wait())
@@ -333,6 +335,9 @@ class Controller:
                                    return_when=asyncio.FIRST_COMPLETED)
                 woken.cancel()
                 if self._changed.is_set():
+                    # a burst (a rollout's Pods) is read in one go: the feed's walk runs at most
+                    # once per ``settle`` however fast the events come
+                    await asyncio.wait((stopped,), timeout=self.config.settle)
                     self._changed.clear()
                     self.poll_changes()
                 if loop.time() >= next_resync:
