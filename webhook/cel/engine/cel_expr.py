@@ -287,12 +287,13 @@ class CelExprProgram:
 
 
 def warm_up_fallback() -> None:
-    """Build the pure-Python backend's parser that ``cel_python_route`` answers with: it takes
-    a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
-    event loop, so that the first such evaluation does not stall the reviews behind it."""
-    from webhook.cel.engine.cel_python import parser
+    """Build what the pure-Python backend that ``cel_python_route`` answers with shares (its
+    parser, its table of functions): a noticeable fraction of a second on first use. The
+    server calls this once its chain is loaded, off the event loop, so that the first such
+    evaluation does not stall the reviews behind it."""
+    from webhook.cel.engine.cel_python import warm_up
 
-    parser()
+    warm_up()
 
 
 def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -196,6 +196,13 @@ class CelPythonEngine:
         return CelPythonProgram(expression, parser().program(ast, functions=_functions()), checked, self.known_sizes)
 
 
+def warm_up() -> None:
+    """Build what every engine of this backend shares (``parser``, the functions' table) now,
+    not at its first compilation (``cel_expr.warm_up_fallback``)."""
+    parser()
+    _functions()
+
+
 @cache
 def parser() -> celpy.Environment:
     """celpy's environment: its grammar, whose LALR tables take a noticeable fraction of a
