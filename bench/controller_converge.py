@@ -126,13 +126,13 @@ async def measure(controller: Controller, api: InProcessApi) -> dict:
     stop = asyncio.Event()
     started, cpu = time.perf_counter(), time.process_time()
     task = asyncio.create_task(controller.run(stop))
-    await controller.wait_idle(timeout=3600)
+    await asyncio.wait_for(controller.idle.wait(), 3600)
     figures = {"converge_s": time.perf_counter() - started, "converge_cpu": time.process_time() - cpu,
                "converge_writes": api.writes}
     reconciles = controller.reconciles
     started, cpu = time.perf_counter(), time.process_time()
     controller.enqueue_all()
-    await controller.wait_idle(timeout=3600)
+    await asyncio.wait_for(controller.idle.wait(), 3600)
     figures["steady_s"] = time.perf_counter() - started
     figures["steady_cpu"] = time.process_time() - cpu
     figures["steady_writes"] = api.writes - figures["converge_writes"]

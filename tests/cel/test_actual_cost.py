@@ -251,7 +251,7 @@ def test_every_rule_of_the_recorded_cases_is_counted_as_the_engine_answers(monke
     monkeypatch.setattr(crd.CostBudget, "charge_later", lambda budget, *charge: False)
     for name in OBJECT_SUITES:
         suite = load_suite(CASES / name, EVALUATOR)
-        walk = CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=ALL.without("object_batch")))
+        walk = CRDRegistry(suite.registry.crds, evaluator=EVALUATOR.with_routes(ALL.without("object_batch")))
         for case in suite.cases:
             recorded_outcome(walk, case.data)
     assert not differing, "\n".join(differing[:20])

@@ -5,6 +5,8 @@ reference: ext/lists.go, common/decls, common/types, Kubernetes' library/lists.g
 import datetime
 
 import pytest
+
+from tests.cel.vectors import engine_for
 import yaml
 
 from webhook.cel import CelCompileError, CelEvalError
@@ -21,7 +23,7 @@ ENGINES = ["cel-expr", "cel-python"]
 
 @pytest.fixture(params=ENGINES)
 def engine(request):
-    return Evaluator(request.param).engine
+    return engine_for(request.param)
 
 
 def evaluate(engine, expression, **variables):
@@ -179,7 +181,7 @@ def test_extension_calls_name_the_runtime_types(engine, expression, value, messa
     ("self[1]", "ab", ("error", "no such key: 1")),
 ])
 def test_selecting_from_another_value(engine_name, expression, value, expected):
-    engine = Evaluator(engine_name).engine
+    engine = engine_for(engine_name)
     assert outcome(engine, expression, self=value) == expected
 
 
@@ -348,14 +350,14 @@ _CELPY_DURATIONS = pytest.mark.xfail(strict=True, reason=(
     ("'%s and %s'.format([self + duration('1ns'), 1])", datetime.timedelta(seconds=1), "1.000000001s and 1"),
 ])
 def test_format_prints_a_duration_to_the_nanosecond(engine_name, expression, value, expected):
-    assert evaluate(Evaluator(engine_name).engine, expression, self=value) == expected
+    assert evaluate(engine_for(engine_name), expression, self=value) == expected
 
 
 @pytest.mark.parametrize("engine_name", ["cel-expr", pytest.param("cel-python", marks=pytest.mark.xfail(
     strict=True, reason="celpy's maps are Python dicts: the keys 1 and true are one, the literal fails"))])
 def test_format_prints_a_map_with_keys_one_and_true(engine_name):
     # cel-go formatMap: each key formatted, the entries sorted by it
-    assert evaluate(Evaluator(engine_name).engine, "'%s'.format([{true: 'b', 1: 'a', 'k': self}])", self={"z": 0, "y": 1}) \
+    assert evaluate(engine_for(engine_name), "'%s'.format([{true: 'b', 1: 'a', 'k': self}])", self={"z": 0, "y": 1}) \
         == '{"k":{"y":1, "z":0}, 1:"a", true:"b"}'
 
 
@@ -368,7 +370,7 @@ def test_format_prints_a_map_with_keys_one_and_true(engine_name):
     ("'%s'.format([[dyn(duration('2ns'))]])", '[duration("0.000000002s")]'),
 ])
 def test_format_prints_a_nested_duration_to_the_nanosecond(engine_name, expression, expected):
-    assert evaluate(Evaluator(engine_name).engine, expression) == expected
+    assert evaluate(engine_for(engine_name), expression) == expected
 
 
 def test_format_prints_nested_lists_and_maps_of_other_values(engine):
@@ -382,7 +384,7 @@ def test_format_prints_nested_lists_and_maps_of_other_values(engine):
     ("'%s'.format([{'x': {true: 'b', 1: 'a'}}])", '{"x":{1:"a", true:"b"}}'),
 ])
 def test_format_prints_a_nested_map_with_keys_one_and_true(engine_name, expression, expected):
-    assert evaluate(Evaluator(engine_name).engine, expression) == expected
+    assert evaluate(engine_for(engine_name), expression) == expected
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -390,7 +392,7 @@ def test_format_prints_a_nested_map_with_keys_one_and_true(engine_name, expressi
     "map is a value of the outer map(dyn, dyn), and its duration reaches Python as cel-expr-python "
     "converts it (datetime.timedelta: microseconds)"))
 def test_format_of_a_duration_inside_a_dyn_map():
-    assert evaluate(Evaluator("cel-expr").engine, "'%s'.format([{'x': {true: 'b', 1: 'a', 'k': {2: duration('3ns')}}}])") \
+    assert evaluate(engine_for("cel-expr"), "'%s'.format([{'x': {true: 'b', 1: 'a', 'k': {2: duration('3ns')}}}])") \
         == '{"x":{"k":{2:duration("0.000000003s")}, 1:"a", true:"b"}}'
 
 
@@ -473,7 +475,7 @@ def test_int_of_a_computed_padded_string(engine, value):
 
 
 def test_int_of_a_computed_string_keeps_the_native_fast_path():
-    program = Evaluator("cel-expr").engine.compile("int(self) + int(self.split(':')[0]) == 4", ["self"])
+    program = engine_for("cel-expr").compile("int(self) + int(self.split(':')[0]) == 4", ["self"])
     assert program.native is not None and program.native({"self": "2"}) is True
 
 
@@ -526,7 +528,7 @@ def test_a_library_result_with_a_nul_reaches_cel_whole(engine):
 
 def test_text_with_a_nul_reaches_cel_whole_from_shared_bindings():
     """(``bind``: values shared by many programs, the default engine's only)"""
-    engine = Evaluator("cel-expr").engine
+    engine = engine_for("cel-expr")
     bindings = engine.bind({"object": {"\x00abc": "\x00"}, "other": "plain"})
     for expression, expected in (("object", {"\x00abc": "\x00"}), ("other + '!'", "plain!"),
                                  ("object.map(k, size(k) + size(object[k]))", [5])):

@@ -42,7 +42,7 @@ def _case_outcomes(routes: Routes) -> dict[str, Any]:
     """Each recorded case: the registry's whole outcome and the verdict against the recording."""
     found: dict[str, Any] = {}
     for suite in _object_suites():
-        registry = CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=routes))
+        registry = CRDRegistry(suite.registry.crds, evaluator=EVALUATOR.with_routes(routes))
         rerouted = Suite(suite.path, suite.title, [], registry)
         for case in suite.cases:
             data = case.data
@@ -105,7 +105,7 @@ def _rule_outcome(vector: dict[str, Any], routes: Routes) -> Any:
                              budget=crd.CostBudget(), routes=routes)
     placed = []
     for root, value, old in _schemas(vector["id"]):
-        errors, warnings = CelValidator(root, Evaluator(routes=routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
+        errors, warnings = CelValidator(root, EVALUATOR.with_routes(routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
         placed.append(([str(e) for e in errors], warnings))
     return results, placed
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from webhook.cel import CelEvalError
-from webhook.cel.engine.cel_expr import compile_typed
+from webhook.cel import Evaluator
 from webhook.cel.library.regex import matches
 from cel_expr_python import cel
+
+ENGINE = Evaluator("cel-expr").engine
 
 DNS = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 DNS_LITERAL = "'" + DNS.replace("\\", "\\\\") + "'"  # as a CEL string literal
@@ -16,7 +18,7 @@ RULE = f"self.name.matches({DNS_LITERAL})"
 
 
 def _program(source: str):
-    return compile_typed(source, {"self": cel.Type.DYN})
+    return ENGINE.compile_typed(source, {"self": cel.Type.DYN})
 
 
 def test_the_call_is_hoisted_and_leaves_no_python_call():

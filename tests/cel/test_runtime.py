@@ -6,7 +6,6 @@ import pytest
 from cel_expr_python import cel
 
 from webhook.cel import CelCostExceeded, CelEvalError
-from webhook.cel.engine.cel_expr import compile_typed
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.quantity import Quantity
 from webhook.cel import Evaluator
@@ -100,5 +99,5 @@ def test_timestamps_and_durations_inside_dynamic_values():
 
 
 def test_typed_declarations():
-    program = compile_typed("at < timestamp('2030-01-01T00:00:00Z')", {"at": cel.Type.TIMESTAMP})
+    program = ENGINE.compile_typed("at < timestamp('2030-01-01T00:00:00Z')", {"at": cel.Type.TIMESTAMP})
     assert program.evaluate({"at": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)}) is True

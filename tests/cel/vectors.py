@@ -114,11 +114,22 @@ def same_value(actual: Any, wanted: Any) -> bool:
     return actual == wanted
 
 
+_EVALUATORS: dict[str, Evaluator] = {}
+
+
+def engine_for(name: str) -> Any:
+    """One engine per backend for the whole test run: each keeps its compiled programs and
+    environments, which thousands of vectors need not build again."""
+    if name not in _EVALUATORS:
+        _EVALUATORS[name] = Evaluator(name)
+    return _EVALUATORS[name].engine
+
+
 def outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
     """("value", v) | ("error", message) | ("compile_error", message)."""
     if "schema" in vector:
         return _rule_outcome(engine_name, vector)
-    engine = Evaluator(engine_name).engine
+    engine = engine_for(engine_name)
     variables = vector.get("variables") or {}
     try:
         program = engine.compile(vector["expression"], variables.keys())
@@ -139,7 +150,7 @@ def _rule_outcome(engine_name: str, vector: dict[str, Any]) -> tuple[str, Any]:
     variables = vector.get("variables") or {}
     try:
         rules = compile_schema_rules(schema, is_root=bool(vector.get("is_resource_root")), path="",
-                                     engine=Evaluator(engine_name).engine)
+                                     engine=engine_for(engine_name))
     except CrdRuleError as err:
         return "compile_error", err.issues[0].detail
     results = rules.evaluate(variables.get("self"), variables.get("oldSelf", ABSENT), budget=CostBudget())

@@ -24,3 +24,12 @@ def cluster_objects() -> list[dict]:
 
 def order(name: str = "hf-embedding") -> dict:
     return copy.deepcopy(load_yaml(ORDERS / f"{name}.yaml")[0])
+
+
+async def settled(controller, *, scheduled: bool = True, timeout: float = 10.0) -> None:
+    """Until the controller has answered every change (its ``idle`` signal; ``quiet`` with
+    ``scheduled=False``: retries and re-checks may wait for later), within ``timeout``."""
+    import asyncio
+
+    signal = controller.idle if scheduled else controller.quiet
+    await asyncio.wait_for(signal.wait(), timeout)

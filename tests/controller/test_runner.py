@@ -19,11 +19,11 @@ from webhook.controller.runner import Controller, RunnerConfig
 from webhook.controller.snapshot import MemoryState
 
 from tests.support.apiserver import FakeApiServer
-from tests.controller.helpers import cluster_objects, order
+from tests.controller.helpers import cluster_objects, order, settled
 from tests.support.cel import EVALUATOR
 
 IS = kinds.INFERENCE_SERVICE
-FAST = RunnerConfig(workers=2, poll_interval=0.02, base_retry_delay=0.01)
+FAST = RunnerConfig(workers=2, settle=0.02, base_retry_delay=0.01)
 FAST_LEASE = LeaseConfig(name="infergate-controller", namespace="infergate-system",
                          lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
 
@@ -97,7 +97,7 @@ def conditions(status):
 
 async def test_status_written_through_the_subresource_once(cluster):
     running = Running(controller(cluster))
-    await running.controller.wait_idle()
+    await settled(running.controller)
     status = cluster.status()
     assert status["resolved"]["deviceClass"] == "nvidia-a30-mig-2g12-mps"
     assert conditions(status)["Planned"] == ("True", "Planned")
@@ -112,7 +112,7 @@ async def test_status_written_through_the_subresource_once(cluster):
     # steady state: a full resync reconciles everything again and writes nothing
     reconciles = running.controller.reconciles
     running.controller.enqueue_all()
-    await running.controller.wait_idle()
+    await settled(running.controller)
     assert running.controller.reconciles > reconciles
     assert cluster.fake.writes() == writes
 
@@ -121,7 +121,7 @@ async def test_status_written_through_the_subresource_once(cluster):
                  "metadata": {"name": "hf-embedding", "namespace": "hardfest-demo",
                               "labels": {kinds.INFERENCE_SERVICE_LABEL: "hf-embedding"}},
                  "spec": {"replicas": 1}, "status": {"readyReplicas": 1}})
-    await running.controller.wait_idle()
+    await settled(running.controller)
     assert len(cluster.fake.writes()) == 3
     assert cluster.status()["phase"] == "Ready"
     await running.shutdown()
@@ -129,14 +129,14 @@ async def test_status_written_through_the_subresource_once(cluster):
 
 async def test_events_for_notable_transitions(cluster):
     running = Running(controller(cluster))
-    await running.controller.wait_idle()
+    await settled(running.controller)
     events = [o for (v, p, ns, n), o in cluster.fake.objects.items() if p == "events"]
     by_object = {(e["involvedObject"]["kind"], e["reason"], e["type"]) for e in events}
     # the order's Ready starts Unknown (no workload): one Normal event; Planned=True is no news
     assert ("InferenceService", "WorkloadNotFound", "Normal") in by_object
     assert not any(e["reason"] == "Planned" for e in events)
     cluster.put({**order("hf-embedding-h100"), "status": cluster.status()})
-    await running.controller.wait_idle()
+    await settled(running.controller)
     events = [o for (v, p, ns, n), o in cluster.fake.objects.items() if p == "events"]
     warning = [e for e in events if e["reason"] == "ClaimDeviceMissing" and e["message"].startswith("Planned=False")]
     assert len(warning) == 1 and warning[0]["type"] == "Warning"
@@ -147,7 +147,7 @@ async def test_events_for_notable_transitions(cluster):
 
 async def test_conflict_rereads_and_retries(cluster):
     running = Running(controller(cluster))
-    await running.controller.wait_idle()
+    await settled(running.controller)
     # another client changes the order's labels; the controller's view misses it (stale cache)
     cluster.mirroring = False
     fresh = cluster.fake.get(IS.api_version, IS.plural, "hf-embedding", "hardfest-demo")
@@ -162,7 +162,7 @@ async def test_conflict_rereads_and_retries(cluster):
                  "status": {"readyReplicas": 1}})
     current = cluster.fake.get(IS.api_version, IS.plural, "hf-embedding", "hardfest-demo")
     assert stale_view["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]
-    await running.controller.wait_idle()
+    await settled(running.controller)
     assert running.controller.conflicts == 1
     stored = cluster.fake.get(IS.api_version, IS.plural, "hf-embedding", "hardfest-demo")
     assert stored["status"]["phase"] == "Ready"
@@ -186,7 +186,7 @@ async def test_failures_back_off_exponentially_and_recover(cluster):
     add_rate_limited = flaky.queue.add_rate_limited
     flaky.queue.add_rate_limited = lambda key: delays.append(add_rate_limited(key)) or delays[-1]
     running = Running(flaky)
-    await flaky.wait_idle()
+    await settled(flaky)
     assert delays == [0.01, 0.02, 0.04]  # base × 2^n for the same key
     assert cluster.status()["phase"] == "Pending"  # written on the fourth try
     assert flaky.queue.failures((IS, "hardfest-demo", "hf-embedding")) == 0  # forgotten after success
@@ -261,8 +261,8 @@ async def test_two_runners_one_writer_and_failover(cluster):
     leaders = [r for r in replicas if r.controller.leading]
     assert len(leaders) == 1
     leader, follower = leaders[0], next(r for r in replicas if r is not leaders[0])
-    await leader.controller.wait_idle()
-    await follower.controller.wait_idle()
+    await settled(leader.controller)
+    await settled(follower.controller)
     assert leader.controller.api.writes == 2 and follower.controller.api.writes == 0
     assert len(cluster.fake.writes()) == 2
     assert lease(cluster)["spec"]["holderIdentity"] == leader.controller.elector.identity
@@ -276,7 +276,7 @@ async def test_two_runners_one_writer_and_failover(cluster):
         await asyncio.sleep(0.02)
     assert follower.controller.leading
     cluster.put(order("hf-embedding-gguf"))
-    await follower.controller.wait_idle()
+    await settled(follower.controller)
     assert cluster.status()["phase"] == "Failed"
     assert follower.controller.api.writes == 1 and len(cluster.fake.writes()) == 3
     await follower.shutdown()
@@ -298,7 +298,7 @@ async def test_a_claim_left_unallocated_is_replanned_when_its_timeout_passes(clu
                  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "nvidia-a30-mig-2g12-mps"}}]}}})
     now = [datetime(2026, 1, 1, 0, 4, 59, tzinfo=timezone.utc)]  # the claim is 299 s old
     running = Running(controller(cluster, settings=Settings(replan_timeout=timedelta(seconds=300)), clock=lambda: now[0]))
-    await running.controller.wait_idle(scheduled=False)
+    await settled(running.controller, scheduled=False)
     assert cluster.status()["resolved"]["deviceClass"] == "nvidia-a30-mig-2g12-mps"  # not stuck yet
     assert cluster.status()["resolved"]["replanCount"] == 0
     writes = len(cluster.fake.writes())

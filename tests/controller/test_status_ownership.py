@@ -22,8 +22,9 @@ from webhook.controller.ownership import FIELD_MANAGER, StatusWritesError, statu
 from webhook.controller.runner import Controller, RunnerConfig
 from webhook.controller.snapshot import MemoryState
 from tests.support.cel import EVALUATOR
+from tests.controller.helpers import settled
 
-FAST = RunnerConfig(workers=2, poll_interval=0.02, base_retry_delay=0.01)
+FAST = RunnerConfig(workers=2, settle=0.02, base_retry_delay=0.01)
 IM, POOL, MODEL = kinds.INFERENCE_MODEL, kinds.INFERENCE_POOL, kinds.KUBEAI_MODEL
 NS = "ml-team"
 
@@ -94,7 +95,7 @@ async def run(cluster, **kwargs):
         if controller.leading:
             break
         await asyncio.sleep(0.02)
-    await controller.wait_idle()
+    await settled(controller)
     return controller, stop, task
 
 
@@ -139,7 +140,7 @@ async def test_another_writers_conditions_survive_and_ours_stay_ours(cluster):
     cluster.fake.put(copy.deepcopy({**OBJECTS[1], "metadata": {"name": "chat-older", "namespace": NS,
                                                                 "creationTimestamp": "2025-01-01T00:00:00Z"}}),
                      IM.plural)
-    await controller.wait_idle()
+    await settled(controller)
     stored = cluster.get(IM, "chat")
     assert conditions(stored) == {"Ready": "False", "Accepted": "False"}  # ModelNameInUse: the older one wins
     assert [c["reason"] for c in stored["status"]["conditions"] if c["type"] == "Ready"] == ["NoEndpoints"]

@@ -111,7 +111,7 @@ def test_recorded_cases_answer_the_same_batched(fast_paths):
     suites = [load_suite(CASES / name, EVALUATOR) for name in OBJECT_SUITES + NESTED_LOOP_SUITES]
     cases = [case for suite in suites for case in suite.cases]
     assert len(cases) >= 339
-    registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, evaluator=Evaluator(routes=routes)) for routes in (WALK, ALL)}
+    registries = {id(suite): {routes: CRDRegistry(suite.registry.crds, evaluator=EVALUATOR.with_routes(routes)) for routes in (WALK, ALL)}
                   for suite in suites}
     for case in cases:
         walked, batched = _both_ways(lambda routes: recorded_outcome(registries[id(case.suite)][routes], case.data))
@@ -122,7 +122,7 @@ def test_recorded_cases_answer_the_same_batched(fast_paths):
 
 def test_example_manifests_answer_the_same_batched(fast_paths):
     registry = CRDRegistry.shipped(evaluator=EVALUATOR)
-    registries = {routes: CRDRegistry(registry.crds, evaluator=Evaluator(routes=routes)) for routes in (WALK, ALL)}
+    registries = {routes: CRDRegistry(registry.crds, evaluator=EVALUATOR.with_routes(routes)) for routes in (WALK, ALL)}
     objects, valid = [], 0  # the valid ones first
     for folder in ("valid", "invalid"):
         for path in sorted((MANIFESTS / folder).glob("*.yaml")):
@@ -174,7 +174,7 @@ def test_rule_vectors_answer_the_same_batched(vector):
         root = compile_schema(copy.deepcopy(schema))
 
         def run(routes):
-            errors, warnings = celrules.CelValidator(root, Evaluator(routes=routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
+            errors, warnings = celrules.CelValidator(root, EVALUATOR.with_routes(routes)).validate(copy.deepcopy(value), copy.deepcopy(old))
             return [str(e) for e in errors], warnings
 
         walked, batched = _both_ways(run)
@@ -191,7 +191,7 @@ def test_data_contradicting_the_schema_below_a_rule_reading_its_whole_value():
     root = compile_schema(schema)
 
     def run(value, routes):
-        errors, warnings = celrules.CelValidator(root, Evaluator(routes=routes)).validate(value)
+        errors, warnings = celrules.CelValidator(root, EVALUATOR.with_routes(routes)).validate(value)
         return [str(e) for e in errors], warnings
 
     walked, batched = _both_ways(lambda routes: run({"c": {"n": 3.0}}, routes))
@@ -249,7 +249,7 @@ ALL_BATCHED, OTHERS_BATCHED, NONE_BATCHED = {"all", "no native"}, {"no native"},
 def test_kubeai_unique_file_paths_batched_only_when_true(operation, files, old_files, errors, warnings, answered,
                                                          fast_paths):
     shipped = CRDRegistry.shipped("v0.23", evaluator=EVALUATOR)
-    registries = {label: CRDRegistry(shipped.crds, evaluator=Evaluator(routes=routes)) for label, routes in ROUTE_SETS.items()}
+    registries = {label: CRDRegistry(shipped.crds, evaluator=EVALUATOR.with_routes(routes)) for label, routes in ROUTE_SETS.items()}
     obj = _model([{"path": path, "content": "x"} for path in files], minReplicas=1)
     old = None if old_files is None else _model([{"path": path, "content": "x"} for path in old_files], minReplicas=1)
     outcome, batched = _answers(registries, operation, obj, old, fast_paths)
@@ -281,7 +281,7 @@ def test_nested_loop_rules_defer_unless_true(rule, values, fast_paths):
     items = {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}}
     spec = {"type": "object", "properties": {"l": {"type": "array", "items": items}, "tag": {"type": "string"}},
             "x-kubernetes-validations": [{"rule": "self.tag != ''"}, {"rule": rule}]}
-    registries = {label: CRDRegistry([crd(spec)], evaluator=Evaluator(routes=routes)) for label, routes in ROUTE_SETS.items()}
+    registries = {label: CRDRegistry([crd(spec)], evaluator=EVALUATOR.with_routes(routes)) for label, routes in ROUTE_SETS.items()}
     (valid, valid_batched), *failing = [_answers(registries, "CREATE", thing({"l": value, "tag": "t"}), None,
                                                  fast_paths) for value in values]
     assert valid["allowed"] and valid_batched == ALL_BATCHED

@@ -118,7 +118,7 @@ async def test_the_cel_fallback_is_built_once_the_chain_is_loaded_without_delayi
 
 def test_warming_up_builds_the_fallback_backend():
     code = ("from webhook.cel.engine import cel_expr; cel_expr.warm_up_fallback(); "
-            "from webhook.cel.engine import cel_python; print(cel_python.compiled_program.cache_info().currsize)")
+            "from webhook.cel.engine import cel_python; print(cel_python.parser.cache_info().currsize)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1"

@@ -19,8 +19,10 @@ class Evaluator:
     routes an evaluation may take (``webhook.cel.ladder``; every one by default: tests and
     benchmarks switch some off).
 
-    The backend is imported when first used, so that a command that evaluates no CEL does
-    not pay for it."""
+    The engine owns what it keeps between compilations (compiled programs, environments,
+    the checking step): they live as long as this value and whatever shares its engine, and
+    no two evaluators built apart share any. The backend is imported when first used, so
+    that a command that evaluates no CEL does not pay for it."""
 
     __slots__ = ("name", "routes", "_engine")
 
@@ -29,17 +31,23 @@ class Evaluator:
             raise ValueError(f"unknown CEL engine {name!r}; choose one of {', '.join(engine_names())}")
         self.name = name
         self.routes = routes
-        self._engine: Engine | None = None
+        self._engine: list[Engine] = []  # built on first use; shared with ``without``'s evaluators
 
     @property
     def engine(self) -> Engine:
-        if self._engine is None:
-            self._engine = new_engine(self.name)
-        return self._engine
+        if not self._engine:
+            self._engine.append(new_engine(self.name))
+        return self._engine[0]
 
     def without(self, route: str) -> "Evaluator":
-        """The same engine, the fast route ``route`` switched off."""
-        return Evaluator(self.name, self.routes.without(route))
+        """The same engine (its compiled programs too), the fast route ``route`` switched off."""
+        return self.with_routes(self.routes.without(route))
+
+    def with_routes(self, routes: Routes) -> "Evaluator":
+        """The same engine (its compiled programs too), taking the fast routes ``routes``."""
+        other = Evaluator(self.name, routes)
+        other._engine = self._engine
+        return other
 
     def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> Program:
         """``Engine.compile``: ``expression`` with every variable typed ``dyn``."""

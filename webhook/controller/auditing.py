@@ -51,8 +51,8 @@ class AuditSettings:
     interval: float = 3600.0  # seconds between full scans; 0: none after the first
     exempt_namespaces: frozenset[str] = frozenset()  # never sent to the webhook; reported exempt
     max_results: int = 100  # results per report (build_report counts the overflow in the summary)
-    poll_interval: float = 0.5  # how often it looks for changed objects
-    policy_poll_interval: float = 2.0  # how often it looks at the policy files
+    policy_poll_interval: float = 2.0  # how often it looks at the policy files (and whether it leads)
+    settle: float = 0.5  # after a change event, how long it waits for the changes that come with it
     rediscover_interval: float = 30.0  # how often it looks for a report CRD while the best is absent
 
 
@@ -343,19 +343,35 @@ class BackgroundAudit:
     # -- the loop ----------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Until ``stop`` is set: a round every ``poll_interval`` seconds, in a thread."""
+        """Until ``stop`` is set: a round (in a thread) whenever the state says an audited
+        object or a report changed, ``settle`` seconds after the first event so that a burst
+        (an object and the status the controller writes for it) makes one round and one
+        report; and at the latest every ``policy_poll_interval`` seconds (the policy files,
+        leadership, the report APIs and the periodic scan are looked at then)."""
         wait_ready = getattr(self.state, "wait_ready", None)
         if wait_ready is not None:
             while not await wait_ready(1.0):
                 if stop.is_set():
                     return
-        while not stop.is_set():
-            try:
-                await asyncio.to_thread(self.step)
-            except Exception:  # noqa: BLE001 - the loop must outlive any surprise; the next round retries
-                self.metrics.audit_failures.inc()
-                log.exception("audit round failed")
-            try:
-                await asyncio.wait_for(stop.wait(), self.settings.poll_interval)
-            except asyncio.TimeoutError:
-                pass
+        changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for kind in (*self.kinds, *(k for api in reports.REPORT_APIS for k in api.kinds)):
+            # the state calls back from the thread that wrote: a watch's, or the loop's own
+            self.state.on_change(kind.api_version, kind.kind, lambda: loop.call_soon_threadsafe(changed.set))
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                changed.clear()
+                try:
+                    await asyncio.to_thread(self.step)
+                except Exception:  # noqa: BLE001 - the loop must outlive any surprise; the next round retries
+                    self.metrics.audit_failures.inc()
+                    log.exception("audit round failed")
+                woken = asyncio.create_task(changed.wait())
+                await asyncio.wait((woken, stopped), timeout=self.settings.policy_poll_interval,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if changed.is_set():
+                    await asyncio.wait((stopped,), timeout=self.settings.settle)
+        finally:
+            stopped.cancel()

@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ def _order(key: Key) -> tuple:
 @dataclass(frozen=True)
 class RunnerConfig:
     workers: int = 4
-    poll_interval: float = 0.5  # how often the change feed looks at the cache
+    settle: float = 0.1  # after a change event, how long it waits for the changes that come with it
     resync_interval: float = 600.0  # full re-reconcile, a safety net
     base_retry_delay: float = 0.2
     max_retry_delay: float = 300.0
@@ -118,6 +119,15 @@ class Controller:
         self._own_versions: dict[Key, str] = {}
         self.reconciles = 0
         self.conflicts = 0
+        # the state's change events set ``_changed``; the change loop then asks the feed what moved
+        self._changed = asyncio.Event()
+        self._running = False  # the first poll and the full enqueue are done
+        # set while nothing is queued, in flight, scheduled for later (a retry, a replan check)
+        # or changed in the state and not yet looked at: what a caller waits on (with a
+        # deadline) to see the controller's answer to what it changed
+        self.idle = asyncio.Event()
+        self.quiet = asyncio.Event()  # as ``idle``, with retries and replan checks scheduled for later
+        self.queue.on_change = self._signal
         if elector is not None:
             elector.on_started, elector.on_stopped = self._started_leading, self._stopped_leading
 
@@ -128,11 +138,13 @@ class Controller:
         return self.elector is None or self.elector.leading
 
     def _started_leading(self) -> None:
+        self.metrics.leader.set(1)
         self._written.clear()  # another replica may have written meanwhile
         self._own_versions.clear()
         self.enqueue_all()
 
     def _stopped_leading(self) -> None:
+        self.metrics.leader.set(0)
         log.info("not the leader: no status writes until the Lease is held again")
 
     # -- inputs ------------------------------------------------------------------------------
@@ -145,6 +157,33 @@ class Controller:
     def enqueue_all(self) -> None:
         for key in all_owned(self.state, [k for k in kinds.OWNED if k in self.writes_status]):
             self.queue.add(key)
+        self._signal()
+
+    def _signal(self) -> None:
+        """``idle`` and ``quiet`` as the queue and the unread changes now are."""
+        unread = self._changed.is_set() or not self._running
+        for event, settled in ((self.idle, self.queue.idle), (self.quiet, self.queue.quiet)):
+            if settled and not unread:
+                event.set()
+            else:
+                event.clear()
+
+    def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Be woken by every change to a kind the feed reads: the state calls back from the
+        thread that wrote (a watch's, or the loop's own)."""
+        def changed_here() -> None:
+            self._changed.set()
+            self._signal()
+
+        def changed() -> None:
+            if threading.get_ident() == loop_thread:
+                changed_here()
+            else:
+                loop.call_soon_threadsafe(changed_here)
+
+        loop_thread = threading.get_ident()
+        for kind in self.feed.watched:
+            self.state.on_change(kind.api_version, kind.kind, changed)
 
     def poll_changes(self) -> int:
         """Queue everything whose status may depend on what changed; returns the change count."""
@@ -293,17 +332,30 @@ class Controller:
                 self.metrics.queue_depth.set(len(self.queue))
 
     async def _watch_changes(self, stop: asyncio.Event) -> None:
+        """Ask the feed what moved each time the state says something changed (``settle``
+        seconds after the first event: changes that come together are read in one go), and
+        resync everything every ``resync_interval``."""
         loop = asyncio.get_running_loop()
         next_resync = loop.time() + self.config.resync_interval
-        while not stop.is_set():
-            self.poll_changes()
-            if loop.time() >= next_resync:
-                self.enqueue_all()
-                next_resync = loop.time() + self.config.resync_interval
-            try:
-                await asyncio.wait_for(stop.wait(), self.config.poll_interval)
-            except asyncio.TimeoutError:
-                pass
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                woken = asyncio.create_task(self._changed.wait())
+                await asyncio.wait((woken, stopped), timeout=max(0.0, next_resync - loop.time()),
+                                   return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if self._changed.is_set():
+                    # a burst (a rollout's Pods) is read in one go: the feed's walk runs at most
+                    # once per ``settle`` however fast the events come
+                    await asyncio.wait((stopped,), timeout=self.config.settle)
+                    self._changed.clear()
+                    self.poll_changes()
+                if loop.time() >= next_resync:
+                    self.enqueue_all()
+                    next_resync = loop.time() + self.config.resync_interval
+                self._signal()
+        finally:
+            stopped.cancel()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set; then drain in-flight work and release the Lease."""
@@ -316,7 +368,9 @@ class Controller:
                 waited += 1
                 if waited % 10 == 0:  # e.g. a kind the ServiceAccount may not list
                     log.warning("still waiting for the cluster view to sync (%d s)", waited)
+        self._listen(asyncio.get_running_loop())
         self.feed.poll()  # the first poll sees every object as new: queue each once
+        self._running = True
         self.enqueue_all()
         tasks = [asyncio.create_task(self._watch_changes(stop), name="changes")]
         tasks += [asyncio.create_task(self._worker(), name=f"worker-{i}") for i in range(self.config.workers)]
@@ -325,20 +379,6 @@ class Controller:
         await stop.wait()
         self.queue.shut_down()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def wait_idle(self, timeout: float = 10.0, *, scheduled: bool = True) -> None:
-        """For tests and benchmarks: until nothing is queued or in flight (nor, with
-        ``scheduled``, waiting for a retry or a replan check)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-
-        def settled() -> bool:
-            return self.queue.idle if scheduled else self.queue.quiet
-
-        while not (settled() and self.poll_changes() == 0 and settled()):
-            if loop.time() > deadline:
-                raise TimeoutError("controller did not become idle")
-            await asyncio.sleep(0.02)
 
 
 # -- the command ------------------------------------------------------------------------------

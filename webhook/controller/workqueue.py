@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 
 class ShutDown(Exception):
@@ -30,6 +30,7 @@ class WorkQueue:
         self._ready = asyncio.Event()
         self._shutting_down = False
         self.base_delay, self.max_delay = base_delay, max_delay
+        self.on_change: Callable[[], None] = lambda: None  # after a key is added, scheduled or done
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -54,6 +55,7 @@ class WorkQueue:
             self._queued.add(key)
             self._queue.append(key)
             self._ready.set()
+            self.on_change()
 
     def add_after(self, key: Hashable, delay: float) -> None:
         """Add ``key`` in ``delay`` seconds (the earliest of several requests wins)."""
@@ -70,6 +72,7 @@ class WorkQueue:
                 return
             timer.cancel()
         self._timers[key] = loop.call_at(due, self._fire, key)
+        self.on_change()
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
@@ -105,6 +108,7 @@ class WorkQueue:
         if key in self._dirty:
             self._dirty.discard(key)
             self.add(key)
+        self.on_change()
 
     def shut_down(self) -> None:
         self._shutting_down = True

@@ -21,7 +21,6 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from webhook.cel import CelError, Evaluator
-from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import UNREAD, ReviewLookup, review_lookups
 from webhook.policy.batch import batch_source, compile_batch, judged_source, list_source, request_fields_read
 from webhook.policy.exact import ExactPath
@@ -257,7 +256,7 @@ class BatchPath:
         except CelError:
             return None
         self.state_values = (inputs, activation["variables"])
-        remember_stable(activation["variables"])  # the same values until those objects change
+        self.exact.remember(activation["variables"])  # the same values until those objects change
         return activation["variables"]
 
     def _lookup_arguments(self, activation: Mapping[str, Any]) -> list[dict[str, Any] | None] | None:
@@ -297,7 +296,7 @@ class BatchPath:
                 lookups.append(ReviewLookup(lookup.name, lookup.get is not None, source.apiVersion, source.kind,
                                             {f: e.source for f, e in exprs.items()}))
             self._batches["review reader"] = review_lookups(lookups, [lk.name for lk, _ in self.exact.lookups],
-                                                            remember_stable)
+                                                            self.exact.remember)
         return self._batches["review reader"]
 
     def run(self, inp: PolicyInput, verdict: Verdict, mutating: bool) -> bool | None:

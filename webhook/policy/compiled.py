@@ -39,7 +39,7 @@ class CompiledPolicy:
         self.validates_when_mutating = s.validationStage == "Mutating"
         self.matcher = Matcher(s.matchConstraints)
         self.exact = ExactPath(
-            self.name, s.paramRef,
+            self.name, s.paramRef, evaluator.engine.known_sizes.remember,
             lookups=[(lk, _compile_lookup(lk, i, compile_)) for i, lk in enumerate(s.lookups)],
             match_conditions=[(m.name, compile_(m.expression, ("spec", "matchConditions", i, "expression")))
                               for i, m in enumerate(s.matchConditions)],

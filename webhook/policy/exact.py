@@ -16,7 +16,6 @@ import jsonpatch
 
 from webhook import documents
 from webhook.cel import CelError
-from webhook.cel.cost.bound import remember_stable
 from webhook.policy.arguments import list_labelled, list_selected
 from webhook.policy.expression import Expression
 from webhook.policy.messages import (annotation_text, audit_annotation_key, denial, expression_error,
@@ -34,7 +33,7 @@ Tracer = Callable[[Trace], None] | None
 class ExactPath:
     """A policy's compiled expressions, section by section, and their evaluation one by one."""
 
-    def __init__(self, name: str, param_ref: ParamRef | None, *,
+    def __init__(self, name: str, param_ref: ParamRef | None, remember: Callable[[Any], None], *,
                  lookups: list[tuple[Lookup, dict[str, Expression]]],
                  match_conditions: list[tuple[str, Expression]],
                  variables: list[tuple[str, Expression]],
@@ -44,6 +43,9 @@ class ExactPath:
                  audit_annotations: list[tuple[str, Expression]]) -> None:
         self.name = name
         self.param_ref = param_ref
+        # declares an object the state stores (or one parsed from it) as it stays: the engine's
+        # bound sizes it once (``KnownSizes``)
+        self.remember = remember
         self.lookups = lookups
         self.match_conditions = match_conditions
         self.variables = variables
@@ -111,7 +113,7 @@ class ExactPath:
             namespace = values.get("namespace")
             found = state.get(lookup.get.apiVersion, lookup.get.kind, name, namespace or None)
             if found is not None:
-                remember_stable(found)
+                self.remember(found)
             return found
         source = lookup.list
         if source.selector is not None:
@@ -124,7 +126,7 @@ class ExactPath:
             found = list_labelled(state, source.apiVersion, source.kind, values.get("namespace") or None,
                                   values.get("labelSelector") or None)
         for obj in found:
-            remember_stable(obj)  # stored objects are never mutated: sized once for the cost bound
+            self.remember(obj)  # stored objects are never mutated: sized once for the cost bound
         return found
 
     def params(self, state: ClusterState) -> Any:
@@ -150,7 +152,7 @@ class ExactPath:
                            if (o.get("metadata") or {}).get("name") == ref.name), None)
         if source is None or not ref.dataKey:
             if source is not None:
-                remember_stable(source)
+                self.remember(source)
             return source
         cached = self._params_cache
         if cached is not None and cached[0] is source:  # stored objects are never mutated in place
@@ -162,7 +164,7 @@ class ExactPath:
         parsed = found.documents[0].content if found is not None and found.error is None and found.documents else None
         self._params_cache = (source, parsed)
         if isinstance(parsed, dict):
-            remember_stable(parsed)  # kept per source and never mutated: sized once for the cost bound
+            self.remember(parsed)  # kept per source and never mutated: sized once for the cost bound
         return parsed
 
     def _message(self, rule: Any, expr: Expression | None, activation, default: str, trace: Tracer,

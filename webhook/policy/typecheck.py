@@ -18,7 +18,6 @@ only what is known is checked, so a policy is never refused on a guess.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Mapping
@@ -67,15 +66,15 @@ class KindSchemas:
     def __init__(self, crds: Iterable[Mapping[str, Any]], *, bundled: bool = True) -> None:
         self._schemas: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
         self.kinds: set[tuple[str, str]] = set()  # (group, kind) of every CRD given or bundled
-        seen: set[str] = set()
+        seen: dict[Any, list[Mapping[str, Any]]] = {}  # the CRDs taken, by name: one of equal CRDs
         for crd in [*crds, *(bundled_crds() if bundled else ())]:
-            identity = json.dumps(crd, sort_keys=True, default=str)
-            if identity in seen:
-                continue
-            seen.add(identity)
             spec = crd.get("spec") if isinstance(crd, Mapping) else None
             if not isinstance(spec, Mapping):
                 continue
+            same_name = seen.setdefault(str((crd.get("metadata") or {}).get("name")), [])
+            if any(crd == taken for taken in same_name):
+                continue
+            same_name.append(crd)
             group, kind = spec.get("group", ""), (spec.get("names") or {}).get("kind", "")
             self.kinds.add((group, kind))
             for version in spec.get("versions") or ():
@@ -109,7 +108,7 @@ def bundled_crds() -> tuple[Mapping[str, Any], ...]:
     ones, the schema-only ones, the earlier versions, each KubeAI Model CRD it can be told to use)."""
     from webhook.schema import bundled
 
-    found = {where: crd for choice in bundled.KUBEAI_CRDS for _, where, crd in bundled.crds(choice)}
+    found = {where: crd for choice in bundled.KUBEAI_CRDS for _, where, crd in bundled.shared_crds(choice)}
     return tuple(found.values())
 
 

@@ -191,6 +191,13 @@ def crds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[tuple[str, str, dict[str,
     return [(source, where, copy.deepcopy(crd)) for source, where, crd in _crds(kubeai_crd)]
 
 
+def shared_crds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    """``crds`` without the copies, for readers that only read them (the policies' type
+    checks): the same objects on every call, which nobody may change."""
+    _check_choice(kubeai_crd)
+    return _crds(kubeai_crd)
+
+
 def known_kinds(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[ServedKind]:
     """Every served version of every bundled CRD: the kinds ``validate`` judges offline. Sorted
     by group, kind and version."""

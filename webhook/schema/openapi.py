@@ -9,7 +9,7 @@ On UPDATE, errors in a subtree equal to its correlated old value are dropped (ra
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from webhook.gocompat.fmt import go_float, go_json, go_quote
 from webhook.schema import fielderrors as fe
@@ -72,17 +72,29 @@ def _enum_text(value: Any) -> str:
     return value if isinstance(value, str) else go_json(value)
 
 
+_UNBUILT = object()  # a fast path not built yet
+
+
 class SchemaValidator:
     """Validates one value against a compiled schema; ``prefix`` is the field path of the value."""
 
-    __slots__ = ("root", "prefix", "root_of_object", "passes")
+    __slots__ = ("root", "prefix", "root_of_object", "_passes")
 
     def __init__(self, root: Node, prefix: str | None = None):
         self.root = root
         self.prefix = prefix
         # the whole object never counts as unchanged: its metadata always changes on a write
         self.root_of_object = root if prefix is None else None
-        self.passes = compile_fast(root)  # "surely no errors", generated from the schema (``fastvalid``)
+        self._passes: Any = _UNBUILT
+
+    @property
+    def passes(self) -> Callable[[Any], bool] | None:
+        """"Surely no errors", generated from the schema (``fastvalid``): built when first
+        needed, so that loading many CRDs does not compile a predicate for kinds no request
+        sends (a start-up cost); None where the schema cannot be written as one."""
+        if self._passes is _UNBUILT:
+            self._passes = compile_fast(self.root)
+        return self._passes
 
     # -- error construction -------------------------------------------------------------
     def _field(self, name: str) -> str | None:
@@ -91,7 +103,8 @@ class SchemaValidator:
         return f"{self.prefix}.{name}" if self.prefix else name
 
     def validate(self, value: Any, old: Any = ABSENT) -> list[fe.FieldError]:
-        if self.passes is not None and self.passes(value):
+        passes = self._passes if self._passes is not _UNBUILT else self.passes
+        if passes is not None and passes(value):
             return []  # the walk would report nothing (ratcheting only ever drops errors)
         return self.walk(value, old)
 

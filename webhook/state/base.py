@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from webhook.apiversion import group_of
 from webhook.state.knowledge import EVERYTHING, Knowledge
@@ -127,6 +127,17 @@ class ObjectStore:
         self._lists: dict[GroupKind, dict[str | None, list[dict[str, Any]]]] = {}
         # bumped by every write: a reader may keep what it read while this stays the same
         self.generation = 0
+        self._listeners: dict[GroupKind, list[Callable[[], None]]] = {}
+
+    def listen(self, group: str, kind: str, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (in the writer's thread, outside the lock) after every write to
+        the kind's objects."""
+        with self._lock:
+            self._listeners.setdefault((group, kind), []).append(listener)
+
+    def _notify(self, gk: GroupKind) -> None:
+        for listener in self._listeners.get(gk, ()):
+            listener()
 
     def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]], *,
                 names: frozenset[str] | None = None) -> None:
@@ -139,6 +150,7 @@ class ObjectStore:
                 fresh = {**kept, **fresh}
             self._kinds[(group, kind)] = fresh
             self._written((group, kind))
+        self._notify((group, kind))
 
     def put(self, obj: dict[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
@@ -146,12 +158,14 @@ class ObjectStore:
         with self._lock:
             self._kinds.setdefault(gk, {})[_key(obj)] = kept
             self._written(gk)
+        self._notify(gk)
 
     def delete(self, obj: Mapping[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
         with self._lock:
             self._kinds.get(gk, {}).pop(_key(obj), None)
             self._written(gk)
+        self._notify(gk)
 
     def _written(self, gk: GroupKind) -> None:
         self._lists.pop(gk, None)
@@ -209,6 +223,10 @@ class ClusterState(abc.ABC):
         if selector is not None and not selector.empty:
             objects = [o for o in objects if selector.matches((o.get("metadata") or {}).get("labels"))]
         return objects
+
+    def on_change(self, api_version: str, kind: str, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (in the writer's thread) after every change to ``kind``'s objects."""
+        self._store.listen(group_of(api_version), kind, listener)
 
     @property
     def generation(self) -> int:

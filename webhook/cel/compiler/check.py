@@ -22,10 +22,6 @@ from webhook.cel.environment.protos import children
 from webhook.cel.cost.bound import CostShape, shape
 from webhook.cel.compiler.wording import cel_go_overload_errors, clean_message, format_issues
 
-_envs: dict[tuple, cel.Env] = {}  # the checking env per variable declarations
-_envs_lock = threading.Lock()
-
-
 @dataclass(frozen=True, slots=True)
 class Checked:
     """An expression that passed every check."""
@@ -36,29 +32,40 @@ class Checked:
     fresh: Callable[[], Any]      # a new copy of the checked AST (variables renamed), for another pass
 
 
-def check_typed(expression: str, variables: Mapping[str, cel.Type], rename: Mapping[str, str] | None = None,
-                *, mixed_literals: bool = False) -> Checked:
-    """``expression`` checked against typed variable declarations (``rename``: some variables
-    read under another name at evaluation; ``mixed_literals``: as ``Engine.compile`` takes it).
-    Raises ``CelCompileError``."""
-    declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
-    with _envs_lock:
-        checking = _envs.get(declarations)
-        if checking is None:
-            checking = _envs[declarations] = new_env(variables)
-    try:
-        checked_expr = checking.compile(two_variable_exists_one(expression))
-    except RuntimeError as err:
-        raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
+class Checker:
+    """The checking step with its environments: one cel-cpp checking env per set of variable
+    declarations, built when first needed and kept for the checker's life. An engine owns
+    one (``Evaluator`` at the edge): nothing is kept between engines."""
 
-    def fresh() -> Any:
-        decoded = protos.decode(checked_expr)
-        return rename_variables(decoded, rename) if rename else decoded
+    __slots__ = ("_envs", "_lock")
 
-    plain = optimize(fresh(), mixed_literals=mixed_literals)
-    if plain.issues:
-        raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
-    return Checked(expression, plain, shape(plain.checked.expr), fresh)
+    def __init__(self) -> None:
+        self._envs: dict[tuple, cel.Env] = {}  # per variable declarations
+        self._lock = threading.Lock()
+
+    def check(self, expression: str, variables: Mapping[str, cel.Type], rename: Mapping[str, str] | None = None,
+              *, mixed_literals: bool = False) -> Checked:
+        """``expression`` checked against typed variable declarations (``rename``: some
+        variables read under another name at evaluation; ``mixed_literals``: as
+        ``Engine.compile`` takes it). Raises ``CelCompileError``."""
+        declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
+        with self._lock:
+            checking = self._envs.get(declarations)
+            if checking is None:
+                checking = self._envs[declarations] = new_env(variables)
+        try:
+            checked_expr = checking.compile(two_variable_exists_one(expression))
+        except RuntimeError as err:
+            raise CelCompileError(cel_go_overload_errors(expression, clean_message(str(err)))) from None
+
+        def fresh() -> Any:
+            decoded = protos.decode(checked_expr)
+            return rename_variables(decoded, rename) if rename else decoded
+
+        plain = optimize(fresh(), mixed_literals=mixed_literals)
+        if plain.issues:
+            raise CelCompileError(format_issues(expression, plain.checked.source_info, plain.issues))
+        return Checked(expression, plain, shape(plain.checked.expr), fresh)
 
 
 _EXISTS_ONE = ".exists_one("

@@ -93,10 +93,10 @@ class CostShape:
         """Single loops stay within cel-cpp's iteration budget; nested ones are measured first."""
         return self.poly is INFINITE or max(l + c for l, c in self.poly) >= 2
 
-    def bound(self, activation: Mapping[str, Any]) -> float:
+    def bound(self, activation: Mapping[str, Any], known: KnownSizes | None = None) -> float:
         if not self.has_loops:
             return self.poly.get((0, 0), 0)
-        return self.at(*measure(activation.values()))
+        return self.at(*measure(activation.values(), known))
 
     def at(self, longest_list: int, longest_string: int) -> float:
         """The bound for an activation of these sizes (see ``measure``)."""
@@ -107,35 +107,47 @@ class CostShape:
         return sum(v * longest_list**l * longest_string**c for (l, c), v in self.poly.items())
 
 
-# Sizes of objects that are never mutated once stored (a cluster state's objects, which a
-# policy's lookups hand to CEL on every request), by identity; each entry keeps its object
-# alive so that its id cannot be reused by another.
-_STABLE: dict[int, tuple[Any, tuple[int, int]]] = {}
-_STABLE_LIMIT = 4096
+class KnownSizes:
+    """Sizes of objects that stay as they are once stored: a cluster state's objects (a change
+    is a new object, ``state.base.ObjectStore``), which a policy's lookups hand to CEL on
+    every request, so ``measure`` sizes each once, not per evaluation.
+
+    Keyed by the object's identity, and each entry keeps its object alive: an id cannot be
+    reused by another object while its entry lives, and a replaced object is a new key. An
+    engine owns one (``Evaluator`` at the edge); nothing is kept between engines."""
+
+    __slots__ = ("entries", "limit")
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.entries: dict[int, tuple[Any, tuple[int, int]]] = {}
+        self.limit = limit
+
+    def remember(self, obj: dict[str, Any]) -> None:
+        """Declare ``obj`` stored as it is: ``measure`` sizes it once."""
+        entry = self.entries.get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return
+        if len(self.entries) >= self.limit:
+            try:
+                del self.entries[next(iter(self.entries))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                pass
+        self.entries[id(obj)] = (obj, measure((obj,)))
 
 
-def remember_stable(obj: dict[str, Any]) -> None:
-    """Declare ``obj`` never mutated again: ``measure`` sizes it once, not per evaluation."""
-    entry = _STABLE.get(id(obj))
-    if entry is not None and entry[0] is obj:
-        return
-    if len(_STABLE) >= _STABLE_LIMIT:
-        try:
-            del _STABLE[next(iter(_STABLE))]
-        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
-            pass
-    _STABLE[id(obj)] = (obj, measure((obj,)))
+_NOTHING_KNOWN: dict[int, tuple[Any, tuple[int, int]]] = {}  # never written: ``measure`` without ``known``
 
 
-def measure(values: Any) -> tuple[int, int]:
-    """(longest list or map, longest string) anywhere in ``values``.
+def measure(values: Any, known: KnownSizes | None = None) -> tuple[int, int]:
+    """(longest list or map, longest string) anywhere in ``values``; the objects ``known``
+    holds are not walked again.
 
     Runs before every evaluation of a program with nested loops, over everything it reads
     (a policy's lookups included): exact-type dispatch first, as JSON values are plain."""
     longest_list = longest_string = 0
     stack = list(values)
     pop, extend = stack.pop, stack.extend
-    stable = _STABLE
+    stable = known.entries if known is not None else _NOTHING_KNOWN
     while stack:
         value = pop()
         kind = type(value)
@@ -143,10 +155,10 @@ def measure(values: Any) -> tuple[int, int]:
             if len(value) > longest_string:
                 longest_string = len(value)
         elif kind is dict:
-            known = stable.get(id(value))
-            if known is not None and known[0] is value:
-                longest_list = max(longest_list, known[1][0])
-                longest_string = max(longest_string, known[1][1])
+            entry = stable.get(id(value))
+            if entry is not None and entry[0] is value:
+                longest_list = max(longest_list, entry[1][0])
+                longest_string = max(longest_string, entry[1][1])
                 continue
             if len(value) > longest_list:
                 longest_list = len(value)

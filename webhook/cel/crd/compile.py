@@ -6,7 +6,6 @@ rule that would make it reject the CRD."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -50,29 +49,22 @@ def _charge_for(checked: Any, max_cost: int) -> RuntimeCharge | None:
     return RuntimeCharge(checked, max_cost) if max_cost > CHEAP_RULE_COST else None
 
 
-# compiled rules by schema node (the node is kept alive with them, so its id stays unique)
-_CACHE: OrderedDict[tuple[int, bool, str], tuple[Mapping[str, Any], NodeRules]] = OrderedDict()
-_CACHE_SIZE = 4096
-
-
 def compile_schema_rules(node_schema: Mapping[str, Any], *, is_root: bool, path: str = "", engine: Engine) -> NodeRules:
-    """Compile the ``x-kubernetes-validations`` of one schema node for ``engine`` (cached per
-    node and engine).
+    """Compile the ``x-kubernetes-validations`` of one schema node for ``engine`` (kept by the
+    engine per node).
 
     Raises ``CrdRuleError`` with the apiserver's CRD-admission wording when a rule would make
     the apiserver reject the CRD.
     """
     # embedded resources are resource roots too (apiVersion, kind, metadata.name/generateName)
     is_root = is_root or bool(node_schema.get("x-kubernetes-embedded-resource"))
-    key = (id(node_schema), is_root, engine.name)
-    cached = _CACHE.get(key)
-    if cached is not None and cached[0] is node_schema:
-        _CACHE.move_to_end(key)
-        return cached[1]
+    # kept by the engine per schema node (kept alive with its rules, so its id stays unique)
+    key = (id(node_schema), is_root)
+    kept = engine.schema_rules.get(key)
+    if kept is not None and kept[0] is node_schema:
+        return kept[1]
     rules = _compile(node_schema, is_root=is_root, path=path, engine=engine)
-    _CACHE[key] = (node_schema, rules)
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    engine.schema_rules.put(key, (node_schema, rules))
     return rules
 
 

@@ -12,17 +12,15 @@ cel-go.
 from __future__ import annotations
 
 import datetime
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cel_expr_python import cel
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from webhook.cel.environment import protos
-from webhook.cel.engine.cel_python import CelPythonEngine
-from webhook.cel.compiler.check import Checked, check_typed, free_variables
+from webhook.cel.engine.kept import Kept
+from webhook.cel.compiler.check import Checked, Checker, free_variables
 from webhook.cel.environment.env import cut_by_runtime, from_runtime, runtime_env, to_runtime
 from webhook.cel.errors import CelCompileError, CelCostExceeded, CelEvalError, EngineBoundExceeded
 from webhook.cel.ladder import ALL, DECLINED, Routes
@@ -35,8 +33,12 @@ from webhook.cel.library.dispatch import select_overload
 from webhook.cel.errors import COST_EXCEEDED
 from webhook.cel.optimize.library_calls import Hoist, HOIST_VARIABLES
 from webhook.cel.optimize.optimizer import optimize
-from webhook.cel.cost.bound import CostShape, measure
+from webhook.cel.cost.bound import CostShape, KnownSizes, measure
 from webhook.cel.compiler.wording import clean_message
+
+if TYPE_CHECKING:
+    from webhook.cel.engine.cel_python import CelPythonEngine
+
 
 class Bindings(dict):
     """Variables that several evaluations share (one review's policies): each is converted
@@ -59,13 +61,14 @@ class Bindings(dict):
             self._activation = env.Activation(self)
         return self._activation
 
-    def sizes(self, names: Iterable[str]) -> tuple[int, int]:
-        """(longest list or map, longest string) over the named values, each measured once."""
+    def sizes(self, names: Iterable[str], known: KnownSizes | None = None) -> tuple[int, int]:
+        """(longest list or map, longest string) over the named values, each measured once
+        (the objects ``known`` holds not walked)."""
         longest_list = longest_string = 0
         for name in names:
             size = self._sizes.get(name)
             if size is None:
-                size = self._sizes[name] = measure((self.get(name),))
+                size = self._sizes[name] = measure((self.get(name),), known)
             longest_list, longest_string = max(longest_list, size[0]), max(longest_string, size[1])
         return longest_list, longest_string
 
@@ -86,7 +89,7 @@ class CelExprProgram:
     the values those calls need (``hoists``) and the plain program to fall back on."""
 
     __slots__ = ("expression", "_program", "_fallback", "_hoists", "_optional_root", "python_calls", "cost", "_measure",
-                 "_env", "reads", "native", "_declared", "_rename", "_mixed_literals", "_exact")
+                 "_env", "reads", "_native", "_native_expr", "_declared", "_rename", "_mixed_literals", "_exact", "_engine", "_known")
 
     def __init__(
         self,
@@ -100,10 +103,12 @@ class CelExprProgram:
         fallback: cel.Expression | None = None,
         env: cel.Env | None = None,
         reads: frozenset[str] = frozenset(),
-        native: NativeProgram | None = None,
+        native_expr: Any = None,
         declared: frozenset[str] = frozenset(),
         rename: Mapping[str, str] | None = None,
         mixed_literals: bool = False,
+        engine: CelExprEngine,
+        known: KnownSizes | None = None,
     ) -> None:
         self.expression = expression
         self._program = program
@@ -115,9 +120,22 @@ class CelExprProgram:
         self._measure = cost.needs_measure
         self._env = env  # the runtime env, for the Activation of shared ``Bindings``
         self.reads = reads  # the variables the program reads
-        self.native = native  # the same program as generated Python, when it fits (``native``)
+        # the checked AST the native program is generated from when first needed (``native``)
+        self._native_expr, self._native = native_expr, _UNBUILT
         self._declared, self._rename, self._mixed_literals = declared, dict(rename or {}), mixed_literals  # for ``cel_python_route``
         self._exact: Any = None  # ``_python_program``
+        self._engine = engine  # its fallback backend, for ``_python_program``
+        self._known = known  # the engine's sizes of stored objects, for ``bound_route``
+
+    @property
+    def native(self) -> NativeProgram | None:
+        """The same program as generated Python, when it fits (``webhook.cel.native``): generated
+        and compiled on first use, so that loading many programs compiles none that no request
+        runs (a start-up cost)."""
+        native = self._native
+        if native is _UNBUILT:  # two threads may both build it: the same program, one kept
+            native = self._native = compile_native(self._native_expr) if self._native_expr is not None else None
+        return native
 
     @property
     def hoisted_calls(self) -> int:
@@ -142,10 +160,15 @@ class CelExprProgram:
     def native_route(self, activation: Mapping[str, Any], limit: int, accept: Callable[[Any], bool] | None) -> Any:
         """The generated Python (``webhook.cel.native``), where the caller accepts its value as
         it is. It bounds its own work (CelCostExceeded past the limit): no measure first."""
-        if accept is None or self.native is None:
+        if accept is None:
+            return DECLINED
+        native = self._native
+        if native is _UNBUILT:
+            native = self.native
+        if native is None:
             return DECLINED
         try:
-            value = self.native(activation, limit)
+            value = native(activation, limit)
         except NotNative:
             return DECLINED
         return value if accept(value) else DECLINED
@@ -154,7 +177,8 @@ class CelExprProgram:
         """``EngineBoundExceeded`` when the program's bound over the activation's sizes is past
         ``limit`` (cel-cpp's exact path would never stop otherwise); else the next route."""
         if self._measure:
-            sizes = activation.sizes(self.reads) if self._shares(activation) else measure(activation.values())
+            sizes = activation.sizes(self.reads, self._known) if self._shares(activation) \
+                else measure(activation.values(), self._known)
             if self.cost.at(*sizes) > limit:
                 raise EngineBoundExceeded()
         return DECLINED
@@ -234,7 +258,7 @@ class CelExprProgram:
         None where that backend cannot compile it."""
         if self._exact is None:
             try:
-                self._exact = CelPythonEngine().compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
+                self._exact = self._engine.fallback.compile(self.expression, self._declared, mixed_literals=self._mixed_literals)
             except CelCompileError:
                 self._exact = False
         return self._exact or None
@@ -263,10 +287,13 @@ class CelExprProgram:
 
 
 def warm_up_fallback() -> None:
-    """Build the pure-Python backend that ``cel_python_route`` answers with: its parser takes
-    a noticeable fraction of a second to build on first use. The server calls this once its chain is loaded, off the
-    event loop, so that the first such evaluation does not stall the reviews behind it."""
-    CelPythonEngine().compile("true", ())
+    """Build what the pure-Python backend that ``cel_python_route`` answers with shares (its
+    parser, its table of functions): a noticeable fraction of a second on first use. The
+    server calls this once its chain is loaded, off the event loop, so that the first such
+    evaluation does not stall the reviews behind it."""
+    from webhook.cel.engine.cel_python import warm_up
+
+    warm_up()
 
 
 def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -303,6 +330,7 @@ def hoisted_values(hoists: tuple[Hoist, ...], activation: Mapping[str, Any]) -> 
 
 
 _ERROR = cel.Type.ERROR
+_UNBUILT = object()  # a native program not generated yet
 # cel-cpp's own words for a selection or index on a value of another kind, and the dispatches
 # above or of a library function given a library value of another type (see ``cel_python_route``)
 _CEL_CPP_ONLY = ("Applying SELECT to non-message type", "Invalid container type", "No matching overloads found : ")
@@ -336,53 +364,20 @@ def well_known(value: Any) -> Any:
     return value
 
 
-_PROGRAM_CACHE_SIZE = 4096
-_programs: OrderedDict[tuple[str, tuple], CelExprProgram] = OrderedDict()
-_runtime_envs: dict[tuple, cel.Env] = {}  # per variable declarations
-_cache_lock = threading.Lock()
-
-
-def compile_typed(expression: str, variables: Mapping[str, cel.Type],
-                  rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
-    """Compile against typed variable declarations; cached by expression and declarations.
-
-    ``rename`` gives some variables another name at evaluation (type-checked under the
-    declared name): programs of different sources that share one ``Bindings`` each read
-    their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
-    declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
-    renamed = tuple(sorted((rename or {}).items()))
-    key = (expression, declarations, renamed, mixed_literals)
-    with _cache_lock:
-        program = _programs.get(key)
-        if program is not None:
-            _programs.move_to_end(key)
-            return program
-        runtime = _runtime_envs.get(declarations)
-        if runtime is None:
-            runtime = _runtime_envs[declarations] = runtime_env(variables, HOIST_VARIABLES)
-    program = _compile(check_typed(expression, variables, dict(renamed), mixed_literals=mixed_literals), runtime,
-                       dict(renamed), frozenset(variables), mixed_literals)
-    with _cache_lock:
-        _programs[key] = program
-        if len(_programs) > _PROGRAM_CACHE_SIZE:
-            _programs.popitem(last=False)
-    return program
-
-
 def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], variables: frozenset[str],
-             mixed_literals: bool) -> CelExprProgram:
+             mixed_literals: bool, engine: CelExprEngine, known: KnownSizes) -> CelExprProgram:
     """The checked expression planned for the C++ runtime: the plain program, and the one
     with library calls on selected data hoisted when there are such calls."""
     expression, plain = checked.expression, checked.plain
     reads = free_variables(plain.checked.expr, variables | set(rename.values())) - set(rename)
     fallback = runtime.deserialize(protos.encode(plain.checked))
-    native = None if plain.optional_root else compile_native(plain.checked.expr)
+    native = None if plain.optional_root else plain.checked.expr
     hoisted = optimize(checked.fresh(), hoist=True, mixed_literals=mixed_literals)
     if not hoisted.hoists:
         return CelExprProgram(
             expression, fallback, optional_root=plain.optional_root, python_calls=plain.python_calls,
-            cost=checked.cost, env=runtime, reads=reads, native=native,
-            declared=variables, rename=rename, mixed_literals=mixed_literals,
+            cost=checked.cost, env=runtime, reads=reads, native_expr=native,
+            declared=variables, rename=rename, mixed_literals=mixed_literals, engine=engine, known=known,
         )
     return CelExprProgram(
         expression,
@@ -394,19 +389,69 @@ def _compile(checked: Checked, runtime: cel.Env, rename: Mapping[str, str], vari
         fallback=fallback,
         env=runtime,
         reads=reads,
-        native=native,
+        native_expr=native,
         declared=variables,
         rename=rename,
         mixed_literals=mixed_literals,
+        engine=engine,
+        known=known,
     )
 
 
 class CelExprEngine:
+    """The default backend with what it keeps for its life: its compiled programs (per
+    expression, declarations, renames and mode), one runtime env per set of declarations, the
+    rules compiled per CRD schema node (``schema_rules``), the sizes of stored objects its
+    bound need not measure again (``known_sizes``), the checking step (``checker``) and the
+    fallback backend (``fallback``) its programs hand evaluations to. An ``Evaluator`` owns
+    one: nothing is shared between engines."""
+
     name = "cel-expr"
+
+    def __init__(self) -> None:
+        self.checker = Checker()
+        self.known_sizes = KnownSizes()
+        self._fallback: CelPythonEngine | None = None
+        self.schema_rules = Kept()
+        self._programs = Kept()
+        self._runtime_envs = Kept()
 
     def compile(self, expression: str, variables: Iterable[str],
                 rename: Mapping[str, str] | None = None, *, mixed_literals: bool = False) -> CelExprProgram:
-        return compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
+        return self.compile_typed(expression, {name: cel.Type.DYN for name in variables}, rename, mixed_literals)
+
+    def compile_typed(self, expression: str, variables: Mapping[str, cel.Type],
+                      rename: Mapping[str, str] | None = None, mixed_literals: bool = False) -> CelExprProgram:
+        """Compile against typed variable declarations; kept by expression and declarations.
+
+        ``rename`` gives some variables another name at evaluation (type-checked under the
+        declared name): programs of different sources that share one ``Bindings`` each read
+        their own value of, say, ``params``. ``mixed_literals``: as ``Engine.compile`` takes it."""
+        declarations = tuple(sorted((name, t.name()) for name, t in variables.items()))
+        renamed = tuple(sorted((rename or {}).items()))
+        key = (expression, declarations, renamed, mixed_literals)
+        program = self._programs.get(key)
+        if program is not None:
+            return program
+        runtime = self._runtime_envs.get(declarations)
+        if runtime is None:  # two threads may both build one: the same env, one kept
+            runtime = runtime_env(variables, HOIST_VARIABLES)
+            self._runtime_envs.put(declarations, runtime)
+        checked = self.checker.check(expression, variables, dict(renamed), mixed_literals=mixed_literals)
+        program = _compile(checked, runtime, dict(renamed), frozenset(variables), mixed_literals, self,
+                           self.known_sizes)
+        self._programs.put(key, program)
+        return program
+
+    @property
+    def fallback(self) -> CelPythonEngine:
+        """The pure-Python backend (sharing the checker and the sizes), imported and built
+        when a program first needs it: most processes never do, or only once ready."""
+        if self._fallback is None:
+            from webhook.cel.engine.cel_python import CelPythonEngine
+
+            self._fallback = CelPythonEngine(self.checker, self.known_sizes)
+        return self._fallback
 
     @staticmethod
     def bind(values: Mapping[str, Any]) -> Bindings:

@@ -24,7 +24,7 @@ engine (``limits``), and the operators whose celpy versions differ from cel-go a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import celpy
@@ -32,7 +32,9 @@ from cel_expr_python import cel
 from celpy.evaluation import CELEvalError
 
 from webhook.cel.celpy.evaluator import Budget, CelGoEvaluator
-from webhook.cel.compiler.check import check_typed
+from webhook.cel.compiler.check import Checker
+from webhook.cel.cost.bound import KnownSizes
+from webhook.cel.engine.kept import Kept
 from webhook.cel.celpy.operators import builtins, operators
 from webhook.cel.celpy.values import NAMESPACES, NO_SUCH_OVERLOAD, Namespace, to_cel, to_python, type_name
 from webhook.cel.celpy.rewrite import celpy_source
@@ -112,7 +114,7 @@ class Function:
         return hash(self.name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _functions() -> dict[str, Any]:
     names = {o.function for o in OVERLOADS} | set(EXT_FUNCTIONS) | set(builtins())
     short = {n.rsplit(".", 1)[-1] for n in names if n.split(".", 1)[0] in NAMESPACES}
@@ -120,19 +122,20 @@ def _functions() -> dict[str, Any]:
 
 
 class CelPythonProgram:
-    __slots__ = ("expression", "_runner", "_checked")
+    __slots__ = ("expression", "_runner", "_checked", "_known")
 
-    def __init__(self, expression: str, runner: celpy.Runner, checked: Any) -> None:
+    def __init__(self, expression: str, runner: celpy.Runner, checked: Any, known: KnownSizes) -> None:
         self.expression = expression
         self._runner = runner
         self._checked = checked  # the shared checking step's result: its runtime bound
+        self._known = known  # the engine's sizes of stored objects
 
     def evaluate(self, activation: Mapping[str, Any], *, cost_limit: int | None = None,
                  accept: Any = None, routes: Any = None, bounded: bool = True) -> Any:  # no fast route: the slow, exact one
         """``bounded=False``: without the default engine's bounds (its bound of the work, cel-cpp's
         iterations), for an evaluation cel-go's count has shown to finish within the limit."""
         cost = self._checked.cost  # the default engine's bound before evaluating, as it applies it
-        if bounded and cost.needs_measure and cost.bound(activation) > (cost_limit or PER_CALL_LIMIT):
+        if bounded and cost.needs_measure and cost.bound(activation, self._known) > (cost_limit or PER_CALL_LIMIT):
             raise EngineBoundExceeded()
         try:
             data = {name: Namespace(name) for name in NAMESPACES}
@@ -161,25 +164,51 @@ def _eval_message(err: Exception) -> str:
 
 
 class CelPythonEngine:
+    """The pure-Python backend with what it keeps for its life: its compiled programs (per
+    expression, variables and mode), the rules compiled per CRD schema node
+    (``schema_rules``) and the sizes of stored objects (``known_sizes``). An ``Evaluator`` owns
+    one; the default backend owns another as its fallback, sharing its ``checker`` and
+    ``known_sizes``."""
+
     name = "cel-python"
 
+    def __init__(self, checker: Checker | None = None, known_sizes: KnownSizes | None = None) -> None:
+        self.checker = checker or Checker()
+        self.known_sizes = known_sizes or KnownSizes()
+        self.schema_rules = Kept()
+        self._programs = Kept()
+
     def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> CelPythonProgram:
-        return compiled_program(expression, tuple(sorted(set(variables))), mixed_literals)
+        key = (expression, tuple(sorted(set(variables))), mixed_literals)
+        program = self._programs.get(key)
+        if program is None:
+            program = self._compiled(*key)
+            self._programs.put(key, program)
+        return program
+
+    def _compiled(self, expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
+        checked = self.checker.check(expression, {name: cel.Type.DYN for name in variables},
+                                     mixed_literals=mixed_literals)
+        try:
+            ast = parser().compile(celpy_source(expression))
+        except celpy.CELParseError as err:
+            raise CelCompileError(f"ERROR: <input>: Syntax error: {err}") from None
+        return CelPythonProgram(expression, parser().program(ast, functions=_functions()), checked, self.known_sizes)
 
 
-_ENV = celpy.Environment()
+def warm_up() -> None:
+    """Build what every engine of this backend shares (``parser``, the functions' table) now,
+    not at its first compilation (``cel_expr.warm_up_fallback``)."""
+    parser()
+    _functions()
 
 
-@lru_cache(maxsize=4096)
-def compiled_program(expression: str, variables: tuple[str, ...], mixed_literals: bool) -> CelPythonProgram:
-    """``expression`` on celpy, compiled once per expression, variables and mode (the cache a
-    warm-up fills: ``cel_expr.warm_up_fallback``)."""
-    checked = check_typed(expression, {name: cel.Type.DYN for name in variables}, mixed_literals=mixed_literals)
-    try:
-        ast = _ENV.compile(celpy_source(expression))
-    except celpy.CELParseError as err:
-        raise CelCompileError(f"ERROR: <input>: Syntax error: {err}") from None
-    return CelPythonProgram(expression, _ENV.program(ast, functions=_functions()), checked)
+@cache
+def parser() -> celpy.Environment:
+    """celpy's environment: its grammar, whose LALR tables take a noticeable fraction of a
+    second to build, so built on first use (``cel_expr.warm_up_fallback``), not on import.
+    A constant once built: it compiles each expression afresh and keeps nothing of it."""
+    return celpy.Environment()
 
 
 ENGINE_CLASS = CelPythonEngine

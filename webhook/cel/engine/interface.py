@@ -41,6 +41,8 @@ class Program(Protocol):
 
 class Engine(Protocol):
     name: str
+    schema_rules: Any  # ``kept.Kept``: the rules ``webhook.cel.crd`` compiled per CRD schema node, for this engine
+    known_sizes: Any  # ``cost.bound.KnownSizes``: stored objects its bound need not measure again
 
     def compile(self, expression: str, variables: Iterable[str], *, mixed_literals: bool = False) -> Program:
         """Parse and type-check ``expression`` with every variable typed ``dyn``.
@@ -61,8 +63,8 @@ def engine_names() -> tuple[str, ...]:
 
 def new_engine(name: str) -> Engine:
     """A new instance of the backend named ``name`` (``engine_names()``); its module is
-    imported on first use. Backends keep their compiled programs in caches of their own, so
-    two instances of one backend share them."""
+    imported on first use. Each instance keeps its own compiled programs and environments
+    (built at the edge, inside an ``Evaluator``): two instances share nothing."""
     try:
         module_name = _BACKENDS[name]
     except KeyError:
