@@ -203,12 +203,21 @@ def _item_lines(lines: dict[NodePath, int] | None, item: int) -> dict[NodePath, 
     return {path[2:]: line for path, line in lines.items() if path[:2] == prefix}
 
 
-def excluded(relative: str, name: str, patterns: tuple[str, ...]) -> bool:
+def excluded(relative: str, name: str, patterns: tuple[str, ...], *, directory: bool = False) -> bool:
     """Whether an entry under a directory argument is left out by ``--exclude`` ``patterns``:
     a glob (``fnmatch``: ``*`` also matches ``/``) matching its path relative to that directory,
     forward slashes (``charts/*/templates/*``), or its name (``*.tpl.yaml``, ``vendor``). A
-    directory left out is not entered."""
-    return any(fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+    pattern ending in ``/`` (``vendor/``, ``charts/app/``) matches directories only, as in
+    ``.gitignore``. A directory left out is not entered."""
+    for pattern in patterns:
+        pattern = pattern.removeprefix("./")  # relative to the directory argument, as written in a shell
+        if pattern.endswith("/"):
+            if not directory:
+                continue
+            pattern = pattern.rstrip("/")
+        if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
 
 
 def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
@@ -237,10 +246,11 @@ def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
                 for entry in entries:
                     if entry.name.startswith("."):
                         continue
+                    is_dir = entry.is_dir()
                     if exclude and excluded(os.path.relpath(entry.path, path).replace(os.sep, "/"), entry.name,
-                                            exclude):
+                                            exclude, directory=is_dir):
                         continue
-                    if entry.is_dir():
+                    if is_dir:
                         pending.append(entry.path)
                     elif os.path.splitext(entry.name)[1] in suffixes and entry.is_file():
                         found.append(entry.path)

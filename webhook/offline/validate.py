@@ -183,7 +183,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                         help="leave out the files and directories under a directory PATH whose path relative to "
                              "it (charts/*/templates/*) or whose name (*.tpl.yaml, vendor) matches GLOB (* also "
-                             "matches /); files named on the command line are always read; repeatable")
+                             "matches /; a trailing / matches directories only: vendor/); files named on the "
+                             "command line are always read; repeatable")
     parser.add_argument("--allow-empty", action="store_true",
                         help="no documents at all in the input (empty stdin, a directory without manifests) is "
                              "success (default: an error, exit 2)")
