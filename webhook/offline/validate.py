@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from webhook.admission.chain import AdmissionChain, is_attribution, offline_requ
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
-from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, sarif
+from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
@@ -119,7 +120,8 @@ then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown
 refused as kubectl's requests are (--field-validation Strict); so are documents over the
 apiserver's size limits. A document of a kind with no schema (a Kustomization, another
 project's CRD) is skipped and counted (--strict: an error), with a did-you-mean when its
-apiVersion or kind is a near miss of a known one; a file that cannot be read is
+apiVersion or kind is a near miss of a known one: that skip is a warning in every CI format
+(--fail-on-warning makes warnings fail the run); a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
 error (--allow-empty).
 
@@ -145,7 +147,8 @@ OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
 EXIT_CODES = """\
 exit status:
   0  every document valid (or skipped)
-  1  some document is invalid: the cluster would refuse it
+  1  some document is invalid: the cluster would refuse it; with --fail-on-warning, also any warning
+     (the apiserver's or a policy's, or a document skipped as a near miss of a known kind)
   2  usage or input error (a bad flag, a missing or unreadable file, broken YAML, no documents at all)"""
 
 
@@ -180,6 +183,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
+    parser.add_argument("--fail-on-warning", action="store_true",
+                        help="exit 1 when anything warns, as when a document is invalid: a warning of the apiserver "
+                             "or of a policy, or a document skipped whose apiVersion or kind is a near miss of a "
+                             "known one (kubeai.org/v1beta1 for kubeai.org/v1)")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                         help="leave out the files and directories under a directory PATH whose path relative to "
                              "it (charts/*/templates/*) or whose name (*.tpl.yaml, vendor) matches GLOB (* also "
@@ -241,6 +248,8 @@ class Result:
     judgement: Judgement | None = None
     name: str = ""  # Kind/name, for the CI formats
     old: tuple[Any, ...] | None = None  # the --old object it was judged against
+    near_miss: bool = False  # skipped, its apiVersion or kind a near miss of a known one: a warning
+    seconds: float = 0.0  # the time it took to read and judge
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"source": self.origin.as_dict(), "result": self.outcome}
@@ -248,9 +257,18 @@ class Result:
             out.update(self.judgement.as_dict())
         elif self.outcome == "skipped":
             out["reason"] = self.summary
+            if self.near_miss:
+                out["warnings"] = [self.summary]
         else:
             out["error"] = self.summary
         return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """Its warnings: the apiserver's and the policies', or the near miss it was skipped for."""
+        if self.judgement is not None:
+            return self.judgement.warnings
+        return [self.summary] if self.near_miss else []
 
     def finding(self) -> Finding:
         status, rule = _FINDINGS[self.outcome]
@@ -258,8 +276,10 @@ class Result:
         judgement = self.judgement
         problems = findings.problems(judgement.status, judgement.rules) if judgement and not judgement.allowed else ()
         warned = findings.warnings(judgement.warnings, judgement.rules) if judgement else ()
+        if self.near_miss:
+            warned = (Note(self.summary, findings.NEAR_MISS),)
         return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file, self.origin.line,
-                       message, rule, problems=problems, warnings=warned)
+                       message, rule, self.seconds, problems=problems, warnings=warned)
 
 
 # a result's outcome -> (its status in the CI formats, the SARIF rule of a problem)
@@ -509,12 +529,23 @@ class Judge:
         if isinstance(unit, Result):
             return [unit]
         if isinstance(unit, Document):
-            return [self.document(unit)]
+            return [self.timed(unit)]
+        start = time.perf_counter()
         parsed = unit.parse()
-        out = [self.document(doc) for doc in parsed.documents]
+        out = [self.timed(doc) for doc in parsed.documents]
         if parsed.error is not None:
             out.append(_error(parsed.error.origin, parsed.error.message))
+        parse = (time.perf_counter() - start - sum(r.seconds for r in out)) / len(out) if out else 0.0
+        for result in out:  # the file's parse shared by its documents (JUnit's time)
+            result.seconds += max(parse, 0.0)
         return out
+
+    def timed(self, doc: Document) -> Result:
+        """``document``'s result with the time judging it took."""
+        start = time.perf_counter()
+        result = self.document(doc)
+        result.seconds = time.perf_counter() - start
+        return result
 
     def document(self, doc: Document) -> Result:
         obj, strict = doc.content, self.args.strict
@@ -559,11 +590,10 @@ class Judge:
             why = "kustomize file, not applied"
             return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
+        why = f"{label} ({api_version}): no schema for this kind{near}"
         if self.args.strict:
-            known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
-            return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r}{near} "
-                                               f"(served: {known})", name=label)
-        return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind{near}", name=label)
+            return Result(doc.origin, "error", why, name=label)
+        return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -599,7 +629,9 @@ def run(args: argparse.Namespace) -> int:
                                   ".yml or .json file under the directories); --allow-empty accepts that")
     if counts["error"]:
         return command_line.USAGE
-    return command_line.FAILED if counts["invalid"] else command_line.OK
+    if counts["invalid"] or (args.fail_on_warning and any(result.warnings for result in results)):
+        return command_line.FAILED
+    return command_line.OK
 
 
 def unchecked_counts(results: list[Result]) -> Counter:
