@@ -29,6 +29,8 @@ from webhook.admission.chain import AdmissionChain, is_attribution, offline_requ
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
+from webhook.offline.kustomize import (BASE_NOTE, KUSTOMIZATION_NAMES, KUSTOMIZE_FILE, PATCH, KustomizeLayout,
+                                       RendererMissing, find_renderer, rendered_inputs)
 from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
@@ -183,6 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
+    parser.add_argument("--kustomize", action="store_true",
+                        help="render every kustomization among the inputs that no other one includes (the "
+                             "overlays) with `kustomize build`, or `kubectl kustomize` when kustomize is not on "
+                             "PATH, and validate what it renders in place of its files, each object attributed to "
+                             "its kustomization file (default: the files as written; patches are skipped, and a "
+                             "base's problems say overlays may complete it)")
     parser.add_argument("--fail-on-warning", action="store_true",
                         help="exit 1 when anything warns, as when a document is invalid: a warning of the apiserver "
                              "or of a policy, or a document skipped whose apiVersion or kind is a near miss of a "
@@ -324,6 +332,7 @@ class _Setup:
     registry: CRDRegistry
     chain: AdmissionChain | None
     state: StateSource | None = None
+    kustomize: KustomizeLayout = dataclasses.field(default_factory=KustomizeLayout)
 
 
 @dataclass(frozen=True)
@@ -349,7 +358,14 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
     if args.state and _live(args):
         raise SetupError("validate: give --state or a cluster (--cluster, --kubeconfig, --context), not both")
-    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude))
+    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude), names=KUSTOMIZATION_NAMES)
+    kustomize = KustomizeLayout.of(inputs)
+    if args.kustomize:
+        try:
+            renderer = find_renderer()
+        except RendererMissing as exc:
+            raise SetupError(f"validate: --kustomize: {exc}") from None
+        inputs = rendered_inputs(inputs, kustomize, renderer)
     old_documents, old_errors = documents.read(args.old)
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
@@ -377,13 +393,13 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
     chain, state = None, None
     if policies is not None:
-        cluster, state = _state(args, registry, inputs)
+        cluster, state = _state(args, registry, inputs, kustomize)
         chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
         if isinstance(doc.content, dict):
             olds.setdefault(_identity(doc.content), doc)
-    return _Setup(inputs, units, olds, registry, chain, state)
+    return _Setup(inputs, units, olds, registry, chain, state, kustomize)
 
 
 def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], re.Pattern[str], str]]:
@@ -466,7 +482,8 @@ def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
     return with_policy_actions(policies, args.policy_actions)
 
 
-def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
+def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile],
+           kustomize: KustomizeLayout) -> tuple[ClusterState, StateSource]:
     """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
     the manifests of --state, or else the inputs themselves; and what it knows."""
     if _live(args):
@@ -476,7 +493,8 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
         return place_namespace(obj, args.namespace, _namespaced(registry, obj))
 
     if not args.state:
-        parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents]
+        parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents
+                  if kustomize.role(doc.origin.file) not in (PATCH, KUSTOMIZE_FILE)]  # a patch is no object
         objects, _ = state_objects(parsed)  # (what is no object is said in its place among the results)
         knowledge = presence(objects)
         return FileState(objects=[namespaced(o) for o in objects], knowledge=knowledge), StateSource(knowledge)
@@ -549,6 +567,17 @@ class Judge:
 
     def document(self, doc: Document) -> Result:
         obj, strict = doc.content, self.args.strict
+        role = self.setup.kustomize.role(doc.origin.file)
+        if role == PATCH:  # a partial object (or a JSON patch): only kustomize applies it, to its target
+            return Result(doc.origin, "skipped", PATCH, name=_label(obj) if isinstance(obj, dict) else "")
+        if role == KUSTOMIZE_FILE:  # input to kustomize, with or without apiVersion and kind
+            return _error(doc.origin, KUSTOMIZE_FILE) if strict else Result(doc.origin, "skipped", KUSTOMIZE_FILE)
+        result = self._object(doc, obj, strict)
+        if role == BASE_NOTE and result.outcome == "invalid":
+            result.summary = in_base(result.summary)
+        return result
+
+    def _object(self, doc: Document, obj: Any, strict: bool) -> Result:
         if not isinstance(obj, dict):  # other YAML in the repository (a list of hooks, a value)
             why = f"not a Kubernetes object (a {type(obj).__name__}, not a mapping)"
             return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
@@ -587,13 +616,21 @@ class Judge:
             return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
                           label)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
-            why = "kustomize file, not applied"
-            return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
+            return _error(doc.origin, KUSTOMIZE_FILE) if self.args.strict \
+                else Result(doc.origin, "skipped", KUSTOMIZE_FILE, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
         why = f"{label} ({api_version}): no schema for this kind{near}"
         if self.args.strict:
             return Result(doc.origin, "error", why, name=label)
         return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
+
+
+def in_base(summary: str) -> str:
+    """A refusal's line for an object of a kustomize base, which its overlays may complete."""
+    first, newline, rest = summary.partition("\n")
+    if not newline:
+        return f"{summary} ({BASE_NOTE})"
+    return f"{first.rstrip().removesuffix(':')} ({BASE_NOTE}): \n{rest}"
 
 
 def run(args: argparse.Namespace) -> int:
