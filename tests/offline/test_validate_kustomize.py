@@ -159,3 +159,12 @@ def test_kustomize_build_failure_is_an_error_at_the_kustomization(repo, capsys, 
     assert line.startswith(f"infergate: error: {repo}/overlays/prod/kustomization.yaml: ")
     assert "overlays/prod failed: " in line and "nowhere" in line
     assert f"{repo}/overlays/dev/Kustomization: model.kubeai.org/chat valid" in out.splitlines()
+
+
+def test_patches_are_no_objects_of_the_state(repo, capsys):
+    """A patch is a partial object: never a Model or pool the policies could find in --state."""
+    code, out, err = _run(capsys, repo / "base" / "pool.yaml", "--state", repo)
+    assert code == 0
+    # base/, components/gpu/ and overlays/prod/'s kustomization.yaml, and the four patches
+    assert "--state: 7 documents skipped, not Kubernetes objects (kustomization.yaml, kustomize patches, " \
+           "Helm values)" in err

@@ -121,16 +121,17 @@ class KustomizeLayout:
     rendered: set[str] = field(default_factory=set)  # real paths of the kustomization files rendered
 
     @classmethod
-    def of(cls, inputs: Iterable[InputFile]) -> KustomizeLayout:
-        """The kustomizations among ``inputs``, those beside an input file (a patch named alone is
-        still known as one) and, transitively, those they include."""
+    def of(cls, inputs: Iterable[InputFile | str]) -> KustomizeLayout:
+        """The kustomizations among ``inputs`` (files read, or file names), those beside an input
+        file (a patch named alone is still known as one) and, transitively, those they include."""
         layout = cls()
+        inputs = [source if isinstance(source, InputFile) else InputFile(source) for source in inputs]
         inputs = [source for source in inputs if source.name != documents.STDIN]
         pending: list[tuple[str, InputFile | None]] = []
         for source in inputs:
             if is_kustomization_file(source.name):
                 layout.given.add(_real(source.name))
-                pending.append((source.name, source))
+                pending.append((source.name, source if source.text is not None or source.error else None))
         for directory in sorted({str(Path(source.name).parent) for source in inputs}):
             beside = _kustomization_in(directory)
             if beside is not None:

@@ -125,7 +125,9 @@ project's CRD) is skipped and counted (--strict: an error), with a did-you-mean 
 apiVersion or kind is a near miss of a known one: that skip is a warning in every CI format
 (--fail-on-warning makes warnings fail the run); a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
-error (--allow-empty).
+error (--allow-empty). In a kustomize repository the kustomization files and the patches they
+name are skipped (never judged as objects), a base's refusal says its overlays may complete it,
+and --kustomize validates what each overlay renders instead.
 
 The policies' lookups (pools, classes, namespaces, Services, Pods, the KubeAI config) read the
 documents given unless --state or a live cluster (--cluster, --kubeconfig, --context) is named:
@@ -143,6 +145,7 @@ infergate validate manifests/ -o github                 # GitHub Actions annotat
 infergate validate . --exclude 'charts/*/templates/*'   # leave out what is not a manifest yet
 infergate validate manifests/ --field-validation Warn   # unknown fields warned, as the apiserver's default
 infergate validate manifests/ -o junit > report.xml     # JUnit XML for CI (summary on stderr)
+infergate validate deploy/ --kustomize                  # each overlay as kustomize renders it
 """
 
 OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
@@ -505,7 +508,10 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
     errors = [e for e in errors if e.file not in names]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
-    objects, skipped = state_objects(found)
+    kustomize_state = KustomizeLayout.of(sorted({doc.origin.file for doc in found}))
+    patches = [doc for doc in found if kustomize_state.role(doc.origin.file) == PATCH]  # partial objects
+    objects, skipped = state_objects([doc for doc in found if kustomize_state.role(doc.origin.file) != PATCH])
+    skipped += len(patches)
     objects = [namespaced(o) for o in objects]
     knowledge = kinds_held(objects, "state")
     return FileState(objects=objects, knowledge=knowledge), StateSource(knowledge, skipped)
@@ -684,7 +690,7 @@ def state_note(unchecked: Counter, state: StateSource) -> str | None:
         parts.append(f"{unchecked_text(unchecked)}; pass --state DIR or --kubeconfig FILE")
     if state.skipped:
         parts.append(f"--state: {state.skipped} document{'s' if state.skipped != 1 else ''} skipped, not "
-                     "Kubernetes objects (kustomization.yaml, Helm values)")
+                     "Kubernetes objects (kustomization.yaml, kustomize patches, Helm values)")
     return "note: " + "; ".join(parts) if parts else None
 
 
