@@ -33,9 +33,10 @@ from webhook import documents
 from webhook.documents import Document, InputFile, Origin, Parsed, ReadError
 
 __all__ = ["KUSTOMIZATION_NAMES", "BASE_NOTE", "KUSTOMIZE_FILE", "PATCH", "KustomizeLayout", "Renderer",
-           "RendererMissing", "find_renderer", "is_kustomization_file", "render"]
+           "RendererMissing", "find_renderer", "is_kustomization_file", "render", "rendered_inputs"]
 
-KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")  # kustomize's konfig.RecognizedKustomizationFileNames
+# kustomize's KustomizationFileNames: the names it looks for in a directory
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 KUSTOMIZE_FILE = "kustomize file, not applied"
 PATCH = "kustomize patch (not applied alone)"
 BASE_NOTE = "in a kustomize base; overlays may complete it"

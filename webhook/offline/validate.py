@@ -29,9 +29,9 @@ from webhook.admission.chain import AdmissionChain, is_attribution, offline_requ
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
+from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.kustomize import (BASE_NOTE, KUSTOMIZATION_NAMES, KUSTOMIZE_FILE, PATCH, KustomizeLayout,
                                        RendererMissing, find_renderer, rendered_inputs)
-from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
@@ -508,10 +508,10 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
     errors = [e for e in errors if e.file not in names]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
-    kustomize_state = KustomizeLayout.of(sorted({doc.origin.file for doc in found}))
-    patches = [doc for doc in found if kustomize_state.role(doc.origin.file) == PATCH]  # partial objects
-    objects, skipped = state_objects([doc for doc in found if kustomize_state.role(doc.origin.file) != PATCH])
-    skipped += len(patches)
+    layout = KustomizeLayout.of(sorted({doc.origin.file for doc in found}))
+    whole = [doc for doc in found if layout.role(doc.origin.file) != PATCH]  # a patch is a partial object
+    objects, skipped = state_objects(whole)
+    skipped += len(found) - len(whole)
     objects = [namespaced(o) for o in objects]
     knowledge = kinds_held(objects, "state")
     return FileState(objects=objects, knowledge=knowledge), StateSource(knowledge, skipped)
