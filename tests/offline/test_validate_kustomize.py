@@ -168,3 +168,15 @@ def test_patches_are_no_objects_of_the_state(repo, capsys):
     # base/, components/gpu/ and overlays/prod/'s kustomization.yaml, and the four patches
     assert "--state: 7 documents skipped, not Kubernetes objects (kustomization.yaml, kustomize patches, " \
            "Helm values)" in err
+
+
+def test_strict_errs_on_kustomization_files_not_on_patches(repo, capsys):
+    code, out, err = _run(capsys, repo, "--strict")
+    errors = sorted(line for line in err.splitlines() if line.startswith("infergate: error: "))
+    assert code == 2 and errors == [
+        f"infergate: error: {repo}/base/kustomization.yaml:2: kustomize file, not applied",
+        f"infergate: error: {repo}/components/gpu/kustomization.yaml:1: kustomize file, not applied",
+        f"infergate: error: {repo}/overlays/dev/Kustomization:1: kustomize file, not applied",
+        f"infergate: error: {repo}/overlays/prod/kustomization.yaml:1: kustomize file, not applied",
+    ]
+    assert out.splitlines()[-1] == "1 valid, 1 invalid, 4 skipped, 4 errors, in 10 files"  # the four patches
