@@ -622,8 +622,8 @@ class Judge:
             return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
                           label)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
-            return _error(doc.origin, KUSTOMIZE_FILE) if self.args.strict \
-                else Result(doc.origin, "skipped", KUSTOMIZE_FILE, name=label)
+            why = "kustomize file, not applied"
+            return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
         why = f"{label} ({api_version}): no schema for this kind{near}"
         if self.args.strict:
