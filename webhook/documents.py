@@ -203,18 +203,27 @@ def _item_lines(lines: dict[NodePath, int] | None, item: int) -> dict[NodePath, 
     return {path[2:]: line for path, line in lines.items() if path[:2] == prefix}
 
 
-def excluded(relative: str, name: str, patterns: tuple[str, ...]) -> bool:
+def excluded(relative: str, name: str, patterns: tuple[str, ...], *, directory: bool = False) -> bool:
     """Whether an entry under a directory argument is left out by ``--exclude`` ``patterns``:
     a glob (``fnmatch``: ``*`` also matches ``/``) matching its path relative to that directory,
     forward slashes (``charts/*/templates/*``), or its name (``*.tpl.yaml``, ``vendor``). A
-    directory left out is not entered."""
-    return any(fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+    pattern ending in ``/`` (``vendor/``, ``charts/app/``) matches directories only, as in
+    ``.gitignore``. A directory left out is not entered."""
+    for pattern in patterns:
+        pattern = pattern.removeprefix("./")  # relative to the directory argument, as written in a shell
+        if pattern.endswith("/"):
+            if not directory:
+                continue
+            pattern = pattern.rstrip("/")
+        if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
 
 
 def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
-                   exclude: tuple[str, ...] = ()) -> list[Path]:
-    """``path``, or the files under it with one of ``suffixes``, in path order (those
-    ``exclude`` names left out: :func:`excluded`).
+                   exclude: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> list[Path]:
+    """``path``, or the files under it with one of ``suffixes`` or one of ``names``
+    (``Kustomization``), in path order (those ``exclude`` names left out: :func:`excluded`).
 
     Entries whose name starts with "." are skipped (``.git``, ``.github``; a mounted
     ConfigMap shows each file twice, as a link and inside kubelet's hidden
@@ -237,12 +246,13 @@ def manifest_files(path: Path, suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
                 for entry in entries:
                     if entry.name.startswith("."):
                         continue
+                    is_dir = entry.is_dir()
                     if exclude and excluded(os.path.relpath(entry.path, path).replace(os.sep, "/"), entry.name,
-                                            exclude):
+                                            exclude, directory=is_dir):
                         continue
-                    if entry.is_dir():
+                    if is_dir:
                         pending.append(entry.path)
-                    elif os.path.splitext(entry.name)[1] in suffixes and entry.is_file():
+                    elif (os.path.splitext(entry.name)[1] in suffixes or entry.name in names) and entry.is_file():
                         found.append(entry.path)
         except PermissionError:  # a directory that cannot be listed has nothing to read
             continue
@@ -285,10 +295,10 @@ def read_file(file: Path | str) -> InputFile:
 
 
 def read_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...] = MANIFEST_SUFFIXES,
-                exclude: tuple[str, ...] = ()) -> list[InputFile]:
+                exclude: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> list[InputFile]:
     """Every file of every path, in order, read but not parsed (under a directory, those
-    ``exclude`` names left out; a file named itself is read). Never raises: a path that
-    cannot be read carries its error, in its place."""
+    ``exclude`` names left out, those of ``names`` read whatever their suffix; a file named
+    itself is read). Never raises: a path that cannot be read carries its error, in its place."""
     out: list[InputFile] = []
     for raw in paths:
         if str(raw) == STDIN:
@@ -298,7 +308,7 @@ def read_inputs(paths: Iterable[str | Path], suffixes: tuple[str, ...] = MANIFES
         if not path.exists():
             out.append(InputFile(str(raw), error=ReadError(str(raw), None, "no such file or directory")))
             continue
-        out += [read_file(file) for file in manifest_files(path, suffixes, exclude)]
+        out += [read_file(file) for file in manifest_files(path, suffixes, exclude, names)]
     return out
 
 

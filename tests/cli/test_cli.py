@@ -176,3 +176,31 @@ def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():
         assert parsed is not None, command
     actions = readme[readme.index("GitHub Actions (in your repository"):readme.index("GitLab CI")]
     assert "infergate validate" in actions and "-o github" in actions
+
+
+def test_the_readmes_update_example_says_when_the_url_is_immutable(tmp_path):
+    """The README's UPDATE example changes a Model's url: refused because the Model has a
+    cacheProfile (KubeAI's rule), as its comment says; the same change without one is valid."""
+    import re
+
+    from tests.support.paths import REPO
+
+    readme = (REPO / "README.md").read_text()
+    found = re.search(r"^sed 's/([^/]+)/([^/]+)/' (\S+) \|\n\s+infergate validate - --old (\S+)\s+# (.*)$", readme, re.M)
+    assert found is not None
+    before, after, new_file, old_file, comment = found.groups()
+    assert new_file == old_file and "url is immutable with a cacheProfile" in comment
+    stored = (REPO / old_file).read_text()
+    assert "cacheProfile:" in stored and before in stored
+
+    def validate(old_text: str) -> subprocess.CompletedProcess:
+        old = tmp_path / "stored.yaml"
+        old.write_text(old_text)
+        return subprocess.run([sys.executable, "-m", "webhook", "validate", "-", "--old", str(old)], cwd=REPO,
+                              input=old_text.replace(before, after), capture_output=True, text=True, timeout=120)
+
+    refused = validate(stored)
+    assert refused.returncode == 1 and "url is immutable when using cacheProfile" in refused.stdout
+    without = "".join(line for line in stored.splitlines(keepends=True) if "cacheProfile:" not in line)
+    allowed = validate(without)
+    assert allowed.returncode == 0 and " valid\n" in allowed.stdout, allowed.stdout + allowed.stderr

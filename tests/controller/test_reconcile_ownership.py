@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from webhook.cli import main
 from webhook.shipped_data import example_manifests_dir
 
@@ -45,3 +47,20 @@ def test_a_bad_status_writes_value_is_one_line(capsys):
     code, out, err = reconcile(capsys, "--status-writes", "models=on")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "expected <kind>=on|off" in err
+
+
+def test_yaml_and_json_name_on_stderr_the_objects_whose_status_infergate_does_not_write(capsys):
+    for output in ("yaml", "json"):
+        code, out, err = reconcile(capsys, VALID / "inferencepool-v1.yaml", VALID / "inferenceobjective.yaml",
+                                   VALID / "kubeai-model-vllm.yaml", "-o", output)
+        assert code == 0
+        items = json.loads(out)["items"] if output == "json" else yaml.safe_load_all(out)
+        assert [item for item in items if item] == []  # none of them gets a status from infergate
+        assert err.splitlines() == [
+            "note: InferencePool ml-team/qwen3-pool-b: status written by Gateway implementations (status.parents); "
+            "infergate writes none of it",
+            "note: InferenceObjective ml-team/qwen3-batch: status written by the endpoint picker; "
+            "infergate writes none of it",
+            "note: Model ml-team/llama-3-1-8b-instruct-l4: status written by KubeAI's model controller "
+            "(status.replicas, status.cache); infergate writes none of it",
+        ]

@@ -323,3 +323,25 @@ def test_crd_only_leaves_the_policies_out(tmp_path, capsys):
     suite = _user_suite(tmp_path, [CASES[1]])  # denied by the team policy, not by the CRD
     code, out, _ = _run(capsys, str(suite), "--crd-only")
     assert code == 1 and "verdict: expected denied, got allowed" in out
+
+
+FLOW_STYLE_CASE = """\
+- name: written-in-flow-style  # passes: --update leaves it as written
+  object: {apiVersion: inference.networking.k8s.io/v1, kind: InferencePool, metadata: {name: pool}, spec: {selector: {matchLabels: {app: "vllm"}}, targetPorts: [{number: 8000}], endpointPickerRef: {name: epp, port: {number: 9002}}}}
+  expect: {allowed: true, warnings: []}
+"""
+
+
+def test_update_keeps_the_flow_style_of_cases_it_does_not_change(tmp_path, capsys):
+    suite = _user_suite(tmp_path, [{"name": "to-record", "object": _model(maxReplicas=5)}])
+    text = suite.read_text()
+    assert text.endswith("cases:\n- name: to-record\n" + text.split("- name: to-record\n", 1)[1])
+    cases_at = text.index("cases:\n") + len("cases:\n")
+    suite.write_text(text[:cases_at] + FLOW_STYLE_CASE + text[cases_at:])
+    assert _run(capsys, str(suite))[0] == 2  # the case without expect checks nothing until recorded
+    code, out, _ = _run(capsys, str(suite), "--update")
+    assert code == 0 and "recorded the answers of 1 case(s): to-record" in out
+    updated = suite.read_text()
+    assert FLOW_STYLE_CASE in updated  # byte for byte: braces, quotes, the comment
+    assert yaml.safe_load(updated)["cases"][1]["expect"]["allowed"] is False
+    assert _run(capsys, str(suite))[0] == 0

@@ -105,3 +105,18 @@ def test_exclude_leaves_out_files_and_directories_under_a_directory(tmp_path, ca
     named = tmp_path / "apps" / "model.tpl.yaml"  # a file named itself is read
     code, _, err = _run(capsys, named, "--exclude", "*.tpl.yaml")
     assert code == 2 and str(named) in err
+
+
+def test_exclude_with_a_trailing_slash_leaves_out_the_directory_only(tmp_path, capsys):
+    good = MANIFESTS / "valid" / "kubeai-model-vllm.yaml"
+    for where in ("apps/model.yaml", "vendor/lib/model.yaml", "charts/app/model.yaml", "apps/vendor"):
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+    for where in ("apps/model.yaml", "vendor/lib/model.yaml", "charts/app/model.yaml"):
+        (tmp_path / where).write_text("{{ broken\n" if not where.startswith("apps/") else good.read_text())
+    (tmp_path / "apps" / "vendor.yaml").write_text(good.read_text())  # a file: "vendor.yaml/" names no directory
+    for patterns in (["vendor/", "charts/app/"], ["./vendor/", "./charts/app/"], ["vendor", "charts/app"]):
+        code, out, err = _run(capsys, tmp_path, *[a for p in patterns for a in ("--exclude", p)])
+        assert code == 0, (patterns, err)
+        assert out.splitlines()[-1] == "2 valid, 0 invalid, 0 skipped, 0 errors, in 2 files", patterns
+    code, out, _ = _run(capsys, tmp_path / "apps", "--exclude", "vendor.yaml/")
+    assert code == 0 and out.splitlines()[-1] == "2 valid, 0 invalid, 0 skipped, 0 errors, in 2 files"

@@ -111,7 +111,7 @@ def test_validate_input_errors_exit_2(tmp_path, capsys):
     assert main(["validate", "-f", str(widget)]) == 0  # skipped, and counted
     assert "1 skipped" in capsys.readouterr().out
     assert main(["validate", "-f", str(widget), "--strict"]) == 2
-    assert f"infergate: error: {widget}:1: no schema for kind 'Widget' in apiVersion 'example.com/v1'" in \
+    assert f"infergate: error: {widget}:1: Widget/x (example.com/v1): no schema for this kind\n" in \
         capsys.readouterr().err
     assert main(["validate", "-f", str(tmp_path / "missing.yaml")]) == 2
     assert f"infergate: error: {tmp_path / 'missing.yaml'}: no such file or directory" in capsys.readouterr().err

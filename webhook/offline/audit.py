@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,6 +122,7 @@ class Judged:
     file: str = "cluster"
     line: int | None = None
     baseline: ObjectAudit | None = None
+    seconds: float = 0.0  # the time its audit took (JUnit's time)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -202,10 +204,11 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judge
     before = Auditor(registry, baseline, state) if baseline is not None else None
     out = []
     for obj, doc in inputs:
+        start = time.perf_counter()
         audit = auditor.audit(obj)
         if audit.results:  # a kind nothing judges (a Deployment in the dump) says nothing
             out.append(Judged(audit, doc.origin.file, doc.line_of(("metadata",)),
-                              before.audit(obj) if before else None))
+                              before.audit(obj) if before else None, time.perf_counter() - start))
     unchecked = Counter(item for j in out for item in j.audit.unchecked)
     note = f"note: {unchecked_text(unchecked)}; pass them with --state PATH, or audit the cluster " \
            "(--kubeconfig FILE)" if unchecked else None
@@ -250,9 +253,11 @@ def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
         before = Auditor(registry, baseline, found.state) if baseline is not None else None
         out = []
         for obj in found.objects:
+            start = time.perf_counter()
             audit = auditor.audit(obj)
             if audit.results:
-                out.append(Judged(audit, baseline=before.audit(obj) if before else None))
+                out.append(Judged(audit, baseline=before.audit(obj) if before else None,
+                                  seconds=time.perf_counter() - start))
         return out, None  # (a live cluster's view knows every kind: nothing is left unchecked)
     finally:
         found.state.stop()
@@ -298,7 +303,7 @@ def _finding(j: Judged) -> Finding:
     message = "\n".join(f"{r.policy} {r.rule}: {r.message}".replace("  ", " ") for r in problems) \
         if status != "passed" else ""
     return Finding(j.file, j.audit.resource.label(), status, j.file, j.line, message,
-                   "denied" if verdict.denied else "")
+                   "denied" if verdict.denied else "", j.seconds)
 
 
 def _table(judged: list[Judged]) -> None:

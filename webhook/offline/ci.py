@@ -7,7 +7,9 @@ rule that said it: ``<policy>/<rule>`` for an admission policy's (``validations[
 ``warnings[0]``), ``kube-apiserver/<reason>`` for the apiserver's own (``FieldValueInvalid``,
 ``unknown-field``, ``RequestEntityTooLarge``, ``warning``). GitHub gets one ``::error`` per
 failed finding and one ``::warning`` per warning; SARIF one result per problem (level
-``error``) and per warning (level ``warning``), every rule listed in the driver.
+``error``) and per warning (level ``warning``), every rule listed in the driver. A skipped
+finding may warn too (``validate``'s near miss of a known kind): JUnit ``<skipped>`` with the
+message, a ``::warning``, a SARIF ``warning``. JUnit's ``time`` is each finding's ``seconds``.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def junit_xml(findings: Iterable[Finding], name: str) -> str:
             tag = {"failures": "failure", "errors": "error", "skipped": "skipped"}[counter]
             first = finding.message.splitlines()[0] if finding.message else finding.status
             child = ET.SubElement(case, tag, message=first[:200])
-            if tag != "skipped":
+            if tag != "skipped" or finding.warnings:  # a skip that warns carries its words whole
                 child.text = finding.message
             suite.set(counter, str(int(suite.get(counter)) + 1))
             totals[counter] += 1
@@ -129,6 +131,8 @@ _RULES = {
     "kube-apiserver/unknown-field": "A field the kind's schema does not have (kube-apiserver's field validation: "
                                     "Strict refuses it, Warn warns)",
     "kube-apiserver/warning": "A warning kube-apiserver sends with its answer",
+    "near-miss": "A document skipped, no schema serving its apiVersion and kind, which are a near miss of a "
+                 "served kind (a typo the cluster would refuse: no matches for kind)",
 }
 
 

@@ -7,7 +7,10 @@ apiserver's own problems are ``kube-apiserver/<cause reason>`` (``FieldValueInva
 ``FieldValueRequired``, ``FieldValueTooLong``, ...), a refusal without causes
 ``kube-apiserver/<status reason>`` (``RequestEntityTooLarge``), an unknown field
 ``kube-apiserver/unknown-field`` (refused under Strict, a warning under Warn) and any other
-warning of the apiserver's ``kube-apiserver/warning``.
+warning of the apiserver's ``kube-apiserver/warning``. The apiserver's closing cause "some
+validation rules were not checked because the object was invalid" is said with the problems it
+follows, not as one of its own. A document skipped as no schema serves its kind, which is a near
+miss of a served one, warns as ``near-miss``.
 """
 
 from __future__ import annotations
@@ -16,8 +19,13 @@ from typing import Any
 
 from webhook.admission.chain import is_attribution
 from webhook.offline.ci import Note
+from webhook.schema.registry import MARKER
 
 UNKNOWN_FIELD = "kube-apiserver/unknown-field"
+NEAR_MISS = "near-miss"  # a skipped document whose apiVersion or kind is a near miss of a known one
+# the apiserver's note that its CEL rules did not run, the object being invalid: a word on the
+# other problems, not a problem of its own
+_RULES_NOT_CHECKED = MARKER.cause()
 
 
 def problems(status: dict[str, Any] | None, rules: dict[str, str]) -> tuple[Note, ...]:
@@ -26,6 +34,8 @@ def problems(status: dict[str, Any] | None, rules: dict[str, str]) -> tuple[Note
         return ()
     causes = [c for c in (status.get("details") or {}).get("causes") or () if isinstance(c, dict)
               and not is_attribution(c)]
+    if len(causes) > 1:
+        causes = [c for c in causes if c != _RULES_NOT_CHECKED]
     message = str(status.get("message", ""))
     if not causes:
         rule = UNKNOWN_FIELD if "strict decoding error: " in message else \

@@ -25,6 +25,9 @@ def _yaml() -> YAML:
     yaml.preserve_quotes = True
     yaml.width = 4096  # never fold long messages
     yaml.indent(mapping=2, sequence=2, offset=0)
+    # ``[{number: 8000}]`` stays as written: ruamel would drop the braces of a one-key mapping in a
+    # flow sequence (``[number: 8000]``, the same value, not the author's text)
+    yaml.brace_single_entry_mapping_in_flow_sequence = True
     return yaml
 
 

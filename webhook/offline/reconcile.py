@@ -222,6 +222,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write((render(results, args.output) if results else "") + "\n".join(elsewhere) + "\n")
     else:
         sys.stdout.write(render(results, args.output))
+        sys.stdout.flush()
+        for line in elsewhere:  # the objects left out of the List: why, where a reader of stdout cannot miss it
+            print(f"note: {line}", file=sys.stderr)
     for problem in problems:
         command_line.error(f"reconcile: {problem}")
     return 1 if problems else 0

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import re
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,9 @@ from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
-from webhook.offline.ci import Finding, Status, github_annotations, junit_xml, sarif
+from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
+from webhook.offline.kustomize import (BASE_NOTE, KUSTOMIZATION_NAMES, KUSTOMIZE_FILE, PATCH, KustomizeLayout,
+                                       RendererMissing, find_renderer, rendered_inputs)
 from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
@@ -124,9 +127,12 @@ then one summary: "N valid, M invalid, K skipped, E errors, in F files". Unknown
 refused as kubectl's requests are (--field-validation Strict); so are documents over the
 apiserver's size limits. A document of a kind with no schema (a Kustomization, another
 project's CRD) is skipped and counted (--strict: an error), with a did-you-mean when its
-apiVersion or kind is a near miss of a known one; a file that cannot be read is
+apiVersion or kind is a near miss of a known one: that skip is a warning in every CI format
+(--fail-on-warning makes warnings fail the run); a file that cannot be read is
 reported in its place, and the other files are still validated; no documents at all is an
-error (--allow-empty).
+error (--allow-empty). In a kustomize repository the kustomization files and the patches they
+name are skipped (never judged as objects), a base's refusal says its overlays may complete it,
+and --kustomize validates what each overlay renders instead.
 
 The policies' lookups (pools, classes, namespaces, Services, Pods, the KubeAI config) read the
 documents given unless --state or a live cluster (--cluster, --kubeconfig, --context) is named:
@@ -144,13 +150,15 @@ infergate validate manifests/ -o github                 # GitHub Actions annotat
 infergate validate . --exclude 'charts/*/templates/*'   # leave out what is not a manifest yet
 infergate validate manifests/ --field-validation Warn   # unknown fields warned, as the apiserver's default
 infergate validate manifests/ -o junit > report.xml     # JUnit XML for CI (summary on stderr)
+infergate validate deploy/ --kustomize                  # each overlay as kustomize renders it
 """
 
 OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
 EXIT_CODES = """\
 exit status:
   0  every document valid (or skipped)
-  1  some document is invalid: the cluster would refuse it
+  1  some document is invalid: the cluster would refuse it; with --fail-on-warning, also any warning
+     (the apiserver's or a policy's, or a document skipped as a near miss of a known kind)
   2  usage or input error (a bad flag, a missing or unreadable file, broken YAML, no documents at all)"""
 
 
@@ -185,10 +193,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="a document of a kind with no schema, or that is no Kubernetes object, is an error "
                              "(default: skipped and counted)")
+    parser.add_argument("--kustomize", action="store_true",
+                        help="render every kustomization among the inputs that no other one includes (the "
+                             "overlays) with `kustomize build`, or `kubectl kustomize` when kustomize is not on "
+                             "PATH, and validate what it renders in place of its files, each object attributed to "
+                             "its kustomization file (default: the files as written; patches are skipped, and a "
+                             "base's problems say overlays may complete it)")
+    parser.add_argument("--fail-on-warning", action="store_true",
+                        help="exit 1 when anything warns, as when a document is invalid: a warning of the apiserver "
+                             "or of a policy, or a document skipped whose apiVersion or kind is a near miss of a "
+                             "known one (kubeai.org/v1beta1 for kubeai.org/v1)")
     parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                         help="leave out the files and directories under a directory PATH whose path relative to "
                              "it (charts/*/templates/*) or whose name (*.tpl.yaml, vendor) matches GLOB (* also "
-                             "matches /); files named on the command line are always read; repeatable")
+                             "matches /; a trailing / matches directories only: vendor/); files named on the "
+                             "command line are always read; repeatable")
     parser.add_argument("--allow-empty", action="store_true",
                         help="no documents at all in the input (empty stdin, a directory without manifests) is "
                              "success (default: an error, exit 2)")
@@ -245,6 +264,8 @@ class Result:
     judgement: Judgement | None = None
     name: str = ""  # Kind/name, for the CI formats
     old: tuple[Any, ...] | None = None  # the --old object it was judged against
+    near_miss: bool = False  # skipped, its apiVersion or kind a near miss of a known one: a warning
+    seconds: float = 0.0  # the time it took to read and judge
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"source": self.origin.as_dict(), "result": self.outcome}
@@ -252,9 +273,18 @@ class Result:
             out.update(self.judgement.as_dict())
         elif self.outcome == "skipped":
             out["reason"] = self.summary
+            if self.near_miss:
+                out["warnings"] = [self.summary]
         else:
             out["error"] = self.summary
         return out
+
+    @property
+    def warnings(self) -> list[str]:
+        """Its warnings: the apiserver's and the policies', or the near miss it was skipped for."""
+        if self.judgement is not None:
+            return self.judgement.warnings
+        return [self.summary] if self.near_miss else []
 
     def finding(self) -> Finding:
         status, rule = _FINDINGS[self.outcome]
@@ -262,8 +292,10 @@ class Result:
         judgement = self.judgement
         problems = findings.problems(judgement.status, judgement.rules) if judgement and not judgement.allowed else ()
         warned = findings.warnings(judgement.warnings, judgement.rules) if judgement else ()
+        if self.near_miss:
+            warned = (Note(self.summary, findings.NEAR_MISS),)
         return Finding(self.origin.file, self.name or self.origin.where, status, self.origin.file, self.origin.line,
-                       message, rule, problems=problems, warnings=warned)
+                       message, rule, self.seconds, problems=problems, warnings=warned)
 
 
 # a result's outcome -> (its status in the CI formats, the SARIF rule of a problem)
@@ -308,6 +340,7 @@ class _Setup:
     registry: CRDRegistry
     chain: AdmissionChain | None
     state: StateSource | None = None
+    kustomize: KustomizeLayout = dataclasses.field(default_factory=KustomizeLayout)
 
 
 @dataclass(frozen=True)
@@ -333,7 +366,14 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
     if args.state and _live(args):
         raise SetupError("validate: give --state or a cluster (--cluster, --kubeconfig, --context), not both")
-    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude))
+    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude), names=KUSTOMIZATION_NAMES)
+    kustomize = KustomizeLayout.of(inputs)
+    if args.kustomize:
+        try:
+            renderer = find_renderer()
+        except RendererMissing as exc:
+            raise SetupError(f"validate: --kustomize: {exc}") from None
+        inputs = rendered_inputs(inputs, kustomize, renderer)
     old_documents, old_errors = documents.read(args.old)
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
@@ -363,13 +403,13 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
     chain, state = None, None
     if policies is not None:
-        cluster, state = _state(args, registry, inputs)
+        cluster, state = _state(args, registry, inputs, kustomize)
         chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
         if isinstance(doc.content, dict):
             olds.setdefault(_identity(doc.content), doc)
-    return _Setup(inputs, units, olds, registry, chain, state)
+    return _Setup(inputs, units, olds, registry, chain, state, kustomize)
 
 
 def _kind_pattern(kinds: frozenset[tuple[str, str]]) -> list[tuple[re.Pattern[str], re.Pattern[str], str]]:
@@ -449,7 +489,8 @@ def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry)
         raise SetupError(f"--policies: {exc}") from None
 
 
-def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
+def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile],
+           kustomize: KustomizeLayout) -> tuple[ClusterState, StateSource]:
     """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
     the manifests of --state, or else the inputs themselves; and what it knows."""
     if _live(args):
@@ -459,7 +500,8 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
         return place_namespace(obj, args.namespace, _namespaced(registry, obj))
 
     if not args.state:
-        parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents]
+        parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents
+                  if kustomize.role(doc.origin.file) not in (PATCH, KUSTOMIZE_FILE)]  # a patch is no object
         objects, _ = state_objects(parsed)  # (what is no object is said in its place among the results)
         knowledge = presence(objects)
         return FileState(objects=[namespaced(o) for o in objects], knowledge=knowledge), StateSource(knowledge)
@@ -470,7 +512,10 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
     errors = [e for e in errors if e.file not in names]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
-    objects, skipped = state_objects(found)
+    layout = KustomizeLayout.of(sorted({doc.origin.file for doc in found}))
+    whole = [doc for doc in found if layout.role(doc.origin.file) != PATCH]  # a patch is a partial object
+    objects, skipped = state_objects(whole)
+    skipped += len(found) - len(whole)
     objects = [namespaced(o) for o in objects]
     knowledge = kinds_held(objects, "state")
     return FileState(objects=objects, knowledge=knowledge), StateSource(knowledge, skipped)
@@ -512,15 +557,37 @@ class Judge:
         if isinstance(unit, Result):
             return [unit]
         if isinstance(unit, Document):
-            return [self.document(unit)]
+            return [self.timed(unit)]
+        start = time.perf_counter()
         parsed = unit.parse()
-        out = [self.document(doc) for doc in parsed.documents]
+        out = [self.timed(doc) for doc in parsed.documents]
         if parsed.error is not None:
             out.append(_error(parsed.error.origin, parsed.error.message))
+        parse = (time.perf_counter() - start - sum(r.seconds for r in out)) / len(out) if out else 0.0
+        for result in out:  # the file's parse shared by its documents (JUnit's time)
+            result.seconds += max(parse, 0.0)
         return out
+
+    def timed(self, doc: Document) -> Result:
+        """``document``'s result with the time judging it took."""
+        start = time.perf_counter()
+        result = self.document(doc)
+        result.seconds = time.perf_counter() - start
+        return result
 
     def document(self, doc: Document) -> Result:
         obj, strict = doc.content, self.args.strict
+        role = self.setup.kustomize.role(doc.origin.file)
+        if role == PATCH:  # a partial object (or a JSON patch): only kustomize applies it, to its target
+            return Result(doc.origin, "skipped", PATCH, name=_label(obj) if isinstance(obj, dict) else "")
+        if role == KUSTOMIZE_FILE:  # input to kustomize, with or without apiVersion and kind
+            return _error(doc.origin, KUSTOMIZE_FILE) if strict else Result(doc.origin, "skipped", KUSTOMIZE_FILE)
+        result = self._object(doc, obj, strict)
+        if role == BASE_NOTE and result.outcome == "invalid":
+            result.summary = in_base(result.summary)
+        return result
+
+    def _object(self, doc: Document, obj: Any, strict: bool) -> Result:
         if not isinstance(obj, dict):  # other YAML in the repository (a list of hooks, a value)
             why = f"not a Kubernetes object (a {type(obj).__name__}, not a mapping)"
             return _error(doc.origin, why) if strict else Result(doc.origin, "skipped", why)
@@ -562,11 +629,18 @@ class Judge:
             why = "kustomize file, not applied"
             return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
+        why = f"{label} ({api_version}): no schema for this kind{near}"
         if self.args.strict:
-            known = ", ".join(f"{k} ({api})" for api, k in self.registry.kinds()) or "none"
-            return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r}{near} "
-                                               f"(served: {known})", name=label)
-        return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind{near}", name=label)
+            return Result(doc.origin, "error", why, name=label)
+        return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
+
+
+def in_base(summary: str) -> str:
+    """A refusal's line for an object of a kustomize base, which its overlays may complete."""
+    first, newline, rest = summary.partition("\n")
+    if not newline:
+        return f"{summary} ({BASE_NOTE})"
+    return f"{first.rstrip().removesuffix(':')} ({BASE_NOTE}): \n{rest}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -602,7 +676,9 @@ def run(args: argparse.Namespace) -> int:
                                   ".yml or .json file under the directories); --allow-empty accepts that")
     if counts["error"]:
         return command_line.USAGE
-    return command_line.FAILED if counts["invalid"] else command_line.OK
+    if counts["invalid"] or (args.fail_on_warning and any(result.warnings for result in results)):
+        return command_line.FAILED
+    return command_line.OK
 
 
 def unchecked_counts(results: list[Result]) -> Counter:
@@ -618,7 +694,7 @@ def state_note(unchecked: Counter, state: StateSource) -> str | None:
         parts.append(f"{unchecked_text(unchecked)}; pass --state DIR or --kubeconfig FILE")
     if state.skipped:
         parts.append(f"--state: {state.skipped} document{'s' if state.skipped != 1 else ''} skipped, not "
-                     "Kubernetes objects (kustomization.yaml, Helm values)")
+                     "Kubernetes objects (kustomization.yaml, kustomize patches, Helm values)")
     return "note: " + "; ".join(parts) if parts else None
 
 
