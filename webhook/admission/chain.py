@@ -305,6 +305,18 @@ class AdmissionChain:
             obj = outcome.object
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
+        native = getattr(self.policies.current(), "native", None)
+        if native and request.operation in _JUDGED:
+            # the apiserver's own ValidatingAdmissionPolicy plugin runs before the validating webhooks
+            answer, status = native_validation(native, request, obj, registry, self.state)
+            warnings += answer.warnings
+            unchecked += answer.unchecked
+            if status is not None:
+                return ChainOutcome(False, status, _unique(warnings), obj, patch, dict(answer.audit_annotations),
+                                    traces, "apiserver", list(answer.failures), actions, rules, unchecked)
+            native_audit = answer
+        else:
+            native_audit = None
         # the apiserver has just validated the schema: the validating webhook adds the policies
         validated, more, acted = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
@@ -314,6 +326,9 @@ class AdmissionChain:
             rules.setdefault(text, rule)
         audit = validated.audit_annotations
         audited += _failures(audit)
+        if native_audit is not None and (native_audit.failures or native_audit.audit_annotations):
+            audited = list(native_audit.failures) + audited
+            audit = {**native_audit.audit_annotations, **audit}
         if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
             audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
@@ -444,3 +459,45 @@ def _failures(audit: dict[str, str]) -> list[dict[str, Any]]:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any] | None,
+                      registry: CRDRegistry | None, state: ClusterState) -> tuple[Any, dict[str, Any] | None]:
+    """The apiserver's ValidatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (the
+    object as it would be stored): its answer and, when it denies, the Status it answers."""
+    from webhook.policy.native.matching import Attributes, MatchError
+    from webhook.policy.native.validating import Cluster, evaluate, forbidden_status
+    from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
+
+    kind = request.kind
+    served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
+        if registry is not None else None
+    resource = served.plural if served is not None else request.resource.resource
+    view = request_view(request)
+    view["resource"] = {"group": kind.group, "version": kind.version, "resource": resource}
+    attrs = Attributes(request.operation, kind.group, kind.version, kind.kind, resource, request.subResource or "",
+                       request.name, request.namespace or "", obj, request.oldObject, view)
+    knowledge = getattr(state, "knowledge", EVERYTHING)
+
+    def namespace_object(name: str) -> dict[str, Any] | None:
+        return state.get("v1", "Namespace", name)
+
+    def namespace_labels(name: str) -> dict[str, str]:
+        found = state.get("v1", "Namespace", name)
+        if found is None:
+            if knowledge.holds_whole("", "Namespace"):
+                raise MatchError(f'namespaces "{name}" not found')
+            raise MatchError(f'namespaces "{name}" not found', unknown=f"Namespace {name}")
+        labels = (found.get("metadata") or {}).get("labels")
+        # the label the apiserver gives every namespace, whatever the manifest says
+        return {**(labels if isinstance(labels, dict) else {}), "kubernetes.io/metadata.name": name}
+
+    def namespaced(api_version: str, kind_name: str) -> bool | None:
+        crd = registry.served(api_version, kind_name) if registry is not None else None
+        if crd is not None:
+            return crd.namespaced
+        group = api_version.rpartition("/")[0]
+        return not cluster_scoped_builtin(group, kind_name)
+
+    answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced))
+    return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)

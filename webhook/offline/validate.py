@@ -439,7 +439,7 @@ def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
 
     try:
         policies = PolicySet.load(Path(args.policies) if args.policies else shipped_data.policies_dir(),
-                                  evaluator=args.evaluator, schemas=KindSchemas(registry.crds))
+                                  evaluator=args.evaluator, schemas=KindSchemas(registry.crds), native=True)
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
     return with_policy_actions(policies, args.policy_actions)

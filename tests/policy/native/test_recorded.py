@@ -1,0 +1,95 @@
+"""Every recorded ValidatingAdmissionPolicy case (``cases/*.yaml``, answers of a real
+kube-apiserver v1.36 recorded by ``record.py``) replayed offline through ``infergate validate
+--policies DIR --state DIR [--old FILE] -o json``: the same verdict, HTTP code, reason, message
+(the whole metav1.Status of a denial), warnings and stored object.
+
+The apiserver walks policies in a Go map's order: a case marked ``order_varies`` (the policies
+any of which may be reported) is replayed once with every policy, which must deny naming one of
+them, and once without the ones the recording did not name, which must give the recorded
+answer exactly."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.paths import REPO
+from webhook.cli import main
+
+CASES = Path(__file__).resolve().parent / "cases"
+
+
+def _suites() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    out = []
+    for file in sorted(CASES.glob("*.yaml")):
+        suite = yaml.safe_load(file.read_text())
+        for case in suite["cases"]:
+            out.append((f"{file.stem}: {case['name']}", suite, case))
+    return out
+
+
+SUITES = _suites()
+
+
+def _reduced(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {**obj, "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}}
+
+
+def _validate(tmp: Path, suite: dict[str, Any], case: dict[str, Any], policies: list[dict[str, Any]]) -> dict[str, Any]:
+    (tmp / "policies").mkdir(exist_ok=True)
+    (tmp / "state").mkdir(exist_ok=True)
+    (tmp / "policies" / "policies.yaml").write_text(yaml.safe_dump_all(policies, sort_keys=False))
+    (tmp / "state" / "state.yaml").write_text(yaml.safe_dump_all(suite.get("state") or [], sort_keys=False))
+    (tmp / "object.yaml").write_text(yaml.safe_dump(case["object"], sort_keys=False))
+    argv = ["validate", "-j", "1", "-o", "json", "--policies", str(tmp / "policies"), "--state", str(tmp / "state")]
+    for crd in suite.get("crds") or ():
+        argv += ["--crd", str(REPO / crd)]
+    if case["operation"] == "UPDATE":
+        (tmp / "old.yaml").write_text(yaml.safe_dump(case["old"], sort_keys=False))
+        argv += ["--old", str(tmp / "old.yaml")]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*argv, str(tmp / "object.yaml")])
+    assert code in (0, 1), err.getvalue()
+    [result] = json.loads(out.getvalue())
+    return result
+
+
+def _named(status: dict[str, Any] | None) -> str:
+    message = (status or {}).get("message", "")
+    start = message.find("ValidatingAdmissionPolicy '")
+    return message[start:].split("'")[1] if start >= 0 else ""
+
+
+@pytest.mark.parametrize(("suite", "case"), [(s, c) for _, s, c in SUITES], ids=[name for name, _, _ in SUITES])
+def test_recorded_answer(tmp_path: Path, suite: dict[str, Any], case: dict[str, Any]) -> None:
+    expect = case["expect"]
+    policies = suite["policies"]
+    alternatives = case.get("order_varies") or []
+    if alternatives:
+        whole = _validate(tmp_path / "whole", suite, case, policies)
+        assert whole["allowed"] is False and _named(whole["status"]) in alternatives
+        assert sorted(whole["warnings"]) == sorted(expect["warnings"])
+        reported = _named(expect.get("status"))
+        dropped = {name for name in alternatives if name != reported}
+        policies = [p for p in policies if p["metadata"]["name"] not in dropped
+                    and (p.get("spec") or {}).get("policyName") not in dropped]
+    result = _validate(tmp_path / "case", suite, case, policies)
+    assert result["allowed"] is expect["allowed"], result
+    if alternatives:
+        assert sorted(result["warnings"]) == sorted(expect["warnings"])
+    else:
+        assert result["warnings"] == expect["warnings"]
+    if expect["allowed"]:
+        assert result["status"] is None
+        assert _reduced(result["object"]) == expect["stored"]
+    else:
+        assert result["status"] == expect["status"]
+        assert result["status"]["code"] == expect["code"]

@@ -1,0 +1,153 @@
+"""Reading native policies: the ``admissionregistration.k8s.io/v1`` documents of a policies
+directory (beside AdmissionPolicy files) into a :class:`NativePolicies`, every expression
+compiled, or a :class:`webhook.policy.PolicyLoadError` naming file, line and field as the
+apiserver's API validation would refuse it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from webhook import documents
+from webhook.cel import Evaluator
+from webhook.documents import Document
+from webhook.policy.loader import PolicyLoadError, policy_files
+from webhook.policy.native.expressions import CompileError, Program, compile_expression
+from webhook.policy.native.model import (BINDING, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
+                                         read_policy)
+
+
+@dataclass(frozen=True)
+class CompiledValidation:
+    expression: Program
+    message_expression: Program | None
+    message: str
+    reason: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    """A ValidatingAdmissionPolicy with every expression compiled; ``where``: its file:line."""
+
+    definition: ValidatingPolicy
+    where: str
+    match_conditions: tuple[tuple[str, Program], ...]
+    variables: dict[str, Program]
+    validations: tuple[CompiledValidation, ...]
+    audit_annotations: tuple[tuple[str, Program], ...]
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+@dataclass(frozen=True)
+class NativePolicies:
+    """The native policies of a directory: each policy with its bindings, in name order (the
+    apiserver's order across policies is a Go map's, unspecified: see ``validating``)."""
+
+    policies: tuple[CompiledPolicy, ...] = ()
+    bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
+    unsupported: tuple[str, ...] = ()  # documents read but not evaluated (MutatingAdmissionPolicy): file:line kind/name
+
+    def __bool__(self) -> bool:
+        return bool(self.policies)
+
+    def bound(self) -> list[tuple[CompiledPolicy, tuple[Binding, ...]]]:
+        """Each policy that has a binding, with its bindings (a policy without one does nothing)."""
+        return [(p, self.bindings[p.name]) for p in self.policies if self.bindings.get(p.name)]
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document | None = None) -> CompiledPolicy:
+    """Every expression of ``policy`` compiled; a :class:`PolicyLoadError` names each that does not."""
+    problems: list[str] = []
+    where = doc.where if doc is not None else policy.name
+    names = tuple(name for name, _ in policy.variables)
+
+    def compile_(source: str, path: tuple[Any, ...]) -> Program | None:
+        try:
+            return compile_expression(source, evaluator, names)
+        except CompileError as exc:
+            at = doc.where_of(path) if doc is not None else policy.name
+            problems.append(f"{at}: {_dotted(path)}: Invalid value: {source!r}: compilation failed: {exc}")
+            return None
+
+    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression")))
+                       for i, (name, src) in enumerate(policy.match_conditions))
+    variables = {name: compile_(src, ("spec", "variables", i, "expression"))
+                 for i, (name, src) in enumerate(policy.variables)}
+    validations = tuple(CompiledValidation(
+        compile_(v.expression, ("spec", "validations", i, "expression")),
+        compile_(v.message_expression, ("spec", "validations", i, "messageExpression")) if v.message_expression else None,
+        v.message, v.reason, v.expression) for i, v in enumerate(policy.validations))
+    audit = tuple((key, compile_(src, ("spec", "auditAnnotations", i, "valueExpression")))
+                  for i, (key, src) in enumerate(policy.audit_annotations))
+    if problems:
+        raise PolicyLoadError(problems)
+    return CompiledPolicy(policy, where, conditions, variables, validations, audit)  # type: ignore[arg-type]
+
+
+def load_documents(docs: Iterable[Document], evaluator: Evaluator) -> NativePolicies:
+    """The native policies and bindings among ``docs`` (other documents are ignored)."""
+    policies: dict[str, CompiledPolicy] = {}
+    bindings: dict[str, list[Binding]] = {}
+    binding_names: dict[str, str] = {}
+    unsupported: list[str] = []
+    problems: list[str] = []
+    for doc in docs:
+        content = doc.content
+        if not is_native(content):
+            continue
+        kind = content["kind"]
+        if kind not in (POLICY, BINDING):
+            name = (content.get("metadata") or {}).get("name") if isinstance(content.get("metadata"), dict) else None
+            unsupported.append(f"{doc.where}: {kind} {name or ''}".rstrip())
+            continue
+        read = read_policy if kind == POLICY else read_binding
+        value, found = read(content)
+        for path, text in found:
+            problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {text}")
+        if value is None:
+            continue
+        if isinstance(value, ValidatingPolicy):
+            if value.name in policies:
+                problems.append(f"{doc.where}: {POLICY} {value.name!r} is also defined at {policies[value.name].where}")
+                continue
+            try:
+                policies[value.name] = compile_policy(value, evaluator, doc)
+            except PolicyLoadError as exc:
+                problems += exc.problems
+        else:
+            if value.name in binding_names:
+                problems.append(f"{doc.where}: {BINDING} {value.name!r} is also defined at {binding_names[value.name]}")
+                continue
+            binding_names[value.name] = doc.where
+            bindings.setdefault(value.policy_name, []).append(value)
+    if problems:
+        raise PolicyLoadError(problems)
+    ordered = tuple(policies[name] for name in sorted(policies))
+    return NativePolicies(ordered, {name: tuple(sorted(found, key=lambda b: b.name)) for name, found in bindings.items()},
+                          tuple(unsupported))
+
+
+def load_native(directory: Path, evaluator: Evaluator) -> NativePolicies:
+    """The native policies under ``directory`` (the policy files ``webhook.policy.loader`` reads)."""
+    docs: list[Document] = []
+    problems: list[str] = []
+    for file in policy_files(directory):
+        parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=True)
+        if parsed.error is not None:
+            problems.append(str(parsed.error))
+        docs += parsed.documents
+    if problems:
+        raise PolicyLoadError(problems)
+    return load_documents(docs, evaluator)
