@@ -168,7 +168,8 @@ def _policies(directory: str | None, flag: str, args: argparse.Namespace, regist
         raise SetupError(str(exc)) from None
     try:
         return PolicySet.load(Path(directory) if directory else shipped_data.policies_dir(),
-                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds), actions=overrides)
+                              evaluator=args.evaluator, schemas=KindSchemas(registry.crds), actions=overrides,
+                              native=True)
     except PolicyLoadError as exc:
         raise SetupError(f"{flag}: {exc}") from None
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from webhook import documents
 from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
 from webhook.documents import Document
@@ -150,16 +151,26 @@ def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry
     from webhook.policy.builtin import BUILTIN_POLICIES
     from webhook.policy.typecheck import KindSchemas
 
+    from webhook.policy.loader import policy_files
+    from webhook.policy.native.loader import load_documents
+
     schemas = KindSchemas(registry.crds)  # type-checked against the suite's CRDs
     loaded: list[Any] = []
+    native_documents: list[Any] = []  # Kubernetes' own admission policies among them
     for source in sources:
         if source.is_dir():
             loaded += load_directory(source, evaluator, schemas=schemas)
+            files = policy_files(source)
         elif source.is_file():
             loaded += load_file(source, evaluator, schemas=schemas)
+            files = [source]
         else:
             raise PolicyLoadError([f"{source}: no such file or directory"])
-    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)))
+        for file in files:
+            native_documents += documents.read_file(file).parse(node_lines=True).documents
+    native = load_documents(native_documents, evaluator) or None
+    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)),
+                     native=native)
 
 
 def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:

@@ -196,6 +196,26 @@ class Recorder:
         code, _, _ = self.cluster.call("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", config_map)
         return code == 422
 
+    def type_checking(self, policies: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
+        """Each ValidatingAdmissionPolicy's ``status.typeChecking.expressionWarnings`` once the
+        apiserver has checked it (``status.observedGeneration``)."""
+        out = {}
+        for policy in policies:
+            if policy["kind"] != "ValidatingAdmissionPolicy":
+                continue
+            path = _resource_path(policy, _PLURALS[policy["kind"]], named=True)
+            checked: dict[str, Any] = {}
+
+            def observed() -> bool:
+                found = self.cluster.call("GET", path)[1]
+                checked.update(found)
+                status = found.get("status") or {}
+                return status.get("observedGeneration") == found["metadata"].get("generation")
+            self.wait(f"the type check of {policy['metadata']['name']}", observed)
+            warnings = ((checked.get("status") or {}).get("typeChecking") or {}).get("expressionWarnings") or []
+            out[policy["metadata"]["name"]] = warnings
+        return out
+
     def send(self, case: dict[str, Any], plural: str, stored: dict[str, Any] | None) -> dict[str, Any]:
         obj = json.loads(json.dumps(case["object"]))
         if case["operation"] == "UPDATE":
@@ -238,6 +258,7 @@ class Recorder:
                 self._create(obj, _PLURALS[obj["kind"]])
                 created_policies.append(obj)
             self.wait("the probe policy to deny", lambda: self.probe_denies(probe_config_map))
+            suite["type_checking"] = self.type_checking(policies)
             for case in suite["cases"]:
                 for _ in range(5):
                     first = self.send(case, plural, stored.get(case["name"]))
@@ -261,7 +282,14 @@ class Recorder:
         suite["recorded"] = {"apiserver": self.cluster.version(), "date": datetime.date.today().isoformat(),
                              "by": "tests/policy/native/record.py"}
         ordered = {"suite": suite.pop("suite"), "recorded": suite.pop("recorded"), **suite}
-        file.write_text(yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, width=120))
+        file.write_text(yaml.dump(ordered, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120))
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML without anchors and aliases (each case stands alone)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def main() -> int:

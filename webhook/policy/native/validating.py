@@ -50,6 +50,8 @@ class NativeAnswer:
     audit_annotations: dict[str, str] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)  # validation_failure records (Audit)
     denials: list[str] = field(default_factory=list)  # every denied decision's message, the answer's first
+    # per (policy, binding) that applied: what each rule said, for audits (``BindingResult``)
+    results: list["BindingResult"] = field(default_factory=list)
     unchecked: list[tuple[str, str]] = field(default_factory=list)  # (what, unit) left out, unknown
 
     @property
@@ -74,6 +76,23 @@ class _Decision:
     message: str
     reason: str = ""
     index: int = 0
+    error: bool = True  # an evaluation or configuration error, not a validation that failed
+    ignored: bool = False  # an error under failurePolicy Ignore: admitted (``ActionAdmit``)
+
+
+@dataclass(frozen=True)
+class BindingResult:
+    """What one binding of a policy said to a request: ``result`` is ``pass``, ``fail`` (a
+    validation did not hold: ``rule`` ``validations[i]``) or ``error`` (evaluation or
+    configuration; ``fail_closed`` under failurePolicy Fail); ``actions``: the binding's."""
+
+    policy: str
+    binding: str
+    rule: str
+    result: str
+    message: str = ""
+    actions: tuple[str, ...] = ()
+    fail_closed: bool = False
 
 
 def _quoted_name(policy: CompiledPolicy, binding: Binding | None) -> str:
@@ -88,10 +107,13 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
     denied: list[tuple[CompiledPolicy, Binding | None, _Decision]] = []
 
     def config_error(policy: CompiledPolicy, binding: Binding | None, error: str) -> None:
-        if policy.definition.failure_policy == "Ignore":
-            return
         prefix = "failed to configure binding" if binding is not None else "failed to configure policy"
-        denied.append((policy, binding, _Decision(f"{prefix}: {error}")))
+        closed = policy.definition.failure_policy != "Ignore"
+        answer.results.append(BindingResult(policy.name, binding.name if binding is not None else "", "", "error",
+                                            f"{prefix}: {error}", binding.actions if binding is not None else
+                                            ("Deny",), closed))
+        if closed:
+            denied.append((policy, binding, _Decision(f"{prefix}: {error}")))
 
     for policy, bindings in policies.bound():
         try:
@@ -135,9 +157,19 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
                 namespace_name = ""
             namespace = cluster.namespace_object(namespace_name) if namespace_name else None
             for param in params:
-                decisions, audit, unknown = _validate(policy, attrs, gvr, param, namespace)
+                decisions, audit, unknown, applied = _validate(policy, attrs, gvr, param, namespace)
                 answer.unchecked += unknown
+                closed = policy.definition.failure_policy != "Ignore"
                 for index, decision in decisions:
+                    answer.results.append(BindingResult(policy.name, binding.name, f"validations[{index}]",
+                                                        "error" if decision.error else "fail", decision.message,
+                                                        binding.actions, closed))
+                if applied and not decisions:
+                    answer.results.append(BindingResult(policy.name, binding.name, "", "pass",
+                                                        actions=binding.actions))
+                for index, decision in decisions:
+                    if decision.ignored:
+                        continue
                     for action in binding.actions:
                         if action == "Deny":
                             denied.append((policy, binding, decision))
@@ -171,7 +203,8 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
 def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, str], param: Any,
               namespace: dict[str, Any] | None):
     """``validator.Validate`` for one param: the failed decisions (index, decision), the audit
-    annotations (key, value, error) and what was left out as unknown."""
+    annotations (key, value, error), what was left out as unknown, and whether it applied (its
+    matchConditions held)."""
     fail = policy.definition.failure_policy != "Ignore"
     request = dict(attrs.request)
     if gvr != (attrs.group, attrs.version, attrs.resource):
@@ -183,11 +216,11 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
     if policy.match_conditions:
         matched, error, unread = _match_conditions(policy, activation)
         if unread:
-            return [], [], [("authorizer", "policies")]
+            return [], [], [("authorizer", "policies")], False
         if error is not None:
-            return ([(0, _Decision(error))] if fail else []), [], []
+            return [(0, _Decision(error, ignored=not fail))], [], [], True
         if not matched:
-            return [], [], []
+            return [], [], [], False
     decisions: list[tuple[int, _Decision]] = []
     context = Context(activation, policy.variables)
     messages = Context(activation, policy.variables)
@@ -198,8 +231,7 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
             unknown.append(("authorizer", "rules"))
             continue
         except EvaluationError as exc:
-            if fail:
-                decisions.append((i, _Decision(exc.text)))
+            decisions.append((i, _Decision(exc.text, ignored=not fail)))
             continue
         if value is True:
             continue
@@ -218,7 +250,7 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
             message = validation.message.strip()
         if not message:
             message = f"failed expression: {validation.source.strip()}"
-        decisions.append((i, _Decision(message, validation.reason or "Invalid", i)))
+        decisions.append((i, _Decision(message, validation.reason or "Invalid", i, error=False)))
     audit = []
     annotations = Context(activation, policy.variables)
     for key, program in policy.audit_annotations:
@@ -239,7 +271,7 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
             continue
         audit.append((key, None, f"valueExpression '{program.source}' resulted in unsupported return type: "
                                  f"{_cel_type(value)}. Return type must be either string or null."))
-    return decisions, audit, unknown
+    return decisions, audit, unknown, True
 
 
 def _match_conditions(policy: CompiledPolicy, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
