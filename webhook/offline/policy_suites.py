@@ -168,7 +168,7 @@ def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry
             raise PolicyLoadError([f"{source}: no such file or directory"])
         for file in files:
             native_documents += documents.read_file(file).parse(node_lines=True).documents
-    native = load_documents(native_documents, evaluator) or None
+    native = load_documents(native_documents, evaluator, schemas) or None
     return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)),
                      native=native)
 

@@ -442,6 +442,9 @@ def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
                                   evaluator=args.evaluator, schemas=KindSchemas(registry.crds), native=True)
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
+    if policies.native is not None:  # what the apiserver would write into status.typeChecking
+        for warning in policies.native.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
     return with_policy_actions(policies, args.policy_actions)
 
 

@@ -83,7 +83,7 @@ class PolicySet:
             from webhook.policy.native.loader import load_native
 
             try:
-                found = load_native(directory, evaluator) or None
+                found = load_native(directory, evaluator, schemas) or None
             except PolicyLoadError as exc:
                 problems += [p for p in exc.problems if p not in problems]
         if problems:

@@ -14,6 +14,8 @@ from webhook.cel import Evaluator
 from webhook.documents import Document
 from webhook.policy.loader import PolicyLoadError, policy_files
 from webhook.policy.native.expressions import CompileError, Program, compile_expression
+from webhook.policy.native.typecheck import type_warnings
+from webhook.policy.typecheck import KindSchemas, shipped_schemas
 from webhook.policy.native.model import (BINDING, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
                                          read_policy)
 
@@ -51,6 +53,8 @@ class NativePolicies:
     policies: tuple[CompiledPolicy, ...] = ()
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
     unsupported: tuple[str, ...] = ()  # documents read but not evaluated (MutatingAdmissionPolicy): file:line kind/name
+    # the apiserver's status.typeChecking warnings, each ``file:line: spec.validations[i].expression: <warning>``
+    warnings: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.policies)
@@ -96,8 +100,11 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
     return CompiledPolicy(policy, where, conditions, variables, validations, audit)  # type: ignore[arg-type]
 
 
-def load_documents(docs: Iterable[Document], evaluator: Evaluator) -> NativePolicies:
-    """The native policies and bindings among ``docs`` (other documents are ignored)."""
+def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: KindSchemas | None = None) -> NativePolicies:
+    """The native policies and bindings among ``docs`` (other documents are ignored); each policy
+    type-checked against ``schemas`` (default: the CRDs infergate bundles) as the apiserver does."""
+    schemas = schemas if schemas is not None else shipped_schemas()
+    warnings: list[str] = []
     policies: dict[str, CompiledPolicy] = {}
     bindings: dict[str, list[Binding]] = {}
     binding_names: dict[str, str] = {}
@@ -126,6 +133,9 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator) -> NativePoli
                 policies[value.name] = compile_policy(value, evaluator, doc)
             except PolicyLoadError as exc:
                 problems += exc.problems
+                continue
+            for path, text in type_warnings(value, schemas.kind_of, schemas):
+                warnings.append(f"{doc.where_of(path)}: {_dotted(path)}: {text.rstrip()}")
         else:
             if value.name in binding_names:
                 problems.append(f"{doc.where}: {BINDING} {value.name!r} is also defined at {binding_names[value.name]}")
@@ -136,10 +146,10 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator) -> NativePoli
         raise PolicyLoadError(problems)
     ordered = tuple(policies[name] for name in sorted(policies))
     return NativePolicies(ordered, {name: tuple(sorted(found, key=lambda b: b.name)) for name, found in bindings.items()},
-                          tuple(unsupported))
+                          tuple(unsupported), tuple(warnings))
 
 
-def load_native(directory: Path, evaluator: Evaluator) -> NativePolicies:
+def load_native(directory: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> NativePolicies:
     """The native policies under ``directory`` (the policy files ``webhook.policy.loader`` reads)."""
     docs: list[Document] = []
     problems: list[str] = []
@@ -150,4 +160,4 @@ def load_native(directory: Path, evaluator: Evaluator) -> NativePolicies:
         docs += parsed.documents
     if problems:
         raise PolicyLoadError(problems)
-    return load_documents(docs, evaluator)
+    return load_documents(docs, evaluator, schemas)
