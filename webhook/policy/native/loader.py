@@ -12,6 +12,7 @@ from typing import Any, Iterable
 from webhook import documents
 from webhook.cel import Evaluator
 from webhook.documents import Document
+from webhook.gocompat.fmt import go_quote
 from webhook.policy.loader import PolicyLoadError, policy_files
 from webhook.policy.native.expressions import CompileError, Program, compile_expression
 from webhook.policy.native.typecheck import type_warnings
@@ -82,7 +83,7 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
             return compile_expression(source, evaluator, names)
         except CompileError as exc:
             at = doc.where_of(path) if doc is not None else policy.name
-            problems.append(f"{at}: {_dotted(path)}: Invalid value: {source!r}: compilation failed: {exc}")
+            problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: compilation failed: {exc}")
             return None
 
     conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression")))

@@ -120,7 +120,7 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
             matched, gvr = matches(policy.definition.match, attrs, cluster.namespace_labels, cluster.equivalents)
         except MatchError as exc:
             if exc.unknown:
-                answer.unchecked.append((exc.unknown, "policies"))
+                answer.unchecked.append((exc.unknown, "bindings"))
             else:
                 config_error(policy, None, str(exc))
             continue
@@ -137,7 +137,7 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
                     bound, _ = matches(binding.match, attrs, cluster.namespace_labels, cluster.equivalents)
                 except MatchError as exc:
                     if exc.unknown:
-                        answer.unchecked.append((exc.unknown, "policies"))
+                        answer.unchecked.append((exc.unknown, "bindings"))
                     else:
                         config_error(policy, binding, str(exc))
                     continue
@@ -147,7 +147,7 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
                 params = collect(policy.definition.param_kind, binding.param_ref, attrs.namespace, cluster.state,
                                  lambda a, k: bool(cluster.namespaced(a, k)))
             except ParamsUnknown as exc:
-                answer.unchecked.append((exc.what, "policies"))
+                answer.unchecked.append((exc.what, "bindings"))
                 continue
             except ParamsError as exc:
                 config_error(policy, binding, str(exc))
@@ -216,7 +216,7 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
     if policy.match_conditions:
         matched, error, unread = _match_conditions(policy, activation)
         if unread:
-            return [], [], [("authorizer", "policies")], False
+            return [], [], [("authorizer", "bindings")], False
         if error is not None:
             return [(0, _Decision(error, ignored=not fail))], [], [], True
         if not matched:
