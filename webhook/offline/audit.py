@@ -79,7 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long reading the cluster may take (default 60)")
-    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--policies", metavar="DIR",
+                        help="admission policies (default: the shipped policies/): AdmissionPolicy files, and "
+                             "ValidatingAdmissionPolicies with their bindings (a result per binding)")
     parser.add_argument("--baseline-policies", metavar="DIR",
                         help="impact preview: list only the objects whose verdict differs under these policies")
     parser.add_argument("--policy-actions", action="append", default=[], metavar="OVERRIDE",

@@ -205,7 +205,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the same as --cluster, with this kubeconfig context")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="how long reading the live cluster may take (default: 30)")
-    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--policies", metavar="DIR",
+                        help="admission policies (default: the shipped policies/): AdmissionPolicy files, and "
+                             "ValidatingAdmissionPolicies with their bindings (admissionregistration.k8s.io/v1), "
+                             "judged as kube-apiserver does before the webhook; their params are read from the state")
     parser.add_argument("--policy-actions", action="append", metavar="NAME=ACTION[,ACTION][@SELECTOR]",
                         help="validation actions of a policy instead of its own, as serve takes them (Warn: a "
                              "warning, Audit: an audit line, neither fails the run); SELECTOR matches the labels "
