@@ -475,6 +475,13 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
     resource = served.plural if served is not None else request.resource.resource
     view = request_view(request)
     view["resource"] = {"group": kind.group, "version": kind.version, "resource": resource}
+    # what the apiserver's AdmissionRequest always names: the request's own kind and resource
+    if not view.get("requestKind"):
+        view["requestKind"] = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+    if not view.get("requestResource"):
+        view["requestResource"] = dict(view["resource"])
+    if view.get("requestSubResource") is None:
+        view["requestSubResource"] = request.subResource or ""
     attrs = Attributes(request.operation, kind.group, kind.version, kind.kind, resource, request.subResource or "",
                        request.name, request.namespace or "", obj, request.oldObject, view)
     knowledge = getattr(state, "knowledge", EVERYTHING)
@@ -499,5 +506,13 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
         group = api_version.rpartition("/")[0]
         return not cluster_scoped_builtin(group, kind_name)
 
-    answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced))
+    def equivalents(group: str, version: str, plural: str) -> list[tuple[str, str, str]]:
+        """The versions a CRD serves the same resource in (matchPolicy Equivalent)."""
+        if registry is None:
+            return []
+        found = (registry.served(api_version, kind_name) for api_version, kind_name in registry.kinds())
+        return [(s.group, s.version, s.plural) for s in found if s is not None and s.group == group
+                and s.plural == plural]
+
+    answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced, equivalents))
     return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)

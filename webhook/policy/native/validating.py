@@ -207,10 +207,17 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
     matchConditions held)."""
     fail = policy.definition.failure_policy != "Ignore"
     request = dict(attrs.request)
+    obj, old = attrs.object, attrs.old_object
     if gvr != (attrs.group, attrs.version, attrs.resource):
+        # matched as another version (matchPolicy Equivalent): the objects converted to it (a
+        # custom resource's conversion "None" changes only apiVersion), the request naming it
         group, version, resource = gvr
+        api_version = f"{group}/{version}" if group else version
         request["resource"] = {"group": group, "version": version, "resource": resource}
-    activation = {"object": attrs.object, "oldObject": attrs.old_object, "request": request, "params": param,
+        request["kind"] = {**(request.get("kind") or {}), "version": version}
+        obj = {**obj, "apiVersion": api_version} if obj is not None else None
+        old = {**old, "apiVersion": api_version} if old is not None else None
+    activation = {"object": obj, "oldObject": old, "request": request, "params": param,
                   "namespaceObject": namespace}
     unknown: list[tuple[str, str]] = []
     if policy.match_conditions:
@@ -294,8 +301,9 @@ def _match_conditions(policy: CompiledPolicy, activation: dict[str, Any]) -> tup
         return False, None, False
     if unread:
         return False, None, True
-    if errors:
-        return False, errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]", False
+    unique = list(dict.fromkeys(errors))  # utilerrors.NewAggregate: each text once, several in brackets
+    if unique:
+        return False, unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]", False
     return True, None, False
 
 
