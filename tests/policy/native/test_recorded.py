@@ -43,8 +43,8 @@ def _reduced(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validate(tmp: Path, suite: dict[str, Any], case: dict[str, Any], policies: list[dict[str, Any]]) -> dict[str, Any]:
-    (tmp / "policies").mkdir(exist_ok=True)
-    (tmp / "state").mkdir(exist_ok=True)
+    (tmp / "policies").mkdir(parents=True)
+    (tmp / "state").mkdir()
     (tmp / "policies" / "policies.yaml").write_text(yaml.safe_dump_all(policies, sort_keys=False))
     (tmp / "state" / "state.yaml").write_text(yaml.safe_dump_all(suite.get("state") or [], sort_keys=False))
     (tmp / "object.yaml").write_text(yaml.safe_dump(case["object"], sort_keys=False))

@@ -16,7 +16,7 @@ BINDING = "ValidatingAdmissionPolicyBinding"
 KINDS = (POLICY, BINDING, "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
 
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
-REASONS = ("Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge")
+REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")  # as the API admits them (not Unauthorized)
 ACTIONS = ("Deny", "Warn", "Audit")
 
 Path = tuple[Any, ...]

@@ -3,7 +3,7 @@
 ``expression`` and ``messageExpression`` compiled against the schema of each kind its
 ``matchConstraints.resourceRules`` name without a wildcard (in group, version, kind order),
 ``object`` and ``oldObject`` typed by it; a problem is a warning ``<group>/<version>,
-Kind=<kind>: compilation failed: <cel-go's errors>``, one line per kind, and never stops the
+Kind=<kind>: <cel-go's errors>``, one line per kind, and never stops the
 policy. Only kinds a CRD serves are checked here (the rest are ``dyn``), and ``params`` and
 ``variables`` stay ``dyn``; an expression that reads the authorizer is left alone."""
 
@@ -67,8 +67,7 @@ def type_warnings(policy: ValidatingPolicy, kind_of: KindOf, schemas: KindSchema
                 checked = check(parsed, variables, object_types(kind.decl))
                 if checked.errors:
                     group, _, version = kind.api_version.rpartition("/")
-                    lines.append(f"{group}/{version}, Kind={kind.kind}: compilation failed: "
-                                 f"{format_errors(source, checked.errors)}\n")
+                    lines.append(f"{group}/{version}, Kind={kind.kind}: {format_errors(source, checked.errors)}\n")
             if lines:
                 out.append((("spec", "validations", i, field), "\n".join(lines)))
     return out
