@@ -119,8 +119,9 @@ def matches(match: MatchResources, attrs: Attributes, namespace_labels: Namespac
     obj_error: MatchError | None = None
     try:
         selector = _selector(match.object_selector, "objectSelector")
-        if not selector.empty and not (selector.matches(_labels(attrs.object))
-                                       or selector.matches(_labels(attrs.old_object))):
+        # an absent object matches nothing (``matchObject``), not even a NotIn selector
+        if not selector.empty and not any(o is not None and selector.matches(_labels(o))
+                                          for o in (attrs.object, attrs.old_object)):
             return False, ("", "", "")
     except MatchError as exc:
         obj_error = exc
