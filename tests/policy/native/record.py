@@ -234,8 +234,21 @@ class Recorder:
         answer["warnings"] = warnings
         return answer
 
+    def record_rejected(self, file: Path, suite: dict[str, Any]) -> None:
+        """Each object of ``rejected`` sent with ``?dryRun=All``: the apiserver's refusal."""
+        for case in suite["rejected"]:
+            obj = case["object"]
+            path = _resource_path(obj, _PLURALS[obj["kind"]], named=False) + "?dryRun=All"
+            code, body, warnings = self.cluster.call("POST", path, obj)
+            case["expect"] = {"code": code, "status": body if code >= 300 else None, "warnings": warnings}
+            print(f"{file.name}: {case['name']}: {code}", file=sys.stderr)
+
     def record(self, file: Path) -> None:
         suite = yaml.safe_load(file.read_text())
+        if "rejected" in suite:
+            self.record_rejected(file, suite)
+            self._write(file, suite)
+            return
         plurals = [self.ensure_crd(REPO / p) for p in suite.get("crds") or ()]
         plural = plurals[0]
         for obj in suite.get("state") or ():
@@ -279,6 +292,9 @@ class Recorder:
             for obj in suite.get("state") or ():
                 if obj["kind"] != "Namespace":
                     self.delete(obj, _PLURALS[obj["kind"]])
+        self._write(file, suite)
+
+    def _write(self, file: Path, suite: dict[str, Any]) -> None:
         suite["recorded"] = {"apiserver": self.cluster.version(), "date": datetime.date.today().isoformat(),
                              "by": "tests/policy/native/record.py"}
         ordered = {"suite": suite.pop("suite"), "recorded": suite.pop("recorded"), **suite}

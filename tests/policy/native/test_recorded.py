@@ -20,7 +20,13 @@ import pytest
 import yaml
 
 from tests.support.paths import REPO
+from tests.support.cel import EVALUATOR
 from webhook.cli import main
+from webhook.policy import PolicyLoadError
+from webhook.policy.native.loader import load_native
+from webhook.policy.native.model import read_policy
+from webhook.policy.native.typecheck import type_warnings
+from webhook.policy.typecheck import KindSchemas
 
 CASES = Path(__file__).resolve().parent / "cases"
 
@@ -29,7 +35,7 @@ def _suites() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     out = []
     for file in sorted(CASES.glob("*.yaml")):
         suite = yaml.safe_load(file.read_text())
-        for case in suite["cases"]:
+        for case in suite.get("cases") or ():
             out.append((f"{file.stem}: {case['name']}", suite, case))
     return out
 
@@ -96,3 +102,42 @@ def test_recorded_answer(tmp_path: Path, suite: dict[str, Any], case: dict[str, 
     else:
         assert result["status"] == expect["status"]
         assert result["status"]["code"] == expect["code"]
+
+
+def _field_ref(path: tuple[Any, ...]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+@pytest.mark.parametrize("file", [f for f in sorted(CASES.glob("*.yaml")) if f.stem != "rejected"],
+                         ids=lambda f: f.stem)
+def test_recorded_type_checking(file: Path) -> None:
+    """Each policy's ``status.typeChecking.expressionWarnings`` as the apiserver wrote them."""
+    suite = yaml.safe_load(file.read_text())
+    schemas = KindSchemas([yaml.safe_load((REPO / crd).read_text()) for crd in suite.get("crds") or ()])
+    for doc in suite["policies"]:
+        if doc["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        policy, problems = read_policy(doc)
+        assert problems == [] and policy is not None
+        found = [{"fieldRef": _field_ref(path), "warning": text}
+                 for path, text in type_warnings(policy, schemas.kind_of, schemas)]
+        assert found == suite["type_checking"][policy.name], policy.name
+
+
+REJECTED = yaml.safe_load((CASES / "rejected.yaml").read_text())["rejected"]
+
+
+@pytest.mark.parametrize("case", REJECTED, ids=[c["name"] for c in REJECTED])
+def test_recorded_rejection(tmp_path: Path, case: dict[str, Any]) -> None:
+    """What the apiserver refuses to create, the loader refuses with the same fields and messages
+    (each ``<file>:<line>: <field>: <message>``); what it admits loads."""
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(case["object"], sort_keys=False))
+    status = case["expect"]["status"]
+    try:
+        load_native(tmp_path, EVALUATOR)
+    except PolicyLoadError as exc:
+        found = sorted(problem.split(": ", 1)[1] for problem in exc.problems)
+    else:
+        found = []
+    expected = [] if status is None else sorted(f"{c['field']}: {c['message']}" for c in status["details"]["causes"])
+    assert found == expected

@@ -14,7 +14,10 @@ from webhook.cel import Evaluator
 from webhook.documents import Document
 from webhook.gocompat.fmt import go_quote
 from webhook.policy.loader import PolicyLoadError, policy_files
-from webhook.policy.native.expressions import CompileError, Program, compile_expression
+from webhook.cel.checker.checker import check
+from webhook.cel.common.types import BOOL, DYN, STRING, CelType
+from webhook.cel.syntax.parser import CelSyntaxError, parse
+from webhook.policy.native.expressions import VARIABLES, CompileError, Program, compile_expression
 from webhook.policy.native.typecheck import type_warnings
 from webhook.policy.typecheck import KindSchemas, shipped_schemas
 from webhook.policy.native.model import (BINDING, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
@@ -78,27 +81,42 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
     where = doc.where if doc is not None else policy.name
     names = tuple(name for name, _ in policy.variables)
 
-    def compile_(source: str, path: tuple[Any, ...]) -> Program | None:
+    def compile_(source: str, path: tuple[Any, ...], expected: CelType | None = None) -> Program | None:
+        at = doc.where_of(path) if doc is not None else policy.name
         try:
-            return compile_expression(source, evaluator, names)
+            program = compile_expression(source, evaluator, names)
         except CompileError as exc:
-            at = doc.where_of(path) if doc is not None else policy.name
             problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: compilation failed: {exc}")
             return None
+        found = _result_type(source) if expected is not None and not program.unknown else DYN
+        if found != DYN and found != expected:
+            problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: must evaluate to {expected} "
+                            f"but got {found}")
+        return program
 
-    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression")))
+    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
                        for i, (name, src) in enumerate(policy.match_conditions))
     variables = {name: compile_(src, ("spec", "variables", i, "expression"))
                  for i, (name, src) in enumerate(policy.variables)}
     validations = tuple(CompiledValidation(
-        compile_(v.expression, ("spec", "validations", i, "expression")),
-        compile_(v.message_expression, ("spec", "validations", i, "messageExpression")) if v.message_expression else None,
+        compile_(v.expression, ("spec", "validations", i, "expression"), BOOL),
+        compile_(v.message_expression, ("spec", "validations", i, "messageExpression"), STRING)
+        if v.message_expression else None,
         v.message, v.reason, v.expression) for i, v in enumerate(policy.validations))
     audit = tuple((key, compile_(src, ("spec", "auditAnnotations", i, "valueExpression")))
                   for i, (key, src) in enumerate(policy.audit_annotations))
     if problems:
         raise PolicyLoadError(problems)
     return CompiledPolicy(policy, where, conditions, variables, validations, audit)  # type: ignore[arg-type]
+
+
+def _result_type(source: str) -> CelType:
+    """What ``source`` evaluates to with every variable ``dyn`` (as the apiserver checks a policy
+    when it is written: the kinds' schemas come into play only in its status's type check)."""
+    try:
+        return check(parse(source), {name: DYN for name in VARIABLES}, {}, validate_literals=False).result_type
+    except CelSyntaxError:
+        return DYN
 
 
 def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: KindSchemas | None = None) -> NativePolicies:

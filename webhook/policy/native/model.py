@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.gocompat.fmt import go_json, go_quote
+
 GROUP = "admissionregistration.k8s.io"
 API_VERSION = f"{GROUP}/v1"
 POLICY = "ValidatingAdmissionPolicy"
@@ -152,7 +154,7 @@ class _Reader:
                                      "Equivalent"),
         )
 
-    def named(self, value: Any, path: Path, key: str, value_key: str) -> tuple[tuple[str, str], ...]:
+    def named(self, value: Any, path: Path, key: str, value_key: str, *, unique: bool = True) -> tuple[tuple[str, str], ...]:
         out = []
         seen: set[str] = set()
         for i, item in enumerate(self.need(value, path, list, required=False) or []):
@@ -162,7 +164,7 @@ class _Reader:
             expression = self.need(item.get(value_key), (*path, i, value_key), str)
             if name is None or expression is None:
                 continue
-            if name in seen:
+            if unique and name in seen:
                 self.problems.append(((*path, i, key), f"Duplicate value: {_quoted(name)}"))
             seen.add(name)
             if not expression.strip():
@@ -209,7 +211,7 @@ def read_policy(doc: dict[str, Any]) -> tuple[ValidatingPolicy | None, Problems]
         expression = reader.need(item.get("expression"), (*at, "expression"), str)
         message = reader.need(item.get("message"), (*at, "message"), str, required=False) or ""
         if "\n" in message:
-            reader.problems.append(((*at, "message"), "Invalid value: message must not contain line breaks"))
+            reader.problems.append(((*at, "message"), f"Invalid value: {go_quote(message)}: must not contain line breaks"))
         reason = reader.one_of(item.get("reason"), (*at, "reason"), REASONS, None)
         message_expression = reader.need(item.get("messageExpression"), (*at, "messageExpression"), str,
                                          required=False) or ""
@@ -219,12 +221,14 @@ def read_policy(doc: dict[str, Any]) -> tuple[ValidatingPolicy | None, Problems]
             validations.append(Validation(expression, message, message_expression, reason))
     audit = reader.named(spec.get("auditAnnotations"), ("spec", "auditAnnotations"), "key", "valueExpression")
     if not validations and not audit:
-        reader.problems.append((("spec", "validations"), "Required value: validations or auditAnnotations must "
-                                                           "contain at least one item"))
+        for section in ("validations", "auditAnnotations"):
+            reader.problems.append((("spec", section), "Required value: validations or auditAnnotations must "
+                                                        "contain at least one item"))
     policy = ValidatingPolicy(
         name=name, failure_policy=failure or "Fail", param_kind=param_kind, match=match,
         match_conditions=reader.named(spec.get("matchConditions"), ("spec", "matchConditions"), "name", "expression"),
-        variables=reader.named(spec.get("variables"), ("spec", "variables"), "name", "expression"),
+        # the apiserver admits two variables of one name (the last one counts)
+        variables=reader.named(spec.get("variables"), ("spec", "variables"), "name", "expression", unique=False),
         validations=tuple(validations), audit_annotations=audit)
     return (policy if not reader.problems else None), reader.problems
 
@@ -235,25 +239,27 @@ def read_binding(doc: dict[str, Any]) -> tuple[Binding | None, Problems]:
     name = _name(reader, doc)
     spec = reader.need(doc.get("spec"), ("spec",), dict) or {}
     policy_name = reader.need(spec.get("policyName"), ("spec", "policyName"), str) or ""
-    actions = reader.strings(spec.get("validationActions"), ("spec", "validationActions"), required=True)
-    if spec.get("validationActions") is not None and not actions:
-        reader.problems.append((("spec", "validationActions"), "Required value"))
+    actions = reader.strings(spec.get("validationActions"), ("spec", "validationActions"))
+    if not actions:
+        reader.problems.append((("spec", "validationActions"),
+                                "Required value: at least one validation action is required"))
     for i, action in enumerate(actions):
         reader.one_of(action, ("spec", "validationActions", i), ACTIONS, None)
         if action in actions[:i]:
             reader.problems.append((("spec", "validationActions", i), f"Duplicate value: {_quoted(action)}"))
     if "Deny" in actions and "Warn" in actions:
-        reader.problems.append((("spec", "validationActions"), 'Invalid value: ["Deny","Warn"]: must not contain '
-                                                                 "both Deny and Warn (repeating the same validation "
-                                                                 "failure information in the API response and "
-                                                                 "headers serves no purpose)"))
+        reader.problems.append((("spec", "validationActions"), f"Invalid value: {go_json(list(actions))}: must not "
+                                                                 "contain both Deny and Warn (repeating the same "
+                                                                 "validation failure information in the API response "
+                                                                 "and headers serves no purpose)"))
     param_ref = None
     if spec.get("paramRef") is not None:
         ref = reader.need(spec.get("paramRef"), ("spec", "paramRef"), dict) or {}
         ref_name = reader.need(ref.get("name"), ("spec", "paramRef", "name"), str, required=False) or ""
         selector = reader.need(ref.get("selector"), ("spec", "paramRef", "selector"), dict, required=False)
         if ref_name and selector is not None:
-            reader.problems.append((("spec", "paramRef"), "Forbidden: name and selector are mutually exclusive"))
+            for side in ("name", "selector"):
+                reader.problems.append((("spec", "paramRef", side), "Forbidden: name and selector are mutually exclusive"))
         if not ref_name and selector is None:
             reader.problems.append((("spec", "paramRef"), "Required value: one of name or selector must be set"))
         action = reader.one_of(ref.get("parameterNotFoundAction"), ("spec", "paramRef", "parameterNotFoundAction"),
