@@ -500,10 +500,14 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
         return {**(labels if isinstance(labels, dict) else {}), "kubernetes.io/metadata.name": name}
 
     def namespaced(api_version: str, kind_name: str) -> bool | None:
+        """Whether a kind is namespaced; None when nothing serves it (a CRD's group always has a
+        dot; a built-in one is the core group, a group without a dot or a ``*.k8s.io`` one)."""
         crd = registry.served(api_version, kind_name) if registry is not None else None
         if crd is not None:
             return crd.namespaced
         group = api_version.rpartition("/")[0]
+        if group and "." in group and not group.endswith(".k8s.io"):
+            return None
         return not cluster_scoped_builtin(group, kind_name)
 
     def equivalents(group: str, version: str, plural: str) -> list[tuple[str, str, str]]:

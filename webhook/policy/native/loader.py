@@ -5,6 +5,8 @@ apiserver's API validation would refuse it."""
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -15,7 +17,7 @@ from webhook.documents import Document
 from webhook.gocompat.fmt import go_quote
 from webhook.policy.loader import PolicyLoadError, policy_files
 from webhook.cel.checker.checker import check
-from webhook.cel.common.types import BOOL, DYN, STRING, CelType
+from webhook.cel.common.types import BOOL, DYN, NULL, STRING, CelType
 from webhook.cel.syntax.parser import CelSyntaxError, parse
 from webhook.policy.native.expressions import VARIABLES, CompileError, Program, compile_expression
 from webhook.policy.native.typecheck import type_warnings
@@ -81,17 +83,21 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
     where = doc.where if doc is not None else policy.name
     names = tuple(name for name, _ in policy.variables)
 
-    def compile_(source: str, path: tuple[Any, ...], expected: CelType | None = None) -> Program | None:
+    sources = dict(policy.variables)
+
+    def compile_(source: str, path: tuple[Any, ...], *expected: CelType) -> Program | None:
         at = doc.where_of(path) if doc is not None else policy.name
         try:
             program = compile_expression(source, evaluator, names)
         except CompileError as exc:
             problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: compilation failed: {exc}")
             return None
-        found = _result_type(source) if expected is not None and not program.unknown else DYN
-        if found != DYN and found != expected:
-            problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: must evaluate to {expected} "
-                            f"but got {found}")
+        found = _result_type(source, sources) if expected and not program.unknown else None
+        if found is not None and found not in expected:  # exactly: dyn is not a bool
+            wanted = _type_name(expected[0]) if len(expected) == 1 else \
+                "one of [" + " ".join(_type_name(e) for e in expected) + "]"
+            problems.append(f"{at}: {_dotted(path)}: Invalid value: {go_quote(source)}: must evaluate to {wanted} "
+                            f"but got {_type_name(found)}")
         return program
 
     conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
@@ -103,20 +109,42 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
         compile_(v.message_expression, ("spec", "validations", i, "messageExpression"), STRING)
         if v.message_expression else None,
         v.message, v.reason, v.expression) for i, v in enumerate(policy.validations))
-    audit = tuple((key, compile_(src, ("spec", "auditAnnotations", i, "valueExpression")))
+    audit = tuple((key, compile_(src, ("spec", "auditAnnotations", i, "valueExpression"), STRING, NULL))
                   for i, (key, src) in enumerate(policy.audit_annotations))
     if problems:
         raise PolicyLoadError(problems)
     return CompiledPolicy(policy, where, conditions, variables, validations, audit)  # type: ignore[arg-type]
 
 
-def _result_type(source: str) -> CelType:
-    """What ``source`` evaluates to with every variable ``dyn`` (as the apiserver checks a policy
-    when it is written: the kinds' schemas come into play only in its status's type check)."""
+_VARIABLE = re.compile(r"(?<![.\w])variables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _result_type(source: str, variables: dict[str, str], depth: int = 0) -> CelType | None:
+    """What ``source`` evaluates to as the apiserver checks a policy when it is written: every
+    variable ``dyn`` but ``variables.<name>``, typed by what its expression evaluates to (read
+    here by putting the expression in its place; the kinds' schemas come into play only in the
+    status's type check). None: it cannot be said (a syntax error, a deep chain)."""
+    if depth > 16:
+        return None
+
+    def inline(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return f"({variables[name]})" if name in variables else match.group(0)
+
+    text = _VARIABLE.sub(inline, source)
+    if text != source:
+        return _result_type(text, variables, depth + 1)
     try:
-        return check(parse(source), {name: DYN for name in VARIABLES}, {}, validate_literals=False).result_type
+        checked = check(parse(source), {name: DYN for name in VARIABLES}, {}, validate_literals=False)
     except CelSyntaxError:
-        return DYN
+        return None
+    return None if checked.errors else checked.result_type
+
+
+def _type_name(found: CelType) -> str:
+    """A type as cel-go's ``Type.String()`` writes it."""
+    text = str(found)
+    return "null_type" if text == "null" else text
 
 
 def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: KindSchemas | None = None) -> NativePolicies:
