@@ -22,7 +22,7 @@ from webhook.cel.syntax.parser import CelSyntaxError, parse
 from webhook.policy.native.expressions import VARIABLES, CompileError, Program, compile_expression
 from webhook.policy.native.typecheck import type_warnings
 from webhook.policy.typecheck import KindSchemas, shipped_schemas
-from webhook.policy.native.model import (BINDING, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
+from webhook.policy.native.model import (BINDING, GROUP, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
                                          read_policy)
 
 
@@ -201,7 +201,10 @@ def load_native(directory: Path, evaluator: Evaluator, schemas: KindSchemas | No
     docs: list[Document] = []
     problems: list[str] = []
     for file in policy_files(directory):
-        parsed = documents.read_file(file).parse(node_lines=True, unwrap_lists=True)
+        source = documents.read_file(file)
+        if source.text is not None and GROUP not in source.text:  # no native policy: no second parse
+            continue
+        parsed = source.parse(node_lines=True, unwrap_lists=True)
         if parsed.error is not None:
             problems.append(str(parsed.error))
         docs += parsed.documents
