@@ -448,6 +448,9 @@ def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
     if policies.native is not None:  # what the apiserver would write into status.typeChecking
         for warning in policies.native.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
+        for document in policies.native.unsupported:  # never silent about a policy left out
+            print(f"Warning: {document}: not evaluated: infergate does not run MutatingAdmissionPolicies "
+                  "offline yet", file=sys.stderr)
     return with_policy_actions(policies, args.policy_actions)
 
 

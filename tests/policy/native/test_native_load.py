@@ -125,3 +125,12 @@ def test_serve_leaves_native_policies_to_the_apiserver(tmp_path: Path) -> None:
     assert served.policies == () and served.native is None
     offline = PolicySet.load(tmp_path, evaluator=EVALUATOR, builtin=False, native=True)
     assert [p.name for p in offline.native.policies] == ["replicas"]
+
+
+def test_a_mutating_policy_is_named_not_evaluated(tmp_path: Path) -> None:
+    mutating = ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n"
+                "metadata: {name: add-label}\nspec: {}\n")
+    code, _, err = validate(*setup(tmp_path, mutating))
+    assert code == 0
+    assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:1: MutatingAdmissionPolicy add-label: not evaluated: "
+            "infergate does not run MutatingAdmissionPolicies offline yet") in err

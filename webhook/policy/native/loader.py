@@ -63,7 +63,7 @@ class NativePolicies:
     warnings: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.policies)
+        return bool(self.policies or self.unsupported)
 
     def bound(self) -> list[tuple[CompiledPolicy, tuple[Binding, ...]]]:
         """Each policy that has a binding, with its bindings (a policy without one does nothing)."""
