@@ -19,10 +19,13 @@ from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
+from webhook.policy.native.matching import Attributes, MatchError
+from webhook.policy.native.validating import Cluster, NativeAnswer, evaluate, forbidden_status
 from webhook.schema import CRDRegistry, RequestError, field_validation
 from webhook.schema.field_validation import FieldValidation
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
+from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
 
 _JUDGED = ("CREATE", "UPDATE")
 # the webhooks' names in the configurations (webhook/webhook_config.py): the apiserver names
@@ -462,13 +465,9 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any] | None,
-                      registry: CRDRegistry | None, state: ClusterState) -> tuple[Any, dict[str, Any] | None]:
+                      registry: CRDRegistry | None, state: ClusterState) -> tuple[NativeAnswer, dict[str, Any] | None]:
     """The apiserver's ValidatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (the
     object as it would be stored): its answer and, when it denies, the Status it answers."""
-    from webhook.policy.native.matching import Attributes, MatchError
-    from webhook.policy.native.validating import Cluster, evaluate, forbidden_status
-    from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
-
     kind = request.kind
     served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
         if registry is not None else None

@@ -23,6 +23,8 @@ from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
+from webhook.policy.loader import policy_files
+from webhook.policy.native.loader import load_documents
 from webhook.policy.actions import ActionsError, ordered, overrides_from
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
@@ -150,9 +152,6 @@ def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry
         return _shipped_policies(True if builtin is None else builtin, evaluator)
     from webhook.policy.builtin import BUILTIN_POLICIES
     from webhook.policy.typecheck import KindSchemas
-
-    from webhook.policy.loader import policy_files
-    from webhook.policy.native.loader import load_documents
 
     schemas = KindSchemas(registry.crds)  # type-checked against the suite's CRDs
     loaded: list[Any] = []

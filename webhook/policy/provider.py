@@ -22,6 +22,7 @@ from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, 
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
+from webhook.policy.native.loader import NativePolicies, load_native
 from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict
 
@@ -58,7 +59,7 @@ class PolicySet:
     # Kubernetes' own ValidatingAdmissionPolicies and bindings of the directory, for the offline
     # commands (``webhook.policy.native``; ``load(..., native=True)``); ``serve`` leaves them to the
     # apiserver
-    native: Any = None
+    native: NativePolicies | None = None
     # (rule key, mutating) -> the policies that may apply (``for_review``)
     _candidates: dict[tuple[Any, bool], tuple[Policy, ...]] = field(default_factory=dict, init=False,
                                                                     repr=False, compare=False)
@@ -80,8 +81,6 @@ class PolicySet:
             problems, loaded = exc.problems, ()
         found = None
         if native and directory.is_dir():
-            from webhook.policy.native.loader import load_native
-
             try:
                 found = load_native(directory, evaluator, schemas) or None
             except PolicyLoadError as exc:
