@@ -342,7 +342,8 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
     policies = None if args.crd_only else _policies(args, registry)
     # without --state the inputs are the state: the parent parses the files that may hold an
     # object the policies read (the workers parse the others, as they judge them)
-    state_kinds = _kind_pattern(kinds_read(policies.policies)) \
+    state_kinds = _kind_pattern(kinds_read(policies.policies)
+                                | (policies.native.kinds_read() if policies.native is not None else frozenset())) \
         if policies is not None and not args.state and not _live(args) else None
     if state_kinds is not None:
         for source in inputs:

@@ -134,3 +134,20 @@ def test_a_mutating_policy_is_named_not_evaluated(tmp_path: Path) -> None:
     assert code == 0
     assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:1: MutatingAdmissionPolicy add-label: not evaluated: "
             "infergate does not run MutatingAdmissionPolicies offline yet") in err
+
+
+def test_params_among_the_inputs(tmp_path: Path) -> None:
+    """Without --state the inputs are the state: a ConfigMap among them is the params."""
+    policy = POLICY.format(failure="Fail", second="object.spec.?maxReplicas.orValue(0) <= int(params.data.max)")
+    policy = policy.replace("spec:\n  failurePolicy", "spec:\n  paramKind: {apiVersion: v1, kind: ConfigMap}\n"
+                            "  failurePolicy").replace("validationActions: [Deny]",
+                                                       "validationActions: [Deny]\n  paramRef: {name: limits, "
+                                                       "parameterNotFoundAction: Deny}").replace("<= 3", "<= 9")
+    argv = setup(tmp_path, policy, state=None)
+    (tmp_path / "more.yaml").write_text(NAMESPACE + "---\napiVersion: v1\nkind: ConfigMap\n"
+                                        "metadata: {name: limits, namespace: ml}\ndata: {max: '4'}\n")
+    code, out, err = validate("-o", "json", *argv, str(tmp_path / "more.yaml"))
+    assert code == 1, err
+    denied = [r for r in json.loads(out) if not r["allowed"]]
+    assert [r["status"]["details"]["causes"][0]["message"] for r in denied] == [
+        "ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: the second rule"]

@@ -65,6 +65,12 @@ class NativePolicies:
     def __bool__(self) -> bool:
         return bool(self.policies or self.unsupported)
 
+    def kinds_read(self) -> frozenset[tuple[str, str]]:
+        """(apiVersion, kind) of what the policies read from the cluster view: their params
+        and Namespaces (selectors, ``namespaceObject``)."""
+        found = {p.definition.param_kind for p in self.policies if p.definition.param_kind is not None}
+        return frozenset({("v1", "Namespace"), *found})
+
     def bound(self) -> list[tuple[CompiledPolicy, tuple[Binding, ...]]]:
         """Each policy that has a binding, with its bindings (a policy without one does nothing)."""
         return [(p, self.bindings[p.name]) for p in self.policies if self.bindings.get(p.name)]
