@@ -93,11 +93,11 @@ def read_cluster(api_client: Any, kinds: list[tuple[str, str, str, bool]], evalu
     return ClusterObjects(objects, state, registry)
 
 
-def read_state(api_client: Any, *, timeout: float) -> KubeState:
-    """The cluster view the policies read (``WEBHOOK_KINDS``), listed once and no longer watched
-    (``infergate validate --kubeconfig``): every kind it holds whole, as the webhook's; raises
-    ``ClusterReadError`` when it does not sync within ``timeout`` s."""
-    state = KubeState(api_client, WEBHOOK_KINDS)
+def read_state(api_client: Any, *, timeout: float, kinds: tuple[Any, ...] = WEBHOOK_KINDS) -> KubeState:
+    """The cluster view the policies read (``kinds``: ``WEBHOOK_KINDS`` unless told), listed once
+    and no longer watched (``infergate validate --kubeconfig``): every kind it holds whole, as
+    the webhook's; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
+    state = KubeState(api_client, kinds)
     synced(state, timeout)
     state.stop()  # what was listed stays: the policies read it, nothing watches any more
     return state

@@ -360,7 +360,7 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
     chain, state = None, None
     if policies is not None:
-        cluster, state = _state(args, registry, inputs)
+        cluster, state = _state(args, registry, inputs, policies)
         chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
@@ -455,11 +455,13 @@ def _policies(args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
     return with_policy_actions(policies, args.policy_actions)
 
 
-def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile]) -> tuple[ClusterState, StateSource]:
+def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile],
+           policies: PolicySet | None = None) -> tuple[ClusterState, StateSource]:
     """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
     the manifests of --state, or else the inputs themselves; and what it knows."""
     if _live(args):
-        return _cluster_state(args), StateSource(EVERYTHING)
+        params = policies.native.kinds_read() if policies is not None and policies.native is not None else frozenset()
+        return _cluster_state(args, registry, params), StateSource(EVERYTHING)
 
     def namespaced(obj: dict[str, Any]) -> dict[str, Any]:
         return place_namespace(obj, args.namespace, _namespaced(registry, obj))
@@ -492,15 +494,29 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
     return is_builtin_group(api_version) and not cluster_scoped_builtin(api_version.rpartition("/")[0], kind)
 
 
-def _cluster_state(args: argparse.Namespace) -> ClusterState:
-    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``)."""
+def _cluster_state(args: argparse.Namespace, registry: CRDRegistry | None = None,
+                   wanted: frozenset[tuple[str, str]] = frozenset()) -> ClusterState:
+    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``); ``wanted``:
+    kinds to list whole besides the webhook's (the params of native policies: every ConfigMap,
+    not only KubeAI's config)."""
     from webhook.offline.audit_cluster import ClusterReadError, api_client, read_state
+    from webhook.state.kube import WEBHOOK_KINDS, WatchedKind
+
+    kinds = list(WEBHOOK_KINDS)
+    for api_version, kind in sorted(wanted):
+        if any(k.api_version == api_version and k.kind == kind and not (k.field_selector or k.label_selector
+                                                                         or k.namespace) for k in kinds):
+            continue
+        served = registry.served(api_version, kind) if registry is not None else None
+        plural = served.plural if served is not None else kind.lower() + "s"  # a built-in kind's
+        kinds = [k for k in kinds if not (k.api_version == api_version and k.kind == kind)]
+        kinds.append(WatchedKind(api_version, kind, plural))
 
     where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the cluster"
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise SetupError(f"{where}: no such file")
     try:
-        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout)
+        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout, kinds=tuple(kinds))
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
 
