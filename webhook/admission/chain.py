@@ -471,7 +471,7 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
     kind = request.kind
     served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
         if registry is not None else None
-    resource = served.plural if served is not None else request.resource.resource
+    resource = served.plural if served is not None else guess_plural(kind.kind)
     view = request_view(request)
     view["resource"] = {"group": kind.group, "version": kind.version, "resource": resource}
     # what the apiserver's AdmissionRequest always names: the request's own kind and resource
@@ -519,3 +519,13 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
 
     answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced, equivalents))
     return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)
+
+
+def guess_plural(kind: str) -> str:
+    """A built-in kind's resource as apimachinery's ``UnsafeGuessKindToResource`` spells it."""
+    singular = kind.lower()
+    if singular.endswith("s"):
+        return singular + "es"
+    if singular.endswith("y"):
+        return singular[:-1] + "ies"
+    return singular + "s"

@@ -24,7 +24,7 @@ import orjson
 import yaml
 
 from webhook import command_line, documents
-from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
+from webhook.admission.chain import AdmissionChain, is_attribution, native_validation, offline_request
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
@@ -578,8 +578,13 @@ class Judge:
         answer = self.builtins.answer(obj, self.args.field_validation)
         if answer is not None:
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
-            return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
-                          label)
+            key = _identity(obj)
+            old_doc = self.setup.olds.get(key)
+            native = self.setup.chain.policies.current().native if self.setup.chain is not None else None
+            if answer.allowed and native:  # the apiserver's ValidatingAdmissionPolicies judge built-in kinds too
+                judgement = self._native(native, obj, old_doc.content if old_doc is not None else None, judgement)
+            return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
+                          label, key if old_doc is not None else None)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
             why = "kustomize file, not applied"
             return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
@@ -589,6 +594,20 @@ class Judge:
             return Result(doc.origin, "error", f"no schema for kind {kind!r} in apiVersion {api_version!r}{near} "
                                                f"(served: {known})", name=label)
         return Result(doc.origin, "skipped", f"{label} ({api_version}): no schema for this kind{near}", name=label)
+
+
+    def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
+        """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        namespace = "" if cluster_scoped_builtin(group, str(obj.get("kind"))) else \
+            meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
+        request = offline_request(obj, old, self.args.subresource, namespace=namespace,
+                                  field_validation=self.args.field_validation)
+        answer, status = native_validation(native, request, obj, None, self.setup.chain.state)
+        warnings = list(dict.fromkeys([*judged.warnings, *answer.warnings]))
+        return Judgement(status is None, status, warnings, obj, audit=list(answer.failures),
+                         unchecked=list(answer.unchecked))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -218,6 +218,7 @@ class Recorder:
 
     def send(self, case: dict[str, Any], plural: str, stored: dict[str, Any] | None) -> dict[str, Any]:
         obj = json.loads(json.dumps(case["object"]))
+        plural = _PLURALS.get(obj["kind"], plural)
         if case["operation"] == "UPDATE":
             obj["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
             path = _resource_path(obj, plural, named=True)
@@ -252,15 +253,15 @@ class Recorder:
             self._write(file, suite)
             return
         plurals = [self.ensure_crd(REPO / p) for p in suite.get("crds") or ()]
-        plural = plurals[0]
+        plural = plurals[0] if plurals else ""  # built-in kinds: their own (``_PLURALS``)
         for obj in suite.get("state") or ():
             self.put_state(obj)
         stored: dict[str, dict[str, Any]] = {}
         for case in suite["cases"]:
             if case["operation"] == "UPDATE":
                 old = case["old"]
-                self.delete(old, plural)
-                created = self._create(old, plural)
+                self.delete(old, _PLURALS.get(old["kind"], plural))
+                created = self._create(old, _PLURALS.get(old["kind"], plural))
                 stored[case["name"]] = created
                 case["old"] = _reduced(created)
         probe_objects, probe_config_map = self.probe(file.stem)
@@ -290,7 +291,7 @@ class Recorder:
             self.wait("the probe policy to go", lambda: not self.probe_denies(probe_config_map))
             for case in suite["cases"]:
                 if case["operation"] == "UPDATE":
-                    self.delete(case["old"], plural)
+                    self.delete(case["old"], _PLURALS.get(case["old"]["kind"], plural))
             for obj in suite.get("state") or ():
                 if obj["kind"] != "Namespace":
                     self.delete(obj, _PLURALS[obj["kind"]])
