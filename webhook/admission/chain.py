@@ -481,8 +481,14 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
         view["requestResource"] = dict(view["resource"])
     if view.get("requestSubResource") is None:
         view["requestSubResource"] = request.subResource or ""
+    namespace = request.namespace or ""
+    if kind.group == "" and kind.kind == "Namespace" and not namespace:
+        # the apiserver's attributes of a Namespace name it as their namespace ("maybe a bug",
+        # its dispatcher says): params are looked for there, and ``request.namespace`` says it
+        namespace = request.name or str(((obj or request.oldObject or {}).get("metadata") or {}).get("name") or "")
+        view["namespace"] = namespace
     attrs = Attributes(request.operation, kind.group, kind.version, kind.kind, resource, request.subResource or "",
-                       request.name, request.namespace or "", obj, request.oldObject, view)
+                       request.name, namespace, obj, request.oldObject, view)
     knowledge = getattr(state, "knowledge", EVERYTHING)
 
     def namespace_object(name: str) -> dict[str, Any] | None:

@@ -604,7 +604,7 @@ class Judge:
             meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
         request = offline_request(obj, old, self.args.subresource, namespace=namespace,
                                   field_validation=self.args.field_validation)
-        answer, status = native_validation(native, request, obj, None, self.setup.chain.state)
+        answer, status = native_validation(native, request, obj, self.registry, self.setup.chain.state)
         warnings = list(dict.fromkeys([*judged.warnings, *answer.warnings]))
         return Judgement(status is None, status, warnings, obj, audit=list(answer.failures),
                          unchecked=list(answer.unchecked))
@@ -783,7 +783,7 @@ def describe(obj: dict[str, Any], judgement: Judgement) -> str:
     name = details.get("name", name)
     # one line per document: the cause naming the webhook and policy stays in -o json/yaml
     causes = [c for c in details.get("causes") or () if not is_attribution(c)]
-    lines = [f"{c.get('field')}: {c.get('message')}" for c in causes]
+    lines = [f"{c.get('field')}: {c.get('message')}" if c.get("field") else str(c.get("message")) for c in causes]
     unique = list(dict.fromkeys(lines))
     if len(unique) == 1:
         return f'The {kind} "{name}" is invalid: {unique[0]}'

@@ -125,6 +125,7 @@ def _reduced(obj: dict[str, Any]) -> dict[str, Any]:
 class Recorder:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
+        self.plurals = dict(_PLURALS)  # kind -> plural: the built-in ones and the CRDs' as they are ensured
 
     def wait(self, what: str, check) -> None:
         deadline = time.monotonic() + DEADLINE
@@ -150,10 +151,11 @@ class Recorder:
             return any(c["type"] == "Established" and c["status"] == "True"
                        for c in (current.get("status") or {}).get("conditions") or ())
         self.wait(f"CRD {name}", established)
+        self.plurals[crd["spec"]["names"]["kind"]] = crd["spec"]["names"]["plural"]
         return crd["spec"]["names"]["plural"]
 
     def put_state(self, obj: dict[str, Any]) -> None:
-        plural = _PLURALS[obj["kind"]]
+        plural = self.plurals[obj["kind"]]
         if obj["kind"] == "Namespace":
             code, _, _ = self.cluster.call("GET", _resource_path(obj, plural, named=True))
             if code == 404:
@@ -294,7 +296,7 @@ class Recorder:
                     self.delete(case["old"], _PLURALS.get(case["old"]["kind"], plural))
             for obj in suite.get("state") or ():
                 if obj["kind"] != "Namespace":
-                    self.delete(obj, _PLURALS[obj["kind"]])
+                    self.delete(obj, self.plurals[obj["kind"]])
         self._write(file, suite)
 
     def _write(self, file: Path, suite: dict[str, Any]) -> None:
