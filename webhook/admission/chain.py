@@ -492,17 +492,21 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
     knowledge = getattr(state, "knowledge", EVERYTHING)
 
     def namespace_object(name: str) -> dict[str, Any] | None:
-        return state.get("v1", "Namespace", name)
+        found = state.get("v1", "Namespace", name)
+        if found is None:
+            return None
+        meta = found.get("metadata") if isinstance(found.get("metadata"), dict) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        # the label the apiserver gives every namespace, whatever the manifest says
+        return {**found, "metadata": {**meta, "labels": {**labels, "kubernetes.io/metadata.name": name}}}
 
     def namespace_labels(name: str) -> dict[str, str]:
-        found = state.get("v1", "Namespace", name)
+        found = namespace_object(name)
         if found is None:
             if knowledge.holds_whole("", "Namespace"):
                 raise MatchError(f'namespaces "{name}" not found')
             raise MatchError(f'namespaces "{name}" not found', unknown=f"Namespace {name}")
-        labels = (found.get("metadata") or {}).get("labels")
-        # the label the apiserver gives every namespace, whatever the manifest says
-        return {**(labels if isinstance(labels, dict) else {}), "kubernetes.io/metadata.name": name}
+        return found["metadata"]["labels"]
 
     def namespaced(api_version: str, kind_name: str) -> bool | None:
         """Whether a kind is namespaced; None when nothing serves it (a CRD's group always has a
