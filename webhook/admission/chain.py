@@ -28,6 +28,7 @@ from webhook.state import ClusterState
 from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
 
 _JUDGED = ("CREATE", "UPDATE")
+_NATIVE_JUDGED = ("CREATE", "UPDATE", "DELETE")  # ValidatingAdmissionPolicies also judge deletions
 # the webhooks' names in the configurations (webhook/webhook_config.py): the apiserver names
 # the one that denied in its answer
 MUTATING_WEBHOOK = "mutate.infergate.io"
@@ -309,7 +310,7 @@ class AdmissionChain:
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
         native = getattr(self.policies.current(), "native", None)
-        if native and request.operation in _JUDGED:
+        if native and request.operation in _NATIVE_JUDGED:
             # the apiserver's own ValidatingAdmissionPolicy plugin runs before the validating webhooks
             answer, status = native_validation(native, request, obj, registry, self.state)
             warnings += answer.warnings

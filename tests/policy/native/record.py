@@ -219,8 +219,14 @@ class Recorder:
         return out
 
     def send(self, case: dict[str, Any], plural: str, stored: dict[str, Any] | None) -> dict[str, Any]:
-        obj = json.loads(json.dumps(case["object"]))
+        obj = json.loads(json.dumps(case.get("object") or case["old"]))
         plural = _PLURALS.get(obj["kind"], plural)
+        if case["operation"] == "DELETE":
+            old = case["old"]
+            code, body, warnings = self.cluster.call("DELETE", _resource_path(old, _PLURALS.get(old["kind"], plural),
+                                                                             named=True) + "?dryRun=All")
+            return {"allowed": code < 300, "code": code, **({"status": body} if code >= 300 else {}),
+                    "warnings": warnings}
         if case["operation"] == "UPDATE":
             obj["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
             path = _resource_path(obj, plural, named=True)
@@ -232,7 +238,7 @@ class Recorder:
         answer: dict[str, Any] = {"allowed": code < 300, "code": code}
         if code < 300:
             answer["stored"] = _reduced(body)
-            if not case["object"]["metadata"].get("name"):  # generated anew by each dry run: not compared
+            if not obj["metadata"].get("name"):  # generated anew by each dry run: not compared
                 answer["stored"]["metadata"].pop("name", None)
         else:
             answer["status"] = body
@@ -260,7 +266,7 @@ class Recorder:
             self.put_state(obj)
         stored: dict[str, dict[str, Any]] = {}
         for case in suite["cases"]:
-            if case["operation"] == "UPDATE":
+            if case["operation"] in ("UPDATE", "DELETE"):
                 old = case["old"]
                 self.delete(old, _PLURALS.get(old["kind"], plural))
                 created = self._create(old, _PLURALS.get(old["kind"], plural))
@@ -292,7 +298,7 @@ class Recorder:
                 self.delete(obj, _PLURALS[obj["kind"]])
             self.wait("the probe policy to go", lambda: not self.probe_denies(probe_config_map))
             for case in suite["cases"]:
-                if case["operation"] == "UPDATE":
+                if case["operation"] in ("UPDATE", "DELETE"):
                     self.delete(case["old"], _PLURALS.get(case["old"]["kind"], plural))
             for obj in suite.get("state") or ():
                 if obj["kind"] != "Namespace":
