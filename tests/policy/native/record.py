@@ -229,7 +229,7 @@ class Recorder:
                     "warnings": warnings}
         if case["operation"] == "UPDATE":
             obj["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
-            path = _resource_path(obj, plural, named=True)
+            path = _resource_path(obj, plural, named=True) + (f"/{case['subresource']}" if case.get("subresource") else "")
             method = "PUT"
         else:
             path = _resource_path(obj, plural, named=False)

@@ -60,6 +60,8 @@ def _validate(tmp: Path, suite: dict[str, Any], case: dict[str, Any], policies: 
     if case["operation"] == "UPDATE":
         (tmp / "old.yaml").write_text(yaml.safe_dump(case["old"], sort_keys=False))
         argv += ["--old", str(tmp / "old.yaml")]
+    if case.get("subresource"):
+        argv += ["--subresource", case["subresource"]]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([*argv, str(tmp / "object.yaml")])
