@@ -4,8 +4,9 @@
 ``matchConstraints.resourceRules`` name without a wildcard (in group, version, kind order),
 ``object`` and ``oldObject`` typed by it; a problem is a warning ``<group>/<version>,
 Kind=<kind>: <cel-go's errors>``, one line per kind, and never stops the
-policy. Only kinds a CRD serves are checked here (the rest are ``dyn``), and ``params`` and
-``variables`` stay ``dyn``; an expression that reads the authorizer is left alone."""
+policy. Only kinds a CRD serves are checked here (the rest are ``dyn``), ``params`` too (typed by
+its kind's schema when a CRD serves it), and ``variables`` stay ``dyn``; an expression that reads
+the authorizer is left alone."""
 
 from __future__ import annotations
 
@@ -51,6 +52,11 @@ def type_warnings(policy: ValidatingPolicy, kind_of: KindOf, schemas: KindSchema
     kinds = _kinds(policy, kind_of, schemas)
     if not kinds:
         return []
+    params: KindType | None = None  # typed by its kind's schema when a CRD serves it
+    if policy.param_kind is not None:
+        api_version, kind_name = policy.param_kind
+        params = next((t for t in schemas.types(api_version.rpartition("/")[0], kind_name)
+                       if t.api_version == api_version), None)
     out = []
     for i, validation in enumerate(policy.validations):
         for field, source in (("expression", validation.expression), ("messageExpression", validation.message_expression)):
@@ -64,7 +70,11 @@ def type_warnings(policy: ValidatingPolicy, kind_of: KindOf, schemas: KindSchema
             for kind in kinds:
                 variables = {name: DYN for name in _DYN_VARIABLES}
                 variables["object"] = variables["oldObject"] = kind.decl.cel
-                checked = check(parsed, variables, object_types(kind.decl))
+                objects = object_types(kind.decl)
+                if params is not None:
+                    variables["params"] = params.decl.cel
+                    objects = {**objects, **object_types(params.decl)}
+                checked = check(parsed, variables, objects)
                 if checked.errors:
                     group, _, version = kind.api_version.rpartition("/")
                     lines.append(f"{group}/{version}, Kind={kind.kind}: {format_errors(source, checked.errors)}\n")
