@@ -107,8 +107,10 @@ def matches(match: MatchResources, attrs: Attributes, namespace_labels: Namespac
         try:
             selector = _selector(match.namespace_selector, "namespaceSelector")
             if not selector.empty:
-                if attrs.resource == "namespaces" and attrs.group == "" and not attrs.namespace:
-                    labels = _labels(attrs.object if attrs.object is not None else attrs.old_object)
+                # a Namespace's own create or update: its labels as written (``GetNamespaceLabels``)
+                if attrs.resource == "namespaces" and attrs.group == "" and not attrs.subresource \
+                        and attrs.operation in ("CREATE", "UPDATE"):
+                    labels = _labels(attrs.object)
                 else:
                     labels = namespace_labels(attrs.namespace)
                 ns_matches = selector.matches(labels)
