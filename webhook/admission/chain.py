@@ -17,15 +17,19 @@ from pydantic import BaseModel
 
 from webhook.admission.patch import make_patch
 from webhook.admission.review import AdmissionRequest, AdmissionResult
-from webhook.apiversion import split
+from webhook.apiversion import group_of, split
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
+from webhook.policy.native.matching import Attributes, MatchError
+from webhook.policy.native.validating import Cluster, NativeAnswer, evaluate, forbidden_status
 from webhook.schema import CRDRegistry, RequestError, field_validation
 from webhook.schema.field_validation import FieldValidation
 from webhook.schema.fielderrors import invalid_status
 from webhook.state import ClusterState
+from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
 
 _JUDGED = ("CREATE", "UPDATE")
+_NATIVE_JUDGED = ("CREATE", "UPDATE", "DELETE")  # ValidatingAdmissionPolicies also judge deletions
 # the webhooks' names in the configurations (webhook/webhook_config.py): the apiserver names
 # the one that denied in its answer
 MUTATING_WEBHOOK = "mutate.infergate.io"
@@ -306,6 +310,18 @@ class AdmissionChain:
             obj = outcome.object
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
+        native = getattr(self.policies.current(), "native", None)
+        if native and request.operation in _NATIVE_JUDGED:
+            # the apiserver's own ValidatingAdmissionPolicy plugin runs before the validating webhooks
+            answer, status = native_validation(native, request, obj, registry, self.state)
+            warnings += answer.warnings
+            unchecked += answer.unchecked
+            if status is not None:
+                return ChainOutcome(False, status, _unique(warnings), obj, patch, dict(answer.audit_annotations),
+                                    traces, "apiserver", list(answer.failures), actions, rules, unchecked)
+            native_audit = answer
+        else:
+            native_audit = None
         # the apiserver has just validated the schema: the validating webhook adds the policies
         validated, more, acted = self._validate(request, obj, explain=explain, schema=False, view=view)
         traces += more
@@ -315,6 +331,9 @@ class AdmissionChain:
             rules.setdefault(text, rule)
         audit = validated.audit_annotations
         audited += _failures(audit)
+        if native_audit is not None and (native_audit.failures or native_audit.audit_annotations):
+            audited = list(native_audit.failures) + audited
+            audit = {**native_audit.audit_annotations, **audit}
         if audited:  # both webhooks' records as one list (in a cluster: one key per webhook)
             audit = {**audit, VALIDATION_FAILURE_KEY: failure_annotation(audited)}
         return ChainOutcome(validated.allowed, _as_answered(validated.status, VALIDATING_WEBHOOK), _unique(warnings),
@@ -445,3 +464,80 @@ def _failures(audit: dict[str, str]) -> list[dict[str, Any]]:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any] | None,
+                      registry: CRDRegistry | None, state: ClusterState) -> tuple[NativeAnswer, dict[str, Any] | None]:
+    """The apiserver's ValidatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (the
+    object as it would be stored): its answer and, when it denies, the Status it answers."""
+    kind = request.kind
+    served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
+        if registry is not None else None
+    resource = served.plural if served is not None else guess_plural(kind.kind)
+    view = request_view(request)
+    view["resource"] = {"group": kind.group, "version": kind.version, "resource": resource}
+    # what the apiserver's AdmissionRequest always names: the request's own kind and resource
+    if not view.get("requestKind"):
+        view["requestKind"] = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+    if not view.get("requestResource"):
+        view["requestResource"] = dict(view["resource"])
+    if view.get("requestSubResource") is None:
+        view["requestSubResource"] = request.subResource or ""
+    namespace = request.namespace or ""
+    if kind.group == "" and kind.kind == "Namespace" and not namespace:
+        # the apiserver's attributes of a Namespace name it as their namespace ("maybe a bug",
+        # its dispatcher says): params are looked for there, and ``request.namespace`` says it
+        namespace = request.name or str(((obj or request.oldObject or {}).get("metadata") or {}).get("name") or "")
+        view["namespace"] = namespace
+    attrs = Attributes(request.operation, kind.group, kind.version, kind.kind, resource, request.subResource or "",
+                       request.name, namespace, obj, request.oldObject, view)
+    knowledge = getattr(state, "knowledge", EVERYTHING)
+
+    def namespace_object(name: str) -> dict[str, Any] | None:
+        found = state.get("v1", "Namespace", name)
+        if found is None:
+            return None
+        meta = found.get("metadata") if isinstance(found.get("metadata"), dict) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        # the label the apiserver gives every namespace, whatever the manifest says
+        return {**found, "metadata": {**meta, "labels": {**labels, "kubernetes.io/metadata.name": name}}}
+
+    def namespace_labels(name: str) -> dict[str, str]:
+        found = namespace_object(name)
+        if found is None:
+            if knowledge.holds_whole("", "Namespace"):
+                raise MatchError(f'namespaces "{name}" not found')
+            raise MatchError(f'namespaces "{name}" not found', unknown=f"Namespace {name}")
+        return found["metadata"]["labels"]
+
+    def namespaced(api_version: str, kind_name: str) -> bool | None:
+        """Whether a kind is namespaced; None when nothing serves it (a CRD's group always has a
+        dot; a built-in one is the core group, a group without a dot or a ``*.k8s.io`` one)."""
+        crd = registry.served(api_version, kind_name) if registry is not None else None
+        if crd is not None:
+            return crd.namespaced
+        group = group_of(api_version)
+        if group and "." in group and not group.endswith(".k8s.io"):
+            return None
+        return not cluster_scoped_builtin(group, kind_name)
+
+    def equivalents(group: str, version: str, plural: str) -> list[tuple[str, str, str]]:
+        """The versions a CRD serves the same resource in (matchPolicy Equivalent)."""
+        if registry is None:
+            return []
+        found = (registry.served(api_version, kind_name) for api_version, kind_name in registry.kinds())
+        return [(s.group, s.version, s.plural) for s in found if s is not None and s.group == group
+                and s.plural == plural]
+
+    answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced, equivalents))
+    return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)
+
+
+def guess_plural(kind: str) -> str:
+    """A built-in kind's resource as apimachinery's ``UnsafeGuessKindToResource`` spells it."""
+    singular = kind.lower()
+    if singular.endswith("s"):
+        return singular + "es"
+    if singular.endswith("y"):
+        return singular[:-1] + "ies"
+    return singular + "s"

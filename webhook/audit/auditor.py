@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from webhook.admission.chain import AdmissionChain, CRDSource, offline_request, request_view
+from webhook.admission.chain import AdmissionChain, CRDSource, native_validation, offline_request, request_view
 from webhook.audit.results import CRD_SCHEMA, DENY, AuditResult, ObjectAudit, ResourceRef, ordered
 from webhook.kinds import Kind
 from webhook.policy import Policy, PolicyInput, PolicySet, PolicySetProvider, Trace, Verdict
@@ -93,6 +93,9 @@ class Auditor:
                     prepare(inp, mutating=mutating)
             for policy in candidates:
                 results += _judge(policy, inp, mutating, policy_set, unchecked)
+        native = getattr(policy_set, "native", None)
+        if native:  # Kubernetes' own ValidatingAdmissionPolicies: one result per binding that applies
+            results += _native(native, request, decoded, registry, self.state, unchecked)
         return ObjectAudit(ref, ordered(results), tuple(unchecked))
 
     def audited_kinds(self) -> list[Kind]:
@@ -109,6 +112,26 @@ class Auditor:
             if any(policy_set.for_review(key, mutating=m) for m in (True, False)):
                 found.append(Kind(api_version, kind, served.plural, served.namespaced))
         return found
+
+
+def _native(native: Any, request: Any, obj: dict[str, Any], registry: CRDRegistry | None,
+            state: ClusterState, unchecked: list[tuple[str, str]]) -> list[AuditResult]:
+    """The ValidatingAdmissionPolicies' results on ``obj``: per binding that applies, ``pass``,
+    one ``fail`` per failed validation (``warn`` under Warn without Deny) or an ``error``; what
+    was left out, the state not knowing it, into ``unchecked``."""
+    try:
+        answer, _ = native_validation(native, request, obj, registry, state)
+    except Exception as exc:  # a bug must still end as a result, not stop the scan
+        return [AuditResult("ValidatingAdmissionPolicy", "", "error", f"internal error: {type(exc).__name__}: {exc}")]
+    unchecked += answer.unchecked
+    out = []
+    for found in answer.results:
+        actions = frozenset(found.actions) or DENY
+        result = found.result
+        if result == "fail" and "Deny" not in actions and "Warn" in actions:
+            result = "warn"
+        out.append(AuditResult(found.policy, found.rule, result, found.message, actions, fail_closed=found.fail_closed))
+    return out
 
 
 def _schema(registry: CRDRegistry, obj: dict[str, Any], ref: ResourceRef, results: list[AuditResult]) -> dict[str, Any]:

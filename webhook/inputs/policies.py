@@ -57,10 +57,13 @@ def _schemas(registry: CRDRegistry | None) -> KindSchemas | None:
     return KindSchemas(registry.crds) if registry is not None else None
 
 
-def load_policy_set(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry | None = None) -> PolicySet:
+def load_policy_set(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry | None = None, *,
+                    native: bool = False) -> PolicySet:
     """The policies of ``source`` compiled once, type-checked against ``registry``'s CRDs,
-    under its actions."""
-    return PolicySet.load(source.path, evaluator=evaluator, schemas=_schemas(registry), actions=source.overrides())
+    under its actions; ``native``: the ValidatingAdmissionPolicies and bindings beside them too
+    (the offline commands: ``serve`` leaves those to the apiserver)."""
+    return PolicySet.load(source.path, evaluator=evaluator, schemas=_schemas(registry), actions=source.overrides(),
+                          native=native)
 
 
 def load_policy_directory(source: PolicySource, evaluator: Evaluator,

@@ -81,7 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long reading the cluster may take (default 60)")
-    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--policies", metavar="DIR",
+                        help="admission policies (default: the shipped policies/): AdmissionPolicy files, and "
+                             "ValidatingAdmissionPolicies with their bindings (a result per binding)")
     parser.add_argument("--baseline-policies", metavar="DIR",
                         help="impact preview: list only the objects whose verdict differs under these policies")
     parser.add_argument("--policy-actions", action="append", default=[], metavar="OVERRIDE",
@@ -162,7 +164,7 @@ def _registry(args: argparse.Namespace) -> CRDRegistry:
 def _policies(directory: str | None, flag: str, args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
     source = PolicySource(Path(directory) if directory else None, tuple(args.policy_actions))
     try:
-        return load_policy_set(source, args.evaluator, registry)
+        return load_policy_set(source, args.evaluator, registry, native=True)
     except ActionsError as exc:
         raise SetupError(str(exc)) from None
     except PolicyLoadError as exc:

@@ -22,7 +22,7 @@ from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.watches import audited_watches, lookup_watches
 from webhook.kinds import Kind
 from webhook.schema.watched import WatchedCRDs
-from webhook.state.kube import KubeState
+from webhook.state.kube import KubeState, WatchedKind
 
 
 class ClusterReadError(RuntimeError):
@@ -61,11 +61,11 @@ def read_cluster(api_client: Any, kinds: list[Kind], evaluator: Any, *,
     return ClusterObjects(objects, state, registry)
 
 
-def read_state(api_client: Any, *, timeout: float) -> KubeState:
-    """The cluster view the policies read (``lookup_watches``), listed once and no longer watched
-    (``infergate validate --kubeconfig``): every kind it holds whole, as the webhook's; raises
-    ``ClusterReadError`` when it does not sync within ``timeout`` s."""
-    state = watch_cache(api_client, lookup_watches())
+def read_state(api_client: Any, *, timeout: float, kinds: tuple[WatchedKind, ...] | None = None) -> KubeState:
+    """The cluster view the policies read (``kinds``; unless told, ``lookup_watches``), listed
+    once and no longer watched (``infergate validate --kubeconfig``): every kind it holds whole,
+    as the webhook's; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
+    state = watch_cache(api_client, kinds if kinds is not None else lookup_watches())
     synced(state, timeout)
     state.stop()  # what was listed stays: the policies read it, nothing watches any more
     return state

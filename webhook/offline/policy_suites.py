@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from webhook import documents
 from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
 from webhook.apiversion import split
@@ -23,6 +24,8 @@ from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
 from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
+from webhook.policy.loader import policy_files
+from webhook.policy.native.loader import load_documents
 from webhook.policy.actions import ActionsError, ordered, overrides_from
 from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.schema import CRDLoadError, CRDRegistry
@@ -149,14 +152,21 @@ def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry
 
     schemas = KindSchemas(registry.crds)  # type-checked against the suite's CRDs
     loaded: list[Any] = []
+    native_documents: list[Any] = []  # Kubernetes' own admission policies among them
     for source in sources:
         if source.is_dir():
             loaded += load_directory(source, evaluator, schemas=schemas)
+            files = policy_files(source)
         elif source.is_file():
             loaded += load_file(source, evaluator, schemas=schemas)
+            files = [source]
         else:
             raise PolicyLoadError([f"{source}: no such file or directory"])
-    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)))
+        for file in files:
+            native_documents += documents.read_file(file).parse(node_lines=True).documents
+    native = load_documents(native_documents, evaluator, schemas) or None
+    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)),
+                     native=native)
 
 
 def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:

@@ -25,7 +25,7 @@ import orjson
 import yaml
 
 from webhook import command_line, documents
-from webhook.admission.chain import AdmissionChain, is_attribution, offline_request
+from webhook.admission.chain import AdmissionChain, is_attribution, native_validation, offline_request
 from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin, ReadError
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
@@ -229,7 +229,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="the same as --cluster, with this kubeconfig context")
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
                         help="how long reading the live cluster may take (default: 30)")
-    parser.add_argument("--policies", metavar="DIR", help="admission policies (default: the shipped policies/)")
+    parser.add_argument("--policies", metavar="DIR",
+                        help="admission policies (default: the shipped policies/): AdmissionPolicy files, and "
+                             "ValidatingAdmissionPolicies with their bindings (admissionregistration.k8s.io/v1), "
+                             "judged as kube-apiserver does before the webhook; their params are read from the state")
     parser.add_argument("--policy-actions", action="append", metavar="NAME=ACTION[,ACTION][@SELECTOR]",
                         help="validation actions of a policy instead of its own, as serve takes them (Warn: a "
                              "warning, Audit: an audit line, neither fails the run); SELECTOR matches the labels "
@@ -386,7 +389,8 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
         args.evaluator, registry)
     # without --state the inputs are the state: the parent parses the files that may hold an
     # object the policies read (the workers parse the others, as they judge them)
-    state_kinds = _kind_pattern(kinds_read(policies.policies)) \
+    state_kinds = _kind_pattern(kinds_read(policies.policies)
+                                | (policies.native.kinds_read() if policies.native is not None else frozenset())) \
         if policies is not None and not args.state and not _live(args) else None
     if state_kinds is not None:
         for source in inputs:
@@ -403,7 +407,7 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
     chain, state = None, None
     if policies is not None:
-        cluster, state = _state(args, registry, inputs, kustomize)
+        cluster, state = _state(args, registry, inputs, policies, kustomize)
         chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
@@ -482,19 +486,27 @@ def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry)
     """``--policies`` under ``--policy-actions`` (as ``serve`` takes it; namespaces are matched
     by their labels in ``--state``), type-checked against ``registry``'s CRDs."""
     try:
-        return load_policy_set(source, evaluator, registry)
+        policies = load_policy_set(source, evaluator, registry, native=True)
     except ActionsError as exc:
         raise SetupError(str(exc)) from None
     except PolicyLoadError as exc:
         raise SetupError(f"--policies: {exc}") from None
+    if policies.native is not None:  # what the apiserver would write into status.typeChecking
+        for warning in policies.native.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        for document in policies.native.unsupported:  # never silent about a policy left out
+            print(f"Warning: {document}: not evaluated: infergate does not run MutatingAdmissionPolicies "
+                  "offline yet", file=sys.stderr)
+    return policies
 
 
 def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile],
-           kustomize: KustomizeLayout) -> tuple[ClusterState, StateSource]:
+           policies: PolicySet | None, kustomize: KustomizeLayout) -> tuple[ClusterState, StateSource]:
     """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
     the manifests of --state, or else the inputs themselves; and what it knows."""
     if _live(args):
-        return _cluster_state(args), StateSource(EVERYTHING)
+        params = policies.native.kinds_read() if policies is not None and policies.native is not None else frozenset()
+        return _cluster_state(args, registry, params), StateSource(EVERYTHING)
 
     def namespaced(obj: dict[str, Any]) -> dict[str, Any]:
         return place_namespace(obj, args.namespace, _namespaced(registry, obj))
@@ -531,15 +543,30 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
     return is_builtin_group(api_version) and not cluster_scoped_builtin(group_of(api_version), kind)
 
 
-def _cluster_state(args: argparse.Namespace) -> ClusterState:
-    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``)."""
+def _cluster_state(args: argparse.Namespace, registry: CRDRegistry | None = None,
+                   wanted: frozenset[tuple[str, str]] = frozenset()) -> ClusterState:
+    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``); ``wanted``:
+    kinds to list whole besides the webhook's (the params of native policies: every ConfigMap,
+    not only KubeAI's config)."""
     from webhook.offline.audit_cluster import ClusterReadError, api_client, read_state
+    from webhook.inputs.watches import lookup_watches
+    from webhook.state.kube import WatchedKind
+
+    kinds = list(lookup_watches())
+    for api_version, kind in sorted(wanted):
+        if any(k.api_version == api_version and k.kind == kind and not (k.field_selector or k.label_selector
+                                                                         or k.namespace) for k in kinds):
+            continue
+        served = registry.served(api_version, kind) if registry is not None else None
+        plural = served.plural if served is not None else kind.lower() + "s"  # a built-in kind's
+        kinds = [k for k in kinds if not (k.api_version == api_version and k.kind == kind)]
+        kinds.append(WatchedKind(api_version, kind, plural))
 
     where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the cluster"
     if args.kubeconfig and not Path(args.kubeconfig).is_file():
         raise SetupError(f"{where}: no such file")
     try:
-        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout)
+        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout, kinds=tuple(kinds))
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
 
@@ -623,8 +650,13 @@ class Judge:
         answer = self.builtins.answer(obj, self.args.field_validation)
         if answer is not None:
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
-            return Result(doc.origin, "valid" if answer.allowed else "invalid", describe(obj, judgement), judgement,
-                          label)
+            key = _identity(obj)
+            old_doc = self.setup.olds.get(key)
+            native = self.setup.chain.policies.current().native if self.setup.chain is not None else None
+            if answer.allowed and native:  # the apiserver's ValidatingAdmissionPolicies judge built-in kinds too
+                judgement = self._native(native, obj, old_doc.content if old_doc is not None else None, judgement)
+            return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
+                          label, key if old_doc is not None else None)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
             why = "kustomize file, not applied"
             return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
@@ -633,6 +665,20 @@ class Judge:
         if self.args.strict:
             return Result(doc.origin, "error", why, name=label)
         return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
+
+
+    def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
+        """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        group = group_of(obj.get("apiVersion"))
+        namespace = "" if cluster_scoped_builtin(group, str(obj.get("kind"))) else \
+            meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
+        request = offline_request(obj, old, self.args.subresource, namespace=namespace,
+                                  field_validation=self.args.field_validation)
+        answer, status = native_validation(native, request, obj, self.registry, self.setup.chain.state)
+        warnings = list(dict.fromkeys([*judged.warnings, *answer.warnings]))
+        return Judgement(status is None, status, warnings, obj, audit=list(answer.failures),
+                         unchecked=list(answer.unchecked))
 
 
 def in_base(summary: str) -> str:
@@ -805,7 +851,7 @@ def describe(obj: dict[str, Any], judgement: Judgement) -> str:
     name = details.get("name", name)
     # one line per document: the cause naming the webhook and policy stays in -o json/yaml
     causes = [c for c in details.get("causes") or () if not is_attribution(c)]
-    lines = [f"{c.get('field')}: {c.get('message')}" for c in causes]
+    lines = [f"{c.get('field')}: {c.get('message')}" if c.get("field") else str(c.get("message")) for c in causes]
     unique = list(dict.fromkeys(lines))
     if len(unique) == 1:
         return f'The {kind} "{name}" is invalid: {unique[0]}'

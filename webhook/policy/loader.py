@@ -109,6 +109,13 @@ def _is_policy_kind(data: Any) -> bool:
         and kind in NATIVE_POLICY_KINDS)
 
 
+def _is_native(data: Any) -> bool:
+    """One of Kubernetes' own admission policies: the offline commands read them
+    (``webhook.policy.native``), ``serve`` leaves them to the apiserver, which runs them itself."""
+    return isinstance(data, dict) and isinstance(data.get("apiVersion"), str) \
+        and data["apiVersion"].startswith("admissionregistration.k8s.io/") and data.get("kind") in NATIVE_POLICY_KINDS
+
+
 def load_file(file: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> list[CompiledPolicy]:
     """The policies of one file, compiled for ``evaluator``. ``schemas``: the kinds their
     expressions are type-checked against (default: the shipped CRDs'). A file that holds no
@@ -118,7 +125,7 @@ def load_file(file: Path, evaluator: Evaluator, schemas: KindSchemas | None = No
     policies: list[CompiledPolicy] = []
     problems = [str(parsed.error)] if parsed.error is not None else []
     for doc in parsed.documents:
-        if _is_test_suite(doc.content):
+        if _is_test_suite(doc.content) or _is_native(doc.content):
             continue
         try:
             policies.append(_compile_document(doc, evaluator, schemas))

@@ -22,6 +22,7 @@ from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, 
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.scope import PolicyInput
 from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
+from webhook.policy.native.loader import NativePolicies, load_native
 from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict
 
@@ -55,23 +56,42 @@ class PolicySet:
     # operators' choice of validation actions per policy (``--policy-actions``): what
     # ``actions_for`` answers before the policy's own ``validationActions``
     actions: ActionOverrides = NO_OVERRIDES
+    # Kubernetes' own ValidatingAdmissionPolicies and bindings of the directory, for the offline
+    # commands (``webhook.policy.native``; ``load(..., native=True)``); ``serve`` leaves them to the
+    # apiserver
+    native: NativePolicies | None = None
     # (rule key, mutating) -> the policies that may apply (``for_review``)
     _candidates: dict[tuple[Any, bool], tuple[Policy, ...]] = field(default_factory=dict, init=False,
                                                                     repr=False, compare=False)
 
     @classmethod
     def load(cls, directory: str | Path, *, evaluator: Evaluator, builtin: bool = True,
-             schemas: KindSchemas | None = None, actions: ActionOverrides = NO_OVERRIDES) -> "PolicySet":
+             schemas: KindSchemas | None = None, actions: ActionOverrides = NO_OVERRIDES,
+             native: bool = False) -> "PolicySet":
         """The policies of ``directory``, compiled for ``evaluator``; ``schemas``: the kinds they
         are type-checked against (default: the shipped CRDs'); ``actions``: the operator's
-        overrides, each of which must name a policy of the set."""
+        overrides, each of which must name a policy of the set; ``native``: also the
+        ValidatingAdmissionPolicies and bindings among its files (the offline commands)."""
         directory = Path(directory)
-        loaded = tuple(load_directory(directory, evaluator, schemas=schemas)) + (tuple(BUILTIN_POLICIES) if builtin else ())
+        problems: list[str] = []
+        try:
+            loaded = tuple(load_directory(directory, evaluator, schemas=schemas)) \
+                + (tuple(BUILTIN_POLICIES) if builtin else ())
+        except PolicyLoadError as exc:
+            problems, loaded = exc.problems, ()
+        found = None
+        if native and directory.is_dir():
+            try:
+                found = load_native(directory, evaluator, schemas) or None
+            except PolicyLoadError as exc:
+                problems += [p for p in exc.problems if p not in problems]
+        if problems:
+            raise PolicyLoadError(problems)
         try:
             actions.check(p.name for p in loaded)
         except ActionsError as exc:
             raise PolicyLoadError([f"{directory}: {exc}"]) from None
-        return cls(loaded, str(directory), actions=actions)
+        return cls(loaded, str(directory), actions=actions, native=found)
 
     def actions_for(self, policy: Policy, inp: PolicyInput) -> tuple[frozenset[str], str]:
         """The validation actions in force for ``policy`` on the review ``inp`` (an operator's

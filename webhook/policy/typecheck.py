@@ -67,6 +67,7 @@ class KindSchemas:
         self._schemas: dict[tuple[str, str], list[tuple[str, Mapping[str, Any]]]] = {}
         self.kinds: set[tuple[str, str]] = set()  # (group, kind) of every CRD given or bundled
         seen: dict[Any, list[Mapping[str, Any]]] = {}  # the CRDs taken, by name: one of equal CRDs
+        self._by_plural: dict[tuple[str, str], str] = {}  # (apiVersion, plural) -> kind
         for crd in [*crds, *(bundled_crds() if bundled else ())]:
             spec = crd.get("spec") if isinstance(crd, Mapping) else None
             if not isinstance(spec, Mapping):
@@ -81,7 +82,13 @@ class KindSchemas:
                 schema = ((version.get("schema") or {}).get("openAPIV3Schema")) if version.get("served", True) else None
                 if isinstance(schema, Mapping):
                     self._schemas.setdefault((group, kind), []).append((f"{group}/{version['name']}", schema))
+                    plural = (spec.get("names") or {}).get("plural", "")
+                    self._by_plural.setdefault((f"{group}/{version['name']}", plural), kind)
         self._types: dict[tuple[str, str], list[KindType]] = {}
+
+    def kind_of(self, api_version: str, plural: str) -> str | None:
+        """The kind a CRD serves as ``plural`` in ``api_version`` (None: no CRD here does)."""
+        return self._by_plural.get((api_version, plural))
 
     def types(self, group: str, kind: str) -> list[KindType]:
         key = (group, kind)

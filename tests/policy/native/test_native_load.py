@@ -1,0 +1,153 @@
+"""Native policies as the offline commands read them: a bad ValidatingAdmissionPolicy is an error
+naming file, line and field; the apiserver's type-check warnings are shown at load; what has no
+answer offline (the authorizer, a namespace the state does not show) is left out and named in
+the note; ``serve``'s policy set leaves native documents to the apiserver."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import textwrap
+from pathlib import Path
+
+from tests.support.cel import EVALUATOR
+from webhook.cli import main
+from webhook.policy import PolicySet
+
+POLICY = """\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: replicas}}
+spec:
+  failurePolicy: {failure}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [kubeai.org]
+      apiVersions: [v1]
+      operations: [CREATE, UPDATE]
+      resources: [models]
+    namespaceSelector:
+      matchLabels: {{team: ml}}
+  validations:
+  - expression: "object.spec.?maxReplicas.orValue(0) <= 3"
+    message: at most 3 replicas
+  - expression: "{second}"
+    message: the second rule
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: replicas}}
+spec:
+  policyName: replicas
+  validationActions: [Deny]
+"""
+
+MODEL = """\
+apiVersion: kubeai.org/v1
+kind: Model
+metadata: {name: llama, namespace: ml}
+spec: {features: [TextGeneration], url: "hf://org/m", engine: VLLM, minReplicas: 0, maxReplicas: 5}
+"""
+
+NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, labels: {team: ml}}\n"
+
+
+def validate(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["validate", "-j", "1", *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def setup(tmp: Path, policy: str, state: str | None = NAMESPACE) -> list[str]:
+    (tmp / "policies").mkdir()
+    (tmp / "policies" / "native.yaml").write_text(policy)
+    (tmp / "model.yaml").write_text(MODEL)
+    argv = ["--policies", str(tmp / "policies")]
+    if state is not None:
+        (tmp / "state").mkdir()
+        (tmp / "state" / "ns.yaml").write_text(state)
+        argv += ["--state", str(tmp / "state")]
+    return [*argv, str(tmp / "model.yaml")]
+
+
+def test_a_denial_in_the_apiservers_words(tmp_path: Path) -> None:
+    code, out, _ = validate("-o", "json", *setup(tmp_path, POLICY.format(failure="Fail", second="true")))
+    assert code == 1
+    [result] = json.loads(out)
+    message = ("ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: at most 3 replicas")
+    assert result["status"] == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'models.kubeai.org "llama" is forbidden: {message}', "reason": "Invalid",
+        "details": {"name": "llama", "group": "kubeai.org", "kind": "models", "causes": [{"message": message}]},
+        "code": 422}
+
+
+def test_a_bad_policy_names_file_line_and_field(tmp_path: Path) -> None:
+    code, _, err = validate(*setup(tmp_path, POLICY.format(failure="Maybe", second="true")))
+    assert code == 2
+    assert f"{tmp_path / 'policies' / 'native.yaml'}:5: spec.failurePolicy: Unsupported value: \"Maybe\"" in err
+
+
+def test_an_expression_that_does_not_compile(tmp_path: Path) -> None:
+    code, _, err = validate(*setup(tmp_path, POLICY.format(failure="Fail", second="object.spec.(")))
+    assert code == 2
+    assert ('native.yaml:17: spec.validations[1].expression: Invalid value: "object.spec.(": compilation failed: '
+            "ERROR: <input>:1:13: Syntax error: no viable alternative at input '.('") in err
+
+
+def test_type_check_warnings_at_load(tmp_path: Path) -> None:
+    code, _, err = validate(*setup(tmp_path, POLICY.format(failure="Fail", second="object.spec.nothere == 1")))
+    assert code == 1
+    assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:17: spec.validations[1].expression: kubeai.org/v1, "
+            "Kind=Model: ERROR: <input>:1:12: undefined field 'nothere'") in err
+
+
+def test_the_authorizer_is_unknown_offline(tmp_path: Path) -> None:
+    second = "authorizer.group('kubeai.org').resource('models').check('create').allowed()"
+    policy = POLICY.format(failure="Fail", second=second).replace("at most 3 replicas", "x").replace(
+        "<= 3", "<= 9")
+    code, out, err = validate(*setup(tmp_path, policy))
+    assert code == 0, out + err
+    assert "authorizer (1 rule)" in err
+
+
+def test_a_namespace_the_inputs_do_not_show_is_unknown(tmp_path: Path) -> None:
+    code, out, err = validate(*setup(tmp_path, POLICY.format(failure="Fail", second="true"), state=None))
+    assert code == 0, out + err
+    assert "Namespace ml (1 binding)" in err
+
+
+def test_serve_leaves_native_policies_to_the_apiserver(tmp_path: Path) -> None:
+    (tmp_path / "native.yaml").write_text(POLICY.format(failure="Fail", second="true"))
+    served = PolicySet.load(tmp_path, evaluator=EVALUATOR, builtin=False)
+    assert served.policies == () and served.native is None
+    offline = PolicySet.load(tmp_path, evaluator=EVALUATOR, builtin=False, native=True)
+    assert [p.name for p in offline.native.policies] == ["replicas"]
+
+
+def test_a_mutating_policy_is_named_not_evaluated(tmp_path: Path) -> None:
+    mutating = ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n"
+                "metadata: {name: add-label}\nspec: {}\n")
+    code, _, err = validate(*setup(tmp_path, mutating))
+    assert code == 0
+    assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:1: MutatingAdmissionPolicy add-label: not evaluated: "
+            "infergate does not run MutatingAdmissionPolicies offline yet") in err
+
+
+def test_params_among_the_inputs(tmp_path: Path) -> None:
+    """Without --state the inputs are the state: a ConfigMap among them is the params."""
+    policy = POLICY.format(failure="Fail", second="object.spec.?maxReplicas.orValue(0) <= int(params.data.max)")
+    policy = policy.replace("spec:\n  failurePolicy", "spec:\n  paramKind: {apiVersion: v1, kind: ConfigMap}\n"
+                            "  failurePolicy").replace("validationActions: [Deny]",
+                                                       "validationActions: [Deny]\n  paramRef: {name: limits, "
+                                                       "parameterNotFoundAction: Deny}").replace("<= 3", "<= 9")
+    argv = setup(tmp_path, policy, state=None)
+    (tmp_path / "more.yaml").write_text(NAMESPACE + "---\napiVersion: v1\nkind: ConfigMap\n"
+                                        "metadata: {name: limits, namespace: ml}\ndata: {max: '4'}\n")
+    code, out, err = validate("-o", "json", *argv, str(tmp_path / "more.yaml"))
+    assert code == 1, err
+    denied = [r for r in json.loads(out) if not r["allowed"]]
+    assert [r["status"]["details"]["causes"][0]["message"] for r in denied] == [
+        "ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: the second rule"]
