@@ -266,6 +266,10 @@ def main() -> int:
 
     policies = load_directory(policies_dir(), Evaluator())
     generated = export([p.definition for p in policies], kind_resources(known_kinds()))
+    # the same without infergate's prediction of the apiserver's type check: its VAPs (unbound,
+    # so they judge nothing) show which rules the apiserver warns of
+    unchecked = [o for o in export([p.definition for p in policies], kind_resources(known_kinds()),
+                                   type_check=False).objects if o["kind"] == "ValidatingAdmissionPolicy"]
     crds = install_crds(cluster)
     kinds = resources()
 
@@ -281,6 +285,9 @@ def main() -> int:
         for ns in namespaces:
             cluster.kubectl("create", "namespace", ns, check=False)
         cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
+                        stdin=yaml.safe_dump_all(unchecked))
+        type_checking_unchecked = wait_type_checking(cluster, unchecked)
+        cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
                         stdin=yaml.safe_dump_all(applied))
         type_checking = wait_type_checking(cluster, [o for o in applied if o["kind"] == "ValidatingAdmissionPolicy"])
         wait_enforced(cluster, kinds)
@@ -291,7 +298,8 @@ def main() -> int:
             if a.get("answer") != b.get("answer"):
                 raise SystemExit(f"{a['source']} {a['name']}: two answers differ:\n{a.get('answer')}\n{b.get('answer')}")
     finally:
-        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump_all(applied), check=False)
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump_all(applied + [
+            o for o in unchecked if o["metadata"]["name"] not in {a["metadata"]["name"] for a in applied}]), check=False)
         for ns in namespaces:
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
 
@@ -306,6 +314,8 @@ def main() -> int:
         },
         "generated": generated.objects,
         "typeChecking": type_checking,
+        # the VAPs exported without infergate's own type check (unbound): what the apiserver warns of
+        "typeCheckingWithoutTheCheck": type_checking_unchecked,
         "cases": first,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)

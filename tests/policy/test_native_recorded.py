@@ -116,6 +116,19 @@ def test_the_apiserver_type_checked_every_policy_without_a_warning():
         assert not (checking or {}).get("expressionWarnings"), (name, checking)
 
 
+def test_the_rules_kept_for_the_type_check_are_those_the_apiserver_warns_of():
+    """Exported without infergate's type check, exactly the VAPs of the rules it keeps for it got
+    expression warnings from the apiserver."""
+    policies = load_directory(policies_dir(), EVALUATOR)
+    kept = export([p.definition for p in policies], kind_resources(known_kinds())).kept
+    predicted = {f"infergate-{k.policy}" + ("-warn" if k.rule.startswith("warnings") else "")
+                 for k in kept if "type-check" in k.reason}
+    assert predicted
+    warned = {name for name, checking in recorded()["typeCheckingWithoutTheCheck"].items()
+              if (checking or {}).get("expressionWarnings")}
+    assert warned == predicted
+
+
 def test_the_scenarios_reach_every_exported_validation():
     """The recorded scenarios deny through every exported validation at least once."""
     denied_by = {(m["policy"], m["message"]) for c in cases()

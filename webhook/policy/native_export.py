@@ -13,6 +13,8 @@ variables its rules read. Every other rule stays with the webhook, named with th
 (``Kept``). The reasons, each decided from the expression's syntax tree:
 
 - it reads ``lookups`` (cluster state), directly, through a variable or a match condition;
+- it does not type-check as the apiserver checks a VAP (``TypeCheck``: its status would carry
+  an expression warning);
 - it calls a function the apiserver's CEL environment lacks (``webhook.cel.checker.declarations``:
   the Kubernetes 1.36 base environment);
 - its ``reason`` is not one a VAP may give (Forbidden, Invalid, RequestEntityTooLarge:
@@ -36,11 +38,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from webhook.cel.checker.checker import check
 from webhook.cel.checker.declarations import functions
+from webhook.cel.common.decl import DeclType
+from webhook.cel.common.types import BOOL, DYN, STRING, CelType
+from webhook.cel.crd import object_types
 from webhook.cel.syntax import ast
-from webhook.cel.syntax.parser import parse_with_spans
+from webhook.cel.syntax.parser import format_errors, parse, parse_with_spans
 from webhook.policy.actions import ActionOverrides, ordered
 from webhook.policy.model import AdmissionPolicy, ResourceRule
+from webhook.policy.typecheck import KindSchemas, KindType, matched_types, shipped_schemas
 from webhook.state.selectors import Requirement, Selector
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -359,6 +366,70 @@ def _patch_rewrite(source: str, patch_type: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
+# Type checking as the apiserver does it for a VAP's status.typeChecking
+
+
+_VARIABLES_TYPE = "kubernetes.variables"
+
+
+class TypeCheck:
+    """A policy's expressions checked as the apiserver checks a VAP against each matched kind's
+    schema: ``variables`` typed by their expressions (in order; one that does not check is
+    ``dyn``), aggregate literals homogeneous. (infergate's own load-time check is looser: its
+    policies may mix types in literals, and its variables are ``dyn``.) An expression passes
+    for a kind when it checks against one of that kind's schema variants."""
+
+    def __init__(self, policy: AdmissionPolicy, schemas: KindSchemas) -> None:
+        self.targets = matched_types(policy, schemas)
+        self.variables = [(v.name, v.expression) for v in policy.spec.variables]
+        self._scopes: dict[int, tuple[dict[str, CelType], dict[str, DeclType]]] = {}
+
+    def _scope(self, index: int) -> tuple[dict[str, CelType], dict[str, DeclType]]:
+        scope = self._scopes.get(index)
+        if scope is not None:
+            return scope
+        target: KindType | None = self.targets[index]
+        names: dict[str, CelType] = {n: DYN for n in ("request", "namespaceObject", "params", "authorizer")}
+        objects: dict[str, DeclType] = {}
+        if target is not None:
+            names["object"] = names["oldObject"] = target.decl.cel
+            objects = dict(object_types(target.decl))
+        else:
+            names["object"] = names["oldObject"] = DYN
+        fields: dict[str, DeclType] = {}
+        variables = DeclType(CelType("object", name=_VARIABLES_TYPE), fields=fields)
+        objects[_VARIABLES_TYPE] = variables
+        names["variables"] = variables.cel
+        for name, source in self.variables:
+            checked = check(parse(source), names, objects, validate_literals=True)
+            fields[name] = DeclType(DYN if checked.errors else checked.result_type)
+        self._scopes[index] = scope = (names, objects)
+        return scope
+
+    def problem(self, source: str, expected: CelType | None) -> str | None:
+        """The first problem of ``source`` as the apiserver would warn of it, or None."""
+        parsed = parse(source)
+        by_kind: dict[Any, list[int]] = {}
+        for i, target in enumerate(self.targets):
+            by_kind.setdefault((target.api_version, target.kind) if target is not None else None, []).append(i)
+        for key, indexes in by_kind.items():
+            first = None
+            for i in indexes:
+                names, objects = self._scope(i)
+                checked = check(parsed, names, objects, validate_literals=True)
+                if checked.errors:
+                    first = first or format_errors(source, checked.errors)
+                elif expected is not None and checked.result_type not in (expected, DYN):
+                    first = first or f"must evaluate to {expected}, not {checked.result_type}"
+                else:
+                    break
+            else:
+                prefix = f"apiVersion={key[0]}, kind={key[1]}: " if key is not None else ""
+                return prefix + str(first).splitlines()[0].removeprefix("ERROR: <input>:")
+        return None
+
+
+# ---------------------------------------------------------------------------------------
 # A policy
 
 
@@ -384,8 +455,10 @@ def _params_reason(policy: AdmissionPolicy) -> str | None:
 
 
 def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], KindResource],
-                  overrides: ActionOverrides, result: Export) -> None:
+                  overrides: ActionOverrides, result: Export, schemas: KindSchemas | None = None,
+                  type_check: bool = True) -> None:
     spec = policy.spec
+    typed = TypeCheck(policy, schemas if schemas is not None else shipped_schemas())
     name = policy.metadata.name
     params_reason = _params_reason(policy)
 
@@ -431,6 +504,24 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
     warnings = [rule(f"warnings[{i}]", [w.expression] + ([w.messageExpression] if w.messageExpression else []))
                 for i, w in enumerate(spec.warnings)]
     mutations = [rule(f"mutations[{i}]", [m.expression]) for i, m in enumerate(spec.mutations)]
+
+    def type_problems(r: _Rule, checks: list[tuple[str, CelType | None]]) -> None:
+        for name in [v.name for v in spec.variables if v.name in r.variables]:
+            problem = typed.problem(next(v.expression for v in spec.variables if v.name == name), None)
+            if problem:
+                r.reasons.append(f"variables.{name} does not type-check as the apiserver checks a VAP: {problem}")
+        for source, expected in checks:
+            problem = typed.problem(source, expected)
+            if problem:
+                r.reasons.append(f"does not type-check as the apiserver checks a VAP: {problem}")
+
+    for r, rule_spec in list(zip(validations, spec.validations)) + list(zip(warnings, spec.warnings)):
+        if not r.reasons and type_check:
+            type_problems(r, [(rule_spec.expression, BOOL)] +
+                          ([(rule_spec.messageExpression, STRING)] if rule_spec.messageExpression else []))
+    for r, a in zip(annotations, spec.auditAnnotations):
+        if not r.reasons and type_check:
+            type_problems(r, [(a.valueExpression, None)])
 
     for r, v in zip(validations, spec.validations):
         if v.reason not in VAP_REASONS:
@@ -594,9 +685,13 @@ def _bindings(vap_name: str, regions: list[tuple[list[list[Requirement]] | None,
 
 
 def export(policies: Iterable[AdmissionPolicy], resources: Mapping[tuple[str, str], KindResource],
-           overrides: ActionOverrides | None = None) -> Export:
-    """The VAPs, MAPs and bindings of ``policies``, and the rules that stay with the webhook."""
+           overrides: ActionOverrides | None = None, schemas: KindSchemas | None = None,
+           type_check: bool = True) -> Export:
+    """The VAPs, MAPs and bindings of ``policies``, and the rules that stay with the webhook.
+    ``schemas``: the kinds' schemas the apiserver type-checks against (default: the bundled
+    CRDs'); ``type_check=False`` exports rules the apiserver's type check would warn of (what the
+    recorder asks the apiserver about, to show the check keeps exactly those)."""
     result = Export()
     for policy in policies:
-        export_policy(policy, resources, overrides or ActionOverrides(), result)
+        export_policy(policy, resources, overrides or ActionOverrides(), result, schemas, type_check)
     return result
