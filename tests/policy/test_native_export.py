@@ -136,6 +136,10 @@ def test_the_reasons_rules_stay(shipped):
     assert "reads lookups.classes (cluster state)" == kept[("inferenceservice-defaults", "mutations[0]")]
     assert "(dataKey)" in kept[("kubeai-model-system-config", "validations[0]")]  # through variables.resourceProfiles
     assert kept[("kubeai-model-files", "validations[1]")].startswith("validationStage Mutating")
+    # a list literal of an int and lists: infergate's check allows it, the apiserver's would warn
+    assert kept[("inferencemodelrewrite-weights", "warnings[0]")].startswith(
+        "variables.mixed does not type-check as the apiserver checks a VAP: apiVersion=llm-d.ai/v1alpha2, "
+        "kind=InferenceModelRewrite: 3:45: expected type 'int' but found 'list(string)'")
     # the rule of the same policy that reads no params is exported
     assert ("kubeai-model-system-config", "warnings[0]") not in kept
     assert ("kubeai-model-engine", "validations[0]") not in kept
