@@ -94,7 +94,6 @@ class Kept:
 class Export:
     objects: list[dict[str, Any]] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
-    exported: dict[str, list[str]] = field(default_factory=dict)  # policy -> rules exported
 
     def as_list(self) -> dict[str, Any]:
         """The objects as a ``v1`` ``List`` (what ``kubectl get -o json`` prints)."""
@@ -201,8 +200,7 @@ def _resource_rules(rules: Sequence[ResourceRule], resources: Mapping[tuple[str,
                     if found is None:
                         return [], f"kind {group or 'core'}/{kind}: no bundled CRD names its resource"
                     plurals = [found.plural]
-                names = [p if p == "*" else p for p in plurals]
-                names += [f"{p}/{s}" for p in plurals for s in rule.subresources]
+                names = plurals + [f"{p}/{s}" for p in plurals for s in rule.subresources]
                 out.append({"apiGroups": [group], "apiVersions": ["*"], "operations": operations,
                             "resources": names, "scope": "*"})
     return out, None
@@ -436,6 +434,7 @@ class TypeCheck:
 @dataclass
 class _Rule:
     name: str             # validations[0]
+    index: int            # its place in its section
     sources: list[str]    # the expressions it evaluates
     reasons: list[str]
     variables: set[str]   # every variable it reads, transitively
@@ -483,7 +482,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
             for d in deps:
                 variables |= {d} | var_deps[d]
                 needs.add(var_needs[d])
-        return _Rule(label, sources, needs.reasons(params_reason), variables)
+        return _Rule(label, int(label.rpartition("[")[2][:-1]), sources, needs.reasons(params_reason), variables)
 
     # what keeps the whole policy: its kinds, its match conditions
     whole: list[str] = []
@@ -552,14 +551,10 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
         except NotLiteral as exc:
             r.reasons.append(f"{m.patchType} {exc}")
 
-    exported: list[str] = []
     for r in validations + warnings + annotations + mutations:
         reasons = whole + r.reasons
         if reasons:
             result.kept.append(Kept(name, r.name, "; ".join(reasons)))
-        else:
-            exported.append(r.name)
-    result.exported[name] = exported
     if whole:
         return
 
@@ -606,10 +601,10 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
         vap_name = f"{PREFIX}{name}"
         body = common(denying + annotating)
         if denying:
-            body["validations"] = [_validation(spec.validations[int(r.name.split("[")[1][:-1])]) for r in denying]
+            body["validations"] = [_validation(spec.validations[r.index]) for r in denying]
         if annotating:
-            body["auditAnnotations"] = [{"key": spec.auditAnnotations[int(r.name.split("[")[1][:-1])].key,
-                                         "valueExpression": spec.auditAnnotations[int(r.name.split("[")[1][:-1])].valueExpression}
+            body["auditAnnotations"] = [{"key": spec.auditAnnotations[r.index].key,
+                                         "valueExpression": spec.auditAnnotations[r.index].valueExpression}
                                         for r in annotating]
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy",
                                "metadata": meta(vap_name), "spec": body})
@@ -625,7 +620,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
     if warning:
         vap_name = f"{PREFIX}{name}{WARN_SUFFIX}"
         body = common(warning)
-        body["validations"] = [_validation(spec.warnings[int(r.name.split("[")[1][:-1])]) for r in warning]
+        body["validations"] = [_validation(spec.warnings[r.index]) for r in warning]
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy",
                                "metadata": meta(vap_name), "spec": body})
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
@@ -642,7 +637,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
             body["matchConstraints"] = _match_constraints(policy, map_rules)
             body["mutations"] = []
             for r in mutating:
-                m = spec.mutations[int(r.name.split("[")[1][:-1])]
+                m = spec.mutations[r.index]
                 key = "jsonPatch" if m.patchType == "JSONPatch" else "applyConfiguration"
                 body["mutations"].append({"patchType": m.patchType, key: {"expression": patches[r.name]}})
             body["reinvocationPolicy"] = REINVOCATION
