@@ -10,7 +10,7 @@ wrote. Usage::
 What it does, in order:
 
 1. installs the CRDs the scenarios' kinds need (``chart/crds``, ``chart/files/crds/upstream``, and
-   GIE's seed-era InferencePool/InferenceModel v1alpha2 from ``chart/files/crds/legacy``) unless a
+   GIE's seed-era InferencePool/InferenceModel v1alpha1 (as the e2e suite installs them) from ``chart/files/crds/legacy``) unless a
    CRD of that name is already there (a shared cluster: it is used as it is, and recorded);
 2. applies the generated objects (``kubectl apply --server-side``), each binding narrowed by an
    ``objectSelector`` on the label ``infergate.io/recorded-by: native-policies`` so no other
@@ -58,8 +58,8 @@ LABEL = "infergate.io/recorded-by"
 LABEL_VALUE = "native-policies"
 MANAGER = "infergate-native-policies-recorder"
 NAMESPACE_PREFIX = "native-"
-LEGACY = ("inference.networking.x-k8s.io_inferencepools_v1alpha2-gie-v1.4.0.yaml",
-          "inference.networking.x-k8s.io_inferencemodels_v1alpha2-gie-v0.5.1.yaml")
+LEGACY = ("inference.networking.x-k8s.io_inferencepools_v1alpha1-gie-v0.1.0.yaml",
+          "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml")
 
 
 class Cluster:
