@@ -87,7 +87,11 @@ class Cluster:
         raw = response.read()
         warnings = [warning_text(v) for k, v in response.getheaders() if k.lower() == "warning"]
         conn.close()
-        return response.status, json.loads(raw) if raw else None, warnings
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:  # e.g. "404 page not found" for a group no CRD serves
+            body = {"message": raw.decode(errors="replace").strip()}
+        return response.status, body, warnings
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         out = subprocess.run([self.kubectl_path, "--kubeconfig", str(self.kubeconfig), *args],
@@ -284,9 +288,17 @@ def main() -> int:
     try:
         for ns in namespaces:
             cluster.kubectl("create", "namespace", ns, check=False)
-        cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
-                        stdin=yaml.safe_dump_all(unchecked))
-        type_checking_unchecked = wait_type_checking(cluster, unchecked)
+        type_checking_unchecked: dict[str, Any] = {}
+        accepted = []
+        for vap in unchecked:
+            out = cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
+                                  stdin=yaml.safe_dump(vap), check=False)
+            if out.returncode != 0:
+                type_checking_unchecked[vap["metadata"]["name"]] = {"rejected": out.stderr.strip()}
+            else:
+                accepted.append(vap)
+        for name, checking in wait_type_checking(cluster, accepted).items():
+            type_checking_unchecked[name] = {"typeChecking": checking}
         cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
                         stdin=yaml.safe_dump_all(applied))
         type_checking = wait_type_checking(cluster, [o for o in applied if o["kind"] == "ValidatingAdmissionPolicy"])
@@ -314,7 +326,8 @@ def main() -> int:
         },
         "generated": generated.objects,
         "typeChecking": type_checking,
-        # the VAPs exported without infergate's own type check (unbound): what the apiserver warns of
+        # the VAPs exported without infergate's own type check (unbound): what the apiserver
+        # refuses ({rejected: kubectl's error}) or warns of ({typeChecking: ...})
         "typeCheckingWithoutTheCheck": type_checking_unchecked,
         "cases": first,
     }

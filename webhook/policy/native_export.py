@@ -13,8 +13,8 @@ variables its rules read. Every other rule stays with the webhook, named with th
 (``Kept``). The reasons, each decided from the expression's syntax tree:
 
 - it reads ``lookups`` (cluster state), directly, through a variable or a match condition;
-- it does not type-check as the apiserver checks a VAP (``TypeCheck``: its status would carry
-  an expression warning);
+- it does not type-check as the apiserver checks a VAP (``TypeCheck``: the apiserver would
+  refuse the VAP, or its status would carry an expression warning);
 - it calls a function the apiserver's CEL environment lacks (``webhook.cel.checker.declarations``:
   the Kubernetes 1.36 base environment);
 - its ``reason`` is not one a VAP may give (Forbidden, Invalid, RequestEntityTooLarge:
@@ -371,22 +371,32 @@ _VARIABLES_TYPE = "kubernetes.variables"
 
 
 class TypeCheck:
-    """A policy's expressions checked as the apiserver checks a VAP against each matched kind's
-    schema: ``variables`` typed by their expressions (in order; one that does not check is
-    ``dyn``), aggregate literals homogeneous. (infergate's own load-time check is looser: its
-    policies may mix types in literals, and its variables are ``dyn``.) An expression passes
-    for a kind when it checks against one of that kind's schema variants."""
+    """A policy's expressions checked as the apiserver checks a VAP, twice
+    (``apiserver/pkg/admission/plugin/policy/validating/typechecking.go``, ``cel/composition.go``):
+
+    - when it is written (API validation): every expression, variables included, with ``object``
+      and ``oldObject`` of type ``dyn``; an error refuses the VAP;
+    - for ``status.typeChecking``: the validations' expressions and message expressions against
+      each matched kind's schema; an error is an expression warning. A variable is typed by its
+      expression there, ``dyn`` when that does not check (the apiserver warns of no variable).
+
+    Both with aggregate literals of one type, and ``variables`` typed by their expressions (in
+    order). infergate's own load-time check is looser: its policies may mix types in literals,
+    and its variables are ``dyn``. An expression passes for a kind when it checks against one of
+    that kind's schema variants."""
 
     def __init__(self, policy: AdmissionPolicy, schemas: KindSchemas) -> None:
-        self.targets = matched_types(policy, schemas)
+        self.targets: list[KindType | None] = [t for t in matched_types(policy, schemas) if t is not None]
         self.variables = [(v.name, v.expression) for v in policy.spec.variables]
-        self._scopes: dict[int, tuple[dict[str, CelType], dict[str, DeclType]]] = {}
+        self._scopes: dict[int, tuple[dict[str, CelType], dict[str, DeclType], dict[str, str]]] = {}
 
-    def _scope(self, index: int) -> tuple[dict[str, CelType], dict[str, DeclType]]:
+    def _scope(self, index: int) -> tuple[dict[str, CelType], dict[str, DeclType], dict[str, str]]:
+        """Names and object types for target ``index`` (-1: the ``dyn`` object of API
+        validation), and each variable's problem there."""
         scope = self._scopes.get(index)
         if scope is not None:
             return scope
-        target: KindType | None = self.targets[index]
+        target = self.targets[index] if index >= 0 else None
         names: dict[str, CelType] = {n: DYN for n in ("request", "namespaceObject", "params", "authorizer")}
         objects: dict[str, DeclType] = {}
         if target is not None:
@@ -398,33 +408,48 @@ class TypeCheck:
         variables = DeclType(CelType("object", name=_VARIABLES_TYPE), fields=fields)
         objects[_VARIABLES_TYPE] = variables
         names["variables"] = variables.cel
+        problems: dict[str, str] = {}
         for name, source in self.variables:
             checked = check(parse(source), names, objects, validate_literals=True)
+            if checked.errors:
+                problems[name] = _first_line(format_errors(source, checked.errors))
             fields[name] = DeclType(DYN if checked.errors else checked.result_type)
-        self._scopes[index] = scope = (names, objects)
+        self._scopes[index] = scope = (names, objects, problems)
         return scope
 
+    def variable_problem(self, name: str) -> str | None:
+        """Why the apiserver would refuse the variable ``name`` (API validation), or None."""
+        problem = self._scope(-1)[2].get(name)
+        return f"refused: {problem}" if problem else None
+
     def problem(self, source: str, expected: CelType | None) -> str | None:
-        """The first problem of ``source`` as the apiserver would warn of it, or None."""
+        """Why the apiserver would refuse ``source`` or warn of it, or None."""
         parsed = parse(source)
-        by_kind: dict[Any, list[int]] = {}
+        names, objects, _ = self._scope(-1)
+        checked = check(parsed, names, objects, validate_literals=True)
+        if checked.errors:
+            return f"refused: {_first_line(format_errors(source, checked.errors))}"
+        by_kind: dict[tuple[str, str], list[int]] = {}
         for i, target in enumerate(self.targets):
-            by_kind.setdefault((target.api_version, target.kind) if target is not None else None, []).append(i)
-        for key, indexes in by_kind.items():
+            by_kind.setdefault((target.api_version, target.kind), []).append(i)
+        for (api_version, kind), indexes in by_kind.items():
             first = None
             for i in indexes:
-                names, objects = self._scope(i)
+                names, objects, _ = self._scope(i)
                 checked = check(parsed, names, objects, validate_literals=True)
                 if checked.errors:
-                    first = first or format_errors(source, checked.errors)
+                    first = first or _first_line(format_errors(source, checked.errors))
                 elif expected is not None and checked.result_type not in (expected, DYN):
                     first = first or f"must evaluate to {expected}, not {checked.result_type}"
                 else:
                     break
             else:
-                prefix = f"apiVersion={key[0]}, kind={key[1]}: " if key is not None else ""
-                return prefix + str(first).splitlines()[0].removeprefix("ERROR: <input>:")
+                return f"an expression warning for apiVersion={api_version}, kind={kind}: {first}"
         return None
+
+
+def _first_line(errors: str) -> str:
+    return errors.splitlines()[0].removeprefix("ERROR: <input>:")
 
 
 # ---------------------------------------------------------------------------------------
@@ -495,6 +520,10 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
         beyond = sorted(found.roots - _MATCH_CONDITION_ROOTS)
         if beyond:
             reasons.append(f"reads {', '.join(beyond)}, which a VAP's matchConditions do not see")
+        if type_check and not reasons:
+            problem = typed.problem(condition.expression, None)
+            if problem and problem.startswith("refused"):
+                reasons.append(f"does not type-check as the apiserver checks a VAP: {problem}")
         whole += [f"matchConditions[{i}] {r}" for r in reasons]
 
     validations = [rule(f"validations[{i}]", [v.expression] + ([v.messageExpression] if v.messageExpression else []))
@@ -506,7 +535,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
 
     def type_problems(r: _Rule, checks: list[tuple[str, CelType | None]]) -> None:
         for name in [v.name for v in spec.variables if v.name in r.variables]:
-            problem = typed.problem(next(v.expression for v in spec.variables if v.name == name), None)
+            problem = typed.variable_problem(name)
             if problem:
                 r.reasons.append(f"variables.{name} does not type-check as the apiserver checks a VAP: {problem}")
         for source, expected in checks:
@@ -648,6 +677,8 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
 
 
 def _validation(rule: Any) -> dict[str, Any]:
+    """A VAP validation: no ``fieldPath`` (a VAP's Validation has none: the apiserver refuses
+    the field; the webhook's prefix of the message by the field is lost, the message kept)."""
     out: dict[str, Any] = {"expression": rule.expression}
     if rule.message:
         out["message"] = rule.message
@@ -656,9 +687,6 @@ def _validation(rule: Any) -> dict[str, Any]:
     reason = getattr(rule, "reason", None)
     if reason is not None and reason != "Invalid":
         out["reason"] = reason
-    field_path = getattr(rule, "fieldPath", None)
-    if field_path:
-        out["fieldPath"] = field_path
     return out
 
 
