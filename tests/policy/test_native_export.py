@@ -135,7 +135,8 @@ def test_the_reasons_rules_stay(shipped):
         "RequestEntityTooLarge")
     assert "reads lookups.classes (cluster state)" == kept[("inferenceservice-defaults", "mutations[0]")]
     assert "(dataKey)" in kept[("kubeai-model-system-config", "validations[0]")]  # through variables.resourceProfiles
-    assert kept[("kubeai-model-files", "validations[1]")].startswith("validationStage Mutating")
+    assert kept[("kubeai-model-files", "validations[0]")] == (
+        "validationStage Mutating: judged before the schema, where a VAP runs after it")
     # a list literal of an int and lists: infergate's check allows it, the apiserver's would warn
     assert kept[("inferencemodelrewrite-weights", "warnings[0]")] == (
         "variables.mixed does not type-check as the apiserver checks a VAP: refused: 3:45: expected type 'dyn' "
