@@ -248,8 +248,21 @@ def test_what_a_binding_cannot_express_stays(tmp_path):
     - patchType: ApplyConfiguration
       expression: "{'spec': {'engine': 'VLLM'}}"
 """)
+    (tmp_path / "on-delete.yaml").write_text("""\
+apiVersion: policy.infergate.io/v1alpha1
+kind: AdmissionPolicy
+metadata: {name: on-delete}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [kubeai.org], kinds: [Model], operations: [DELETE]}]
+  mutations:
+    - patchType: ApplyConfiguration
+      expression: "{'spec': {'engine': 'VLLM'}}"
+""")
     out = native_policies("--policies", str(tmp_path), "--policy-actions", "class-check=Warn@team=a")
     kept = kept_of(out)
+    assert kept[("on-delete", "mutations[0]")] == \
+        "the policy matches no CREATE or UPDATE, the only operations a MAP mutates"
     assert "cluster-scoped ai.deckhouse.io/InferenceServiceClass" in kept[("class-check", "validations[0]")]
     assert "sets a list (Object.spec.features)" in kept[("list-apply", "mutations[0]")]
     assert "not a list literal" in kept[("list-apply", "mutations[1]")]

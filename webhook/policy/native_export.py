@@ -571,8 +571,11 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
             r.reasons.append(f"--policy-actions splits into {region_terms} namespace regions (more than "
                              f"{MAX_BINDINGS} bindings)")
 
+    map_rules, _ = _resource_rules(spec.matchConstraints.resourceRules, resources, MUTATING_OPERATIONS)
     patches: dict[str, str] = {}
     for r, m in zip(mutations, spec.mutations):
+        if not map_rules and not problem:
+            r.reasons.append("the policy matches no CREATE or UPDATE, the only operations a MAP mutates")
         if r.reasons:
             continue
         try:
@@ -658,22 +661,20 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
 
     # the MAP of the mutations
     mutating = out(mutations)
-    if mutating:
-        map_rules, _ = _resource_rules(spec.matchConstraints.resourceRules, resources, MUTATING_OPERATIONS)
-        if map_rules:
-            map_name = f"{PREFIX}{name}"
-            body = common(mutating)
-            body["matchConstraints"] = _match_constraints(policy, map_rules)
-            body["mutations"] = []
-            for r in mutating:
-                m = spec.mutations[r.index]
-                key = "jsonPatch" if m.patchType == "JSONPatch" else "applyConfiguration"
-                body["mutations"].append({"patchType": m.patchType, key: {"expression": patches[r.name]}})
-            body["reinvocationPolicy"] = REINVOCATION
-            result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicy",
-                                   "metadata": meta(map_name), "spec": body})
-            result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicyBinding",
-                                   "metadata": meta(map_name), "spec": {"policyName": map_name, **param_ref(body)}})
+    if mutating:  # (map_rules is not empty: else every mutation stayed)
+        map_name = f"{PREFIX}{name}"
+        body = common(mutating)
+        body["matchConstraints"] = _match_constraints(policy, map_rules)
+        body["mutations"] = []
+        for r in mutating:
+            m = spec.mutations[r.index]
+            key = "jsonPatch" if m.patchType == "JSONPatch" else "applyConfiguration"
+            body["mutations"].append({"patchType": m.patchType, key: {"expression": patches[r.name]}})
+        body["reinvocationPolicy"] = REINVOCATION
+        result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicy",
+                               "metadata": meta(map_name), "spec": body})
+        result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicyBinding",
+                               "metadata": meta(map_name), "spec": {"policyName": map_name, **param_ref(body)}})
 
 
 def _validation(rule: Any) -> dict[str, Any]:
