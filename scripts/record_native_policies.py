@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO))
 
 from webhook.cel import Evaluator  # noqa: E402
 from webhook.policy import load_directory  # noqa: E402
+from webhook.policy.actions import parse_overrides  # noqa: E402
 from webhook.policy.native_export import export, kind_resources  # noqa: E402
 from webhook.schema.bundled import known_kinds  # noqa: E402
 from webhook.shipped_data import policies_dir  # noqa: E402
@@ -58,6 +59,10 @@ LABEL = "infergate.io/recorded-by"
 LABEL_VALUE = "native-policies"
 MANAGER = "infergate-native-policies-recorder"
 NAMESPACE_PREFIX = "native-"
+# operators' overrides recorded in a second phase: a namespace-scoped one (two bindings, one per
+# region) and one for every namespace, on the KubeAI Models' policies, in two namespaces
+OVERRIDES = ["kubeai-model-engine=Warn,Audit@team=research", "kubeai-model-engine-matrix=Warn"]
+OVERRIDE_NAMESPACES = {"research": {"team": "research"}, "elsewhere": {}}
 LEGACY = ("inference.networking.x-k8s.io_inferencepools_v1alpha1-gie-v0.1.0.yaml",
           "inference.networking.x-k8s.io_inferencemodels_v1alpha1.yaml")
 
@@ -309,9 +314,11 @@ def main() -> int:
         for a, b in zip(first, second):
             if a.get("answer") != b.get("answer"):
                 raise SystemExit(f"{a['source']} {a['name']}: two answers differ:\n{a.get('answer')}\n{b.get('answer')}")
+        overridden = record_overrides(cluster, kinds, policies, applied, first, namespaces)
     finally:
-        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump_all(applied + [
-            o for o in unchecked if o["metadata"]["name"] not in {a["metadata"]["name"] for a in applied}]), check=False)
+        names = {(o["kind"], o["metadata"]["name"]) for o in applied}
+        extra = [o for o in unchecked + overridden_objects if (o["kind"], o["metadata"]["name"]) not in names]
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", stdin=yaml.safe_dump_all(applied + extra), check=False)
         for ns in namespaces:
             cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=false", check=False)
 
@@ -330,12 +337,50 @@ def main() -> int:
         # refuses ({rejected: kubectl's error}) or warns of ({typeChecking: ...})
         "typeCheckingWithoutTheCheck": type_checking_unchecked,
         "cases": first,
+        "overrides": overridden,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text("# Recorded by scripts/record_native_policies.py; read by tests/policy/test_native_recorded.py\n"
                    + yaml.safe_dump(recorded, sort_keys=False, allow_unicode=True, width=1000))
     print(f"wrote {OUT.relative_to(REPO)}: {len(first)} scenarios", file=sys.stderr)
     return 0
+
+
+overridden_objects: list[dict[str, Any]] = []  # what the override phase applied (deleted at the end)
+
+
+def record_overrides(cluster: Cluster, kinds: dict[tuple[str, str], Any], policies: list[Any],
+                     applied: list[dict[str, Any]], first: list[dict[str, Any]], namespaces: list[str]) -> dict[str, Any]:
+    """The KubeAI Model scenarios again, with ``OVERRIDES``' bindings in place of the policies' own,
+    in a namespace the namespace-scoped override selects and in one it does not."""
+    generated = export([p.definition for p in policies], kind_resources(known_kinds()), parse_overrides(OVERRIDES)).objects
+    changed = [o for o in narrowed(generated) if o not in applied]
+    overridden_objects.extend(changed)
+    for name, labels in OVERRIDE_NAMESPACES.items():
+        namespace = NAMESPACE_PREFIX + name
+        namespaces.append(namespace)
+        manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
+        cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-", stdin=yaml.safe_dump(manifest))
+    cluster.kubectl("apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-", stdin=yaml.safe_dump_all(changed))
+    models = [s for s in scenarios() if s["object"].get("kind") == "Model" and s["operation"] == "CREATE"]
+    # in force when a Model each policy denied is admitted (with the warning) where the override says Warn
+    probes = [(next(c for c in first if c.get("answer") and f"'infergate-{policy}'" in c["answer"].get("message", "")), ns)
+              for policy, ns in (("kubeai-model-engine", "research"), ("kubeai-model-engine-matrix", "elsewhere"))]
+    deadline = time.monotonic() + 120
+    while not all(send(cluster, {**case, "namespace": ns}, kinds)["answer"]["allowed"] for case, ns in probes):
+        if time.monotonic() > deadline:
+            raise SystemExit("the overrides' bindings are not in force after 120s")
+        time.sleep(1)
+    cases = []
+    for _ in range(2):
+        cases.append([{"source": s["source"], "name": s["name"], "operation": s["operation"],
+                       **send(cluster, {**s, "namespace": ns}, kinds)} for ns in OVERRIDE_NAMESPACES for s in models])
+    if cases[0] != cases[1]:
+        raise SystemExit("the override phase's two answers differ")
+    namespace_objects = [{"apiVersion": "v1", "kind": "Namespace",
+                          "metadata": {"name": NAMESPACE_PREFIX + n, "labels": {"kubernetes.io/metadata.name": NAMESPACE_PREFIX + n, **labels}}}
+                         for n, labels in OVERRIDE_NAMESPACES.items()]
+    return {"given": OVERRIDES, "namespaces": namespace_objects, "generated": generated, "cases": cases[0]}
 
 
 def wait_type_checking(cluster: Cluster, vaps: list[dict[str, Any]], deadline_seconds: float = 120) -> dict[str, Any]:

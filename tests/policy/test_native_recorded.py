@@ -11,11 +11,14 @@ with those answers as the oracle:
 - every denial by a generated policy is one of infergate's denials by the rule exported there,
   with the same message after the apiserver's prefix; every exported rule that denies offline
   was denied by a generated policy; warnings likewise; the object the apiserver admitted is the
-  one infergate's mutations give.
+  one infergate's mutations give;
+- with operators' overrides (``--policy-actions``), each failure is met by the binding of the
+  request's namespace region with the actions the webhook chooses there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from functools import cache
 from pathlib import Path
@@ -27,12 +30,14 @@ from webhook.admission.chain import AdmissionChain
 from webhook.cel import Evaluator
 from webhook.offline.validate import judge_document
 from webhook.policy import PolicySet, load_directory
+from webhook.policy.actions import parse_overrides
 from webhook.policy.native_export import export, kind_resources
 from webhook.policy.typecheck import KindSchemas
 from webhook.schema.bundled import known_kinds
 from webhook.schema.registry import CRDRegistry
 from webhook.shipped_data import policies_dir
 from webhook.state import PRESENCE, FileState
+from webhook.state.selectors import from_label_selector
 from tests.support.paths import REPO
 
 RECORDED = REPO / "tests" / "conformance" / "native-policies" / "recorded.yaml"
@@ -50,9 +55,14 @@ def recorded() -> dict:
 
 
 @cache
+def definitions() -> dict:
+    """The shipped AdmissionPolicies by name."""
+    return {p.name: p.definition for p in load_directory(policies_dir(), EVALUATOR)}
+
+
+@cache
 def generated() -> list[dict]:
-    policies = load_directory(policies_dir(), EVALUATOR)
-    return export([p.definition for p in policies], kind_resources(known_kinds())).objects
+    return export(definitions().values(), kind_resources(known_kinds())).objects
 
 
 @cache
@@ -85,7 +95,7 @@ def exported_rule(rule: str) -> tuple[str, dict] | None:
     """``(VAP name, its validation)`` where ``<policy>/<section>[i]`` went, or None (kept)."""
     policy_name, _, where = rule.partition("/")
     section, index = where[:-1].split("[") if where.endswith("]") else (where, "-1")
-    policy = {p.name: p.definition for p in load_directory(policies_dir(), EVALUATOR)}.get(policy_name)
+    policy = definitions().get(policy_name)
     if policy is None or section not in ("validations", "warnings"):
         return None
     source = getattr(policy.spec, section)[int(index)]
@@ -96,21 +106,20 @@ def exported_rule(rule: str) -> tuple[str, dict] | None:
 
 @cache
 def kept() -> tuple:
-    policies = load_directory(policies_dir(), EVALUATOR)
-    return tuple(export([p.definition for p in policies], kind_resources(known_kinds())).kept)
+    return tuple(export(definitions().values(), kind_resources(known_kinds())).kept)
 
 
 def matching_policies(case: dict) -> set[str]:
     """The shipped policies whose match constraints name the case's kind."""
     group = case["object"]["apiVersion"].rpartition("/")[0]
-    return {p.name for p in load_directory(policies_dir(), EVALUATOR)
+    return {name for name, policy in definitions().items()
             if any(group in r.apiGroups and case["object"]["kind"] in r.kinds
-                   for r in p.definition.spec.matchConstraints.resourceRules)}
+                   for r in policy.spec.matchConstraints.resourceRules)}
 
 
 def rule_field(rule: str) -> str | None:
     policy_name, _, where = rule.partition("/")
-    policy = {p.name: p.definition for p in load_directory(policies_dir(), EVALUATOR)}[policy_name]
+    policy = definitions()[policy_name]
     return policy.spec.validations[int(where[:-1].split("[")[1])].fieldPath
 
 
@@ -140,7 +149,7 @@ def test_the_apiserver_type_checked_every_policy_without_a_warning():
 def test_the_rules_kept_for_the_type_check_are_those_the_apiserver_warns_of():
     """Exported without infergate's type check, exactly the VAPs of the rules it keeps for it were
     refused by the apiserver or got expression warnings."""
-    policies = [p.definition for p in load_directory(policies_dir(), EVALUATOR)]
+    policies = list(definitions().values())
     kept = {(k.policy, k.rule) for k in export(policies, kind_resources(known_kinds())).kept}
     kept_anyway = {(k.policy, k.rule) for k in export(policies, kind_resources(known_kinds()), type_check=False).kept}
     predicted = {f"infergate-{policy}" + ("-warn" if rule.startswith("warnings") else "")
@@ -201,3 +210,74 @@ def test_the_apiserver_answers_as_the_exported_rules(case):
         assert native == exported_warnings
         got = {k: v for k, v in judged.object.items() if k not in ("metadata", "status")}
         assert got == answer["object"]
+
+
+# ---------------------------------------------------------------------------------------
+# Operators' overrides as bindings: the same Models with the overrides' bindings in force
+
+
+@cache
+def override_chain() -> AdmissionChain:
+    """The shipped policies under the recorded overrides, the namespaces' labels in the state."""
+    registry, _ = chain()
+    recorded_overrides = recorded()["overrides"]
+    policies = PolicySet.load(policies_dir(), evaluator=EVALUATOR, schemas=KindSchemas(registry.crds))
+    policies = dataclasses.replace(policies, actions=parse_overrides(recorded_overrides["given"]))
+    return AdmissionChain(registry, policies, FileState(objects=recorded_overrides["namespaces"], knowledge=PRESENCE))
+
+
+def override_cases() -> list[dict]:
+    return [c for c in recorded()["overrides"]["cases"] if "skipped" not in c]
+
+
+def test_the_override_bindings_are_what_the_generator_writes():
+    overrides = recorded()["overrides"]
+    policies = list(definitions().values())
+    assert export(policies, kind_resources(known_kinds()), parse_overrides(overrides["given"])).objects == \
+        overrides["generated"]
+    # every validation of the two policies is exported: each failure the webhook meets with the
+    # override's actions is the bindings' to meet
+    kept = {k.policy for k in export(policies, kind_resources(known_kinds())).kept if k.rule.startswith("validations")}
+    assert not kept & {"kubeai-model-engine", "kubeai-model-engine-matrix"}
+
+
+def region_binding(policy: str, labels: dict[str, str]) -> str:
+    """The one binding of ``policy``'s VAP whose namespace selector selects ``labels``."""
+    found = [b["metadata"]["name"] for b in recorded()["overrides"]["generated"]
+             if b["kind"] == "ValidatingAdmissionPolicyBinding" and b["spec"]["policyName"] == policy
+             and from_label_selector(b["spec"].get("matchResources", {}).get("namespaceSelector", {})).matches(labels)]
+    assert len(found) == 1, (policy, labels, found)
+    return found[0]
+
+
+@pytest.mark.parametrize("case", override_cases(), ids=lambda c: f"{c['namespace']} {label(c)}")
+def test_the_apiserver_meets_failures_with_the_overrides_actions(case):
+    answer = case["answer"]
+    registry, _ = chain()
+    judged = judge_document(registry, case["object"], case.get("old"), namespace=case["namespace"], chain=override_chain())
+    labels = next(n["metadata"]["labels"] for n in recorded()["overrides"]["namespaces"]
+                  if n["metadata"]["name"] == case["namespace"])
+    if judged.allowed and not answer["allowed"]:
+        assert not DENIED.match(answer.get("message", "")), answer["message"]
+    denial = DENIED.match(answer.get("message", "")) if not answer["allowed"] else None
+    if denial is not None:
+        assert denial["binding"] == region_binding(denial["policy"], labels)
+        assert not judged.allowed
+    if not (judged.allowed and answer["allowed"]):
+        return
+    # a failure met with Warn: the webhook's warning and the binding's carry the same message
+    expected = set()
+    for text in judged.warnings:
+        met = re.match(r"^Validation failed for AdmissionPolicy '(?P<policy>[^']+)': (?P<message>.*)$", text, re.S)
+        if met:
+            # the denial's message, prefixed by one of the policy's validations' fieldPath
+            policy = definitions()[met["policy"]]
+            message = met["message"]
+            for field in {v.fieldPath for v in policy.spec.validations if v.fieldPath}:
+                message = message.removeprefix(f"{field}: ")
+            vap = f"infergate-{met['policy']}"
+            expected.add(f"Validation failed for ValidatingAdmissionPolicy '{vap}' with binding "
+                         f"'{region_binding(vap, labels)}': {message}")
+        elif (rule := judged.rules.get(text)) and (found := exported_rule(rule)) is not None:
+            expected.add(f"Validation failed for ValidatingAdmissionPolicy '{found[0]}' with binding '{found[0]}': {text}")
+    assert {w for w in answer.get("warnings", []) if WARNED.match(w)} == expected
