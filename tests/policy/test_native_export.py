@@ -259,14 +259,30 @@ spec:
     - patchType: ApplyConfiguration
       expression: "{'spec': {'engine': 'VLLM'}}"
 """)
+    write_policy(tmp_path, "atomic-map", "kubeai.org", "Model", """\
+  mutations:
+    - patchType: ApplyConfiguration
+      expression: "{'spec': {'env': {'A': 'b'}}}"
+    - patchType: ApplyConfiguration
+      expression: "{'spec': {'nowhere': {'a': 'b'}}}"
+""")
+    write_policy(tmp_path, "gateway-selector", "gateway.networking.k8s.io", "Gateway", """\
+  mutations:
+    - patchType: ApplyConfiguration
+      expression: "{'spec': {'allowedListeners': {'namespaces': {'selector': {'matchLabels': {'a': 'b'}}}}}}"
+""")
     out = native_policies("--policies", str(tmp_path), "--policy-actions", "class-check=Warn@team=a")
     kept = kept_of(out)
+    assert kept[("gateway-selector", "mutations[0]")].endswith(
+        "spec.allowedListeners.namespaces.selector is an atomic map: MAP replaces it whole, infergate merges into it")
     assert kept[("on-delete", "mutations[0]")] == \
         "the policy matches no CREATE or UPDATE, the only operations a MAP mutates"
     assert "cluster-scoped ai.deckhouse.io/InferenceServiceClass" in kept[("class-check", "validations[0]")]
     assert "sets a list (Object.spec.features)" in kept[("list-apply", "mutations[0]")]
     assert "not a list literal" in kept[("list-apply", "mutations[1]")]
     assert ("list-apply", "mutations[2]") not in kept
+    assert ("atomic-map", "mutations[0]") not in kept  # env: a map of strings, merged key by key
+    assert kept[("atomic-map", "mutations[1]")].endswith("spec.nowhere is in no schema of the kinds matched")
     maps = by_name(objects_of(out), "MutatingAdmissionPolicy")
     assert [m["applyConfiguration"]["expression"] for m in maps["infergate-list-apply"]["spec"]["mutations"]] == \
         ["Object{spec: Object.spec{engine: 'VLLM'}}"]

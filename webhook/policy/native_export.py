@@ -26,7 +26,8 @@ variables its rules read. Every other rule stays with the webhook, named with th
 - an operator's actions override a binding cannot express (a namespace-scoped entry for a
   policy matching cluster-scoped kinds, whose objects a binding's namespaceSelector never skips);
 - a mutation that is not written as literal patches (MAP needs typed ``Object``/``JSONPatch``
-  values), or sets a list (MAP merges lists by their listType, infergate replaces them).
+  values), or sets a list (MAP merges lists by their listType, infergate replaces them), or
+  merges into an atomic map or one the schema does not describe (MAP replaces or refuses).
 
 Pure: policies (the model) in, objects and kept rules out; the command is
 ``webhook.offline.native_policies``.
@@ -47,7 +48,7 @@ from webhook.cel.syntax import ast
 from webhook.cel.syntax.parser import format_errors, parse, parse_with_spans
 from webhook.policy.actions import ActionOverrides, ordered
 from webhook.policy.model import AdmissionPolicy, ResourceRule
-from webhook.policy.typecheck import KindSchemas, KindType, matched_types, shipped_schemas
+from webhook.policy.typecheck import KindSchemas, KindType, bundled_crds, matched_types, shipped_schemas
 from webhook.state.selectors import Requirement, Selector
 
 API_VERSION = "admissionregistration.k8s.io/v1"
@@ -293,7 +294,33 @@ class NotLiteral(ValueError):
     """A patch expression that cannot be written with MAP's types."""
 
 
-def _patch_rewrite(source: str, patch_type: str) -> str:
+def atomic_maps(policy: AdmissionPolicy, crds: Iterable[Mapping[str, Any]]) -> Any:
+    """A function of a field path (``("spec", "model")``): whether, in the schema of some kind
+    the policy matches, the object there is ``x-kubernetes-map-type: atomic`` (an apply
+    configuration replaces it whole, where infergate merges into it) or not described (the
+    apiserver cannot merge into what its schema does not describe)."""
+    kinds = {(g, k) for r in policy.spec.matchConstraints.resourceRules for g in r.apiGroups for k in r.kinds}
+    roots = [v["schema"]["openAPIV3Schema"] for crd in crds
+             if (crd["spec"]["group"], crd["spec"]["names"]["kind"]) in kinds
+             for v in crd["spec"].get("versions") or () if (v.get("schema") or {}).get("openAPIV3Schema")]
+
+    def replaced(path: tuple[str, ...]) -> str | None:
+        described = False
+        for root in roots:
+            node: Any = root
+            for name in path:
+                node = (node.get("properties") or {}).get(name) if isinstance(node, Mapping) else None
+                if node is None:
+                    break
+                if node.get("x-kubernetes-map-type") == "atomic":
+                    return f"{'.'.join(path)} is an atomic map: MAP replaces it whole, infergate merges into it"
+            described = described or node is not None
+        return None if described else f"{'.'.join(path)} is in no schema of the kinds matched"
+
+    return replaced
+
+
+def _patch_rewrite(source: str, patch_type: str, replaced: Any = None) -> str:
     """``source`` with its patch literals typed: JSON patch operations ``{'op': ...}`` become
     ``JSONPatch{op: ...}``; an apply configuration ``{'spec': {...}}`` becomes
     ``Object{spec: Object.spec{...}}``. The literals must be where the result comes from
@@ -346,6 +373,10 @@ def _patch_rewrite(source: str, patch_type: str) -> str:
             name = key_edit(entry)
             value = entry.value
             if isinstance(value, ast.CreateMap):
+                path = tuple(type_name.split(".")[1:]) + (name,)
+                problem = replaced(path) if replaced is not None else None
+                if problem:
+                    raise NotLiteral(f"sets {type_name}.{name}: {problem}")
                 partial(value, f"{type_name}.{name}")
             elif isinstance(value, ast.CreateList):
                 raise NotLiteral(f"sets a list ({type_name}.{name}): MAP merges lists by their listType, "
@@ -572,6 +603,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
                              f"{MAX_BINDINGS} bindings)")
 
     map_rules, _ = _resource_rules(spec.matchConstraints.resourceRules, resources, MUTATING_OPERATIONS)
+    replaced = atomic_maps(policy, bundled_crds()) if spec.mutations else None
     patches: dict[str, str] = {}
     for r, m in zip(mutations, spec.mutations):
         if not map_rules and not problem:
@@ -579,7 +611,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
         if r.reasons:
             continue
         try:
-            patches[r.name] = _patch_rewrite(m.expression, m.patchType)
+            patches[r.name] = _patch_rewrite(m.expression, m.patchType, replaced)
         except NotLiteral as exc:
             r.reasons.append(f"{m.patchType} {exc}")
 
