@@ -53,6 +53,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("webhook.controller.runner", "run the status controller against a cluster"),
     "certs": ("webhook.certs.command", "generate or inspect the webhook's certificates"),
     "webhook-config": ("webhook.webhook_config", "print the webhook configurations to register"),
+    "native-policies": ("webhook.offline.native_policies",
+                        "print the policies' rules the apiserver can run alone as ValidatingAdmissionPolicies and "
+                        "MutatingAdmissionPolicies"),
 }
 
 _ENGINE_FLAG = "--cel-engine"
