@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from webhook import command_line, logs
 from webhook.server.decode import summarize
-from webhook.server.processes import ProcessCountError, process_count, serve_processes
-from webhook.server.wiring import load_admitter, policy_actions_problem, serve, unusable_paths
+from webhook.server.processes import ProcessCountError, process_count
+from webhook.server.wiring import load_admitter, policy_actions_problem, serve, serve_processes, unusable_paths
 from webhook.server.settings import Settings
 
 EXAMPLES = """\

@@ -33,7 +33,8 @@ from webhook.policy.actions import ActionsError
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
 from webhook.server.connections import Connections, bound_port, listen
-from webhook.server.processes import ProcessGroup, Siblings
+from webhook.server.processes import ProcessGroup, Siblings, bind_port
+from webhook.server.processes import run as run_processes
 from webhook.server.http import STATE, ServerConfig, create_app
 from webhook.server.settings import Settings
 from webhook.state import FileState
@@ -412,3 +413,53 @@ async def serve(
     await runner.cleanup()
     log.info("stopped")
     return 0
+
+
+def serve_processes(settings: Any, count: int, evaluator: Any) -> int:
+    """``infergate serve`` as ``count`` processes: the chain loaded and compiled here, then
+    :func:`run` forks the servers (each :func:`serve` on uvloop)."""
+    from webhook.cel.engine.cel_expr import warm_up_fallback
+
+    try:  # a port in use is one line, before seconds of compiling
+        probe = bind_port(settings.host, settings.port)
+    except OSError as exc:
+        print(f"infergate: error: {cannot_listen(settings.host, settings.port, exc)}", file=sys.stderr)
+        return 2
+    try:
+        admitter, checks, start = prepare_admitter(settings, evaluator)
+    except Exception as exc:  # InputsFailed and the like: every process reports it, as one would
+        failure = exc
+
+        def load(_settings: Any) -> Any:
+            raise failure
+    else:
+        def load(_settings: Any) -> Any:
+            start()  # threads (policy reloads, watches) only after the fork
+            return admitter, checks
+
+        warm_up_fallback()
+        freeze_loaded_heap()
+
+    def child(group: ProcessGroup, port: int, listening: Callable[[], None]) -> int:
+        import threading
+
+        early = threading.Event()  # SIGTERM before the loop runs: stop as soon as it does
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: early.set())
+
+        async def served() -> int:
+            stop, loop = asyncio.Event(), asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            if early.is_set():
+                stop.set()
+            return await serve(settings.model_copy(update={"port": port}), load=load, group=group, stop_event=stop,
+                               on_listening=lambda _port: listening())
+
+        try:
+            import uvloop
+        except ImportError:  # Windows (where there is no fork either)
+            return asyncio.run(served())
+        return uvloop.run(served())
+
+    return run_processes(count, probe=probe, child=child)
