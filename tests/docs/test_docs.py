@@ -13,7 +13,8 @@ import pytest
 
 from tests.support.paths import REPO
 
-DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md", "docs/install.md"]
+DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md",
+             *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 # `tests/x/test_y.py::test_z`, then `::test_w` of the same file until the next file is named
 _REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
 _BENCH = re.compile(r"bench/(\w+\.py)")
@@ -277,3 +278,13 @@ def test_reliability_rows_are_one_guarantee_each_with_its_proof():
     guarantees = [row for row in rows if row.count(" | ") == 1]  # (the RBAC table has more columns)
     unproven = [row[:80] for row in guarantees if not re.search(r"`(tests/|bench/)", row)]
     assert rows and long == [] and unproven == []
+
+
+def test_the_readme_leads_and_links_every_page():
+    """README.md is short (what it is, the two commands, a tour) and links every page of
+    ``docs/``, where the reference lives."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) <= 15_000, f"README.md is {len(readme.encode())} bytes: move the reference to docs/"
+    pages = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
+    unlinked = [page for page in pages if f"]({page})" not in readme]
+    assert pages and unlinked == [], f"README.md does not link {unlinked}"
