@@ -374,7 +374,7 @@ def crds(name: str) -> dict[str, dict]:
 
 def test_by_default_no_third_party_crd_is_templated():
     """Helm installs crds/ (infergate's own two) before the templates; the third-party CRDs only
-    when asked for: their own charts install them (README)."""
+    when asked for: their own charts install them (docs/helm.md)."""
     for name in ("default", "non-default", "cert-manager-self-signed", "no-controller"):
         assert crds(name) == {}, name
     assert sorted(p.name for p in (CHART / "crds").glob("*.yaml")) == [

@@ -155,17 +155,16 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
     assert command_line.Painter(Terminal())("valid", "green") == "valid"
 
 
-def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():
-    """Every ``infergate ...`` command in the README's Offline and GitOps sections is accepted by
+def test_the_commands_the_docs_show_for_offline_use_and_ci_parse():
+    """Every ``infergate ...`` command in docs/validate.md and docs/ci.md is accepted by
     its subcommand's parser (no stale flag), and the GitHub Actions example annotates with -o github."""
     import re
     import shlex
 
     from tests.support.paths import REPO
 
-    readme = (REPO / "README.md").read_text()
-    sections = readme[readme.index("## Offline"):readme.index("## The webhook server")] + \
-        readme[readme.index("## GitOps"):readme.index("## End-to-end tests")]
+    ci = (REPO / "docs" / "ci.md").read_text()
+    sections = (REPO / "docs" / "validate.md").read_text() + ci
     commands = [m.group(1) for m in re.finditer(r"(?:^|run: |- |\| |`)(infergate [a-z-]+ [^`#|>\n]*)", sections, re.M)]
     assert len(commands) >= 10
     for command in commands:
@@ -174,19 +173,19 @@ def test_the_commands_the_readme_shows_for_offline_use_and_ci_parse():
             continue
         parsed = _parser(words[1]).parse_args(words[2:])
         assert parsed is not None, command
-    actions = readme[readme.index("GitHub Actions (in your repository"):readme.index("GitLab CI")]
+    actions = ci[ci.index("GitHub Actions (in your repository"):ci.index("GitLab CI")]
     assert "infergate validate" in actions and "-o github" in actions
 
 
-def test_the_readmes_update_example_says_when_the_url_is_immutable(tmp_path):
-    """The README's UPDATE example changes a Model's url: refused because the Model has a
+def test_the_validate_pages_update_example_says_when_the_url_is_immutable(tmp_path):
+    """docs/validate.md's UPDATE example changes a Model's url: refused because the Model has a
     cacheProfile (KubeAI's rule), as its comment says; the same change without one is valid."""
     import re
 
     from tests.support.paths import REPO
 
-    readme = (REPO / "README.md").read_text()
-    found = re.search(r"^sed 's/([^/]+)/([^/]+)/' (\S+) \|\n\s+infergate validate - --old (\S+)\s+# (.*)$", readme, re.M)
+    page = (REPO / "docs" / "validate.md").read_text()
+    found = re.search(r"^sed 's/([^/]+)/([^/]+)/' (\S+) \|\n\s+infergate validate - --old (\S+)\s+# (.*)$", page, re.M)
     assert found is not None
     before, after, new_file, old_file, comment = found.groups()
     assert new_file == old_file and "url is immutable with a cacheProfile" in comment

@@ -13,7 +13,8 @@ import pytest
 
 from tests.support.paths import REPO
 
-DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md", "docs/install.md"]
+DOCUMENTS = ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "RELIABILITY.md",
+             *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 # `tests/x/test_y.py::test_z`, then `::test_w` of the same file until the next file is named
 _REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
 _BENCH = re.compile(r"bench/(\w+\.py)")
@@ -277,3 +278,45 @@ def test_reliability_rows_are_one_guarantee_each_with_its_proof():
     guarantees = [row for row in rows if row.count(" | ") == 1]  # (the RBAC table has more columns)
     unproven = [row[:80] for row in guarantees if not re.search(r"`(tests/|bench/)", row)]
     assert rows and long == [] and unproven == []
+
+
+def test_the_readme_leads_and_links_every_page():
+    """README.md is short (what it is, the two commands, a tour) and links every page of
+    ``docs/``, where the reference lives."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.encode()) <= 15_000, f"README.md is {len(readme.encode())} bytes: move the reference to docs/"
+    pages = sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
+    unlinked = [page for page in pages if f"]({page})" not in readme]
+    assert pages and unlinked == [], f"README.md does not link {unlinked}"
+
+
+_MODULE_PATH = re.compile(r"(?<![\w./-])((?:webhook/)?(?:[a-z_]+/)+(?:[a-z_]+\.py)?|webhook/[a-z_]+\.py)(?![\w/-])")
+_DOTTED = re.compile(r"(?<![\w.])(webhook(?:\.[a-z_]+)+)(?![\w(])")
+
+
+def _architecture_modules(text: str) -> tuple[set[str], set[str]]:
+    """The module paths (``webhook/server/http.py``, ``policy/scope.py``, ``controller/planner/``)
+    and dotted modules (``webhook.state``) ARCHITECTURE.md names, its diagrams included."""
+    paths = {m for m in _MODULE_PATH.findall(text)
+             if (m.endswith(".py") or m.startswith("webhook/")) and not m.startswith(("tests/", "chart/", "bench/", "docs/"))}
+    return paths, set(_DOTTED.findall(text))
+
+
+def test_every_module_architecture_names_exists():
+    """Every module and package ARCHITECTURE.md names, in its prose, tables and diagrams, is in
+    ``webhook/`` (by its whole path, or by its end: ``policy/scope.py`` in the policy layer's line)."""
+    paths, dotted = _architecture_modules((REPO / "ARCHITECTURE.md").read_text())
+    modules = [str(p.relative_to(REPO)) for p in (REPO / "webhook").rglob("*.py")]
+    folders = {str(p.parent.relative_to(REPO)) + "/" for p in (REPO / "webhook").rglob("__init__.py")}
+
+    def exists(path: str) -> bool:
+        names = folders if path.endswith("/") else modules
+        return any(name == path or name.endswith("/" + path) for name in names)
+
+    missing = sorted(p for p in paths if not exists(p)) + sorted(d for d in dotted if not _module_exists(d))
+    assert len(paths) > 50 and missing == [], f"ARCHITECTURE.md names modules that do not exist: {missing}"
+
+
+def test_the_architecture_check_finds_a_missing_module():
+    paths, dotted = _architecture_modules("webhook/server/http.py → policy/nowhere.py, webhook.cel.nowhere, state/\n")
+    assert paths == {"webhook/server/http.py", "policy/nowhere.py"} and dotted == {"webhook.cel.nowhere"}

@@ -24,7 +24,7 @@ def restart_command() -> str:
     command = os.environ.get(RESTART_HOOK)
     if not command:
         pytest.skip(f"{RESTART_HOOK} not set: give the command that restarts this cluster's apiserver "
-                    "(see the README, e2e section)")
+                    "(see docs/e2e.md)")
     return command
 
 

@@ -91,7 +91,7 @@ def test_apiserver_restart_under_the_webhook_and_controller(cluster_run):
     command = os.environ.get(RESTART_HOOK)
     if not command:
         pytest.skip(f"{RESTART_HOOK} not set: give the command that restarts this cluster's apiserver "
-                    "(see the README, e2e section)")
+                    "(see docs/e2e.md)")
     if cluster_run.mode != "local":
         pytest.skip("needs infergate serve running here (INFERGATE_E2E_MODE=local)")
     before = cluster_run.submit(pool("e2e-before-restart")).expect_ok()  # its status is written as the apiserver goes

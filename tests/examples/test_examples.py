@@ -291,9 +291,9 @@ def test_webhook_denied_and_warned_manifests_pass_the_crds(folder):
     assert code == 0 and all(r["allowed"] and r["warnings"] == [] for r in results.values()), results
 
 
-def test_readme_first_policy_is_the_example_file():
-    readme = (EXAMPLES.parent / "README.md").read_text()
-    section = readme[readme.index("### Your first policy"):readme.index("### Troubleshooting")]
+def test_the_first_policy_in_the_docs_is_the_example_file():
+    page = (EXAMPLES.parent / "docs" / "policies.md").read_text()
+    section = page[page.index("## Your first policy"):page.index("## Test your policies")]
     shown = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
     example = yaml.safe_load((EXAMPLES / "policies" / "production-min-replicas.yaml").read_text())
     del example["spec"]["description"]
@@ -364,7 +364,7 @@ def test_what_helm_test_expects_holds_offline(tmp_path):
     assert expected in script and not denied["allowed"] and denied["status"]["message"].startswith(expected)
 
 
-def test_readme_first_policy_denies_scale_to_zero_in_production(tmp_path):
+def test_the_first_policy_in_the_docs_denies_scale_to_zero_in_production(tmp_path):
     import shutil
 
     from webhook.shipped_data import policies_dir

@@ -308,9 +308,9 @@ def test_suite_errors_are_clear(tmp_path, capsys):
         assert err.startswith(f"infergate: error: {path}"), err
 
 
-def test_the_readme_suite_is_the_example_file_and_passes(capsys):
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Test your policies: policy suites"):readme.index("## GitOps")]
+def test_the_suite_in_the_docs_is_the_example_file_and_passes(capsys):
+    page = (REPO / "docs" / "policies.md").read_text()
+    section = page[page.index("## Test your policies: policy suites"):]
     shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     example = REPO / "examples" / "policies" / "tests" / "production-min-replicas.yaml"
     assert yaml.safe_load(shown) == yaml.safe_load(example.read_text())

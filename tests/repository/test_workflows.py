@@ -28,6 +28,7 @@ CI = WORKFLOWS / "ci.yaml"
 RELEASE = WORKFLOWS / "release.yaml"
 README = REPO / "README.md"
 INSTALL = REPO / "docs" / "install.md"
+HELM = REPO / "docs" / "helm.md"
 
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -216,18 +217,19 @@ def test_the_release_pushes_the_packaged_chart_as_an_oci_artifact(tmp_path):
 PUBLISHED_IMAGE = re.compile(r"ghcr\.io/([\w.-]+)/infergate(?::([\w.-]*\w))?")  # a tag ends before a full stop
 
 
-@pytest.mark.parametrize("document", [README, INSTALL, REPO / "Dockerfile", CHART / "README.md"],
+@pytest.mark.parametrize("document", [README, INSTALL, HELM, REPO / "Dockerfile", CHART / "README.md"],
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_the_documents_name_the_image_the_release_publishes(document):
     named = PUBLISHED_IMAGE.findall(document.read_text())
     assert all(owner == OWNER and tag in ("", CHART_META["appVersion"]) for owner, tag in named), named
 
 
-def test_the_install_guide_says_which_image_the_chart_pulls_and_the_readme_links_it():
+def test_the_install_guide_says_which_image_the_chart_pulls_and_the_chart_reference_links_it():
     guide = INSTALL.read_text()
     assert f"{VALUES['image']['repository']}:{CHART_META['appVersion']}" in guide
     for command in ("docker build", "kind load docker-image", "ctr -n k8s.io images import",
                     "--set image.repository=", "--set image.tag=", "image.pullPolicy"):
         assert command in guide, command
-    helm_section = README.read_text().partition("## Install on a cluster with Helm")[2].partition("\n## ")[0]
-    assert "(docs/install.md" in helm_section and ".github/workflows/release.yaml" in helm_section
+    reference = HELM.read_text()
+    assert "(install.md" in reference and ".github/workflows/release.yaml" in reference
+    assert "(docs/install.md)" in README.read_text() and "(docs/helm.md)" in README.read_text()
