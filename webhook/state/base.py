@@ -217,6 +217,11 @@ class ObjectStore:
         self.generation += 1
         self._kind_generations[gk] = self.generation
 
+    def touch(self) -> None:
+        """Bump the generation: what was read may read differently (what the view knows changed)."""
+        with self._lock:
+            self.generation += 1
+
     def kind_generation(self, group: str, kind: str) -> int:
         """Changes whenever an object of the kind does (0: never written)."""
         return self._kind_generations.get((group, kind), 0)
