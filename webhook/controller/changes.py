@@ -47,10 +47,11 @@ def _version(obj: Mapping) -> Any:
 class ChangeFeed:
     """Polls a cluster view for changed objects.
 
-    The state layer stores a new dict for every new version of an object (and keeps it
-    unmodified), so a kind whose list holds the very same objects as last time is unchanged:
-    that check is an identity walk, cheap enough to run every poll over tens of thousands of
-    objects. Only kinds that moved are diffed by key and resourceVersion.
+    A kind whose generation (``ClusterState.kind_generation``) has not moved is unchanged, and
+    is not listed at all (a list of Pods makes a dict of each). Else the state layer stores a new
+    dict for every new version of an object (and keeps it unmodified), so a kind whose list holds
+    the very same objects as last time is unchanged: that check is an identity walk. Only kinds
+    that moved are diffed by key and resourceVersion.
     """
 
     def __init__(self, state, watched: Iterable[Kind] = kinds.WATCHED):
@@ -58,10 +59,15 @@ class ChangeFeed:
         self.watched = tuple(watched)
         self._lists: dict[Kind, list[Mapping]] = {}
         self._seen: dict[Kind, dict[tuple, Mapping]] = {}
+        self._generations: dict[Kind, int] = {}
 
     def poll(self) -> list[Change]:
         changes = []
         for kind in self.watched:
+            generation = self.state.kind_generation(kind.api_version, kind.kind)
+            if kind in self._lists and self._generations.get(kind) == generation:
+                continue
+            self._generations[kind] = generation
             objects = self.state.list(kind.api_version, kind.kind)
             previous = self._lists.get(kind)
             if previous is not None and len(previous) == len(objects) and all(
