@@ -354,7 +354,7 @@ def main() -> None:
         Api(args.kubeconfig).delete_namespaces()
         return
     if args.command == "replay":
-        from bench._replay_apiserver import replay
+        from _replay_apiserver import replay  # (bench/ is the script's directory)
 
         print(json.dumps(replay(Path(args.stream), args.copies, args.baseline_tree, measure_serve), indent=2))
         return
