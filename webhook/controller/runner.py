@@ -525,9 +525,9 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     served = await asyncio.to_thread(served_kinds, api)
-    # what the reconcilers of the kinds whose status it writes read (an owned kind whose status
-    # is not written is not watched either)
-    read = reads_of(writes_status)
+    # what the reconcilers of the served kinds whose status it writes read (an owned kind whose
+    # status is not written is not watched either)
+    read = reads_of(k for k in writes_status if k in served)
     watched = tuple(k for k in served if k in read)
 
     def watch_list(policy_set=None):
