@@ -40,55 +40,50 @@ class Change:
         )
 
 
-def _version(obj: Mapping) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion")
-
-
 class ChangeFeed:
     """Polls a cluster view for changed objects.
 
     A kind whose generation (``ClusterState.kind_generation``) has not moved is unchanged, and
-    is not listed at all (a list of Pods makes a dict of each). Else the state layer stores a new
-    dict for every new version of an object (and keeps it unmodified), so a kind whose list holds
-    the very same objects as last time is unchanged: that check is an identity walk. Only kinds
-    that moved are diffed by key and resourceVersion.
+    is not listed at all. A kind that moved is diffed by key and resourceVersion against what
+    the previous poll kept of each object: the object itself (the state layer stores a new dict
+    for every version and keeps it unmodified, so an object that is the very same is unchanged),
+    but of a Pod only its version and labels: a cluster has many, and the state makes a new
+    dict of each when it is read, which the feed would otherwise keep alive.
     """
 
     def __init__(self, state, watched: Iterable[Kind] = kinds.WATCHED):
         self.state = state
         self.watched = tuple(watched)
-        self._lists: dict[Kind, list[Mapping]] = {}
-        self._seen: dict[Kind, dict[tuple, Mapping]] = {}
+        # kind -> key -> (resourceVersion, the object, or for a Pod its labels)
+        self._seen: dict[Kind, dict[tuple, tuple[Any, Any]]] = {}
         self._generations: dict[Kind, int] = {}
 
     def poll(self) -> list[Change]:
         changes = []
         for kind in self.watched:
             generation = self.state.kind_generation(kind.api_version, kind.kind)
-            if kind in self._lists and self._generations.get(kind) == generation:
+            if kind in self._seen and self._generations.get(kind) == generation:
                 continue
             self._generations[kind] = generation
             objects = self.state.list(kind.api_version, kind.kind)
-            previous = self._lists.get(kind)
-            if previous is not None and len(previous) == len(objects) and all(
-                a is b for a, b in zip(previous, objects)
-            ):
-                continue
-            self._lists[kind] = objects
+            whole = kind != kinds.POD
             before = self._seen.get(kind, {})
-            now: dict[tuple, Mapping] = {}
+            now: dict[tuple, tuple[Any, Any]] = {}
             for obj in objects:
                 meta = obj.get("metadata") or {}
                 key = (meta.get("namespace"), meta.get("name"))
-                now[key] = obj
+                version = meta.get("resourceVersion")
+                now[key] = (version, obj if whole else meta.get("labels"))
                 old = before.get(key)
                 if old is None:
                     changes.append(Change(kind, obj))
-                elif old is not obj and (_version(old) != _version(obj) or _version(obj) is None):
-                    changes.append(Change(kind, obj, old=old))
-            for key, obj in before.items():
+                elif old[1] is not obj and (old[0] != version or version is None):
+                    changes.append(Change(kind, obj, old=old[1] if whole else None))
+            for key, (version, kept) in before.items():
                 if key not in now:
-                    changes.append(Change(kind, obj, deleted=True))
+                    last = kept if whole else {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {
+                        "namespace": key[0], "name": key[1], "resourceVersion": version, "labels": kept}}
+                    changes.append(Change(kind, last, deleted=True))
             self._seen[kind] = now
         return changes
 
