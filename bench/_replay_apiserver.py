@@ -107,13 +107,14 @@ class Running:
         self.dir.cleanup()
 
 
-def replay(stream: Path, copies: int, baseline: Path | None, measure: Callable[..., dict], reps: int = 2) -> dict:
+def replay(stream: Path, copies: int, baseline: Path | None, measure: Callable[..., dict], reps: int = 2,
+           tree: Path | None = None) -> dict:
     lines = [line for line in stream.read_bytes().splitlines() if line.strip()]
     result: dict = {"recorded_pods": len(lines), "pods": len(lines) * copies,
                     "wire_bytes_per_pod": round(sum(map(len, lines)) / max(1, len(lines)))}
     for label, n in (("empty", 0), ("full", copies)):
         with Running(copies_of(lines, n)) as kubeconfig:
-            runs = {"serve": [measure(kubeconfig) for _ in range(reps)]}
+            runs = {"serve": [measure(kubeconfig, tree) for _ in range(reps)]}
             if baseline:
                 runs["serve_baseline"] = [measure(kubeconfig, baseline) for _ in range(reps)]
         result[label] = {name: {"ready_s": min(r["ready_s"] for r in rs), "rss_mib": max(r["rss_mib"] for r in rs),

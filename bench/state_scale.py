@@ -349,6 +349,8 @@ def main() -> None:
     p.add_argument("--stream", required=True)
     p.add_argument("--copies", type=int, default=5)
     p.add_argument("--baseline-tree", type=Path)
+    p.add_argument("--tree", type=Path)
+    p.add_argument("--reps", type=int, default=2)
     args = parser.parse_args()
     if args.command == "cleanup":
         Api(args.kubeconfig).delete_namespaces()
@@ -356,7 +358,8 @@ def main() -> None:
     if args.command == "replay":
         from _replay_apiserver import replay  # (bench/ is the script's directory)
 
-        print(json.dumps(replay(Path(args.stream), args.copies, args.baseline_tree, measure_serve), indent=2))
+        print(json.dumps(replay(Path(args.stream), args.copies, args.baseline_tree, measure_serve, args.reps, args.tree),
+                         indent=2))
         return
     print(json.dumps(run(args), indent=2))
 
