@@ -30,7 +30,6 @@ from typing import Any, Callable
 import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from webhook.apiversion import api_version_of, group_of
 from webhook.state.base import ClusterState
@@ -474,7 +473,7 @@ class KubeState(ClusterState):
         if stopping:
             _interrupt(resp)
         try:
-            lines = iter_resp_lines(resp)
+            lines = _lines(resp)
 
             def initial():
                 nonlocal resource_version
@@ -530,7 +529,7 @@ class KubeState(ClusterState):
         if stopping:
             _interrupt(resp)
         try:
-            for line in iter_resp_lines(resp):
+            for line in _lines(resp):
                 if halt.is_set():
                     break
                 if not line.strip():
@@ -555,6 +554,23 @@ class KubeState(ClusterState):
             self._changed(kind)
         # BOOKMARK carries only a resourceVersion to resume from
         return (obj.get("metadata") or {}).get("resourceVersion") or resource_version
+
+
+def _lines(resp: Any):
+    """The lines of a streamed response as they arrive (bytes, empty ones skipped). The client's
+    own ``iter_resp_lines`` copies what is left of a segment after each line: quadratic in the
+    segment's size, and a streamed first sync's segments hold thousands of objects."""
+    pending = b""
+    for segment in resp.stream(amt=None, decode_content=False):
+        if isinstance(segment, str):
+            segment = segment.encode()
+        lines = (pending + segment).split(b"\n") if pending else segment.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
 
 
 def _raise_watch_error(status: dict[str, Any]) -> None:
