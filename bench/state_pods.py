@@ -1,6 +1,6 @@
-"""Memory of the cluster state's Pods: the watch cache keeps each Pod trimmed to what policies
-and reconcilers read (``webhook.state.base.trim_pod``); the baseline, in the same run, is the
-same Pods kept whole, as a plain informer would.
+"""Memory of the cluster state's Pods: the watch cache keeps each Pod as a compact record of what
+policies and reconcilers read (``webhook.state.pods``: ``trim_pod``'s fields, the parts Pods share
+interned); the baseline, in the same run, is the same Pods kept whole, as a plain informer would.
 
     python bench/state_pods.py [--pods 20000]
 
