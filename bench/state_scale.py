@@ -321,6 +321,14 @@ def run(args) -> dict:
         result["full"] = measure_all(args.kubeconfig, args.baseline_tree, args.controller, args.reps, args.tree)
         seconds, count = min(plain_list(api) for _ in range(3))
         result["full"]["plain_list"] = {"seconds": round(seconds, 2), "objects": count}
+        # the machine's other load moves both: a plain list, then a start of serve, in pairs
+        pairs = []
+        for _ in range(args.reps):
+            plain = plain_list(api)[0]
+            ready = measure_serve(args.kubeconfig, args.tree)["ready_s"]
+            pairs.append({"plain_s": round(plain, 2), "ready_s": ready,
+                          "extra_over_plain": round((ready - result["empty"]["serve"]["ready_s"]) / plain, 2)})
+        result["full"]["pairs"] = pairs
         if args.record:
             result["recorded_events"] = record_stream(api, Path(args.record))
     finally:
