@@ -298,9 +298,11 @@ def repeated(measure, reps: int, *args) -> dict:
 
 
 def measure_all(kubeconfig: str, baseline: Path | None, controller: bool, reps: int = 1,
-                tree: Path | None = None) -> dict:
-    out = {"serve": repeated(measure_serve, reps, kubeconfig, tree)}
-    if baseline:
+                tree: Path | None = None, serve: bool = True) -> dict:
+    out = {}
+    if serve:
+        out["serve"] = repeated(measure_serve, reps, kubeconfig, tree)
+    if baseline and serve:
         out["serve_baseline"] = repeated(measure_serve, reps, kubeconfig, baseline)
     if controller:
         out["controller"] = repeated(measure_controller, reps, kubeconfig, tree)
@@ -313,17 +315,19 @@ def run(args) -> dict:
     api = Api(args.kubeconfig)
     api.delete_namespaces()
     result: dict = {"pods": args.pods, "secrets": args.secrets, "services": args.services}
-    result["empty"] = measure_all(args.kubeconfig, args.baseline_tree, args.controller, args.reps, args.tree)
+    result["empty"] = measure_all(args.kubeconfig, args.baseline_tree, args.controller, args.reps, args.tree,
+                                  not args.no_serve)
     seconds, count = min(plain_list(api) for _ in range(3))
     result["empty"]["plain_list"] = {"seconds": round(seconds, 2), "objects": count}
     result["populate_s"] = round(populate(api, args.pods, args.secrets, args.services), 1)
     try:
-        result["full"] = measure_all(args.kubeconfig, args.baseline_tree, args.controller, args.reps, args.tree)
+        result["full"] = measure_all(args.kubeconfig, args.baseline_tree, args.controller, args.reps, args.tree,
+                                     not args.no_serve)
         seconds, count = min(plain_list(api) for _ in range(3))
         result["full"]["plain_list"] = {"seconds": round(seconds, 2), "objects": count}
         # the machine's other load moves both: a plain list, then a start of serve, in pairs
         pairs = []
-        for _ in range(args.reps):
+        for _ in range(0 if args.no_serve else args.reps):
             plain = plain_list(api)[0]
             ready = measure_serve(args.kubeconfig, args.tree)["ready_s"]
             pairs.append({"plain_s": round(plain, 2), "ready_s": ready,
@@ -350,6 +354,7 @@ def main() -> None:
     r.add_argument("--controller", action="store_true")
     r.add_argument("--record")
     r.add_argument("--reps", type=int, default=3)
+    r.add_argument("--no-serve", action="store_true", help="measure the controller alone")
     r.add_argument("--keep", action="store_true", help="leave the objects in the cluster")
     c = sub.add_parser("cleanup")
     c.add_argument("--kubeconfig", required=True)

@@ -47,8 +47,8 @@ class ChangeFeed:
     is not listed at all. A kind that moved is diffed by key and resourceVersion against what
     the previous poll kept of each object: the object itself (the state layer stores a new dict
     for every version and keeps it unmodified, so an object that is the very same is unchanged),
-    but of a Pod only its version and labels: a cluster has many, and the state makes a new
-    dict of each when it is read, which the feed would otherwise keep alive.
+    but of a Pod only its version and labels, read from the state's summaries: a cluster has
+    many, and the state makes a new dict of each one read.
     """
 
     def __init__(self, state, watched: Iterable[Kind] = kinds.WATCHED):
@@ -65,27 +65,48 @@ class ChangeFeed:
             if kind in self._seen and self._generations.get(kind) == generation:
                 continue
             self._generations[kind] = generation
-            objects = self.state.list(kind.api_version, kind.kind)
-            whole = kind != kinds.POD
+            if kind == kinds.POD:
+                changes += self._pods(kind)
+                continue
             before = self._seen.get(kind, {})
             now: dict[tuple, tuple[Any, Any]] = {}
-            for obj in objects:
+            for obj in self.state.list(kind.api_version, kind.kind):
                 meta = obj.get("metadata") or {}
                 key = (meta.get("namespace"), meta.get("name"))
                 version = meta.get("resourceVersion")
-                now[key] = (version, obj if whole else meta.get("labels"))
+                now[key] = (version, obj)
                 old = before.get(key)
                 if old is None:
                     changes.append(Change(kind, obj))
                 elif old[1] is not obj and (old[0] != version or version is None):
-                    changes.append(Change(kind, obj, old=old[1] if whole else None))
-            for key, (version, kept) in before.items():
-                if key not in now:
-                    last = kept if whole else {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {
-                        "namespace": key[0], "name": key[1], "resourceVersion": version, "labels": kept}}
-                    changes.append(Change(kind, last, deleted=True))
+                    changes.append(Change(kind, obj, old=old[1]))
+            changes += [Change(kind, obj, deleted=True) for key, (_, obj) in before.items() if key not in now]
             self._seen[kind] = now
         return changes
+
+    def _pods(self, kind: Kind) -> list[Change]:
+        """The Pods that moved, from the state's summaries: what reads a Pod's change reads its
+        namespace, name and labels (``affected``), so no dict is made of the others."""
+        changes = []
+        before = self._seen.get(kind, {})
+        now: dict[tuple, tuple[Any, Any]] = {}
+        for (namespace, name), version, labels in self.state.summaries(kind.api_version, kind.kind):
+            key = (namespace or None, name)
+            now[key] = (version, labels)
+            old = before.get(key)
+            if old is None or old[0] != version or version is None:
+                changes.append(Change(kind, _pod(kind, key, version, labels)))
+        changes += [Change(kind, _pod(kind, key, version, labels), deleted=True)
+                    for key, (version, labels) in before.items() if key not in now]
+        self._seen[kind] = now
+        return changes
+
+
+def _pod(kind: Kind, key: tuple, version: Any, labels: Any) -> dict:
+    metadata = {"namespace": key[0], "name": key[1], "resourceVersion": version}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
 
 
 @dataclass(frozen=True)

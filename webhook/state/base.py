@@ -254,6 +254,20 @@ class ObjectStore:
         with self._lock:
             return sorted(self._kinds)
 
+    def summaries(self, group: str, kind: str) -> list[tuple[ObjectKey, Any, Any]]:
+        """((namespace, name), resourceVersion, labels) of each object of the kind, making no
+        dict of a Pod."""
+        with self._lock:
+            stored = list(self._kinds.get((group, kind), {}).items())
+        out = []
+        for key, obj in stored:
+            if isinstance(obj, PodRecord):
+                out.append((key, obj.resource_version, obj.labels))
+            else:
+                metadata = obj.get("metadata") or {}
+                out.append((key, metadata.get("resourceVersion"), metadata.get("labels")))
+        return out
+
 
 class ClusterState(abc.ABC):
     """Read access to the objects admission and the controller depend on; ``knowledge``: the
@@ -297,6 +311,11 @@ class ClusterState(abc.ABC):
         """Changes whenever an object of the kind does: what was read of it stays true while
         it stays the same."""
         return self._store.kind_generation(group_of(api_version), kind)
+
+    def summaries(self, api_version: str, kind: str) -> list[tuple[tuple[str, str], Any, Any]]:
+        """((namespace or "", name), resourceVersion, labels) of each object of the kind: what
+        moved, read without making a dict of each (Pods)."""
+        return self._store.summaries(group_of(api_version), kind)
 
     @property
     @abc.abstractmethod
