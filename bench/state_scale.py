@@ -297,6 +297,14 @@ def repeated(measure, reps: int, *args) -> dict:
             "peak_mib": max(r["peak_mib"] for r in runs), "runs": reps}
 
 
+def measure_controller_retried(kubeconfig: str, tree: Path | None = None) -> dict:
+    """(A start that exits, e.g. on a metrics port taken meanwhile, is started again once.)"""
+    try:
+        return measure_controller(kubeconfig, tree)
+    except RuntimeError:
+        return measure_controller(kubeconfig, tree)
+
+
 def measure_all(kubeconfig: str, baseline: Path | None, controller: bool, reps: int = 1,
                 tree: Path | None = None, serve: bool = True) -> dict:
     out = {}
@@ -305,9 +313,9 @@ def measure_all(kubeconfig: str, baseline: Path | None, controller: bool, reps: 
     if baseline and serve:
         out["serve_baseline"] = repeated(measure_serve, reps, kubeconfig, baseline)
     if controller:
-        out["controller"] = repeated(measure_controller, reps, kubeconfig, tree)
+        out["controller"] = repeated(measure_controller_retried, reps, kubeconfig, tree)
         if baseline:
-            out["controller_baseline"] = repeated(measure_controller, reps, kubeconfig, baseline)
+            out["controller_baseline"] = repeated(measure_controller_retried, reps, kubeconfig, baseline)
     return out
 
 
