@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from tests.support.cel import EVALUATOR
 from webhook import shipped_data
-from webhook.controller import kinds
+from webhook import kinds
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers import RECONCILERS, reads_of
 from webhook.controller.runner import controller_watches

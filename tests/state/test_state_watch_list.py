@@ -27,7 +27,7 @@ from tests.support.cel import EVALUATOR
 from webhook.policy import PolicySet
 from webhook.server import load_admitter
 from webhook.server.settings import Settings
-from webhook.server.wiring import webhook_watches
+from webhook.inputs.watches import webhook_watches
 from webhook.state import trim_pod
 from webhook.state.base import ObjectStore
 from webhook.state.kube import Backoff, KubeState, WatchedKind
