@@ -1,6 +1,11 @@
 """Controller at scale: 10,000 InferenceServices over 100 classes and 1,000 DeviceClasses.
 
     python bench/controller_converge.py [--orders 10000] [--classes 100] [--device-classes 1000]
+        [--pods 20000 --pools 200]
+
+``--pods``/``--pools``: model-server Pods (in 20 namespaces, 20 workloads each) and InferencePools
+(v1alpha1, whose Ready condition the controller writes) selecting one workload's Pods each: the
+resync then reads the Pods as the watch cache keeps them (compact records, dicts when read).
 
 Measured in one run, as ratios against a baseline:
 
@@ -100,6 +105,27 @@ def generate(orders: int, classes: int, device_classes: int) -> list[dict]:
     return objects
 
 
+def pods_and_pools(pods: int, pools: int) -> list[dict]:
+    objects: list[dict] = []
+    for i in range(pods):
+        workload = f"vllm-{(i // 20) % 20}"
+        objects.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{workload}-{i:05d}", "namespace": f"team-{i % 20}", "uid": f"u-{i}",
+                         "resourceVersion": str(10 + i), "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"app": workload, "pod-template-hash": "5d8f7c9b4"}},
+            "spec": {"containers": [{"name": "vllm", "image": "vllm", "ports": [{"containerPort": 8000}]}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": ["True", "False"][i % 5 == 0]}]},
+        })
+    for p in range(pools):
+        objects.append({"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "InferencePool",
+                        "metadata": {"name": f"pool-{p}", "namespace": f"team-{p % 20}", "generation": 1,
+                                     "resourceVersion": "1"},
+                        "spec": {"selector": {"app": f"vllm-{(p // 20) % 20}"}, "targetPortNumber": 8000,
+                                 "extensionRef": {"name": "epp"}}})
+    return objects
+
+
 class InProcessApi:
     """The KubeApi surface the runner uses, against the in-memory view (no HTTP)."""
 
@@ -147,10 +173,13 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=10_000)
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--device-classes", type=int, default=1_000)
+    parser.add_argument("--pods", type=int, default=0)
+    parser.add_argument("--pools", type=int, default=0)
     args = parser.parse_args()
 
     rss_start = rss_mib()
-    view = MemoryState(generate(args.orders, args.classes, args.device_classes))
+    view = MemoryState(generate(args.orders, args.classes, args.device_classes)
+                       + pods_and_pools(args.pods, args.pools))
     gc.collect()
     rss_view = rss_mib()
 
@@ -176,7 +205,8 @@ def main() -> int:
     owned = sum(1 for _ in owned_objects(view))
     status_mib = sum(len(orjson.dumps(o.get("status"))) for o in owned_objects(view)) / 2**20
     print(f"objects: {args.orders} InferenceServices, {args.classes} classes, {args.device_classes} DeviceClasses, "
-          f"{PRODUCTS * NODES_PER_PRODUCT * DEVICES_PER_NODE} devices; {planned} orders planned")
+          f"{PRODUCTS * NODES_PER_PRODUCT * DEVICES_PER_NODE} devices, {args.pods} Pods, {args.pools} pools; "
+          f"{planned} orders planned")
     print(f"inventory (CEL selectors x device profiles): {inventory_s:.2f} s")
     print("                       wall s   CPU s   CPU ratio")
     print(f"baseline (inventory + pure reconcile of {owned} objects)")

@@ -33,8 +33,9 @@ async def cluster(aiohttp_server):
     client = ApiClient(config)
     states = []
 
-    def make_state(kinds, backoff=Backoff(0.01, 0.05), **kw):
-        state = KubeState(client, kinds, backoff=backoff, **kw)
+    def make_state(kinds, backoff=Backoff(0.01, 0.05), stream=False, **kw):
+        # paged lists unless a test asks for the streamed first sync (tests/state/test_state_watch_list.py)
+        state = KubeState(client, kinds, backoff=backoff, stream=stream, **kw)
         states.append(state)
         state.start()
         return state

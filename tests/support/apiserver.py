@@ -8,7 +8,10 @@ It behaves as the API does where the clients depend on it:
 * GET, LIST (pages with ``limit``/``continue``, ``labelSelector``, the metadata-only view
   ``PartialObjectMetadataList`` when ``Accept`` asks for it), WATCH (JSON event lines from a
   resourceVersion, bookmarks, ``timeoutSeconds``; ``ERROR`` 410 Gone for a version older than
-  the last compaction), POST (409 AlreadyExists, ``dryRun``), PUT (409 Conflict on a stale
+  the last compaction; ``sendInitialEvents``, the WatchList feature, as v1.36 serves it: the
+  objects as ADDED then the bookmark annotated ``k8s.io/initial-events-end``, or, with
+  ``watch_list=False`` as a server with the feature off, a 422; answers recorded in
+  ``tests/state/data/watchlist``), a collection made ``forbidden`` answering RBAC's 403, POST (409 AlreadyExists, ``dryRun``), PUT (409 Conflict on a stale
   resourceVersion; status kept where ``/status`` is a subresource), PUT ``/status`` and
   ``/finalize``, server-side apply to ``/status`` (PATCH ``application/apply-patch+yaml``: 409 on
   a stale resourceVersion, or on another manager's field unless forced), DELETE;
@@ -35,6 +38,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -121,6 +125,33 @@ def metadata_view(accept: str, as_kind: str) -> bool:
     return False
 
 
+_RECORDED = Path(__file__).resolve().parents[1] / "state" / "data" / "watchlist"
+
+
+def watch_list_refused(feature_on: bool) -> dict:
+    """The 422 of a watch with ``sendInitialEvents`` the apiserver refuses (recorded: without
+    ``resourceVersionMatch=NotOlderThan``). With the WatchList feature off, the same Status names
+    the other field, in validation.go's words."""
+    body = json.loads((_RECORDED / "refused-without-resource-version-match.json").read_text())
+    if not feature_on:
+        text = "Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        body["message"] = f'ListOptions.meta.k8s.io "" is invalid: sendInitialEvents: {text}'
+        body["details"]["causes"] = [{"reason": "FieldValueForbidden", "message": text, "field": "sendInitialEvents"}]
+    return body
+
+
+def forbidden(watch: bool, route: Route) -> dict:
+    """RBAC's 403 for a list or watch (recorded: a watch of Pods by a user without the verb)."""
+    body = json.loads((_RECORDED / "forbidden.json").read_text())
+    verb, scope = "watch" if watch else "list", (f'in the namespace "{route.namespace}"' if route.namespace
+                                                 else "at the cluster scope")
+    group = route.api_version.rpartition("/")[0]
+    body["message"] = (f'{route.plural} is forbidden: User "system:serviceaccount:infergate:infergate" cannot {verb} resource "{route.plural}" '
+                       f'in API group "{group}" {scope}')
+    body["details"] = {"kind": route.plural} if not group else {"group": group, "kind": route.plural}
+    return body
+
+
 def partial(obj: dict) -> dict:
     return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": copy.deepcopy(obj["metadata"])}
 
@@ -155,6 +186,7 @@ class Collection:
     lists: int = 0
     watch_requests: list[dict] = field(default_factory=list)
     fail_next_watch: int | None = None  # an HTTP status to answer the next watch with, once
+    forbidden: bool = False  # every list and watch answers 403, as RBAC without the verbs
     views: list[tuple[str, str]] = field(default_factory=list)  # (list or watch, full or metadata)
     sent: bytearray = field(default_factory=bytearray)  # every byte of every answer
     watchers: list[tuple[str | None, asyncio.Queue]] = field(default_factory=list)  # (namespace, events)
@@ -180,6 +212,7 @@ class FakeApiServer:
         self.requests: list[tuple[str, str]] = []
         self.managers: list[tuple[str, str, str]] = []  # (method, path, field manager) of every write
         self.on_change: Callable[[str, dict], None] | None = None
+        self.watch_list = True  # serves sendInitialEvents (the WatchList feature, on by default since v1.34)
         if builtins:
             for api_version, kinds in BUILT_IN.items():
                 for kind in kinds:
@@ -365,6 +398,8 @@ class FakeApiServer:
         if not self._routable(route.api_version, route.plural):
             return status_error(404, "NotFound", "the server could not find the requested resource")
         res = self.collection(route.api_version, route.plural)
+        if request.method == "GET" and res.forbidden:
+            return web.json_response(forbidden(request.query.get("watch") in ("true", "1"), route), status=403)
         if request.method == "GET" and route.name is None:
             if request.query.get("watch") in ("true", "1"):
                 return await self.watch(request, res)
@@ -452,6 +487,9 @@ class FakeApiServer:
         namespace = parse_path(request.path).namespace
         res.watch_requests.append(dict(request.query))
         since = request.query.get("resourceVersion") or ""
+        initial_events = request.query.get("sendInitialEvents") == "true"
+        if initial_events and (not self.watch_list or request.query.get("resourceVersionMatch") != "NotOlderThan"):
+            return web.json_response(watch_list_refused(self.watch_list), status=422)
         if res.fail_next_watch:
             status, res.fail_next_watch = res.fail_next_watch, None
             body = gone(since, self.resource_version) if status == 410 else status_body(status, "InternalError", "boom")
@@ -469,6 +507,11 @@ class FakeApiServer:
         if since in ("", "0"):  # no version: the current objects as ADDED, then what changes
             for obj in self._items(res, namespace):
                 queue.put_nowait({"type": "ADDED", "object": obj})
+            if initial_events:  # their end, as a bookmark (the real one carries the kind's empty shape)
+                queue.put_nowait({"type": "BOOKMARK", "object": {
+                    "kind": res.kind_name, "apiVersion": res.api_version,
+                    "metadata": {"resourceVersion": str(self.resource_version),
+                                 "annotations": {"k8s.io/initial-events-end": "true"}}}})
         else:
             for rv, kind_of_event, key, obj in self.events:
                 if rv > int(since) and key[:2] == (res.api_version, res.plural) and namespace in (None, key[2]):

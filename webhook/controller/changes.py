@@ -40,51 +40,73 @@ class Change:
         )
 
 
-def _version(obj: Mapping) -> Any:
-    return (obj.get("metadata") or {}).get("resourceVersion")
-
-
 class ChangeFeed:
     """Polls a cluster view for changed objects.
 
-    The state layer stores a new dict for every new version of an object (and keeps it
-    unmodified), so a kind whose list holds the very same objects as last time is unchanged:
-    that check is an identity walk, cheap enough to run every poll over tens of thousands of
-    objects. Only kinds that moved are diffed by key and resourceVersion.
+    A kind whose generation (``ClusterState.kind_generation``) has not moved is unchanged, and
+    is not listed at all. A kind that moved is diffed by key and resourceVersion against what
+    the previous poll kept of each object: the object itself (the state layer stores a new dict
+    for every version and keeps it unmodified, so an object that is the very same is unchanged),
+    but of a Pod only its version and labels, read from the state's summaries: a cluster has
+    many, and the state makes a new dict of each one read.
     """
 
     def __init__(self, state, watched: Iterable[Kind] = kinds.WATCHED):
         self.state = state
         self.watched = tuple(watched)
-        self._lists: dict[Kind, list[Mapping]] = {}
-        self._seen: dict[Kind, dict[tuple, Mapping]] = {}
+        # kind -> key -> (resourceVersion, the object, or for a Pod its labels)
+        self._seen: dict[Kind, dict[tuple, tuple[Any, Any]]] = {}
+        self._generations: dict[Kind, int] = {}
 
     def poll(self) -> list[Change]:
         changes = []
         for kind in self.watched:
-            objects = self.state.list(kind.api_version, kind.kind)
-            previous = self._lists.get(kind)
-            if previous is not None and len(previous) == len(objects) and all(
-                a is b for a, b in zip(previous, objects)
-            ):
+            generation = self.state.kind_generation(kind.api_version, kind.kind)
+            if kind in self._seen and self._generations.get(kind) == generation:
                 continue
-            self._lists[kind] = objects
+            self._generations[kind] = generation
+            if kind == kinds.POD:
+                changes += self._pods(kind)
+                continue
             before = self._seen.get(kind, {})
-            now: dict[tuple, Mapping] = {}
-            for obj in objects:
+            now: dict[tuple, tuple[Any, Any]] = {}
+            for obj in self.state.list(kind.api_version, kind.kind):
                 meta = obj.get("metadata") or {}
                 key = (meta.get("namespace"), meta.get("name"))
-                now[key] = obj
+                version = meta.get("resourceVersion")
+                now[key] = (version, obj)
                 old = before.get(key)
                 if old is None:
                     changes.append(Change(kind, obj))
-                elif old is not obj and (_version(old) != _version(obj) or _version(obj) is None):
-                    changes.append(Change(kind, obj, old=old))
-            for key, obj in before.items():
-                if key not in now:
-                    changes.append(Change(kind, obj, deleted=True))
+                elif old[1] is not obj and (old[0] != version or version is None):
+                    changes.append(Change(kind, obj, old=old[1]))
+            changes += [Change(kind, obj, deleted=True) for key, (_, obj) in before.items() if key not in now]
             self._seen[kind] = now
         return changes
+
+    def _pods(self, kind: Kind) -> list[Change]:
+        """The Pods that moved, from the state's summaries: what reads a Pod's change reads its
+        namespace, name and labels (``affected``), so no dict is made of the others."""
+        changes = []
+        before = self._seen.get(kind, {})
+        now: dict[tuple, tuple[Any, Any]] = {}
+        for (namespace, name), version, labels in self.state.summaries(kind.api_version, kind.kind):
+            key = (namespace or None, name)
+            now[key] = (version, labels)
+            old = before.get(key)
+            if old is None or old[0] != version or version is None:
+                changes.append(Change(kind, _pod(kind, key, version, labels)))
+        changes += [Change(kind, _pod(kind, key, version, labels), deleted=True)
+                    for key, (version, labels) in before.items() if key not in now]
+        self._seen[kind] = now
+        return changes
+
+
+def _pod(kind: Kind, key: tuple, version: Any, labels: Any) -> dict:
+    metadata = {"namespace": key[0], "name": key[1], "resourceVersion": version}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.metrics import ControllerMetrics, health_app
 from webhook.controller.ownership import StatusWritesError, applied_unchanged, status_writes
 from webhook.controller.planner import Inventory, seconds_until_stuck
-from webhook.controller.reconcilers import RECONCILERS
+from webhook.controller.reconcilers import RECONCILERS, reads_of
 from webhook.controller.snapshot import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 from webhook.gocompat.time import parse_go_duration
@@ -109,7 +109,7 @@ class Controller:
         self.elector, self.recorder, self.clock = elector, recorder, clock
         self.metrics = metrics or ControllerMetrics()
         self.queue = WorkQueue(base_delay=config.base_retry_delay, max_delay=config.max_retry_delay)
-        self.feed = ChangeFeed(state)
+        self.feed = ChangeFeed(state, reads_of(self.writes_status))
         self._inventory: Inventory | None = None
         self._inventory_generation = 0  # bumped when a DeviceClass or ResourceSlice changes
         self._inventory_lock = asyncio.Lock()
@@ -497,14 +497,15 @@ def audited_kinds() -> tuple[kinds.Kind, ...]:
     return tuple(newest.values())
 
 
-def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool) -> tuple[WatchedKind, ...]:
+def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None) -> tuple[WatchedKind, ...]:
     """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
-    policies read and the controller's own reports; one watch per group and kind."""
+    policies read (``policies``, a ``PolicySet``; None: every kind a policy may look up) and the
+    controller's own reports; one watch per group and kind."""
     if not audit:
         return watches.controller_watches(controller_kinds)
     report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=reports.SELECTOR)
                       for api in reports.REPORT_APIS for k in api.kinds]
-    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches)
+    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies)
 
 
 def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
@@ -523,10 +524,18 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     """``policies``: the audit's (None: no audit)."""
     identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
-    watched = await asyncio.to_thread(served_kinds, api)
-    # an owned kind whose status is not written is not watched either
-    watched = tuple(k for k in watched if k not in kinds.OWNED or k in writes_status)
-    state = KubeState(api_client, controller_watches(watched, policies is not None))
+    served = await asyncio.to_thread(served_kinds, api)
+    # what the reconcilers of the served kinds whose status it writes read (an owned kind whose
+    # status is not written is not watched either)
+    read = reads_of(k for k in writes_status if k in served)
+    watched = tuple(k for k in served if k in read)
+
+    def watch_list(policy_set=None):
+        return controller_watches(watched, policies is not None, policy_set)
+
+    state = KubeState(api_client, watch_list(policies.current() if policies is not None else None))
+    if policies is not None:  # a reload's watch list is in force before its policies are
+        policies.on_load.append(lambda fresh: state.set_kinds(watch_list(fresh)))
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))

@@ -5,15 +5,18 @@ audit lists. One watch per group and kind."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from webhook import kinds
 from webhook.apiversion import api_version_of, group_of
 from webhook.schema.bundled import version_priority
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
+from webhook.policy.unknown import kinds_read
 from webhook.state.kube import WatchedKind
+from webhook.state.watch_list import watches_for
 
-__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "webhook_crd_names",
-           "webhook_watches"]
+__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "read_lookups",
+           "webhook_crd_names", "webhook_watches"]
 
 
 def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
@@ -43,10 +46,18 @@ def crd_watches() -> tuple[WatchedKind, ...]:
                  for name in sorted(webhook_crd_names()))
 
 
-def webhook_watches() -> tuple[WatchedKind, ...]:
-    """What the webhook's watch cache watches: what the policies read, and the CRDs of the
-    kinds it judges."""
-    return lookup_watches() + crd_watches()
+def read_lookups(policies: Any = None) -> tuple[WatchedKind, ...]:
+    """Of the lookup kinds, those the loaded ``policies`` (a ``PolicySet``; None: every one) read
+    (``webhook.state.watch_list``): a kind nothing reads is neither listed nor watched."""
+    if policies is None:
+        return lookup_watches()
+    return watches_for(lookup_watches(), kinds_read(policies.policies))
+
+
+def webhook_watches(policies: Any = None) -> tuple[WatchedKind, ...]:
+    """What the webhook's watch cache watches: what the ``policies`` read (None: every lookup
+    kind), and the CRDs of the kinds it judges."""
+    return read_lookups(policies) + crd_watches()
 
 
 def _unique(watches: Iterable[WatchedKind]) -> list[WatchedKind]:
@@ -57,15 +68,14 @@ def _unique(watches: Iterable[WatchedKind]) -> list[WatchedKind]:
 
 
 def controller_watches(controller_kinds: Iterable[kinds.Kind], audited: Iterable[kinds.Kind] = (),
-                       reports: Iterable[WatchedKind] = ()) -> tuple[WatchedKind, ...]:
+                       reports: Iterable[WatchedKind] = (), policies: Any = None) -> tuple[WatchedKind, ...]:
     """The controller's watch cache: its kinds, and with the audit (``audited``, the kinds it
-    judges, and its ``reports``) what the policies read; one watch per group and kind, the
-    controller's own version first."""
+    judges, and its ``reports``) what its ``policies`` read (None: every lookup kind); one watch
+    per group and kind, the controller's own version first."""
     watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
     if audited or reports:
-        lookups = lookup_watches()
-        older = {(group_of(w.api_version), w.kind): w.older_versions for w in lookups}
-        watches += lookups
+        older = {(group_of(w.api_version), w.kind): w.older_versions for w in lookup_watches()}
+        watches += read_lookups(policies)
         watches += [WatchedKind(k.api_version, k.kind, k.plural, older_versions=older.get((k.group, k.kind), ()))
                     for k in audited]
         watches += reports

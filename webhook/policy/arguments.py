@@ -106,7 +106,7 @@ def unknown_list(state: Any, api_version: str, kind: str) -> bool:
     rules that read it are left out (``webhook.policy.unknown``). A partial view's list would say
     "these are all", and reading it for every review of a large repository costs N × N."""
     knowledge = getattr(state, "knowledge", EVERYTHING)
-    return knowledge.whole is not None and not knowledge.holds_whole(group_of(api_version), kind)
+    return knowledge.partial and not knowledge.holds_whole(group_of(api_version), kind)
 
 
 def list_labelled(state: Any, api_version: str, kind: str, namespace: str | None, label_selector: str | None

@@ -98,7 +98,7 @@ class CompiledPolicy:
         """``verdict`` without the findings of rules that read what the cluster view does not know
         (``webhook.policy.unknown``); a view that holds every kind whole (a cluster's) knows all."""
         knowledge = getattr(inp.state, "knowledge", EVERYTHING)
-        if self.rule_reads and knowledge.whole is not None:
+        if self.rule_reads and knowledge.partial:
             lookups = verdict.lookups
             if lookups is None:
                 prepared = inp.scope.prepared.get(self.batches.serial)

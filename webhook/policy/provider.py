@@ -16,7 +16,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, own_actions
 from webhook.policy.builtin import BUILTIN_POLICIES
@@ -177,6 +177,8 @@ class PolicyDirectory:
     schemas: KindSchemas | None = None  # the kinds the policies are type-checked against (default: shipped)
     actions: ActionOverrides = NO_OVERRIDES  # operators' validation actions (a reload must keep their policies)
     error: str | None = None
+    # called with a reloaded set before it is in force (the watch cache starts what it reads)
+    on_load: list[Callable[[PolicySet], None]] = field(default_factory=list)
     _set: PolicySet = field(init=False)
     _fingerprint: tuple = field(init=False, default=())
     _stop: threading.Event = field(init=False, default_factory=threading.Event)
@@ -206,7 +208,13 @@ class PolicyDirectory:
             log.error("policies not reloaded, the last good set stays in force:\n%s", exc)
             return False
         self.error = None
-        self._set = PolicySet(fresh.policies, fresh.source, self._set.generation + 1, fresh.actions)  # one atomic swap
+        fresh = PolicySet(fresh.policies, fresh.source, self._set.generation + 1, fresh.actions)
+        for listener in self.on_load:
+            try:
+                listener(fresh)
+            except Exception:  # noqa: BLE001 - a listener's fault must not keep the policies out
+                log.exception("policies reloaded: a listener failed")
+        self._set = fresh  # one atomic swap
         log.info("policies reloaded: %d in force", len(fresh.policies))
         return True
 

@@ -108,13 +108,18 @@ def policy_actions_problem(settings: Settings) -> str | None:
     return None
 
 
-def _cluster_state(settings: Settings):
-    """A watch cache of the cluster with ``--kube-state`` (ready once every kind is listed,
-    watching once started), else a directory of manifests."""
+def _cluster_state(settings: Settings, policies: Any = None):
+    """A watch cache of the cluster with ``--kube-state`` (of what ``policies``, a
+    ``PolicyDirectory``, read; ready once every kind is listed, watching once started; a
+    reload's watch list in force before its policies are), else a directory of manifests."""
     if settings.kube_state:
         from webhook.inputs.cluster import watch_cache
+        from webhook.inputs.watches import webhook_watches
 
-        return watch_cache(kube_client(settings))
+        state = watch_cache(kube_client(settings), webhook_watches(policies.current() if policies is not None else None))
+        if policies is not None:
+            policies.on_load.append(lambda fresh: state.set_kinds(webhook_watches(fresh)))
+        return state
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
 
@@ -147,7 +152,7 @@ def prepare_admitter(
     # with --kube-state the cluster's CRDs are the schema (watched with the rest of the state)
     registry = None if settings.kube_state else attempt("crds", lambda s: crd_registry(crd_source(s), evaluator))
     policies = attempt(CHAIN_CHECK, lambda s: _policies(s, evaluator, registry))
-    state = attempt("cluster-state", _cluster_state)
+    state = attempt("cluster-state", lambda s: _cluster_state(s, policies))
     if settings.kube_state and state is not None:
         from webhook.inputs.cluster import cluster_crds
 
@@ -166,8 +171,11 @@ def cluster_state_checks(state: Any) -> dict[str, ReadinessCheck]:
     """What readiness asks of the cluster view: its first sync (every watched kind listed, or
     known not to be served). A watch reconnecting is reported, never failing: the last synced
     picture is judged against meanwhile, as an informer serves it (RELIABILITY.md)."""
-    return {"cluster-state": lambda: None if state.ready else "not synced",
-            "cluster-watch": Advisory(lambda: state.interrupted)}
+    checks = {"cluster-state": lambda: None if state.ready else "not synced",
+              "cluster-watch": Advisory(lambda: state.interrupted)}
+    if hasattr(state, "pending"):  # a watch cache: a reload's new lookups, unknown until synced
+        checks["cluster-lookups"] = Advisory(lambda: state.pending)
+    return checks
 
 
 def unusable_paths(settings: Settings) -> list[str]:

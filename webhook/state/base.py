@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from webhook.apiversion import group_of
 from webhook.state.knowledge import EVERYTHING, Knowledge
+from webhook.state.pods import PodParts, PodRecord, expand
 from webhook.state.selectors import Selector, parse_selector
 
 __all__ = ["ClusterState", "ObjectStore", "sanitize", "trim_pod"]
@@ -111,23 +112,46 @@ def _key(obj: Mapping[str, Any]) -> ObjectKey:
     return (metadata.get("namespace") or "", metadata.get("name") or "")
 
 
+_POD: GroupKind = ("", "Pod")
+
+
+def _labels_of(stored: Any) -> Any:
+    if isinstance(stored, PodRecord):
+        return stored.labels
+    return (stored.get("metadata") or {}).get("labels")
+
+
+def _read(stored: Any) -> dict[str, Any]:
+    """What a reader gets of a stored object: itself, or a Pod's record as a dict."""
+    return expand(stored) if isinstance(stored, PodRecord) else stored
+
+
 class ObjectStore:
     """A thread-safe index ``(group, kind) -> {(namespace, name): object}``.
 
     Writers replace whole kinds (a list/relist) or single objects (watch events);
     readers get the stored objects themselves (never mutated after insertion: a change
-    is a new dict), so a read copies no object, only the list of references.
+    is a new dict), so a read copies no object, only the list of references. Pods are the
+    exception: each is kept as a :class:`~webhook.state.pods.PodRecord` (a cluster has many,
+    mostly alike) and read as a new dict of the same parts each time.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._kinds: dict[GroupKind, dict[ObjectKey, dict[str, Any]]] = {}
+        self._kinds: dict[GroupKind, dict[ObjectKey, Any]] = {}
+        self._pod_parts: PodParts | None = None
         # a kind's sorted lists, per namespace (None: all), until the kind is written: a
         # policy lists a kind in the request's namespace on every review
-        self._lists: dict[GroupKind, dict[str | None, list[dict[str, Any]]]] = {}
+        self._lists: dict[GroupKind, dict[str | None, list[Any]]] = {}
         # bumped by every write: a reader may keep what it read while this stays the same
         self.generation = 0
+        self._kind_generations: dict[GroupKind, int] = {}
         self._listeners: dict[GroupKind, list[Callable[[], None]]] = {}
+
+    def _stored(self, gk: GroupKind, obj: dict[str, Any], parts: PodParts | None) -> Any:
+        if gk == _POD and parts is not None:
+            return parts.record(trim_pod(obj))
+        return sanitize(obj)
 
     def listen(self, group: str, kind: str, listener: Callable[[], None]) -> None:
         """Call ``listener`` (in the writer's thread, outside the lock) after every write to
@@ -141,22 +165,43 @@ class ObjectStore:
 
     def replace(self, group: str, kind: str, objects: Iterable[dict[str, Any]], *,
                 names: frozenset[str] | None = None) -> None:
-        """The kind's objects are now ``objects``; with ``names``, only its objects of those
-        names are (a list that selected them by name says nothing of the others)."""
-        fresh = {_key(o): sanitize(o) for o in objects}
+        """The kind's objects are now ``objects`` (consumed before anything changes: a
+        generator that fails leaves the kind as it was); with ``names``, only its objects of
+        those names are (a list that selected them by name says nothing of the others)."""
+        gk = (group, kind)
+        parts = None
+        if gk == _POD:  # a new table for a whole list; each kind has one writer (its watch)
+            parts = PodParts() if names is None or self._pod_parts is None else self._pod_parts
+        fresh = {_key(o): self._stored(gk, o, parts) for o in objects}
         with self._lock:
             if names is not None:
-                kept = {key: obj for key, obj in self._kinds.get((group, kind), {}).items() if key[1] not in names}
+                kept = {key: obj for key, obj in self._kinds.get(gk, {}).items() if key[1] not in names}
                 fresh = {**kept, **fresh}
-            self._kinds[(group, kind)] = fresh
-            self._written((group, kind))
-        self._notify((group, kind))
+            self._kinds[gk] = fresh
+            if gk == _POD:
+                self._pod_parts = parts
+            self._written(gk)
+        self._notify(gk)
+
+    def drop(self, group: str, kind: str) -> None:
+        """Forget the kind's objects (no longer watched)."""
+        gk = (group, kind)
+        with self._lock:
+            if self._kinds.pop(gk, None) is not None:
+                if gk == _POD:
+                    self._pod_parts = None
+                self._written(gk)
+        self._notify(gk)
 
     def put(self, obj: dict[str, Any]) -> None:
         gk = (group_of(obj.get("apiVersion", "")), obj.get("kind", ""))
-        kept = sanitize(obj)
         with self._lock:
-            self._kinds.setdefault(gk, {})[_key(obj)] = kept
+            if gk == _POD and self._pod_parts is None:
+                self._pod_parts = PodParts()
+            objects = self._kinds.setdefault(gk, {})
+            objects[_key(obj)] = self._stored(gk, obj, self._pod_parts)
+            if gk == _POD and self._pod_parts.should_prune():
+                self._pod_parts.prune(objects.values())
             self._written(gk)
         self._notify(gk)
 
@@ -170,13 +215,26 @@ class ObjectStore:
     def _written(self, gk: GroupKind) -> None:
         self._lists.pop(gk, None)
         self.generation += 1
+        self._kind_generations[gk] = self.generation
+
+    def touch(self) -> None:
+        """Bump the generation: what was read may read differently (what the view knows changed)."""
+        with self._lock:
+            self.generation += 1
+
+    def kind_generation(self, group: str, kind: str) -> int:
+        """Changes whenever an object of the kind does (0: never written)."""
+        return self._kind_generations.get((group, kind), 0)
 
     def get(self, group: str, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
-        return self._kinds.get((group, kind), {}).get((namespace or "", name))
+        stored = self._kinds.get((group, kind), {}).get((namespace or "", name))
+        return None if stored is None else _read(stored)
 
-    def list(self, group: str, kind: str, namespace: str | None) -> list[dict[str, Any]]:
-        """The kind's objects (in ``namespace``; None: all) in (namespace, name) order; a new
-        list each call (of the stored objects themselves)."""
+    def list(self, group: str, kind: str, namespace: str | None,
+             selector: Selector | None = None) -> list[dict[str, Any]]:
+        """The kind's objects (in ``namespace``; None: all; those whose labels ``selector``
+        matches) in (namespace, name) order; a new list each call (of the stored objects
+        themselves, or for Pods of dicts made from their records)."""
         gk = (group, kind)
         with self._lock:
             lists = self._lists.setdefault(gk, {})
@@ -186,11 +244,29 @@ class ObjectStore:
                 if namespace is not None:
                     items = [kv for kv in items if kv[0][0] == namespace]
                 found = lists[namespace] = [obj for _, obj in sorted(items, key=lambda kv: kv[0])]
-            return list(found)
+        if selector is not None and not selector.empty:
+            found = [o for o in found if selector.matches(_labels_of(o))]
+        if gk == _POD:
+            return [expand(o) for o in found]
+        return list(found)
 
     def kinds(self) -> list[GroupKind]:
         with self._lock:
             return sorted(self._kinds)
+
+    def summaries(self, group: str, kind: str) -> list[tuple[ObjectKey, Any, Any]]:
+        """((namespace, name), resourceVersion, labels) of each object of the kind, making no
+        dict of a Pod."""
+        with self._lock:
+            stored = list(self._kinds.get((group, kind), {}).items())
+        out = []
+        for key, obj in stored:
+            if isinstance(obj, PodRecord):
+                out.append((key, obj.resource_version, obj.labels))
+            else:
+                metadata = obj.get("metadata") or {}
+                out.append((key, metadata.get("resourceVersion"), metadata.get("labels")))
+        return out
 
 
 class ClusterState(abc.ABC):
@@ -217,12 +293,9 @@ class ClusterState(abc.ABC):
     ) -> list[dict[str, Any]]:
         """Objects of a kind, in (namespace, name) order; ``namespace=None`` means all; those
         whose labels match ``label_selector`` (the string form) or ``selector``."""
-        objects = self._store.list(group_of(api_version), kind, namespace)
         if label_selector:
             selector = parse_selector(label_selector)
-        if selector is not None and not selector.empty:
-            objects = [o for o in objects if selector.matches((o.get("metadata") or {}).get("labels"))]
-        return objects
+        return self._store.list(group_of(api_version), kind, namespace, selector)
 
     def on_change(self, api_version: str, kind: str, listener: Callable[[], None]) -> None:
         """Call ``listener`` (in the writer's thread) after every change to ``kind``'s objects."""
@@ -233,6 +306,16 @@ class ClusterState(abc.ABC):
         """Changes whenever a stored object does: what was read from the state stays true
         while it stays the same."""
         return self._store.generation
+
+    def kind_generation(self, api_version: str, kind: str) -> int:
+        """Changes whenever an object of the kind does: what was read of it stays true while
+        it stays the same."""
+        return self._store.kind_generation(group_of(api_version), kind)
+
+    def summaries(self, api_version: str, kind: str) -> list[tuple[tuple[str, str], Any, Any]]:
+        """((namespace or "", name), resourceVersion, labels) of each object of the kind: what
+        moved, read without making a dict of each (Pods)."""
+        return self._store.summaries(group_of(api_version), kind)
 
     @property
     @abc.abstractmethod

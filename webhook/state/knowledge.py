@@ -35,10 +35,17 @@ class Knowledge:
     # the kinds it shows at least one object of (for the note: "no Service in the input", or more
     # InferencePools than the input shows)
     shown: frozenset[GroupKind] = frozenset()
+    # kinds held in no part, whatever ``whole`` says: a watch cache's kinds not synced yet
+    missing: frozenset[GroupKind] = frozenset()
 
     def holds_whole(self, group: str, kind: str) -> bool:
         """Whether an object of this kind the view does not hold is absent (else: unknown)."""
-        return self.whole is None or (group, kind) in self.whole
+        return (self.whole is None or (group, kind) in self.whole) and (group, kind) not in self.missing
+
+    @property
+    def partial(self) -> bool:
+        """Whether some kind is not held whole (some answers may be unknown)."""
+        return self.whole is not None or bool(self.missing)
 
 
 EVERYTHING = Knowledge(None, "cluster")

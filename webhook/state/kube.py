@@ -30,10 +30,10 @@ from typing import Any, Callable
 import orjson
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from webhook.apiversion import api_version_of, group_of
-from webhook.state.base import ClusterState, sanitize
+from webhook.state.base import ClusterState
+from webhook.state.knowledge import EVERYTHING, Knowledge
 from webhook.state.selectors import Selector
 
 __all__ = ["KubeState", "WatchedKind"]
@@ -128,6 +128,7 @@ class KubeState(ClusterState):
         watch_timeout_s: int = 300,
         page_size: int = 500,
         backoff: Backoff = Backoff(),
+        stream: bool = True,
     ) -> None:
         super().__init__()
         self._api = api_client or ApiClient()
@@ -149,9 +150,19 @@ class KubeState(ClusterState):
         self._crd_changed = threading.Condition(self._lock)  # wakes the unserved kinds' threads
         self._crd_generation = 0
         self._open: dict[WatchedKind, Any] = {}  # the response each thread is reading, for stop()
-        self._threads: list[threading.Thread] = []
+        self._threads: dict[WatchedKind, threading.Thread] = {}
+        # each kind's thread stops when its event is set (stop(): all; set_kinds(): those dropped)
+        self._halts: dict[WatchedKind, threading.Event] = {}
+        # kinds added after the first sync (a policy reload's lookup) and not synced yet: what
+        # reads them is unknown meanwhile (``knowledge``), and readiness does not wait for them;
+        # the value is why (the last failure, e.g. RBAC's 403)
+        self._pending: dict[WatchedKind, str] = {}
+        # the first sync streams a watch (``sendInitialEvents``) while the apiserver serves it
+        # (None: not tried yet; False: refused, paged lists instead)
+        self._stream: bool | None = None if stream else False
         self._listeners: dict[tuple[str, str], list[Callable[[], None]]] = {}
-        self.lists = 0  # counters, for metrics and tests
+        self.lists = 0  # counters, for metrics and tests: first syncs by paged list, by stream
+        self.streams = 0
         self.relists_on_gone = 0
 
     # -- reads ---------------------------------------------------------------------
@@ -188,6 +199,68 @@ class KubeState(ClusterState):
             except Exception:  # noqa: BLE001 - a listener's fault must not stop the watch
                 log.exception("cluster state: a listener of %s failed", kind)
 
+    @property
+    def knowledge(self) -> Knowledge:
+        """Every kind whole, but those added since the first sync and not synced yet."""
+        with self._lock:
+            if not self._pending:
+                return EVERYTHING
+            return Knowledge(None, "cluster", missing=frozenset(
+                (group_of(k.api_version), k.kind) for k in self._pending))
+
+    @property
+    def pending(self) -> str | None:
+        """None when every kind added since the first sync is synced, else which are not and why
+        (their lookups are unknown meanwhile)."""
+        with self._lock:
+            kinds = sorted(f"{kind} ({why})" for kind, why in self._pending.items())
+        return f"not synced, lookups unknown: {', '.join(kinds)}" if kinds else None
+
+    def set_kinds(self, kinds: tuple[WatchedKind, ...] | list[WatchedKind]) -> None:
+        """Watch ``kinds`` from now on: start the watches of those added (unknown until synced,
+        once the state is ready: see :attr:`pending`) and stop those dropped, forgetting their
+        objects."""
+        kinds = tuple(dict.fromkeys(kinds))
+        with self._lock:
+            added = [k for k in kinds if k not in self.kinds]
+            dropped = [k for k in self.kinds if k not in kinds]
+            self.kinds = kinds
+            self._watched = {(group_of(k.api_version), k.kind) for k in kinds}
+            ready = self._ready_event.is_set()
+            for kind in added:
+                if ready:
+                    self._pending[kind] = "not synced yet"
+            for kind in dropped:
+                self._synced.discard(kind)
+                self._unserved.discard(kind)
+                self._interrupted.pop(kind, None)
+                self._pending.pop(kind, None)
+                halt = self._halts.get(kind)
+                if halt is not None:
+                    halt.set()
+                resp = self._open.get(kind)
+                if resp is not None:
+                    _interrupt(resp)
+            self._crd_changed.notify_all()
+            started = bool(self._threads) and not self._stopping.is_set()
+            if not ready and self._synced >= set(self.kinds):
+                self._ready_event.set()
+        for kind in dropped:
+            thread = self._threads.pop(kind, None)
+            if thread is not None:
+                thread.join(5.0)
+            self._halts.pop(kind, None)
+            if (group_of(kind.api_version), kind.kind) not in self._watched:
+                self._store.drop(group_of(kind.api_version), kind.kind)
+        if added:
+            self._store.touch()  # what was read while they were not watched may read differently now
+        if started:
+            for kind in added:
+                self._start(kind)
+        if added or dropped:
+            log.info("cluster state: watching %d kinds (%s added, %s dropped)", len(kinds),
+                     ", ".join(map(str, added)) or "none", ", ".join(map(str, dropped)) or "none")
+
     # -- lifecycle --------------------------------------------------------------
     @property
     def ready(self) -> bool:
@@ -220,32 +293,40 @@ class KubeState(ClusterState):
             return
         self._stopping.clear()
         for kind in self.kinds:
-            thread = threading.Thread(target=self._run, args=(kind,), name=f"watch-{kind}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._start(kind)
+
+    def _start(self, kind: WatchedKind) -> None:
+        halt = self._halts[kind] = threading.Event()
+        thread = threading.Thread(target=self._run, args=(kind, halt), name=f"watch-{kind}", daemon=True)
+        self._threads[kind] = thread
+        thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping.set()
         with self._lock:
+            for halt in self._halts.values():
+                halt.set()
             self._crd_changed.notify_all()
             responses = list(self._open.values())
         for resp in responses:
             _interrupt(resp)
-        for thread in self._threads:
+        for thread in self._threads.values():
             thread.join(timeout)
         self._threads.clear()
+        self._halts.clear()
 
     # -- the informer loop --------------------------------------------------------
-    def _run(self, kind: WatchedKind) -> None:
+    def _run(self, kind: WatchedKind, halt: threading.Event) -> None:
         resource_version: str | None = None
         delays = self._backoff.delays()
         versions = kind.api_versions
         served = 0  # which of them is watched
         unserved = 0  # how many in a row answered 404
-        while not self._stopping.is_set():
+        while not halt.is_set():
             try:
                 if resource_version is None:
-                    resource_version = self._list(kind, versions[served])
+                    # (a streamed sync watches on to the stream's end: the version is its last event's)
+                    resource_version = self._sync(kind, versions[served], halt)
                     unserved = 0
                 resource_version = self.watch(kind, resource_version, versions[served])
                 delays = self._backoff.delays()  # a clean end of stream: reconnect at once
@@ -265,17 +346,17 @@ class KubeState(ClusterState):
                     unserved = 0
                     self._not_served(kind)
                     delays = self._backoff.delays()
-                    self._wait_for_crds(self._backoff.unserved)
+                    self._wait_for_crds(self._backoff.unserved, halt)
                     continue
-                self._interrupt_kind(kind)
+                self._interrupt_kind(kind, f"HTTP {exc.status} {exc.reason}")
                 log.warning("watch %s: HTTP %s %s; retrying", kind, exc.status, exc.reason)
-                self._stopping.wait(next(delays))
+                halt.wait(next(delays))
             except Exception as exc:  # noqa: BLE001 - network errors of every kind: reconnect
-                if self._stopping.is_set():
+                if halt.is_set():
                     break
-                self._interrupt_kind(kind)
+                self._interrupt_kind(kind, str(exc))
                 log.warning("watch %s: %s; retrying", kind, exc)
-                self._stopping.wait(next(delays))
+                halt.wait(next(delays))
 
     def _not_served(self, kind: WatchedKind) -> None:
         """Every version answered 404: the kind is empty and synced, and nothing is wrong."""
@@ -289,21 +370,25 @@ class KubeState(ClusterState):
             self._changed(kind)
         self._mark_synced(kind)
 
-    def _wait_for_crds(self, timeout: float) -> None:
-        """Until a watched CRD changes, stop() or ``timeout`` seconds."""
+    def _wait_for_crds(self, timeout: float, halt: threading.Event) -> None:
+        """Until a watched CRD changes, the kind's watch stops or ``timeout`` seconds."""
         with self._lock:
             seen = self._crd_generation
-            self._crd_changed.wait_for(
-                lambda: self._crd_generation != seen or self._stopping.is_set(), timeout)
+            self._crd_changed.wait_for(lambda: self._crd_generation != seen or halt.is_set(), timeout)
 
-    def _interrupt_kind(self, kind: WatchedKind) -> None:
+    def _interrupt_kind(self, kind: WatchedKind, why: str) -> None:
         with self._lock:
             self._interrupted.setdefault(kind, time.monotonic())
+            if kind in self._pending:
+                self._pending[kind] = why
 
     def _mark_synced(self, kind: WatchedKind) -> None:
         with self._lock:
+            if kind not in self.kinds:  # dropped meanwhile
+                return
             self._synced.add(kind)
-            if len(self._synced) == len(self.kinds):
+            self._pending.pop(kind, None)
+            if self._synced >= set(self.kinds):
                 self._ready_event.set()
 
     def _query(self, kind: WatchedKind, **params: Any) -> list[tuple[str, Any]]:
@@ -332,26 +417,98 @@ class KubeState(ClusterState):
             self._unserved.discard(kind)
         return response.response
 
-    def _list(self, kind: WatchedKind, api_version: str) -> str:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            resp = self._get(kind, api_version, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
+    def _sync(self, kind: WatchedKind, api_version: str, halt: threading.Event) -> str:
+        """The kind's first sync (or a relist): a streamed watch where the apiserver serves it
+        (then watched on to the stream's end), else paged lists; the resourceVersion to watch from."""
+        if self._stream is not False:
             try:
-                body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.document_limits)
-            finally:
-                resp.release_conn()
-            for item in body.get("items") or ():
-                items.append(sanitize(_typed(kind, api_version, item)))  # trimmed page by page
-            metadata = body.get("metadata") or {}
-            token = metadata.get("continue")
-            if not token:
-                break
-        self._store.replace(group_of(kind.api_version), kind.kind, items, names=kind.names)
+                return self._streamed(kind, api_version, halt)
+            except ApiException as exc:
+                if exc.status not in (400, 422):  # 422: sendInitialEvents refused (WatchList off)
+                    raise
+                log.info("watch %s: the apiserver does not stream initial events (HTTP %s); listing in pages",
+                         kind, exc.status)
+                self._stream = False
+        return self._list(kind, api_version)
+
+    def _list(self, kind: WatchedKind, api_version: str) -> str:
+        metadata: dict[str, Any] = {}
+
+        def pages():  # stored as they are read (Pods as records): no page is held past its turn
+            token: str | None = None
+            while True:
+                resp = self._get(kind, api_version, self._query(kind, limit=self._page_size, **{"continue": token}), 60)
+                try:
+                    body = orjson.loads(resp.data)  # refuses nesting past the server's limit (webhook.document_limits)
+                finally:
+                    resp.release_conn()
+                items = body.get("items") or ()
+                metadata.clear()
+                metadata.update(body.get("metadata") or {})
+                del body
+                for item in items:
+                    yield _typed(kind, api_version, item)
+                token = metadata.get("continue")
+                if not token:
+                    break
+
+        self._store.replace(group_of(kind.api_version), kind.kind, pages(), names=kind.names)
         self.lists += 1
         self._changed(kind)
         self._mark_synced(kind)
         return metadata.get("resourceVersion") or ""
+
+    def _streamed(self, kind: WatchedKind, api_version: str, halt: threading.Event) -> str:
+        """A watch that begins with the kind's objects (``sendInitialEvents``, from the
+        apiserver's watch cache, consistent as of the request) and a bookmark marking their end,
+        client-go's WatchList: the objects are stored one event at a time, never as one list."""
+        query = self._query(kind, watch="true", sendInitialEvents="true", resourceVersionMatch="NotOlderThan",
+                            allowWatchBookmarks="true", timeoutSeconds=self._watch_timeout_s)
+        resp = self._get(kind, api_version, query, (10, self._watch_timeout_s + 30), watch=True)
+        self._stream = True
+        resource_version = ""
+        with self._lock:
+            self._open[kind] = resp
+            stopping = halt.is_set()
+        if stopping:
+            _interrupt(resp)
+        try:
+            lines = _lines(resp)
+
+            def initial():
+                nonlocal resource_version
+                for line in lines:
+                    if halt.is_set():
+                        break
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    kind_of_event, obj = event.get("type"), event.get("object") or {}
+                    if kind_of_event == "ERROR":
+                        _raise_watch_error(obj)
+                    metadata = obj.get("metadata") or {}
+                    resource_version = metadata.get("resourceVersion") or resource_version
+                    if kind_of_event == "ADDED":
+                        yield _typed(kind, api_version, obj)
+                    elif kind_of_event == "BOOKMARK" and \
+                            (metadata.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                        return
+                raise ConnectionError("the stream ended before its initial events did")
+
+            self._store.replace(group_of(kind.api_version), kind.kind, initial(), names=kind.names)
+            self.streams += 1
+            self._changed(kind)
+            self._mark_synced(kind)
+            for line in lines:
+                if halt.is_set():
+                    break
+                if line.strip():
+                    resource_version = self._apply(kind, api_version, orjson.loads(line), resource_version)
+        finally:
+            with self._lock:
+                self._open.pop(kind, None)
+            resp.release_conn()
+        return resource_version
 
     def watch(self, kind: WatchedKind, resource_version: str, api_version: str) -> str:
         """One watch of ``kind`` from ``resource_version``, until the apiserver ends it; the
@@ -363,16 +520,17 @@ class KubeState(ClusterState):
             allowWatchBookmarks="true",
             timeoutSeconds=self._watch_timeout_s,
         )
+        halt = self._halts.get(kind) or self._stopping
         resp = self._get(kind, api_version, query, (10, self._watch_timeout_s + 30), watch=True)
         with self._lock:
             # stop() sets the flag before it looks at _open: one of the two sees the other
             self._open[kind] = resp
-            stopping = self._stopping.is_set()
+            stopping = halt.is_set()
         if stopping:
             _interrupt(resp)
         try:
-            for line in iter_resp_lines(resp):
-                if self._stopping.is_set():
+            for line in _lines(resp):
+                if halt.is_set():
                     break
                 if not line.strip():
                     continue
@@ -386,9 +544,7 @@ class KubeState(ClusterState):
     def _apply(self, kind: WatchedKind, api_version: str, event: dict[str, Any], resource_version: str) -> str:
         kind_of_event, obj = event.get("type"), event.get("object") or {}
         if kind_of_event == "ERROR":
-            if obj.get("code") == 410:
-                raise _Gone(obj.get("message", "resourceVersion too old"))
-            raise RuntimeError(f"watch error: {obj.get('message') or obj}")
+            _raise_watch_error(obj)
         obj = _typed(kind, api_version, obj)
         if kind_of_event in ("ADDED", "MODIFIED"):
             self._store.put(obj)
@@ -400,6 +556,31 @@ class KubeState(ClusterState):
         return (obj.get("metadata") or {}).get("resourceVersion") or resource_version
 
 
+def _lines(resp: Any):
+    """The lines of a streamed response as they arrive (bytes, empty ones skipped). The client's
+    own ``iter_resp_lines`` copies what is left of a segment after each line: quadratic in the
+    segment's size, and a streamed first sync's segments hold thousands of objects."""
+    pending = b""
+    for segment in resp.stream(amt=None, decode_content=False):
+        if isinstance(segment, str):
+            segment = segment.encode()
+        lines = (pending + segment).split(b"\n") if pending else segment.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _raise_watch_error(status: dict[str, Any]) -> None:
+    if status.get("code") == 410:
+        raise _Gone(status.get("message", "resourceVersion too old"))
+    raise RuntimeError(f"watch error: {status.get('message') or status}")
+
+
+# the bookmark that ends a streamed watch's initial events (metav1.InitialEventsAnnotationKey)
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _JSON = "application/json"
 # the apiserver's metadata views (client-go's metadata client asks the same, with the same
 # fallback to whole objects for a server without them: the store then drops what it must)
