@@ -453,7 +453,3 @@ def reconcile_inference_service(order: Mapping, ctx: ReconcileContext) -> dict:
     if meta.get("generation") is not None:
         status["observedGeneration"] = meta["generation"]  # last: everything above is for it
     return status
-
-
-def is_ready(status: Mapping) -> bool:
-    return status_of(status.get("conditions"), "Ready") == TRUE
