@@ -35,7 +35,7 @@ from webhook.controller.auditing import AuditSettings, BackgroundAudit  # noqa: 
 from webhook.kinds import Kind  # noqa: E402
 from webhook.controller.kubeapi import ApiError, KubeApi, NotFound  # noqa: E402
 from webhook.controller.runner import audited_kinds, controller_watches  # noqa: E402
-from webhook.controller.snapshot import MemoryState  # noqa: E402
+from webhook.state.memory import MemoryState  # noqa: E402
 from webhook.policy import PolicyDirectory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from webhook.controller.auditing import AuditSettings, BackgroundAudit
 from webhook.controller.kubeapi import KubeApi
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.runner import audited_kinds
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.policy import PolicyDirectory
 
 from tests.support.apiserver import FakeApiServer

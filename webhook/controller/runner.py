@@ -53,7 +53,7 @@ from webhook.controller.metrics import ControllerMetrics, health_app
 from webhook.controller.ownership import StatusWritesError, applied_unchanged, status_writes
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS, reads_of
-from webhook.controller.snapshot import selector_string
+from webhook.state.selectors import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 from webhook.gocompat.time import parse_go_duration
 from webhook.inputs import watches

@@ -22,7 +22,7 @@ from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge
 from webhook.controller.context import ReconcileContext
 from webhook.controller.planner import AcceleratorPolicy, Placement, memory_need_gib, plan, stuck_claim
 from webhook.controller.reconcilers.service_class import class_verdict, default_classes
-from webhook.controller.snapshot import selector_string
+from webhook.state.selectors import selector_string
 from webhook.quantity import QuantityError, parse_parameter_count
 
 CONDITION_TYPES = ("ClassResolved", "ModelResolved", "Planned", "WorkloadReady", "Ready", "ScalingHealthy")
