@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from webhook import shipped_data  # noqa: E402
 from webhook.audit import Auditor, build_report  # noqa: E402
 from webhook.cel import Evaluator  # noqa: E402
-from webhook.controller.auditing import AuditSettings, BackgroundAudit  # noqa: E402
+from webhook.controller.background_audit import AuditSettings, BackgroundAudit  # noqa: E402
 from webhook.kinds import Kind  # noqa: E402
 from webhook.controller.kubeapi import ApiError, KubeApi, NotFound  # noqa: E402
 from webhook.controller.runner import audited_kinds, controller_watches  # noqa: E402
-from webhook.controller.snapshot import MemoryState  # noqa: E402
+from webhook.state.memory import MemoryState  # noqa: E402
 from webhook.policy import PolicyDirectory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -38,7 +38,7 @@ from webhook.cel import Evaluator  # noqa: E402
 from webhook.controller.context import ReconcileContext, build_inventory  # noqa: E402
 from webhook.offline.reconcile import owned_objects, reconcile_all  # noqa: E402
 from webhook.controller.runner import Controller, RunnerConfig  # noqa: E402
-from webhook.controller.snapshot import MemoryState  # noqa: E402
+from webhook.state.memory import MemoryState  # noqa: E402
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PRODUCTS = 50

@@ -48,7 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("webhook.server.command", "serve the admission webhook over HTTPS"),
     "validate": ("webhook.offline.validate", "validate manifests as the apiserver and the webhook would"),
     "test": ("webhook.offline.run_suites", "run policy test suites and recorded apiserver cases"),
-    "audit": ("webhook.offline.audit", "judge existing objects (a dump or the live cluster) against the policies"),
+    "audit": ("webhook.offline.audit_command", "judge existing objects (a dump or the live cluster) against the policies"),
     "reconcile": ("webhook.offline.reconcile", "print the status the controller would write (offline)"),
     "controller": ("webhook.controller.runner", "run the status controller against a cluster"),
     "certs": ("webhook.certs.command", "generate or inspect the webhook's certificates"),

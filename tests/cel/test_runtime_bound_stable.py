@@ -12,7 +12,7 @@ import pytest
 
 from webhook.cel import Evaluator, EngineBoundExceeded
 from webhook.cel.cost.bound import KnownSizes, measure
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 
 # nested loops over the parts of a string: the bound grows with the string's length squared
 # (``split`` gives at most length + 1 parts), though a string without commas has one part

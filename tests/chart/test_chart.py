@@ -693,7 +693,7 @@ def grants(name: str, role_suffix: str) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize("audit", [True, False], ids=["audit", "no-audit"])
 def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(audit):
     from webhook import kinds
-    from webhook.controller import reports
+    from webhook.controller.report_writes import REPORT_APIS
     from webhook.controller.ownership import status_writes
     from webhook.controller.runner import controller_watches
     from webhook.apiversion import group_of
@@ -714,7 +714,7 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(a
             assert (group_of(watch.api_version), watch.plural, verb) in granted, (watch, verb)
     # status by server-side apply (a PATCH of /status), of exactly the kinds it writes; its reports
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    report_writes = {(k.group, k.plural, v) for api in reports.REPORT_APIS for k in api.kinds
+    report_writes = {(k.group, k.plural, v) for api in REPORT_APIS for k in api.kinds
                      for v in ("create", "update")} if audit else set()
     assert writes == {(k.group, f"{k.plural}/status", "patch") for k in status_writes()} | \
         {("", "events", "create")} | report_writes

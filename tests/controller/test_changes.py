@@ -6,7 +6,7 @@ import copy
 
 from webhook import kinds
 from webhook.controller.changes import ChangeFeed, affected_keys
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 
 from tests.controller.helpers import cluster_objects, order
 

@@ -12,7 +12,7 @@ from webhook import kinds
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers import RECONCILERS, reads_of
 from webhook.controller.runner import controller_watches
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.state import read_manifests
 
 

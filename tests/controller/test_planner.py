@@ -25,7 +25,7 @@ from webhook.controller.planner import (
     plan,
     stuck_claim,
 )
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.controller.context import build_inventory
 
 from tests.controller.helpers import NOW, cluster_objects

@@ -10,7 +10,7 @@ import pytest
 
 from webhook.controller.context import ReconcileContext, Settings
 from webhook.controller.reconcilers import reconcile
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.controller.timeutil import rfc3339
 
 from tests.controller.helpers import NOW, cluster_objects, order

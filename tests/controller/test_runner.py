@@ -16,7 +16,7 @@ from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import KubeApi
 from webhook.controller.leader import LEASE, LeaderElector, LeaseConfig
 from webhook.controller.runner import Controller, RunnerConfig
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 
 from tests.support.apiserver import FakeApiServer
 from tests.controller.helpers import cluster_objects, order, settled

@@ -20,7 +20,7 @@ from webhook.controller.kubeapi import KubeApi
 from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.ownership import FIELD_MANAGER, StatusWritesError, status_writes
 from webhook.controller.runner import Controller, RunnerConfig
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from tests.support.cel import EVALUATOR
 from tests.controller.helpers import settled
 

@@ -32,7 +32,7 @@ import pytest
 
 from webhook import certs
 from webhook import kinds
-from webhook.controller import reports
+from webhook.controller import report_writes
 from webhook.controller.runner import audited_kinds
 from webhook.inputs.watches import webhook_watches
 
@@ -50,7 +50,7 @@ NUMBERS = itertools.count()
 # resource (plural) -> kind, as the processes' logs and the apiserver's refusals name them
 KIND_OF = {**{k.plural: k.kind for k in webhook_watches()}, **{k.plural: k.kind for k in kinds.WATCHED},
            **{k.plural: k.kind for k in audited_kinds()},
-           **{k.plural: k.kind for api in reports.REPORT_APIS for k in api.kinds},
+           **{k.plural: k.kind for api in report_writes.REPORT_APIS for k in api.kinds},
            "leases": "Lease", "secrets": "Secret", "events": "Event",
            "mutatingwebhookconfigurations": "MutatingWebhookConfiguration",
            "validatingwebhookconfigurations": "ValidatingWebhookConfiguration"}

@@ -11,7 +11,7 @@ import yaml
 from webhook.offline.policy_suites import build_request, load_policy_suite
 from webhook.offline.policy_suite_format import PolicySuite
 from webhook.policy import CEL_VARIABLES, PolicySet
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.state import FileState
 from webhook.cel.engine.cel_expr import CelExprProgram
 from webhook.policy.batch import batch_source, bind_variables, request_fields_read

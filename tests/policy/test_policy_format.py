@@ -278,7 +278,7 @@ def test_params_and_lookups_of_cluster_state_alone_follow_every_change_of_the_st
     """Params, and a lookup whose arguments read nothing of the request, are kept between
     reviews while the state's objects stay the same; every put and delete is seen by the
     next review."""
-    from webhook.controller.snapshot import MemoryState
+    from webhook.state.memory import MemoryState
 
     policies = _policy_set(tmp_path, MODEL_RULES + """\
 paramRef: {apiVersion: v1, kind: ConfigMap, name: quota, namespace: ops}

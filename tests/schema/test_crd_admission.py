@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from webhook.schema import CRDRegistry
-from webhook.schema.crd_admission import CRDRejected, check_crd, ensure_crd_acceptable, rejection_message
+from webhook.schema.crd_admission import check_crd, rejection_message
+from webhook.schema.registry import CRDLoadError
 from webhook.gocompat.fmt import go_json
 from tests.support.paths import CASES, CHART_CRDS, REFERENCE
 from tests.support.cel import EVALUATOR
@@ -52,13 +53,14 @@ def _check(probe: dict) -> None:
     assert rejection_message(probe["crd"], errors) == expect["message"]
 
 
-def test_loader_hook_raises_with_the_apiserver_message() -> None:
+def test_loading_a_crd_the_apiserver_refuses_fails_with_its_message() -> None:
     rejected = next(p for p in _probes() if p["name"] == "ref-forbidden")
-    with pytest.raises(CRDRejected) as caught:
-        ensure_crd_acceptable(rejected["crd"], EVALUATOR)
-    assert str(caught.value) == rejected["expect"]["message"]
+    registry = CRDRegistry(evaluator=EVALUATOR)
+    with pytest.raises(CRDLoadError) as caught:
+        registry.add_checked(rejected["crd"], "crds.yaml")
+    assert str(caught.value) == "crds.yaml: " + rejected["expect"]["message"]
     accepted = next(p for p in _probes() if p["name"] == "format-unknown-string")
-    assert ensure_crd_acceptable(accepted["crd"], EVALUATOR) == ['unrecognized format "phone-number"']
+    assert registry.add_checked(accepted["crd"], "crds.yaml") == ['unrecognized format "phone-number"']
 
 
 @cache

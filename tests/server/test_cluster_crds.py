@@ -1,10 +1,11 @@
 """With ``--kube-state`` the CRDs the cluster serves are the schema: the webhook's own wiring
-(``webhook.server.watch_cluster``) against a fake apiserver over real HTTP (list and watch of
-CustomResourceDefinitions by name), reviews over real HTTPS to the real server. Each answer is
-what the apiserver answers the same write: its denial (code, reason, message, one cause per
-field error) as recorded from a real kube-apiserver (``tests/conformance/cases``), or, for a
-CRD no recording holds, as the apiserver emulation the recordings check (``CRDRegistry``)
-answers it; an admitted write, allowed with nothing else to say."""
+(``webhook.inputs.cluster``: the watch cache and its CRDs, as ``--kube-state`` builds them)
+against a fake apiserver over real HTTP (list and watch of CustomResourceDefinitions by name),
+reviews over real HTTPS to the real server. Each answer is what the apiserver answers the same
+write: its denial (code, reason, message, one cause per field error) as recorded from a real
+kube-apiserver (``tests/conformance/cases``), or, for a CRD no recording holds, as the apiserver
+emulation the recordings check (``CRDRegistry``) answers it; an admitted write, allowed with
+nothing else to say."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from webhook.schema import CRDRegistry
 from webhook.shipped_data import data_dir
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
 from webhook.inputs.watches import webhook_crd_names, webhook_watches
-from webhook.server.wiring import watch_cluster
+from webhook.inputs.cluster import cluster_crds, watch_cache
 from webhook.state.kube import WatchedKind
 
 from .conftest import review, start_server
@@ -46,7 +47,9 @@ async def cluster(aiohttp_server, tmp_path):
     configuration = Configuration(host=str(server.make_url("")).rstrip("/"))
     configuration.connection_pool_maxsize = 64  # a connection per watch, as the server configures it
     client = ApiClient(configuration)
-    state, registry = await asyncio.to_thread(watch_cluster, client, EVALUATOR)
+    state = watch_cache(client)
+    registry = cluster_crds(state, EVALUATOR)
+    await asyncio.to_thread(state.start)
     (tmp_path / "policies").mkdir()
     webhook = await start_server(tmp_path, AdmissionChain(registry, PolicySet.load(tmp_path / "policies",
                                                                                     builtin=False, evaluator=EVALUATOR), state))

@@ -12,21 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from webhook.controller.planner import Inventory
 from webhook import kinds
+from webhook.state.base import ClusterState
 
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
-
-
-class ClusterState(Protocol):
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict | None: ...
-
-    def list(
-        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
-    ) -> list[dict]: ...
 
 
 @dataclass(frozen=True)

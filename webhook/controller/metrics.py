@@ -30,7 +30,7 @@ class ControllerMetrics:
                                  registry=self.registry)
         self.leader = Gauge("infergate_controller_leader", "1 while this replica holds the Lease.",
                             registry=self.registry)
-        # the background audit (webhook.controller.auditing)
+        # the background audit (webhook.controller.background_audit)
         self.audit_results = Gauge("infergate_audit_results",
                                    "Results of the last audit of every existing object, by policy and result "
                                    "(pass, fail, warn, error).", ["policy", "result"], registry=self.registry)

@@ -16,7 +16,7 @@ The moving parts, each in its own module:
   another manager owns is left to it (``ownership``: which kinds it writes at all);
 * ``EventRecorder``: Events for notable transitions;
 * ``LeaderElector``: only the replica holding the Lease writes;
-* ``BackgroundAudit`` (``auditing``): every existing object of the kinds the webhook judges,
+* ``BackgroundAudit`` (``background_audit``): every existing object of the kinds the webhook judges,
   judged by the policies (``--policies``), one report per object (``--audit``, on by default).
 
 SIGTERM/SIGINT: stop taking work, finish what is in flight, release the Lease, exit 0.
@@ -42,10 +42,10 @@ from aiohttp import web
 
 from webhook import command_line, kinds, logs
 from webhook.audit import Auditor, build_report
-from webhook.controller import reports
+from webhook.controller import report_writes
 from webhook.controller.changes import ChangeFeed, Key, affected_keys, all_owned, invalidates_inventory
 from webhook.controller.context import ReconcileContext, Settings, build_inventory
-from webhook.controller.auditing import AuditSettings, BackgroundAudit
+from webhook.controller.background_audit import AuditSettings, BackgroundAudit
 from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound, OwnedElsewhere
 from webhook.controller.leader import LeaderElector, LeaseConfig
@@ -53,7 +53,7 @@ from webhook.controller.metrics import ControllerMetrics, health_app
 from webhook.controller.ownership import StatusWritesError, applied_unchanged, status_writes
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS, reads_of
-from webhook.controller.snapshot import selector_string
+from webhook.state.selectors import selector_string
 from webhook.controller.workqueue import ShutDown, WorkQueue
 from webhook.gocompat.time import parse_go_duration
 from webhook.inputs import watches
@@ -503,8 +503,8 @@ def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, po
     controller's own reports; one watch per group and kind."""
     if not audit:
         return watches.controller_watches(controller_kinds)
-    report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=reports.SELECTOR)
-                      for api in reports.REPORT_APIS for k in api.kinds]
+    report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=report_writes.SELECTOR)
+                      for api in report_writes.REPORT_APIS for k in api.kinds]
     return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies)
 
 

@@ -1,7 +1,7 @@
 """The cluster view read from a live cluster, built one way: the webhook's watch cache (what
 the policies look up and the served kinds' CRDs) and the cluster's CRDs as the schema, compiled
 as the CRD watches deliver them. ``serve --kube-state`` keeps it watching; ``validate`` and
-``audit --kubeconfig`` list once (``webhook.offline.audit_cluster``)."""
+``audit --kubeconfig`` list once (``webhook.offline.cluster_read``)."""
 
 from __future__ import annotations
 

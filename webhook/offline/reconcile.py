@@ -26,7 +26,7 @@ from webhook.controller.conditions import TRUE
 from webhook.controller.context import ReconcileContext, Settings
 from webhook.controller.ownership import StatusWritesError, other_writer, status_writes
 from webhook.controller.reconcilers import RECONCILERS
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.controller.timeutil import parse_time
 from webhook.shipped_data import examples_dir
 

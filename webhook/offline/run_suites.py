@@ -2,8 +2,8 @@
 
 Two kinds of suite: recorded apiserver cases (``recorded_suites.py``, the format of the shared
 recordings) and user policy suites (``kind: PolicySuite``, ``policy_suites.py``). Reports for
-CI (``-o junit|json``: ``report.py``), rule coverage (``--coverage``: ``coverage.py``) and
-golden files (``--update``: ``golden.py``) work on the results of either.
+CI (``-o junit|json``: ``ci.py``, ``suite_results.py``), rule coverage (``--coverage``:
+``coverage.py``) and golden files (``--update``: ``golden.py``) work on the results of either.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from webhook import command_line, documents
 from webhook.documents import Document
 from webhook.offline.recorded_suites import is_recorded_suite, load_recorded_suite
 from webhook.offline.ci import Finding, github_annotation, junit_xml, sarif
-from webhook.offline.report import SuiteReport, json_report
+from webhook.offline.suite_results import SuiteRun, results_json
 from webhook.offline.suite_cases import NotASuite, Suite, SuiteError, read_suite_file
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
 
         coverage = Coverage()
     crd_dirs = [Path(d) for d in args.crd] or None
-    reports: list[SuiteReport] = []
+    runs: list[SuiteRun] = []
     findings: list[Finding] = []
     suites = 0
     for file, named in suite_files(paths):
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error
             command_line.error(str(exc))
-            reports.append(SuiteReport(file, file.stem, error=str(exc)))
+            runs.append(SuiteRun(file, file.stem, error=str(exc)))
             findings.append(Finding(str(file), "(load)", "error", str(file), _line_of(str(exc), file), str(exc),
                                     "input-error"))
             if args.output == "github":
@@ -158,15 +158,15 @@ def run(args: argparse.Namespace) -> int:
         suites += 1
         if args.crd_only and hasattr(suite, "crd_only"):
             suite.crd_only = True
-        report = _execute(suite, selected, coverage)
-        reports.append(report)
+        suite_run = _execute(suite, selected, coverage)
+        runs.append(suite_run)
         if args.update:
-            _update(file, report, log)
-        for result, _ in report.results:
+            _update(file, suite_run, log)
+        for result, _ in suite_run.results:
             if not result.expected and not args.update:
                 result.problems.append(NO_EXPECT)
                 result.erroneous = True
-        findings += _report_suite(report, args, log)
+        findings += _print_suite(suite_run, args, log)
     counts = Counter(f.status for f in findings)
     passed, failed, errors = counts["passed"], counts["failed"], counts["error"]
     if not passed and not failed and not errors:
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
         sys.stdout.write(sarif(findings, version=__version__))
     elif args.output == "json":
-        sys.stdout.write(json_report(reports, passed, failed, coverage.as_dict() if coverage else None))
+        sys.stdout.write(results_json(runs, passed, failed, coverage.as_dict() if coverage else None))
     below = False
     if coverage is not None:
         if args.coverage and args.output != "json":
@@ -196,9 +196,9 @@ def run(args: argparse.Namespace) -> int:
     return command_line.FAILED if failed or below else command_line.OK
 
 
-def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteReport:
+def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteRun:
     """Run the suite's cases (those ``--run`` selects), timing each; their traces feed ``coverage``."""
-    report = SuiteReport(suite.path, suite.title)
+    suite_run = SuiteRun(suite.path, suite.title)
     if coverage is not None:
         coverage.add_policies(getattr(suite, "policies", ()))
     for case in suite.cases:
@@ -206,22 +206,22 @@ def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteR
             continue
         start = time.perf_counter()
         result = case.execute()
-        report.results.append((result, time.perf_counter() - start))
+        suite_run.results.append((result, time.perf_counter() - start))
         outcome = getattr(result, "outcome", None)
         if coverage is not None and outcome is not None:
             coverage.record(outcome.traces)
-    return report
+    return suite_run
 
 
-def _report_suite(report: SuiteReport, args: argparse.Namespace, log) -> list[Finding]:
+def _print_suite(suite_run: SuiteRun, args: argparse.Namespace, log) -> list[Finding]:
     """Print a suite's failing cases (``FAIL file:line: name`` and what differs) and its tally;
     the findings of every case."""
     paint = command_line.Painter(log)
     findings = []
-    for result, took in report.results:
-        where = f"{report.file}:{result.line}" if result.line is not None else str(report.file)
+    for result, took in suite_run.results:
+        where = f"{suite_run.file}:{result.line}" if result.line is not None else str(suite_run.file)
         status = "passed" if result.passed else "error" if result.erroneous else "failed"
-        finding = Finding(report.title, result.name, status, str(report.file), result.line,
+        finding = Finding(suite_run.title, result.name, status, str(suite_run.file), result.line,
                           "\n".join(result.problems), "case-failed" if status == "failed" else "input-error", took)
         findings.append(finding)
         if result.passed:
@@ -232,8 +232,8 @@ def _report_suite(report: SuiteReport, args: argparse.Namespace, log) -> list[Fi
         if args.output == "github":
             print(github_annotation(finding), file=log)
     if not args.quiet:
-        passed = sum(1 for r, _ in report.results if r.passed)
-        print(f"{report.file}: {passed}/{len(report.results)} passed", file=log)
+        passed = sum(1 for r, _ in suite_run.results if r.passed)
+        print(f"{suite_run.file}: {passed}/{len(suite_run.results)} passed", file=log)
     return findings
 
 
@@ -244,13 +244,13 @@ def _line_of(message: str, file: Path) -> int | None:
     return int(head[len(prefix):]) if head.startswith(prefix) and head[len(prefix):].isdigit() else None
 
 
-def _update(file: Path, report: SuiteReport, log) -> None:
+def _update(file: Path, suite_run: SuiteRun, log) -> None:
     """``--update``: record the answers of failing (or expectation-less) policy cases into ``file``."""
     from webhook.offline.policy_suites import PolicyCaseResult
 
-    results = [r for r, _ in report.results if isinstance(r, PolicyCaseResult)]
+    results = [r for r, _ in suite_run.results if isinstance(r, PolicyCaseResult)]
     if not results:
-        if any(not r.passed for r, _ in report.results):
+        if any(not r.passed for r, _ in suite_run.results):
             print(f"{file}: not updated: --update rewrites policy suites only (this one is a recording)", file=log)
         return
     from webhook.offline.golden import update_suite_file

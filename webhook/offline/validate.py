@@ -545,10 +545,10 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
 
 def _cluster_state(args: argparse.Namespace, registry: CRDRegistry | None = None,
                    wanted: frozenset[tuple[str, str]] = frozenset()) -> ClusterState:
-    """The live cluster's view, listed once, read-only (``audit_cluster.read_state``); ``wanted``:
+    """The live cluster's view, listed once, read-only (``cluster_read.read_state``); ``wanted``:
     kinds to list whole besides the webhook's (the params of native policies: every ConfigMap,
     not only KubeAI's config)."""
-    from webhook.offline.audit_cluster import ClusterReadError, api_client, read_state
+    from webhook.offline.cluster_read import ClusterReadError, api_client, read_state
     from webhook.inputs.watches import lookup_watches
     from webhook.state.kube import WatchedKind
 

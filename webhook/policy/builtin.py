@@ -2,8 +2,8 @@
 
 Only where CEL is the wrong tool: the class's ``maxParameterCount`` (``"32B"``,
 ``"1.5B"``, ``"500M"``) compared *exactly* with a parameter count. CEL has no decimal
-type, and :mod:`webhook.facts` is the one parser the planner uses too, so admission and
-the controller can never disagree on a limit.
+type, and :mod:`webhook.quantity` is the one parser the controller's reconcilers use too, so
+admission and the controller can never disagree on a limit.
 """
 
 from __future__ import annotations

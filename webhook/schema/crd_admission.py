@@ -39,23 +39,6 @@ _UNSUPPORTED = (
 VALUE_VALIDATION_KEYS = ("allOf", "anyOf", "oneOf", "not")
 
 
-
-class CRDRejected(ValueError):
-    """A CRD the apiserver refuses; ``str()`` is the Status message, ``errors`` its causes."""
-
-    def __init__(self, crd: Mapping[str, Any], errors: list[str]) -> None:
-        self.errors = errors
-        super().__init__(rejection_message(crd, errors))
-
-
-def ensure_crd_acceptable(crd: Mapping[str, Any], evaluator: Evaluator) -> list[str]:
-    """Loader hook: raise ``CRDRejected`` as the apiserver would; returns the warnings otherwise."""
-    errors, warnings = check_crd(crd, evaluator)
-    if errors:
-        raise CRDRejected(crd, errors)
-    return warnings
-
-
 def rejection_message(crd: Mapping[str, Any], errors: list[str]) -> str:
     name = (crd.get("metadata") or {}).get("name", "")
     unique = list(dict.fromkeys(errors))

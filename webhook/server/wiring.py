@@ -70,16 +70,6 @@ def crd_source(settings: Settings) -> CRDSource:
     return CRDSource(kubeai_crd=settings.kubeai_crd)
 
 
-def watch_cluster(api_client: Any, evaluator: Evaluator):
-    """The watch cache and the cluster's CRDs as the schema, as ``--kube-state`` runs them; started."""
-    from webhook.inputs.cluster import cluster_crds, watch_cache
-
-    state = watch_cache(api_client)
-    registry = cluster_crds(state, evaluator)
-    state.start()
-    return state, registry
-
-
 def policy_source(settings: Settings) -> PolicySource:
     return PolicySource(settings.policies_dir, tuple(settings.policy_actions))
 

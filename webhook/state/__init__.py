@@ -1,9 +1,10 @@
-"""The cluster view: :class:`FileState` (a directory of manifests) and :class:`KubeState`
-(a watch cache), both behind :class:`ClusterState`."""
+"""The cluster view: :class:`FileState` (a directory of manifests), :class:`KubeState`
+(a watch cache) and :class:`MemoryState` (filled by its owner), all behind :class:`ClusterState`."""
 
 from webhook.state.base import ClusterState, ObjectStore, sanitize, trim_pod
 from webhook.state.files import (FileState, StateLoadError, is_kustomize_file, read_manifests,
                                  read_objects, state_objects)
+from webhook.state.memory import MemoryState
 from webhook.state.knowledge import EVERYTHING, PRESENCE, Knowledge, kinds_held, place_namespace, unknown_answer
 from webhook.state.selectors import Selector, SelectorError, from_label_selector, parse_selector
 
@@ -14,6 +15,7 @@ __all__ = [
     "Knowledge",
     "FileState",
     "KubeState",
+    "MemoryState",
     "ObjectStore",
     "Selector",
     "SelectorError",

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["Requirement", "Selector", "SelectorError", "parse_selector", "from_label_selector"]
+__all__ = ["Requirement", "Selector", "SelectorError", "parse_selector", "from_label_selector", "selector_string"]
 
 
 class SelectorError(ValueError):
@@ -135,3 +135,8 @@ def from_label_selector(selector: Mapping[str, Any] | None) -> Selector:
             raise SelectorError(f"values: may not be specified when operator is {op!r}")
         reqs.append(Requirement(expr["key"], op, values))
     return Selector(tuple(reqs))
+
+
+def selector_string(match_labels: Mapping[str, str]) -> str:
+    """``{"a": "b", "c": "d"}`` -> ``"a=b,c=d"`` (a label selector in its string form)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))

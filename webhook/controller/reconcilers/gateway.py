@@ -18,7 +18,7 @@ from webhook import kinds
 from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
 from webhook.controller.reconcilers.pods import pod_is_ready
-from webhook.controller.snapshot import selector_string
+from webhook.state.selectors import selector_string
 from webhook.controller.timeutil import parse_time
 
 

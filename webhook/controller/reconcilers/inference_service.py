@@ -22,7 +22,7 @@ from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge
 from webhook.controller.context import ReconcileContext
 from webhook.controller.planner import AcceleratorPolicy, Placement, memory_need_gib, plan, stuck_claim
 from webhook.controller.reconcilers.service_class import class_verdict, default_classes
-from webhook.controller.snapshot import selector_string
+from webhook.state.selectors import selector_string
 from webhook.quantity import QuantityError, parse_parameter_count
 
 CONDITION_TYPES = ("ClassResolved", "ModelResolved", "Planned", "WorkloadReady", "Ready", "ScalingHealthy")
@@ -453,7 +453,3 @@ def reconcile_inference_service(order: Mapping, ctx: ReconcileContext) -> dict:
     if meta.get("generation") is not None:
         status["observedGeneration"] = meta["generation"]  # last: everything above is for it
     return status
-
-
-def is_ready(status: Mapping) -> bool:
-    return status_of(status.get("conditions"), "Ready") == TRUE

@@ -14,8 +14,8 @@ What it writes: per audited object, a report from ``webhook.audit.build_report``
 namespaced object, a ClusterReport for a cluster-scoped one; PolicyReport/ClusterPolicyReport
 where only ``wgpolicyk8s.io`` is served; nothing where neither is: metrics and logs only), with an
 ownerReference to the object, so the garbage collector deletes the report with it. A report is
-written only when it differs from the stored one (``reports.unchanged``: the cluster view watches
-the controller's own reports), so a converged resync writes nothing. An object in a namespace
+written only when it differs from the stored one (``report_writes.unchanged``: the cluster view
+watches the controller's own reports), so a converged resync writes nothing. An object in a namespace
 the webhook never judges (``--audit-exempt-namespace``) is audited too, its report marked
 exempt. Only the leader writes (and audits: a standby holds no results to expose).
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from webhook import logs
 from webhook.apiversion import group_of
-from webhook.controller import reports
+from webhook.controller import report_writes
 from webhook.controller.changes import ChangeFeed
 from webhook.kinds import Kind
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
@@ -77,7 +77,7 @@ def judged(obj: Mapping[str, Any]) -> bool:
 
 class BackgroundAudit:
     """The audit loop. ``state`` is the cluster view (it watches ``kinds`` and the reports,
-    labelled ``reports.MANAGED_BY``); ``policies`` the policy set in force (a
+    labelled ``report_writes.MANAGED_BY``); ``policies`` the policy set in force (a
     ``PolicyDirectory``: ``poll()`` reloads it); ``auditor_for(policy_set)`` the function that
     audits one object under a policy set; ``build_report(audit, api=..., max_results=...,
     exempt=...)`` its report; ``served(api_version)`` the plurals discovery lists."""
@@ -104,7 +104,7 @@ class BackgroundAudit:
         self.leading, self.clock = leading, clock
         self.served = served or api.served_resources
         self.feed = ChangeFeed(state, self.kinds)
-        self.report_api: reports.ReportApi | None = None
+        self.report_api: report_writes.ReportApi | None = None
         self._discovered_at: float | None = None
         self._policy_set = None
         self._policies_polled_at = -1e18
@@ -129,12 +129,12 @@ class BackgroundAudit:
         """Look for the report APIs when due (at start; then, while the preferred one is
         absent, every ``rediscover_interval``); True when the choice changed."""
         first = self._discovered_at is None
-        if not first and (self.report_api is reports.REPORT_APIS[0]
+        if not first and (self.report_api is report_writes.REPORT_APIS[0]
                           or now - self._discovered_at < self.settings.rediscover_interval):
             return False
         self._discovered_at = now
         try:
-            chosen = reports.choose(lambda version: set(self.served(version)))
+            chosen = report_writes.choose(lambda version: set(self.served(version)))
         except ApiError as exc:
             log.warning("audit: cannot look for the report APIs (%s); trying again later", exc)
             return False
@@ -145,7 +145,7 @@ class BackgroundAudit:
         if chosen is None:  # said once: a later look finding nothing again says nothing
             log.info("audit: neither %s nor %s is served: findings go to metrics and logs only, no reports "
                      "(install the OpenReports CRDs to get reports)",
-                     reports.OPENREPORTS.api_version, reports.WGPOLICY.api_version)
+                     report_writes.OPENREPORTS.api_version, report_writes.WGPOLICY.api_version)
         else:
             log.info("audit: writing reports as %s", chosen)
         return True
@@ -193,7 +193,7 @@ class BackgroundAudit:
         # a report changed or deleted by someone else: its object's report is written again
         for change in report_changes:
             if not self._own(change):
-                owner = reports.scope_key(change.obj)
+                owner = report_writes.scope_key(change.obj)
                 if owner is not None:
                     keys.add((group_of(owner[0]), owner[1], owner[2], owner[3]))
         audited = 0
@@ -265,7 +265,7 @@ class BackgroundAudit:
         meta = desired.get("metadata") or {}
         report_key = (report_kind, meta.get("namespace"), str(meta.get("name", "")))
         stored = self._stored(report_key)
-        if reports.unchanged(stored, desired) or not self.leading():
+        if report_writes.unchanged(stored, desired) or not self.leading():
             return  # (leadership lost in the middle of a scan: the new leader writes)
         try:
             self._write(report_key, desired, stored)
@@ -291,7 +291,7 @@ class BackgroundAudit:
     def _write(self, key: ReportKey, desired: dict, stored: dict | None) -> None:
         kind, namespace, _ = key
         for _attempt in range(3):
-            body = reports.for_writing(desired, stored)
+            body = report_writes.for_writing(desired, stored)
             try:
                 if stored is None:
                     result = self.api.create(kind, body, namespace)
@@ -307,7 +307,7 @@ class BackgroundAudit:
                     if isinstance(exc, NotFound) and stored is None:
                         raise  # the create itself was refused: no such namespace (being deleted)
                     stored = None
-                if reports.unchanged(stored, desired):
+                if report_writes.unchanged(stored, desired):
                     return
                 continue
             self.writes += 1
@@ -355,7 +355,7 @@ class BackgroundAudit:
                     return
         changed = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for kind in (*self.kinds, *(k for api in reports.REPORT_APIS for k in api.kinds)):
+        for kind in (*self.kinds, *(k for api in report_writes.REPORT_APIS for k in api.kinds)):
             # the state calls back from the thread that wrote: a watch's, or the loop's own
             self.state.on_change(kind.api_version, kind.kind, lambda: loop.call_soon_threadsafe(changed.set))
         stopped = asyncio.create_task(stop.wait())

@@ -1,5 +1,6 @@
-"""The JSON report of an ``infergate test`` run: every suite, every case's whole answer, the
-coverage (the CI formats, JUnit, GitHub and SARIF, are ``ci.py``'s)."""
+"""The results of an ``infergate test`` run, suite by suite, and their JSON output
+(``-o json``): every suite, every case's whole answer, the coverage (the CI formats, JUnit,
+GitHub and SARIF, are ``ci.py``'s)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from webhook.offline.suite_cases import CaseResult
 
 
 @dataclass
-class SuiteReport:
+class SuiteRun:
     file: Path
     title: str
     results: list[tuple[CaseResult, float]] = field(default_factory=list)  # (result, seconds)
@@ -34,12 +35,12 @@ def _case_json(result: CaseResult, took: float) -> dict[str, Any]:
     return out
 
 
-def json_report(reports: list[SuiteReport], passed: int, failed: int, coverage: dict[str, Any] | None) -> str:
+def results_json(runs: list[SuiteRun], passed: int, failed: int, coverage: dict[str, Any] | None) -> str:
     out: dict[str, Any] = {
         "passed": passed,
         "failed": failed,
         "suites": [{"file": str(r.file), "name": r.title, "error": r.error,
-                    "cases": [_case_json(res, took) for res, took in r.results]} for r in reports],
+                    "cases": [_case_json(res, took) for res, took in r.results]} for r in runs],
     }
     if coverage is not None:
         out["coverage"] = coverage

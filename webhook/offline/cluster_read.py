@@ -1,5 +1,5 @@
-"""``infergate audit --kubeconfig``: the objects of a live cluster, read once through the watch
-cache the webhook runs (``webhook.state.kube.KubeState``: paged lists, read-only), with the
+"""A live cluster read once, for ``infergate audit --kubeconfig`` and ``infergate validate
+--kubeconfig``: its objects through the watch cache the webhook runs (``webhook.state.kube.KubeState``: paged lists, read-only), with the
 CRDs the cluster serves as the schema (``webhook.schema.watched.WatchedCRDs``).
 
 What is read (``webhook.inputs.watches.audited_watches``): what the policies look up, the served

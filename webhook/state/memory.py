@@ -1,21 +1,16 @@
-"""A cluster view held in memory: the state layer's ``ClusterState``, filled by its owner.
+"""A cluster view held in memory: a ``ClusterState`` filled by its owner.
 
 The reconcilers read any ``ClusterState``; this one is filled from a list of objects and
 changed with ``put``/``delete`` — for ``infergate reconcile`` with extra manifests laid over a
 directory, and for tests and benchmarks that play a cluster's changes. Storage, Secret
-sanitising and label selectors are the state layer's own (``webhook.state``).
+sanitising and label selectors are those of every cluster view (``webhook.state.base``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from webhook.state import ClusterState
-
-
-def selector_string(match_labels: Mapping[str, str]) -> str:
-    """``{"a": "b", "c": "d"}`` -> ``"a=b,c=d"`` (a label selector in its string form)."""
-    return ",".join(f"{k}={v}" for k, v in sorted(match_labels.items()))
+from webhook.state.base import ClusterState
 
 
 class MemoryState(ClusterState):

@@ -234,7 +234,7 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
 
 
 def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
-    from webhook.offline.audit_cluster import ClusterReadError, api_client, read_cluster
+    from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster
 
     if not Path(args.kubeconfig).is_file():
         raise SetupError(f"--kubeconfig {args.kubeconfig}: no such file")

@@ -14,12 +14,12 @@ from kubernetes.client import ApiClient, Configuration
 
 from webhook import shipped_data
 from webhook.audit import Auditor, build_report
-from webhook.controller import reports
-from webhook.controller.auditing import AuditSettings, BackgroundAudit
+from webhook.controller import report_writes
+from webhook.controller.background_audit import AuditSettings, BackgroundAudit
 from webhook.controller.kubeapi import KubeApi
 from webhook.controller.metrics import ControllerMetrics
 from webhook.controller.runner import audited_kinds
-from webhook.controller.snapshot import MemoryState
+from webhook.state.memory import MemoryState
 from webhook.policy import PolicyDirectory
 
 from tests.support.apiserver import FakeApiServer
@@ -140,7 +140,7 @@ def test_one_report_per_object_written_once_and_a_converged_resync_writes_nothin
     assert report["metadata"]["ownerReferences"] == [{"apiVersion": "kubeai.org/v1", "kind": "Model",
                                                       "name": "gemma-on-vllm", "uid": bad["metadata"]["uid"]}]
     assert ("kubeai-model-engine", "fail") in results(report) and report["summary"]["fail"] == 1
-    assert report["metadata"]["labels"][reports.MANAGED_BY[0]] == "infergate"
+    assert report["metadata"]["labels"][report_writes.MANAGED_BY[0]] == "infergate"
     assert report_of(cluster, good)["summary"]["fail"] == 0
     (cluster_report,) = cluster.stored("openreports.io/v1alpha1", "clusterreports").values()
     assert cluster_report["scope"]["kind"] == "InferenceServiceClass" and "namespace" not in cluster_report["metadata"]
@@ -250,7 +250,7 @@ def test_policy_reports_where_only_wgpolicyk8s_is_served(cluster):
     bad = cluster.put(bad_model())
     audit = cluster.audit()
     audit.step()
-    assert audit.report_api is reports.WGPOLICY
+    assert audit.report_api is report_writes.WGPOLICY
     report = report_of(cluster, bad, "policyreports", "wgpolicyk8s.io/v1alpha2")
     assert report["kind"] == "PolicyReport" and ("kubeai-model-engine", "fail") in results(report)
     assert all(path.startswith("/apis/wgpolicyk8s.io/v1alpha2/") for _, path in cluster.report_writes())
@@ -274,7 +274,7 @@ def test_without_report_crds_metrics_only_said_once_then_reports_when_the_crd_ap
     audit.step()
     assert audit.report_api is None  # not looked for again before rediscover_interval
     cluster.now = 62
-    assert audit.step() == 1 and audit.report_api is reports.OPENREPORTS
+    assert audit.step() == 1 and audit.report_api is report_writes.OPENREPORTS
     assert [m for m, _ in cluster.report_writes()] == ["POST"]
 
 
@@ -319,7 +319,7 @@ def test_scan_metrics(cluster):
     ({}, True),
     ({"results": []}, False),
     ({"metadata": {"labels": {"x": "y"}}}, True),  # another's label: left alone
-    ({"metadata": {"labels": {reports.MANAGED_BY[0]: "someone"}}}, False),
+    ({"metadata": {"labels": {report_writes.MANAGED_BY[0]: "someone"}}}, False),
     ({"metadata": {"ownerReferences": []}}, False),
     ({"extra": 1}, False),  # a field it no longer writes
 ])
@@ -335,8 +335,8 @@ def test_unchanged_compares_what_the_controller_sets(report, same):
                     if isinstance(entries, dict) else entries
         else:
             stored[key] = value
-    assert reports.unchanged(stored, desired) == same
-    assert not reports.unchanged(None, desired)
+    assert report_writes.unchanged(stored, desired) == same
+    assert not report_writes.unchanged(None, desired)
 
 
 def test_the_operators_actions_are_the_audits(cluster):
