@@ -377,3 +377,35 @@ def test_the_first_policy_in_the_docs_denies_scale_to_zero_in_production(tmp_pat
     assert result["status"]["details"]["causes"][0]["field"] == "spec.minReplicas"
     code, results = validate([*demo, "--policies", str(tmp_path), "-f", str(MANIFESTS / "valid" / "kubeai-model-ollama.yaml")])
     assert code == 0  # sandbox is not a production namespace
+
+
+def suite_files() -> list[Path]:
+    """Every PolicySuite under examples/ (AdmissionPolicy and ValidatingAdmissionPolicy suites alike)."""
+    found = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        docs = list(yaml.safe_load_all(path.read_text()))
+        if any(isinstance(d, dict) and d.get("kind") == "PolicySuite" for d in docs):
+            found.append(path)
+    return found
+
+
+def test_the_examples_hold_a_suite_of_each_kind_of_policy():
+    names = {p.relative_to(EXAMPLES).as_posix() for p in suite_files()}
+    assert {"policies/tests/production-min-replicas.yaml", "native-policies/tests/kubeai-model-limits.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", suite_files(), ids=lambda p: p.relative_to(EXAMPLES).as_posix())
+def test_every_example_suite_passes(path):
+    """`infergate test` over each suite in examples/: every case passes, none is empty."""
+    import contextlib
+    import io
+    import json
+
+    from webhook.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["test", str(path), "-o", "json"])
+    report = json.loads(out.getvalue())
+    cases = [case for suite in report["suites"] for case in suite["cases"]]
+    assert code == 0 and cases and all(c["passed"] for c in cases), [(c["name"], c["problems"]) for c in cases]
