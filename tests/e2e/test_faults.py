@@ -133,7 +133,9 @@ def test_watch_answered_410_gone_relists(cluster_run):
 
     client = kube_config.new_client_from_config(config_file=cluster_run.identities.get("webhook")
                                                 or cluster_run.kubeconfig)
-    cache = FromAnOldResourceVersion(client, lookup_watches())
+    # paged lists, then a watch from their version: a streamed first sync (sendInitialEvents)
+    # watches on to its stream's end before any watch from a version is sent
+    cache = FromAnOldResourceVersion(client, lookup_watches(), stream=False)
     cache.start()
     try:
         wait_for("the cache listed every kind", lambda: cache.ready, timeout=60)
