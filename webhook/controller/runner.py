@@ -29,7 +29,6 @@ import asyncio
 import os
 import signal
 import socket
-import sys
 import threading
 import uuid
 from collections.abc import Mapping

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import yaml
@@ -27,7 +27,7 @@ import yaml
 from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, native_validation, offline_request
 from webhook.apiversion import group_of
-from webhook.documents import Document, InputFile, Origin, ReadError
+from webhook.documents import Document, InputFile, Origin
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
 from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif

@@ -215,7 +215,7 @@ def merge_expositions(texts: list[str], *, unanswered: int = 0) -> bytes:
     values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
     for text in texts:
         for family in text_string_to_metric_families(text):
-            merged = families.setdefault(family.name, Metric(family.name, family.documentation, family.type, family.unit))
+            families.setdefault(family.name, Metric(family.name, family.documentation, family.type, family.unit))
             into = values.setdefault(family.name, {})
             for sample in family.samples:
                 key = (sample.name, tuple(sorted(sample.labels.items())))

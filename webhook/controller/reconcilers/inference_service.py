@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from webhook import kinds
-from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions, status_of
+from webhook.controller.conditions import FALSE, TRUE, UNKNOWN, Condition, merge_conditions
 from webhook.controller.context import ReconcileContext
 from webhook.controller.planner import AcceleratorPolicy, Placement, memory_need_gib, plan, stuck_claim
 from webhook.controller.reconcilers.service_class import class_verdict, default_classes

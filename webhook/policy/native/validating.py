@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from webhook.gocompat.fmt import go_quote
-from webhook.policy.native.expressions import Context, EvaluationError, Program, Unknown
+from webhook.policy.native.expressions import Context, EvaluationError, Unknown
 from webhook.policy.native.loader import CompiledPolicy, NativePolicies
 from webhook.policy.native.matching import Attributes, Equivalents, MatchError, NamespaceLabels, matches
 from webhook.policy.native.model import Binding
