@@ -16,8 +16,10 @@ import time
 import pytest
 from kubernetes import config as kube_config
 
-from webhook import certs
-from webhook.inputs.watches import lookup_watches
+from tests.support.cel import EVALUATOR
+from webhook import certs, shipped_data
+from webhook.inputs.watches import read_lookups
+from webhook.policy import PolicySet
 from webhook.state.kube import KubeState
 
 from . import offline, processes, scenarios
@@ -135,7 +137,9 @@ def test_watch_answered_410_gone_relists(cluster_run):
                                                 or cluster_run.kubeconfig)
     # paged lists, then a watch from their version: a streamed first sync (sendInitialEvents)
     # watches on to its stream's end before any watch from a version is sent
-    cache = FromAnOldResourceVersion(client, lookup_watches(), stream=False)
+    # what the webhook watches with the shipped policies: its RBAC grants exactly that
+    shipped = PolicySet.load(shipped_data.policies_dir(), evaluator=EVALUATOR)
+    cache = FromAnOldResourceVersion(client, read_lookups(shipped), stream=False)
     cache.start()
     try:
         wait_for("the cache listed every kind", lambda: cache.ready, timeout=60)
