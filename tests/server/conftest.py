@@ -24,7 +24,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from webhook import certs
 from webhook.admission.review import AdmissionRequest, AdmissionResult
 from webhook.server.metrics import Metrics
-from webhook.server import AdmitterSlot, ServerConfig, create_app
+from webhook.server import AdmitterSlot, ServerConfig, create_app, load_admitter
+from webhook.server.settings import Settings
+from tests.support.cel import EVALUATOR
 
 TEST_POLICY = certs.RotationPolicy()
 
@@ -180,13 +182,34 @@ async def start_server(
     return Running(f"https://localhost:{port}", keeper.bundle.ca_pem(), app, keeper, slot, runner, cert_dir)
 
 
+async def stop_server(running: Running) -> None:
+    for session in running.sessions:
+        await session.close()
+    await running.runner.cleanup()
+
+
 @pytest.fixture
 async def server(tmp_path) -> AsyncIterator[Running]:
     running = await start_server(tmp_path, ScriptedAdmitter())
     yield running
-    for s in running.sessions:
-        await s.close()
-    await running.runner.cleanup()
+    await stop_server(running)
+
+
+@pytest.fixture(scope="module")
+def shipped_chain():
+    """The admitter ``infergate serve`` builds with no flags: the shipped CRDs and policies, the
+    example state; loaded once per module (its checks all pass)."""
+    admitter, checks = load_admitter(Settings(), EVALUATOR)
+    assert all(check() is None for check in checks.values())
+    return admitter
+
+
+@pytest.fixture
+async def live(tmp_path, shipped_chain) -> AsyncIterator[Running]:
+    """A real HTTPS server answering with the shipped chain."""
+    running = await start_server(tmp_path, shipped_chain)
+    yield running
+    await stop_server(running)
 
 
 def utc(seconds: float = 0) -> dt.datetime:

@@ -6,7 +6,6 @@ key the apiserver accepts from a webhook (it prefixes it with the webhook's name
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 import yaml
@@ -15,7 +14,7 @@ from webhook.server import load_admitter
 from webhook.server.settings import Settings
 from webhook.validation.names import qualified_name
 
-from .conftest import MODEL, review, start_server
+from .conftest import MODEL, review, start_server, stop_server
 from tests.support.cel import EVALUATOR
 
 POLICY = """\
@@ -54,9 +53,7 @@ async def live(tmp_path):
     assert all(check() is None for check in checks.values())
     running = await start_server(tmp_path, admitter)
     yield running
-    for s in running.sessions:
-        await s.close()
-    await running.runner.cleanup()
+    await stop_server(running)
     admitter.policies.stop()
 
 
@@ -111,9 +108,7 @@ async def test_a_long_failure_under_warn_keeps_what_the_apiserver_keeps(tmp_path
     try:
         response = await validate(running, model("team-a", 0))
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)
         admitter.policies.stop()
         admitter.state.stop()
     (warning,) = response["warnings"]

@@ -10,7 +10,7 @@ import threading
 
 from webhook.server import LoopBatch
 
-from .conftest import MODEL, ScriptedAdmitter, review, start_server
+from .conftest import MODEL, ScriptedAdmitter, review, start_server, stop_server
 
 
 async def test_a_batch_runs_stage_by_stage_in_arrival_order_after_the_turn_that_filled_it():
@@ -102,6 +102,4 @@ async def test_concurrent_reviews_on_the_loop_each_get_their_own_answer(tmp_path
         assert set(admitter.threads[1:]) == {on_loop}
         assert sum(sizes) == 17 and max(sizes) > 1  # some arrived together: batches, not one by one
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)

@@ -14,10 +14,8 @@ import yaml
 
 from webhook import shipped_data
 from webhook.schema import CRDRegistry
-from webhook.server import load_admitter
-from webhook.server.settings import Settings
 
-from .conftest import review, start_server
+from .conftest import review
 from tests.support.cel import EVALUATOR
 
 MANIFESTS = shipped_data.example_manifests_dir()
@@ -54,22 +52,6 @@ def denial_note(path: Path) -> str:
     first = path.read_text().splitlines()[0]
     assert first.startswith("# denied: "), path
     return first.removeprefix("# denied: ").strip()
-
-
-@pytest.fixture(scope="module")
-def chain():
-    admitter, checks = load_admitter(Settings(), EVALUATOR)
-    assert all(check() is None for check in checks.values())
-    return admitter
-
-
-@pytest.fixture
-async def live(tmp_path, chain):
-    running = await start_server(tmp_path, chain)
-    yield running
-    for s in running.sessions:
-        await s.close()
-    await running.runner.cleanup()
 
 
 def patched(obj: dict, response: dict) -> dict:

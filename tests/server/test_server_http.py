@@ -21,7 +21,7 @@ from webhook import certs
 from webhook import logs
 from webhook.server import STATE, timeout_seconds
 
-from .conftest import MODEL, ScriptedAdmitter, client_identity, review, start_server
+from .conftest import MODEL, ScriptedAdmitter, client_identity, review, start_server, stop_server
 
 def with_notes(**notes: str) -> dict:
     obj = json.loads(json.dumps(MODEL))
@@ -167,9 +167,7 @@ async def test_internal_timeout_answers_before_the_apiservers_deadline_by_failur
             text = await r.text()
         assert sample(text, "infergate_admission_errors_total", endpoint="validate", kind="Model", reason="timeout") == 1
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)
 
 
 async def test_admitter_crash_is_a_failure_mode_answer_never_a_traceback(server, caplog):
@@ -257,9 +255,7 @@ async def test_bodies_over_the_limit_are_413_declared_or_streamed(tmp_path):
         status, body = await running.post("/validate", review(MODEL))  # still serving
         assert status == 200 and body["response"]["allowed"]
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)
 
 
 async def test_a_client_dropping_mid_body_leaves_the_server_serving(server):
@@ -362,9 +358,7 @@ async def test_mtls_requires_a_client_certificate_for_reviews_but_not_for_probes
             text = await r.text()
         assert sample(text, "infergate_http_rejected_total", reason="Unauthorized") == 2
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)
 
 
 async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_rest_in_the_pool(tmp_path):
@@ -376,9 +370,7 @@ async def test_small_reviews_of_quick_kinds_are_judged_on_the_event_loop_the_res
     try:
         await _placements(server)
     finally:
-        for s in server.sessions:
-            await s.close()
-        await server.runner.cleanup()
+        await stop_server(server)
 
 
 async def _placements(server) -> None:
@@ -433,6 +425,4 @@ async def test_workers_zero_judges_on_the_event_loop(tmp_path):
         status, body = await running.post("/validate", review(with_notes(**{"raise": "1"})))
         assert status == 200 and body["response"]["status"]["code"] == 500
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)

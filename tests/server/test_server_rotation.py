@@ -11,7 +11,7 @@ import aiohttp
 
 from webhook import certs
 
-from .conftest import ScriptedAdmitter, review, served_certificate, start_server, wait_for
+from .conftest import ScriptedAdmitter, review, served_certificate, start_server, stop_server, wait_for
 
 MODEL = {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": "m", "namespace": "a"}, "spec": {}}
 
@@ -145,9 +145,7 @@ async def test_serving_cert_replaced_on_disk_is_hot_reloaded(tmp_path):
             assert "infergate_certificate_reloads_total 1.0" in await r.text()
     finally:
         task.cancel()
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)
 
 
 async def test_cert_manager_layout_rsa_key_and_intermediate_chain_without_ca_key(tmp_path):
@@ -196,6 +194,4 @@ async def test_cert_manager_layout_rsa_key_and_intermediate_chain_without_ca_key
         assert status == 200 and body["response"]["allowed"]
         assert not (cert_dir / "ca.key").exists()  # nothing generated in someone else's directory
     finally:
-        for s in running.sessions:
-            await s.close()
-        await running.runner.cleanup()
+        await stop_server(running)

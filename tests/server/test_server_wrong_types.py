@@ -11,11 +11,7 @@ import orjson
 import pytest
 import yaml
 
-from webhook.server import load_admitter
-from webhook.server.settings import Settings
-
-from .conftest import review, start_server
-from tests.support.cel import EVALUATOR
+from .conftest import review
 
 # as a user writes them (what the apiserver hands the webhook unchanged: nothing to prune or default)
 SPEC_AN_ARRAY = yaml.safe_load("""\
@@ -51,22 +47,6 @@ spec:
   poolRef:
     name: qwen3-pool
 """)
-
-
-@pytest.fixture(scope="module")
-def chain():
-    admitter, checks = load_admitter(Settings(), EVALUATOR)
-    assert all(check() is None for check in checks.values())
-    return admitter
-
-
-@pytest.fixture
-async def live(tmp_path, chain):
-    running = await start_server(tmp_path, chain)
-    yield running
-    for s in running.sessions:
-        await s.close()
-    await running.runner.cleanup()
 
 
 def internals(text: str) -> list[str]:
