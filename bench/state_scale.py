@@ -159,7 +159,7 @@ def objects(pods: int, secrets: int, services: int) -> list[tuple[str, dict]]:
 
 def populate(api: Api, pods: int, secrets: int, services: int) -> float:
     began = time.perf_counter()
-    namespaces = [(f"/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{PREFIX}{n}"}})
+    namespaces = [("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{PREFIX}{n}"}})
                   for n in range(NAMESPACES)]
     asyncio.run(api.create_all(namespaces))
     asyncio.run(api.create_all(objects(pods, secrets, services)))
@@ -232,24 +232,33 @@ def measure_serve(kubeconfig: str, tree: Path | None = None, settle: float = 3.0
                     port = int(line.split()[2].rsplit(":", 1)[1])
             context = ssl.create_default_context(cafile=f"{tmp}/ca.crt")
             context.check_hostname = False
-            ready = None
-            while time.perf_counter() - began < timeout:
-                try:
-                    with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=5) as resp:
-                        if resp.status == 200:
-                            ready = time.perf_counter() - began
-                            break
-                except OSError:
-                    pass
-                time.sleep(0.05)
-            if ready is None:
-                raise RuntimeError("serve not Ready in time")
-            time.sleep(settle)
-            rss, peak = _rss(proc.pid)
-            return {"ready_s": round(ready, 2), "rss_mib": round(rss / 2**20, 1), "peak_mib": round(peak / 2**20, 1)}
+            return _ready_then_memory(proc, f"https://127.0.0.1:{port}/readyz", began, timeout, settle, context)
         finally:
             proc.terminate()
             proc.wait(30)
+
+
+def _ready_then_memory(proc: subprocess.Popen, readyz: str, began: float, timeout: float, settle: float,
+                       context: ssl.SSLContext | None = None) -> dict:
+    """Seconds from ``began`` to ``readyz`` answering 200 (polled: the figure's resolution is the
+    50 ms step), then RSS and peak after ``settle`` seconds."""
+    ready = None
+    while time.perf_counter() - began < timeout:
+        try:
+            with urllib.request.urlopen(readyz, context=context, timeout=5) as resp:
+                if resp.status == 200:
+                    ready = time.perf_counter() - began
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[3]} exited before it was Ready")
+        time.sleep(0.05)
+    if ready is None:
+        raise RuntimeError(f"{proc.args[3]} not Ready in time")
+    time.sleep(settle)
+    rss, peak = _rss(proc.pid)
+    return {"ready_s": round(ready, 2), "rss_mib": round(rss / 2**20, 1), "peak_mib": round(peak / 2**20, 1)}
 
 
 def measure_controller(kubeconfig: str, tree: Path | None = None, settle: float = 3.0, timeout: float = 600) -> dict:
@@ -267,23 +276,7 @@ def measure_controller(kubeconfig: str, tree: Path | None = None, settle: float 
          "--log-level", "warning", *[a for w in writes for a in ("--status-writes", w)]],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tree))
     try:
-        ready = None
-        while time.perf_counter() - began < timeout:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
-                    if resp.status == 200:
-                        ready = time.perf_counter() - began
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError("controller exited")
-            time.sleep(0.05)
-        if ready is None:
-            raise RuntimeError("controller not Ready in time")
-        time.sleep(settle)
-        rss, peak = _rss(proc.pid)
-        return {"ready_s": round(ready, 2), "rss_mib": round(rss / 2**20, 1), "peak_mib": round(peak / 2**20, 1)}
+        return _ready_then_memory(proc, f"http://127.0.0.1:{port}/readyz", began, timeout, settle)
     finally:
         proc.terminate()
         proc.wait(30)
