@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cel import EVALUATOR
+from webhook import shipped_data
 from webhook.cli import main
 from webhook.inputs.policies import PolicySource, load_policy_directory, load_policy_set
 from webhook.policy.actions import ActionsError
@@ -60,3 +61,21 @@ def test_errors_are_the_actions_or_the_files(tmp_path):
     with pytest.raises(PolicyLoadError) as raised:
         load_policy_set(PolicySource(broken, ("bad=Warn",)), EVALUATOR)
     assert "bad.yaml" in str(raised.value)
+
+
+def test_a_suite_reads_files_and_directories_through_the_same_loader(tmp_path):
+    # a suite's ``policies:`` (files and directories, the native ones among them) and its
+    # ``actions:`` in their data form: one set, the actions checked against its names
+    examples = shipped_data.examples_dir().parent  # examples/manifests
+    files = (examples / "policies" / "production-min-replicas.yaml", examples / "native-policies")
+    source = PolicySource(paths=files, builtin=False, action_mapping={"production-min-replicas": ["Warn"]})
+    policies = load_policy_set(source, EVALUATOR, native=True)
+    assert policies.names == ["production-min-replicas"]  # no built-in policy, no native one as ours
+    assert [p.name for p in policies.native.policies] == ["kubeai-model-limits"]
+    assert policies.actions.describe() == {"production-min-replicas": [{"actions": ["Warn"]}]}
+    assert load_policy_set(source, EVALUATOR).native is None  # serve's set leaves them to the apiserver
+    with pytest.raises(ActionsError, match=r"^actions: no policy named 'kubeai-model-engine'"):
+        load_policy_set(PolicySource(paths=files, builtin=False, action_mapping={"kubeai-model-engine": ["Warn"]}),
+                        EVALUATOR)
+    with pytest.raises(PolicyLoadError, match="missing.yaml: no such file or directory"):
+        load_policy_set(PolicySource(paths=(*files, tmp_path / "missing.yaml")), EVALUATOR)

@@ -6,7 +6,6 @@ Every case is one AdmissionRequest sent through :meth:`AdmissionChain.run` — t
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -16,18 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from webhook import documents
 from webhook.admission.chain import AdmissionChain, ChainOutcome, is_attribution
 from webhook.admission.review import AdmissionRequest
 from webhook.apiversion import split
 from webhook.documents import Document
 from webhook.offline.suite_cases import Case, CaseResult, Suite, SuiteError, multiset_diff, object_diff
 from webhook.offline.policy_suite_format import Expectation, PolicySuite, SuiteCase
-from webhook.policy import PolicyLoadError, PolicySet, load_directory, load_file
-from webhook.policy.loader import policy_files
-from webhook.policy.native.loader import load_documents
-from webhook.policy.actions import ActionsError, ordered, overrides_from
+from webhook.policy import PolicyLoadError, PolicySet
+from webhook.policy.actions import ActionsError, ordered
 from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.state import FileState, StateLoadError, read_manifests
 
@@ -56,11 +53,12 @@ class PolicySuiteRun(Suite):
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, crd_dirs: list[Path] | None = None,
+def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, crds: tuple[Path, ...] | None = None,
                       *, document: Document | None = None, kubeai_crd: str | None = None) -> PolicySuiteRun:
     """A policy suite from its file's data, its CEL evaluated with ``evaluator``; ``document`` (the file as read, with its lines) lets
-    errors and results name the line of each case; ``kubeai_crd``: the bundled KubeAI Model CRD
-    when the suite names no CRDs."""
+    errors and results name the line of each case; ``crds``: CRD files and directories in place
+    of the suite's ``crds:`` (``infergate test --crd``); ``kubeai_crd``: the bundled KubeAI Model
+    CRD when the suite names no CRDs."""
     try:
         model = PolicySuite.model_validate(data)
     except ValidationError as exc:
@@ -81,12 +79,15 @@ def load_policy_suite(path: Path, data: dict[str, Any], evaluator: Evaluator, cr
                 raise SuiteError(f"{where}: case {case.name!r}: invalid regular expression /{pattern}/: {exc}") from None
     base = path.parent
     try:
-        registry = _registry(tuple(crd_dirs or ()) or _resolve(base, model.crds), kubeai_crd, evaluator)
-        policies = _policy_set(_resolve(base, model.policies), model.builtin, registry, evaluator)
-        if model.actions is not None:
-            overrides = overrides_from(model.actions, "actions")
-            overrides.check(policies.names)
-            policies = dataclasses.replace(policies, actions=overrides)
+        registry = _registry(CRDSource(paths=crds or _resolve(base, model.crds), kubeai_crd=kubeai_crd), evaluator)
+        sources = _resolve(base, model.policies)
+        # the built-in policies: with the shipped ones unless the suite says
+        builtin = model.builtin if model.builtin is not None else sources is None
+        source = PolicySource(paths=sources, builtin=builtin, action_mapping=model.actions)
+        if sources is None:
+            policies = _shipped_policies(source, evaluator)
+        else:  # type-checked against the suite's CRDs
+            policies = load_policy_set(source, evaluator, registry, native=True)
         state = _state(base, model.state)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
@@ -131,42 +132,16 @@ def _resolve(base: Path, paths: list[str] | None) -> tuple[Path, ...] | None:
 
 
 @lru_cache(maxsize=8)
-def _registry(sources: tuple[Path, ...] | None, kubeai_crd: str | None, evaluator: Evaluator) -> CRDRegistry:
+def _registry(source: CRDSource, evaluator: Evaluator) -> CRDRegistry:
     # one registry per set of CRDs in a run: compiling the CRDs' rules is the costly part
-    return crd_registry(CRDSource(paths=sources, kubeai_crd=kubeai_crd), evaluator)
+    return crd_registry(source, evaluator)
 
 
-@lru_cache(maxsize=1)
-def _shipped_policies(builtin: bool, evaluator: Evaluator) -> PolicySet:
-    from webhook import shipped_data
-
-    return PolicySet.load(shipped_data.policies_dir(), evaluator=evaluator, builtin=builtin)
-
-
-def _policy_set(sources: tuple[Path, ...] | None, builtin: bool | None, registry: CRDRegistry,
-                evaluator: Evaluator) -> PolicySet:
-    if sources is None:
-        return _shipped_policies(True if builtin is None else builtin, evaluator)
-    from webhook.policy.builtin import BUILTIN_POLICIES
-    from webhook.policy.typecheck import KindSchemas
-
-    schemas = KindSchemas(registry.crds)  # type-checked against the suite's CRDs
-    loaded: list[Any] = []
-    native_documents: list[Any] = []  # Kubernetes' own admission policies among them
-    for source in sources:
-        if source.is_dir():
-            loaded += load_directory(source, evaluator, schemas=schemas)
-            files = policy_files(source)
-        elif source.is_file():
-            loaded += load_file(source, evaluator, schemas=schemas)
-            files = [source]
-        else:
-            raise PolicyLoadError([f"{source}: no such file or directory"])
-        for file in files:
-            native_documents += documents.read_file(file).parse(node_lines=True).documents
-    native = load_documents(native_documents, evaluator, schemas) or None
-    return PolicySet(tuple(loaded) + (tuple(BUILTIN_POLICIES) if builtin else ()), ", ".join(map(str, sources)),
-                     native=native)
+@lru_cache(maxsize=4)
+def _shipped_policies(source: PolicySource, evaluator: Evaluator) -> PolicySet:
+    # the shipped policies (type-checked against the shipped CRDs) compiled once per run: most
+    # suites test them
+    return load_policy_set(source, evaluator, native=True)
 
 
 def _state(base: Path, entries: list[str | dict[str, Any]]) -> FileState:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from webhook.documents import Document
 from webhook.offline.suite_cases import (Case, CaseResult, NotASuite, Suite, SuiteError, multiset_diff, object_diff,
                                          read_suite_file)
-from webhook.schema import CRDLoadError, CRDRegistry, RequestPath
+from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.schema import CRDLoadError, RequestPath
 from webhook.schema.field_validation import SERVER_DEFAULT
 
 if TYPE_CHECKING:
@@ -31,33 +32,30 @@ _REQUEST = re.compile(r"^(?P<verb>[A-Z]+)\s+/apis/(?P<group>[^/]+)/(?P<version>[
 
 # -- loading -------------------------------------------------------------------------------
 
-def load_suite(path: Path, evaluator: Evaluator, crd_dirs: list[Path] | None = None) -> Suite:
+def load_suite(path: Path, evaluator: Evaluator, crds: tuple[Path, ...] | None = None) -> Suite:
     """A recorded suite file (``cases`` or ``probes``), its CEL evaluated with ``evaluator``."""
-    return load_recorded_suite(read_suite_file(path), evaluator, crd_dirs)
+    return load_recorded_suite(read_suite_file(path), evaluator, crds)
 
 
 def is_recorded_suite(data: Any) -> bool:
     return isinstance(data, dict) and any(key in data for key in SUITE_KINDS)
 
 
-def load_recorded_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None = None) -> Suite:
+def load_recorded_suite(document: Document, evaluator: Evaluator, crds: tuple[Path, ...] | None = None) -> Suite:
     path, data = Path(document.origin.file), document.content
     if is_recorded_suite(data):
         for key, loader in SUITE_KINDS.items():
             if key in data:
-                return loader(document, evaluator, crd_dirs)
+                return loader(document, evaluator, crds)
     raise NotASuite(f"{path}: not a suite (expected a mapping with 'cases' or 'probes')")
 
 
-def _load_object_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None) -> Suite:
+def _load_object_suite(document: Document, evaluator: Evaluator, crds: tuple[Path, ...] | None) -> Suite:
     path, data = Path(document.origin.file), document.content
     title = str(data.get("suite") or path.stem)
-    if crd_dirs:
-        sources = list(crd_dirs)
-    else:
-        sources = [(path.parent / str(p)) for p in data.get("crds") or ()]
+    sources = tuple(crds) if crds else tuple(path.parent / str(p) for p in data.get("crds") or ())
     try:
-        registry = CRDRegistry.load(sources, evaluator=evaluator)
+        registry = crd_registry(CRDSource(paths=sources), evaluator)
     except CRDLoadError as exc:
         raise SuiteError(f"{path}: crds: {exc}") from None
     suite = Suite(path, title, [], registry, evaluator)
@@ -69,7 +67,7 @@ def _load_object_suite(document: Document, evaluator: Evaluator, crd_dirs: list[
     return suite
 
 
-def _load_probe_suite(document: Document, evaluator: Evaluator, crd_dirs: list[Path] | None) -> Suite:
+def _load_probe_suite(document: Document, evaluator: Evaluator, crds: tuple[Path, ...] | None) -> Suite:
     path, data = Path(document.origin.file), document.content
     suite = Suite(path, str(data.get("suite") or path.stem), [], evaluator=evaluator)
     for i, raw in enumerate(data.get("probes") or ()):
@@ -80,7 +78,7 @@ def _load_probe_suite(document: Document, evaluator: Evaluator, crd_dirs: list[P
     return suite
 
 
-SUITE_KINDS: dict[str, Callable[[Document, list[Path] | None], Suite]] = {
+SUITE_KINDS: dict[str, Callable[[Document, Evaluator, tuple[Path, ...] | None], Suite]] = {
     "cases": _load_object_suite,
     "probes": _load_probe_suite,
 }

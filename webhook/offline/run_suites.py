@@ -100,10 +100,11 @@ def suite_files(paths: Iterable[Path]) -> list[tuple[Path, bool]]:
     return out
 
 
-def load_suite(path: Path, evaluator: Evaluator, crd_dirs: list[Path] | None = None, *,
+def load_suite(path: Path, evaluator: Evaluator, crds: tuple[Path, ...] | None = None, *,
                kubeai_crd: str | None = None) -> Suite:
     """Any suite file: a policy suite (``kind: PolicySuite``) or a recorded one (``cases``/``probes``),
-    its CEL evaluated with ``evaluator``; ``kubeai_crd``: the bundled KubeAI Model CRD for policy
+    its CEL evaluated with ``evaluator``; ``crds``: CRD files and directories in place of each
+    suite's ``crds:`` (``--crd``); ``kubeai_crd``: the bundled KubeAI Model CRD for policy
     suites that name no CRDs."""
     document: Document = read_suite_file(path)
     data = document.content
@@ -112,9 +113,9 @@ def load_suite(path: Path, evaluator: Evaluator, crd_dirs: list[Path] | None = N
         # start-up, plugin discovery over sys.path)
         from webhook.offline.policy_suites import load_policy_suite
 
-        return load_policy_suite(path, data, evaluator, crd_dirs, document=document, kubeai_crd=kubeai_crd)
+        return load_policy_suite(path, data, evaluator, crds, document=document, kubeai_crd=kubeai_crd)
     if is_recorded_suite(data):
-        return load_recorded_suite(document, evaluator, crd_dirs)
+        return load_recorded_suite(document, evaluator, crds)
     raise NotASuite(f"{path}: not a suite (expected kind: PolicySuite, or a mapping with 'cases' or 'probes')")
 
 
@@ -138,13 +139,13 @@ def run(args: argparse.Namespace) -> int:
         from webhook.offline.coverage import Coverage
 
         coverage = Coverage()
-    crd_dirs = [Path(d) for d in args.crd] or None
+    crds = tuple(Path(d) for d in args.crd) or None
     runs: list[SuiteRun] = []
     findings: list[Finding] = []
     suites = 0
     for file, named in suite_files(paths):
         try:
-            suite = load_suite(file, args.evaluator, crd_dirs, kubeai_crd=args.kubeai_crd)
+            suite = load_suite(file, args.evaluator, crds, kubeai_crd=args.kubeai_crd)
         except SuiteError as exc:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error

@@ -16,12 +16,13 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, own_actions
 from webhook.policy.builtin import BUILTIN_POLICIES
 from webhook.policy.scope import PolicyInput
-from webhook.policy.loader import PolicyLoadError, load_directory, policy_files
+from webhook.policy.loader import PolicyLoadError, load_directory, load_file, policy_files
 from webhook.policy.native.loader import NativePolicies, load_native
 from webhook.policy.typecheck import KindSchemas
 from webhook.policy.verdict import Verdict
@@ -65,33 +66,44 @@ class PolicySet:
                                                                     repr=False, compare=False)
 
     @classmethod
-    def load(cls, directory: str | Path, *, evaluator: Evaluator, builtin: bool = True,
+    def load(cls, location: str | Path | Sequence[str | Path], *, evaluator: Evaluator, builtin: bool = True,
              schemas: KindSchemas | None = None, actions: ActionOverrides = NO_OVERRIDES,
              native: bool = False) -> "PolicySet":
-        """The policies of ``directory``, compiled for ``evaluator``; ``schemas``: the kinds they
-        are type-checked against (default: the shipped CRDs'); ``actions``: the operator's
-        overrides, each of which must name a policy of the set; ``native``: also the
-        ValidatingAdmissionPolicies and bindings among its files (the offline commands)."""
-        directory = Path(directory)
+        """The policies of ``location`` (a directory, or files and directories read in order),
+        compiled for ``evaluator``; ``schemas``: the kinds they are type-checked against (default:
+        the shipped CRDs'); ``actions``: the operator's overrides, each of which must name a policy
+        of the set; ``native``: also the ValidatingAdmissionPolicies and bindings among its files
+        (the offline commands)."""
+        one_directory = isinstance(location, (str, Path))  # a directory it must be
+        paths = [Path(location)] if one_directory else [Path(p) for p in location]
         problems: list[str] = []
-        try:
-            loaded = tuple(load_directory(directory, evaluator, schemas=schemas)) \
-                + (tuple(BUILTIN_POLICIES) if builtin else ())
-        except PolicyLoadError as exc:
-            problems, loaded = exc.problems, ()
-        found = None
-        if native and directory.is_dir():
+        loaded: list[Policy] = []
+        for path in paths:
+            if not one_directory and not path.exists():
+                problems.append(f"{path}: no such file or directory")
+                continue
             try:
-                found = load_native(directory, evaluator, schemas) or None
+                loaded += load_file(path, evaluator, schemas=schemas) if path.is_file() and not one_directory \
+                    else load_directory(path, evaluator, schemas=schemas)
+            except PolicyLoadError as exc:
+                problems += exc.problems
+        found = None
+        readable = [p for p in paths if p.is_dir() or (p.is_file() and not one_directory)]
+        if native and readable:
+            try:
+                found = load_native(readable, evaluator, schemas) or None
             except PolicyLoadError as exc:
                 problems += [p for p in exc.problems if p not in problems]
         if problems:
             raise PolicyLoadError(problems)
+        if builtin:
+            loaded += BUILTIN_POLICIES
+        source = ", ".join(map(str, paths))
         try:
             actions.check(p.name for p in loaded)
         except ActionsError as exc:
-            raise PolicyLoadError([f"{directory}: {exc}"]) from None
-        return cls(loaded, str(directory), actions=actions, native=found)
+            raise PolicyLoadError([f"{source}: {exc}"]) from None
+        return cls(tuple(loaded), source, actions=actions, native=found)
 
     def actions_for(self, policy: Policy, inp: PolicyInput) -> tuple[frozenset[str], str]:
         """The validation actions in force for ``policy`` on the review ``inp`` (an operator's

@@ -9,7 +9,7 @@ import re
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from webhook import documents
 from webhook.cel import Evaluator
@@ -202,11 +202,14 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: Kind
                           tuple(unsupported), tuple(warnings))
 
 
-def load_native(directory: Path, evaluator: Evaluator, schemas: KindSchemas | None = None) -> NativePolicies:
-    """The native policies under ``directory`` (the policy files ``webhook.policy.loader`` reads)."""
+def load_native(location: Path | Sequence[Path], evaluator: Evaluator,
+                schemas: KindSchemas | None = None) -> NativePolicies:
+    """The native policies under ``location``: a directory (the policy files
+    ``webhook.policy.loader`` reads), or files and directories read as one set."""
+    files = [file for path in ([location] if isinstance(location, Path) else location) for file in policy_files(path)]
     docs: list[Document] = []
     problems: list[str] = []
-    for file in policy_files(directory):
+    for file in files:
         source = documents.read_file(file)
         if source.text is not None and GROUP not in source.text:  # no native policy: no second parse
             continue
