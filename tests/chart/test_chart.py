@@ -4,6 +4,7 @@ against the Kubernetes JSON schemas and for the safety properties the chart prom
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import helm_python as helm
 import kubernetes_validate
@@ -464,7 +465,7 @@ def test_controller_flags_are_the_controllers_own():
     """The rendered args parse with `infergate controller`'s own parser, leader election on."""
     import argparse
 
-    from webhook.controller.runner import add_arguments
+    from webhook.controller.runner import ControllerConfig, add_arguments
 
     for name in ("default", "non-default"):
         (container,) = [o for o in objects(name) if o["kind"] == "Deployment"
@@ -472,12 +473,12 @@ def test_controller_flags_are_the_controllers_own():
         assert container["command"] == ["infergate"] and container["args"][0] == "controller"
         parser = argparse.ArgumentParser(exit_on_error=False)
         add_arguments(parser)
-        args = parser.parse_args(container["args"][1:])
-        assert args.leader_elect and args.lease_namespace == NAMESPACE
-        assert args.identity == "$(POD_NAME)" and {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
+        config = ControllerConfig.from_flags(parser.parse_args(container["args"][1:]), EVALUATOR)
+        assert config.lease is not None and config.lease.namespace == NAMESPACE
+        assert config.identity == "$(POD_NAME)" and {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
         lease_names = {n for _, r in rbac_rules(name) if r["resources"] == ["leases"] for n in r.get("resourceNames", [])}
-        assert lease_names == {args.lease_name}
-    assert args.replan_timeout == 120 and args.replan_limit == 5
+        assert lease_names == {config.lease.name}
+    assert config.reconcile.replan_timeout.total_seconds() == 120 and config.reconcile.replan_limit == 5
 
 
 @pytest.mark.parametrize("name", ["default", "non-default", "no-audit"])
@@ -487,25 +488,25 @@ def test_the_controller_audits_with_the_webhooks_policies_and_exemptions(name):
     leaves out are the ones its reports mark exempt."""
     import argparse
 
-    from webhook.controller.runner import add_arguments, audit_settings
+    from webhook.controller.runner import ControllerConfig, add_arguments
 
     controller, webhook = one(name, "Deployment", "-controller"), one(name, "Deployment", f"{'gate' if name == 'non-default' else RELEASE}")
     (container,) = controller["spec"]["template"]["spec"]["containers"]
     parser = argparse.ArgumentParser(exit_on_error=False)
     add_arguments(parser)
-    args = parser.parse_args(container["args"][1:])
-    assert args.audit == (name != "no-audit")
+    config = ControllerConfig.from_flags(parser.parse_args(container["args"][1:]), EVALUATOR)
+    settings = config.audit
+    assert (settings is not None) == (name != "no-audit")
     volumes = {v["name"]: v for v in controller["spec"]["template"]["spec"]["volumes"]}
-    if not args.audit:
+    if settings is None:
         assert "policies" not in volumes
         return
-    settings = audit_settings(args)
     assert settings.interval == 3600 and settings.max_results == 100
     (webhook_container,) = webhook["spec"]["template"]["spec"]["containers"]
     webhook_policies = next(a for a in webhook_container["args"] if a.startswith("--policies-dir=")).partition("=")[2]
-    assert args.policies == webhook_policies
+    assert config.policies.directory == Path(webhook_policies)
     webhook_actions = [a.partition("=")[2] for a in webhook_container["args"] if a.startswith("--policy-actions=")]
-    assert args.policy_actions == webhook_actions and (name != "non-default" or webhook_actions)
+    assert list(config.policies.actions) == webhook_actions and (name != "non-default" or webhook_actions)
     assert volumes["policies"] == next(v for v in webhook["spec"]["template"]["spec"]["volumes"] if v["name"] == "policies")
     mount = next(m for m in container["volumeMounts"] if m["name"] == "policies")
     assert mount["mountPath"] == webhook_policies and mount["readOnly"]

@@ -31,7 +31,7 @@ import signal
 import socket
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -49,7 +49,7 @@ from webhook.controller.events import EventRecorder
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound, OwnedElsewhere
 from webhook.controller.leader import LeaderElector, LeaseConfig
 from webhook.controller.metrics import ControllerMetrics, health_app
-from webhook.controller.ownership import StatusWritesError, applied_unchanged, status_writes
+from webhook.controller.ownership import applied_unchanged, status_writes
 from webhook.controller.planner import Inventory, seconds_until_stuck
 from webhook.controller.reconcilers import RECONCILERS, reads_of
 from webhook.state.selectors import selector_string
@@ -478,13 +478,56 @@ def audit_interval(text: str) -> float:
     return seconds
 
 
-def audit_settings(args: argparse.Namespace) -> AuditSettings:
-    """The audit's settings from the flags; ValueError naming the flag that is wrong."""
-    if args.audit_max_results < 1:
-        raise ValueError(f"--audit-max-results {args.audit_max_results}: must be 1 or more")
-    exempt = frozenset(ns.strip() for item in args.audit_exempt_namespace for ns in item.split(",") if ns.strip())
-    return AuditSettings(interval=audit_interval(args.audit_interval), exempt_namespaces=exempt,
-                         max_results=args.audit_max_results)
+def audit_settings(interval: str = "1h", exempt_namespaces: Iterable[str] = (),
+                   max_results: int = AuditSettings.max_results) -> AuditSettings:
+    """The audit's settings from its flags' values (``--audit-interval``, each
+    ``--audit-exempt-namespace``, comma-separated or not, ``--audit-max-results``); ValueError
+    naming the flag that is wrong."""
+    if max_results < 1:
+        raise ValueError(f"--audit-max-results {max_results}: must be 1 or more")
+    exempt = frozenset(ns.strip() for item in exempt_namespaces for ns in item.split(",") if ns.strip())
+    return AuditSettings(interval=audit_interval(interval), exempt_namespaces=exempt, max_results=max_results)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """What ``infergate controller`` runs with: its flags (the chart's Deployment passes them,
+    and ``POD_NAMESPACE`` for the Lease's namespace), checked before anything starts."""
+
+    evaluator: Evaluator
+    client: KubeClientConfig
+    identity: str | None  # this replica's name in the Lease (None: hostname + random)
+    lease: LeaseConfig | None  # None: no leader election (every replica writes)
+    reconcile: Settings
+    runner: RunnerConfig
+    writes_status: frozenset[kinds.Kind]  # the kinds whose status it writes (``--status-writes``)
+    audit: AuditSettings | None  # None: no background audit
+    policies: PolicySource  # the audit's
+    metrics_port: int = 0  # 0: no /healthz, /readyz and /metrics
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> ControllerConfig:
+        """The configuration of ``add_arguments``' flags; ValueError (one line naming the flag)
+        when one is wrong."""
+        if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
+            raise ValueError("--workers must be >= 1, replan settings >= 0")
+        writes_status = status_writes(args.status_writes)  # StatusWritesError: a ValueError
+        audit = audit_settings(args.audit_interval, args.audit_exempt_namespace, args.audit_max_results)
+        if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+            raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+        return cls(
+            evaluator=evaluator,
+            client=kube_client_config(args.kubeconfig, args.context),
+            identity=args.identity,
+            lease=LeaseConfig(name=args.lease_name, namespace=args.lease_namespace) if args.leader_elect else None,
+            reconcile=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
+                               public_domain_template=args.public_domain_template),
+            runner=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
+            writes_status=writes_status,
+            audit=audit if args.audit else None,
+            policies=PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions)),
+            metrics_port=args.metrics_port,
+        )
 
 
 def audited_kinds() -> tuple[kinds.Kind, ...]:
@@ -518,12 +561,12 @@ def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, me
     )
 
 
-async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policies=None,
-                 audit_config: AuditSettings = AuditSettings()) -> int:
+async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
     """``policies``: the audit's (None: no audit)."""
-    identity = args.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    identity = config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     served = await asyncio.to_thread(served_kinds, api)
+    writes_status = config.writes_status
     # what the reconcilers of the served kinds whose status it writes read (an owned kind whose
     # status is not written is not watched either)
     read = reads_of(k for k in writes_status if k in served)
@@ -536,14 +579,11 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     if policies is not None:  # a reload's watch list is in force before its policies are
         policies.on_load.append(lambda fresh: state.set_kinds(watch_list(fresh)))
     elector = None
-    if args.leader_elect:
-        elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
+    if config.lease is not None:
+        elector = LeaderElector(api, identity, config.lease)
     metrics = ControllerMetrics()
     controller = Controller(
-        state, api, evaluator=args.evaluator, metrics=metrics,
-        settings=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
-                          public_domain_template=args.public_domain_template),
-        config=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
+        state, api, evaluator=config.evaluator, metrics=metrics, settings=config.reconcile, config=config.runner,
         elector=elector, recorder=EventRecorder(api, identity), writes_status=writes_status,
     )
     stop = asyncio.Event()
@@ -551,11 +591,12 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     health = None
-    if args.metrics_port:
+    if config.metrics_port:
         health = web.AppRunner(health_app(metrics, lambda: state.ready))
         await health.setup()
-        await web.TCPSite(health, port=args.metrics_port).start()
-    audit = None if policies is None else _background_audit(state, api, policies, audit_config, metrics, elector)
+        await web.TCPSite(health, port=config.metrics_port).start()
+    audit = None if policies is None or config.audit is None else \
+        _background_audit(state, api, policies, config.audit, metrics, elector)
     state.start()
     try:
         log.info("controller %s started (leader election %s, background audit %s)", identity,
@@ -590,30 +631,21 @@ def _policies(source: PolicySource, evaluator: Evaluator):
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
-    if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
-        return command_line.error("controller: --workers must be >= 1, replan settings >= 0")
     try:
-        writes_status = status_writes(args.status_writes)
-    except StatusWritesError as exc:
-        return command_line.error(f"controller: {exc}")
-    try:
-        settings = audit_settings(args)
+        config = ControllerConfig.from_flags(args, args.evaluator)
     except ValueError as exc:
         return command_line.error(f"controller: {exc}")
-    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        return command_line.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
     policies = None
-    if args.audit:
+    if config.audit is not None:
         try:
-            policies = _policies(PolicySource(Path(args.policies) if args.policies else None,
-                                              tuple(args.policy_actions)), args.evaluator)
+            policies = _policies(config.policies, config.evaluator)
         except ValueError as exc:
             return command_line.error(f"controller: {exc}")
     try:
-        api_client = kube_api_client(kube_client_config(args.kubeconfig, args.context))
+        api_client = kube_api_client(config.client)
     except KubeConfigError as exc:
         return command_line.error(f"controller: cannot load Kubernetes configuration: {exc}")
     try:
-        return asyncio.run(_serve(args, api_client, writes_status, policies, settings))
+        return asyncio.run(_serve(config, api_client, policies))
     except ApiError as exc:  # the API server unreachable or refusing discovery at start
         return command_line.error(f"controller: cannot reach the Kubernetes API: {exc}")
