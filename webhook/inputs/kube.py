@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kubernetes import client, config
+if TYPE_CHECKING:
+    from kubernetes import client
 
 __all__ = ["KubeClientConfig", "KubeConfigError", "api_client"]
 
@@ -42,6 +44,10 @@ class KubeClientConfig:
 
 def api_client(settings: KubeClientConfig) -> client.ApiClient:
     """A client configured by ``settings``; :class:`KubeConfigError` (one line) when none can be."""
+    # imported here: a command that only may read a cluster (validate, audit) takes its
+    # configuration without loading the kubernetes client
+    from kubernetes import client, config
+
     configuration = client.Configuration()
     if settings.pool_size is not None:
         configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, settings.pool_size)

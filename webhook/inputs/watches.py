@@ -4,7 +4,7 @@ audit lists. One watch per group and kind."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from webhook import kinds
@@ -15,8 +15,8 @@ from webhook.policy.unknown import kinds_read
 from webhook.state.kube import WatchedKind
 from webhook.state.watch_list import watches_for
 
-__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "read_lookups",
-           "webhook_crd_names", "webhook_watches"]
+__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "lookup_watches_with",
+           "read_lookups", "webhook_crd_names", "webhook_watches"]
 
 
 def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
@@ -31,6 +31,26 @@ def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
 def lookup_watches() -> tuple[WatchedKind, ...]:
     """What the admission policies may read: the registry's lookup kinds."""
     return tuple(_lookup_watch(d) for d in kinds.lookups())
+
+
+def lookup_watches_with(wanted: Iterable[tuple[str, str]],
+                        served: Callable[[str, str], Any] | None = None) -> tuple[WatchedKind, ...]:
+    """The lookup watches, and every object of each ``wanted`` kind (apiVersion, kind) besides:
+    the params of native policies (a ConfigMap param: every ConfigMap, not only KubeAI's
+    config). A kind's plural: its declaration's (``webhook.kinds``), else the CRD ``served``
+    (a ``CRDRegistry.served``) names, else a built-in kind's, its kind in lower case plus "s"."""
+    watches = list(lookup_watches())
+    for api_version, kind in sorted(wanted):
+        if any(w.api_version == api_version and w.kind == kind
+               and not (w.field_selector or w.label_selector or w.namespace) for w in watches):
+            continue  # listed whole already
+        declaration = kinds.declared(group_of(api_version), kind)
+        crd = served(api_version, kind) if served is not None and declaration is None else None
+        plural = declaration.plural if declaration is not None else crd.plural if crd is not None \
+            else kind.lower() + "s"
+        watches = [w for w in watches if not (w.api_version == api_version and w.kind == kind)]
+        watches.append(WatchedKind(api_version, kind, plural))
+    return tuple(watches)
 
 
 def webhook_crd_names() -> frozenset[str]:

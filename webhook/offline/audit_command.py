@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,6 +29,7 @@ from webhook.audit import Auditor, ObjectAudit, ResourceRef, build_report
 from webhook.offline.ci import Finding, junit_xml
 from webhook.offline.validate import json_text
 from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError
@@ -37,6 +38,9 @@ from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.policy.unknown import unchecked_text
 from webhook.state import FileState, StateLoadError, kinds_held, read_objects
+
+if TYPE_CHECKING:
+    from webhook.cel import Evaluator
 
 DESCRIPTION = """\
 Audit existing objects: judge a dump of a cluster (or the live cluster, --kubeconfig) against the
@@ -127,63 +131,101 @@ class Judged:
     seconds: float = 0.0  # the time its audit took (JUnit's time)
 
 
+@dataclass(frozen=True)
+class AuditConfig:
+    """What ``infergate audit`` runs with, from its flags (checked by :meth:`from_flags`)."""
+
+    evaluator: Evaluator
+    paths: tuple[str, ...]  # files, directories, "-" (stdin); empty: the cluster's objects
+    cluster: KubeClientConfig | None  # the live cluster read instead of files (--kubeconfig, --context)
+    timeout: float  # seconds reading the cluster may take
+    policies: PolicySource
+    baseline: PolicySource | None  # the impact preview's (--baseline-policies)
+    state: tuple[str, ...] = ()  # more of the cluster the policies look up (files, directories)
+    crds: tuple[str, ...] = ()  # --crd: files and directories
+    kubeai_crd: str | None = None
+    allow_empty: bool = False
+    namespace: str = "default"  # of namespaced objects that name none
+    output: str = "table"
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> AuditConfig:
+        """The configuration of ``add_arguments``' flags; ``SetupError`` (one line) for a wrong one."""
+        paths = (*args.paths, *args.filename)
+        if paths and args.kubeconfig:
+            raise SetupError("audit: give PATHs or --kubeconfig, not both")
+        if not paths and not args.kubeconfig:
+            raise SetupError("audit: no input: give files, directories, - (stdin) or --kubeconfig")
+        if args.baseline_policies and args.output not in ("table", "json"):
+            raise SetupError("audit: the impact preview (--baseline-policies) prints -o table or json")
+        if args.timeout <= 0:
+            raise SetupError("audit: --timeout must be above 0")
+        actions = tuple(args.policy_actions)
+        return cls(
+            evaluator=evaluator, paths=paths,
+            cluster=KubeClientConfig(kubeconfig=Path(args.kubeconfig), context=args.context, in_cluster=False)
+            if args.kubeconfig else None,
+            timeout=args.timeout,
+            policies=PolicySource(Path(args.policies) if args.policies else None, actions),
+            baseline=PolicySource(Path(args.baseline_policies), actions) if args.baseline_policies else None,
+            state=tuple(args.state), crds=tuple(args.crd), kubeai_crd=args.kubeai_crd, allow_empty=args.allow_empty,
+            namespace=args.namespace, output=args.output)
+
+
 def run(args: argparse.Namespace) -> int:
-    paths = list(args.paths) + list(args.filename)
-    if paths and args.kubeconfig:
-        return command_line.error("audit: give PATHs or --kubeconfig, not both")
-    if not paths and not args.kubeconfig:
-        return command_line.error("audit: no input: give files, directories, - (stdin) or --kubeconfig")
-    if args.baseline_policies and args.output not in ("table", "json"):
-        return command_line.error("audit: the impact preview (--baseline-policies) prints -o table or json")
-    if args.timeout <= 0:
-        return command_line.error("audit: --timeout must be above 0")
     try:
-        judged, note = _judge_cluster(args) if args.kubeconfig else _judge_files(args, paths)
+        config = AuditConfig.from_flags(args, args.evaluator)
+        judged, note = _judge_cluster(config) if config.cluster is not None else _judge_files(config)
     except SetupError as exc:
         return command_line.error(str(exc))
     if note is not None:  # on stderr, before the results: stdout stays the format's own
         print(note, file=sys.stderr)
-    if args.baseline_policies:
-        return _print_impact(args.output, judged)
-    return _print(args.output, judged)
+    if config.baseline is not None:
+        return _print_impact(config.output, judged)
+    return _print(config.output, judged)
 
 
 # -- inputs ------------------------------------------------------------------------------------
-def _registry(args: argparse.Namespace) -> CRDRegistry:
+def _registry(config: AuditConfig) -> CRDRegistry:
     """The bundled CRDs with the ``--crd`` ones added, each in place of the bundled CRD of its
     name (as ``validate``)."""
     try:
-        given = [doc for raw in args.crd for doc in crd_documents(Path(raw))
+        given = [doc for raw in config.crds for doc in crd_documents(Path(raw))
                  if isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"]
         one_crd_per_name(given)
-        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, added=tuple(given)), args.evaluator)
+        return crd_registry(CRDSource(kubeai_crd=config.kubeai_crd, added=tuple(given)), config.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
 
 
-def _policies(directory: str | None, flag: str, args: argparse.Namespace, registry: CRDRegistry) -> PolicySet:
-    source = PolicySource(Path(directory) if directory else None, tuple(args.policy_actions))
+def _policies(source: PolicySource, flag: str, evaluator: Evaluator, registry: CRDRegistry) -> PolicySet:
     try:
-        return load_policy_set(source, args.evaluator, registry, native=True)
+        return load_policy_set(source, evaluator, registry, native=True)
     except ActionsError as exc:
         raise SetupError(str(exc)) from None
     except PolicyLoadError as exc:
         raise SetupError(f"{flag}: {exc}") from None
 
 
-def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judged], str | None]:
+def _policy_sets(config: AuditConfig, registry: CRDRegistry) -> tuple[PolicySet, PolicySet | None]:
+    """The policies, and the impact preview's baseline (None: no preview)."""
+    policies = _policies(config.policies, "--policies", config.evaluator, registry)
+    baseline = _policies(config.baseline, "--baseline-policies", config.evaluator, registry) \
+        if config.baseline is not None else None
+    return policies, baseline
+
+
+def _judge_files(config: AuditConfig) -> tuple[list[Judged], str | None]:
     """The objects of the files judged, and the note on what was not checked (None: nothing).
     A dump is the cluster's view of the kinds it holds (``kubectl get models -A`` lists them
     all), not of the kinds it does not hold: those are unknown unless --state shows them, as
     ``validate --state`` takes a state (``webhook.state.knowledge``)."""
-    found, errors = documents.read(paths, node_lines=args.output == "junit")  # (lines cost: junit only)
+    found, errors = documents.read(list(config.paths), node_lines=config.output == "junit")  # (lines cost: junit only)
     if errors:
         raise SetupError(str(errors[0]))
-    registry = _registry(args)
-    policies = _policies(args.policies, "--policies", args, registry)
-    baseline = _policies(args.baseline_policies, "--baseline-policies", args, registry) \
-        if args.baseline_policies else None
-    extra, state_errors = documents.read(args.state)
+    registry = _registry(config)
+    policies, baseline = _policy_sets(config, registry)
+    extra, state_errors = documents.read(list(config.state))
     if state_errors:
         raise SetupError(f"--state: {state_errors[0]}")
     inputs: list[tuple[dict[str, Any], documents.Document]] = []
@@ -191,8 +233,8 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judge
         obj = doc.content
         if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("kind"), str) \
                 and obj["apiVersion"] and obj["kind"]:
-            inputs.append((_namespaced(registry, obj, args.namespace), doc))
-    if not inputs and not args.allow_empty:  # a pipeline that lost its dump must not pass
+            inputs.append((_namespaced(registry, obj, config.namespace), doc))
+    if not inputs and not config.allow_empty:  # a pipeline that lost its dump must not pass
         raise SetupError(NO_OBJECTS)
     # the objects audited are the state too (a dump is the cluster's view), then --state
     objects = [obj for obj, _ in inputs if _named(obj)]
@@ -200,7 +242,7 @@ def _judge_files(args: argparse.Namespace, paths: list[str]) -> tuple[list[Judge
         objects += read_objects(extra)
     except StateLoadError as exc:
         raise SetupError(f"--state: {exc}") from None
-    knowledge = kinds_held(objects, "state" if args.state else "dump")
+    knowledge = kinds_held(objects, "state" if config.state else "dump")
     state = FileState(objects=objects, knowledge=knowledge)
     auditor = Auditor(registry, policies, state)
     before = Auditor(registry, baseline, state) if baseline is not None else None
@@ -233,24 +275,24 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
     return obj
 
 
-def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
+def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], None]:
     from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster
 
-    if not Path(args.kubeconfig).is_file():
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: no such file")
-    shipped = _registry(args)
-    policies = _policies(args.policies, "--policies", args, shipped)
-    baseline = _policies(args.baseline_policies, "--baseline-policies", args, shipped) \
-        if args.baseline_policies else None
+    assert config.cluster is not None and config.cluster.kubeconfig is not None
+    where = f"--kubeconfig {config.cluster.kubeconfig}"
+    if not config.cluster.kubeconfig.is_file():
+        raise SetupError(f"{where}: no such file")
+    shipped = _registry(config)
+    policies, baseline = _policy_sets(config, shipped)
     kinds = Auditor(shipped, policies, FileState(objects=[])).audited_kinds()
     if baseline is not None:
         kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
     try:
-        found = read_cluster(api_client(args.kubeconfig, args.context), kinds, args.evaluator, timeout=args.timeout)
+        found = read_cluster(api_client(config.cluster), kinds, config.evaluator, timeout=config.timeout)
     except ClusterReadError as exc:
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
+        raise SetupError(f"{where}: {exc}") from None
     try:
-        registry = shipped if args.crd else found.registry
+        registry = shipped if config.crds else found.registry
         auditor = Auditor(registry, policies, found.state)
         before = Auditor(registry, baseline, found.state) if baseline is not None else None
         out = []

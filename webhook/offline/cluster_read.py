@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from webhook.inputs.cluster import cluster_crds, watch_cache
@@ -36,13 +35,11 @@ class ClusterObjects:
     registry: WatchedCRDs
 
 
-def api_client(kubeconfig: str | None, context: str | None) -> Any:
-    """A client of the cluster of ``kubeconfig`` (None: ``$KUBECONFIG``, else ``~/.kube/config``)
-    and ``context`` (None: its current one), never the pod's own; a bad kubeconfig raises
-    ``ClusterReadError``, in one line."""
+def api_client(settings: KubeClientConfig) -> Any:
+    """A client of the cluster ``settings`` name; a bad kubeconfig raises ``ClusterReadError``,
+    in one line."""
     try:
-        return kube_api_client(KubeClientConfig(kubeconfig=Path(kubeconfig) if kubeconfig else None,
-                                                context=context, in_cluster=False))
+        return kube_api_client(settings)
     except KubeConfigError as exc:
         raise ClusterReadError(str(exc)) from None
 

@@ -37,6 +37,7 @@ from webhook.offline.parallel import available_cpus, map_ordered
 from webhook.offline.progress import Progress
 from webhook.offline.request_limits import too_large_status
 from webhook.inputs.crds import CRDSource, crd_registry
+from webhook.inputs.kube import KubeClientConfig
 from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError
@@ -360,38 +361,82 @@ class SetupError(ValueError):
     """What stops the run before any document is judged: a bad --crd, --old, --state or --policies."""
 
 
-def _live(args: argparse.Namespace) -> bool:
-    """Whether the state is a live cluster's (--cluster, --kubeconfig or --context)."""
-    return bool(getattr(args, "cluster", False) or getattr(args, "kubeconfig", None) or getattr(args, "context", None))
+@dataclass(frozen=True)
+class ValidateConfig:
+    """What ``infergate validate`` runs with, from its flags (checked by :meth:`from_flags`)."""
+
+    evaluator: Evaluator
+    paths: tuple[str, ...]  # files, directories, "-" (stdin)
+    policies: PolicySource
+    old: tuple[str, ...] = ()  # the objects as stored (an UPDATE)
+    subresource: str | None = None  # "status": writes to /status
+    crds: tuple[str, ...] = ()  # --crd: files and directories
+    bundled_crds: bool = True
+    kubeai_crd: str | None = None
+    crd_only: bool = False  # the apiserver's own handling, no webhook policies
+    field_validation: str = "Strict"
+    strict: bool = False
+    kustomize: bool = False
+    fail_on_warning: bool = False
+    exclude: tuple[str, ...] = ()
+    allow_empty: bool = False
+    namespace: str = "default"  # of namespaced objects that name none
+    state: tuple[str, ...] = ()  # --state: files and directories
+    cluster: KubeClientConfig | None = None  # the live cluster the policies look up (instead of --state)
+    timeout: float = 30.0  # seconds reading the cluster may take
+    explain: bool = False
+    output: str = "text"
+    jobs: int = 1
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> ValidateConfig:
+        """The configuration of ``add_arguments``' flags; ``SetupError`` (one line) for a wrong one."""
+        paths = (*args.paths, *args.filename)
+        if not paths:
+            raise SetupError("validate: no input: give files, directories or - (stdin)")
+        if args.jobs < 1:
+            raise SetupError("validate: -j/--jobs must be at least 1")
+        if args.timeout <= 0:
+            raise SetupError("validate: --timeout must be above 0")
+        live = bool(args.cluster or args.kubeconfig or args.context)  # --cluster, --kubeconfig or --context
+        if args.state and live:
+            raise SetupError("validate: give --state or a cluster (--cluster, --kubeconfig, --context), not both")
+        return cls(
+            evaluator=evaluator, paths=paths,
+            policies=PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions or ())),
+            old=tuple(args.old), subresource=args.subresource, crds=tuple(args.crd),
+            bundled_crds=not args.no_bundled_crds, kubeai_crd=args.kubeai_crd, crd_only=args.crd_only,
+            field_validation=args.field_validation, strict=args.strict, kustomize=args.kustomize,
+            fail_on_warning=args.fail_on_warning, exclude=tuple(args.exclude), allow_empty=args.allow_empty,
+            namespace=args.namespace, state=tuple(args.state),
+            cluster=KubeClientConfig(kubeconfig=Path(args.kubeconfig) if args.kubeconfig else None,
+                                     context=args.context, in_cluster=False) if live else None,
+            timeout=args.timeout, explain=args.explain, output=args.output, jobs=args.jobs)
 
 
-def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
+def _setup(config: ValidateConfig) -> _Setup:
     """Everything loaded once before judging (workers fork after this and share it)."""
-    if args.state and _live(args):
-        raise SetupError("validate: give --state or a cluster (--cluster, --kubeconfig, --context), not both")
-    inputs = documents.read_inputs(paths, exclude=tuple(args.exclude), names=KUSTOMIZATION_NAMES)
+    inputs = documents.read_inputs(list(config.paths), exclude=config.exclude, names=KUSTOMIZATION_NAMES)
     kustomize = KustomizeLayout.of(inputs)
-    if args.kustomize:
+    if config.kustomize:
         try:
             renderer = find_renderer()
         except RendererMissing as exc:
             raise SetupError(f"validate: --kustomize: {exc}") from None
         inputs = rendered_inputs(inputs, kustomize, renderer)
-    old_documents, old_errors = documents.read(args.old)
+    old_documents, old_errors = documents.read(list(config.old))
     if old_errors:
         raise SetupError(f"--old: {old_errors[0]}")
     for source in inputs:
         if _parse_here(source):
             source.parsed = source.parse()
-    registry = _registry(args, inputs)
-    policies = None if args.crd_only else _policies(
-        PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions or ())),
-        args.evaluator, registry)
+    registry = _registry(config, inputs)
+    policies = None if config.crd_only else _policies(config.policies, config.evaluator, registry)
     # without --state the inputs are the state: the parent parses the files that may hold an
     # object the policies read (the workers parse the others, as they judge them)
     state_kinds = _kind_pattern(kinds_read(policies.policies)
                                 | (policies.native.kinds_read() if policies.native is not None else frozenset())) \
-        if policies is not None and not args.state and not _live(args) else None
+        if policies is not None and not config.state and config.cluster is None else None
     if state_kinds is not None:
         for source in inputs:
             if source.parsed is None and _may_hold(source, state_kinds):
@@ -407,7 +452,7 @@ def _setup(args: argparse.Namespace, paths: list[str]) -> _Setup:
             units.append(_error(source.parsed.error.origin, source.parsed.error.message))
     chain, state = None, None
     if policies is not None:
-        cluster, state = _state(args, registry, inputs, policies, kustomize)
+        cluster, state = _state(config, registry, inputs, policies, kustomize)
         chain = AdmissionChain(registry, policies, cluster)
     olds: dict[tuple[Any, ...], Document] = {}
     for doc in old_documents:
@@ -448,12 +493,12 @@ def _may_hold(source: InputFile, kinds: list[tuple[re.Pattern[str], re.Pattern[s
                for top, anywhere, group in kinds)
 
 
-def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
+def _registry(config: ValidateConfig, inputs: list[InputFile]) -> CRDRegistry:
     """The bundled CRDs (unless ``--no-bundled-crds``) with the ``--crd`` ones added, each
     replacing the bundled CRD of its name. Two different CRDs of one name among the ``--crd``
     files and the manifests are a ``SetupError`` naming both (the same CRD twice is fine)."""
     try:
-        given = [doc for raw in args.crd for doc in crd_documents(Path(raw)) if _is_crd(doc.content)]
+        given = [doc for raw in config.crds for doc in crd_documents(Path(raw)) if _is_crd(doc.content)]
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
     among_inputs = [doc for source in inputs if source.parsed is not None
@@ -463,8 +508,8 @@ def _registry(args: argparse.Namespace, inputs: list[InputFile]) -> CRDRegistry:
     except CRDLoadError as exc:
         raise SetupError(str(exc)) from None
     try:
-        return crd_registry(CRDSource(kubeai_crd=args.kubeai_crd, bundled=not args.no_bundled_crds, added=tuple(given)),
-                            args.evaluator)
+        return crd_registry(CRDSource(kubeai_crd=config.kubeai_crd, bundled=config.bundled_crds, added=tuple(given)),
+                            config.evaluator)
     except CRDLoadError as exc:
         raise SetupError(f"--crd: {exc}") from None
 
@@ -500,18 +545,18 @@ def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry)
     return policies
 
 
-def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFile],
+def _state(config: ValidateConfig, registry: CRDRegistry, inputs: list[InputFile],
            policies: PolicySet | None, kustomize: KustomizeLayout) -> tuple[ClusterState, StateSource]:
     """The cluster view the policies read: the live cluster's (--cluster/--kubeconfig/--context),
     the manifests of --state, or else the inputs themselves; and what it knows."""
-    if _live(args):
+    if config.cluster is not None:
         params = policies.native.kinds_read() if policies is not None and policies.native is not None else frozenset()
-        return _cluster_state(args, registry, params), StateSource(EVERYTHING)
+        return _cluster_state(config.cluster, config.timeout, registry, params), StateSource(EVERYTHING)
 
     def namespaced(obj: dict[str, Any]) -> dict[str, Any]:
-        return place_namespace(obj, args.namespace, _namespaced(registry, obj))
+        return place_namespace(obj, config.namespace, _namespaced(registry, obj))
 
-    if not args.state:
+    if not config.state:
         parsed = [doc for source in inputs if source.parsed is not None for doc in source.parsed.documents
                   if kustomize.role(doc.origin.file) not in (PATCH, KUSTOMIZE_FILE)]  # a patch is no object
         objects, _ = state_objects(parsed)  # (what is no object is said in its place among the results)
@@ -520,7 +565,7 @@ def _state(args: argparse.Namespace, registry: CRDRegistry, inputs: list[InputFi
     # the state may be the inputs themselves (a repository of mixed files): what is wrong with an
     # input is said in its place among the results; the rest must be readable
     names = {source.name for source in inputs}
-    found, errors = documents.read(args.state)
+    found, errors = documents.read(list(config.state))
     errors = [e for e in errors if e.file not in names]
     if errors:
         raise SetupError(f"--state: {errors[0]}")
@@ -543,30 +588,20 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any]) -> bool:
     return is_builtin_group(api_version) and not cluster_scoped_builtin(group_of(api_version), kind)
 
 
-def _cluster_state(args: argparse.Namespace, registry: CRDRegistry | None = None,
+def _cluster_state(cluster: KubeClientConfig, timeout: float, registry: CRDRegistry | None = None,
                    wanted: frozenset[tuple[str, str]] = frozenset()) -> ClusterState:
-    """The live cluster's view, listed once, read-only (``cluster_read.read_state``); ``wanted``:
-    kinds to list whole besides the webhook's (the params of native policies: every ConfigMap,
-    not only KubeAI's config)."""
+    """The live cluster's view, listed once, read-only (``cluster_read.read_state``): what the
+    policies look up, and ``wanted``, kinds to list whole besides (the params of native policies:
+    every ConfigMap, not only KubeAI's config)."""
     from webhook.offline.cluster_read import ClusterReadError, api_client, read_state
-    from webhook.inputs.watches import lookup_watches
-    from webhook.state.kube import WatchedKind
+    from webhook.inputs.watches import lookup_watches_with
 
-    kinds = list(lookup_watches())
-    for api_version, kind in sorted(wanted):
-        if any(k.api_version == api_version and k.kind == kind and not (k.field_selector or k.label_selector
-                                                                         or k.namespace) for k in kinds):
-            continue
-        served = registry.served(api_version, kind) if registry is not None else None
-        plural = served.plural if served is not None else kind.lower() + "s"  # a built-in kind's
-        kinds = [k for k in kinds if not (k.api_version == api_version and k.kind == kind)]
-        kinds.append(WatchedKind(api_version, kind, plural))
-
-    where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "the cluster"
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+    where = f"--kubeconfig {cluster.kubeconfig}" if cluster.kubeconfig else "the cluster"
+    if cluster.kubeconfig and not cluster.kubeconfig.is_file():
         raise SetupError(f"{where}: no such file")
+    kinds = lookup_watches_with(wanted, registry.served if registry is not None else None)
     try:
-        return read_state(api_client(args.kubeconfig or None, args.context), timeout=args.timeout, kinds=tuple(kinds))
+        return read_state(api_client(cluster), timeout=timeout, kinds=kinds)
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
 
@@ -574,8 +609,8 @@ def _cluster_state(args: argparse.Namespace, registry: CRDRegistry | None = None
 class Judge:
     """Gives every document its :class:`Result`; the workers share one (forked, nothing sent)."""
 
-    def __init__(self, args: argparse.Namespace, setup: _Setup) -> None:
-        self.args, self.setup, self.registry = args, setup, setup.registry
+    def __init__(self, config: ValidateConfig, setup: _Setup) -> None:
+        self.config, self.setup, self.registry = config, setup, setup.registry
         self.builtins = BuiltinSchemas()
 
     def unit(self, i: int) -> list[Result]:
@@ -603,7 +638,7 @@ class Judge:
         return result
 
     def document(self, doc: Document) -> Result:
-        obj, strict = doc.content, self.args.strict
+        obj, strict = doc.content, self.config.strict
         role = self.setup.kustomize.role(doc.origin.file)
         if role == PATCH:  # a partial object (or a JSON patch): only kustomize applies it, to its target
             return Result(doc.origin, "skipped", PATCH, name=_label(obj) if isinstance(obj, dict) else "")
@@ -631,14 +666,14 @@ class Judge:
         key = _identity(obj)
         old_doc = self.setup.olds.get(key)
         old = old_doc.content if old_doc is not None else None
-        if self.args.subresource and old is None:
+        if self.config.subresource and old is None:
             return _error(doc.origin, "no stored object in --old matches this document")
         try:
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
-            judgement = judge_document(self.registry, obj, old, self.args.subresource, namespace=namespace,
-                                       crd_only=self.args.crd_only, chain=self.setup.chain, explain=self.args.explain,
-                                       field_validation=self.args.field_validation)
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.config.namespace
+            judgement = judge_document(self.registry, obj, old, self.config.subresource, namespace=namespace,
+                                       crd_only=self.config.crd_only, chain=self.setup.chain, explain=self.config.explain,
+                                       field_validation=self.config.field_validation)
         except Exception as exc:  # a bug must still end in a message, not a traceback
             return _error(doc.origin, f"internal error: {type(exc).__name__}: {exc}")
         return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
@@ -647,7 +682,7 @@ class Judge:
     def _without_crd(self, doc: Document, obj: dict[str, Any], api_version: str, kind: str) -> Result:
         """A kind no CRD serves: a built-in one against Kubernetes' own schema, else skipped."""
         label = _label(obj)
-        answer = self.builtins.answer(obj, self.args.field_validation)
+        answer = self.builtins.answer(obj, self.config.field_validation)
         if answer is not None:
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
             key = _identity(obj)
@@ -659,10 +694,10 @@ class Judge:
                           label, key if old_doc is not None else None)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
             why = "kustomize file, not applied"
-            return _error(doc.origin, why) if self.args.strict else Result(doc.origin, "skipped", why, name=label)
+            return _error(doc.origin, why) if self.config.strict else Result(doc.origin, "skipped", why, name=label)
         near = hint(api_version, kind, self.registry.kinds())  # "; did you mean ...?" or ""
         why = f"{label} ({api_version}): no schema for this kind{near}"
-        if self.args.strict:
+        if self.config.strict:
             return Result(doc.origin, "error", why, name=label)
         return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
 
@@ -672,9 +707,9 @@ class Judge:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         group = group_of(obj.get("apiVersion"))
         namespace = "" if cluster_scoped_builtin(group, str(obj.get("kind"))) else \
-            meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.args.namespace
-        request = offline_request(obj, old, self.args.subresource, namespace=namespace,
-                                  field_validation=self.args.field_validation)
+            meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.config.namespace
+        request = offline_request(obj, old, self.config.subresource, namespace=namespace,
+                                  field_validation=self.config.field_validation)
         answer, status = native_validation(native, request, obj, self.registry, self.setup.chain.state)
         warnings = list(dict.fromkeys([*judged.warnings, *answer.warnings]))
         return Judgement(status is None, status, warnings, obj, audit=list(answer.failures),
@@ -690,21 +725,15 @@ def in_base(summary: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    paths = list(args.paths) + list(args.filename)
-    if not paths:
-        return command_line.error("validate: no input: give files, directories or - (stdin)")
-    if args.jobs < 1:
-        return command_line.error("validate: -j/--jobs must be at least 1")
-    if args.timeout <= 0:
-        return command_line.error("validate: --timeout must be above 0")
     try:
-        setup = _setup(args, paths)
+        config = ValidateConfig.from_flags(args, args.evaluator)
+        setup = _setup(config)
     except SetupError as exc:
         return command_line.error(str(exc))
-    judge = Judge(args, setup)
+    judge = Judge(config, setup)
     progress = Progress(len(setup.units), "validating")
     try:
-        answers = map_ordered(judge.unit, len(setup.units), jobs=args.jobs, progress=progress.advance)
+        answers = map_ordered(judge.unit, len(setup.units), jobs=config.jobs, progress=progress.advance)
     finally:
         progress.close()
     results = [result for answer in answers for result in answer]
@@ -715,14 +744,14 @@ def run(args: argparse.Namespace) -> int:
             what = f"{kind} {namespace + '/' if namespace else ''}{name} ({api_version})"
             results.append(_error(doc.origin, f"--old: no document to validate matches {what}"))
     note = state_note(unchecked_counts(results), setup.state) if setup.state is not None else None
-    _print(args.output, results, len(setup.inputs), note)
+    _print(config.output, results, len(setup.inputs), note)
     counts = Counter(result.outcome for result in results)
-    if not results and not args.allow_empty:  # a pipeline that lost its manifests must not pass
+    if not results and not config.allow_empty:  # a pipeline that lost its manifests must not pass
         return command_line.error("validate: no documents in the input (an empty stdin or file, or no .yaml, "
                                   ".yml or .json file under the directories); --allow-empty accepts that")
     if counts["error"]:
         return command_line.USAGE
-    if counts["invalid"] or (args.fail_on_warning and any(result.warnings for result in results)):
+    if counts["invalid"] or (config.fail_on_warning and any(result.warnings for result in results)):
         return command_line.FAILED
     return command_line.OK
 
