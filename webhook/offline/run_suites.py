@@ -13,6 +13,7 @@ import re
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -122,30 +123,58 @@ def load_suite(path: Path, evaluator: Evaluator, crds: tuple[Path, ...] | None =
 NO_EXPECT = "no expect: the case checks nothing (record its answer with --update)"
 
 
+@dataclass(frozen=True)
+class SuitesConfig:
+    """What ``infergate test`` runs with, from its flags (checked by :meth:`from_flags`)."""
+
+    evaluator: Evaluator
+    paths: tuple[Path, ...]  # suite files and directories
+    crds: tuple[Path, ...] | None = None  # --crd: in place of each suite's ``crds:``
+    kubeai_crd: str | None = None  # for policy suites that name no CRDs
+    crd_only: bool = False
+    selected: re.Pattern[str] | None = None  # --run
+    output: str = "text"
+    update: bool = False
+    coverage: bool = False  # --coverage: report it
+    min_coverage: float | None = None  # the gate
+    quiet: bool = False
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> SuitesConfig:
+        """The configuration of ``add_arguments``' flags; ``ValueError`` (one line) for a wrong one."""
+        paths = tuple(Path(p) for p in [*args.paths, *args.filename])
+        if not paths:
+            raise ValueError("test: no suites: give suite files or directories")
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            raise ValueError(f"no such file or directory: {', '.join(missing)}")
+        try:
+            selected = re.compile(args.run) if args.run else None
+        except re.error as exc:
+            raise ValueError(f"--run: invalid regular expression: {exc}") from None
+        return cls(evaluator=evaluator, paths=paths, crds=tuple(Path(d) for d in args.crd) or None,
+                   kubeai_crd=args.kubeai_crd, crd_only=args.crd_only, selected=selected, output=args.output,
+                   update=args.update, coverage=args.coverage, min_coverage=args.min_coverage, quiet=args.quiet)
+
+
 def run(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in [*args.paths, *args.filename]]
-    if not paths:
-        return command_line.error("test: no suites: give suite files or directories")
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        return command_line.error(f"no such file or directory: {', '.join(missing)}")
     try:
-        selected = re.compile(args.run) if args.run else None
-    except re.error as exc:
-        return command_line.error(f"--run: invalid regular expression: {exc}")
-    log = sys.stdout if args.output in ("text", "github") else sys.stderr  # the human-readable lines
+        config = SuitesConfig.from_flags(args, args.evaluator)
+    except ValueError as exc:
+        return command_line.error(str(exc))
+    paths, selected = list(config.paths), config.selected
+    log = sys.stdout if config.output in ("text", "github") else sys.stderr  # the human-readable lines
     coverage = None
-    if args.coverage or args.min_coverage is not None:
+    if config.coverage or config.min_coverage is not None:
         from webhook.offline.coverage import Coverage
 
         coverage = Coverage()
-    crds = tuple(Path(d) for d in args.crd) or None
     runs: list[SuiteRun] = []
     findings: list[Finding] = []
     suites = 0
     for file, named in suite_files(paths):
         try:
-            suite = load_suite(file, args.evaluator, crds, kubeai_crd=args.kubeai_crd)
+            suite = load_suite(file, config.evaluator, config.crds, kubeai_crd=config.kubeai_crd)
         except SuiteError as exc:
             if isinstance(exc, NotASuite) and not named:
                 continue  # other YAML beside the suites (CRDs, notes) is not an error
@@ -153,43 +182,44 @@ def run(args: argparse.Namespace) -> int:
             runs.append(SuiteRun(file, file.stem, error=str(exc)))
             findings.append(Finding(str(file), "(load)", "error", str(file), _line_of(str(exc), file), str(exc),
                                     "input-error"))
-            if args.output == "github":
+            if config.output == "github":
                 print(github_annotation(findings[-1]), file=log)
             continue
         suites += 1
-        if args.crd_only and hasattr(suite, "crd_only"):
+        if config.crd_only and hasattr(suite, "crd_only"):
             suite.crd_only = True
         suite_run = _execute(suite, selected, coverage)
         runs.append(suite_run)
-        if args.update:
+        if config.update:
             _update(file, suite_run, log)
         for result, _ in suite_run.results:
-            if not result.expected and not args.update:
+            if not result.expected and not config.update:
                 result.problems.append(NO_EXPECT)
                 result.erroneous = True
-        findings += _print_suite(suite_run, args, log)
+        findings += _print_suite(suite_run, config, log)
     counts = Counter(f.status for f in findings)
     passed, failed, errors = counts["passed"], counts["failed"], counts["error"]
     if not passed and not failed and not errors:
         if selected and suites:
-            return command_line.error(f"no case matches --run {args.run}")
+            return command_line.error(f"no case matches --run {selected.pattern}")
         return command_line.error("no suite files (with 'cases' or 'probes') under " + ", ".join(map(str, paths)))
-    if args.output == "junit":
+    if config.output == "junit":
         sys.stdout.write(junit_xml(findings, "infergate test"))
-    elif args.output == "sarif":
+    elif config.output == "sarif":
         from webhook import __version__
 
         sys.stdout.write(sarif(findings, version=__version__))
-    elif args.output == "json":
+    elif config.output == "json":
         sys.stdout.write(results_json(runs, passed, failed, coverage.as_dict() if coverage else None))
     below = False
     if coverage is not None:
-        if args.coverage and args.output != "json":
+        if config.coverage and config.output != "json":
             print(coverage.render(), file=log)
-        if args.min_coverage is not None:  # --coverage informs; --min-coverage is the gate
-            below = coverage.percent < args.min_coverage
+        if config.min_coverage is not None:  # --coverage informs; --min-coverage is the gate
+            below = coverage.percent < config.min_coverage
             verdict = "below" if below else "at least"
-            print(f"rule coverage {coverage.percent:.1f}% is {verdict} --min-coverage {args.min_coverage:g}%", file=log)
+            print(f"rule coverage {coverage.percent:.1f}% is {verdict} --min-coverage {config.min_coverage:g}%",
+                  file=log)
     print(f"{passed} passed, {failed} failed" + (f", {errors} error{'s' if errors != 1 else ''}" if errors else ""),
           file=log)
     if errors:
@@ -214,7 +244,7 @@ def _execute(suite: Suite, selected: re.Pattern[str] | None, coverage) -> SuiteR
     return suite_run
 
 
-def _print_suite(suite_run: SuiteRun, args: argparse.Namespace, log) -> list[Finding]:
+def _print_suite(suite_run: SuiteRun, config: SuitesConfig, log) -> list[Finding]:
     """Print a suite's failing cases (``FAIL file:line: name`` and what differs) and its tally;
     the findings of every case."""
     paint = command_line.Painter(log)
@@ -230,9 +260,9 @@ def _print_suite(suite_run: SuiteRun, args: argparse.Namespace, log) -> list[Fin
         print(f"{paint('ERROR' if result.erroneous else 'FAIL', 'red')} {where}: {result.name}", file=log)
         for problem in result.problems:
             print(f"    {problem}", file=log)
-        if args.output == "github":
+        if config.output == "github":
             print(github_annotation(finding), file=log)
-    if not args.quiet:
+    if not config.quiet:
         passed = sum(1 for r, _ in suite_run.results if r.passed)
         print(f"{suite_run.file}: {passed}/{len(suite_run.results)} passed", file=log)
     return findings

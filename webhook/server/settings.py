@@ -25,7 +25,7 @@ ENV_PREFIX = "INFERGATE_"
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)  # built once in run(), read everywhere
 
     host: str = "0.0.0.0"
     port: int = Field(8443, ge=0, le=65535)
