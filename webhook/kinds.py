@@ -12,7 +12,10 @@ The rest of infergate reads this table: the webhook configurations' rules
 (``webhook.webhook_config``), the CRDs the webhook's watch cache watches
 (``webhook.inputs.watches.webhook_crd_names``), the watch lists (``webhook.inputs.watches``), the
 controller's kinds (:data:`OWNED`, :data:`WATCHED`) and whose status is whose
-(``webhook.controller.ownership``).
+(``webhook.controller.ownership``); the kinds the controller writes whole (the audit's reports:
+``webhook.controller.report_writes``, ``webhook.audit.report``; its Lease; Events), the
+admission configuration kinds (the webhook configurations, Kubernetes' own admission policies)
+and the CRDs' own kind.
 
 :class:`Kind` is one kind at one version (an ``apiVersion``), the handle the controller and the
 audit read and write objects by.
@@ -69,6 +72,9 @@ class Declaration:
     # the version the controller writes status at: its reconciler's schema ("" never writes)
     status_version: str = ""
     status_by_default: bool = True  # the controller writes it unless --status-writes says off
+    # who writes whole objects of it, for people ("" nobody): the controller its reports, Lease
+    # and Events; ``webhook-config`` (and the chart) the webhook configurations; ...
+    written_by: str = ""
 
     @property
     def crd_name(self) -> str:
@@ -90,6 +96,10 @@ class Declaration:
 
 
 _ENDPOINT_PICKER = "the endpoint picker"
+_CONTROLLER = "infergate's controller"
+_WEBHOOK_CONFIG = "infergate webhook-config, the chart"
+_NATIVE_POLICIES = "infergate native-policies (people apply them)"
+_ADMISSION = "admissionregistration.k8s.io"
 _GATEWAYS = "Gateway implementations (status.parents)"
 _X = "inference.networking.x-k8s.io"
 
@@ -151,6 +161,33 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("storage.k8s.io", "StorageClass", "storageclasses", False, ("v1",), controller_reads=True),
     Declaration("cert-manager.io", "ClusterIssuer", "clusterissuers", False, ("v1",), controller_reads=True),
     Declaration("deckhouse.io", "ModuleConfig", "moduleconfigs", False, ("v1alpha1",), controller_reads=True),
+    # what the controller writes whole: the background audit's reports (OpenReports, else the
+    # Policy WG's), its Lease, Events (core v1: what it writes; events.k8s.io/v1 is the same
+    # objects, granted beside it)
+    Declaration("openreports.io", "Report", "reports", True, ("v1alpha1",), written_by=_CONTROLLER),
+    Declaration("openreports.io", "ClusterReport", "clusterreports", False, ("v1alpha1",), written_by=_CONTROLLER),
+    Declaration("wgpolicyk8s.io", "PolicyReport", "policyreports", True, ("v1alpha2",), written_by=_CONTROLLER),
+    Declaration("wgpolicyk8s.io", "ClusterPolicyReport", "clusterpolicyreports", False, ("v1alpha2",),
+                written_by=_CONTROLLER),
+    Declaration("coordination.k8s.io", "Lease", "leases", True, ("v1",), written_by=_CONTROLLER),
+    Declaration("", "Event", "events", True, ("v1",), written_by=_CONTROLLER),
+    Declaration("events.k8s.io", "Event", "events", True, ("v1",), written_by=_CONTROLLER),
+    # the webhook's configurations (``infergate webhook-config``, the chart; their caBundle by
+    # ``serve --cert-mode secret``), Kubernetes' own admission policies (read offline beside our
+    # policies, written by ``infergate native-policies``) and the CRDs (the cluster's schema)
+    Declaration(_ADMISSION, "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", False, ("v1",),
+                written_by=_WEBHOOK_CONFIG),
+    Declaration(_ADMISSION, "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False, ("v1",),
+                written_by=_WEBHOOK_CONFIG),
+    Declaration(_ADMISSION, "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False, ("v1",),
+                written_by=_NATIVE_POLICIES),
+    Declaration(_ADMISSION, "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False, ("v1",),
+                written_by=_NATIVE_POLICIES),
+    Declaration(_ADMISSION, "MutatingAdmissionPolicy", "mutatingadmissionpolicies", False, ("v1",),
+                written_by=_NATIVE_POLICIES),
+    Declaration(_ADMISSION, "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False, ("v1",),
+                written_by=_NATIVE_POLICIES),
+    Declaration("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", False, ("v1",)),
 )
 
 _BY_GROUP_KIND = {(d.group, d.kind): d for d in DECLARATIONS}
@@ -197,6 +234,22 @@ PRIORITY_CLASS = _declaration("scheduling.k8s.io", "PriorityClass").read_as
 STORAGE_CLASS = _declaration("storage.k8s.io", "StorageClass").read_as
 CLUSTER_ISSUER = _declaration("cert-manager.io", "ClusterIssuer").read_as
 MODULE_CONFIG = _declaration("deckhouse.io", "ModuleConfig").read_as
+
+# What the controller writes whole, at the versions it writes.
+REPORT = _declaration("openreports.io", "Report").read_as
+CLUSTER_REPORT = _declaration("openreports.io", "ClusterReport").read_as
+POLICY_REPORT = _declaration("wgpolicyk8s.io", "PolicyReport").read_as
+CLUSTER_POLICY_REPORT = _declaration("wgpolicyk8s.io", "ClusterPolicyReport").read_as
+LEASE = _declaration("coordination.k8s.io", "Lease").read_as
+EVENT = _declaration("", "Event").read_as
+# The admission configuration kinds, at the versions infergate writes and reads.
+MUTATING_WEBHOOK_CONFIGURATION = _declaration(_ADMISSION, "MutatingWebhookConfiguration").read_as
+VALIDATING_WEBHOOK_CONFIGURATION = _declaration(_ADMISSION, "ValidatingWebhookConfiguration").read_as
+VALIDATING_ADMISSION_POLICY = _declaration(_ADMISSION, "ValidatingAdmissionPolicy").read_as
+VALIDATING_ADMISSION_POLICY_BINDING = _declaration(_ADMISSION, "ValidatingAdmissionPolicyBinding").read_as
+MUTATING_ADMISSION_POLICY = _declaration(_ADMISSION, "MutatingAdmissionPolicy").read_as
+MUTATING_ADMISSION_POLICY_BINDING = _declaration(_ADMISSION, "MutatingAdmissionPolicyBinding").read_as
+CUSTOM_RESOURCE_DEFINITION = _declaration("apiextensions.k8s.io", "CustomResourceDefinition").read_as
 
 # Written (status) by the controller, when --status-writes lets it.
 OWNED: tuple[Kind, ...] = tuple(d.status_kind for d in DECLARATIONS if d.status_kind is not None)

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from webhook import documents
+from webhook import documents, kinds
 from webhook.apiversion import api_version_of
 from webhook.kinds import Kind
 from webhook.schema.bundled import served_kinds as bundled_served_kinds
@@ -157,14 +157,14 @@ def build_webhook_configurations(
 
     metadata = {"name": name, "labels": {"app.kubernetes.io/name": "infergate", **(labels or {})}}
     mutating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
+        "apiVersion": kinds.MUTATING_WEBHOOK_CONFIGURATION.api_version,
+        "kind": kinds.MUTATING_WEBHOOK_CONFIGURATION.kind,
         "metadata": dict(metadata),
         "webhooks": [webhook("mutate")],
     }
     validating = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
+        "apiVersion": kinds.VALIDATING_WEBHOOK_CONFIGURATION.api_version,
+        "kind": kinds.VALIDATING_WEBHOOK_CONFIGURATION.kind,
         "metadata": dict(metadata),
         "webhooks": [webhook("validate")],
     }

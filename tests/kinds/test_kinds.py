@@ -103,3 +103,48 @@ def test_the_controller_does_not_import_what_prints_webhook_configurations():
     assert "webhook.webhook_config" not in reached
     assert "webhook.kinds" in reached
     assert (REPO / "webhook" / "controller" / "kinds.py").exists() is False
+
+
+def test_what_infergate_writes_whole_and_the_admission_kinds_are_declared_and_read_from_there():
+    from webhook.audit import build_report
+    from webhook.certs.cabundle import WEBHOOK_CONFIGURATIONS
+    from webhook.controller import report_writes
+    from webhook.controller.events import EVENT
+    from webhook.controller.leader import LEASE
+    from webhook.policy.native.model import is_native
+    from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
+
+    written = {d.read_as for d in kinds.DECLARATIONS if d.written_by == "infergate's controller"}
+    reports = [k for api in report_writes.REPORT_APIS for k in api.kinds]
+    assert reports == [kinds.REPORT, kinds.CLUSTER_REPORT, kinds.POLICY_REPORT, kinds.CLUSTER_POLICY_REPORT]
+    assert {*reports, LEASE, EVENT} <= written
+    assert (LEASE.plural, EVENT.api_version, EVENT.plural) == ("leases", "v1", "events")
+    for api in report_writes.REPORT_APIS:  # the reports built are of the declared kinds
+        for kind in api.kinds:
+            assert (kind.api_version, kind.kind) == _report_kind(build_report, api.api_version, kind.namespaced)
+    mutating, validating = build_webhook_configurations(url="https://127.0.0.1:8443")
+    assert [(c["apiVersion"], c["kind"]) for c in (mutating, validating)] == [
+        (k.api_version, k.kind) for k in (kinds.MUTATING_WEBHOOK_CONFIGURATION, kinds.VALIDATING_WEBHOOK_CONFIGURATION)]
+    assert set(WEBHOOK_CONFIGURATIONS) == {mutating["kind"], validating["kind"]}
+    for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING,
+                 kinds.MUTATING_ADMISSION_POLICY, kinds.MUTATING_ADMISSION_POLICY_BINDING):
+        assert is_native({"apiVersion": kind.api_version, "kind": kind.kind})
+    assert (CRD_API_VERSION, CRD_KIND, CRD_PLURAL) == kinds.CUSTOM_RESOURCE_DEFINITION[:3]
+
+
+def _report_kind(build_report, api_version: str, namespaced: bool) -> tuple[str, str]:
+    from webhook.audit import ObjectAudit, ResourceRef
+
+    resource = ResourceRef("v1", "ConfigMap" if namespaced else "Namespace", "ns" if namespaced else "", "x", "uid-1")
+    report = build_report(ObjectAudit(resource, ()), api=api_version)
+    return report["apiVersion"], report["kind"]
+
+
+def test_the_declared_built_in_kinds_scope_is_kubernetes_own():
+    from webhook.offline.builtin_kinds import is_builtin_group
+    from webhook.state.knowledge import cluster_scoped_builtin
+
+    built_in = [d for d in kinds.DECLARATIONS if d.versions and is_builtin_group(d.read_as.api_version)]
+    assert {"Lease", "Event", "ValidatingAdmissionPolicy", "Namespace"} <= {d.kind for d in built_in}
+    for d in built_in:
+        assert d.namespaced != cluster_scoped_builtin(d.group, d.kind), d

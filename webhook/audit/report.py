@@ -23,11 +23,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from webhook import kinds
 from webhook.audit.results import RESULTS, AuditResult, ObjectAudit, ResourceRef, ordered
 
-OPENREPORTS = "openreports.io/v1alpha1"
-WGPOLICY = "wgpolicyk8s.io/v1alpha2"
-_KINDS = {OPENREPORTS: ("Report", "ClusterReport"), WGPOLICY: ("PolicyReport", "ClusterPolicyReport")}
+OPENREPORTS = kinds.REPORT.api_version
+WGPOLICY = kinds.POLICY_REPORT.api_version
+# (namespaced, cluster-scoped) kind of each report API
+_KINDS = {OPENREPORTS: (kinds.REPORT.kind, kinds.CLUSTER_REPORT.kind),
+          WGPOLICY: (kinds.POLICY_REPORT.kind, kinds.CLUSTER_POLICY_REPORT.kind)}
 SOURCE = "infergate"
 MAX_RESULTS = 100
 MAX_MESSAGE = 1024

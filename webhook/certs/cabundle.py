@@ -8,14 +8,15 @@ import threading
 import time
 from typing import Any
 
+from webhook import kinds
 from webhook.certs.bundle import CertError
 from webhook.certs.stores import api_json
 
 
 # The project's two webhook configurations, as the ``kubernetes`` client names their calls.
 WEBHOOK_CONFIGURATIONS = {
-    "MutatingWebhookConfiguration": "mutating_webhook_configuration",
-    "ValidatingWebhookConfiguration": "validating_webhook_configuration",
+    kinds.MUTATING_WEBHOOK_CONFIGURATION.kind: "mutating_webhook_configuration",
+    kinds.VALIDATING_WEBHOOK_CONFIGURATION.kind: "validating_webhook_configuration",
 }
 
 

@@ -20,7 +20,7 @@ from webhook.controller.kubeapi import ApiError, KubeApi
 from webhook.controller.leader import micro_time
 from webhook.controller.timeutil import rfc3339
 
-EVENT = Kind("v1", "Event", "events", True)
+EVENT = kinds.EVENT
 COMPONENT = "infergate-controller"
 
 NOTABLE: dict[Kind, tuple[str, ...]] = {
@@ -52,7 +52,7 @@ def event_for(obj: Mapping, condition: Mapping, instance: str) -> dict:
     now = rfc3339(datetime.now(timezone.utc))
     return {
         "apiVersion": "v1",
-        "kind": "Event",
+        "kind": EVENT.kind,
         "metadata": {"name": f"{meta.get('name', 'object')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
         "involvedObject": {
             "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta.get("name"),

@@ -17,11 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from webhook import logs
-from webhook.kinds import Kind
+from webhook import kinds, logs
 from webhook.controller.kubeapi import ApiError, Conflict, KubeApi, NotFound
 
-LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases", True)
+LEASE = kinds.LEASE
 
 log = logs.get("controller.leader")
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook import kinds
 from webhook.audit.report import MANAGED_BY
 from webhook.kinds import Kind
 
@@ -45,16 +46,8 @@ class ReportApi:
         return f"{self.namespaced.kind}/{self.cluster.kind} ({self.api_version})"
 
 
-OPENREPORTS = ReportApi(
-    "openreports.io/v1alpha1",
-    Kind("openreports.io/v1alpha1", "Report", "reports", True),
-    Kind("openreports.io/v1alpha1", "ClusterReport", "clusterreports", False),
-)
-WGPOLICY = ReportApi(
-    "wgpolicyk8s.io/v1alpha2",
-    Kind("wgpolicyk8s.io/v1alpha2", "PolicyReport", "policyreports", True),
-    Kind("wgpolicyk8s.io/v1alpha2", "ClusterPolicyReport", "clusterpolicyreports", False),
-)
+OPENREPORTS = ReportApi(kinds.REPORT.api_version, kinds.REPORT, kinds.CLUSTER_REPORT)
+WGPOLICY = ReportApi(kinds.POLICY_REPORT.api_version, kinds.POLICY_REPORT, kinds.CLUSTER_POLICY_REPORT)
 REPORT_APIS = (OPENREPORTS, WGPOLICY)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from webhook import documents
+from webhook import documents, kinds
 from webhook.cel import CelCompileError, Evaluator
 from webhook.documents import Document
 from webhook.policy.compiled import CompiledPolicy
@@ -94,8 +94,8 @@ def _is_test_suite(data: Any) -> bool:
 
 
 # Kubernetes' own admission policy kinds: a policy file may hold them (``webhook.policy.native``)
-NATIVE_POLICY_KINDS = frozenset({"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
-                                 "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"})
+NATIVE_POLICY_KINDS = frozenset(k.kind for k in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING,
+                                                 kinds.MUTATING_ADMISSION_POLICY, kinds.MUTATING_ADMISSION_POLICY_BINDING))
 
 
 def _is_policy_kind(data: Any) -> bool:

@@ -46,12 +46,13 @@ from webhook.cel.common.types import BOOL, DYN, STRING, CelType
 from webhook.cel.crd import object_types
 from webhook.cel.syntax import ast
 from webhook.cel.syntax.parser import format_errors, parse, parse_with_spans
+from webhook.kinds import VALIDATING_ADMISSION_POLICY
 from webhook.policy.actions import ActionOverrides, ordered
 from webhook.policy.model import AdmissionPolicy, ResourceRule
 from webhook.policy.typecheck import KindSchemas, KindType, bundled_crds, matched_types, shipped_schemas
 from webhook.state.selectors import Requirement, Selector
 
-API_VERSION = "admissionregistration.k8s.io/v1"
+API_VERSION = VALIDATING_ADMISSION_POLICY.api_version  # also MutatingAdmissionPolicy's, the bindings'
 MANAGED_BY = {"app.kubernetes.io/managed-by": "infergate"}
 PREFIX = "infergate-"
 WARN_SUFFIX = "-warn"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import orjson
 
+from webhook import kinds
 from webhook.schema.crd import ServedVersion, served_versions
 from webhook.schema.registry import CRDRegistry
 
@@ -27,9 +28,8 @@ __all__ = ["CRD_API_VERSION", "CRD_KIND", "CRD_PLURAL", "WatchedCRDs"]
 
 log = logging.getLogger(__name__)
 
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
-CRD_KIND = "CustomResourceDefinition"
-CRD_PLURAL = "customresourcedefinitions"
+_CRD = kinds.CUSTOM_RESOURCE_DEFINITION
+CRD_API_VERSION, CRD_KIND, CRD_PLURAL = _CRD.api_version, _CRD.kind, _CRD.plural
 
 
 class WatchedCRDs:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook import kinds
 from webhook.gocompat.fmt import go_json, go_quote
 
-GROUP = "admissionregistration.k8s.io"
-API_VERSION = f"{GROUP}/v1"
-POLICY = "ValidatingAdmissionPolicy"
-BINDING = "ValidatingAdmissionPolicyBinding"
-KINDS = (POLICY, BINDING, "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding")
+GROUP = kinds.VALIDATING_ADMISSION_POLICY.group
+API_VERSION = kinds.VALIDATING_ADMISSION_POLICY.api_version
+POLICY = kinds.VALIDATING_ADMISSION_POLICY.kind
+BINDING = kinds.VALIDATING_ADMISSION_POLICY_BINDING.kind
+KINDS = (POLICY, BINDING, kinds.MUTATING_ADMISSION_POLICY.kind, kinds.MUTATING_ADMISSION_POLICY_BINDING.kind)
 
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
 REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")  # as the API admits them (not Unauthorized)
