@@ -1,10 +1,11 @@
 """``KnownSizes``: an engine sizes a stored object once for its runtime cost bound, with the
-same sizes as walking it every time; a changed object is a new object and is sized anew.
+same sizes as walking it every time; a changed object is sized anew.
 
 The cluster state stores a new object for every change (``ObjectStore``: a list, a watch
 event, a put); the engine keeps each remembered object alive, so no other object can take
 its identity while its sizes are kept, and a changed one never reads the sizes of the
-version it replaced."""
+version it replaced. Nothing stops a reader from changing a stored object in place: its
+sizes hold only while its JSON text is the one remembered, so it is measured again."""
 
 from __future__ import annotations
 
@@ -72,6 +73,27 @@ def test_an_object_put_again_after_its_owner_mutated_it_is_measured_anew():
     evaluator.engine.known_sizes.remember(stored)
     with pytest.raises(EngineBoundExceeded):
         program.evaluate({"self": stored})
+
+
+def test_a_stored_object_changed_in_place_never_reuses_its_old_size():
+    evaluator = Evaluator("cel-expr")
+    program = evaluator.compile(NESTED, ["self"])
+    state = MemoryState([{**CLASS, "spec": {"text": "short"}}])
+    stored = state.get(CLASS["apiVersion"], CLASS["kind"], "c")
+    evaluator.engine.known_sizes.remember(stored)
+    assert program.evaluate({"self": stored}) is True
+    stored["spec"]["text"] = "x" * 5000  # in place, behind the state's back: the same dict
+    assert state.get(CLASS["apiVersion"], CLASS["kind"], "c") is stored
+    evaluator.engine.known_sizes.remember(stored)  # as a lookup hands it over again
+    with pytest.raises(EngineBoundExceeded):  # 5000² is past the per-call limit
+        program.evaluate({"self": stored})
+    stored["spec"]["text"] = "short"  # and back: the bound follows again
+    assert program.evaluate({"self": stored}) is True
+    nested = _state_object(3, "a")
+    known = KnownSizes()
+    known.remember(nested)
+    nested["spec"]["items"].extend(range(700))  # a list deep inside, grown in place
+    assert measure([{"lookups": [nested]}], known) == measure([{"lookups": [nested]}]) == (703, 1)
 
 
 def test_an_object_nobody_declared_stored_is_measured_on_every_evaluation():

@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from webhook.cel.environment.env import MAP_INSERT_FUNCTION
 from webhook.cel.environment.protos import children
 
@@ -108,34 +110,62 @@ class CostShape:
 
 
 class KnownSizes:
-    """Sizes of objects that stay as they are once stored: a cluster state's objects (a change
-    is a new object, ``state.base.ObjectStore``), which a policy's lookups hand to CEL on
-    every request, so ``measure`` sizes each once, not per evaluation.
+    """Sizes of objects a cluster state stores, which a policy's lookups hand to CEL on every
+    request: ``measure`` sizes each once, not per evaluation.
 
-    Keyed by the object's identity, and each entry keeps its object alive: an id cannot be
-    reused by another object while its entry lives, and a replaced object is a new key. An
-    engine owns one (``Evaluator`` at the edge); nothing is kept between engines."""
+    An entry is the object, its sizes and its JSON text when remembered; ``measure`` uses the
+    sizes only for that very object whose JSON text is still the same (equal text, equal
+    sizes), so an object changed in place after it was remembered is walked again, never
+    bounded by its old size. The entry keeps its object alive: its id cannot name another
+    object while the entry lives. An engine owns one (``Evaluator`` at the edge); nothing is
+    kept between engines."""
 
     __slots__ = ("entries", "limit")
 
     def __init__(self, limit: int = 4096) -> None:
-        self.entries: dict[int, tuple[Any, tuple[int, int]]] = {}
+        self.entries: dict[int, tuple[Any, tuple[int, int], bytes]] = {}
         self.limit = limit
 
     def remember(self, obj: dict[str, Any]) -> None:
-        """Declare ``obj`` stored as it is: ``measure`` sizes it once."""
+        """Declare ``obj`` stored: ``measure`` sizes it once while it stays as it is now."""
         entry = self.entries.get(id(obj))
         if entry is not None and entry[0] is obj:
+            return
+        text = _json(obj)
+        if text is None:  # not JSON (a value no stored object holds): measured every time
             return
         if len(self.entries) >= self.limit:
             try:
                 del self.entries[next(iter(self.entries))]
             except (KeyError, RuntimeError, StopIteration):  # another thread got there first
                 pass
-        self.entries[id(obj)] = (obj, measure((obj,)))
+        self.entries[id(obj)] = (obj, measure((obj,)), text)
+
+    def sizes(self, obj: Any) -> tuple[int, int] | None:
+        """The sizes of ``obj`` if it is remembered (None: measure it): as remembered while its
+        JSON text is the same, else measured again and remembered as it is now."""
+        entry = self.entries.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        text = _json(obj)
+        if text == entry[2]:
+            return entry[1]
+        if text is None:  # no longer JSON: measured every time
+            self.entries.pop(id(obj), None)
+            return None
+        sizes = measure((obj,))
+        self.entries[id(obj)] = (obj, sizes, text)
+        return sizes
 
 
-_NOTHING_KNOWN: dict[int, tuple[Any, tuple[int, int]]] = {}  # never written: ``measure`` without ``known``
+def _json(obj: Any) -> bytes | None:
+    try:
+        return orjson.dumps(obj)
+    except (TypeError, ValueError):  # orjson.JSONEncodeError is a TypeError
+        return None
+
+
+_NOTHING_KNOWN: dict[int, tuple[Any, tuple[int, int], bytes]] = {}  # never written: ``measure`` without ``known``
 
 
 def measure(values: Any, known: KnownSizes | None = None) -> tuple[int, int]:
@@ -155,11 +185,12 @@ def measure(values: Any, known: KnownSizes | None = None) -> tuple[int, int]:
             if len(value) > longest_string:
                 longest_string = len(value)
         elif kind is dict:
-            entry = stable.get(id(value))
-            if entry is not None and entry[0] is value:
-                longest_list = max(longest_list, entry[1][0])
-                longest_string = max(longest_string, entry[1][1])
-                continue
+            if id(value) in stable:
+                sizes = known.sizes(value)  # type: ignore[union-attr]
+                if sizes is not None:
+                    longest_list = max(longest_list, sizes[0])
+                    longest_string = max(longest_string, sizes[1])
+                    continue
             if len(value) > longest_list:
                 longest_list = len(value)
             extend(value.values())
