@@ -399,7 +399,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True,
                         help="hold a Lease so that one replica writes (default: on)")
-    parser.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"),
+    parser.add_argument("--lease-namespace", default=None,
                         help="namespace of the leader-election Lease (default: $POD_NAMESPACE, else default)")
     parser.add_argument("--lease-name", default="infergate-controller",
                         help="name of the leader-election Lease (default: infergate-controller)")
@@ -506,9 +506,11 @@ class ControllerConfig:
     metrics_port: int = 0  # 0: no /healthz, /readyz and /metrics
 
     @classmethod
-    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> ControllerConfig:
-        """The configuration of ``add_arguments``' flags; ValueError (one line naming the flag)
-        when one is wrong."""
+    def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator,
+                   environ: Mapping[str, str] = os.environ) -> ControllerConfig:
+        """The configuration of ``add_arguments``' flags and ``environ`` (``POD_NAMESPACE``, the
+        Downward API's, for the Lease when no flag names one); ValueError (one line naming the
+        flag) when one is wrong."""
         if args.workers < 1 or args.replan_limit < 0 or args.replan_timeout < 0:
             raise ValueError("--workers must be >= 1, replan settings >= 0")
         writes_status = status_writes(args.status_writes)  # StatusWritesError: a ValueError
@@ -519,7 +521,9 @@ class ControllerConfig:
             evaluator=evaluator,
             client=kube_client_config(args.kubeconfig, args.context),
             identity=args.identity,
-            lease=LeaseConfig(name=args.lease_name, namespace=args.lease_namespace) if args.leader_elect else None,
+            lease=LeaseConfig(name=args.lease_name,
+                              namespace=args.lease_namespace or environ.get("POD_NAMESPACE") or "default")
+            if args.leader_elect else None,
             reconcile=Settings(replan_timeout=timedelta(seconds=args.replan_timeout), replan_limit=args.replan_limit,
                                public_domain_template=args.public_domain_template),
             runner=RunnerConfig(workers=args.workers, resync_interval=args.resync_interval),
