@@ -1,6 +1,7 @@
 """One policy loader (``webhook.inputs.policies``) for every command: ``validate``, ``audit``,
-``serve`` and ``controller`` refuse the same bad ``--policy-actions`` with the same line, and a
-loaded set carries the actions once."""
+``serve``, ``controller`` and ``native-policies`` refuse the same bad ``--policy-actions`` with
+the same line, a loaded set carries the actions once, and ``infergate test`` reads a suite's
+files and directories through it."""
 
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ def setup_files(tmp_path: Path) -> dict[str, list[str]]:
         "contexts: [{name: fake, context: {cluster: fake, user: t}}]\ncurrent-context: fake\n")
     return {"validate": ["validate", str(manifest)], "audit": ["audit", str(manifest)],
             "serve": ["serve", "--cert-dir", str(tmp_path / "certs")],
-            "controller": ["controller", "--kubeconfig", str(kubeconfig)]}
+            "controller": ["controller", "--kubeconfig", str(kubeconfig)], "native-policies": ["native-policies"]}
 
 
-@pytest.mark.parametrize("command", ["validate", "audit", "serve", "controller"])
+@pytest.mark.parametrize("command", ["validate", "audit", "serve", "controller", "native-policies"])
 def test_every_command_refuses_a_bad_policy_action_with_the_same_line(command, tmp_path, capsys):
     code = main(setup_files(tmp_path)[command] + ["--policy-actions", "kubeai-model-engin=Warn"])
     captured = capsys.readouterr()

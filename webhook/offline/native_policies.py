@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from webhook import command_line
-from webhook.policy import PolicyLoadError, load_directory
-from webhook.policy.actions import ActionsError, parse_overrides
+from webhook.inputs.policies import PolicySource, load_policy_set
+from webhook.policy import PolicyLoadError
+from webhook.policy.actions import ActionsError
 from webhook.policy.native_export import Kept, export, kind_resources
-from webhook.shipped_data import policies_dir
 
 EXAMPLES = """\
 infergate native-policies | kubectl apply --server-side -f -   # the shipped policies' exportable rules
@@ -47,21 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    directory = args.policies if args.policies is not None else policies_dir()
+    # the AdmissionPolicy files alone: the built-in policies are Python, exported as kept below
+    source = PolicySource(args.policies, tuple(args.policy_actions or ()), builtin=False)
     try:
-        policies = load_directory(directory, args.evaluator)
+        policies = load_policy_set(source, args.evaluator)
+    except ActionsError as exc:
+        return command_line.error(str(exc))
     except PolicyLoadError as exc:
         for problem in exc.problems:
             print(f"infergate: error: {problem}", file=sys.stderr)
         return command_line.USAGE
-    try:
-        overrides = parse_overrides(args.policy_actions or [])
-        overrides.check(p.name for p in policies)
-    except ActionsError as exc:
-        return command_line.error(str(exc))
     from webhook.schema.bundled import known_kinds
 
-    result = export([p.definition for p in policies], kind_resources(known_kinds()), overrides)
+    result = export([p.definition for p in policies.policies], kind_resources(known_kinds()), policies.actions)
     if args.output == "json":
         sys.stdout.write(json.dumps(result.as_list(), indent=2, ensure_ascii=False) + "\n")
     else:
