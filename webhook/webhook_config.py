@@ -52,7 +52,7 @@ def served_kinds(crds_dir: Path | None = None) -> list[Kind]:
         raise ValueError(str(errors[0]))
     found = []
     for doc in (d.content for d in read):
-        if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+        if not isinstance(doc, dict) or doc.get("kind") != kinds.CUSTOM_RESOURCE_DEFINITION.kind:
             continue
         spec = doc["spec"]
         found += [Kind(api_version_of(spec["group"], v["name"]), spec["names"]["kind"], spec["names"]["plural"],

@@ -30,6 +30,7 @@ from webhook.offline.ci import Finding, junit_xml
 from webhook.offline.validate import json_text
 from webhook.inputs.crds import CRDSource, crd_registry
 from webhook.inputs.kube import KubeClientConfig
+from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
 from webhook.inputs.policies import PolicySource, load_policy_set
 from webhook.policy import PolicyLoadError, PolicySet
 from webhook.policy.actions import ActionsError
@@ -191,7 +192,7 @@ def _registry(config: AuditConfig) -> CRDRegistry:
     name (as ``validate``)."""
     try:
         given = [doc for raw in config.crds for doc in crd_documents(Path(raw))
-                 if isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"]
+                 if isinstance(doc.content, dict) and doc.content.get("kind") == CUSTOM_RESOURCE_DEFINITION.kind]
         one_crd_per_name(given)
         return crd_registry(CRDSource(kubeai_crd=config.kubeai_crd, added=tuple(given)), config.evaluator)
     except CRDLoadError as exc:

@@ -28,6 +28,7 @@ from webhook import command_line, documents
 from webhook.admission.chain import AdmissionChain, is_attribution, native_validation, offline_request
 from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin
+from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
 from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
 from webhook.offline import findings
 from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
@@ -54,7 +55,7 @@ from webhook.state.knowledge import cluster_scoped_builtin, presence
 if TYPE_CHECKING:
     from webhook.cel import Evaluator
 
-_CRD_KIND = "CustomResourceDefinition"
+_CRD_KIND = CUSTOM_RESOURCE_DEFINITION.kind
 
 
 @dataclass

@@ -127,7 +127,7 @@ def crd_files(kubeai_crd: str = DEFAULT_KUBEAI_CRD) -> list[tuple[str, Path]]:
 @functools.cache
 def _read(path: Path) -> tuple[dict[str, Any], ...]:
     docs = yaml.load_all(path.read_text(encoding="utf-8"), Loader=_LOADER)
-    return tuple(d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition")
+    return tuple(d for d in docs if isinstance(d, dict) and d.get("kind") == kinds.CUSTOM_RESOURCE_DEFINITION.kind)
 
 
 def version_priority(name: str) -> tuple[int, int, int]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from webhook import documents
 from webhook.apiversion import group_of, split
 from webhook.documents import Document
+from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
 from webhook.gocompat.fmt import go_json, go_type_name, go_value
 from webhook.schema import fielderrors as fe
 from webhook.schema.crd import ServedVersion, served_versions
@@ -81,7 +82,7 @@ def crd_documents(path: Path) -> list[Document]:
     found, errors = documents.read([path])
     if errors:
         raise CRDLoadError(str(errors[0]))
-    if not any(isinstance(doc.content, dict) and doc.content.get("kind") == "CustomResourceDefinition"
+    if not any(isinstance(doc.content, dict) and doc.content.get("kind") == CUSTOM_RESOURCE_DEFINITION.kind
                for doc in found):
         kinds = sorted({str(doc.content.get("kind")) for doc in found if isinstance(doc.content, dict)
                         and doc.content.get("kind")})
@@ -128,7 +129,7 @@ class CRDRegistry:
         for raw in paths:
             for doc in crd_documents(Path(raw)):
                 crd = doc.content
-                if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+                if not isinstance(crd, dict) or crd.get("kind") != CUSTOM_RESOURCE_DEFINITION.kind:
                     continue
                 if check:
                     registry.add_checked(crd, doc.where)

@@ -32,6 +32,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from webhook.apiversion import api_version_of, group_of
+from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
 from webhook.state.base import ClusterState
 from webhook.state.knowledge import EVERYTHING, Knowledge
 from webhook.state.selectors import Selector
@@ -189,7 +190,7 @@ class KubeState(ClusterState):
         self._listeners.setdefault((group_of(api_version), kind), []).append(listener)
 
     def _changed(self, kind: WatchedKind) -> None:
-        if kind.kind == "CustomResourceDefinition" and group_of(kind.api_version) == "apiextensions.k8s.io":
+        if (group_of(kind.api_version), kind.kind) == (CUSTOM_RESOURCE_DEFINITION.group, CUSTOM_RESOURCE_DEFINITION.kind):
             with self._lock:  # a kind not served may be now: its thread looks at once
                 self._crd_generation += 1
                 self._crd_changed.notify_all()
