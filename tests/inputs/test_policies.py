@@ -80,3 +80,5 @@ def test_a_suite_reads_files_and_directories_through_the_same_loader(tmp_path):
                         EVALUATOR)
     with pytest.raises(PolicyLoadError, match="missing.yaml: no such file or directory"):
         load_policy_set(PolicySource(paths=(*files, tmp_path / "missing.yaml")), EVALUATOR)
+    with pytest.raises(PolicyLoadError, match="missing.yaml: no such file or directory"):  # not "no policy named"
+        load_policy_set(PolicySource(paths=(tmp_path / "missing.yaml",), action_mapping={"p": ["Warn"]}), EVALUATOR)

@@ -59,9 +59,10 @@ class PolicySource:
         overrides = parse_overrides(self.actions) if self.action_mapping is None \
             else overrides_from(self.action_mapping, "actions")
         if overrides:
-            try:
-                names = [name for path in (self.paths if self.paths is not None else (self.path,))
-                         for name in policy_names(path)]
+            paths = self.paths if self.paths is not None else (self.path,)
+            try:  # a path that is not there is the load's to report
+                names = [name for path in paths for name in policy_names(path)] \
+                    if all(Path(path).exists() for path in paths) else None
             except (PolicyLoadError, OSError):
                 names = None
             if names is not None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from webhook.policy.actions import NO_OVERRIDES, ActionOverrides, ActionsError, own_actions
