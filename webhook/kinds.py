@@ -26,7 +26,7 @@ from typing import NamedTuple
 from webhook.apiversion import api_version_of, group_of, version_of
 
 __all__ = ["DECLARATIONS", "Declaration", "Kind", "OWNED", "WATCHED", "declared", "key_of", "lookups",
-           "served"]
+           "native_policies", "served"]
 
 
 class Kind(NamedTuple):
@@ -63,6 +63,9 @@ class Declaration:
     lookup_metadata_only: bool = False  # ... as metadata only (a Secret's values never travel)
     lookup_names: tuple[str, ...] = ()  # ... only objects of these names (empty: every one)
     controller_reads: bool = False  # the controller's reconcilers read it
+    # the cluster's own ValidatingAdmissionPolicies and bindings: read by the audit of native
+    # policies (``--audit-native-policies``, ``infergate audit --native-policies``)
+    native_policy: bool = False
     # who writes its status: INFERGATE (the controller), another controller (named for people),
     # or "" (nobody infergate knows of)
     status_writer: str = ""
@@ -151,6 +154,12 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration("storage.k8s.io", "StorageClass", "storageclasses", False, ("v1",), controller_reads=True),
     Declaration("cert-manager.io", "ClusterIssuer", "clusterissuers", False, ("v1",), controller_reads=True),
     Declaration("deckhouse.io", "ModuleConfig", "moduleconfigs", False, ("v1alpha1",), controller_reads=True),
+    # Kubernetes' own admission policies, audited with --audit-native-policies (their params
+    # are whatever kind a policy's paramKind names: read by the policy, not declared here)
+    Declaration("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False,
+                ("v1",), native_policy=True),
+    Declaration("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings", False, ("v1",), native_policy=True),
 )
 
 _BY_GROUP_KIND = {(d.group, d.kind): d for d in DECLARATIONS}
@@ -175,6 +184,11 @@ def lookups() -> tuple[Declaration, ...]:
     return tuple(d for d in DECLARATIONS if d.lookup)
 
 
+def native_policies() -> tuple[Declaration, ...]:
+    """The kinds of the cluster's own ValidatingAdmissionPolicies and their bindings."""
+    return tuple(d for d in DECLARATIONS if d.native_policy)
+
+
 # The controller's kinds, at the versions its reconcilers read and write.
 KUBEAI_MODEL = _declaration("kubeai.org", "Model").status_kind
 INFERENCE_MODEL = _declaration(_X, "InferenceModel").status_kind
@@ -197,6 +211,9 @@ PRIORITY_CLASS = _declaration("scheduling.k8s.io", "PriorityClass").read_as
 STORAGE_CLASS = _declaration("storage.k8s.io", "StorageClass").read_as
 CLUSTER_ISSUER = _declaration("cert-manager.io", "ClusterIssuer").read_as
 MODULE_CONFIG = _declaration("deckhouse.io", "ModuleConfig").read_as
+VALIDATING_ADMISSION_POLICY = _declaration("admissionregistration.k8s.io", "ValidatingAdmissionPolicy").read_as
+VALIDATING_ADMISSION_POLICY_BINDING = _declaration("admissionregistration.k8s.io",
+                                                   "ValidatingAdmissionPolicyBinding").read_as
 
 # Written (status) by the controller, when --status-writes lets it.
 OWNED: tuple[Kind, ...] = tuple(d.status_kind for d in DECLARATIONS if d.status_kind is not None)

@@ -60,6 +60,7 @@ from webhook.inputs.kube import KubeClientConfig, KubeConfigError
 from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.policy.loader import PolicyLoadError
+from webhook.policy.native.cluster import ClusterNativePolicies
 from webhook.schema import bundled
 from webhook.state.kube import KubeState, WatchedKind
 
@@ -430,6 +431,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audit-exempt-namespace", action="append", default=[], metavar="NAMESPACE",
                         help="a namespace the webhook never judges (the chart's: kube-system and its own): "
                              "still audited, its reports marked exempt; repeatable, or comma-separated")
+    parser.add_argument("--audit-native-policies", action=argparse.BooleanOptionalAction, default=False,
+                        help="also audit the objects against the cluster's own ValidatingAdmissionPolicies and their "
+                             "bindings (not those infergate generated), their results in the same reports; watches "
+                             "the policies, the bindings and the params they name (default: off)")
     parser.add_argument("--audit-max-results", type=int, default=AuditSettings.max_results, metavar="N",
                         help=f"results kept per report, the rest counted in its summary (default "
                              f"{AuditSettings.max_results})")
@@ -496,15 +501,19 @@ def audited_kinds() -> tuple[kinds.Kind, ...]:
     return tuple(newest.values())
 
 
-def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None) -> tuple[WatchedKind, ...]:
+def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None,
+                       native_params: frozenset[tuple[str, str]] | None = None) -> tuple[WatchedKind, ...]:
     """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
     policies read (``policies``, a ``PolicySet``; None: every kind a policy may look up) and the
-    controller's own reports; one watch per group and kind."""
+    controller's own reports; with the audit of native policies (``native_params`` not None: the
+    param kinds they name) the cluster's ValidatingAdmissionPolicies, bindings and params; one
+    watch per group and kind."""
     if not audit:
         return watches.controller_watches(controller_kinds)
     report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=report_writes.SELECTOR)
                       for api in report_writes.REPORT_APIS for k in api.kinds]
-    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies)
+    native = watches.native_policy_watches(native_params) if native_params is not None else ()
+    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies, native)
 
 
 def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
@@ -529,12 +538,19 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
     read = reads_of(k for k in writes_status if k in served)
     watched = tuple(k for k in served if k in read)
 
-    def watch_list(policy_set=None):
-        return controller_watches(watched, policies is not None, policy_set)
+    native: ClusterNativePolicies | None = None
 
+    def watch_list(policy_set=None):
+        params = None if not audit_native else native.param_kinds if native is not None else frozenset()
+        return controller_watches(watched, policies is not None, policy_set, params)
+
+    audit_native = policies is not None and args.audit_native_policies
     state = KubeState(api_client, watch_list(policies.current() if policies is not None else None))
     if policies is not None:  # a reload's watch list is in force before its policies are
         policies.on_load.append(lambda fresh: state.set_kinds(watch_list(fresh)))
+    if audit_native:  # the cluster's own policies beside the AdmissionPolicies; their params watched
+        native = ClusterNativePolicies(policies, state, args.evaluator)
+        native.on_params.append(lambda _params: state.set_kinds(watch_list(policies.current())))
     elector = None
     if args.leader_elect:
         elector = LeaderElector(api, identity, LeaseConfig(name=args.lease_name, namespace=args.lease_namespace))
@@ -555,11 +571,13 @@ async def _serve(args, api_client, writes_status: frozenset[kinds.Kind], policie
         health = web.AppRunner(health_app(metrics, lambda: state.ready))
         await health.setup()
         await web.TCPSite(health, port=args.metrics_port).start()
-    audit = None if policies is None else _background_audit(state, api, policies, audit_config, metrics, elector)
+    audit = None if policies is None else _background_audit(state, api, native or policies, audit_config, metrics,
+                                                            elector)
     state.start()
     try:
         log.info("controller %s started (leader election %s, background audit %s)", identity,
-                 "on" if elector else "off", "on" if audit else "off")
+                 "on" if elector else "off",
+                 ("on, with the cluster's ValidatingAdmissionPolicies" if native else "on") if audit else "off")
         if audit is None:
             await controller.run(stop)
         else:
@@ -602,6 +620,8 @@ def run(args: argparse.Namespace) -> int:
         return command_line.error(f"controller: {exc}")
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         return command_line.error(f"controller: --kubeconfig {args.kubeconfig}: no such file")
+    if args.audit_native_policies and not args.audit:
+        return command_line.error("controller: --audit-native-policies needs the audit (--no-audit turns it off)")
     policies = None
     if args.audit:
         try:
