@@ -36,6 +36,10 @@ from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.policy.unknown import unchecked_text
+from webhook.inputs.watches import native_policy_watches
+from webhook.kinds import VALIDATING_ADMISSION_POLICY as VAP, VALIDATING_ADMISSION_POLICY_BINDING as VAP_BINDING, Kind
+from webhook.policy.native.cluster import ClusterNativePolicies
+from webhook.state.kube import WatchedKind
 from webhook.state import FileState, StateLoadError, kinds_held, read_objects
 
 DESCRIPTION = """\
@@ -79,6 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="audit the live cluster of this kubeconfig instead of files (read-only)")
     parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    parser.add_argument("--native-policies", action="store_true",
+                        help="with --kubeconfig: also judge by the cluster's own ValidatingAdmissionPolicies and "
+                             "their bindings (not those infergate generated), with the params they name")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long reading the cluster may take (default 60)")
     parser.add_argument("--policies", metavar="DIR",
@@ -137,6 +144,8 @@ def run(args: argparse.Namespace) -> int:
         return command_line.error("audit: the impact preview (--baseline-policies) prints -o table or json")
     if args.timeout <= 0:
         return command_line.error("audit: --timeout must be above 0")
+    if args.native_policies and not args.kubeconfig:
+        return command_line.error("audit: --native-policies reads the cluster's own policies: give --kubeconfig")
     try:
         judged, note = _judge_cluster(args) if args.kubeconfig else _judge_files(args, paths)
     except SetupError as exc:
@@ -233,8 +242,8 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
     return obj
 
 
-def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
-    from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster
+def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], str | None]:
+    from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster, read_state
 
     if not Path(args.kubeconfig).is_file():
         raise SetupError(f"--kubeconfig {args.kubeconfig}: no such file")
@@ -245,11 +254,26 @@ def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
     kinds = Auditor(shipped, policies, FileState(objects=[])).audited_kinds()
     if baseline is not None:
         kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
+    native: tuple[WatchedKind, ...] = ()
     try:
-        found = read_cluster(api_client(args.kubeconfig, args.context), kinds, args.evaluator, timeout=args.timeout)
+        client = api_client(args.kubeconfig, args.context)
+        if args.native_policies:
+            # the cluster's policies first: what their params are decides what else is read
+            policy_state = read_state(client, timeout=args.timeout, kinds=native_policy_watches())
+            native = native_policy_watches(_param_kinds(policy_state, args.evaluator))
+            kinds = sorted(set(kinds) | set(_served_kinds(shipped)))  # a VAP may match any kind judged
+        found = read_cluster(client, kinds, args.evaluator, timeout=args.timeout, native=native)
     except ClusterReadError as exc:
         raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
     try:
+        notes: list[str] = []
+        if args.native_policies:
+            cluster_policies = ClusterNativePolicies(policies, found.state, args.evaluator)
+            policies = cluster_policies.current()
+            if baseline is not None:
+                baseline = ClusterNativePolicies(baseline, found.state, args.evaluator).current()
+            notes += [f"note: left out: {line.splitlines()[0]}"
+                      for line in (*cluster_policies.read.problems, *cluster_policies.read.unsupported)]
         registry = shipped if args.crd else found.registry
         auditor = Auditor(registry, policies, found.state)
         before = Auditor(registry, baseline, found.state) if baseline is not None else None
@@ -260,9 +284,30 @@ def _judge_cluster(args: argparse.Namespace) -> tuple[list[Judged], None]:
             if audit.results:
                 out.append(Judged(audit, baseline=before.audit(obj) if before else None,
                                   seconds=time.perf_counter() - start))
-        return out, None  # (a live cluster's view knows every kind: nothing is left unchecked)
+        # a live cluster's view knows every kind: only what no view knows (the authorizer) is unchecked
+        unchecked = Counter(item for j in out for item in j.audit.unchecked)
+        if unchecked:
+            notes.append(f"note: {unchecked_text(unchecked)}")
+        return out, "\n".join(notes) or None
     finally:
         found.state.stop()
+
+
+def _param_kinds(state: Any, evaluator: Any) -> frozenset[tuple[str, str]]:
+    from webhook.policy.native.cluster import read
+
+    return read(state.list(VAP.api_version, VAP.kind), state.list(VAP_BINDING.api_version, VAP_BINDING.kind),
+                evaluator).param_kinds
+
+
+def _served_kinds(registry: CRDRegistry) -> list[Kind]:
+    """Every kind ``registry`` serves (at every version)."""
+    found = []
+    for api_version, kind in registry.kinds():
+        served = registry.served(api_version, kind)
+        if served is not None:
+            found.append(Kind(api_version, kind, served.plural, served.namespaced))
+    return found
 
 
 # -- outputs -----------------------------------------------------------------------------------
