@@ -316,3 +316,44 @@ def test_the_watch_list_holds_the_vaps_bindings_and_every_object_of_a_param_kind
     assert kinds["ConfigMap"].field_selector is None  # a paramRef may name any ConfigMap
     assert [w.plural for w in native_policy_watches()] == ["validatingadmissionpolicies",
                                                            "validatingadmissionpolicybindings"]
+
+
+class SyncingView:
+    """A cluster view that says, as a watch cache does, which kinds it added since its first
+    sync and has not synced yet (``pending``)."""
+
+    def __init__(self, view):
+        self.view, self.pending = view, None
+
+    def __getattr__(self, name):
+        return getattr(self.view, name)
+
+
+def test_a_round_waits_for_kinds_being_synced_then_scans_and_gives_up_waiting_after_sync_wait(cluster):
+    """Params being synced would be unknown: a report written then would lack the VAP's results
+    and be written again once they sync. The audit waits instead (``sync_wait``), then scans."""
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    bad = cluster.put(model(maxReplicas=3))
+    view = SyncingView(cluster.view)
+    native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), view, EVALUATOR)
+    audit = BackgroundAudit(view, cluster.api(), native,
+                            auditor_for=lambda policy_set: Auditor(None, policy_set, view).audit,
+                            build_report=build_report, kinds=audited_kinds(),
+                            settings=AuditSettings(policy_poll_interval=0.0, sync_wait=30.0),
+                            metrics=ControllerMetrics(), clock=lambda: cluster.now, leading=lambda: True)
+    view.pending = "not synced, lookups unknown: ConfigMap.core (not synced yet)"
+    assert audit.step() == 0 and cluster.report_writes() == []
+    cluster.now = 10
+    assert audit.step() == 0 and cluster.report_writes() == []
+    view.pending = None  # synced: the scan put off runs now, once
+    assert audit.step() == 1
+    assert ("s1-replicas", "validations[0]", "fail", "at most 2 replicas") in native_results(report_of(cluster, bad))
+    assert [m for m, _ in cluster.report_writes()] == ["POST"]
+
+    # a kind that never syncs (RBAC forbids it): judged without it after sync_wait
+    view.pending = "not synced, lookups unknown: Secret.core (403 Forbidden)"
+    cluster.put(model(maxReplicas=1))
+    assert audit.step() == 0
+    cluster.now = 41
+    assert audit.step() == 1
