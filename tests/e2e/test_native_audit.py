@@ -20,7 +20,7 @@ from webhook import kinds
 
 from . import cluster, processes
 from .api import wait_for
-from .test_audit import MODEL, REPORT, _model, _openreports_crds, _report, _scanned, report_writes
+from .test_audit import MODEL, REPORT, kubeai_model, openreports_crds, report_of, report_writes, scanned
 
 pytestmark = [pytest.mark.e2e, pytest.mark.before_webhook]
 
@@ -59,7 +59,7 @@ def test_the_controller_reports_the_clusters_vaps_converges_and_drops_a_deleted_
     kube = run.kube
     if not kube.serves(*MODEL):  # the session installs the bundled CRDs where the cluster lacks them
         request.getfixturevalue("crds")
-    crds = [] if kube.serves(*REPORT) else cluster.apply_crds(kube, _openreports_crds(), run.owned)
+    crds = [] if kube.serves(*REPORT) else cluster.apply_crds(kube, openreports_crds(), run.owned)
     try:
         _audit(run, kube)
     finally:
@@ -73,9 +73,9 @@ def _audit(run, kube) -> None:
     cluster.create_owned(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, run.owned)
     cluster.create_owned(kube, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits",
                                 "namespace": namespace}, "data": {"maxReplicas": "2"}}, run.owned)
-    big = _model(f"{PREFIX}big", namespace, "OLlama")
+    big = kubeai_model(f"{PREFIX}big", namespace, "OLlama")
     big["spec"].update(minReplicas=0, maxReplicas=5)
-    small = _model(f"{PREFIX}small", namespace, "OLlama")
+    small = kubeai_model(f"{PREFIX}small", namespace, "OLlama")
     small["metadata"]["labels"] = {"team": "a"}
     small["spec"].update(minReplicas=0, maxReplicas=1)
     big, small = cluster.create_owned(kube, big, run.owned), cluster.create_owned(kube, small, run.owned)
@@ -101,13 +101,13 @@ def _audit(run, kube) -> None:
     process = start("native-audit-controller")
     try:
         report = wait_for("the VAP's results in the big Model's Report",
-                          lambda: (lambda r: r if _native(r, name) == expected_big else None)(_report(run, big)),
+                          lambda: (lambda r: r if _native(r, name) == expected_big else None)(report_of(run, big)),
                           timeout=60)
         assert report["scope"]["uid"] == big["metadata"]["uid"]
         assert {r["properties"]["validationActions"] for r in report["results"] if r["policy"] == name} == {"Deny"}
-        small_report = wait_for("the small Model's Report", lambda: _report(run, small), timeout=60)
+        small_report = wait_for("the small Model's Report", lambda: report_of(run, small), timeout=60)
         assert _native(small_report, name) == {("", "pass", "")}
-        wait_for("the controller's first scan logged", lambda: _scanned(process, 1), timeout=30)
+        wait_for("the controller's first scan logged", lambda: scanned(process, 1), timeout=30)
     finally:
         assert process.stop() == 0, process.tail()
 
@@ -116,14 +116,14 @@ def _audit(run, kube) -> None:
     assert before >= 2
     again_process = start("native-audit-controller-again")
     try:
-        wait_for("the restarted controller's full scan", lambda: _scanned(again_process, 1), timeout=60)
+        wait_for("the restarted controller's full scan", lambda: scanned(again_process, 1), timeout=60)
         assert report_writes(kube) == before
         print(f"MEASURED report writes before and after the converged scan: {before:.0f}, {report_writes(kube):.0f}")
 
         # the VAP deleted: its results go from the reports (its binding alone does nothing)
         kube.delete(*VAP, name).expect_ok()
-        wait_for("the deleted VAP's results gone", lambda: not _native(_report(run, big), name)
-                 and not _native(_report(run, small), name), timeout=60)
+        wait_for("the deleted VAP's results gone", lambda: not _native(report_of(run, big), name)
+                 and not _native(report_of(run, small), name), timeout=60)
         log = again_process.log.read_text(errors="replace")
         assert "Traceback" not in log
     finally:

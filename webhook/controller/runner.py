@@ -391,6 +391,7 @@ infergate controller --metrics-port 8080               # /healthz, /readyz and /
 infergate controller --policies /etc/infergate/policies --audit-interval 30m \
     --audit-exempt-namespace kube-system               # audit with these policies every 30 minutes
 infergate controller --no-audit                        # status only: no background audit, no reports
+infergate controller --audit-native-policies           # also audit by the cluster's own ValidatingAdmissionPolicies
 """
 
 

@@ -57,6 +57,7 @@ infergate audit dump.yaml                                        # a table of ev
                                                                  # (kubectl get models,inferencepools -A -o yaml)
 infergate audit dump.yaml -o json                                # every result, for scripts
 infergate audit --kubeconfig ~/.kube/config                      # the live cluster (read-only)
+infergate audit --kubeconfig ~/.kube/config --native-policies    # ... judged by its own VAPs and bindings too
 infergate audit dump.yaml --policies new/ --baseline-policies policies/   # what a policy edit changes
 infergate audit dump.yaml -o openreports > reports.yaml          # the reports the controller writes
 """
