@@ -29,7 +29,7 @@ from typing import NamedTuple
 from webhook.apiversion import api_version_of, group_of, version_of
 
 __all__ = ["DECLARATIONS", "Declaration", "Kind", "OWNED", "WATCHED", "declared", "key_of", "lookups",
-           "served"]
+           "native_policies", "served"]
 
 
 class Kind(NamedTuple):
@@ -66,6 +66,9 @@ class Declaration:
     lookup_metadata_only: bool = False  # ... as metadata only (a Secret's values never travel)
     lookup_names: tuple[str, ...] = ()  # ... only objects of these names (empty: every one)
     controller_reads: bool = False  # the controller's reconcilers read it
+    # the cluster's own ValidatingAdmissionPolicies and bindings: read by the audit of native
+    # policies (``--audit-native-policies``, ``infergate audit --native-policies``)
+    native_policy: bool = False
     # who writes its status: INFERGATE (the controller), another controller (named for people),
     # or "" (nobody infergate knows of)
     status_writer: str = ""
@@ -179,10 +182,12 @@ DECLARATIONS: tuple[Declaration, ...] = (
                 written_by=_WEBHOOK_CONFIG),
     Declaration(_ADMISSION, "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", False, ("v1",),
                 written_by=_WEBHOOK_CONFIG),
+    # (the VAPs and their bindings also audited with --audit-native-policies; their params are
+    # whatever kind a policy's paramKind names: read by the policy, not declared here)
     Declaration(_ADMISSION, "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False, ("v1",),
-                written_by=_NATIVE_POLICIES),
+                written_by=_NATIVE_POLICIES, native_policy=True),
     Declaration(_ADMISSION, "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", False, ("v1",),
-                written_by=_NATIVE_POLICIES),
+                written_by=_NATIVE_POLICIES, native_policy=True),
     Declaration(_ADMISSION, "MutatingAdmissionPolicy", "mutatingadmissionpolicies", False, ("v1",),
                 written_by=_NATIVE_POLICIES),
     Declaration(_ADMISSION, "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False, ("v1",),
@@ -210,6 +215,11 @@ def served() -> tuple[Declaration, ...]:
 def lookups() -> tuple[Declaration, ...]:
     """The kinds policies may look up (the webhook's watch cache)."""
     return tuple(d for d in DECLARATIONS if d.lookup)
+
+
+def native_policies() -> tuple[Declaration, ...]:
+    """The kinds of the cluster's own ValidatingAdmissionPolicies and their bindings."""
+    return tuple(d for d in DECLARATIONS if d.native_policy)
 
 
 # The controller's kinds, at the versions its reconcilers read and write.

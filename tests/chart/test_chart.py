@@ -46,9 +46,12 @@ NON_DEFAULT = {
 CERT_MANAGER_SELF_SIGNED = {"certificates": {"mode": "cert-manager"}}
 THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True, "openReports": True}}
 AUTOSCALING = {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8, "targetCPUUtilizationPercentage": 60}}
+NATIVE_AUDIT = {"audit": {"nativePolicies": True},
+                "rbac": {"extraParamRules": [{"apiGroups": ["example.com"], "resources": ["limits"],
+                                              "verbs": ["get", "list", "watch"]}]}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
               "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS,
-              "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}}
+              "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}, "native-audit": NATIVE_AUDIT}
 # kinds that are not Kubernetes' own (no JSON schema in kubernetes-validate): checked by hand below
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
@@ -726,6 +729,37 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(a
     named = {(g, r): rule["resourceNames"] for rule in role["rules"] if rule.get("resourceNames")
              for g in rule["apiGroups"] for r in rule["resources"]}
     assert named == {(group_of(w.api_version), w.plural): sorted(w.names) for w in watches if w.names}
+
+
+@pytest.mark.parametrize("name", ["default", "native-audit"])
+def test_the_audit_of_native_policies_is_a_flag_and_reads_what_it_watches(name):
+    """audit.nativePolicies: the controller's --audit-native-policies, and RBAC reads of the
+    cluster's VAPs, bindings and every ConfigMap (the params it watches whole), plus
+    rbac.extraParamRules; off by default (no VAP, no cluster-wide ConfigMap read)."""
+    import argparse
+
+    from webhook.apiversion import group_of
+    from webhook.controller.runner import add_arguments
+    from webhook.inputs.watches import native_policy_watches
+
+    (container,) = one(name, "Deployment", "-controller")["spec"]["template"]["spec"]["containers"]
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_arguments(parser)
+    args = parser.parse_args(container["args"][1:])
+    assert args.audit_native_policies == (name == "native-audit")
+    granted = grants(name, "-controller")
+    wanted = {(group_of(w.api_version), w.plural, verb) for w in native_policy_watches({("v1", "ConfigMap")})
+              for verb in ("get", "list", "watch")}
+    (role,) = [o for o in objects(name) if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-controller")]
+    unnamed = [r for r in role["rules"] if "configmaps" in r["resources"] and not r.get("resourceNames")]
+    if name == "default":
+        assert not wanted & granted and not unnamed
+        return
+    assert wanted <= granted and unnamed == [{"apiGroups": [""], "resources": ["configmaps"],
+                                              "verbs": ["get", "list", "watch"]}]
+    assert {("example.com", "limits", v) for v in ("get", "list", "watch")} <= granted  # rbac.extraParamRules
+    assert not {(g, r, v) for g, r, v in granted if g == "admissionregistration.k8s.io"
+                and v not in ("get", "list", "watch")}
 
 
 def test_webhook_rbac_reads_exactly_what_its_cluster_state_watches():

@@ -123,6 +123,7 @@ async def test_controller_process_writes_status_and_releases_its_lease(aiohttp_s
     (["--policies", "/nonexistent/policies"], "--policies /nonexistent/policies: no such directory"),
     (["--policies", "{broken}"], "--policies {broken}: "),
     (["--policy-actions", "kubeai-model-engin=Warn"], "--policy-actions: no policy named 'kubeai-model-engin'"),
+    (["--no-audit", "--audit-native-policies"], "--audit-native-policies needs the audit (--no-audit turns it off)"),
 ])
 async def test_a_bad_audit_flag_fails_at_start_with_one_line(flags, says, tmp_path):
     broken = tmp_path / "policies"

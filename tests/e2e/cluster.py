@@ -64,6 +64,8 @@ NAMESPACE = ("v1", "Namespace")
 # then cluster-scoped objects, then namespaces, then the CRDs everything else was made of.
 SWEEP_KINDS: tuple[tuple[str, str], ...] = (
     VWC, MWC,
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
     ("ai.deckhouse.io/v1alpha1", "InferenceService"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
     ("llm-d.ai/v1alpha2", "InferenceModelRewrite"), ("llm-d.ai/v1alpha2", "InferenceObjective"),

@@ -29,12 +29,12 @@ WRITE_VERBS = {"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}
 ENGINE_POLICY = "kubeai-model-engine"
 
 
-def _openreports_crds() -> list[dict]:
+def openreports_crds() -> list[dict]:
     return [yaml.safe_load(path.read_text())
             for path in sorted((cluster.REPO / "chart" / "files" / "crds" / "reports").glob("openreports.io_*.yaml"))]
 
 
-def _model(name: str, namespace: str, engine: str) -> dict:
+def kubeai_model(name: str, namespace: str, engine: str) -> dict:
     """A KubeAI Model with an ollama:// URL: the shipped policy kubeai-model-engine fails it
     unless its engine is OLlama."""
     return {"apiVersion": "kubeai.org/v1", "kind": "Model", "metadata": {"name": name, "namespace": namespace},
@@ -53,7 +53,7 @@ def report_writes(kube) -> float:
     return total
 
 
-def _report(run, obj: dict) -> dict | None:
+def report_of(run, obj: dict) -> dict | None:
     return run.kube.get(*REPORT, f"infergate-{obj['metadata']['uid']}", obj["metadata"]["namespace"])
 
 
@@ -61,7 +61,7 @@ def _failed(report: dict | None) -> set[str]:
     return {r["policy"] for r in (report or {}).get("results") or () if r["result"] == "fail"}
 
 
-def _scanned(process: processes.Process, scans: int) -> bool:
+def scanned(process: processes.Process, scans: int) -> bool:
     return process.log.read_text(errors="replace").count("objects audited") >= scans
 
 
@@ -69,7 +69,7 @@ def test_the_controller_reports_existing_objects_clears_fixed_ones_and_converges
     kube = run.kube
     assert kube.get("coordination.k8s.io/v1", "Lease", controller_lease(), run.system_namespace) is None, \
         "another infergate controller of this run is leading: the audit's writes would not be this one's alone"
-    crds = cluster.apply_crds(kube, _openreports_crds(), run.owned)
+    crds = cluster.apply_crds(kube, openreports_crds(), run.owned)
     try:
         _audit(run, kube)
     finally:  # the rest of the session as it would be without them: no report API served
@@ -81,9 +81,9 @@ def test_the_controller_reports_existing_objects_clears_fixed_ones_and_converges
 def _audit(run, kube) -> None:
     namespace = f"audit-{run.run_id}"
     cluster.create_owned(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, run.owned)
-    bad = cluster.create_owned(kube, _model("gemma-on-vllm", namespace, "VLLM"), run.owned)
-    doomed = cluster.create_owned(kube, _model("gemma-to-delete", namespace, "VLLM"), run.owned)
-    good = cluster.create_owned(kube, _model("gemma-on-ollama", namespace, "OLlama"), run.owned)
+    bad = cluster.create_owned(kube, kubeai_model("gemma-on-vllm", namespace, "VLLM"), run.owned)
+    doomed = cluster.create_owned(kube, kubeai_model("gemma-to-delete", namespace, "VLLM"), run.owned)
+    good = cluster.create_owned(kube, kubeai_model("gemma-on-ollama", namespace, "OLlama"), run.owned)
 
     def start(name: str) -> processes.Process:
         process = processes.start_controller(name, run.identities.get("controller", run.kubeconfig), run.log_dir,
@@ -95,7 +95,7 @@ def _audit(run, kube) -> None:
     try:
         # the Reports appear within a minute, the violating objects' with the failure
         for obj, failed in ((bad, {ENGINE_POLICY}), (doomed, {ENGINE_POLICY}), (good, set())):
-            report = wait_for(f"the Report of {obj['metadata']['name']}", lambda o=obj: _report(run, o), timeout=60)
+            report = wait_for(f"the Report of {obj['metadata']['name']}", lambda o=obj: report_of(run, o), timeout=60)
             assert _failed(report) == failed, report
             assert report["source"] == "infergate" and report["scope"]["uid"] == obj["metadata"]["uid"]
             assert report["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"]
@@ -105,7 +105,7 @@ def _audit(run, kube) -> None:
         fixed["spec"]["engine"] = "OLlama"
         kube.replace(fixed).expect_ok()
         report = wait_for("the fixed Model's failure cleared",
-                          lambda: (lambda r: r if r and not _failed(r) else None)(_report(run, bad)), timeout=60)
+                          lambda: (lambda r: r if r and not _failed(r) else None)(report_of(run, bad)), timeout=60)
         assert (ENGINE_POLICY, "pass") in {(r["policy"], r["result"]) for r in report["results"]}
 
         # deleting an object removes its report: the garbage collector, through the ownerReference.
@@ -114,9 +114,9 @@ def _audit(run, kube) -> None:
         # earlier run's) still fail to list: minutes, on a cluster whose CRDs come and go
         deleted_at = time.monotonic()
         kube.delete(*MODEL, doomed["metadata"]["name"], namespace).expect_ok()
-        wait_for("the deleted Model's Report garbage-collected", lambda: _report(run, doomed) is None, timeout=240)
+        wait_for("the deleted Model's Report garbage-collected", lambda: report_of(run, doomed) is None, timeout=240)
         print(f"MEASURED the Report garbage-collected {time.monotonic() - deleted_at:.0f} s after its Model")
-        wait_for("the controller's first scan logged", lambda: _scanned(process, 1), timeout=30)
+        wait_for("the controller's first scan logged", lambda: scanned(process, 1), timeout=30)
     finally:
         assert process.stop() == 0, process.tail()
 
@@ -126,7 +126,7 @@ def _audit(run, kube) -> None:
     assert before >= 4  # the three creates and the fix, at least, were counted
     again = start("audit-controller-again")
     try:
-        wait_for("the restarted controller's full scan", lambda: _scanned(again, 1), timeout=60)
+        wait_for("the restarted controller's full scan", lambda: scanned(again, 1), timeout=60)
         assert report_writes(kube) == before
         assert "Traceback" not in again.log.read_text(errors="replace")
     finally:

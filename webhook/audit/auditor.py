@@ -117,7 +117,8 @@ class Auditor:
 def _native(native: Any, request: Any, obj: dict[str, Any], registry: CRDRegistry | None,
             state: ClusterState, unchecked: list[tuple[str, str]]) -> list[AuditResult]:
     """The ValidatingAdmissionPolicies' results on ``obj``: per binding that applies, ``pass``,
-    one ``fail`` per failed validation (``warn`` under Warn without Deny) or an ``error``; what
+    one ``fail`` per failed validation (``warn`` under Warn without Deny) or an ``error`` (under
+    failurePolicy Fail; under Ignore the apiserver admits and records nothing, and so does this); what
     was left out, the state not knowing it, into ``unchecked``."""
     try:
         answer, _ = native_validation(native, request, obj, registry, state)
@@ -126,6 +127,8 @@ def _native(native: Any, request: Any, obj: dict[str, Any], registry: CRDRegistr
     unchecked += answer.unchecked
     out = []
     for found in answer.results:
+        if found.result == "error" and not found.fail_closed:
+            continue  # failurePolicy Ignore: the apiserver admits, and says nothing of the error
         actions = frozenset(found.actions) or DENY
         result = found.result
         if result == "fail" and "Deny" not in actions and "Warn" in actions:

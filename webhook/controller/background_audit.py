@@ -54,6 +54,9 @@ class AuditSettings:
     policy_poll_interval: float = 2.0  # how often it looks at the policy files (and whether it leads)
     settle: float = 0.5  # after a change event, how long it waits for the changes that come with it
     rediscover_interval: float = 30.0  # how often it looks for a report CRD while the best is absent
+    # how long a round waits for kinds the view watches since its first sync (a policy reload's
+    # lookups, the params of the cluster's VAPs) to sync before it judges without them
+    sync_wait: float = 30.0
 
 
 def object_key(obj: Mapping[str, Any]) -> ObjectKey:
@@ -110,6 +113,8 @@ class BackgroundAudit:
         self._policies_polled_at = -1e18
         self._auditor: Callable[[Mapping[str, Any]], Any] | None = None
         self._was_leading = False
+        self._deferred = False  # a full scan put off while kinds were syncing
+        self._pending: tuple[str, float] | None = None  # what the view is syncing, since when
         self._next_scan: float | None = None  # monotonic time of the next periodic scan
         self._report_feed: ChangeFeed | None = None
         # the last audit of every object: its counts by (policy, result), for the metric
@@ -185,6 +190,11 @@ class BackgroundAudit:
         full |= self._load_policies(now)
         if self._next_scan is not None and self.settings.interval > 0 and now >= self._next_scan:
             full = True
+        if self._syncing(now):
+            self._deferred |= full
+            return 0
+        full |= self._deferred
+        self._deferred = False
         changes = self.feed.poll()
         report_changes = self._report_feed.poll() if self._report_feed is not None else []
         if full:
@@ -202,6 +212,20 @@ class BackgroundAudit:
         if audited or changes:
             self._export()
         return audited
+
+    def _syncing(self, now: float) -> bool:
+        """Whether to wait for kinds the view watches since its first sync and has not synced
+        yet: judged now, what reads them would be left out as unknown, a report written without
+        it, and written again once they sync. At most ``sync_wait`` seconds for the same kinds (a
+        kind RBAC forbids never syncs: judged without it then, as unknown)."""
+        pending = getattr(self.state, "pending", None)
+        if not pending:
+            self._pending = None
+            return False
+        if self._pending is None or self._pending[0] != pending:
+            self._pending = (pending, now)
+            log.info("audit: waiting for the cluster view (%s)", pending)
+        return now - self._pending[1] < self.settings.sync_wait
 
     def scan(self) -> int:
         """Audit every object of every audited kind now; returns how many."""

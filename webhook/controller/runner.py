@@ -60,6 +60,7 @@ from webhook.inputs.kube import KubeClientConfig, KubeConfigError
 from webhook.inputs.kube import api_client as kube_api_client
 from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.policy.loader import PolicyLoadError
+from webhook.policy.native.cluster import ClusterNativePolicies
 from webhook.schema import bundled
 from webhook.state.kube import KubeState, WatchedKind
 
@@ -390,6 +391,7 @@ infergate controller --metrics-port 8080               # /healthz, /readyz and /
 infergate controller --policies /etc/infergate/policies --audit-interval 30m \
     --audit-exempt-namespace kube-system               # audit with these policies every 30 minutes
 infergate controller --no-audit                        # status only: no background audit, no reports
+infergate controller --audit-native-policies           # also audit by the cluster's own ValidatingAdmissionPolicies
 """
 
 
@@ -430,6 +432,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audit-exempt-namespace", action="append", default=[], metavar="NAMESPACE",
                         help="a namespace the webhook never judges (the chart's: kube-system and its own): "
                              "still audited, its reports marked exempt; repeatable, or comma-separated")
+    parser.add_argument("--audit-native-policies", action=argparse.BooleanOptionalAction, default=False,
+                        help="also audit the objects against the cluster's own ValidatingAdmissionPolicies and their "
+                             "bindings (not those infergate generated), their results in the same reports; watches "
+                             "the policies, the bindings and the params they name (default: off)")
     parser.add_argument("--audit-max-results", type=int, default=AuditSettings.max_results, metavar="N",
                         help=f"results kept per report, the rest counted in its summary (default "
                              f"{AuditSettings.max_results})")
@@ -504,6 +510,8 @@ class ControllerConfig:
     audit: AuditSettings | None  # None: no background audit
     policies: PolicySource  # the audit's
     metrics_port: int = 0  # 0: no /healthz, /readyz and /metrics
+    # the audit also judges by the cluster's own ValidatingAdmissionPolicies (``--audit-native-policies``)
+    audit_native_policies: bool = False
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator,
@@ -517,6 +525,8 @@ class ControllerConfig:
         audit = audit_settings(args.audit_interval, args.audit_exempt_namespace, args.audit_max_results)
         if args.kubeconfig and not os.path.isfile(args.kubeconfig):
             raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+        if args.audit_native_policies and not args.audit:
+            raise ValueError("--audit-native-policies needs the audit (--no-audit turns it off)")
         return cls(
             evaluator=evaluator,
             client=kube_client_config(args.kubeconfig, args.context),
@@ -531,6 +541,7 @@ class ControllerConfig:
             audit=audit if args.audit else None,
             policies=PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions)),
             metrics_port=args.metrics_port,
+            audit_native_policies=args.audit_native_policies,
         )
 
 
@@ -543,15 +554,19 @@ def audited_kinds() -> tuple[kinds.Kind, ...]:
     return tuple(newest.values())
 
 
-def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None) -> tuple[WatchedKind, ...]:
+def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None,
+                       native_params: frozenset[tuple[str, str]] | None = None) -> tuple[WatchedKind, ...]:
     """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
     policies read (``policies``, a ``PolicySet``; None: every kind a policy may look up) and the
-    controller's own reports; one watch per group and kind."""
+    controller's own reports; with the audit of native policies (``native_params`` not None: the
+    param kinds they name) the cluster's ValidatingAdmissionPolicies, bindings and params; one
+    watch per group and kind."""
     if not audit:
         return watches.controller_watches(controller_kinds)
     report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=report_writes.SELECTOR)
                       for api in report_writes.REPORT_APIS for k in api.kinds]
-    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies)
+    native = watches.native_policy_watches(native_params) if native_params is not None else ()
+    return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies, native)
 
 
 def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, metrics: ControllerMetrics,
@@ -576,12 +591,19 @@ async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
     read = reads_of(k for k in writes_status if k in served)
     watched = tuple(k for k in served if k in read)
 
-    def watch_list(policy_set=None):
-        return controller_watches(watched, policies is not None, policy_set)
+    native: ClusterNativePolicies | None = None
 
+    def watch_list(policy_set=None):
+        params = None if not audit_native else native.param_kinds if native is not None else frozenset()
+        return controller_watches(watched, policies is not None, policy_set, params)
+
+    audit_native = policies is not None and config.audit_native_policies
     state = KubeState(api_client, watch_list(policies.current() if policies is not None else None))
     if policies is not None:  # a reload's watch list is in force before its policies are
         policies.on_load.append(lambda fresh: state.set_kinds(watch_list(fresh)))
+    if audit_native:  # the cluster's own policies beside the AdmissionPolicies; their params watched
+        native = ClusterNativePolicies(policies, state, config.evaluator)
+        native.on_params.append(lambda _params: state.set_kinds(watch_list(policies.current())))
     elector = None
     if config.lease is not None:
         elector = LeaderElector(api, identity, config.lease)
@@ -600,11 +622,12 @@ async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
         await health.setup()
         await web.TCPSite(health, port=config.metrics_port).start()
     audit = None if policies is None or config.audit is None else \
-        _background_audit(state, api, policies, config.audit, metrics, elector)
+        _background_audit(state, api, native or policies, config.audit, metrics, elector)
     state.start()
     try:
         log.info("controller %s started (leader election %s, background audit %s)", identity,
-                 "on" if elector else "off", "on" if audit else "off")
+                 "on" if elector else "off",
+                 ("on, with the cluster's ValidatingAdmissionPolicies" if native else "on") if audit else "off")
         if audit is None:
             await controller.run(stop)
         else:

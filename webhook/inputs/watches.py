@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from webhook import kinds
+from webhook.admission.chain import guess_plural
 from webhook.apiversion import api_version_of, group_of
 from webhook.schema.bundled import version_priority
 from webhook.schema.watched import CRD_API_VERSION, CRD_KIND, CRD_PLURAL
@@ -16,7 +17,7 @@ from webhook.state.kube import WatchedKind
 from webhook.state.watch_list import watches_for
 
 __all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "lookup_watches_with",
-           "read_lookups", "webhook_crd_names", "webhook_watches"]
+           "native_policy_watches", "read_lookups", "webhook_crd_names", "webhook_watches"]
 
 
 def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
@@ -80,6 +81,20 @@ def webhook_watches(policies: Any = None) -> tuple[WatchedKind, ...]:
     return read_lookups(policies) + crd_watches()
 
 
+def native_policy_watches(param_kinds: Iterable[tuple[str, str]] = ()) -> tuple[WatchedKind, ...]:
+    """The cluster's ValidatingAdmissionPolicies and bindings (the registry's native policy
+    kinds) and the params they name (``(apiVersion, kind)`` each): every object of a param kind,
+    since a binding's ``paramRef`` may name any of them or select them by labels. Listed before
+    the lookups: where a lookup watches less of the same kind (one ConfigMap by name, Secrets as
+    metadata), this watch is the one kept."""
+    out = [WatchedKind(d.read_as.api_version, d.kind, d.plural) for d in kinds.native_policies()]
+    for api_version, kind in sorted(set(param_kinds)):
+        declared = kinds.declared(group_of(api_version), kind)
+        plural = declared.plural if declared is not None else guess_plural(kind)
+        out.append(WatchedKind(api_version, kind, plural))
+    return tuple(out)
+
+
 def _unique(watches: Iterable[WatchedKind]) -> list[WatchedKind]:
     unique: dict[tuple[str, str], WatchedKind] = {}
     for watch in watches:
@@ -88,13 +103,16 @@ def _unique(watches: Iterable[WatchedKind]) -> list[WatchedKind]:
 
 
 def controller_watches(controller_kinds: Iterable[kinds.Kind], audited: Iterable[kinds.Kind] = (),
-                       reports: Iterable[WatchedKind] = (), policies: Any = None) -> tuple[WatchedKind, ...]:
+                       reports: Iterable[WatchedKind] = (), policies: Any = None,
+                       native: Iterable[WatchedKind] = ()) -> tuple[WatchedKind, ...]:
     """The controller's watch cache: its kinds, and with the audit (``audited``, the kinds it
-    judges, and its ``reports``) what its ``policies`` read (None: every lookup kind); one watch
-    per group and kind, the controller's own version first."""
+    judges, and its ``reports``) what its ``policies`` read (None: every lookup kind) and the
+    ``native`` policies' watches (``native_policy_watches``); one watch per group and kind, the
+    controller's own version first."""
     watches = [WatchedKind(k.api_version, k.kind, k.plural) for k in controller_kinds]
     if audited or reports:
         older = {(group_of(w.api_version), w.kind): w.older_versions for w in lookup_watches()}
+        watches += native
         watches += read_lookups(policies)
         watches += [WatchedKind(k.api_version, k.kind, k.plural, older_versions=older.get((k.group, k.kind), ()))
                     for k in audited]
@@ -102,14 +120,18 @@ def controller_watches(controller_kinds: Iterable[kinds.Kind], audited: Iterable
     return tuple(_unique(watches))
 
 
-def audited_watches(audited: Iterable[kinds.Kind]) -> tuple[list[WatchedKind], list[WatchedKind]]:
+def audited_watches(audited: Iterable[kinds.Kind], native: Iterable[WatchedKind] = ()
+                    ) -> tuple[list[WatchedKind], list[WatchedKind]]:
     """(every watch, the watches of audited kinds) for ``audited`` (``Auditor.audited_kinds``,
     any versions): one per group and kind, the webhook's own where it watches the kind already,
-    else the newest version with the older ones to fall back to."""
+    else the newest version with the older ones to fall back to; with the ``native`` policies'
+    watches (``native_policy_watches``) in place of a lookup's of the same kind."""
     by_kind: dict[tuple[str, str], list[kinds.Kind]] = {}
     for kind in audited:
         by_kind.setdefault((kind.group, kind.kind), []).append(kind)
-    lookups = lookup_watches()
+    native = list(native)
+    replaced = {(group_of(w.api_version), w.kind) for w in native}
+    lookups = native + [w for w in lookup_watches() if (group_of(w.api_version), w.kind) not in replaced]
     webhook = {(group_of(k.api_version), k.kind): k for k in lookups}
     watched: list[WatchedKind] = []
     extra: list[WatchedKind] = []

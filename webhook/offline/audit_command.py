@@ -38,6 +38,10 @@ from webhook.schema import CRDLoadError, CRDRegistry
 from webhook.schema.registry import crd_documents, one_crd_per_name
 from webhook.schema.bundled import DEFAULT_KUBEAI_CRD, KUBEAI_CRDS
 from webhook.policy.unknown import unchecked_text
+from webhook.inputs.watches import native_policy_watches
+from webhook.kinds import VALIDATING_ADMISSION_POLICY as VAP, VALIDATING_ADMISSION_POLICY_BINDING as VAP_BINDING, Kind
+from webhook.policy.native.cluster import ClusterNativePolicies
+from webhook.state.kube import WatchedKind
 from webhook.state import FileState, StateLoadError, kinds_held, read_objects
 
 if TYPE_CHECKING:
@@ -58,6 +62,7 @@ infergate audit dump.yaml                                        # a table of ev
                                                                  # (kubectl get models,inferencepools -A -o yaml)
 infergate audit dump.yaml -o json                                # every result, for scripts
 infergate audit --kubeconfig ~/.kube/config                      # the live cluster (read-only)
+infergate audit --kubeconfig ~/.kube/config --native-policies    # ... judged by its own VAPs and bindings too
 infergate audit dump.yaml --policies new/ --baseline-policies policies/   # what a policy edit changes
 infergate audit dump.yaml -o openreports > reports.yaml          # the reports the controller writes
 """
@@ -84,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", metavar="FILE",
                         help="audit the live cluster of this kubeconfig instead of files (read-only)")
     parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    parser.add_argument("--native-policies", action="store_true",
+                        help="with --kubeconfig: also judge by the cluster's own ValidatingAdmissionPolicies and "
+                             "their bindings (not those infergate generated), with the params they name")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long reading the cluster may take (default 60)")
     parser.add_argument("--policies", metavar="DIR",
@@ -148,6 +156,7 @@ class AuditConfig:
     allow_empty: bool = False
     namespace: str = "default"  # of namespaced objects that name none
     output: str = "table"
+    native_policies: bool = False  # also judge by the cluster's ValidatingAdmissionPolicies (--native-policies)
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator) -> AuditConfig:
@@ -161,6 +170,8 @@ class AuditConfig:
             raise SetupError("audit: the impact preview (--baseline-policies) prints -o table or json")
         if args.timeout <= 0:
             raise SetupError("audit: --timeout must be above 0")
+        if args.native_policies and not args.kubeconfig:
+            raise SetupError("audit: --native-policies reads the cluster's own policies: give --kubeconfig")
         actions = tuple(args.policy_actions)
         return cls(
             evaluator=evaluator, paths=paths,
@@ -170,7 +181,7 @@ class AuditConfig:
             policies=PolicySource(Path(args.policies) if args.policies else None, actions),
             baseline=PolicySource(Path(args.baseline_policies), actions) if args.baseline_policies else None,
             state=tuple(args.state), crds=tuple(args.crd), kubeai_crd=args.kubeai_crd, allow_empty=args.allow_empty,
-            namespace=args.namespace, output=args.output)
+            namespace=args.namespace, output=args.output, native_policies=args.native_policies)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -276,8 +287,8 @@ def _namespaced(registry: CRDRegistry, obj: dict[str, Any], namespace: str) -> d
     return obj
 
 
-def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], None]:
-    from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster
+def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], str | None]:
+    from webhook.offline.cluster_read import ClusterReadError, api_client, read_cluster, read_state
 
     assert config.cluster is not None and config.cluster.kubeconfig is not None
     where = f"--kubeconfig {config.cluster.kubeconfig}"
@@ -288,11 +299,26 @@ def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], None]:
     kinds = Auditor(shipped, policies, FileState(objects=[])).audited_kinds()
     if baseline is not None:
         kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
+    native: tuple[WatchedKind, ...] = ()
     try:
-        found = read_cluster(api_client(config.cluster), kinds, config.evaluator, timeout=config.timeout)
+        client = api_client(config.cluster)
+        if config.native_policies:
+            # the cluster's policies first: what their params are decides what else is read
+            policy_state = read_state(client, timeout=config.timeout, kinds=native_policy_watches())
+            native = native_policy_watches(_param_kinds(policy_state, config.evaluator))
+            kinds = sorted(set(kinds) | set(_served_kinds(shipped)))  # a VAP may match any kind judged
+        found = read_cluster(client, kinds, config.evaluator, timeout=config.timeout, native=native)
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
     try:
+        notes: list[str] = []
+        if config.native_policies:
+            cluster_policies = ClusterNativePolicies(policies, found.state, config.evaluator)
+            policies = cluster_policies.current()
+            if baseline is not None:
+                baseline = ClusterNativePolicies(baseline, found.state, config.evaluator).current()
+            notes += [f"note: left out: {line.splitlines()[0]}"
+                      for line in (*cluster_policies.read.problems, *cluster_policies.read.unsupported)]
         registry = shipped if config.crds else found.registry
         auditor = Auditor(registry, policies, found.state)
         before = Auditor(registry, baseline, found.state) if baseline is not None else None
@@ -303,9 +329,30 @@ def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], None]:
             if audit.results:
                 out.append(Judged(audit, baseline=before.audit(obj) if before else None,
                                   seconds=time.perf_counter() - start))
-        return out, None  # (a live cluster's view knows every kind: nothing is left unchecked)
+        # a live cluster's view knows every kind: only what no view knows (the authorizer) is unchecked
+        unchecked = Counter(item for j in out for item in j.audit.unchecked)
+        if unchecked:
+            notes.append(f"note: {unchecked_text(unchecked)}")
+        return out, "\n".join(notes) or None
     finally:
         found.state.stop()
+
+
+def _param_kinds(state: Any, evaluator: Any) -> frozenset[tuple[str, str]]:
+    from webhook.policy.native.cluster import read
+
+    return read(state.list(VAP.api_version, VAP.kind), state.list(VAP_BINDING.api_version, VAP_BINDING.kind),
+                evaluator).param_kinds
+
+
+def _served_kinds(registry: CRDRegistry) -> list[Kind]:
+    """Every kind ``registry`` serves (at every version)."""
+    found = []
+    for api_version, kind in registry.kinds():
+        served = registry.served(api_version, kind)
+        if served is not None:
+            found.append(Kind(api_version, kind, served.plural, served.namespaced))
+    return found
 
 
 # -- outputs -----------------------------------------------------------------------------------

@@ -45,10 +45,12 @@ def api_client(settings: KubeClientConfig) -> Any:
 
 
 def read_cluster(api_client: Any, kinds: list[Kind], evaluator: Any, *,
-                 timeout: float) -> ClusterObjects:
+                 timeout: float, native: tuple[WatchedKind, ...] = ()) -> ClusterObjects:
     """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the
-    cluster's CRDs; raises ``ClusterReadError`` when it does not sync within ``timeout`` s."""
-    watches, audited = audited_watches(kinds)
+    cluster's CRDs (and ``native``: the cluster's ValidatingAdmissionPolicies, bindings and
+    params, ``native_policy_watches``); raises ``ClusterReadError`` when it does not sync within
+    ``timeout`` s."""
+    watches, audited = audited_watches(kinds, native)
     state = watch_cache(api_client, watches)
     registry = cluster_crds(state, evaluator)
     synced(state, timeout)

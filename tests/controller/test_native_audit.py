@@ -1,0 +1,359 @@
+"""The background audit of the cluster's own ValidatingAdmissionPolicies (``--audit-native-policies``)
+against the Kubernetes API's wire format: a fake API server over real HTTP, the official client,
+the shipped policies beside the cluster's VAPs. Each binding's result goes into the object's one
+report (policy = the VAP, rule = ``validations[i]``): Deny -> fail, Warn -> warn, Audit -> fail
+under Audit; an evaluation error under failurePolicy Fail -> error, under Ignore -> nothing;
+infergate's own generated VAPs left out; a rule reading the authorizer left out (unknown). A
+converged resync writes nothing; a VAP, binding or param change re-audits; a result goes with its
+binding and its VAP."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from webhook import shipped_data
+from webhook.audit import Auditor, build_report
+from webhook.controller.background_audit import AuditSettings, BackgroundAudit
+from webhook.controller.metrics import ControllerMetrics
+from webhook.controller.runner import audited_kinds, controller_watches
+from webhook.inputs.watches import native_policy_watches
+from webhook.policy import PolicyDirectory
+from webhook.policy.native.cluster import ClusterNativePolicies
+
+from tests.controller.test_background_audit import Cluster, good_model, report_of
+from tests.support.apiserver import FakeApiServer
+from tests.support.cel import EVALUATOR
+
+VAPS = ("admissionregistration.k8s.io/v1", "validatingadmissionpolicies")
+BINDINGS = ("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings")
+CONFIG_MAPS = ("v1", "configmaps")
+NAMESPACES = ("v1", "namespaces")
+
+CLUSTER_POLICIES = """\
+# replicas under a per-namespace limit (a ConfigMap param), denied
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-replicas}
+spec:
+  failurePolicy: Fail
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [models]}
+  validations:
+  - expression: "object.spec.?maxReplicas.orValue(0) <= int(params.data.maxReplicas)"
+    messageExpression: "'at most ' + params.data.maxReplicas + ' replicas'"
+  - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+    message: a team label is required
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-replicas}
+spec:
+  policyName: s1-replicas
+  validationActions: [Deny]
+  paramRef: {name: s1-limits, parameterNotFoundAction: Deny}
+---
+# warned only
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-engine}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: ["*"], resources: [models]}
+  validations:
+  - expression: "object.spec.engine == 'OLlama'"
+    message: OLlama only
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-engine-warn}
+spec: {policyName: s1-engine, validationActions: [Warn]}
+---
+# recorded only
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-url}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: [CREATE], resources: [models]}
+  validations:
+  - expression: "object.spec.url.startsWith('s3://')"
+    message: models come from S3
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-url-audit}
+spec: {policyName: s1-url, validationActions: [Audit]}
+---
+# an evaluation error: failurePolicy Fail gives an error result, Ignore nothing
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-broken-fail}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: [CREATE], resources: [models]}
+  validations:
+  - expression: "int(object.spec.url) > 0"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-broken-fail}
+spec: {policyName: s1-broken-fail, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-broken-ignore}
+spec:
+  failurePolicy: Ignore
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: [CREATE], resources: [models]}
+  validations:
+  - expression: "int(object.spec.url) > 0"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-broken-ignore}
+spec: {policyName: s1-broken-ignore, validationActions: [Deny]}
+---
+# the authorizer has no answer offline: the rule is left out, the rest judged
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: s1-authz}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: [CREATE], resources: [models]}
+  validations:
+  - expression: "authorizer.group('').resource('secrets').check('list').allowed()"
+  - expression: "object.spec.engine == 'OLlama'"
+    message: OLlama only (authz)
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: s1-authz}
+spec: {policyName: s1-authz, validationActions: [Deny]}
+---
+# generated by infergate from an AdmissionPolicy: audited as that policy already, left out here
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: infergate-kubeai-model-engine
+  labels: {app.kubernetes.io/managed-by: infergate}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [kubeai.org], apiVersions: ["*"], operations: [CREATE], resources: [models]}
+  validations:
+  - expression: "false"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: infergate-kubeai-model-engine
+  labels: {app.kubernetes.io/managed-by: infergate}
+spec: {policyName: infergate-kubeai-model-engine, validationActions: [Deny]}
+"""
+
+
+def limits(max_replicas: int) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s1-limits", "namespace": "ml-team"},
+            "data": {"maxReplicas": str(max_replicas)}}
+
+
+class NativeCluster(Cluster):
+    """The fake API server also serving VAPs, bindings, ConfigMaps and Namespaces."""
+
+    def __init__(self, fake: FakeApiServer, url: str):
+        super().__init__(fake, url)
+        for resource in (VAPS, BINDINGS, CONFIG_MAPS, NAMESPACES):
+            fake.collection(*resource)
+        self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml-team"}}, "namespaces")
+        for doc in yaml.safe_load_all(CLUSTER_POLICIES):
+            self.put(doc, VAPS[1] if doc["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+
+    def native_audit(self) -> tuple[BackgroundAudit, ClusterNativePolicies]:
+        native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), self.view, EVALUATOR)
+        audit = BackgroundAudit(
+            self.view, self.api(), native,
+            auditor_for=lambda policy_set: Auditor(None, policy_set, self.view).audit,
+            build_report=build_report, kinds=audited_kinds(),
+            settings=AuditSettings(policy_poll_interval=0.0, rediscover_interval=30.0),
+            metrics=ControllerMetrics(), clock=lambda: self.now, leading=lambda: True,
+        )
+        return audit, native
+
+
+@pytest.fixture
+def cluster():
+    fake = FakeApiServer()
+    with fake.running() as url:
+        yield NativeCluster(fake, url)
+
+
+def native_results(report: dict) -> set[tuple[str, str, str, str]]:
+    return {(r["policy"], r.get("rule", ""), r["result"], r.get("message", "")) for r in report["results"]
+            if r["policy"].startswith(("s1-", "infergate-"))}
+
+
+def model(**changes) -> dict:
+    obj = good_model()
+    obj["metadata"].pop("labels", None)
+    obj["spec"].update(changes)
+    return obj
+
+
+def test_the_clusters_vaps_write_into_the_same_reports_and_a_converged_resync_writes_nothing(cluster):
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    bad = cluster.put(model(maxReplicas=3))  # over the limit, no team label, vLLM, hf://
+    audit, native = cluster.native_audit()
+    assert audit.step() == 1
+    assert native.param_kinds == {("v1", "ConfigMap")}
+    assert [p.name for p in native.current().native.policies] == [
+        "s1-authz", "s1-broken-fail", "s1-broken-ignore", "s1-engine", "s1-replicas", "s1-url"]
+    assert native.read.generated == ("ValidatingAdmissionPolicy infergate-kubeai-model-engine",
+                                     "ValidatingAdmissionPolicyBinding infergate-kubeai-model-engine")
+    report = report_of(cluster, bad)
+    assert native_results(report) == {
+        ("s1-replicas", "validations[0]", "fail", "at most 2 replicas"),
+        ("s1-replicas", "validations[1]", "fail", "a team label is required"),
+        ("s1-engine", "validations[0]", "warn", "OLlama only"),
+        ("s1-url", "validations[0]", "fail", "models come from S3"),
+        ("s1-broken-fail", "validations[0]", "error", _error_message(report, "s1-broken-fail")),
+        ("s1-authz", "validations[1]", "fail", "OLlama only (authz)"),
+    }
+    by_policy = {r["policy"]: r for r in report["results"]}
+    assert by_policy["s1-url"]["properties"]["validationActions"] == "Audit"
+    assert by_policy["s1-engine"]["properties"]["validationActions"] == "Warn"
+    assert "s1-broken-ignore" not in by_policy  # failurePolicy Ignore: the apiserver says nothing
+    # the shipped AdmissionPolicies' results stay in the same report
+    assert ("kubeai-model-engine", "pass") in {(r["policy"], r["result"]) for r in report["results"]}
+
+    # converged: a full resync and the rounds after it write nothing
+    writes = cluster.report_writes()
+    assert audit.scan() == 1 and audit.step() == 0
+    assert cluster.report_writes() == writes
+
+
+def _error_message(report: dict, policy: str) -> str:
+    (found,) = [r for r in report["results"] if r["policy"] == policy]
+    assert "resulted in error" in found["message"], found
+    return found["message"]
+
+
+def test_a_binding_vap_or_param_change_re_audits_and_a_result_goes_with_its_binding_and_vap(cluster):
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    bad = cluster.put(model(maxReplicas=3))
+    audit, _ = cluster.native_audit()
+    audit.step()
+    assert ("s1-replicas", "validations[0]", "fail", "at most 2 replicas") in native_results(report_of(cluster, bad))
+    writes = len(cluster.report_writes())
+
+    # the param raised: re-audited without an object change, one write
+    cluster.put(limits(5), "configmaps")
+    assert audit.step() == 1
+    found = native_results(report_of(cluster, bad))
+    assert not any(p == "s1-replicas" and rule == "validations[0]" for p, rule, _, _ in found)
+    assert len(cluster.report_writes()) == writes + 1
+
+    # the binding deleted: its results go
+    cluster.fake.remove(*BINDINGS, "s1-engine-warn")
+    assert audit.step() == 1
+    assert not any(p == "s1-engine" for p, *_ in native_results(report_of(cluster, bad)))
+
+    # a binding's actions changed: the same failure under Deny is a fail
+    binding = copy.deepcopy(cluster.fake.get(*BINDINGS, "s1-url-audit"))
+    binding["spec"]["validationActions"] = ["Deny"]
+    cluster.put(binding, BINDINGS[1])
+    assert audit.step() == 1
+    (url,) = [r for r in report_of(cluster, bad)["results"] if r["policy"] == "s1-url"]
+    assert (url["result"], url["properties"]["validationActions"]) == ("fail", "Deny")
+
+    # the VAP deleted: its results go, its binding alone does nothing
+    cluster.fake.remove(*VAPS, "s1-replicas")
+    assert audit.step() == 1
+    assert not any(p == "s1-replicas" for p, *_ in native_results(report_of(cluster, bad)))
+    writes = len(cluster.report_writes())
+    assert audit.scan() == 1 and len(cluster.report_writes()) == writes  # converged again
+
+
+def test_a_vap_that_does_not_compile_is_left_out_and_the_others_judged(cluster, caplog):
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    cluster.put({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                 "metadata": {"name": "s1-unknown-function"},
+                 "spec": {"matchConstraints": {"resourceRules": [
+                     {"apiGroups": ["kubeai.org"], "apiVersions": ["*"], "operations": ["*"],
+                      "resources": ["models"]}]},
+                     "validations": [{"expression": "object.spec.noSuchFunction()"}]}}, VAPS[1])
+    bad = cluster.put(model(maxReplicas=3))
+    audit, native = cluster.native_audit()
+    audit.step()
+    (problem,) = native.read.problems
+    assert problem.startswith("ValidatingAdmissionPolicy s1-unknown-function: spec.validations[0].expression")
+    assert "left out of the audit: ValidatingAdmissionPolicy s1-unknown-function" in caplog.text
+    assert ("s1-replicas", "validations[0]", "fail", "at most 2 replicas") in native_results(report_of(cluster, bad))
+
+
+def test_the_watch_list_holds_the_vaps_bindings_and_every_object_of_a_param_kind():
+    plain = controller_watches((), True)
+    with_native = controller_watches((), True, native_params=frozenset({("v1", "ConfigMap")}))
+    assert not any(w.kind.startswith("ValidatingAdmissionPolicy") for w in plain)
+    (config_map,) = [w for w in plain if w.kind == "ConfigMap"]
+    assert config_map.field_selector == "metadata.name=kubeai-config"  # the lookup alone
+    kinds = {w.kind: w for w in with_native}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= set(kinds)
+    assert kinds["ConfigMap"].field_selector is None  # a paramRef may name any ConfigMap
+    assert [w.plural for w in native_policy_watches()] == ["validatingadmissionpolicies",
+                                                           "validatingadmissionpolicybindings"]
+
+
+class SyncingView:
+    """A cluster view that says, as a watch cache does, which kinds it added since its first
+    sync and has not synced yet (``pending``)."""
+
+    def __init__(self, view):
+        self.view, self.pending = view, None
+
+    def __getattr__(self, name):
+        return getattr(self.view, name)
+
+
+def test_a_round_waits_for_kinds_being_synced_then_scans_and_gives_up_waiting_after_sync_wait(cluster):
+    """Params being synced would be unknown: a report written then would lack the VAP's results
+    and be written again once they sync. The audit waits instead (``sync_wait``), then scans."""
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    bad = cluster.put(model(maxReplicas=3))
+    view = SyncingView(cluster.view)
+    native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), view, EVALUATOR)
+    audit = BackgroundAudit(view, cluster.api(), native,
+                            auditor_for=lambda policy_set: Auditor(None, policy_set, view).audit,
+                            build_report=build_report, kinds=audited_kinds(),
+                            settings=AuditSettings(policy_poll_interval=0.0, sync_wait=30.0),
+                            metrics=ControllerMetrics(), clock=lambda: cluster.now, leading=lambda: True)
+    view.pending = "not synced, lookups unknown: ConfigMap.core (not synced yet)"
+    assert audit.step() == 0 and cluster.report_writes() == []
+    cluster.now = 10
+    assert audit.step() == 0 and cluster.report_writes() == []
+    view.pending = None  # synced: the scan put off runs now, once
+    assert audit.step() == 1
+    assert ("s1-replicas", "validations[0]", "fail", "at most 2 replicas") in native_results(report_of(cluster, bad))
+    assert [m for m, _ in cluster.report_writes()] == ["POST"]
+
+    # a kind that never syncs (RBAC forbids it): judged without it after sync_wait
+    view.pending = "not synced, lookups unknown: Secret.core (403 Forbidden)"
+    cluster.put(model(maxReplicas=1))
+    assert audit.step() == 0
+    cluster.now = 41
+    assert audit.step() == 1
