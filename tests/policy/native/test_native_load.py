@@ -127,13 +127,19 @@ def test_serve_leaves_native_policies_to_the_apiserver(tmp_path: Path) -> None:
     assert [p.name for p in offline.native.policies] == ["replicas"]
 
 
-def test_a_mutating_policy_is_named_not_evaluated(tmp_path: Path) -> None:
+def test_a_mutating_policy_the_apiserver_refuses_is_named(tmp_path: Path) -> None:
+    """A MutatingAdmissionPolicy is read as the apiserver's API validation reads it: without
+    mutations or a reinvocationPolicy it is refused, each field named with file and line."""
     mutating = ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n"
-                "metadata: {name: add-label}\nspec: {}\n")
+                "metadata: {name: add-label}\nspec:\n  matchConstraints:\n    resourceRules:\n"
+                "    - {apiGroups: [kubeai.org], apiVersions: [v1], operations: [CREATE, DELETE], resources: [models]}\n")
     code, _, err = validate(*setup(tmp_path, mutating))
-    assert code == 0
-    assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:1: MutatingAdmissionPolicy add-label: not evaluated: "
-            "infergate does not run MutatingAdmissionPolicies offline yet") in err
+    assert code == 2
+    where = tmp_path / "policies" / "native.yaml"
+    assert f"{where}:6: spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported " \
+           'values: "*", "CREATE", "UPDATE"' in err
+    assert f"{where}:4: spec.mutations: Required value: mutations must contain at least one item" in err
+    assert f"{where}:4: spec.reinvocationPolicy: Required value" in err
 
 
 def test_params_among_the_inputs(tmp_path: Path) -> None:
