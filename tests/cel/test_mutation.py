@@ -36,7 +36,8 @@ def test_checker_types_the_results_and_refuses_what_cel_go_refuses() -> None:
     assert check_mutation('Object{spec: Object.spec{replicas: 3}}', types).result_type == APPLY_RESULT
     assert check_mutation('[JSONPatch{op: "add", path: "/a", value: 1}]', types).result_type == JSON_PATCH_RESULT
     assert [m for _, m in check_mutation('JSONPatch{op: 1, other: "x"}', types).errors] == [
-        "expected type of field 'op' is 'string' but provided type is 'int'", "undefined field 'other'"]
+        "expected type of field 'op' is 'string' but provided type is 'int'",
+        "expected type of field 'other' is '' but provided type is 'string'"]
     assert [m for _, m in check_mutation('Thing{a: 1}', types).errors] == [
         "undeclared reference to 'Thing' (in container '')"]
     # outside a mutation's environment no type can be constructed

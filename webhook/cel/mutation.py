@@ -27,7 +27,7 @@ from webhook.cel.checker.checker import Checked, check
 from webhook.cel.checker.declarations import Overload
 from webhook.cel.common.types import DYN, STRING, CelType, list_of
 from webhook.cel.syntax.ast import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Select, walk
-from webhook.cel.syntax.parser import parse_with_spans
+from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
 
 OBJECT = "Object"
 JSON_PATCH = "JSONPatch"
@@ -58,6 +58,28 @@ def check_mutation(source: str, variables: Mapping[str, CelType]) -> Checked:
     """``source`` type-checked with the patch types and ``jsonpatch.escapeKey`` declared."""
     expr, _ = parse_with_spans(source)
     return check(expr, variables, {}, extra_functions=FUNCTIONS, structs=structs)
+
+
+def construction_errors(source: str) -> list[tuple[int, str]]:
+    """In an environment without the patch types (a variable, a matchCondition, a validation):
+    each outermost construction is an undeclared reference, as cel-go reports it (the parser
+    being ours, the engines never see one)."""
+    if "{" not in source:
+        return []
+    try:
+        expr, _ = parse_with_spans(source)
+    except CelSyntaxError:
+        return []
+    found: list[tuple[int, str]] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, CreateStruct):
+            name = node.name[1:] if node.name.startswith(".") else node.name
+            found.append((node.offset, f"undeclared reference to '{name}' (in container '')"))
+            continue  # cel-go does not check the fields of a type it cannot resolve
+        stack.extend(_children(node))
+    return sorted(found)
 
 
 class MutationError(ValueError):

@@ -137,7 +137,7 @@ def test_a_mutating_policy_the_apiserver_refuses_is_named(tmp_path: Path) -> Non
     assert code == 2
     where = tmp_path / "policies" / "native.yaml"
     assert f"{where}:6: spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported " \
-           'values: "*", "CREATE", "UPDATE"' in err
+           'values: "*", "CONNECT", "CREATE", "UPDATE"' in err
     assert f"{where}:4: spec.mutations: Required value: mutations must contain at least one item" in err
     assert f"{where}:4: spec.reinvocationPolicy: Required value" in err
 

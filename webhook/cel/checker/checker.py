@@ -327,19 +327,23 @@ class _Checker:
             return
         struct_type, field_types = resolved
         self.set_type(expr, struct_type)
-        for field_name, value in expr.fields:
+        for i, (field_name, value) in enumerate(expr.fields):
             self.check(value)
+            offset = expr.field_offsets[i] if i < len(expr.field_offsets) else value.offset
+            value_type = self.type_of(value)
             if field_types is None:  # a dynamic type: every field is there, typed dyn
                 field_type = DYN
             elif field_name in field_types:
                 field_type = field_types[field_name]
             else:
-                self.error(value.offset, f"undefined field '{field_name}'")
-                field_type = ERROR
-            value_type = self.type_of(value)
+                # Kubernetes' JSONPatch type says every field exists, typed nil: nothing is assignable to it
+                if not _is_dyn_or_error(value_type):
+                    self.error(offset, f"expected type of field '{field_name}' is '' but provided type is "
+                                       f"'{value_type}'")
+                continue
             if not self.assignable(field_type, value_type):
-                self.error(value.offset, f"expected type of field '{field_name}' is '{field_type}' but provided "
-                                         f"type is '{value_type}'")
+                self.error(offset, f"expected type of field '{field_name}' is '{field_type}' but provided "
+                                   f"type is '{value_type}'")
 
     def _check_Comprehension(self, expr: Comprehension) -> None:
         self.check(expr.iter_range)

@@ -250,6 +250,7 @@ class _Parser:
 
     def struct_literal(self, name: str, open_token: Token) -> Expr:
         fields: list[tuple[str, Expr]] = []
+        offsets: list[int] = []
         node_id = self._new_id()
         while not self.at("}"):
             token = self.peek()
@@ -261,14 +262,14 @@ class _Parser:
                 field = token.text
             else:
                 raise self._mismatch(token, "IDENTIFIER")
-            self.expect(":")
+            offsets.append(self.expect(":").offset)
             fields.append((field, self.expr()))
             if self.at(","):
                 self.advance()
                 continue
             break
         self.expect("}")
-        return CreateStruct(node_id, open_token.offset, name, fields)
+        return CreateStruct(node_id, open_token.offset, name, fields, offsets)
 
     def expr_list(self, closing: str) -> list[Expr]:
         args: list[Expr] = []

@@ -55,7 +55,11 @@ def compile_expression(source: str, evaluator: Evaluator, variable_names: tuple[
     if _AUTHORIZER.search(source):
         return Program(source, None, reads, unknown=True)
     runnable = source
-    if returns is not None:
+    if returns is None:
+        constructions = mutation.construction_errors(source)
+        if constructions:
+            raise CompileError(format_errors(source, constructions))
+    else:
         try:
             checked = mutation.check_mutation(source, {name: DYN for name in VARIABLES})
         except CelSyntaxError:

@@ -18,7 +18,7 @@ BINDING = "ValidatingAdmissionPolicyBinding"
 MUTATING_POLICY = "MutatingAdmissionPolicy"
 MUTATING_BINDING = "MutatingAdmissionPolicyBinding"
 KINDS = (POLICY, BINDING, MUTATING_POLICY, MUTATING_BINDING)
-MUTATING_OPERATIONS = ("*", "CREATE", "UPDATE")  # what a MutatingAdmissionPolicy may match
+MUTATING_OPERATIONS = ("*", "CONNECT", "CREATE", "UPDATE")  # what a MutatingAdmissionPolicy may match
 PATCH_TYPES = ("ApplyConfiguration", "JSONPatch")
 REINVOCATION = ("IfNeeded", "Never")
 
