@@ -157,3 +157,24 @@ def test_params_among_the_inputs(tmp_path: Path) -> None:
     denied = [r for r in json.loads(out) if not r["allowed"]]
     assert [r["status"]["details"]["causes"][0]["message"] for r in denied] == [
         "ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: the second rule"]
+
+
+def test_an_apply_configuration_beyond_a_builtin_kinds_metadata_is_unknown(tmp_path: Path) -> None:
+    """A built-in kind's merge types are known offline only for its metadata: an
+    ApplyConfiguration that sets more is left out (the object as it was) and named in the note."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "map.yaml").write_text(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: data}\n"
+        "spec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], "
+        "resources: [configmaps]}]\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n"
+        "    applyConfiguration: {expression: 'Object{data: {\"added\": \"yes\"}}'}\n---\n"
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\nmetadata: {name: data}\n"
+        "spec: {policyName: data}\n")
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n"
+                                      "data: {a: b}\n")
+    code, out, err = validate("-o", "json", "--policies", str(tmp_path / "policies"), str(tmp_path / "cm.yaml"))
+    assert code == 0, err
+    [result] = json.loads(out)
+    assert result["allowed"] is True and result["object"]["data"] == {"a": "b"}
+    assert "not checked: the merge types of ConfigMap fields (an ApplyConfiguration beyond metadata) (1 mutation)" \
+        in err

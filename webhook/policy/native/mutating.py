@@ -33,7 +33,7 @@ from webhook.policy.native.expressions import Context, EvaluationError, Unknown
 from webhook.policy.native.loader import CompiledMutatingPolicy, NativePolicies
 from webhook.policy.native.matching import Attributes, MatchError, matches
 from webhook.policy.native.params import ParamsError, ParamsUnknown, collect, gvk_text
-from webhook.policy.native.patching import PatchError, apply_configuration, json_patch
+from webhook.policy.native.patching import MergeTypesUnknown, PatchError, apply_configuration, json_patch
 from webhook.policy.native.validating import Cluster, match_conditions
 
 
@@ -81,8 +81,9 @@ class _PolicyError:
 def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema: Any,
            reinvocation: Reinvocation) -> MutatingAnswer:
     """The plugin's ``Admit`` on ``attrs`` (its object mutated in a copy). ``schema``: the
-    kind's schema (``webhook.schema.structural.Node``) the ApplyConfigurations merge by, None
-    for a kind whose schema is not known (maps merged, lists atomic)."""
+    kind's schema (``webhook.schema.structural.Node``) the ApplyConfigurations merge by; None
+    for a built-in kind, whose merge types are known only for ``metadata``: an
+    ApplyConfiguration setting more is left out, unknown (named in ``unchecked``)."""
     answer = MutatingAnswer(attrs.object)
     errors: list[_PolicyError] = []
     invocations: list[tuple[CompiledMutatingPolicy, str, Any, tuple[str, str, str]]] = []
@@ -176,6 +177,9 @@ def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, rei
                     obj = apply_configuration(schema, obj, patch)
             except Unknown:
                 answer.unchecked.append(("authorizer", "rules"))
+            except MergeTypesUnknown:
+                answer.unchecked.append((f"the merge types of {attrs.kind} fields (an ApplyConfiguration beyond "
+                                         "metadata)", "mutations"))
             except EvaluationError as exc:
                 errors.append(_PolicyError(policy, binding, exc.text, "Invalid"))
             except (MutationError, PatchError) as exc:

@@ -32,6 +32,11 @@ class PatchError(ValueError):
     """A patch the apiserver cannot apply, in its words."""
 
 
+class MergeTypesUnknown(Exception):
+    """An ApplyConfiguration of a kind whose schema (its lists' and maps' merge types) is not
+    known here: a built-in kind sets more than its metadata."""
+
+
 # -- the merge types of a schema ----------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -101,9 +106,7 @@ def _shape(schema: Any, value: Any) -> _Shape:
 
 def _root(schema: Node | None) -> Any:
     """The object's schema with ``metadata`` as ObjectMeta, ``apiVersion`` and ``kind`` strings."""
-    if schema is None:
-        return _DEDUCED
-    return _Root(schema)
+    return _Root(schema if schema is not None else Node(types=("object",)))
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,11 @@ def _resolve(schema: Any, value: Any) -> _Shape:
 # -- ApplyConfiguration -----------------------------------------------------------------------
 
 def apply_configuration(schema: Node | None, live: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``ApplyStructuredMergeDiff``: ``patch`` merged into ``live`` (neither is changed)."""
+    """``ApplyStructuredMergeDiff``: ``patch`` merged into ``live`` (neither is changed).
+    ``schema`` None: a kind whose merge types are not known here, where only ``metadata``
+    (ObjectMeta's are known) can be merged; anything more raises :class:`MergeTypesUnknown`."""
+    if schema is None and set(patch) - {"apiVersion", "kind", "metadata"}:
+        raise MergeTypesUnknown()
     root = _root(schema)
     undeclared = _undeclared(root, patch, "")
     if undeclared:
