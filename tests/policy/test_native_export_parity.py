@@ -91,7 +91,7 @@ def answers(tmp_path_factory) -> list[tuple[dict, dict]]:
     _, shipped, err = run("validate", *COMMON, "--explain", "-o", "json", "-f", *paths)
     _, native, err_native = run("validate", *COMMON, "--policies", str(folder), "-o", "json", "-f", *paths)
     shipped, native = json.loads(shipped), json.loads(native)
-    assert "not evaluated" not in err_native, err_native  # no MAP was given
+    assert "not checked" not in err_native, err_native
     assert [a["source"] for a in shipped] == [a["source"] for a in native]
     assert len(shipped) == sum(len(list((MANIFESTS / f).glob("*.yaml"))) for f in FOLDERS)
     return list(zip(shipped, native))

@@ -496,9 +496,6 @@ def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry)
     if policies.native is not None:  # what the apiserver would write into status.typeChecking
         for warning in policies.native.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
-        for document in policies.native.unsupported:  # never silent about a policy left out
-            print(f"Warning: {document}: not evaluated: infergate does not run MutatingAdmissionPolicies "
-                  "offline yet", file=sys.stderr)
     return policies
 
 

@@ -178,3 +178,59 @@ def test_an_apply_configuration_beyond_a_builtin_kinds_metadata_is_unknown(tmp_p
     assert result["allowed"] is True and result["object"]["data"] == {"a": "b"}
     assert "not checked: the merge types of ConfigMap fields (an ApplyConfiguration beyond metadata) (1 mutation)" \
         in err
+
+
+def _reinvocation_policies(tmp: Path, reinvocation: str) -> Path:
+    """Our AdmissionPolicy that defaults minReplicas (the mutating webhook, IfNeeded) and a
+    MutatingAdmissionPolicy that records whether it saw minReplicas set."""
+    folder = tmp / reinvocation
+    folder.mkdir()
+    (folder / "defaults.yaml").write_text(textwrap.dedent("""\
+        apiVersion: policy.infergate.io/v1alpha1
+        kind: AdmissionPolicy
+        metadata: {name: defaults}
+        spec:
+          matchConstraints:
+            resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+          mutations:
+          - patchType: JSONPatch
+            expression: >-
+              !has(object.spec.minReplicas) ? [{'op': 'add', 'path': '/spec/minReplicas', 'value': dyn(0)}] : []
+        """))
+    (folder / "map.yaml").write_text(textwrap.dedent(f"""\
+        apiVersion: admissionregistration.k8s.io/v1
+        kind: MutatingAdmissionPolicy
+        metadata: {{name: seen}}
+        spec:
+          matchConstraints:
+            resourceRules: [{{apiGroups: [kubeai.org], apiVersions: [v1], operations: [CREATE], resources: [models]}}]
+          reinvocationPolicy: {reinvocation}
+          mutations:
+          - patchType: ApplyConfiguration
+            applyConfiguration:
+              expression: >-
+                Object{{metadata: Object.metadata{{annotations: {{"seen-min-replicas":
+                has(object.spec.minReplicas) ? "yes" : "no"}}}}}}
+        ---
+        apiVersion: admissionregistration.k8s.io/v1
+        kind: MutatingAdmissionPolicyBinding
+        metadata: {{name: seen}}
+        spec: {{policyName: seen}}
+        """))
+    return folder
+
+
+def test_an_if_needed_policy_runs_again_after_our_webhook_changed_the_object(tmp_path: Path) -> None:
+    """The apiserver's reinvocation (``mutating/reinvocationcontext.go``): the policy changed the
+    object, so the chain makes a second pass; our webhook changed it after the policy, so an
+    IfNeeded policy runs again and sees what the webhook set; a Never one does not."""
+    (tmp_path / "model.yaml").write_text(MODEL.replace("minReplicas: 0, ", ""))
+    seen = {}
+    for reinvocation in ("IfNeeded", "Never"):
+        folder = _reinvocation_policies(tmp_path, reinvocation)
+        code, out, err = validate("-o", "json", "--policies", str(folder), str(tmp_path / "model.yaml"))
+        assert code == 0, err
+        [result] = json.loads(out)
+        assert result["object"]["spec"]["minReplicas"] == 0
+        seen[reinvocation] = result["object"]["metadata"]["annotations"]["seen-min-replicas"]
+    assert seen == {"IfNeeded": "yes", "Never": "no"}

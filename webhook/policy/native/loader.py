@@ -81,14 +81,13 @@ class NativePolicies:
 
     policies: tuple[CompiledPolicy, ...] = ()
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
-    unsupported: tuple[str, ...] = ()  # documents read but not evaluated: file:line kind/name
     # the apiserver's status.typeChecking warnings, each ``file:line: spec.validations[i].expression: <warning>``
     warnings: tuple[str, ...] = ()
     mutating: tuple[CompiledMutatingPolicy, ...] = ()  # MutatingAdmissionPolicies, in name order
     mutating_bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
 
     def __bool__(self) -> bool:
-        return bool(self.policies or self.mutating or self.unsupported)
+        return bool(self.policies or self.mutating)
 
     def kinds_read(self) -> frozenset[tuple[str, str]]:
         """(apiVersion, kind) of what the policies read from the cluster view: their params
@@ -234,7 +233,6 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: Kind
     policies: dict[str, CompiledPolicy] = {}
     bindings: dict[str, list[Binding]] = {}
     binding_names: dict[str, str] = {}
-    unsupported: list[str] = []
     problems: list[str] = []
     mutating: dict[str, CompiledMutatingPolicy] = {}
     mutating_bindings: dict[str, list[Binding]] = {}
@@ -290,7 +288,7 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: Kind
         raise PolicyLoadError(problems)
     ordered = tuple(policies[name] for name in sorted(policies))
     return NativePolicies(ordered, {name: tuple(sorted(found, key=lambda b: b.name)) for name, found in bindings.items()},
-                          tuple(unsupported), tuple(warnings), tuple(mutating[name] for name in sorted(mutating)),
+                          tuple(warnings), tuple(mutating[name] for name in sorted(mutating)),
                           {name: tuple(sorted(found, key=lambda b: b.name))
                            for name, found in mutating_bindings.items()})
 
