@@ -205,11 +205,15 @@ def _type_errors(value: Any, path: list[str]) -> list[str]:
 
 
 def plain(value: Any) -> Any:
-    """A value with its constructions as the plain maps they stand for (tags dropped)."""
+    """A value with its constructions as the plain maps they stand for (tags dropped), as JSON
+    gives it back: an integral double is an integer (Go marshals ``3.0`` as ``3``, which decodes
+    as an int64)."""
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items() if k != TYPE_KEY}
     if isinstance(value, list):
         return [plain(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 63:
+        return int(value)
     return value
 
 
