@@ -86,10 +86,10 @@ def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema
     ApplyConfiguration setting more is left out, unknown (named in ``unchecked``)."""
     answer = MutatingAnswer(attrs.object)
     errors: list[_PolicyError] = []
-    invocations: list[tuple[CompiledMutatingPolicy, str, Any, tuple[str, str, str]]] = []
+    invocations: list[tuple[CompiledMutatingPolicy, str, Any, tuple[str, str, str], tuple[str, str, str]]] = []
     for policy, bindings in policies.mutating_bound():
         try:
-            matched, _ = matches(policy.definition.match, attrs, cluster.namespace_labels, cluster.equivalents)
+            matched, gvr = matches(policy.definition.match, attrs, cluster.namespace_labels, cluster.equivalents)
         except MatchError as exc:
             if exc.unknown:
                 answer.unchecked.append((exc.unknown, "bindings"))
@@ -127,7 +127,7 @@ def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema
             for param in params:
                 meta = (param or {}).get("metadata") or {} if isinstance(param, dict) else {}
                 key = (policy.name, binding.name, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-                invocations.append((policy, binding.name, param, key))
+                invocations.append((policy, binding.name, param, key, gvr))
     if invocations:
         errors += _dispatch(invocations, attrs, cluster, schema, reinvocation, answer)
     failing = [e for e in errors if e.policy.definition.failure_policy != "Ignore"]
@@ -147,51 +147,73 @@ def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, rei
         namespace_name = ""
     namespace = cluster.namespace_object(namespace_name) if namespace_name else None
     obj = answer.object
-    for policy, binding, param, key in invocations:
-        activation = {"object": obj, "oldObject": attrs.old_object, "request": attrs.request, "params": param,
-                      "namespaceObject": namespace}
-        if policy.match_conditions:
-            matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation)
-            if unread:
-                answer.unchecked.append(("authorizer", "bindings"))
-                continue
-            if error is not None:
-                errors.append(_PolicyError(policy, binding, error, "Invalid"))
-                continue
-            if not matched:
-                continue
-        if reinvocation.reinvoking and key not in reinvocation.reinvoke:
+    for policy, binding, param, key, gvr in invocations:
+        if obj is None:  # nothing to patch (no object): the apiserver calls no patcher
             continue
-        before = obj
-        for mutation in policy.mutations:
-            if obj is None:
-                continue
-            context = Context({**activation, "object": obj}, policy.variables)
-            try:
-                value = context.evaluate(mutation.expression)
-                if mutation.patch_type == "JSONPatch":
-                    obj = json_patch(obj, json_patches(value))
-                else:
-                    patch = object_value(value)
-                    patch = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), **patch}
-                    obj = apply_configuration(schema, obj, patch)
-            except Unknown:
-                answer.unchecked.append(("authorizer", "rules"))
-            except MergeTypesUnknown:
-                answer.unchecked.append((f"the merge types of {attrs.kind} fields (an ApplyConfiguration beyond "
-                                         "metadata)", "mutations"))
-            except EvaluationError as exc:
-                errors.append(_PolicyError(policy, binding, exc.text, "Invalid"))
-            except (MutationError, PatchError) as exc:
-                errors.append(_PolicyError(policy, binding, str(exc), "Invalid"))
-        if obj != before:
+        ran, mutated = _invoke(policy, binding, param, key, gvr, obj, attrs, namespace, schema, reinvocation, answer,
+                               errors)
+        if not ran:
+            continue
+        if mutated != obj:
             reinvocation.require_reinvoking()
             reinvocation.should_reinvoke = True
         if policy.definition.reinvocation == "IfNeeded":
             reinvocation.previously_invoked.add(key)
+        obj = mutated
     answer.object = obj
     reinvocation.last_output = copy.deepcopy(obj)
     return errors
+
+
+def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple[str, str, str],
+            gvr: tuple[str, str, str], obj: dict[str, Any], attrs: Attributes, namespace: Any, schema: Any,
+            reinvocation: Reinvocation, answer: MutatingAnswer, errors: list[_PolicyError]) -> tuple[bool, Any]:
+    """One invocation: whether it ran (its matchConditions held, and on the second pass it was
+    due to run again) and the object its mutations leave."""
+    # matched as another version (matchPolicy Equivalent): the policy sees the objects in that
+    # version (a custom resource's conversion "None" changes only apiVersion) and a request
+    # naming it; what it leaves is converted back
+    request, old, api_version = attrs.request, attrs.old_object, obj.get("apiVersion")
+    if gvr != (attrs.group, attrs.version, attrs.resource):
+        group, version, resource = gvr
+        request = {**attrs.request, "resource": {"group": group, "version": version, "resource": resource},
+                   "kind": {**(attrs.request.get("kind") or {}), "version": version}}
+        converted = f"{group}/{version}" if group else version
+        obj = {**obj, "apiVersion": converted}
+        old = {**old, "apiVersion": converted} if old is not None else None
+    activation = {"object": obj, "oldObject": old, "request": request, "params": param, "namespaceObject": namespace}
+    if policy.match_conditions:
+        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation)
+        if unread:
+            answer.unchecked.append(("authorizer", "bindings"))
+            return False, obj
+        if error is not None:
+            errors.append(_PolicyError(policy, binding, error, "Invalid"))
+            return False, obj
+        if not matched:
+            return False, obj
+    if reinvocation.reinvoking and key not in reinvocation.reinvoke:
+        return False, obj
+    for mutation in policy.mutations:
+        context = Context({**activation, "object": obj}, policy.variables)
+        try:
+            value = context.evaluate(mutation.expression)
+            if mutation.patch_type == "JSONPatch":
+                obj = json_patch(obj, json_patches(value))
+            else:
+                patch = object_value(value)
+                patch = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), **patch}
+                obj = apply_configuration(schema, obj, patch)
+        except Unknown:
+            answer.unchecked.append(("authorizer", "rules"))
+        except MergeTypesUnknown:
+            answer.unchecked.append((f"the merge types of {attrs.kind} fields (an ApplyConfiguration beyond "
+                                     "metadata)", "mutations"))
+        except EvaluationError as exc:
+            errors.append(_PolicyError(policy, binding, exc.text, "Invalid"))
+        except (MutationError, PatchError) as exc:
+            errors.append(_PolicyError(policy, binding, str(exc), "Invalid"))
+    return True, {**obj, "apiVersion": api_version} if obj.get("apiVersion") != api_version else obj
 
 
 def _forbidden(attrs: Attributes, errors: list[_PolicyError]) -> dict[str, Any]:
