@@ -2,7 +2,8 @@
 (``admission/plugin/policy/mutating/patch``).
 
 ApplyConfiguration (``smd.go``): the patch object is typed by the kind's schema (a field the
-schema does not declare is an error), refused when it sets an atomic list, map or struct
+schema does not declare, a value of another type, a list-map item without its key, a
+duplicated item: errors in ``typed/validate.go``'s words), refused when it sets an atomic list, map or struct
 (``may not mutate atomic arrays, maps or structs: <paths>``), then merged into the object as
 ``sigs.k8s.io/structured-merge-diff`` merges: maps and structs key by key, an atomic value
 replaced whole, a list-map by its keys and a set by its values in SMD's order (the object's
@@ -25,6 +26,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.gocompat.fmt import go_json, go_quote, go_type_name, go_value
 from webhook.schema.structural import Node
 
 
@@ -140,10 +142,10 @@ def apply_configuration(schema: Node | None, live: dict[str, Any], patch: dict[s
     if schema is None and set(patch) - {"apiVersion", "kind", "metadata"}:
         raise MergeTypesUnknown()
     root = _root(schema)
-    undeclared = _undeclared(root, patch, "")
-    if undeclared:
+    invalid = _typed_errors(root, patch, "")
+    if invalid:
         raise PatchError("error applying patch: failed to convert patch object to typed object: "
-                         + _validation_errors(undeclared))
+                         + _validation_errors(invalid))
     atomics = _atomics(root, patch, "")
     if atomics:
         raise PatchError("error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or "
@@ -158,20 +160,120 @@ def _validation_errors(errors: list[str]) -> str:
     return "\n".join(["errors:", *("  " + e for e in errors)])
 
 
-def _undeclared(schema: Any, value: Any, path: str) -> list[str]:
-    """The patch's fields the schema does not declare (``ObjectToTyped``'s validation)."""
-    shape = _resolve(schema, value)
-    errors = []
-    if shape.kind == "map" and isinstance(value, dict):
+def _expected(schema: Any) -> tuple[str, str]:
+    """What a schema node takes, as structured-merge-diff's atom: (``map`` | ``list`` |
+    ``scalar`` | ``deduced``, the scalar's type: ``string`` | ``numeric`` | ``boolean`` | ``untyped``)."""
+    if schema == _SCALAR:
+        return "scalar", "untyped"
+    if schema in (_STRING_MAP, _OBJECT_META) or isinstance(schema, _Root):
+        return "map", ""
+    if schema in (_SET_OF_STRINGS, _OWNER_REFERENCES):
+        return "list", ""
+    if not isinstance(schema, Node):
+        return "deduced", ""
+    types = set(schema.types)
+    if schema.int_or_string:
+        return "scalar", "untyped"
+    if "object" in types or (not types and (schema.properties or schema.additional is not None)):
+        return "map", ""
+    if "array" in types or (not types and schema.items is not None):
+        return "list", ""
+    for name, scalar in (("string", "string"), ("integer", "numeric"), ("number", "numeric"), ("boolean", "boolean")):
+        if name in types:
+            return "scalar", scalar
+    return "deduced", ""
+
+
+def _go_sharp(value: Any) -> str:
+    """Go's ``%#v`` of what an unstructured value holds (a CEL null: the protobuf NullValue 0)."""
+    if value is None:
+        return "0"
+    if isinstance(value, str):
+        return go_quote(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return go_value(value)
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(_go_sharp(v) for v in value) + "}"
+    return "map[string]interface {}{" + ", ".join(f"{go_quote(k)}:{_go_sharp(value[k])}" for k in sorted(value)) + "}"
+
+
+def _wrapped(value: Any) -> str:
+    """``%v`` of a ``*value.valueUnstructured`` holding ``value``: ``&{<%v of value>}``."""
+    return "&{" + ("0" if value is None else go_value(value)) + "}"
+
+
+def _go_type(value: Any) -> str:
+    return "structpb.NullValue" if value is None else go_type_name(value)
+
+
+def _key_text(item: Any) -> str:
+    return go_json(item) if not isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+
+
+def _typed_errors(schema: Any, value: Any, path: str) -> list[str]:
+    """``typeConverter.ObjectToTyped``'s validation of the patch (``typed/validate.go``): each
+    value of the type its schema declares, declared fields only, list-map items with a key,
+    no duplicate list items. A ``None`` in a patch is CEL's null, which reaches the
+    apiserver as the protobuf NullValue 0 (not a JSON null)."""
+    kind, scalar = _expected(schema)
+    prefix = f"{path}: " if path else ""
+    if kind == "deduced":
+        return []
+    if kind == "scalar":
+        if scalar == "string" and not isinstance(value, str):
+            return [f"{prefix}expected string, got &value.valueUnstructured{{Value:{_go_sharp(value)}}}"]
+        if scalar == "numeric" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return [f"{prefix}expected numeric (int or float), got {_go_type(value)}"]
+        if scalar == "boolean" and not isinstance(value, bool):
+            return [f"{prefix}expected boolean, got {_wrapped(value)}"]
+        if scalar == "untyped" and (value is None or isinstance(value, (dict, list))):
+            return [f"{prefix}expected any scalar, got {_wrapped(value)}"]
+        return []
+    if kind == "map":
+        if not isinstance(value, dict):
+            return [f"{prefix}expected map, got {_wrapped(value)}"]
+        shape = _resolve(schema, value)
+        errors: list[str] = []
         for key, item in value.items():
             child, declared = _field_schema(shape, key)
             if not declared:
                 errors.append(f"{path}.{key}: field not declared in schema")
-                continue
-            errors += _undeclared(child, item, f"{path}.{key}")
-    elif shape.kind == "list" and isinstance(value, list):
-        for i, item in enumerate(value):
-            errors += _undeclared(shape.element, item, f"{path}[{i}]")
+                break  # visitMapItems stops at the first
+            errors += _typed_errors(child, item, f"{path}.{key}")
+        return errors
+    if not isinstance(value, list):
+        return [f"{prefix}expected list, got {_wrapped(value)}"]
+    shape = _resolve(schema, value)
+    errors = []
+    seen: set[str] = set()
+    for i, item in enumerate(value):
+        if shape.atomic or shape.list_type == "atomic":
+            element = f"[{i}]"
+        elif shape.list_type == "map":
+            if item is None:
+                return errors + [f"{prefix}element {i}: associative list with keys may not have a null element"]
+            if not isinstance(item, dict):
+                return errors + [f"{prefix}element {i}: associative list with keys may not have non-map elements"]
+            keys = [k for k in sorted(shape.keys) if k in item]
+            if not keys:
+                return errors + [f"{prefix}element {i}: associative list with keys has an element that omits all key "
+                                 f"fields {go_json(list(shape.keys))} (and doesn't have default values for any key fields)"]
+            element = "[" + ",".join(f"{k}={_key_text(item[k])}" for k in keys) + "]"
+        else:
+            if isinstance(item, dict):
+                return errors + [f"{prefix}element {i}: associative list without keys has an element that's a map type"]
+            if isinstance(item, list):
+                return errors + [f"{prefix}element {i}: not supported: associative list with lists as elements"]
+            if item is None:
+                return errors + [f"{prefix}element {i}: associative list without keys has an element that's an "
+                                 "explicit null"]
+            element = f"[={_key_text(item)}]"
+        if element in seen:  # (an atomic list's elements are by index: never)
+            errors.append(f"{prefix}duplicate entries for key {element}")
+        seen.add(element)
+        errors += _typed_errors(shape.element, item, f"{path}{element}")
     return errors
 
 
