@@ -334,7 +334,8 @@ class AdmissionChain:
             # a field a mutating webhook's patch adds that the schema does not know is pruned
             # without a word (the converter's schema coercion), whatever the client asked
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
-                                      namespace=request.namespace or None, field_validation="Ignore")
+                                      namespace=request.namespace or None, field_validation="Ignore",
+                                      mutated=True)
             warnings += outcome.warnings
             if not outcome.allowed:
                 return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
