@@ -331,8 +331,9 @@ class AdmissionChain:
                 if again.patch:
                     obj = patched
         if request.operation in _JUDGED and served:
-            # a field a mutating webhook's patch adds that the schema does not know is pruned
-            # without a word (the converter's schema coercion), whatever the client asked
+            # a field a mutation (a MutatingAdmissionPolicy's, the webhook's) adds that the schema
+            # does not know is pruned without a word, whatever the client asked; a null it sets
+            # is validated (the storage's decoding, which would prune it, comes after validation)
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
                                       namespace=request.namespace or None, field_validation="Ignore",
                                       mutated=True)
