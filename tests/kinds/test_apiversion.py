@@ -30,12 +30,14 @@ def test_the_parts_make_the_api_version_again(api_version):
 
 
 # The splits on "/" that are not of an apiVersion, by module: a CIDR, a device's qualified name, a
-# JSON pointer ($ref), a label key's prefix, a cgroup path, and the one reading of an apiVersion itself.
+# JSON pointer ($ref, a JSON patch's path), a label key's prefix, a cgroup path, and the one reading
+# of an apiVersion itself.
 OTHER_SPLITS = {
     "webhook/apiversion.py": 3,
     "webhook/cel/library/cidr.py": 1,
     "webhook/controller/planner/devices.py": 1,
     "webhook/offline/builtin_kinds.py": 1,
+    "webhook/policy/native/patching.py": 1,
     "webhook/server/processes.py": 1,
     "webhook/validation/names.py": 1,
 }

@@ -13,12 +13,16 @@ with those answers as the oracle:
   was denied by a generated policy; warnings likewise; the object the apiserver admitted is the
   one infergate's mutations give;
 - with operators' overrides (``--policy-actions``), each failure is met by the binding of the
-  request's namespace region with the actions the webhook chooses there.
+  request's namespace region with the actions the webhook chooses there;
+- the generated objects themselves as the policies offline (infergate's evaluators of
+  Kubernetes' own policies): every object the apiserver admitted is the one the generated
+  MutatingAdmissionPolicies give offline, every denial by a generated policy is the same Status.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import re
 from functools import cache
 from pathlib import Path
@@ -281,3 +285,45 @@ def test_the_apiserver_meets_failures_with_the_overrides_actions(case):
         elif (rule := judged.rules.get(text)) and (found := exported_rule(rule)) is not None:
             expected.add(f"Validation failed for ValidatingAdmissionPolicy '{found[0]}' with binding '{found[0]}': {text}")
     assert {w for w in answer.get("warnings", []) if WARNED.match(w)} == expected
+
+
+# ---------------------------------------------------------------------------------------
+# The generated objects themselves, run offline by infergate's evaluators of Kubernetes' own
+# policies: the MutatingAdmissionPolicies mutate as the apiserver's did, the
+# ValidatingAdmissionPolicies deny as its did
+
+
+def native_chain(tmp: Path) -> AdmissionChain:
+    """The generated objects as the policies (no AdmissionPolicy; the Python policy, which is no
+    CEL, comes with every policy set), the same CRDs and empty cluster view as ``chain``."""
+    registry, _ = chain()
+    (tmp / "generated.yaml").write_text(yaml.safe_dump_all(generated(), sort_keys=False))
+    policies = PolicySet.load(tmp, evaluator=EVALUATOR, schemas=KindSchemas(registry.crds), native=True)
+    return AdmissionChain(registry, policies, FileState(objects=[], knowledge=PRESENCE))
+
+
+def test_the_generated_objects_run_offline_answer_as_the_apiserver(tmp_path_factory):
+    admission = native_chain(tmp_path_factory.mktemp("generated"))
+    registry, _ = chain()
+    compared = Counter()
+    for case in cases():
+        answer = case["answer"]
+        judged = judge_document(registry, case["object"], case.get("old"), namespace=case["namespace"],
+                                chain=admission)
+        if answer["allowed"]:
+            if not judged.allowed:
+                # only the Python policy, which no generated object replaces, denies here
+                assert "inferenceservice-max-parameter-count" in str(judged.status), (label(case), judged.status)
+                continue
+            got = {k: v for k, v in judged.object.items() if k not in ("metadata", "status")}
+            assert got == answer["object"], label(case)
+            schema_only = judge_document(registry, case["object"], case.get("old"), namespace=case["namespace"],
+                                         chain=admission, crd_only=True)
+            compared["admitted, mutated by a generated policy"] += schema_only.object != judged.object
+            compared["admitted"] += 1
+        elif DENIED.match(answer.get("message", "")):
+            assert not judged.allowed and judged.status["message"] == answer["message"], (label(case), judged.status)
+            compared["denied by a generated policy"] += 1
+    # the scenarios exercise both: mutated objects and denials
+    assert compared["admitted, mutated by a generated policy"] >= 3, compared
+    assert compared["denied by a generated policy"] >= 3, compared

@@ -21,6 +21,7 @@ from webhook.apiversion import group_of, split
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
 from webhook.policy.native.matching import Attributes, MatchError
+from webhook.policy.native.mutating import MutatingAnswer, Reinvocation, mutate
 from webhook.policy.native.validating import Cluster, NativeAnswer, evaluate, forbidden_status
 from webhook.schema import CRDRegistry, RequestError, field_validation
 from webhook.schema.field_validation import FieldValidation
@@ -30,6 +31,7 @@ from webhook.state.knowledge import EVERYTHING, cluster_scoped_builtin
 
 _JUDGED = ("CREATE", "UPDATE")
 _NATIVE_JUDGED = ("CREATE", "UPDATE", "DELETE")  # ValidatingAdmissionPolicies also judge deletions
+_NATIVE_MUTATED = ("CREATE", "UPDATE")  # MutatingAdmissionPolicies mutate writes (CONNECT carries no object offline)
 # the webhooks' names in the configurations (webhook/webhook_config.py): the apiserver names
 # the one that denied in its answer
 MUTATING_WEBHOOK = "mutate.infergate.io"
@@ -281,13 +283,25 @@ class AdmissionChain:
         actions: dict[str, list[str]] = {}
         rules: dict[str, str] = {}
         view = request_view(request)  # the same for both webhooks: the object is not part of it
+        native = getattr(self.policies.current(), "native", None)
+        mutating = bool(native and native.mutating and not crd_only and obj is not None
+                        and request.operation in _NATIVE_MUTATED)
+        reinvocation = Reinvocation()
+        if mutating:
+            # the apiserver's MutatingAdmissionPolicy plugin runs before the mutating webhooks
+            policies_said = native_mutation(native, request, obj, registry, self.state, reinvocation)
+            if not policies_said.allowed:
+                return ChainOutcome(False, policies_said.status, _unique(warnings), obj, denied_by="apiserver",
+                                    unchecked=policies_said.unchecked)
+            unchecked += policies_said.unchecked
+            obj = policies_said.object
         if not crd_only:
             mutated, traces, patched, acted = self._mutate(request, obj, explain=explain, view=view)
             warnings += mutated.warnings
             audited = _failures(mutated.audit_annotations)
             actions = dict(acted or {})
             rules = dict(mutated.rules)
-            unchecked = list(mutated.unchecked)
+            unchecked += mutated.unchecked
             if not mutated.allowed:
                 return ChainOutcome(False, _as_answered(mutated.status, MUTATING_WEBHOOK), _unique(warnings), obj,
                                     audit_annotations=dict(mutated.audit_annotations), traces=traces,
@@ -298,11 +312,31 @@ class AdmissionChain:
                 # what applying the patch gives (``make_patch`` is exact: tests apply every patch
                 # with jsonpatch), without copying the object once more
                 obj = patched
+        if mutating and (reinvocation.should_reinvoke or patch):
+            # the chain's second pass of the mutating plugins: the policies that asked for it
+            # (IfNeeded) run again on what came after them, then our webhook (IfNeeded) on what they changed
+            reinvocation.reinvoking = True
+            policies_said = native_mutation(native, request, obj, registry, self.state, reinvocation)
+            if not policies_said.allowed:
+                return ChainOutcome(False, policies_said.status, _unique(warnings), obj, patch, denied_by="apiserver",
+                                    unchecked=unchecked + policies_said.unchecked)
+            if policies_said.object != obj:
+                obj = policies_said.object
+                again, more, patched, _ = self._mutate(request, obj, explain=explain, view=view)
+                traces += more
+                warnings += again.warnings
+                if not again.allowed:
+                    return ChainOutcome(False, _as_answered(again.status, MUTATING_WEBHOOK), _unique(warnings), obj,
+                                        traces=traces, denied_by="webhook", unchecked=unchecked)
+                if again.patch:
+                    obj = patched
         if request.operation in _JUDGED and served:
-            # a field a mutating webhook's patch adds that the schema does not know is pruned
-            # without a word (the converter's schema coercion), whatever the client asked
+            # a field a mutation (a MutatingAdmissionPolicy's, the webhook's) adds that the schema
+            # does not know is pruned without a word, whatever the client asked; a null it sets
+            # is validated (the storage's decoding, which would prune it, comes after validation)
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
-                                      namespace=request.namespace or None, field_validation="Ignore")
+                                      namespace=request.namespace or None, field_validation="Ignore",
+                                      mutated=True)
             warnings += outcome.warnings
             if not outcome.allowed:
                 return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
@@ -310,7 +344,6 @@ class AdmissionChain:
             obj = outcome.object
         if crd_only:
             return ChainOutcome(True, None, _unique(warnings), obj)
-        native = getattr(self.policies.current(), "native", None)
         if native and request.operation in _NATIVE_JUDGED:
             # the apiserver's own ValidatingAdmissionPolicy plugin runs before the validating webhooks
             answer, status = native_validation(native, request, obj, registry, self.state)
@@ -470,6 +503,26 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
                       registry: CRDRegistry | None, state: ClusterState) -> tuple[NativeAnswer, dict[str, Any] | None]:
     """The apiserver's ValidatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (the
     object as it would be stored): its answer and, when it denies, the Status it answers."""
+    attrs, cluster = native_request(request, obj, registry, state)
+    answer = evaluate(native, attrs, cluster)
+    return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)
+
+
+def native_mutation(native: Any, request: AdmissionRequest, obj: dict[str, Any], registry: CRDRegistry | None,
+                    state: ClusterState, reinvocation: Reinvocation) -> MutatingAnswer:
+    """The apiserver's MutatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (as
+    decoded, defaulted): the object it leaves, or its denial."""
+    attrs, cluster = native_request(request, obj, registry, state)
+    kind = request.kind
+    served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
+        if registry is not None else None
+    return mutate(native, attrs, cluster, served.schema if served is not None else None, reinvocation)
+
+
+def native_request(request: AdmissionRequest, obj: dict[str, Any] | None, registry: CRDRegistry | None,
+                   state: ClusterState) -> tuple[Attributes, Cluster]:
+    """The attributes of ``request`` carrying ``obj`` as the policy plugins see them, and what
+    they read beside it (namespaces, params, which kinds are namespaced, equivalent versions)."""
     kind = request.kind
     served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
         if registry is not None else None
@@ -529,8 +582,7 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
         return [(s.group, s.version, s.plural) for s in found if s is not None and s.group == group
                 and s.plural == plural]
 
-    answer = evaluate(native, attrs, Cluster(state, namespace_labels, namespace_object, namespaced, equivalents))
-    return answer, (forbidden_status(attrs, answer) if not answer.allowed else None)
+    return attrs, Cluster(state, namespace_labels, namespace_object, namespaced, equivalents)
 
 
 def guess_plural(kind: str) -> str:

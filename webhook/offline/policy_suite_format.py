@@ -44,8 +44,8 @@ class Expectation(_Strict):
     warnings: list[str] | None = Field(
         default=None, description="every warning, compared as a multiset; [] asserts there are none")
     patched: dict[str, Any] | None = Field(
-        default=None, description="the object after the mutating webhook and the apiserver's defaults, "
-        "as it would be stored (compared exactly)")
+        default=None, description="the object after the MutatingAdmissionPolicies, the mutating webhook and the "
+        "apiserver's defaults, as it would be stored (compared exactly)")
     patch: list[dict[str, Any]] | None = Field(
         default=None, description="the mutating webhook's RFC 6902 JSON patch (compared exactly)")
     auditAnnotations: dict[str, str] | None = Field(

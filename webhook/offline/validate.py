@@ -25,7 +25,9 @@ import orjson
 import yaml
 
 from webhook import command_line, documents
-from webhook.admission.chain import AdmissionChain, is_attribution, native_validation, offline_request
+from webhook.admission.chain import (AdmissionChain, is_attribution, native_mutation, native_validation,
+                                     offline_request)
+from webhook.policy.native.mutating import MutatingAnswer, Reinvocation
 from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin
 from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
@@ -540,9 +542,6 @@ def _policies(source: PolicySource, evaluator: Evaluator, registry: CRDRegistry)
     if policies.native is not None:  # what the apiserver would write into status.typeChecking
         for warning in policies.native.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
-        for document in policies.native.unsupported:  # never silent about a policy left out
-            print(f"Warning: {document}: not evaluated: infergate does not run MutatingAdmissionPolicies "
-                  "offline yet", file=sys.stderr)
     return policies
 
 
@@ -685,12 +684,26 @@ class Judge:
         label = _label(obj)
         answer = self.builtins.answer(obj, self.config.field_validation)
         if answer is not None:
-            judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj)
             key = _identity(obj)
             old_doc = self.setup.olds.get(key)
+            old = old_doc.content if old_doc is not None else None
             native = self.setup.chain.policies.current().native if self.setup.chain is not None else None
+            unchecked: list[tuple[str, str]] = []
+            if answer.allowed and native and native.mutating:
+                # the apiserver's MutatingAdmissionPolicies mutate built-in kinds too, before their validation
+                mutated = self._native_mutation(native, obj, old)
+                if not mutated.allowed:
+                    judgement = Judgement(False, mutated.status, answer.warnings, obj, unchecked=mutated.unchecked)
+                    return Result(doc.origin, "invalid", describe(obj, judgement), judgement, label,
+                                  key if old_doc is not None else None)
+                unchecked = mutated.unchecked
+                if mutated.object != obj:
+                    obj = mutated.object
+                    answer = self.builtins.answer(obj, self.config.field_validation) or answer
+            judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj, unchecked=unchecked)
             if answer.allowed and native:  # the apiserver's ValidatingAdmissionPolicies judge built-in kinds too
-                judgement = self._native(native, obj, old_doc.content if old_doc is not None else None, judgement)
+                judgement = self._native(native, obj, old, judgement)
+                judgement.unchecked[:0] = unchecked
             return Result(doc.origin, "valid" if judgement.allowed else "invalid", describe(obj, judgement), judgement,
                           label, key if old_doc is not None else None)
         if is_kustomize_file(obj):  # input to kustomize: no Kubernetes object at all
@@ -703,14 +716,25 @@ class Judge:
         return Result(doc.origin, "skipped", why, name=label, near_miss=bool(near))
 
 
-    def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
-        """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""
+    def _builtin_request(self, obj: dict[str, Any], old: dict[str, Any] | None) -> Any:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         group = group_of(obj.get("apiVersion"))
         namespace = "" if cluster_scoped_builtin(group, str(obj.get("kind"))) else \
             meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.config.namespace
-        request = offline_request(obj, old, self.config.subresource, namespace=namespace,
-                                  field_validation=self.config.field_validation)
+        return offline_request(obj, old, self.config.subresource, namespace=namespace,
+                               field_validation=self.config.field_validation)
+
+    def _native_mutation(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None) -> Any:
+        """A built-in object through the MutatingAdmissionPolicies (one pass: no webhook of ours
+        mutates built-in kinds, so nothing comes after them to reinvoke them for)."""
+        request = self._builtin_request(obj, old)
+        if request.operation not in ("CREATE", "UPDATE"):
+            return MutatingAnswer(obj)
+        return native_mutation(native, request, obj, self.registry, self.setup.chain.state, Reinvocation())
+
+    def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
+        """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""
+        request = self._builtin_request(obj, old)
         answer, status = native_validation(native, request, obj, self.registry, self.setup.chain.state)
         warnings = list(dict.fromkeys([*judged.warnings, *answer.warnings]))
         return Judgement(status is None, status, warnings, obj, audit=list(answer.failures),

@@ -62,15 +62,17 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def prune(value: Any, node: Node | None, *, root: bool = False, path: str = "", out: list[str] | None = None
-          ) -> list[str]:
+def prune(value: Any, node: Node | None, *, root: bool = False, path: str = "", out: list[str] | None = None,
+          keep_nulls: bool = False) -> list[str]:
     """Remove fields the schema does not know, and ``null`` where the schema is neither nullable
     nor defaulted (``PruneWithOptions`` then ``PruneNonNullableNullsWithoutDefaults``, in one walk).
+    ``keep_nulls``: the nulls stay (an object as admission mutations leave it: the apiserver
+    validates it before the storage's decoding prunes, so a null there is a type error).
 
     Returns the paths of the unknown fields, sorted.
     """
     unknown: list[str] = [] if out is None else out
-    _prune(value, node, root, path, unknown)
+    _prune(value, node, root, path, unknown, keep_nulls)
     if out is None:
         unknown.sort()
     return unknown
@@ -80,9 +82,10 @@ def _drops_null(child: Node) -> bool:
     return not child.nullable and child.default is ABSENT
 
 
-def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
+def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str],
+           keep_nulls: bool = False) -> None:
     if node is not None and node.preserve_unknown:
-        _skip_prune(value, node, embedded or node.embedded, path, unknown)
+        _skip_prune(value, node, embedded or node.embedded, path, unknown, keep_nulls)
         return
     if isinstance(value, dict):
         if node is None:
@@ -94,7 +97,7 @@ def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: li
         for key in list(value):
             child = props.get(key)
             if embedded and key in _META_FIELDS:
-                if child is not None and value[key] is None and _drops_null(child):
+                if child is not None and value[key] is None and _drops_null(child) and not keep_nulls:
                     del value[key]
                 continue
             if child is None:
@@ -106,18 +109,19 @@ def _prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: li
                     continue
             item = value[key]
             if item is None:
-                if _drops_null(child):
+                if _drops_null(child) and not keep_nulls:
                     del value[key]
             elif isinstance(item, (dict, list)):
-                _prune(item, child, False, f"{path}.{key}" if path else key, unknown)
+                _prune(item, child, False, f"{path}.{key}" if path else key, unknown, keep_nulls)
     elif isinstance(value, list):
         items = node.items if node is not None else None
         for i, item in enumerate(value):
             if isinstance(item, (dict, list)):
-                _prune(item, items, False, f"{path}[{i}]", unknown)
+                _prune(item, items, False, f"{path}[{i}]", unknown, keep_nulls)
 
 
-def _skip_prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str]) -> None:
+def _skip_prune(value: Any, node: Node | None, embedded: bool, path: str, unknown: list[str],
+                keep_nulls: bool = False) -> None:
     if node is None:
         return
     if isinstance(value, dict):
@@ -127,13 +131,13 @@ def _skip_prune(value: Any, node: Node | None, embedded: bool, path: str, unknow
                 continue
             item = value[key]
             if item is None:
-                if _drops_null(child):
+                if _drops_null(child) and not keep_nulls:
                     del value[key]
             elif not (embedded and key in _META_FIELDS):
-                _prune(item, child, False, _join(path, key), unknown)
+                _prune(item, child, False, _join(path, key), unknown, keep_nulls)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            _skip_prune(item, node.items, False, f"{path}[{i}]", unknown)
+            _skip_prune(item, node.items, False, f"{path}[{i}]", unknown, keep_nulls)
 
 
 def apply_defaults(value: Any, node: Node | None) -> None:

@@ -205,12 +205,15 @@ class CRDRegistry:
     # -- the pipeline -------------------------------------------------------------------
     def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                subresource: str | None = None, *, namespace: str | None = None,
-               request: RequestPath | None = None, field_validation: FieldValidation = SERVER_DEFAULT) -> Outcome:
+               request: RequestPath | None = None, field_validation: FieldValidation = SERVER_DEFAULT,
+               mutated: bool = False) -> Outcome:
         """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
 
         ``namespace`` is the request's namespace; ``request`` the full request path, when known
         (the endpoint then decides the kind, the namespace and, on UPDATE, the name);
-        ``field_validation`` the request's directive for unknown fields (``field_validation.py``).
+        ``field_validation`` the request's directive for unknown fields (``field_validation.py``);
+        ``mutated``: ``obj`` is a decoded object as admission mutations left it, whose nulls
+        are validated, not pruned.
         """
         if request is not None and request.namespace is not None:
             namespace = request.namespace
@@ -221,7 +224,7 @@ class CRDRegistry:
                 endpoint = served
             stored = self._stored(endpoint, operation, old, subresource)
             prepared, warnings = self._prepare(served, operation, obj, stored, subresource, namespace,
-                                               field_validation)
+                                               field_validation, keep_nulls=mutated)
             if endpoint is not served:
                 prepared = _convert(prepared, endpoint)
             errors, more = self._validate(endpoint, operation, prepared, stored, subresource)
@@ -325,7 +328,8 @@ class CRDRegistry:
 
     def _prepare(self, served: ServedVersion, operation: str, obj: dict[str, Any], stored: dict[str, Any] | None,
                  subresource: str | None, namespace: str | None,
-                 field_validation: FieldValidation = SERVER_DEFAULT) -> tuple[dict[str, Any], list[str]]:
+                 field_validation: FieldValidation = SERVER_DEFAULT,
+                 keep_nulls: bool = False) -> tuple[dict[str, Any], list[str]]:
         obj = copy_json(obj)
         warnings: list[str] = []
         cannot = f'{obj.get("kind")} in version "{served.version}" cannot be handled as a {obj.get("kind")}'
@@ -334,7 +338,7 @@ class CRDRegistry:
         except MetadataDecodeError as exc:
             raise RequestError(400, f"{cannot}: {exc}") from None
         if obj.get("kind") == served.kind:  # the apiserver prunes only objects of the served kind
-            unknown += prune(obj, served.schema, root=True)
+            unknown += prune(obj, served.schema, root=True, keep_nulls=keep_nulls)
             embedded_unknown: list[str] = []
             try:
                 coerce_embedded(obj, served.schema, "", embedded_unknown)

@@ -1,7 +1,7 @@
 """Record what a real kube-apiserver answers to the native-policy cases (not run by the tests).
 
-Each file of ``tests/policy/native/cases/`` names ValidatingAdmissionPolicies and their bindings
-(``policies``), the cluster objects they read (``state``: Namespaces, ConfigMaps as params), the
+Each file of ``tests/policy/native/cases/`` names ValidatingAdmissionPolicies,
+MutatingAdmissionPolicies and their bindings (``policies``), the cluster objects they read (``state``: Namespaces, ConfigMaps as params), the
 CRD of the objects written (``crds``, paths from the repository's root) and the writes
 (``cases``: a CREATE, or an UPDATE of ``old``). For every file this script, against the cluster
 of ``--kubeconfig``:
@@ -9,9 +9,10 @@ of ``--kubeconfig``:
 1. makes sure the CRD is served (created when absent; a different CRD of that name stops it);
 2. creates the state (Namespaces created or relabelled, ConfigMaps replaced) and, for each
    UPDATE, the stored ``old`` object, before any policy exists;
-3. creates the policies, then the bindings, then a probe policy of its own, and waits (with a
-   deadline) until the probe denies: the apiserver's policy cache then holds every policy and
-   binding created before it;
+3. creates the policies, then the bindings, then a probe policy of its own (and, when the file
+   has MutatingAdmissionPolicies, a mutating probe too), and waits (with a deadline) until the
+   probe denies (and the mutating probe labels its ConfigMap): the apiserver's policy caches
+   then hold every policy and binding created before them;
 4. sends every case with ``?dryRun=All`` (a POST, or a PUT carrying the stored
    ``resourceVersion``) and writes what came back into the case's ``expect``: ``allowed``, the
    HTTP ``code``, the ``status`` (the whole metav1.Status of a refusal), the ``warnings`` (the
@@ -24,7 +25,7 @@ Run it against a scratch kube-apiserver v1.36 (one with no admission webhooks of
 
     .venv/bin/python tests/policy/native/record.py --kubeconfig ~/.cache/realk8s/kubeconfig [FILE ...]
 
-Every name it creates starts with ``h6-``; the files' headers (``recorded``) say when and against
+Every name it creates starts with the prefix of the file's first policy (``h6-``, ``s3-``); the files' headers (``recorded``) say when and against
 which version they were recorded. ``tests/policy/native/test_recorded.py`` replays the cases
 offline through ``infergate validate``.
 """
@@ -180,9 +181,9 @@ class Recorder:
         self.wait(f"{obj['kind']} {obj['metadata']['name']} to go",
                   lambda: self.cluster.call("GET", path)[0] == 404)
 
-    def probe(self, suite: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def probe(self, suite: str, prefix: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """A policy and binding that deny one ConfigMap name; the ConfigMap that shows it."""
-        name = f"h6-probe-{suite}"
+        name = f"{prefix}-probe-{suite}"
         policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
                   "metadata": {"name": name},
                   "spec": {"matchConstraints": {"resourceRules": [
@@ -197,6 +198,27 @@ class Recorder:
     def probe_denies(self, config_map: dict[str, Any]) -> bool:
         code, _, _ = self.cluster.call("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", config_map)
         return code == 422
+
+    def mutating_probe(self, suite: str, prefix: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """A MutatingAdmissionPolicy and binding that label one ConfigMap name; the ConfigMap
+        that shows it (the mutating plugin's policy cache is apart from the validating one's)."""
+        name = f"{prefix}-probe-{suite}-mutating"
+        policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+                  "metadata": {"name": name},
+                  "spec": {"matchConstraints": {"resourceRules": [
+                      {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["configmaps"], "resourceNames": [name]}]},
+                      "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                          "expression": 'Object{metadata: Object.metadata{labels: {"probe": "mutated"}}}'}}],
+                      "reinvocationPolicy": "Never"}}
+        binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+                   "metadata": {"name": name}, "spec": {"policyName": name}}
+        config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
+        return [policy, binding], config_map
+
+    def probe_mutates(self, config_map: dict[str, Any]) -> bool:
+        code, body, _ = self.cluster.call("POST", "/api/v1/namespaces/default/configmaps?dryRun=All", config_map)
+        return code < 300 and ((body.get("metadata") or {}).get("labels") or {}).get("probe") == "mutated"
 
     def type_checking(self, policies: list[dict[str, Any]]) -> dict[str, list[dict[str, str]]]:
         """Each ValidatingAdmissionPolicy's ``status.typeChecking.expressionWarnings`` once the
@@ -272,7 +294,12 @@ class Recorder:
                 created = self._create(old, _PLURALS.get(old["kind"], plural))
                 stored[case["name"]] = created
                 case["old"] = _reduced(created)
-        probe_objects, probe_config_map = self.probe(file.stem)
+        prefix = suite["policies"][0]["metadata"]["name"].split("-")[0]  # the prefix the suite's names share
+        probe_objects, probe_config_map = self.probe(file.stem, prefix)
+        mutating = any(p["kind"].startswith("Mutating") for p in suite["policies"])
+        mutating_objects, mutating_config_map = self.mutating_probe(file.stem, prefix)
+        if mutating:
+            probe_objects += mutating_objects
         policies = [p for p in suite["policies"] if not p["kind"].endswith("Binding")]
         bindings = [p for p in suite["policies"] if p["kind"].endswith("Binding")]
         created_policies = []
@@ -282,6 +309,8 @@ class Recorder:
                 self._create(obj, _PLURALS[obj["kind"]])
                 created_policies.append(obj)
             self.wait("the probe policy to deny", lambda: self.probe_denies(probe_config_map))
+            if mutating:
+                self.wait("the mutating probe policy to mutate", lambda: self.probe_mutates(mutating_config_map))
             suite["type_checking"] = self.type_checking(policies)
             for case in suite["cases"]:
                 for _ in range(5):
@@ -297,6 +326,8 @@ class Recorder:
             for obj in reversed(created_policies):
                 self.delete(obj, _PLURALS[obj["kind"]])
             self.wait("the probe policy to go", lambda: not self.probe_denies(probe_config_map))
+            if mutating:
+                self.wait("the mutating probe policy to go", lambda: not self.probe_mutates(mutating_config_map))
             for case in suite["cases"]:
                 if case["operation"] in ("UPDATE", "DELETE"):
                     self.delete(case["old"], _PLURALS.get(case["old"]["kind"], plural))

@@ -127,13 +127,19 @@ def test_serve_leaves_native_policies_to_the_apiserver(tmp_path: Path) -> None:
     assert [p.name for p in offline.native.policies] == ["replicas"]
 
 
-def test_a_mutating_policy_is_named_not_evaluated(tmp_path: Path) -> None:
+def test_a_mutating_policy_the_apiserver_refuses_is_named(tmp_path: Path) -> None:
+    """A MutatingAdmissionPolicy is read as the apiserver's API validation reads it: without
+    mutations or a reinvocationPolicy it is refused, each field named with file and line."""
     mutating = ("apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\n"
-                "metadata: {name: add-label}\nspec: {}\n")
+                "metadata: {name: add-label}\nspec:\n  matchConstraints:\n    resourceRules:\n"
+                "    - {apiGroups: [kubeai.org], apiVersions: [v1], operations: [CREATE, DELETE], resources: [models]}\n")
     code, _, err = validate(*setup(tmp_path, mutating))
-    assert code == 0
-    assert (f"Warning: {tmp_path / 'policies' / 'native.yaml'}:1: MutatingAdmissionPolicy add-label: not evaluated: "
-            "infergate does not run MutatingAdmissionPolicies offline yet") in err
+    assert code == 2
+    where = tmp_path / "policies" / "native.yaml"
+    assert f"{where}:6: spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported " \
+           'values: "*", "CONNECT", "CREATE", "UPDATE"' in err
+    assert f"{where}:4: spec.mutations: Required value: mutations must contain at least one item" in err
+    assert f"{where}:4: spec.reinvocationPolicy: Required value" in err
 
 
 def test_params_among_the_inputs(tmp_path: Path) -> None:
@@ -151,3 +157,80 @@ def test_params_among_the_inputs(tmp_path: Path) -> None:
     denied = [r for r in json.loads(out) if not r["allowed"]]
     assert [r["status"]["details"]["causes"][0]["message"] for r in denied] == [
         "ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: the second rule"]
+
+
+def test_an_apply_configuration_beyond_a_builtin_kinds_metadata_is_unknown(tmp_path: Path) -> None:
+    """A built-in kind's merge types are known offline only for its metadata: an
+    ApplyConfiguration that sets more is left out (the object as it was) and named in the note."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "map.yaml").write_text(
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: data}\n"
+        "spec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], "
+        "resources: [configmaps]}]\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n"
+        "    applyConfiguration: {expression: 'Object{data: {\"added\": \"yes\"}}'}\n---\n"
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\nmetadata: {name: data}\n"
+        "spec: {policyName: data}\n")
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n"
+                                      "data: {a: b}\n")
+    code, out, err = validate("-o", "json", "--policies", str(tmp_path / "policies"), str(tmp_path / "cm.yaml"))
+    assert code == 0, err
+    [result] = json.loads(out)
+    assert result["allowed"] is True and result["object"]["data"] == {"a": "b"}
+    assert "not checked: the merge types of ConfigMap fields (an ApplyConfiguration beyond metadata) (1 mutation)" \
+        in err
+
+
+def _reinvocation_policies(tmp: Path, reinvocation: str) -> Path:
+    """Our AdmissionPolicy that defaults minReplicas (the mutating webhook, IfNeeded) and a
+    MutatingAdmissionPolicy that records whether it saw minReplicas set."""
+    folder = tmp / reinvocation
+    folder.mkdir()
+    (folder / "defaults.yaml").write_text(textwrap.dedent("""\
+        apiVersion: policy.infergate.io/v1alpha1
+        kind: AdmissionPolicy
+        metadata: {name: defaults}
+        spec:
+          matchConstraints:
+            resourceRules: [{apiGroups: [kubeai.org], kinds: [Model]}]
+          mutations:
+          - patchType: JSONPatch
+            expression: >-
+              !has(object.spec.minReplicas) ? [{'op': 'add', 'path': '/spec/minReplicas', 'value': dyn(0)}] : []
+        """))
+    (folder / "map.yaml").write_text(textwrap.dedent(f"""\
+        apiVersion: admissionregistration.k8s.io/v1
+        kind: MutatingAdmissionPolicy
+        metadata: {{name: seen}}
+        spec:
+          matchConstraints:
+            resourceRules: [{{apiGroups: [kubeai.org], apiVersions: [v1], operations: [CREATE], resources: [models]}}]
+          reinvocationPolicy: {reinvocation}
+          mutations:
+          - patchType: ApplyConfiguration
+            applyConfiguration:
+              expression: >-
+                Object{{metadata: Object.metadata{{annotations: {{"seen-min-replicas":
+                has(object.spec.minReplicas) ? "yes" : "no"}}}}}}
+        ---
+        apiVersion: admissionregistration.k8s.io/v1
+        kind: MutatingAdmissionPolicyBinding
+        metadata: {{name: seen}}
+        spec: {{policyName: seen}}
+        """))
+    return folder
+
+
+def test_an_if_needed_policy_runs_again_after_our_webhook_changed_the_object(tmp_path: Path) -> None:
+    """The apiserver's reinvocation (``mutating/reinvocationcontext.go``): the policy changed the
+    object, so the chain makes a second pass; our webhook changed it after the policy, so an
+    IfNeeded policy runs again and sees what the webhook set; a Never one does not."""
+    (tmp_path / "model.yaml").write_text(MODEL.replace("minReplicas: 0, ", ""))
+    seen = {}
+    for reinvocation in ("IfNeeded", "Never"):
+        folder = _reinvocation_policies(tmp_path, reinvocation)
+        code, out, err = validate("-o", "json", "--policies", str(folder), str(tmp_path / "model.yaml"))
+        assert code == 0, err
+        [result] = json.loads(out)
+        assert result["object"]["spec"]["minReplicas"] == 0
+        seen[reinvocation] = result["object"]["metadata"]["annotations"]["seen-min-replicas"]
+    assert seen == {"IfNeeded": "yes", "Never": "no"}

@@ -61,6 +61,20 @@ class CelGoEvaluator(celpy.evaluation.Evaluator):
             return error(NO_SUCH_OVERLOAD)
         return self.visit(tree.children[1] if condition else tree.children[2])
 
+    def mapinits(self, tree: Any) -> Any:
+        """A map literal: an error among its keys and values is the result, as in cel-go
+        (celpy would keep it as a value inside the map)."""
+        values = self.visit_children(tree)
+        for value in values:
+            if isinstance(value, CELEvalError):
+                return value
+        result = celtypes.MapType()
+        for key, value in zip(values[0::2], values[1::2]):
+            if key in result:
+                raise ValueError(f"Duplicate key {key!r}")
+            result[key] = value
+        return result
+
     def macro_has_eval(self, exprlist: Any) -> Any:
         """``has(x.f)``: x is evaluated (its errors are the result), then asked for f."""
         select_tree = next(exprlist.iter_subtrees_topdown())

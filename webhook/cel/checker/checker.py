@@ -11,7 +11,7 @@ succeeded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
 from webhook.cel.common.escaping import RESERVED_SYMBOLS
 from webhook.cel.checker.declarations import TYPE_IDENTS, Overload, functions
@@ -37,6 +37,11 @@ class Checked:
     result_type: CelType = DYN
 
 
+# a type name -> (its type, its fields' types, or None when every field is there and dyn), or
+# None when no such type is declared
+StructTypes = Callable[[str], "tuple[CelType, Mapping[str, CelType] | None] | None"]
+
+
 def _is_dyn_or_error(t: CelType) -> bool:
     return t.kind in ("dyn", "error")
 
@@ -47,6 +52,7 @@ class _Checker:
         self.scopes: list[dict[str, CelType]] = [dict(variables)]
         self.objects = objects
         self.functions = functions()
+        self.structs: StructTypes | None = None
         self.mapping: dict[str, CelType] = {}
         self.counter = 0
 
@@ -311,8 +317,33 @@ class _Checker:
         self.set_type(expr, map_of(key_type or self.fresh(), value_type or self.fresh()))
 
     def _check_CreateStruct(self, expr: CreateStruct) -> None:
-        self.error(expr.offset, f"undeclared reference to '{expr.name}' (in container '')")
-        self.set_type(expr, ERROR)
+        """cel-go's checkCreateStruct: the type by name from the environment's type provider
+        (``structs``: none in most environments), then each field against its declared type."""
+        name = expr.name[1:] if expr.name.startswith(".") else expr.name
+        resolved = self.structs(name) if self.structs is not None else None
+        if resolved is None:
+            self.error(expr.offset, f"undeclared reference to '{name}' (in container '')")
+            self.set_type(expr, ERROR)
+            return
+        struct_type, field_types = resolved
+        self.set_type(expr, struct_type)
+        for i, (field_name, value) in enumerate(expr.fields):
+            self.check(value)
+            offset = expr.field_offsets[i] if i < len(expr.field_offsets) else value.offset
+            value_type = self.type_of(value)
+            if field_types is None:  # a dynamic type: every field is there, typed dyn
+                field_type = DYN
+            elif field_name in field_types:
+                field_type = field_types[field_name]
+            else:
+                # Kubernetes' JSONPatch type says every field exists, typed nil: nothing is assignable to it
+                if not _is_dyn_or_error(value_type):
+                    self.error(offset, f"expected type of field '{field_name}' is '' but provided type is "
+                                       f"'{value_type}'")
+                continue
+            if not self.assignable(field_type, value_type):
+                self.error(offset, f"expected type of field '{field_name}' is '{field_type}' but provided "
+                                   f"type is '{value_type}'")
 
     def _check_Comprehension(self, expr: Comprehension) -> None:
         self.check(expr.iter_range)
@@ -372,9 +403,12 @@ def _qualified_name(expr: Expr) -> str | None:
 
 
 def check(expr: Expr, variables: Mapping[str, CelType], objects: Mapping[str, DeclType], *,
-          validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None) -> Checked:
-    """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators."""
+          validate_literals: bool = True, extra_functions: Mapping[str, tuple[Overload, ...]] | None = None,
+          structs: "StructTypes | None" = None) -> Checked:
+    """Type-check ``expr``; then, if it checked cleanly, run Kubernetes' AST validators.
+    ``structs``: the message types ``Name{...}`` may construct (none by default)."""
     checker = _Checker(Checked(expr), variables, objects)
+    checker.structs = structs
     if extra_functions:
         checker.functions = {**checker.functions, **extra_functions}
     checker.check(expr)

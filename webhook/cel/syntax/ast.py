@@ -3,7 +3,7 @@ already expanded into comprehensions, and a pre-order walk."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -63,6 +63,7 @@ class CreateMap(Expr):
 class CreateStruct(Expr):
     name: str
     fields: list[tuple[str, Expr]]
+    field_offsets: list[int] = field(default_factory=list)  # each field initialiser's ':' (cel-go's location of it)
 
 
 @dataclass(eq=False, slots=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel.syntax.ast import (
-    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, Expr, Ident, Literal, MapEntry, Select)
+    ACCUMULATOR, Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, MapEntry, Select)
 
 
 class CelSyntaxError(Exception):
@@ -240,8 +240,36 @@ class _Parser:
                 self.expect("]")
                 expr = self.span(Call(self._new_id(), bracket.offset, "_[?_]" if optional else "_[_]",
                                       [expr, index]), start)
+            elif self.at("{") and _qualified(expr) is not None:
+                # a message construction, ``Name{field: value}`` (cel-go's CreateMessage: a
+                # possibly dotted, possibly leading-dot name, then the field initialisers)
+                brace = self.advance()
+                expr = self.span(self.struct_literal(_qualified(expr), brace), start)
             else:
                 return expr
+
+    def struct_literal(self, name: str, open_token: Token) -> Expr:
+        fields: list[tuple[str, Expr]] = []
+        offsets: list[int] = []
+        node_id = self._new_id()
+        while not self.at("}"):
+            token = self.peek()
+            if token.kind == "quoted":
+                self.advance()
+                field = token.text[1:-1]
+            elif token.kind == "ident" and token.text not in _LITERAL_WORDS:
+                self.advance()
+                field = token.text
+            else:
+                raise self._mismatch(token, "IDENTIFIER")
+            offsets.append(self.expect(":").offset)
+            fields.append((field, self.expr()))
+            if self.at(","):
+                self.advance()
+                continue
+            break
+        self.expect("}")
+        return CreateStruct(node_id, open_token.offset, name, fields, offsets)
 
     def expr_list(self, closing: str) -> list[Expr]:
         args: list[Expr] = []
@@ -406,6 +434,17 @@ class _Parser:
 
     def node(self, cls: type, offset: int, *args: Any, **kwargs: Any) -> Any:
         return cls(self._new_id(), offset, *args, **kwargs)
+
+
+def _qualified(expr: Expr) -> str | None:
+    """The dotted name ``expr`` spells (``a.b.c``, ``.a.b``), or None when it is not a name."""
+    parts: list[str] = []
+    while isinstance(expr, Select) and not expr.optional and not expr.test_only:
+        parts.append(expr.field)
+        expr = expr.operand
+    if not isinstance(expr, Ident):
+        return None
+    return ".".join([expr.name, *reversed(parts)])
 
 
 def _unescape(text: str, is_bytes: bool, offset: int) -> str | bytes:

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.cel import CelCompileError, CelError, Evaluator
+from webhook.cel import mutation
+from webhook.cel.common.types import DYN, CelType
+from webhook.cel.syntax.parser import CelSyntaxError, format_errors
 
 VARIABLES = ("object", "oldObject", "request", "params", "namespaceObject", "variables")
 _AUTHORIZER = re.compile(r"(?<![.\w])authorizer\b")
@@ -38,20 +41,38 @@ class Program:
     program: Any
     reads: frozenset[str]  # the variables (``variables.<name>``) it names; every one if it indexes the map
     unknown: bool = False  # it reads the authorizer, which has no answer offline
+    result_type: CelType | None = None  # a mutation's: what the checker says it evaluates to
 
 
-def compile_expression(source: str, evaluator: Evaluator, variable_names: tuple[str, ...] = ()) -> Program:
-    """``source`` compiled (raises :class:`CompileError` with cel-go's message)."""
+def compile_expression(source: str, evaluator: Evaluator, variable_names: tuple[str, ...] = (),
+                       returns: CelType | None = None) -> Program:
+    """``source`` compiled (raises :class:`CompileError` with cel-go's message). ``returns``: a
+    mutation's expression, in the environment with the patch types (``webhook.cel.mutation``),
+    run in their map spelling; the caller compares ``result_type`` with it."""
     named = frozenset(_VARIABLE.findall(source))
     every = len(_ANY_VARIABLE.findall(source)) > len(_VARIABLE.findall(source))
     reads = frozenset(variable_names) if every else named
     if _AUTHORIZER.search(source):
         return Program(source, None, reads, unknown=True)
+    runnable = source
+    if returns is None:
+        constructions = mutation.construction_errors(source)
+        if constructions:
+            raise CompileError(format_errors(source, constructions))
+    else:
+        try:
+            checked = mutation.check_mutation(source, {name: DYN for name in VARIABLES})
+        except CelSyntaxError:
+            checked = None  # the engine's compilation below words it
+        if checked is not None and checked.errors:
+            raise CompileError(format_errors(source, checked.errors))
+        if checked is not None:
+            runnable = mutation.runtime_source(source)
     try:
-        program = evaluator.compile(source, VARIABLES)
+        program = evaluator.compile(runnable, VARIABLES)
     except CelCompileError as exc:
         raise CompileError(str(exc)) from None
-    return Program(source, program, reads)
+    return Program(source, program, reads, result_type=getattr(checked, "result_type", None) if returns is not None else None)
 
 
 class EvaluationError(Exception):

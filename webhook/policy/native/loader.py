@@ -22,8 +22,10 @@ from webhook.cel.syntax.parser import CelSyntaxError, parse
 from webhook.policy.native.expressions import VARIABLES, CompileError, Program, compile_expression
 from webhook.policy.native.typecheck import type_warnings
 from webhook.policy.typecheck import KindSchemas, shipped_schemas
-from webhook.policy.native.model import (BINDING, GROUP, POLICY, Binding, ValidatingPolicy, is_native, read_binding,
-                                         read_policy)
+from webhook.cel.mutation import APPLY_RESULT, JSON_PATCH_RESULT
+from webhook.policy.native.model import (BINDING, GROUP, MUTATING_BINDING, MUTATING_POLICY, POLICY, Binding,
+                                         MutatingPolicy, ValidatingPolicy, is_native, read_binding,
+                                         read_mutating_binding, read_mutating_policy, read_policy)
 
 
 @dataclass(frozen=True)
@@ -52,28 +54,55 @@ class CompiledPolicy:
 
 
 @dataclass(frozen=True)
+class CompiledMutation:
+    patch_type: str  # ApplyConfiguration | JSONPatch
+    expression: Program
+
+
+@dataclass(frozen=True)
+class CompiledMutatingPolicy:
+    """A MutatingAdmissionPolicy with every expression compiled; ``where``: its file:line."""
+
+    definition: MutatingPolicy
+    where: str
+    match_conditions: tuple[tuple[str, Program], ...]
+    variables: dict[str, Program]
+    mutations: tuple[CompiledMutation, ...]
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+@dataclass(frozen=True)
 class NativePolicies:
     """The native policies of a directory: each policy with its bindings, in name order (the
     apiserver's order across policies is a Go map's, unspecified: see ``validating``)."""
 
     policies: tuple[CompiledPolicy, ...] = ()
     bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
-    unsupported: tuple[str, ...] = ()  # documents read but not evaluated (MutatingAdmissionPolicy): file:line kind/name
     # the apiserver's status.typeChecking warnings, each ``file:line: spec.validations[i].expression: <warning>``
     warnings: tuple[str, ...] = ()
+    mutating: tuple[CompiledMutatingPolicy, ...] = ()  # MutatingAdmissionPolicies, in name order
+    mutating_bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # policy name -> its bindings
 
     def __bool__(self) -> bool:
-        return bool(self.policies or self.unsupported)
+        return bool(self.policies or self.mutating)
 
     def kinds_read(self) -> frozenset[tuple[str, str]]:
         """(apiVersion, kind) of what the policies read from the cluster view: their params
         and Namespaces (selectors, ``namespaceObject``)."""
-        found = {p.definition.param_kind for p in self.policies if p.definition.param_kind is not None}
+        found = {p.definition.param_kind for p in (*self.policies, *self.mutating)
+                 if p.definition.param_kind is not None}
         return frozenset({("v1", "Namespace"), *found})
 
     def bound(self) -> list[tuple[CompiledPolicy, tuple[Binding, ...]]]:
         """Each policy that has a binding, with its bindings (a policy without one does nothing)."""
         return [(p, self.bindings[p.name]) for p in self.policies if self.bindings.get(p.name)]
+
+    def mutating_bound(self) -> list[tuple[CompiledMutatingPolicy, tuple[Binding, ...]]]:
+        """Each MutatingAdmissionPolicy that has a binding, with its bindings."""
+        return [(p, self.mutating_bindings[p.name]) for p in self.mutating if self.mutating_bindings.get(p.name)]
 
 
 def _dotted(path: Iterable[Any]) -> str:
@@ -122,6 +151,49 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
     return CompiledPolicy(policy, where, conditions, variables, validations, audit)  # type: ignore[arg-type]
 
 
+def compile_mutating_policy(policy: MutatingPolicy, evaluator: Evaluator,
+                            doc: Document | None = None) -> CompiledMutatingPolicy:
+    """Every expression of a MutatingAdmissionPolicy compiled: matchConditions and variables
+    as a ValidatingAdmissionPolicy's, each mutation in the environment with the patch types,
+    returning ``Object`` (ApplyConfiguration) or ``list(JSONPatch)`` (JSONPatch)."""
+    problems: list[str] = []
+    names = tuple(name for name, _ in policy.variables)
+    sources = dict(policy.variables)
+
+    def at(path: tuple[Any, ...]) -> str:
+        return doc.where_of(path) if doc is not None else policy.name
+
+    def compile_(source: str, path: tuple[Any, ...], expected: CelType | None = None,
+                 returns: CelType | None = None) -> Program | None:
+        try:
+            program = compile_expression(source, evaluator, names, returns=returns)
+        except CompileError as exc:
+            problems.append(f"{at(path)}: {_dotted(path)}: Invalid value: {go_quote(source)}: compilation failed: {exc}")
+            return None
+        found = _result_type(source, sources) if expected is not None and not program.unknown else None
+        if returns is not None and not program.unknown:
+            expected, found = returns, program.result_type
+        if expected is not None and found is not None and found != expected:
+            problems.append(f"{at(path)}: {_dotted(path)}: Invalid value: {go_quote(source)}: must evaluate to "
+                            f"{_type_name(expected)} but got {_type_name(found)}")
+        return program
+
+    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
+                       for i, (name, src) in enumerate(policy.match_conditions))
+    variables = {name: compile_(src, ("spec", "variables", i, "expression"))
+                 for i, (name, src) in enumerate(policy.variables)}
+    mutations = []
+    for i, item in enumerate(policy.mutations):
+        key, returns = ("jsonPatch", JSON_PATCH_RESULT) if item.patch_type == "JSONPatch" else \
+            ("applyConfiguration", APPLY_RESULT)
+        mutations.append(CompiledMutation(item.patch_type, compile_(item.expression, ("spec", "mutations", i, key,
+                                                                                      "expression"), returns=returns)))
+    if problems:
+        raise PolicyLoadError(problems)
+    return CompiledMutatingPolicy(policy, doc.where if doc is not None else policy.name, conditions,
+                                  variables, tuple(mutations))  # type: ignore[arg-type]
+
+
 _VARIABLE = re.compile(r"(?<![.\w])variables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -161,22 +233,39 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: Kind
     policies: dict[str, CompiledPolicy] = {}
     bindings: dict[str, list[Binding]] = {}
     binding_names: dict[str, str] = {}
-    unsupported: list[str] = []
     problems: list[str] = []
+    mutating: dict[str, CompiledMutatingPolicy] = {}
+    mutating_bindings: dict[str, list[Binding]] = {}
+    mutating_binding_names: dict[str, str] = {}
+    readers = {POLICY: read_policy, BINDING: read_binding, MUTATING_POLICY: read_mutating_policy,
+               MUTATING_BINDING: read_mutating_binding}
     for doc in docs:
         content = doc.content
         if not is_native(content):
             continue
         kind = content["kind"]
-        if kind not in (POLICY, BINDING):
-            name = (content.get("metadata") or {}).get("name") if isinstance(content.get("metadata"), dict) else None
-            unsupported.append(f"{doc.where}: {kind} {name or ''}".rstrip())
-            continue
-        read = read_policy if kind == POLICY else read_binding
-        value, found = read(content)
+        value, found = readers[kind](content)
         for path, text in found:
             problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {text}")
         if value is None:
+            continue
+        if isinstance(value, MutatingPolicy):
+            if value.name in mutating:
+                problems.append(f"{doc.where}: {MUTATING_POLICY} {value.name!r} is also defined at "
+                                f"{mutating[value.name].where}")
+                continue
+            try:
+                mutating[value.name] = compile_mutating_policy(value, evaluator, doc)
+            except PolicyLoadError as exc:
+                problems += exc.problems
+            continue
+        if kind == MUTATING_BINDING:
+            if value.name in mutating_binding_names:
+                problems.append(f"{doc.where}: {MUTATING_BINDING} {value.name!r} is also defined at "
+                                f"{mutating_binding_names[value.name]}")
+                continue
+            mutating_binding_names[value.name] = doc.where
+            mutating_bindings.setdefault(value.policy_name, []).append(value)
             continue
         if isinstance(value, ValidatingPolicy):
             if value.name in policies:
@@ -199,7 +288,9 @@ def load_documents(docs: Iterable[Document], evaluator: Evaluator, schemas: Kind
         raise PolicyLoadError(problems)
     ordered = tuple(policies[name] for name in sorted(policies))
     return NativePolicies(ordered, {name: tuple(sorted(found, key=lambda b: b.name)) for name, found in bindings.items()},
-                          tuple(unsupported), tuple(warnings))
+                          tuple(warnings), tuple(mutating[name] for name in sorted(mutating)),
+                          {name: tuple(sorted(found, key=lambda b: b.name))
+                           for name, found in mutating_bindings.items()})
 
 
 def load_native(location: Path | Sequence[Path], evaluator: Evaluator,

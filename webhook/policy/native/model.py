@@ -1,5 +1,5 @@
 """Kubernetes' own admission policies as data: ``admissionregistration.k8s.io/v1``
-ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding, read from their YAML with the
+ValidatingAdmissionPolicy, MutatingAdmissionPolicy and their bindings, read from their YAML with the
 defaults the apiserver gives them and the checks of its API validation that decide how they
 evaluate (``k8s.io/kubernetes/pkg/apis/admissionregistration/validation``); a problem is
 ``(path, text)``, the loader adds the file and line."""
@@ -16,7 +16,12 @@ GROUP = kinds.VALIDATING_ADMISSION_POLICY.group
 API_VERSION = kinds.VALIDATING_ADMISSION_POLICY.api_version
 POLICY = kinds.VALIDATING_ADMISSION_POLICY.kind
 BINDING = kinds.VALIDATING_ADMISSION_POLICY_BINDING.kind
-KINDS = (POLICY, BINDING, kinds.MUTATING_ADMISSION_POLICY.kind, kinds.MUTATING_ADMISSION_POLICY_BINDING.kind)
+MUTATING_POLICY = kinds.MUTATING_ADMISSION_POLICY.kind
+MUTATING_BINDING = kinds.MUTATING_ADMISSION_POLICY_BINDING.kind
+KINDS = (POLICY, BINDING, MUTATING_POLICY, MUTATING_BINDING)
+MUTATING_OPERATIONS = ("*", "CONNECT", "CREATE", "UPDATE")  # what a MutatingAdmissionPolicy may match
+PATCH_TYPES = ("ApplyConfiguration", "JSONPatch")
+REINVOCATION = ("IfNeeded", "Never")
 
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
 REASONS = ("Forbidden", "Invalid", "RequestEntityTooLarge")  # as the API admits them (not Unauthorized)
@@ -73,6 +78,24 @@ class ValidatingPolicy:
 
 
 @dataclass(frozen=True)
+class Mutation:
+    patch_type: str  # ApplyConfiguration | JSONPatch
+    expression: str
+
+
+@dataclass(frozen=True)
+class MutatingPolicy:
+    name: str
+    failure_policy: str  # Fail | Ignore
+    param_kind: tuple[str, str] | None  # (apiVersion, kind)
+    match: MatchResources
+    match_conditions: tuple[tuple[str, str], ...]
+    variables: tuple[tuple[str, str], ...]
+    mutations: tuple[Mutation, ...]
+    reinvocation: str  # Never | IfNeeded
+
+
+@dataclass(frozen=True)
 class ParamRef:
     name: str = ""
     namespace: str = ""
@@ -86,7 +109,7 @@ class Binding:
     policy_name: str
     param_ref: ParamRef | None
     match: MatchResources | None
-    actions: tuple[str, ...]
+    actions: tuple[str, ...]  # a MutatingAdmissionPolicyBinding has none
 
 
 class _Reader:
@@ -192,13 +215,7 @@ def read_policy(doc: dict[str, Any]) -> tuple[ValidatingPolicy | None, Problems]
     name = _name(reader, doc)
     spec = reader.need(doc.get("spec"), ("spec",), dict) or {}
     failure = reader.one_of(spec.get("failurePolicy"), ("spec", "failurePolicy"), ("Fail", "Ignore"), "Fail")
-    param_kind = None
-    if spec.get("paramKind") is not None:
-        pk = reader.need(spec.get("paramKind"), ("spec", "paramKind"), dict) or {}
-        api_version = reader.need(pk.get("apiVersion"), ("spec", "paramKind", "apiVersion"), str)
-        kind = reader.need(pk.get("kind"), ("spec", "paramKind", "kind"), str)
-        if api_version and kind:
-            param_kind = (api_version, kind)
+    param_kind = _param_kind(reader, spec)
     if spec.get("matchConstraints") is None:
         reader.problems.append((("spec", "matchConstraints"), "Required value"))
     match = reader.match(spec.get("matchConstraints"), ("spec", "matchConstraints"))
@@ -253,23 +270,120 @@ def read_binding(doc: dict[str, Any]) -> tuple[Binding | None, Problems]:
                                                                  "contain both Deny and Warn (repeating the same "
                                                                  "validation failure information in the API response "
                                                                  "and headers serves no purpose)"))
-    param_ref = None
-    if spec.get("paramRef") is not None:
-        ref = reader.need(spec.get("paramRef"), ("spec", "paramRef"), dict) or {}
-        ref_name = reader.need(ref.get("name"), ("spec", "paramRef", "name"), str, required=False) or ""
-        selector = reader.need(ref.get("selector"), ("spec", "paramRef", "selector"), dict, required=False)
-        if ref_name and selector is not None:
-            for side in ("name", "selector"):
-                reader.problems.append((("spec", "paramRef", side), "Forbidden: name and selector are mutually exclusive"))
-        if not ref_name and selector is None:
-            reader.problems.append((("spec", "paramRef"), "Required value: one of name or selector must be set"))
-        action = reader.one_of(ref.get("parameterNotFoundAction"), ("spec", "paramRef", "parameterNotFoundAction"),
-                               ("Allow", "Deny"), None)
-        if ref.get("parameterNotFoundAction") is None:
-            reader.problems.append((("spec", "paramRef", "parameterNotFoundAction"), "Required value"))
-        param_ref = ParamRef(ref_name, reader.need(ref.get("namespace"), ("spec", "paramRef", "namespace"), str,
-                                                   required=False) or "", selector, action or "Deny")
+    param_ref = _param_ref(reader, spec)
     match = reader.match(spec.get("matchResources"), ("spec", "matchResources")) \
         if spec.get("matchResources") is not None else None
     binding = Binding(name, policy_name, param_ref, match, actions)
+    return (binding if not reader.problems else None), reader.problems
+
+
+def _param_ref(reader: _Reader, spec: dict[str, Any]) -> ParamRef | None:
+    if spec.get("paramRef") is None:
+        return None
+    ref = reader.need(spec.get("paramRef"), ("spec", "paramRef"), dict) or {}
+    ref_name = reader.need(ref.get("name"), ("spec", "paramRef", "name"), str, required=False) or ""
+    selector = reader.need(ref.get("selector"), ("spec", "paramRef", "selector"), dict, required=False)
+    if ref_name and selector is not None:
+        for side in ("name", "selector"):
+            reader.problems.append((("spec", "paramRef", side), "Forbidden: name and selector are mutually exclusive"))
+    if not ref_name and selector is None:
+        reader.problems.append((("spec", "paramRef"), "Required value: one of name or selector must be set"))
+    action = reader.one_of(ref.get("parameterNotFoundAction"), ("spec", "paramRef", "parameterNotFoundAction"),
+                           ("Allow", "Deny"), None)
+    if ref.get("parameterNotFoundAction") is None:
+        reader.problems.append((("spec", "paramRef", "parameterNotFoundAction"), "Required value"))
+    return ParamRef(ref_name, reader.need(ref.get("namespace"), ("spec", "paramRef", "namespace"), str,
+                                          required=False) or "", selector, action or "Deny")
+
+
+def _param_kind(reader: _Reader, spec: dict[str, Any]) -> tuple[str, str] | None:
+    if spec.get("paramKind") is None:
+        return None
+    pk = reader.need(spec.get("paramKind"), ("spec", "paramKind"), dict) or {}
+    api_version = reader.need(pk.get("apiVersion"), ("spec", "paramKind", "apiVersion"), str)
+    kind = reader.need(pk.get("kind"), ("spec", "paramKind", "kind"), str)
+    return (api_version, kind) if api_version and kind else None
+
+
+def _mutating_operations(reader: _Reader, match: MatchResources, path: Path) -> None:
+    """Only CREATE and UPDATE can be mutated (the API's check, one problem per operation)."""
+    for rule in match.resource_rules:
+        for op in rule.operations:
+            if op not in MUTATING_OPERATIONS:
+                reader.problems.append(((*path, "resourceRules", "operations"),
+                                        f"Unsupported value: {_quoted(op)}: supported values: "
+                                        + ", ".join(f'"{a}"' for a in MUTATING_OPERATIONS)))
+
+
+def read_mutating_policy(doc: dict[str, Any]) -> tuple[MutatingPolicy | None, Problems]:
+    """A MutatingAdmissionPolicy, or the problems that keep the apiserver from admitting it
+    (``validateMutatingAdmissionPolicySpec``: failurePolicy defaults to Fail,
+    reinvocationPolicy has no default)."""
+    reader = _Reader()
+    name = _name(reader, doc)
+    spec = reader.need(doc.get("spec"), ("spec",), dict) or {}
+    failure = reader.one_of(spec.get("failurePolicy"), ("spec", "failurePolicy"), ("Fail", "Ignore"), "Fail")
+    param_kind = _param_kind(reader, spec)
+    if spec.get("matchConstraints") is None:
+        reader.problems.append((("spec", "matchConstraints"), "Required value"))
+    match = reader.match(spec.get("matchConstraints"), ("spec", "matchConstraints"))
+    if spec.get("matchConstraints") is not None:
+        if not match.resource_rules:
+            reader.problems.append((("spec", "matchConstraints", "resourceRules"), "Required value"))
+        _mutating_operations(reader, match, ("spec", "matchConstraints"))
+    mutations = []
+    items = reader.need(spec.get("mutations"), ("spec", "mutations"), list, required=False) or []
+    if not items:
+        reader.problems.append((("spec", "mutations"), "Required value: mutations must contain at least one item"))
+    for i, item in enumerate(items):
+        at = ("spec", "mutations", i)
+        if reader.need(item, at, dict) is None:
+            continue
+        patch_type = item.get("patchType")
+        if not patch_type:
+            reader.problems.append(((*at, "patchType"), "Required value"))
+            continue
+        if patch_type not in PATCH_TYPES:
+            reader.one_of(patch_type, (*at, "patchType"), PATCH_TYPES, None)
+            continue
+        key, other = ("jsonPatch", "applyConfiguration") if patch_type == "JSONPatch" else \
+            ("applyConfiguration", "jsonPatch")
+        body = reader.need(item.get(key), (*at, key), dict, required=False)
+        if body is None:
+            reader.problems.append(((*at, key), f"Required value: must be specified when patchType is {patch_type}"))
+        if item.get(other) is not None:
+            reader.problems.append(((*at, other), f'Invalid value: "{{{other}}}": must not be specified when '
+                                                  f"patchType is {patch_type}"))
+        if body is None:
+            continue
+        expression = reader.need(body.get("expression"), (*at, key, "expression"), str, required=False) or ""
+        if not expression.strip():
+            reader.problems.append(((*at, key, "expression"), "Required value"))
+            continue
+        mutations.append(Mutation(patch_type, expression.strip()))
+    reinvocation = spec.get("reinvocationPolicy")
+    if not reinvocation:
+        reader.problems.append((("spec", "reinvocationPolicy"), "Required value"))
+    else:
+        reinvocation = reader.one_of(reinvocation, ("spec", "reinvocationPolicy"), REINVOCATION, None)
+    policy = MutatingPolicy(
+        name=name, failure_policy=failure or "Fail", param_kind=param_kind, match=match,
+        match_conditions=reader.named(spec.get("matchConditions"), ("spec", "matchConditions"), "name", "expression"),
+        variables=reader.named(spec.get("variables"), ("spec", "variables"), "name", "expression", unique=False),
+        mutations=tuple(mutations), reinvocation=reinvocation or "Never")
+    return (policy if not reader.problems else None), reader.problems
+
+
+def read_mutating_binding(doc: dict[str, Any]) -> tuple[Binding | None, Problems]:
+    """A MutatingAdmissionPolicyBinding, or the problems that keep the apiserver from admitting it."""
+    reader = _Reader()
+    name = _name(reader, doc)
+    spec = reader.need(doc.get("spec"), ("spec",), dict) or {}
+    policy_name = reader.need(spec.get("policyName"), ("spec", "policyName"), str) or ""
+    param_ref = _param_ref(reader, spec)
+    match = None
+    if spec.get("matchResources") is not None:
+        match = reader.match(spec.get("matchResources"), ("spec", "matchResources"))
+        _mutating_operations(reader, match, ("spec", "matchResources"))
+    binding = Binding(name, policy_name, param_ref, match, ())
     return (binding if not reader.problems else None), reader.problems

@@ -282,13 +282,18 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
 
 
 def _match_conditions(policy: CompiledPolicy, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
-    """``matchconditions.matcher.Match``: (matches, the error, read the authorizer). A false
-    condition wins over errors; errors are joined as ``utilerrors.NewAggregate`` writes them."""
-    context = Context({**activation, "namespaceObject": None}, policy.variables)
+    return match_conditions(policy.match_conditions, policy.variables, activation)
+
+
+def match_conditions(conditions: Any, variables: Any, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
+    """``matchconditions.matcher.Match`` (either plugin's): (matches, the error, read the
+    authorizer). A false condition wins over errors; errors are joined as
+    ``utilerrors.NewAggregate`` writes them."""
+    context = Context({**activation, "namespaceObject": None}, variables)
     errors: list[str] = []
     results: list[Any] = []
     unread = False
-    for _, program in policy.match_conditions:
+    for _, program in conditions:
         try:
             results.append(context.evaluate(program))
         except Unknown:
