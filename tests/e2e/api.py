@@ -173,7 +173,7 @@ class Kube:
         params = [("labelSelector", label_selector)] if label_selector else []
         reply = self.request("GET", self.resource(api_version, kind).path(namespace), params=params)
         if reply.status == 404:  # discovery said served, but its CRD has gone since
-            self._discovered.pop(api_version, None)
+            self.discovered.pop(api_version, None)
             raise NotServed(f"{kind} ({api_version}) is no longer served by this cluster")
         return reply.expect_ok().get("items", [])
 

@@ -3,8 +3,9 @@
 The chart is installed, upgraded and uninstalled by Helm itself (the Helm v4 SDK through
 helm-python-sdk, what ``helm install`` runs), as release ``infergate`` in the run's namespace,
 with the chart's default values but for the image (``INFERGATE_E2E_IMAGE``, ``repository:tag``,
-built from this checkout's Dockerfile), the controller's replan settings the scenarios need, and
-the run label on every object (``commonLabels``: the final sweep finds whatever stays).
+built from this checkout's Dockerfile), two server processes per webhook Pod
+(:data:`SESSION_PROCESSES`), the controller's replan settings the scenarios need, and the run
+label on every object (``commonLabels``: the final sweep finds whatever stays).
 Rendering (:func:`rendered_objects`) uses the same Helm, ``helm template`` semantics.
 """
 
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 
 
 RELEASE = "infergate"
+# ``webhook.processes`` of the session release. The default (auto) runs one process at the chart's
+# 100m request, the path local mode already takes (``serve`` without --processes): two here make
+# every chart scenario (rollout, eviction, apiserver restart, CA injection) go through the forked
+# group of processes sharing one port. The request stays at its default: it only schedules, and a
+# matching 2 CPUs per replica would not fit two replicas on a 2-core node (docs/e2e.md).
+SESSION_PROCESSES = 2
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
@@ -103,9 +110,9 @@ def documented_value_sets() -> dict[str, dict]:
 
 
 def release_values(image: str, run_id: str) -> dict:
-    """The session release's values: the defaults but for the image, the replan settings and
-    the run label."""
-    return {**values(image), "commonLabels": {cluster.RUN_LABEL: run_id}}
+    """The session release's values: the defaults but for the image, the server processes, the
+    replan settings and the run label."""
+    return {**values(image), "webhook": {"processes": SESSION_PROCESSES}, "commonLabels": {cluster.RUN_LABEL: run_id}}
 
 
 def merged(base: dict, changes: dict) -> dict:

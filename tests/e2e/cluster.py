@@ -94,6 +94,40 @@ SWEEP_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
+# What a run leaves exactly as it found it, name for name, whatever created it (the run, Helm,
+# the controller, a kube-controller-manager reacting to them): the cluster-wide objects a leftover
+# or a loss would change for every other user (what judges writes, the kinds served, who may do
+# what, defaults of scheduling and devices). Checked after the sweep (:func:`changed_since`).
+ADMISSION = "admissionregistration.k8s.io/v1"
+RBAC = "rbac.authorization.k8s.io/v1"
+CLUSTER_WIDE_KINDS: tuple[tuple[str, str], ...] = (
+    NAMESPACE, VWC, MWC, CRD,
+    (ADMISSION, "ValidatingAdmissionPolicy"), (ADMISSION, "ValidatingAdmissionPolicyBinding"),
+    (ADMISSION, "MutatingAdmissionPolicy"), (ADMISSION, "MutatingAdmissionPolicyBinding"),
+    (RBAC, "ClusterRole"), (RBAC, "ClusterRoleBinding"),
+    ("scheduling.k8s.io/v1", "PriorityClass"), ("storage.k8s.io/v1", "StorageClass"),
+    ("resource.k8s.io/v1", "DeviceClass"),
+)
+
+
+def cluster_wide_names(kube: Kube) -> set[str]:
+    """``Kind/name`` of every object of :data:`CLUSTER_WIDE_KINDS` the cluster serves."""
+    names: set[str] = set()
+    for api_version, kind in CLUSTER_WIDE_KINDS:
+        try:
+            found = kube.list(api_version, kind)
+        except NotServed:
+            continue
+        names |= {f"{kind}/{obj['metadata']['name']}" for obj in found}
+    return names
+
+
+def changed_since(before: set[str], after: set[str]) -> list[str]:
+    """What differs between two :func:`cluster_wide_names`: empty when the cluster is as found."""
+    return [f"left behind: {name}" for name in sorted(after - before)] + \
+           [f"gone, though the run found it: {name}" for name in sorted(before - after)]
+
+
 class ClusterNotScratch(RuntimeError):
     """The cluster already holds an object the run would have to create: refuse to touch it."""
 

@@ -5,7 +5,8 @@ Order (each a session fixture, finalized in reverse): a run id → the bundled C
 (Established) → ``examples/state`` → the webhook (``infergate serve`` here and the
 configurations ``infergate webhook-config`` prints, or the Helm chart with
 ``INFERGATE_E2E_MODE=chart``) → ``infergate controller`` → the tests. The last finalizer
-is the sweep of everything labelled with the run id; it fails the run if anything stays.
+is the sweep of everything labelled with the run id; it fails the run if anything stays, or if
+a cluster-wide object (``cluster.CLUSTER_WIDE_KINDS``) is there that was not, or is gone.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def run(tmp_path_factory) -> Iterator[Run]:
     owned = cluster.Owned(cluster.new_run_id())
     log_dir = tmp_path_factory.mktemp("logs")
     the_run = Run(kube, owned, kubeconfig, selection.mode(), log_dir)
+    found = cluster.cluster_wide_names(kube)
     try:
         yield the_run
     finally:
@@ -132,8 +134,10 @@ def run(tmp_path_factory) -> Iterator[Run]:
             process.stop()
         cluster.delete_events(kube, owned)
         problems = cluster.sweep(kube, owned.run_id)
+        # and what the label cannot find: anything cluster-wide created or deleted along the way
+        problems += cluster.changed_since(found, cluster.cluster_wide_names(kube))
         if problems:
-            pytest.fail(f"e2e run {owned.run_id} left objects in the cluster:\n" + "\n".join(problems))
+            pytest.fail(f"e2e run {owned.run_id} left the cluster changed:\n" + "\n".join(problems))
 
 
 @pytest.fixture(scope="session")

@@ -111,6 +111,13 @@ def test_the_default_install_runs_and_the_webhook_judges_through_its_service(clu
     denied = cluster_run.kube.create(_example(DENIED, cluster_run.run_id, "e2e-install-denied"), dry_run=True)
     assert denied.status == 422 and 'admission webhook "validate.infergate.io" denied the request' in denied.message
     assert cluster_run.kube.create(_example(VALID, cluster_run.run_id, "e2e-install-valid"), dry_run=True).ok
+    # each Pod serves as a group of webhook.processes: /readyz (through the apiserver's Pod proxy)
+    # answers for the whole group, one line per sibling process
+    for pod in pods:
+        readyz = kube.text(f"/api/v1/namespaces/{release.namespace}/pods/https:{pod['metadata']['name']}:"
+                           f"{chart.default_values()['webhook']['port']}/proxy/readyz")
+        siblings = re.findall(r"^\[\+\]process-\d+ ok$", readyz, re.M)
+        assert len(siblings) == chart.SESSION_PROCESSES - 1 and readyz.endswith("readyz check passed\n"), readyz
 
 
 # --- no failed write: rollout, a deleted Pod, an apiserver restart ---------------------------
