@@ -366,6 +366,8 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
     with server.running() as url:
         kube = api.Kube(ApiClient(Configuration(host=url)))
         found = server.all_objects()
+        names = cluster.cluster_wide_names(kube)
+        assert names == {"Namespace/kube-system", "Namespace/default"}  # the kinds it lacks skipped
         owned = cluster.Owned("r1")
         crds = cluster.bundled_crds() + cluster.support_crds(kube)
         support = cluster.load_documents(cluster.SUPPORT_CRDS)
@@ -384,3 +386,9 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
             cluster.create_owned(kube, cluster.example_state()[-1], cluster.Owned("r2"))
         assert cluster.sweep(kube, "r1", timeout=5) == []
         assert server.all_objects() == found
+        assert cluster.changed_since(names, cluster.cluster_wide_names(kube)) == []
+        # what the run label cannot find still fails the run: an unlabelled leftover, a loss
+        kube.create(_obj("rbac.authorization.k8s.io/v1", "ClusterRole", "made-by-someone-on-the-way")).expect_ok()
+        kube.delete("v1", "Namespace", "default").expect_ok()
+        assert cluster.changed_since(names, cluster.cluster_wide_names(kube)) == [
+            "left behind: ClusterRole/made-by-someone-on-the-way", "gone, though the run found it: Namespace/default"]
