@@ -262,3 +262,52 @@ async def test_sigterm_drains_first_answering_reviews_while_readyz_fails(tmp_pat
         stop.set()
         await session.close()
     assert await task == 0
+
+
+
+def _post_review(connection, uid: str) -> tuple[int, str, dict]:
+    """A review on ``connection`` (http.client: one socket, reused while the server keeps it):
+    the status, the Connection header and the body."""
+    connection.request("POST", "/validate", json.dumps(review(MODEL, uid=uid)),
+                       {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, (response.getheader("Connection") or "").lower(), json.loads(response.read())
+
+
+async def test_while_draining_every_answer_closes_its_connection(tmp_path):
+    """The apiserver keeps sending reviews on its kept-alive connections to a draining pod; one
+    closed idle at the end of the drain can cross a review on its way (an EOF). So during the
+    drain each answer says ``Connection: close`` and its connection closes: the next review
+    opens a new one, which the Service sends to a Ready pod."""
+    import http.client
+    import ssl
+
+    url, session, stop, task = await start(tmp_path, lambda settings: (ScriptedAdmitter(), {}), shutdown_delay=5.0)
+    context = ssl.create_default_context(cafile=str(tmp_path / "certs" / "ca.crt"))
+    connection = http.client.HTTPSConnection("localhost", int(url.rpartition(":")[2]), context=context, timeout=5)
+    try:
+        assert await until_ready(session, url) == 200
+        status, header, _ = await asyncio.to_thread(_post_review, connection, "before")
+        kept = connection.sock
+        assert status == 200 and header != "close" and kept is not None
+        await asyncio.to_thread(_post_review, connection, "kept-alive")
+        assert connection.sock is kept  # one connection, reused before the drain
+        stop.set()
+        deadline = time.monotonic() + 5
+        while True:  # the signal handled: /readyz fails
+            async with session.get(url + "/readyz") as r:
+                if r.status == 503:
+                    assert r.headers["Connection"].lower() == "close"
+                    break
+            assert time.monotonic() < deadline, "/readyz still passing 5 s after the signal"
+            await asyncio.sleep(0.01)
+        for uid in ("during-drain-1", "during-drain-2"):
+            status, header, body = await asyncio.to_thread(_post_review, connection, uid)
+            assert status == 200 and body["response"]["uid"] == uid and header == "close"
+            assert connection.sock is None  # closed after the answer; the next request opens another
+        assert not task.done()  # still draining: answering, on new connections only
+    finally:
+        connection.close()
+        stop.set()
+        await session.close()
+    assert await task == 0

@@ -16,6 +16,14 @@ aiohttp's keep-alive timer stays the idle bound; the header deadline is kept by
 request's headers were parsed through the server's ``request_factory`` (a public seam of
 :class:`aiohttp.web.Server`), and that its answer was written through ``finish_response``.
 
+While the pod drains (:meth:`Connections.drain`, from SIGTERM until the listener closes) each
+answer carries ``Connection: close`` and its connection closes once it is written. The apiserver
+keeps its connections to a draining pod (kube-proxy's DNAT holds an established connection
+whatever the endpoints say) and sends it reviews until that pod closes them; a connection closed
+while idle at the end of the drain can cross a review already on its way (an EOF, a failed
+write). Closed after an answer that says so, its next review opens a new connection, which the
+Service sends to a Ready pod. What stays open to the end is what no review used during the drain.
+
 Headers of a pipelined request that start arriving while the previous one is judged are
 bounded by the idle timeout rather than the header deadline (aiohttp does not say where one
 request's bytes end): such a connection costs what an idle one does. The apiserver does not
@@ -40,11 +48,13 @@ class HeaderDeadlineHandler(RequestHandler):
     """aiohttp's per-connection protocol, closing a connection whose request headers are not
     whole ``header_timeout`` seconds after their first byte (or after the connection opened)."""
 
-    __slots__ = ("header_timeout", "_event_loop", "_header_timer", "_between_requests")
+    __slots__ = ("header_timeout", "connections", "_event_loop", "_header_timer", "_between_requests")
 
-    def __init__(self, manager: web.Server, *, loop: asyncio.AbstractEventLoop, header_timeout: float, **kwargs: Any):
+    def __init__(self, manager: web.Server, *, loop: asyncio.AbstractEventLoop, header_timeout: float,
+                 connections: Connections, **kwargs: Any):
         super().__init__(manager, loop=loop, **kwargs)
         self.header_timeout = header_timeout
+        self.connections = connections
         self._event_loop = loop
         self._header_timer: asyncio.TimerHandle | None = None
         self._between_requests = True
@@ -64,6 +74,8 @@ class HeaderDeadlineHandler(RequestHandler):
         self._disarm()
 
     async def finish_response(self, request: Any, resp: Any, start_time: float | None) -> Any:
+        if self.connections.draining and isinstance(resp, web.StreamResponse) and not resp.prepared:
+            resp.force_close()  # "Connection: close", and closed once written (see the module's doc)
         try:
             return await super().finish_response(request, resp, start_time)
         finally:
@@ -98,6 +110,7 @@ class Connections:
         self.server = server
         self.idle_timeout = idle_timeout
         self.header_timeout = header_timeout
+        self.draining = False
         make_request = server.request_factory
 
         def request_factory(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
@@ -107,9 +120,13 @@ class Connections:
 
         server.request_factory = request_factory
 
+    def drain(self) -> None:
+        """From now on every answer closes its connection (see the module's doc)."""
+        self.draining = True
+
     def __call__(self) -> HeaderDeadlineHandler:
         return HeaderDeadlineHandler(self.server, loop=asyncio.get_running_loop(), header_timeout=self.header_timeout,
-                                     keepalive_timeout=self.idle_timeout, access_log=None)
+                                     connections=self, keepalive_timeout=self.idle_timeout, access_log=None)
 
 
 async def listen(

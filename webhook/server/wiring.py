@@ -396,6 +396,7 @@ async def serve(
         on_listening(port)
     await stop.wait()
 
+    connections.drain()  # every answer from now on closes its connection
     if settings.shutdown_delay > 0:
         app[STATE].readiness["shutdown"] = lambda: "shutting down"
         log.info("draining: still answering, /readyz failing",
