@@ -144,16 +144,27 @@ async def test_a_chain_that_cannot_load_is_reported_by_readyz(tmp_path):
 
 
 async def test_shutdown_finishes_in_flight_reviews_and_refuses_new_connections(tmp_path):
-    url, session, stop, task = await start(tmp_path, lambda s: (ScriptedAdmitter(), {}))
-    slow = dict(MODEL, metadata={"name": "m", "namespace": "a", "annotations": {"test/sleep": "0.8"}})
+    admitter = ScriptedAdmitter()
+    url, session, stop, task = await start(tmp_path, lambda s: (admitter, {}))
+    slow = dict(MODEL, metadata={"name": "m", "namespace": "a", "annotations": {"test/sleep": "1.5"}})
     in_flight = asyncio.create_task(session.post(url + "/validate", json=review(slow, uid="in-flight")))
-    await asyncio.sleep(0.3)
+    deadline = time.monotonic() + 5
+    while not admitter.seen:  # the review is being judged
+        assert time.monotonic() < deadline and not in_flight.done(), "the review never reached the admitter"
+        await asyncio.sleep(0.01)
     stop.set()
-    await asyncio.sleep(0.1)
     ca = (tmp_path / "certs" / "ca.crt").read_bytes()
     fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=certs.client_context(ca), force_close=True))
-    with pytest.raises(aiohttp.ClientConnectorError):
-        await fresh.get(url + "/healthz")
+    refused = False
+    while not refused:  # the listener closes while the review is still judged
+        assert not in_flight.done(), "the listener was still open when the in-flight review finished"
+        try:
+            async with fresh.get(url + "/healthz"):
+                pass
+        except aiohttp.ClientConnectorError:
+            refused = True
+        else:
+            await asyncio.sleep(0.01)
     await fresh.close()
     resp = await in_flight
     assert resp.status == 200 and (await resp.json())["response"]["uid"] == "in-flight"
