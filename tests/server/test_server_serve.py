@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import aiohttp
-import pytest
 from cryptography.hazmat.primitives import serialization
 
 from webhook import certs
