@@ -1,6 +1,6 @@
 """Every permission the chart grants, and why: the rendered (Cluster)Roles, in every
 certificate mode, must grant exactly the table below. A new verb, resource or scope fails
-here until it is added with its reason (RELIABILITY.md shows the same table). The
+here until it is added with its reason (docs/rbac.md shows the same table). The
 webhook's grants are also checked against what its code watches."""
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own
 
 
 def rows() -> str:
-    """The table RELIABILITY.md shows: each grant of the chart as rendered with its defaults, its
+    """The table docs/rbac.md shows: each grant of the chart as rendered with its defaults, its
     verbs as granted, its reason from GRANTS."""
     actual = granted({})
     lines = ["| component | scope | API group | resource | name | verbs | why |", "|---|---|---|---|---|---|---|"]
@@ -164,6 +164,6 @@ def rows() -> str:
     return "\n".join(lines)
 
 
-def test_reliability_md_shows_the_rendered_grants():
-    shown = (REPO / "RELIABILITY.md").read_text()
-    assert rows() in shown, "RELIABILITY.md's RBAC table differs from the chart: paste rows() there"
+def test_the_rbac_page_shows_the_rendered_grants():
+    shown = (REPO / "docs" / "rbac.md").read_text()
+    assert rows() in shown, "docs/rbac.md's table differs from the chart: paste rows() there"
