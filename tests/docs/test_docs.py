@@ -309,6 +309,43 @@ def test_every_proof_reliability_names_exists():
     assert named > 100 and missing == [], f"RELIABILITY.md names proofs that do not exist: {missing}"
 
 
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def broken_links(document: str, text: str) -> list[str]:
+    """The relative links of ``text`` (``document``'s, Markdown) whose file, or heading in it, is
+    not there; links in code blocks and to other sites are not followed."""
+    broken = []
+    for link in _LINK.findall(_FENCE.sub("", text)):
+        if "://" in link or link.startswith("mailto:"):
+            continue
+        path, _, anchor = link.partition("#")
+        target = (REPO / document).parent / path if path else REPO / document
+        if not target.exists():
+            broken.append(link)
+        elif anchor and target.suffix == ".md":
+            headings = [_slug(line.lstrip("#")) for line in target.read_text().splitlines() if line.startswith("#")]
+            if anchor not in headings:
+                broken.append(link)
+    return broken
+
+
+def test_the_link_check_finds_a_broken_link():
+    text = "[a](docs/limits.md) [b](docs/nowhere.md) [c](ARCHITECTURE.md#the-ladder-routes-a-crd-rule-takes) " \
+           "[d](#no-such-heading) [e](https://example.com/x)\n```\n[f](gone.md)\n```\n"
+    assert broken_links("README.md", text) == ["docs/nowhere.md", "#no-such-heading"]
+
+
+@pytest.mark.parametrize("document", NAMED_IN)
+def test_every_link_resolves(document):
+    assert broken_links(document, (REPO / document).read_text()) == []
+
+
 def test_the_readme_leads_and_links_every_page():
     """README.md is short (what it is, the two commands, a tour) and links every page of
     ``docs/``, where the reference lives."""
