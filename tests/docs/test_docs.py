@@ -383,6 +383,17 @@ def test_every_module_architecture_names_exists():
     assert len(paths) > 50 and missing == [], f"ARCHITECTURE.md names modules that do not exist: {missing}"
 
 
+_BARE_MODULE = re.compile(r"(?<![\w/.-])([a-z_][a-z0-9_]*\.py)(?![\w/])")
+
+
+def test_every_module_architecture_names_by_its_file_name_exists():
+    """A module ARCHITECTURE.md names by its file name alone (``batch_path.py`` in a path or a
+    package's table) is a module of ``webhook/`` (or, in the tests' section, of ``tests/``)."""
+    named = set(_BARE_MODULE.findall((REPO / "ARCHITECTURE.md").read_text()))
+    files = {p.name for folder in ("webhook", "tests") for p in (REPO / folder).rglob("*.py")}
+    assert len(named) > 50 and sorted(named - files) == []
+
+
 def test_the_architecture_check_finds_a_missing_module():
     paths, dotted = _architecture_modules("webhook/server/http.py → policy/nowhere.py, webhook.cel.nowhere, state/\n")
     assert paths == {"webhook/server/http.py", "policy/nowhere.py"} and dotted == {"webhook.cel.nowhere"}
