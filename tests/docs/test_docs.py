@@ -394,6 +394,40 @@ def test_every_module_architecture_names_by_its_file_name_exists():
     assert len(named) > 50 and sorted(named - files) == []
 
 
+_MEMBER = re.compile(r"(?<![\w.])([A-Z][A-Za-z0-9]+)\.([a-z_][a-z0-9_]*)\b")
+
+
+@cache
+def _class_members() -> dict[str, frozenset[str]]:
+    """Every class of ``webhook/`` by name: what its body defines and what its methods set on
+    ``self``."""
+    members: dict[str, set[str]] = {}
+    for path in (REPO / "webhook").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = members.setdefault(node.name, set())
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(item.name)
+                elif isinstance(item, ast.Assign):
+                    names |= {target.id for target in item.targets if isinstance(target, ast.Name)}
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    names.add(item.target.id)
+            names |= {sub.attr for sub in ast.walk(node) if isinstance(sub, ast.Attribute)
+                      and isinstance(sub.value, ast.Name) and sub.value.id == "self" and isinstance(sub.ctx, ast.Store)}
+    return {name: frozenset(found) for name, found in members.items()}
+
+
+def test_every_method_architecture_names_exists():
+    """``Class.member`` in ARCHITECTURE.md (``Scheduler.judge_if_quick``, ``KubeApi.apply_status``
+    in the paths) is a class of ``webhook/`` with that member."""
+    named = set(_MEMBER.findall((REPO / "ARCHITECTURE.md").read_text()))
+    members = _class_members()
+    missing = sorted(f"{cls}.{member}" for cls, member in named if member not in members.get(cls, ()))
+    assert len(named) > 10 and missing == [], f"ARCHITECTURE.md names members that do not exist: {missing}"
+
+
 def test_the_architecture_check_finds_a_missing_module():
     paths, dotted = _architecture_modules("webhook/server/http.py → policy/nowhere.py, webhook.cel.nowhere, state/\n")
     assert paths == {"webhook/server/http.py", "policy/nowhere.py"} and dotted == {"webhook.cel.nowhere"}
