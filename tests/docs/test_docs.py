@@ -428,6 +428,36 @@ def test_every_method_architecture_names_exists():
     assert len(named) > 10 and missing == [], f"ARCHITECTURE.md names members that do not exist: {missing}"
 
 
+_SNAKE = re.compile(r"(?<![\w./-])(_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+|_[a-z][a-z0-9]*)(?![\w/.-])")
+
+
+@cache
+def _defined_anywhere() -> frozenset[str]:
+    """Every function, class, variable and attribute ``webhook/`` defines, and the ladder's
+    route names (``cel_expr``, ``object_batch``)."""
+    names = set()
+    for path in (REPO / "webhook").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, (ast.Name, ast.Attribute)):
+                        names.add(target.id if isinstance(target, ast.Name) else target.attr)
+    from webhook.cel.ladder import LADDER
+
+    return frozenset(names | {route.name for route in LADDER})
+
+
+def test_every_function_the_paths_name_exists():
+    """The names in ARCHITECTURE.md's diagrams (``_review``, ``judge_document``,
+    ``applied_unchanged``) are defined in ``webhook/``."""
+    text = "\n".join(_FENCE.findall((REPO / "ARCHITECTURE.md").read_text()))
+    named = set(_SNAKE.findall(text))
+    missing = sorted(named - _defined_anywhere())
+    assert len(named) > 10 and missing == [], f"ARCHITECTURE.md's paths name what does not exist: {missing}"
+
+
 def test_the_architecture_check_finds_a_missing_module():
     paths, dotted = _architecture_modules("webhook/server/http.py → policy/nowhere.py, webhook.cel.nowhere, state/\n")
     assert paths == {"webhook/server/http.py", "policy/nowhere.py"} and dotted == {"webhook.cel.nowhere"}
