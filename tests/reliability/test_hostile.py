@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,6 +109,18 @@ def test_three_mib_string_quoted_by_a_policy_message(server, path):
         assert not response["allowed"]
         assert response["status"]["message"].startswith('spec.engine: Unsupported value: "VLLM": url "ollama://aaa')
         assert response["status"]["message"].endswith("more characters)")
+
+
+def test_a_denial_quoting_a_huge_field_is_logged_clipped(server, caplog):
+    """The log line of that denial carries at most 1 KiB of its message, saying how much was
+    left out: a hostile object does not flood the logs either."""
+    obj = with_spec(MODEL, url="ollama://" + "a" * (3 * MiB - 4096), engine="VLLM")
+    obj["spec"].pop("cacheProfile")
+    with caplog.at_level(logging.INFO, logger="infergate.server"):
+        response, _ = judge(server, obj)
+    assert not response["allowed"]
+    logged = [r.fields["message"] for r in caplog.records if r.getMessage() == "denied"]
+    assert logged and all(len(m) <= 1024 and m.endswith("more characters)") for m in logged), logged
 
 
 def test_ten_thousand_element_set_with_per_item_regex_rules(server):
