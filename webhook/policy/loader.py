@@ -173,3 +173,25 @@ def load_directory(directory: Path, evaluator: Evaluator, schemas: KindSchemas |
     if problems:
         raise PolicyLoadError(problems)
     return policies
+
+
+def compile_policy(model: AdmissionPolicy, file: str, evaluator: Evaluator) -> CompiledPolicy:
+    """A policy already loaded (and checked) from ``file``, compiled again from ``model``: what
+    the webhook runs once some of its rules are left to the apiserver
+    (``webhook.policy.handed_over``). An expression that does not compile raises
+    ``PolicyLoadError``."""
+    problems: list[str] = []
+
+    def compile_(source: str, path: tuple[Any, ...]) -> Expression:
+        where = f"{file}: {_dotted(path)}"
+        try:
+            program = evaluator.compile(source, CEL_VARIABLES, mixed_literals=True)
+        except CelCompileError as exc:
+            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
+            program = None
+        return Expression(program, source, where, evaluator.routes)
+
+    compiled = CompiledPolicy(model, compile_, file, evaluator)
+    if problems:
+        raise PolicyLoadError(problems)
+    return compiled

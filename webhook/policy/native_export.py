@@ -96,6 +96,10 @@ class Kept:
 class Export:
     objects: list[dict[str, Any]] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
+    # each generated ValidatingAdmissionPolicy's policy and the rules it holds
+    # (``validations[i]``, ``warnings[i]``, ``auditAnnotations[i]``): what the webhook may leave
+    # to the apiserver once it enforces them (``webhook.policy.native_handover``)
+    rules: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def as_list(self) -> dict[str, Any]:
         """The objects as a ``v1`` ``List`` (what ``kubectl get -o json`` prints)."""
@@ -673,6 +677,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
                                         for r in annotating]
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy",
                                "metadata": meta(vap_name), "spec": body})
+        result.rules[vap_name] = (name, tuple(r.name for r in denying + annotating))
         for binding_name, actions, selector in _bindings(vap_name, regions):
             binding: dict[str, Any] = {"policyName": vap_name, **param_ref(body), "validationActions": actions}
             if selector is not None:
@@ -688,6 +693,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
         body["validations"] = [_validation(spec.warnings[r.index]) for r in warning]
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicy",
                                "metadata": meta(vap_name), "spec": body})
+        result.rules[vap_name] = (name, tuple(r.name for r in warning))
         result.objects.append({"apiVersion": API_VERSION, "kind": "ValidatingAdmissionPolicyBinding",
                                "metadata": meta(vap_name),
                                "spec": {"policyName": vap_name, **param_ref(body), "validationActions": ["Warn"]}})
