@@ -193,6 +193,8 @@ DECLARATIONS: tuple[Declaration, ...] = (
     Declaration(_ADMISSION, "MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings", False, ("v1",),
                 written_by=_NATIVE_POLICIES),
     Declaration("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", False, ("v1",)),
+    # the owner of what the controller generates with --native-policies (read by name, for its uid)
+    Declaration("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", False, ("v1",)),
 )
 
 _BY_GROUP_KIND = {(d.group, d.kind): d for d in DECLARATIONS}
@@ -260,6 +262,10 @@ VALIDATING_ADMISSION_POLICY_BINDING = _declaration(_ADMISSION, "ValidatingAdmiss
 MUTATING_ADMISSION_POLICY = _declaration(_ADMISSION, "MutatingAdmissionPolicy").read_as
 MUTATING_ADMISSION_POLICY_BINDING = _declaration(_ADMISSION, "MutatingAdmissionPolicyBinding").read_as
 CUSTOM_RESOURCE_DEFINITION = _declaration("apiextensions.k8s.io", "CustomResourceDefinition").read_as
+# ``--native-policies``: the ConfigMap of the controller's dry-run probe, and the Helm-managed
+# ClusterRole that owns the generated objects (``webhook.controller.native_policies``)
+CONFIG_MAP = _declaration("", "ConfigMap").read_as
+CLUSTER_ROLE = _declaration("rbac.authorization.k8s.io", "ClusterRole").read_as
 
 # Written (status) by the controller, when --status-writes lets it.
 OWNED: tuple[Kind, ...] = tuple(d.status_kind for d in DECLARATIONS if d.status_kind is not None)

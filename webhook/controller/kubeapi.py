@@ -67,12 +67,13 @@ class KubeApi:
         self.writes = 0  # status writes, for metrics and tests
 
     def _request(self, method: str, path: str, body: Mapping | None = None, *,
-                 content_type: str = "application/json", force: bool = False) -> dict[str, Any]:
+                 content_type: str = "application/json", force: bool = False,
+                 field_manager: str = FIELD_MANAGER, query: list[tuple[str, str]] | None = None) -> dict[str, Any]:
         headers = {"Accept": "application/json"}
-        query = []
+        query = list(query or ())
         if body is not None:
             headers["Content-Type"] = content_type
-            query.append(("fieldManager", FIELD_MANAGER))
+            query.append(("fieldManager", field_manager))
         if force:
             query.append(("force", "true"))
         request = self.api_client.param_serialize(
@@ -130,6 +131,34 @@ class KubeApi:
         result = self._request("PATCH", path, body, content_type=APPLY_PATCH, force=kind in FORCED)
         self.writes += 1
         return result
+
+    def list(self, kind: Kind, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (cluster-wide) that ``label_selector`` selects."""
+        query = [("labelSelector", label_selector)] if label_selector else []
+        listing = self._request("GET", object_path(kind), query=query)
+        items = listing.get("items") or []
+        for item in items:
+            item.setdefault("apiVersion", kind.api_version)
+            item.setdefault("kind", kind.kind)
+        return items
+
+    def apply(self, kind: Kind, obj: Mapping, field_manager: str) -> dict[str, Any]:
+        """Server-side apply of the whole object ``obj`` under ``field_manager``, forced: the
+        fields it sets are its own (a field it set before and leaves out is removed)."""
+        meta = obj.get("metadata") or {}
+        return self._request("PATCH", object_path(kind, meta.get("name"), meta.get("namespace")), obj,
+                             content_type=APPLY_PATCH, force=True, field_manager=field_manager)
+
+    def merge_patch(self, kind: Kind, name: str, patch: Mapping, field_manager: str,
+                    namespace: str | None = None) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386: ``null`` removes a field)."""
+        return self._request("PATCH", object_path(kind, name, namespace), patch,
+                             content_type="application/merge-patch+json", field_manager=field_manager)
+
+    def dry_run_create(self, kind: Kind, obj: Mapping, namespace: str | None = None) -> dict[str, Any]:
+        """A create with ``dryRun=All``: admitted (the object as it would be stored) or refused
+        (``ApiError`` with the apiserver's message); nothing is stored."""
+        return self._request("POST", object_path(kind, None, namespace), obj, query=[("dryRun", "All")])
 
     def served_resources(self, api_version: str) -> set[str]:
         """The resource names (plurals) the apiserver serves for ``api_version``; empty when

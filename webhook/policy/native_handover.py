@@ -125,9 +125,11 @@ def probe_request(token: str, namespace: str) -> dict[str, Any]:
 
 def probe_denied(message: str, token: str) -> bool:
     """Whether a refusal's message is the probe's denial of the set ``token``: the apiserver's
-    own prefix (``validating.policyDecision`` wording) and the probe's message."""
+    own words, ``configmaps "<name>" is forbidden: ValidatingAdmissionPolicy 'infergate-probe'
+    with binding 'infergate-probe' denied request: <the probe's message>`` (the Status it answers
+    with the reason Invalid, 422; recorded in tests/controller/data/native-probe-denial.json)."""
     prefix = DENIAL_PREFIX.format(policy=PROBE_NAME, binding=PROBE_NAME)
-    return message == f"{prefix}{PROBE_MESSAGE} ({token})"
+    return message.endswith(f": {prefix}{PROBE_MESSAGE} ({token})")
 
 
 def contains(stored: Any, wanted: Any) -> bool:

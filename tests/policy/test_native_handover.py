@@ -1,0 +1,182 @@
+"""Handing rules over to the apiserver (``webhook.policy.native_handover``,
+``webhook.policy.handed_over``), against what a real kube-apiserver v1.36 stored and answered
+(``data/native-handover/recorded.json``, ``scripts/record_native_handover.py``): the controller's
+objects as the apiserver stores them (its defaults added) are recognised as the webhook's own; the
+probe's denial is recognised by its words; the webhook leaves exactly the marked rules to the
+apiserver, so a write gets each denial and warning once, and evaluates them again when a mark is
+stale, missing, or its VAP or binding is changed or gone."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from webhook.admission.chain import AdmissionChain
+from webhook.admission.review import AdmissionRequest
+from webhook.cel import Evaluator
+from webhook.inputs.policies import PolicySource, load_policy_directory
+from webhook.policy.handed_over import HandedOverPolicies
+from webhook.policy.native_export import export, kind_resources
+from webhook.policy.native_handover import (ENFORCED_ANNOTATION, content_hash, enforced_rules, generated,
+                                            in_cluster, marks, probe_denied, probe_objects, stored_key,
+                                            without_rules)
+from webhook.schema.bundled import known_kinds
+from webhook.schema.registry import CRDRegistry
+from webhook.state import FileState
+
+DATA = Path(__file__).parent / "data" / "native-handover"
+EVALUATOR = Evaluator()
+RESOURCES = kind_resources(known_kinds())
+
+
+@cache
+def recorded() -> dict:
+    return json.loads((DATA / "recorded.json").read_text())
+
+
+def stored() -> dict:
+    return {stored_key(o): copy.deepcopy(o) for o in recorded()["stored"]}
+
+
+def directory():
+    return load_policy_directory(PolicySource(DATA / "policies"), EVALUATOR)
+
+
+def exported():
+    policies = directory().current()
+    return export([p.definition for p in policies.policies if getattr(p, "definition", None)], RESOURCES)
+
+
+def test_the_recording_is_of_the_current_generator():
+    result = exported()
+    assert recorded()["token"] == content_hash(generated(result))
+    assert recorded()["writes"] == {"first round": 8, "second round": 0}  # 4 objects, the probe's 2, 2 marks
+    for name, mark in marks(result).items():
+        vap = stored()[("ValidatingAdmissionPolicy", name)]
+        assert vap["metadata"]["annotations"][ENFORCED_ANNOTATION] == mark
+
+
+def test_stored_objects_marked_as_generated_hand_their_rules_over():
+    assert enforced_rules(exported(), stored()) == {"s2-native-demo": frozenset({"validations[0]", "warnings[0]"})}
+
+
+@pytest.mark.parametrize("change", ["no mark", "stale mark", "vap edited", "binding edited", "binding gone", "vap gone"])
+def test_anything_but_the_generated_marked_objects_hands_nothing_over(change):
+    objects = stored()
+    vap = objects[("ValidatingAdmissionPolicy", "infergate-s2-native-demo")]
+    binding = ("ValidatingAdmissionPolicyBinding", "infergate-s2-native-demo")
+    if change == "no mark":
+        del vap["metadata"]["annotations"][ENFORCED_ANNOTATION]
+    elif change == "stale mark":
+        vap["metadata"]["annotations"][ENFORCED_ANNOTATION] = "0123456789abcdef"
+    elif change == "vap edited":
+        vap["spec"]["validations"][0]["expression"] = "true"
+    elif change == "binding edited":
+        objects[binding]["spec"]["validationActions"] = ["Warn"]
+    elif change == "binding gone":
+        del objects[binding]
+    else:
+        del objects[("ValidatingAdmissionPolicy", "infergate-s2-native-demo")]
+    # the -warn pair is untouched: its warning alone is handed over
+    assert enforced_rules(exported(), objects) == {"s2-native-demo": frozenset({"warnings[0]"})}
+
+
+def test_the_probe_denial_is_recognised_by_the_apiservers_words():
+    answer = recorded()["probe"]
+    assert answer["code"] == 422 and answer["body"]["reason"] == "Invalid"
+    assert probe_denied(answer["body"]["message"], recorded()["token"])
+    assert not probe_denied(answer["body"]["message"], "0123456789abcdef")
+    assert not probe_denied(recorded()["denied"]["body"]["message"], recorded()["token"])
+    # the probe selects nothing but the token's ConfigMaps
+    vap, binding = probe_objects(recorded()["token"])
+    selector = {"matchLabels": {"infergate.io/probe": recorded()["token"]}}
+    assert vap["spec"]["matchConstraints"]["objectSelector"] == selector
+    assert binding["spec"]["matchResources"]["objectSelector"] == selector
+
+
+def test_in_cluster_objects_carry_the_owner_and_only_vaps_the_mark():
+    owner = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "infergate-controller-native-policies", "uid": "u-1"}}
+    objects = in_cluster(generated(exported()), owner, "m")
+    assert objects and all(o["metadata"]["ownerReferences"] == [{**{k: owner[k] for k in ("apiVersion", "kind")},
+                                                                  "name": owner["metadata"]["name"], "uid": "u-1"}]
+                           for o in objects)
+    assert {o["kind"] for o in objects if ENFORCED_ANNOTATION in o["metadata"].get("annotations", {})} \
+        == {"ValidatingAdmissionPolicy"}
+
+
+def request(labels: dict) -> AdmissionRequest:
+    obj = {"apiVersion": "kubeai.org/v1", "kind": "Model",
+           "metadata": {"name": "s2-demo", "namespace": "s2-native", "labels": {"s2-native": "true", **labels}},
+           "spec": {"features": ["TextGeneration"], "url": "hf://org/model", "engine": "VLLM",
+                    "resourceProfile": "cpu:1", "targetRequests": 100, "scaleDownDelaySeconds": 30}}
+    return AdmissionRequest.model_validate({
+        "uid": "1", "kind": {"group": "kubeai.org", "version": "v1", "kind": "Model"},
+        "resource": {"group": "kubeai.org", "version": "v1", "resource": "models"},
+        "namespace": "s2-native", "name": "s2-demo", "operation": "CREATE", "object": obj,
+        "userInfo": {"username": "u"}})
+
+
+def handed_over(objects: dict) -> tuple[HandedOverPolicies, AdmissionChain]:
+    policies = HandedOverPolicies(directory(), lambda: objects, EVALUATOR, RESOURCES)
+    policies.refresh()
+    return policies, AdmissionChain(CRDRegistry.shipped(evaluator=EVALUATOR), policies, FileState(objects=[]))
+
+
+def test_the_webhook_leaves_marked_rules_to_the_apiserver_no_double_denial_or_warning():
+    # what the apiserver answered with the generated objects in force (and no webhook)
+    denied, warned = recorded()["denied"], recorded()["warned"]
+    assert denied["code"] == 422 and denied["body"]["message"].endswith(
+        "denied request: s2: the label s2-bad is refused")
+    assert len(warned["warnings"]) == 1 and warned["warnings"][0].endswith(": s2: the label s2-odd is odd\"")
+
+    _, chain = handed_over({})  # nothing in the cluster: the webhook evaluates every rule
+    result = chain.admit(request({"s2-bad": "x", "s2-odd": "y"}), mutating=False)
+    assert not result.allowed and "s2: the label s2-bad is refused" in result.status["message"]
+    assert any("s2: the label s2-odd is odd" in w for w in result.warnings)
+
+    policies, chain = handed_over(stored())  # as recorded: both VAPs marked
+    assert policies.handed_over == {"s2-native-demo": frozenset({"validations[0]", "warnings[0]"})}
+    result = chain.admit(request({"s2-bad": "x", "s2-odd": "y"}), mutating=False)
+    assert result.allowed and not result.warnings  # the apiserver's denial and warning, each once
+
+
+def test_a_mark_going_brings_the_rules_back_at_the_next_refresh():
+    objects = stored()
+    policies, chain = handed_over(objects)
+    assert chain.admit(request({"s2-bad": "x"}), mutating=False).allowed
+    del objects[("ValidatingAdmissionPolicy", "infergate-s2-native-demo")]["metadata"]["annotations"][ENFORCED_ANNOTATION]
+    assert policies.refresh()
+    assert not chain.admit(request({"s2-bad": "x"}), mutating=False).allowed
+
+
+def test_a_reload_brings_every_rule_back_until_the_next_refresh(tmp_path):
+    import shutil
+
+    shutil.copytree(DATA / "policies", tmp_path / "policies")
+    base = load_policy_directory(PolicySource(tmp_path / "policies"), EVALUATOR)
+    objects = stored()
+    policies = HandedOverPolicies(base, lambda: objects, EVALUATOR, RESOURCES)
+    policies.refresh()
+    assert policies.current() is not base.current()
+    file = tmp_path / "policies" / "demo.yaml"
+    file.write_text(file.read_text() + "\n")  # same policies, a new set
+    import os
+
+    os.utime(file, ns=(1, 1))
+    assert base.poll()
+    assert policies.current() is base.current()  # every rule, until the refresh has looked
+    policies.refresh()
+    assert policies.current() is not base.current()
+
+
+def test_without_rules_keeps_every_rules_place():
+    policy = directory().current().policies[0].definition
+    reduced = without_rules(policy, frozenset({"warnings[0]"}))
+    assert reduced.spec.warnings[0].expression == "true"
+    assert reduced.spec.validations == policy.spec.validations
+    assert len(reduced.spec.warnings) == len(policy.spec.warnings)
