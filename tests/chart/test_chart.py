@@ -51,7 +51,8 @@ NATIVE_AUDIT = {"audit": {"nativePolicies": True},
                                               "verbs": ["get", "list", "watch"]}]}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
               "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS,
-              "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}, "native-audit": NATIVE_AUDIT}
+              "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}, "native-audit": NATIVE_AUDIT,
+              "native-policies": {"policies": {"native": {"enabled": True}}}}
 # kinds that are not Kubernetes' own (no JSON schema in kubernetes-validate): checked by hand below
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
@@ -438,11 +439,19 @@ def test_rbac_is_least_privilege(name):
             assert writes <= {"create", "patch"}
         elif resources <= REPORTS:  # the audit's reports: created and replaced, never deleted
             assert writes <= {"create", "update"}, (role, rule)
+        elif resources <= NATIVE_POLICIES:  # policies.native: the controller's generated objects
+            assert name == "native-policies" and role.endswith("-controller-native-policies"), (role, rule)
+            assert writes == {"create", "patch", "delete"}, (role, rule)
+        elif resources == {"configmaps"}:  # policies.native: the dry-run probe, in the release namespace
+            assert name == "native-policies" and writes == {"create"} and role.endswith("-native-policies-probe")
+            (owner,) = [o for o in objects(name) if o["metadata"]["name"] == role and o["kind"] == "Role"]
+            assert owner["metadata"]["namespace"] == NAMESPACE
         else:
             assert all(r.endswith("/status") for r in resources), (role, rule)  # status of owned kinds only
 
 
 REPORTS = {"reports", "clusterreports", "policyreports", "clusterpolicyreports"}
+NATIVE_POLICIES = {"validatingadmissionpolicies", "validatingadmissionpolicybindings"}
 
 
 def test_cluster_wide_secret_and_configmap_access_is_read_only_or_named():
@@ -456,7 +465,7 @@ def test_cluster_wide_secret_and_configmap_access_is_read_only_or_named():
 
 def test_rbac_rules_carry_a_reason_per_verb():
     """Each rule in the RBAC templates is justified by a comment (reviewers read the template)."""
-    for template in ("rbac-webhook.yaml", "rbac-controller.yaml"):
+    for template in ("rbac-webhook.yaml", "rbac-controller.yaml", "rbac-native-policies.yaml"):
         lines = (CHART / "templates" / template).read_text().splitlines()
         for i, line in enumerate(lines):
             if line.lstrip().startswith("- apiGroups:"):
@@ -843,3 +852,54 @@ def test_webhook_processes_follow_the_cpu_request_unless_set():
         (variable,) = [e for e in container["env"] if e["name"] == "INFERGATE_CPU_REQUEST_MILLICORES"]
         assert variable["valueFrom"]["resourceFieldRef"] == {"containerName": "webhook", "resource": "requests.cpu",
                                                               "divisor": "1m"}
+
+
+def test_native_policies_wire_the_controller_the_webhook_and_their_rbac():
+    """policies.native.enabled: the controller exports from the webhook's policies and actions, owned
+    by the ClusterRole rendered only then (so turning the value off or uninstalling deletes the
+    generated objects through the garbage collector); the webhook leaves the marked rules to the
+    apiserver; the RBAC is exactly what the two do, and nothing of it is rendered by default."""
+    import argparse
+
+    from webhook import kinds
+    from webhook.controller.runner import add_arguments
+    from webhook.inputs.watches import native_policy_watches
+    from webhook.server.command import add_arguments as serve_arguments
+    from webhook.apiversion import group_of
+
+    for name in VALUE_SETS:
+        if name != "native-policies":
+            names = [o["metadata"]["name"] for o in objects(name)]
+            assert not [n for n in names if n.endswith("native-policies") or n.endswith("native-policies-probe")], name
+    name = "native-policies"
+    (container,) = one(name, "Deployment", "-controller")["spec"]["template"]["spec"]["containers"]
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_arguments(parser)
+    args = parser.parse_args(container["args"][1:])
+    owner = one(name, "ClusterRole", "-controller-native-policies")
+    assert args.native_policies and args.native_policies_owner == owner["metadata"]["name"]
+    (webhook_container,) = webhook_deployment(name)["spec"]["template"]["spec"]["containers"]
+    serve = argparse.ArgumentParser(exit_on_error=False)
+    serve_arguments(serve)
+    served = serve.parse_args(webhook_container["args"][1:])
+    assert served.native_policies and served.kube_state
+    assert args.policies == served.policies_dir and args.policy_actions == (served.policy_actions or [])
+    # the controller: its generated kinds listed, applied, deleted; its owner read by name; the probe
+    controller = {(g, r, v) for rule in owner["rules"] if not rule.get("resourceNames")
+                  for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    generated = {(k.group, k.plural) for k in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)}
+    assert controller == {(g, r, v) for g, r in generated for v in ("list", "create", "patch", "delete")}
+    assert [r for r in owner["rules"] if r.get("resourceNames")] == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "resourceNames": [owner["metadata"]["name"]], "verbs": ["get"]}]
+    probe = one(name, "Role", "-native-policies-probe")
+    assert probe["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    # the webhook: a watch of each generated kind
+    webhook = grants(name, f"{RELEASE}-native-policies")
+    assert webhook == {(group_of(w.api_version), w.plural, v) for w in native_policy_watches()
+                       for v in ("get", "list", "watch")}
+    for binding_kind in ("ClusterRoleBinding", "RoleBinding"):
+        for binding in [o for o in objects(name) if o["kind"] == binding_kind and "native-policies" in o["metadata"]["name"]]:
+            assert binding["roleRef"]["name"] == binding["metadata"]["name"]
+            (subject,) = binding["subjects"]
+            assert subject["name"] == (f"{RELEASE}-controller" if "controller" in binding["metadata"]["name"] else RELEASE)

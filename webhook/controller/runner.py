@@ -439,6 +439,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--audit-max-results", type=int, default=AuditSettings.max_results, metavar="N",
                         help=f"results kept per report, the rest counted in its summary (default "
                              f"{AuditSettings.max_results})")
+    parser.add_argument("--native-policies", action=argparse.BooleanOptionalAction, default=False,
+                        help="apply the policies' rules the apiserver can run itself as ValidatingAdmissionPolicies "
+                             "and bindings (infergate native-policies), prove them enforced with a dry-run probe and "
+                             "mark them so the webhook (serve --native-policies) leaves them to the apiserver; "
+                             "docs/native-policies.md (default: off)")
+    parser.add_argument("--native-policies-owner", default=None, metavar="CLUSTERROLE",
+                        help="the ClusterRole that owns the generated objects (the chart's: uninstalling it "
+                             "deletes them through the garbage collector; default: no owner)")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve /healthz, /readyz and /metrics on this port (default: off)")
     parser.add_argument("--log-level", default="info", type=command_line.log_level, metavar="LEVEL",
@@ -512,6 +520,11 @@ class ControllerConfig:
     metrics_port: int = 0  # 0: no /healthz, /readyz and /metrics
     # the audit also judges by the cluster's own ValidatingAdmissionPolicies (``--audit-native-policies``)
     audit_native_policies: bool = False
+    # the policies' exportable rules applied as ValidatingAdmissionPolicies, probed and marked
+    # (``--native-policies``; ``webhook.controller.native_policies``), owned by this ClusterRole
+    native_policies: bool = False
+    native_policies_owner: str | None = None
+    native_probe_namespace: str = "default"  # where the probe's dry-run ConfigMap is created
 
     @classmethod
     def from_flags(cls, args: argparse.Namespace, evaluator: Evaluator,
@@ -542,6 +555,9 @@ class ControllerConfig:
             policies=PolicySource(Path(args.policies) if args.policies else None, tuple(args.policy_actions)),
             metrics_port=args.metrics_port,
             audit_native_policies=args.audit_native_policies,
+            native_policies=args.native_policies,
+            native_policies_owner=args.native_policies_owner,
+            native_probe_namespace=args.lease_namespace or environ.get("POD_NAMESPACE") or "default",
         )
 
 
@@ -581,7 +597,7 @@ def _background_audit(state, api: KubeApi, policies, settings: AuditSettings, me
 
 
 async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
-    """``policies``: the audit's (None: no audit)."""
+    """``policies``: the audit's and the generated native policies' (None: neither)."""
     identity = config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
     api = KubeApi(api_client, timeout=10)
     served = await asyncio.to_thread(served_kinds, api)
@@ -595,7 +611,7 @@ async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
 
     def watch_list(policy_set=None):
         params = None if not audit_native else native.param_kinds if native is not None else frozenset()
-        return controller_watches(watched, policies is not None, policy_set, params)
+        return controller_watches(watched, config.audit is not None and policies is not None, policy_set, params)
 
     audit_native = policies is not None and config.audit_native_policies
     state = KubeState(api_client, watch_list(policies.current() if policies is not None else None))
@@ -623,15 +639,22 @@ async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
         await web.TCPSite(health, port=config.metrics_port).start()
     audit = None if policies is None or config.audit is None else \
         _background_audit(state, api, native or policies, config.audit, metrics, elector)
+    generated = None
+    if config.native_policies:
+        from webhook.controller.native_policies import NativePolicies
+        from webhook.policy.native_export import kind_resources
+
+        generated = NativePolicies(api, policies, kind_resources(bundled.known_kinds()),
+                                   owner=config.native_policies_owner, namespace=config.native_probe_namespace,
+                                   poll=audit is None,  # (else the audit polls the policies)
+                                   leading=(lambda: True) if elector is None else (lambda: elector.leading))
     state.start()
     try:
-        log.info("controller %s started (leader election %s, background audit %s)", identity,
-                 "on" if elector else "off",
-                 ("on, with the cluster's ValidatingAdmissionPolicies" if native else "on") if audit else "off")
-        if audit is None:
-            await controller.run(stop)
-        else:
-            await asyncio.gather(controller.run(stop), audit.run(stop))
+        log.info("controller %s started (leader election %s, background audit %s, generated native policies %s)",
+                 identity, "on" if elector else "off",
+                 ("on, with the cluster's ValidatingAdmissionPolicies" if native else "on") if audit else "off",
+                 "on" if generated else "off")
+        await asyncio.gather(controller.run(stop), *(loop_.run(stop) for loop_ in (audit, generated) if loop_))
     finally:
         await asyncio.to_thread(state.stop)
         if health is not None:
@@ -663,7 +686,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return command_line.error(f"controller: {exc}")
     policies = None
-    if config.audit is not None:
+    if config.audit is not None or config.native_policies:
         try:
             policies = _policies(config.policies, config.evaluator)
         except ValueError as exc:

@@ -75,10 +75,19 @@ def read_lookups(policies: Any = None) -> tuple[WatchedKind, ...]:
     return watches_for(lookup_watches(), kinds_read(policies.policies))
 
 
-def webhook_watches(policies: Any = None) -> tuple[WatchedKind, ...]:
+def native_policy_watches() -> tuple[WatchedKind, ...]:
+    """``--native-policies``: the ValidatingAdmissionPolicies and bindings labelled managed-by
+    infergate (``webhook.policy.native_handover``)."""
+    from webhook.policy.native_handover import MANAGED_BY_SELECTOR
+
+    return tuple(WatchedKind(k.api_version, k.kind, k.plural, label_selector=MANAGED_BY_SELECTOR)
+                 for k in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING))
+
+
+def webhook_watches(policies: Any = None, *, native: bool = False) -> tuple[WatchedKind, ...]:
     """What the webhook's watch cache watches: what the ``policies`` read (None: every lookup
-    kind), and the CRDs of the kinds it judges."""
-    return read_lookups(policies) + crd_watches()
+    kind), the CRDs of the kinds it judges, and with ``native`` the generated VAPs and bindings."""
+    return read_lookups(policies) + crd_watches() + (native_policy_watches() if native else ())
 
 
 def native_policy_watches(param_kinds: Iterable[tuple[str, str]] = ()) -> tuple[WatchedKind, ...]:

@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
            "actions}, ...]} (repeatable; see policies/README.md)")
     a("--state-dir", help="cluster state as YAML files (default: the example state in examples/state)")
     a("--kube-state", action="store_const", const=True, help="watch the cluster for its state instead of files")
+    a("--native-policies", action="store_const", const=True,
+      help="with --kube-state: leave to the apiserver the rules of the ValidatingAdmissionPolicies the controller "
+           "generated and marked enforced (controller --native-policies; docs/native-policies.md)")
     a("--failure-mode", choices=["deny", "allow"], help="answer on internal timeout or error (default deny)")
     a("--default-timeout", type=float, help="seconds allowed when the apiserver sends no ?timeout= (default 10)")
     a("--max-body-bytes", type=int, help="largest accepted request body, else 413 (default 7 MiB: a review carries "
@@ -93,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         for problem in problems:
             command_line.error(problem)
         return command_line.USAGE
+    if settings.native_policies and not settings.kube_state:
+        return command_line.error("serve: --native-policies needs --kube-state (the marks are read from the cluster)")
     if problem := policy_actions_problem(settings):
         return command_line.error(problem)
     try:

@@ -58,6 +58,9 @@ class Settings(BaseModel):
     policy_actions: list[str] = Field(default_factory=list)
     state_dir: Path | None = None  # None: the example cluster state (examples/)
     kube_state: bool = False  # watch the cluster instead of reading state_dir
+    # leave to the apiserver the rules whose generated ValidatingAdmissionPolicies the controller
+    # marked enforced (webhook.policy.handed_over); needs kube_state
+    native_policies: bool = False
 
     # Request handling.
     max_body_bytes: int = Field(7 * MiB, gt=0)

@@ -106,9 +106,11 @@ def _cluster_state(settings: Settings, policies: Any = None):
         from webhook.inputs.cluster import watch_cache
         from webhook.inputs.watches import webhook_watches
 
-        state = watch_cache(kube_client(settings), webhook_watches(policies.current() if policies is not None else None))
+        native = settings.native_policies
+        state = watch_cache(kube_client(settings), webhook_watches(policies.current() if policies is not None else None,
+                                                                   native=native))
         if policies is not None:
-            policies.on_load.append(lambda fresh: state.set_kinds(webhook_watches(fresh)))
+            policies.on_load.append(lambda fresh: state.set_kinds(webhook_watches(fresh, native=native)))
         return state
     return FileState(settings.state_dir or shipped_data.examples_dir())
 
@@ -149,12 +151,34 @@ def prepare_admitter(
         registry = cluster_crds(state, evaluator)
     if failed:
         raise InputsFailed(failed)
+    if settings.native_policies:
+        policies = handed_over(policies, state, evaluator)
 
     def start() -> None:
         policies.start()
         state.start()
 
     return AdmissionChain(registry, policies, state), cluster_state_checks(state), start
+
+
+def handed_over(policies: Any, state: Any, evaluator: Evaluator) -> Any:
+    """``--native-policies``: ``policies`` less the rules the apiserver enforces, as the watch
+    cache's VAPs and bindings labelled managed-by infergate say, refreshed when they change."""
+    from webhook.policy.handed_over import HandedOverPolicies
+    from webhook.policy.native_export import kind_resources
+    from webhook.policy.native_handover import stored_key
+    from webhook.schema.bundled import known_kinds
+    from webhook import kinds
+
+    def stored() -> dict:
+        return {stored_key(o): o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
+                for o in state.list(kind.api_version, kind.kind)}
+
+    provider = HandedOverPolicies(policies, stored, evaluator, kind_resources(known_kinds()))
+    for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING):
+        state.on_change(kind.api_version, kind.kind, provider.changed)
+    provider.refresh()
+    return provider
 
 
 def cluster_state_checks(state: Any) -> dict[str, ReadinessCheck]:
