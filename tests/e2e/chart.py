@@ -19,7 +19,7 @@ import yaml
 
 from tests.support.paths import CHART
 
-from . import cluster
+from . import cluster, selection
 from .api import wait_for
 from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S
 
@@ -103,16 +103,18 @@ def documented_value_sets() -> dict[str, dict]:
         "webhook.drainSeconds": {"webhook": {"drainSeconds": 15}},
         "webhook.processes": {"webhook": {"processes": 2, "idleTimeoutSeconds": 150}},
         "rbac.create=false": {"rbac": {"create": False}},
+        "policies.native.enabled": selection.NATIVE_VALUES,
     }
     for key, flipped in _flipped(default_values().get("crds") or {}).items():
         sets[f"crds.{key}"] = {"crds": {key: flipped}}
     return sets
 
 
-def release_values(image: str, run_id: str) -> dict:
+def release_values(image: str, run_id: str, native: bool = False) -> dict:
     """The session release's values: the defaults but for the image, the server processes, the
-    replan settings and the run label."""
-    return {**values(image), "webhook": {"processes": SESSION_PROCESSES}, "commonLabels": {cluster.RUN_LABEL: run_id}}
+    replan settings and the run label (``native``: and ``policies.native.enabled``)."""
+    base = {**values(image), "webhook": {"processes": SESSION_PROCESSES}, "commonLabels": {cluster.RUN_LABEL: run_id}}
+    return merged(base, selection.NATIVE_VALUES) if native else base
 
 
 def merged(base: dict, changes: dict) -> dict:
@@ -175,8 +177,12 @@ def image() -> str:
 
 
 def session_release(run: Run, name: str = RELEASE, namespace: str | None = None) -> Release:
-    """A release of the chart with the session's values (not installed yet)."""
-    return Release(name, namespace or run.system_namespace, run.kubeconfig, release_values(image(), run.run_id))
+    """A release of the chart with the session's values (not installed yet). In a native run
+    (``INFERGATE_E2E_NATIVE_POLICIES=1``) only the session's own release generates the native
+    policies: one writer of the cluster-wide objects."""
+    native = selection.native_policies() and name == RELEASE and namespace is None
+    return Release(name, namespace or run.system_namespace, run.kubeconfig,
+                   release_values(image(), run.run_id, native))
 
 
 def install(kube, release: Release) -> list[dict]:

@@ -134,10 +134,25 @@ def run(tmp_path_factory) -> Iterator[Run]:
             process.stop()
         cluster.delete_events(kube, owned)
         problems = cluster.sweep(kube, owned.run_id)
+        if selection.native_policies():
+            problems += _native_policies_left(kube)
         # and what the label cannot find: anything cluster-wide created or deleted along the way
         problems += cluster.changed_since(found, cluster.cluster_wide_names(kube))
         if problems:
             pytest.fail(f"e2e run {owned.run_id} left the cluster changed:\n" + "\n".join(problems))
+
+
+def _native_policies_left(kube: Kube, timeout: float = 120) -> list[str]:
+    """A native run: the generated objects, owned by the release's ClusterRole (Helm's uninstall,
+    or the sweep in local mode, deleted it), go with it through the garbage collector."""
+    from . import native
+
+    try:
+        wait_for("the garbage collector deleting the generated VAPs and bindings", lambda: not native.stored(kube),
+                 timeout=timeout, interval=1)
+    except AssertionError:
+        return [f"{kind} {name}: generated, not deleted with its owner" for kind, name in native.stored(kube)]
+    return []
 
 
 @pytest.fixture(scope="session")
@@ -188,8 +203,9 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
     run.cert_dir = tmp_path_factory.mktemp("certs")
     ca_file = processes.generate_certs(run.cert_dir)
     # --kube-state: the webhook looks objects up in the cluster, as the chart's does
+    native = ["--native-policies"] if selection.native_policies() else []
     process, port = processes.start_serve("serve", run.cert_dir, run.log_dir,
-                                          extra=["--kube-state", "--kubeconfig", run.identities["webhook"]])
+                                          extra=["--kube-state", "--kubeconfig", run.identities["webhook"], *native])
     run.processes.append(process)
     run.webhook_process = process
     run.webhook_url = f"https://127.0.0.1:{port}"
@@ -226,8 +242,11 @@ def controller(run: Run, webhook) -> Iterator[Run]:
     if run.mode != "local":
         yield run
         return
+    native = ["--native-policies", "--native-policies-owner", identities.native_owner(run.system_namespace)] \
+        if selection.native_policies() else []
     process = processes.start_controller("controller", run.identities["controller"], run.log_dir,
-                                         lease_namespace=run.system_namespace, lease_name=controller_lease())
+                                         lease_namespace=run.system_namespace, lease_name=controller_lease(),
+                                         extra=native)
     run.processes.append(process)
     try:
         wait_for("the controller holding its Lease",
@@ -263,8 +282,31 @@ def applied(controller: Run) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="session")
-def cluster_run(controller) -> Run:
-    """What a scenario gets: the whole set-up, webhook and controller running."""
+def native_handover(controller: Run) -> dict[str, str] | None:
+    """A native run: every generated VAP marked enforced with its hash (the controller's probe
+    passed) and the webhook leaving their rules to the apiserver (a write that breaks exported
+    warnings gets each once, the apiserver's); else None."""
+    if not selection.native_policies():
+        return None
+    from . import native, offline
+
+    expected = native.expected_marks()
+    wait_for("every generated ValidatingAdmissionPolicy marked enforced",
+             lambda: native.marked(controller.kube) == expected, timeout=180, interval=1)
+    (warned,) = cluster.load_documents(cluster.MANIFESTS_DIR / native.SWITCH_PROBE)
+    (answer,) = offline.validate([warned], state=controller.state_dir)
+
+    def switched():
+        reply = controller.submit(warned, dry_run=True)
+        return reply.ok and reply.warnings == answer["warnings"]
+    wait_for("the webhook leaving the marked rules to the apiserver", switched, timeout=60)
+    return expected
+
+
+@pytest.fixture(scope="session")
+def cluster_run(controller, native_handover) -> Run:
+    """What a scenario gets: the whole set-up, webhook and controller running (in a native run,
+    the generated policies in force and handed over)."""
     return controller
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from . import chart, cluster
+from . import chart, cluster, selection
 from .api import Kube
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -23,9 +23,17 @@ TOKEN_SECONDS = 3 * 3600  # longer than any run
 
 
 @functools.cache
-def chart_rbac(namespace: str) -> tuple[dict[str, Any], ...]:
-    """The ServiceAccounts and RBAC objects of the default install into ``namespace``."""
-    return tuple(o for o in chart.rendered_objects({}, namespace, hooks=False) if o["kind"] in RBAC_KINDS)
+def chart_rbac(namespace: str, native: bool = False) -> tuple[dict[str, Any], ...]:
+    """The ServiceAccounts and RBAC objects of the default install into ``namespace`` (``native``:
+    with ``policies.native.enabled``)."""
+    values = selection.NATIVE_VALUES if native else {}
+    return tuple(o for o in chart.rendered_objects(values, namespace, hooks=False) if o["kind"] in RBAC_KINDS)
+
+
+def native_owner(namespace: str) -> str:
+    """The ClusterRole that owns the generated objects with ``policies.native.enabled``."""
+    return next(o["metadata"]["name"] for o in chart_rbac(namespace, True)
+                if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-controller-native-policies"))
 
 
 def names(namespace: str) -> dict[str, str]:
@@ -63,8 +71,9 @@ def token_kubeconfig(admin_kubeconfig: str, bearer: str, path: Path, user: str) 
 
 
 def install(kube: Kube, owned: cluster.Owned, namespace: str, admin_kubeconfig: str, directory: Path) -> dict[str, str]:
-    """The chart's RBAC in the cluster; component -> the kubeconfig of its ServiceAccount."""
-    for obj in chart_rbac(namespace):
+    """The chart's RBAC in the cluster (with ``policies.native.enabled`` in a native run);
+    component -> the kubeconfig of its ServiceAccount."""
+    for obj in chart_rbac(namespace, selection.native_policies()):
         cluster.create_owned(kube, obj, owned)
     return {component: token_kubeconfig(admin_kubeconfig, token(kube, namespace, account),
                                          directory / f"{component}.kubeconfig", account)

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from . import selection
 from .cluster import KUBEAI_CRD, STATE_DIR
 from .processes import REPLAN_LIMIT, REPLAN_TIMEOUT_S, run_infergate
 
@@ -25,11 +26,22 @@ def _with_manifests(objects: Sequence[Mapping], args: list[str], tmp: Path) -> l
 def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequence[Mapping] = (),
              state: Path | None = None) -> list[dict[str, Any]]:
     """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});
-    an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it."""
+    an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it.
+
+    In a native run (``INFERGATE_E2E_NATIVE_POLICIES=1``) the cluster has the generated
+    ValidatingAdmissionPolicies in force and the webhook leaves their rules to them: the policies
+    are those of ``native.policies_directory`` (``crd_only``: the apiserver alone, its VAPs with
+    the CRDs)."""
     with tempfile.TemporaryDirectory() as tmp:
         # Warn: the e2e client's requests name no fieldValidation, so the apiserver applies its default
         args = ["validate", "-o", "json", "--kubeai-crd", KUBEAI_CRD, "--state", str(state or STATE_DIR),
-                "--field-validation", "Warn"] + (["--crd-only"] if crd_only else [])
+                "--field-validation", "Warn"]
+        if selection.native_policies():
+            from .native import policies_directory
+
+            args += ["--policies", str(policies_directory(webhook=not crd_only))]
+        elif crd_only:
+            args += ["--crd-only"]
         if old:
             old_path = Path(tmp) / "old.yaml"
             old_path.write_text(yaml.safe_dump_all([dict(o) for o in old]))

@@ -29,3 +29,16 @@ def mode(environ: Mapping[str, str] = os.environ) -> str:
     if value not in ("local", "chart"):
         raise ValueError(f"INFERGATE_E2E_MODE must be local or chart, got {value!r}")
     return value
+
+
+def native_policies(environ: Mapping[str, str] = os.environ) -> bool:
+    """``INFERGATE_E2E_NATIVE_POLICIES=1``: the whole run with ``policies.native.enabled`` (the
+    controller applies the generated ValidatingAdmissionPolicies, the webhook leaves the rules
+    it marked to the apiserver; docs/native-policies.md, "In a cluster")."""
+    value = environ.get("INFERGATE_E2E_NATIVE_POLICIES", "")
+    if value not in ("", "0", "1"):
+        raise ValueError(f"INFERGATE_E2E_NATIVE_POLICIES must be 0 or 1, got {value!r}")
+    return value == "1"
+
+
+NATIVE_VALUES = {"policies": {"native": {"enabled": True}}}
