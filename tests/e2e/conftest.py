@@ -232,7 +232,7 @@ def pytest_collection_modifyitems(items):
 
 def _webhook_answers(run: Run) -> bool:
     """A dry-run create the webhook denies: once its denial comes back, it is registered."""
-    (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml")
+    (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / scenarios.webhook_probe())
     return "admission webhook" in run.submit(probe, dry_run=True).message
 
 

@@ -26,6 +26,9 @@ from webhook.shipped_data import policies_dir
 
 from .api import Kube
 
+# a manifest breaking exported warnings only: once switched, the apiserver's words, each once
+SWITCH_PROBE = "warned-by-webhook/kubeai-model-speech-on-vllm.yaml"
+VAP_PREFIX = "ValidatingAdmissionPolicy '"
 VAP = ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy")
 BINDING = ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding")
 

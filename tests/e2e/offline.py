@@ -24,7 +24,7 @@ def _with_manifests(objects: Sequence[Mapping], args: list[str], tmp: Path) -> l
 
 
 def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequence[Mapping] = (),
-             state: Path | None = None) -> list[dict[str, Any]]:
+             state: Path | None = None, apiserver_policies: bool = False) -> list[dict[str, Any]]:
     """``infergate validate -o json``: one answer per object ({allowed, status, warnings, object});
     an object with one of the same kind, namespace and name in ``old`` is an UPDATE of it.
 
@@ -36,12 +36,12 @@ def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequenc
         # Warn: the e2e client's requests name no fieldValidation, so the apiserver applies its default
         args = ["validate", "-o", "json", "--kubeai-crd", KUBEAI_CRD, "--state", str(state or STATE_DIR),
                 "--field-validation", "Warn"]
-        if selection.native_policies():
+        if crd_only:
+            args += ["--crd-only"]
+        elif selection.native_policies():
             from .native import policies_directory
 
-            args += ["--policies", str(policies_directory(webhook=not crd_only))]
-        elif crd_only:
-            args += ["--crd-only"]
+            args += ["--policies", str(policies_directory(webhook=not apiserver_policies))]
         if old:
             old_path = Path(tmp) / "old.yaml"
             old_path.write_text(yaml.safe_dump_all([dict(o) for o in old]))
@@ -49,7 +49,28 @@ def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequenc
         result = run_infergate(*_with_manifests(objects, args + ["-f"], Path(tmp)))
     if result.returncode not in (0, 1):
         raise RuntimeError(f"infergate validate failed ({result.returncode}): {result.stderr}")
-    return json.loads(result.stdout)
+    answers = json.loads(result.stdout)
+    if crd_only and selection.native_policies():
+        return _with_native_policies(answers, validate(objects, old=old, state=state, apiserver_policies=True))
+    return answers
+
+
+def _with_native_policies(crd_only: list[dict[str, Any]], with_vaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The apiserver alone in a native run: its CRDs (``crd_only``) and its generated VAPs. From
+    the answers with the VAPs as the only policies (``with_vaps``; the built-in Python policy
+    still judging there), a VAP's denial (the chain stops there, before any webhook) or the
+    VAPs' warnings after the CRDs'."""
+    from .native import VAP_PREFIX
+
+    out = []
+    for alone, vaps in zip(crd_only, with_vaps):
+        message = (vaps.get("status") or {}).get("message", "")
+        if not vaps["allowed"] and VAP_PREFIX in message and alone["allowed"]:
+            out.append(vaps)
+            continue
+        extra = [w for w in vaps["warnings"] if w.startswith(f"Validation failed for {VAP_PREFIX}")]
+        out.append({**alone, "warnings": list(alone["warnings"]) + extra})
+    return out
 
 
 def reconcile(objects: Sequence[Mapping], *, state: Path | None = None) -> list[dict[str, Any]]:

@@ -20,6 +20,17 @@ GATEWAY = "InferenceModel / InferencePool"
 DECKHOUSE = "InferenceServiceClass / InferenceService"
 SERVED = "API versions served"
 WEBHOOK_DENIAL = 'admission webhook "'  # ... "mutate.infergate.io" or "validate.infergate.io" denied the request
+
+
+def webhook_probe() -> str:
+    """A manifest the webhook alone denies: in a native run (``INFERGATE_E2E_NATIVE_POLICIES=1``)
+    one whose rule stays with the webhook (a ``dataKey`` param), since the apiserver's generated
+    policies deny the other before the webhook is called."""
+    from .selection import native_policies
+
+    if native_policies():
+        return "denied-by-webhook/kubeai-model-unknown-resource-profile.yaml"
+    return "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml"
 # the rows and rules of "Today's upstream versions" (a part of "API versions served")
 POOL_V1 = "| InferencePool | inference.networking.k8s.io/v1"
 OBJECTIVES = "| InferenceObjective, InferenceModelRewrite |"

@@ -178,7 +178,7 @@ def without_webhook(cluster_run):
     """The run's webhook configurations removed (the apiserver alone judges), then restored."""
     kube = cluster_run.kube
     saved = [kube.get(c["apiVersion"], c["kind"], c["metadata"]["name"]) for c in cluster_run.configurations]
-    (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / "denied-by-webhook" / "kubeai-model-ollama-url-with-vllm.yaml")
+    (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / scenarios.webhook_probe())
     try:
         for config in saved:
             kube.delete(config["apiVersion"], config["kind"], config["metadata"]["name"])

@@ -36,7 +36,7 @@ from .writeloop import WriteLoop
 pytestmark = pytest.mark.e2e
 
 VALID = "valid/kubeai-model-ollama.yaml"
-DENIED = "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml"
+DENIED = scenarios.webhook_probe()
 # The webhook is Ready and judging again this soon after the apiserver is back (docs/install.md).
 READY_AFTER_RESTART_S = 30
 # A killed leader's standby holds the Lease and has written status within this (docs/install.md):
