@@ -392,3 +392,41 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
         kube.delete("v1", "Namespace", "default").expect_ok()
         assert cluster.changed_since(names, cluster.cluster_wide_names(kube)) == [
             "left behind: ClusterRole/made-by-someone-on-the-way", "gone, though the run found it: Namespace/default"]
+
+
+# --- a native run (INFERGATE_E2E_NATIVE_POLICIES=1) ----------------------------------------------
+
+
+def test_a_native_run_installs_and_expects_the_switched_cluster(monkeypatch):
+    """With policies.native.enabled the session's release and the local identities carry the
+    native RBAC and values; the offline answers are the switched cluster's: an exported rule
+    denied by its VAP (also with the webhook out of the path), exported warnings once in the
+    apiserver's words, and the webhook-only probe still the webhook's."""
+    from e2e import identities, native
+
+    monkeypatch.setenv("INFERGATE_E2E_NATIVE_POLICIES", "1")
+    assert selection.native_policies()
+    assert chart.release_values("example.org/infergate:dev", "r1", True)["policies"] == selection.NATIVE_VALUES["policies"]
+    owner = identities.native_owner("infergate-e2e-r1")
+    assert any(o["kind"] == "ClusterRole" and o["metadata"]["name"] == owner
+               for o in identities.chart_rbac("infergate-e2e-r1", True))
+    assert not any(o["metadata"]["name"] == owner for o in identities.chart_rbac("infergate-e2e-r1"))
+
+    def answer(relative, **kwargs):
+        (obj,) = cluster.load_documents(cluster.MANIFESTS_DIR / relative)
+        return offline.validate([obj], **kwargs)[0]
+
+    from e2e.test_native_policies import EXPORTED_DENIAL
+
+    for kwargs in ({}, {"crd_only": True}):
+        denied = answer(EXPORTED_DENIAL, **kwargs)
+        assert not denied["allowed"] and native.VAP_PREFIX + "infergate-kubeai-model-engine'" in denied["status"]["message"]
+    warned = answer(native.SWITCH_PROBE)
+    assert warned["allowed"] and len(warned["warnings"]) == 1
+    assert warned["warnings"][0].startswith(f"Validation failed for {native.VAP_PREFIX}infergate-kubeai-model-engine-warn'")
+    probe = answer(scenarios.webhook_probe())
+    assert scenarios.WEBHOOK_DENIAL in probe["status"]["message"]
+    assert answer(scenarios.webhook_probe(), crd_only=True)["allowed"]
+    monkeypatch.delenv("INFERGATE_E2E_NATIVE_POLICIES")  # not native: the webhook's, and the CRDs admit it
+    assert scenarios.WEBHOOK_DENIAL in answer(EXPORTED_DENIAL)["status"]["message"]
+    assert answer(EXPORTED_DENIAL, crd_only=True)["allowed"]
