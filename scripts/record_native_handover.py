@@ -15,7 +15,10 @@ a shared cluster is judged. Usage::
 3. the probe's dry-run create again: the Status of its denial;
 4. dry-run creates of a Model in namespace ``s2-native`` breaking the exported validation, and
    one breaking only the exported warning: the Status (or object) and the Warning headers;
-5. everything it created deleted (the objects, the namespace).
+5. the policies changed to ``policies-later/`` (the warning gone): one round (the ``-warn`` VAP
+   unmarked, its binding deleted), the stored objects; after the grace, another round (the VAP
+   deleted), the stored objects;
+6. everything it created deleted (the objects, the namespace).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import datetime
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,6 +47,27 @@ from webhook.schema.bundled import known_kinds  # noqa: E402
 DATA = REPO / "tests" / "policy" / "data" / "native-handover"
 NAMESPACE = "s2-native"
 MODEL = kinds.Kind("kubeai.org/v1", "Model", "models", True)
+
+
+GRACE = 2.0
+
+
+class Switch:
+    """The policies in force, changed by the recorder."""
+
+    def __init__(self, policy_set):
+        self.set = policy_set
+
+    def current(self):
+        return self.set
+
+
+def listed(api) -> list[dict]:
+    out = [o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
+           for o in api.list(kind, MANAGED_BY_SELECTOR)]
+    for obj in out:
+        obj["metadata"].pop("managedFields", None)
+    return sorted(out, key=lambda o: (o["kind"], o["metadata"]["name"]))
 
 
 def model(labels: dict[str, str]) -> dict:
@@ -65,16 +90,15 @@ def dry_run(client, path: str, body: dict) -> dict:
 def main() -> int:
     client = api_client(KubeClientConfig(kubeconfig=Path(os.environ["KUBECONFIG"])))
     api = KubeApi(client)
-    policies = load_policy_directory(PolicySource(DATA / "policies"), Evaluator())
-    sync = NativePolicies(api, policies, kind_resources(known_kinds()), owner=None, namespace="default")
+    evaluator = Evaluator()
+    policies = Switch(load_policy_directory(PolicySource(DATA / "policies"), evaluator).current())
+    sync = NativePolicies(api, policies, kind_resources(known_kinds()), owner=None, namespace="default", grace=GRACE)
     sync.step()
     first = sync.writes
     sync.step()
-    assert sync.writes == first, "the second round wrote"
-    stored = [o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
-              for o in api.list(kind, MANAGED_BY_SELECTOR)]
-    for obj in stored:
-        obj["metadata"].pop("managedFields", None)
+    second = sync.writes - first
+    assert second == 0, "the second round wrote"
+    stored = listed(api)
     token = content_hash(generated(sync._generated()))  # noqa: SLF001 - a recorder, not a test
     probe = dry_run(client, f"/api/v1/namespaces/default/configmaps", probe_request(token, "default"))
     try:
@@ -84,15 +108,24 @@ def main() -> int:
     path = f"/apis/kubeai.org/v1/namespaces/{NAMESPACE}/models"
     denied = dry_run(client, path, model({"s2-bad": "x", "s2-odd": "y"}))
     warned = dry_run(client, path, model({"s2-odd": "y"}))
+    policies.set = load_policy_directory(PolicySource(DATA / "policies-later"), evaluator).current()
+    before = sync.writes
+    sync.step()
+    later = {"writes": sync.writes - before, "stored": listed(api)}
+    time.sleep(GRACE)  # a recorder: the controller's grace, as the controller waits it out between rounds
+    before = sync.writes
+    sync.step()
+    pruned = {"writes": sync.writes - before, "stored": listed(api)}
     response = client.call_api(*client.param_serialize("GET", "/version", auth_settings=["BearerToken"]))
     response.read()
     version = json.loads(response.data)["gitVersion"]
     recorded = {"recorded": f"kube-apiserver {version}, {datetime.date.today()} (scripts/record_native_handover.py)",
-                "writes": {"first round": first, "second round": sync.writes - first}, "probes": sync.probes,
-                "stored": sorted(stored, key=lambda o: (o["kind"], o["metadata"]["name"])),
-                "probe": probe, "token": token, "denied": denied, "warned": warned}
+                "writes": {"first round": first, "second round": second}, "probes": sync.probes,
+                "stored": stored,
+                "probe": probe, "token": token, "denied": denied, "warned": warned,
+                "later": later, "pruned": pruned}
     (DATA / "recorded.json").write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    for obj in stored:
+    for obj in listed(api):
         kind = kinds.VALIDATING_ADMISSION_POLICY if obj["kind"] == "ValidatingAdmissionPolicy" \
             else kinds.VALIDATING_ADMISSION_POLICY_BINDING
         api.delete(kind, obj["metadata"]["name"])

@@ -180,3 +180,37 @@ def test_without_rules_keeps_every_rules_place():
     assert reduced.spec.warnings[0].expression == "true"
     assert reduced.spec.validations == policy.spec.validations
     assert len(reduced.spec.warnings) == len(policy.spec.warnings)
+
+
+def test_serve_native_policies_without_the_cluster_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+
+    done = subprocess.run([sys.executable, "-m", "webhook", "serve", "--port", "0", "--native-policies"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("infergate: error: serve: --native-policies needs --kube-state "
+                                   "(the marks are read from the cluster)")
+
+
+def test_a_vap_no_longer_generated_is_unmarked_first_then_deleted():
+    """As recorded: the policies lost their warning; the controller's next round unmarked the
+    ``-warn`` VAP and deleted its binding (2 writes), the round after its grace deleted the VAP
+    (1 write). A webhook still on the old policies evaluates the warning again from the first of
+    those rounds on, before the apiserver stops warning; one on the new ones never had it."""
+    later, pruned = recorded()["later"], recorded()["pruned"]
+    assert (later["writes"], pruned["writes"]) == (2, 1)
+    unmarked = {stored_key(o): o for o in later["stored"]}
+    warn = unmarked[("ValidatingAdmissionPolicy", "infergate-s2-native-demo-warn")]
+    assert ENFORCED_ANNOTATION not in (warn["metadata"].get("annotations") or {})
+    assert ("ValidatingAdmissionPolicyBinding", "infergate-s2-native-demo-warn") not in unmarked
+    assert ("ValidatingAdmissionPolicy", "infergate-s2-native-demo-warn") not in \
+        {stored_key(o) for o in pruned["stored"]}
+    old = exported()
+    new_policies = load_policy_directory(PolicySource(DATA / "policies-later"), EVALUATOR).current()
+    new = export([p.definition for p in new_policies.policies if getattr(p, "definition", None)], RESOURCES)
+    for stored_now in (unmarked, {stored_key(o): o for o in pruned["stored"]}):
+        assert enforced_rules(old, stored_now) == {"s2-native-demo": frozenset({"validations[0]"})}
+        assert enforced_rules(new, stored_now) == {"s2-native-demo": frozenset({"validations[0]"})}

@@ -35,8 +35,9 @@ class HandedOverPolicies:
 
     def __init__(self, base: Any, stored: Callable[[], Mapping[tuple[str, str], Mapping[str, Any]]],
                  evaluator: Evaluator, resources: Mapping[tuple[str, str], KindResource], *,
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, logger: logging.Logger = log) -> None:
         self.base, self.stored, self.evaluator, self.resources = base, stored, evaluator, resources
+        self.log = logger
         self.interval = interval
         self.handed_over: dict[str, frozenset[str]] = {}  # policy -> rules left to the apiserver
         self._derived: tuple[PolicySet, PolicySet] | None = None  # (the base set, the set in force)
@@ -81,7 +82,7 @@ class HandedOverPolicies:
                 try:
                     compiled = compile_policy(without_rules(policy.definition, rules), policy.file, self.evaluator)
                 except PolicyLoadError as exc:  # (cannot happen: fewer expressions than loaded) keep it whole
-                    log.error("policy %s: its rules stay with the webhook: %s", policy.name, exc)
+                    self.log.error("policy %s: its rules stay with the webhook: %s", policy.name, exc)
                     compiled = policy
                 self._compiled[key] = compiled
             policies.append(compiled)
@@ -91,7 +92,7 @@ class HandedOverPolicies:
         previous, self.handed_over = self.handed_over, handed
         self._derived = (base, in_force)
         if handed != previous:
-            log.info("rules left to the apiserver's ValidatingAdmissionPolicies: %s",
+            self.log.info("rules left to the apiserver's ValidatingAdmissionPolicies: %s",
                      ", ".join(f"{p}: {', '.join(sorted(r))}" for p, r in sorted(handed.items())) or "none")
         return True
 
@@ -125,4 +126,4 @@ class HandedOverPolicies:
             try:
                 self.refresh()
             except Exception:  # noqa: BLE001 - the refresh must outlive any surprise; every rule stays meanwhile
-                log.exception("native policies: refresh failed")
+                self.log.exception("native policies: refresh failed")

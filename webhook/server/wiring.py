@@ -174,7 +174,8 @@ def handed_over(policies: Any, state: Any, evaluator: Evaluator) -> Any:
         return {stored_key(o): o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
                 for o in state.list(kind.api_version, kind.kind)}
 
-    provider = HandedOverPolicies(policies, stored, evaluator, kind_resources(known_kinds()))
+    provider = HandedOverPolicies(policies, stored, evaluator, kind_resources(known_kinds()),
+                                  logger=logs.get("server.native-policies"))
     for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING):
         state.on_change(kind.api_version, kind.kind, provider.changed)
     provider.refresh()
