@@ -22,6 +22,15 @@ SERVED = "API versions served"
 WEBHOOK_DENIAL = 'admission webhook "'  # ... "mutate.infergate.io" or "validate.infergate.io" denied the request
 
 
+def denied_by_infergate(message: str) -> bool:
+    """Whether a denial is the webhook's, or in a native run (``INFERGATE_E2E_NATIVE_POLICIES=1``)
+    that of a ValidatingAdmissionPolicy infergate generated from its policies (the apiserver's
+    words: ``ValidatingAdmissionPolicy 'infergate-<policy>' with binding ...``)."""
+    from .selection import native_policies
+
+    return WEBHOOK_DENIAL in message or (native_policies() and "ValidatingAdmissionPolicy 'infergate-" in message)
+
+
 def webhook_probe() -> str:
     """A manifest the webhook alone denies: in a native run (``INFERGATE_E2E_NATIVE_POLICIES=1``)
     one whose rule stays with the webhook (a ``dataKey`` param), since the apiserver's generated
