@@ -39,7 +39,7 @@ from webhook.controller.kubeapi import KubeApi  # noqa: E402
 from webhook.controller.native_policies import NativePolicies  # noqa: E402
 from webhook.inputs.kube import KubeClientConfig, api_client  # noqa: E402
 from webhook.inputs.policies import PolicySource, load_policy_directory  # noqa: E402
-from webhook.policy.native_export import kind_resources  # noqa: E402
+from webhook.policy.native_export import export, kind_resources  # noqa: E402
 from webhook.policy.native_handover import (MANAGED_BY_SELECTOR, content_hash, generated,  # noqa: E402
                                             probe_request)
 from webhook.schema.bundled import known_kinds  # noqa: E402
@@ -99,7 +99,9 @@ def main() -> int:
     second = sync.writes - first
     assert second == 0, "the second round wrote"
     stored = listed(api)
-    token = content_hash(generated(sync._generated()))  # noqa: SLF001 - a recorder, not a test
+    in_force = policies.current()
+    token = content_hash(generated(export([p.definition for p in in_force.policies if getattr(p, "definition", None)],
+                                          kind_resources(known_kinds()))))
     probe = dry_run(client, f"/api/v1/namespaces/default/configmaps", probe_request(token, "default"))
     try:
         api.create(kinds.NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
