@@ -50,7 +50,9 @@ def expected_marks() -> dict[str, str]:
 
 def stored(kube: Kube) -> dict[tuple[str, str], dict]:
     """The cluster's VAPs and bindings labelled managed-by infergate, by (kind, name)."""
-    return {stored_key(o): o for api_version, kind in (VAP, BINDING)
+    # (a list's items carry no apiVersion and kind)
+    return {stored_key({**o, "apiVersion": api_version, "kind": kind}): {**o, "apiVersion": api_version, "kind": kind}
+            for api_version, kind in (VAP, BINDING)
             for o in kube.list(api_version, kind, label_selector=MANAGED_BY_SELECTOR)}
 
 
