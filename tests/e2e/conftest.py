@@ -294,6 +294,7 @@ def native_handover(controller: Run) -> dict[str, str] | None:
     wait_for("every generated ValidatingAdmissionPolicy marked enforced",
              lambda: native.marked(controller.kube) == expected, timeout=180, interval=1)
     (warned,) = cluster.load_documents(cluster.MANIFESTS_DIR / native.SWITCH_PROBE)
+    warned["metadata"]["name"] = "e2e-native-switched"  # a dry run: the manifest's own name is created later
     (answer,) = offline.validate([warned], state=controller.state_dir)
 
     def switched():

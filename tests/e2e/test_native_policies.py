@@ -60,6 +60,7 @@ def test_the_generated_policies_are_applied_owned_and_marked(native_run):
 
 def test_exported_warnings_come_once_in_the_apiservers_words(native_run):
     (obj,) = cluster.load_documents(cluster.MANIFESTS_DIR / native.SWITCH_PROBE)
+    obj["metadata"]["name"] = "e2e-native-warned"  # (the manifest's own name is created by other scenarios)
     (expected,) = offline.validate([obj], state=native_run.state_dir)
     reply = native_run.submit(obj, dry_run=True)
     assert reply.ok, reply.body
