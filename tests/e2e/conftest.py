@@ -195,7 +195,7 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
         run.release = chart.session_release(run)
         try:
             run.configurations = chart.install(run.kube, run.release)
-            wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=60)
+            wait_for("the webhook answering through the apiserver", lambda: webhook_answers(run), timeout=60)
             yield run
         finally:  # Helm deletes the configurations first; the sweep then finds nothing of the release
             run.release.uninstall()
@@ -214,7 +214,7 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
     try:
         for config in run.configurations:
             cluster.create_owned(run.kube, config, run.owned)
-        wait_for("the webhook answering through the apiserver", lambda: _webhook_answers(run), timeout=30)
+        wait_for("the webhook answering through the apiserver", lambda: webhook_answers(run), timeout=30)
         yield run
     finally:  # the configurations go before the server: nothing may point at a stopped webhook
         for config in run.configurations:
@@ -230,7 +230,7 @@ def pytest_collection_modifyitems(items):
                                  item.get_closest_marker("before_webhook") is None))
 
 
-def _webhook_answers(run: Run) -> bool:
+def webhook_answers(run: Run) -> bool:
     """A dry-run create the webhook denies: once its denial comes back, it is registered."""
     (probe,) = cluster.load_documents(cluster.MANIFESTS_DIR / scenarios.webhook_probe())
     return "admission webhook" in run.submit(probe, dry_run=True).message

@@ -18,7 +18,7 @@ from webhook.policy.native_handover import PROBE_NAME, generated, in_cluster, st
 
 from . import chart, cluster, identities, native, offline, scenarios, selection
 from .api import JSON_PATCH, wait_for
-from .conftest import _webhook_answers
+from .conftest import webhook_answers
 
 pytestmark = pytest.mark.e2e
 
@@ -107,7 +107,7 @@ def webhook_out(native_run) -> Iterator:
                          for i, hook in enumerate(config["webhooks"])]
                 kube.patch(config["apiVersion"], config["kind"], config["metadata"]["name"], patch,
                            content_type=JSON_PATCH).expect_ok()
-            wait_for("the webhook answering again", lambda: _webhook_answers(native_run), timeout=60)
+            wait_for("the webhook answering again", lambda: webhook_answers(native_run), timeout=60)
         return
     try:
         for config in saved:
@@ -118,7 +118,7 @@ def webhook_out(native_run) -> Iterator:
     finally:
         for config in saved:
             cluster.create_owned(kube, config, native_run.owned)
-        wait_for("the webhook answering again", lambda: _webhook_answers(native_run), timeout=60)
+        wait_for("the webhook answering again", lambda: webhook_answers(native_run), timeout=60)
 
 
 def test_the_apiserver_itself_denies_an_exported_rule_with_the_webhook_out(webhook_out):
