@@ -37,6 +37,9 @@ pytestmark = pytest.mark.e2e
 
 VALID = "valid/kubeai-model-ollama.yaml"
 DENIED = scenarios.webhook_probe()
+# what the bare release's webhook denies: that release has no controller, so no rule is handed to
+# the apiserver even in a native run, and the ConfigMap a native run's probe reads is not there
+BARE_DENIED = "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml"
 # The webhook is Ready and judging again this soon after the apiserver is back (docs/install.md).
 READY_AFTER_RESTART_S = 30
 # A killed leader's standby holds the Lease and has written status within this (docs/install.md):
@@ -252,7 +255,7 @@ def test_without_the_served_crds_the_webhook_is_ready_and_judging_after_an_apise
         # a served CRD appears: its kind is judged (the webhook's watch of it starts)
         appeared = time.monotonic()
         cluster.apply_crds(kube, kubeai, run.owned)
-        denied = _example(DENIED, run_id)
+        denied = _example(BARE_DENIED, run_id)
         denied["metadata"]["namespace"] = "default"
         wait_for("a KubeAI Model denied by the webhook",
                  lambda: scenarios.WEBHOOK_DENIAL in kube.create(denied, dry_run=True).message,
