@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from webhook.cel.checker.checker import Checked, check
 from webhook.cel.checker.declarations import Overload
 from webhook.cel.common.types import DYN, STRING, CelType, list_of
-from webhook.cel.syntax.ast import Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Select, walk
+from webhook.cel.syntax.ast import Call, CreateStruct, Expr, Ident, children, walk
 from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
 
 OBJECT = "Object"
@@ -78,7 +78,7 @@ def construction_errors(source: str) -> list[tuple[int, str]]:
             name = node.name[1:] if node.name.startswith(".") else node.name
             found.append((node.offset, f"undeclared reference to '{name}' (in container '')"))
             continue  # cel-go does not check the fields of a type it cannot resolve
-        stack.extend(_children(node))
+        stack.extend(children(node))
     return sorted(found)
 
 
@@ -95,7 +95,7 @@ def runtime_source(source: str) -> str:
     if "{" not in source and "escapeKey" not in source:
         return source
     expr, spans = parse_with_spans(source)
-    rewritten = {node.id for node in walk_all(expr) if _rewritten(node)}
+    rewritten = {node.id for node in walk(expr) if _rewritten(node)}
     return _Renderer(source, spans, rewritten).render(expr) if rewritten else source
 
 
@@ -106,31 +106,6 @@ def _rewritten(node: Expr) -> bool:
 def _is_escape_key(node: Expr) -> bool:
     return (isinstance(node, Call) and node.function == "escapeKey" and isinstance(node.target, Ident)
             and node.target.name == "jsonpatch" and len(node.args) == 1)
-
-
-def walk_all(expr: Expr):
-    """Every node, struct fields included (``walk`` does not descend into them)."""
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(_children(node))
-
-
-def _children(node: Expr) -> list[Expr]:
-    if isinstance(node, Select):
-        return [node.operand]
-    if isinstance(node, Call):
-        return [*([node.target] if node.target is not None else []), *node.args]
-    if isinstance(node, CreateList):
-        return list(node.elements)
-    if isinstance(node, CreateMap):
-        return [part for entry in node.entries for part in (entry.key, entry.value)]
-    if isinstance(node, CreateStruct):
-        return [value for _, value in node.fields]
-    if isinstance(node, Comprehension):
-        return [node.iter_range, node.accu_init, node.loop_condition, node.loop_step, node.result]
-    return []
 
 
 class _Renderer:
@@ -163,13 +138,13 @@ class _Renderer:
 
     def _outermost_rewritten(self, node: Expr) -> list[Expr]:
         found: dict[int, Expr] = {}
-        stack = _children(node)
+        stack = children(node)
         while stack:
             child = stack.pop()
             if child.id in self.rewritten:
                 found[child.id] = child
             else:
-                stack.extend(_children(child))
+                stack.extend(children(child))
         return sorted(found.values(), key=lambda child: self.spans[child.id][0])
 
 

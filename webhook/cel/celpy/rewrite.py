@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from webhook.cel.syntax.ast import (
-    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Literal, Select, walk)
+    Call, CreateList, CreateMap, Expr, Literal, Select, children, walk)
 from webhook.cel.syntax.parser import CelSyntaxError, parse_with_spans
 
 OPT_SELECT = "__opt_select__"
@@ -86,30 +86,14 @@ class _Renderer:
         """The rewritten nodes strictly inside ``node`` and not inside another, in source
         order (macro expansions may hold a node twice: each counts once)."""
         found: dict[int, Expr] = {}
-        stack = _children(node)
+        stack = children(node)
         while stack:
             child = stack.pop()
             if child.id in self.rewritten:
                 found[child.id] = child
             else:
-                stack.extend(_children(child))
+                stack.extend(children(child))
         return sorted(found.values(), key=lambda child: self.spans[child.id][0])
-
-
-def _children(node: Expr) -> list[Expr]:
-    if isinstance(node, Select):
-        return [node.operand]
-    if isinstance(node, Call):
-        return [*([node.target] if node.target is not None else []), *node.args]
-    if isinstance(node, CreateList):
-        return list(node.elements)
-    if isinstance(node, CreateMap):
-        return [part for entry in node.entries for part in (entry.key, entry.value)]
-    if isinstance(node, CreateStruct):
-        return [value for _, value in node.fields]
-    if isinstance(node, Comprehension):
-        return [node.iter_range, node.accu_init, node.loop_condition, node.loop_step, node.result]
-    return []
 
 
 def _string(text: str) -> str:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from webhook.cel.common.escaping import RESERVED_SYMBOLS
 from webhook.cel.library.strings_format import clause_letters
-from webhook.cel.syntax.ast import (
-    Call, Comprehension, CreateList, CreateMap, CreateStruct, Expr, Ident, Literal, Select, walk)
+from webhook.cel.syntax.ast import Call, CreateList, Expr, Ident, Literal, Select, children, walk
 from webhook.cel.common.decl import DeclType
 
 OPTIONAL_OLD_SELF = "(__oldSelfPresent ? optional.of(oldSelf) : optional.none())"
@@ -147,35 +146,16 @@ class _Rewriter:
     def _rewritten_children(self, node: Expr) -> list[Expr]:
         """The outermost rewritten nodes strictly inside ``node``, in source order."""
         found: list[Expr] = []
-        stack = list(_children(node))
+        stack = list(children(node))
         while stack:
             child = stack.pop()
             if child.id in self.templates:
                 found.append(child)
             else:
-                stack.extend(_children(child))
+                stack.extend(children(child))
         return sorted(found, key=lambda child: self.spans[child.id][0])
 
 
-def _children(node: Expr) -> list[Expr]:
-    return [child for child in walk(node) if child is not node and _is_direct(node, child)]
-
-
-def _is_direct(parent: Expr, child: Expr) -> bool:
-    if isinstance(parent, Select):
-        return child is parent.operand
-    if isinstance(parent, Call):
-        return child is parent.target or any(child is arg for arg in parent.args)
-    if isinstance(parent, Comprehension):
-        return any(child is part for part in (parent.iter_range, parent.accu_init, parent.loop_condition,
-                                              parent.loop_step, parent.result))
-    if isinstance(parent, CreateList):
-        return any(child is element for element in parent.elements)
-    if isinstance(parent, CreateMap):
-        return any(child is entry.key or child is entry.value for entry in parent.entries)
-    if isinstance(parent, CreateStruct):
-        return any(child is value for _, value in parent.fields)
-    return False
 
 
 def _has_unordered_lists(decl: DeclType) -> bool:

@@ -81,6 +81,23 @@ class Comprehension(Expr):
 ACCUMULATOR = "@result"
 
 
+def children(node: Expr) -> list[Expr]:
+    """The node's direct subexpressions, in source order."""
+    if isinstance(node, Select):
+        return [node.operand]
+    if isinstance(node, Call):
+        return [*([node.target] if node.target is not None else []), *node.args]
+    if isinstance(node, CreateList):
+        return list(node.elements)
+    if isinstance(node, CreateMap):
+        return [part for entry in node.entries for part in (entry.key, entry.value)]
+    if isinstance(node, CreateStruct):
+        return [value for _, value in node.fields]
+    if isinstance(node, Comprehension):
+        return [node.iter_range, node.accu_init, node.loop_condition, node.loop_step, node.result]
+    return []
+
+
 def walk(expr: Expr):
     """Pre-order traversal of every node."""
     stack = [expr]
