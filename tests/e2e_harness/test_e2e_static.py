@@ -56,7 +56,7 @@ def test_every_e2e_test_carries_the_marker():
 def test_without_a_cluster_pytest_reports_the_e2e_tests_deselected():
     env = {k: v for k, v in os.environ.items() if k not in ("INFERGATE_E2E", "KUBECONFIG")}
     result = subprocess.run([sys.executable, "-m", "pytest", "tests/e2e", "-q", "-p", "no:cacheprovider"],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # a deadline: collection alone, slow only on a loaded machine
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)  # collection only; slow on a loaded machine
     assert result.returncode == 5, result.stdout + result.stderr  # nothing ran: all deselected
     assert " deselected" in result.stdout and "skipped" not in result.stdout
     assert "e2e test(s) deselected: INFERGATE_E2E=1 not set" in result.stdout
