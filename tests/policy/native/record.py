@@ -108,7 +108,7 @@ def _resource_path(obj: dict[str, Any], plural: str, *, named: bool) -> str:
     return base + (f"/{quote(meta['name'])}" if named else "")
 
 
-_PLURALS = {"Namespace": "namespaces", "ConfigMap": "configmaps",
+_PLURALS = {"Namespace": "namespaces", "ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments",
             "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
             "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
             "MutatingAdmissionPolicy": "mutatingadmissionpolicies",
