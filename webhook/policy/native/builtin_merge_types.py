@@ -22,15 +22,15 @@ when) and converts them the same way, one type at a time as a merge reaches it:
 - a string with a ``format`` other than ``byte`` (``int-or-string``, ``date-time``) is an
   untyped scalar; Quantity an untyped scalar; RawExtension untyped (atomic lists and maps).
 
-The table is read once, on the first ApplyConfiguration of a built-in kind (never at start).
+The table is read once, on the first ApplyConfiguration of a built-in kind (never at start:
+the module is imported with the admission chain, so it holds plain classes, no dataclasses,
+and imports ``gzip`` only to read the table).
 """
 
 from __future__ import annotations
 
 import functools
-import gzip
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,28 +42,51 @@ _UNTYPED = "__untyped_atomic_"
 _DEDUCED = "__untyped_deduced_"
 
 
-@dataclass(frozen=True)
 class MapType:
-    fields: dict[str, TypeRef]
-    element: TypeRef | None  # the other keys' type; None: no other key is declared
-    atomic: bool
-    defaults: dict[str, Any]  # the fields' scalar defaults (a list-map key's default)
+    __slots__ = ("fields", "element", "atomic", "defaults")
+
+    def __init__(self, fields: dict[str, TypeRef], element: TypeRef | None, atomic: bool,
+                 defaults: dict[str, Any]) -> None:
+        self.fields = fields
+        self.element = element  # the other keys' type; None: no other key is declared
+        self.atomic = atomic
+        self.defaults = defaults  # the fields' scalar defaults (a list-map key's default)
 
 
-@dataclass(frozen=True)
 class ListType:
-    element: TypeRef
-    atomic: bool
-    keys: tuple[str, ...]  # associative with keys: a list-map; associative without: a set
+    __slots__ = ("element", "atomic", "keys")
+
+    def __init__(self, element: TypeRef, atomic: bool, keys: tuple[str, ...]) -> None:
+        self.element = element
+        self.atomic = atomic
+        self.keys = keys  # associative with keys: a list-map; associative without: a set
 
 
-@dataclass(frozen=True)
 class Atom:
     """A structured-merge-diff atom: what a value of the type may be (several: the value decides)."""
 
-    scalar: str | None = None  # string | numeric | boolean | untyped
-    map: MapType | None = None
-    list: ListType | None = None
+    __slots__ = ("scalar", "map", "list")
+
+    def __init__(self, scalar: str | None = None, map: MapType | None = None,  # noqa: A002 (SMD's names)
+                 list: ListType | None = None) -> None:  # noqa: A002
+        self.scalar = scalar  # string | numeric | boolean | untyped
+        self.map = map
+        self.list = list
+
+    def deduced(self, value: Any) -> Atom:
+        """``deduceAtom`` then ``handleAtom``'s choice: the one form ``value`` takes, else (a CEL
+        null, or a value of no form the type has) the map, the scalar, the list, in that order."""
+        if isinstance(value, dict) and self.map is not None:
+            return Atom(map=self.map)
+        if isinstance(value, list) and self.list is not None:
+            return Atom(list=self.list)
+        if value is not None and not isinstance(value, (dict, list)) and self.scalar is not None:
+            return Atom(scalar=self.scalar)
+        if self.map is not None:
+            return Atom(map=self.map)
+        if self.scalar is not None:
+            return Atom(scalar=self.scalar)
+        return Atom(list=self.list)
 
 
 class TypeRef:
@@ -94,14 +117,12 @@ class TypeRef:
         return f"TypeRef({self._name or 'inline'})"
 
 
-@dataclass
 class MergeTypes:
     """The built-in kinds' types: each kind's root by (apiVersion, kind), the components by name."""
 
-    kinds: dict[str, str]
-    schemas: dict[str, dict[str, Any]]
-    source: dict[str, Any]
-    _named: dict[str, Atom] = field(default_factory=dict)
+    def __init__(self, kinds: dict[str, str], schemas: dict[str, dict[str, Any]], source: dict[str, Any]) -> None:
+        self.kinds, self.schemas, self.source = kinds, schemas, source
+        self._named: dict[str, Atom] = {}
 
     def root(self, api_version: str, kind: str) -> TypeRef | None:
         name = self.kinds.get(f"{api_version} {kind}")
@@ -194,6 +215,8 @@ def _list_type(schema: dict[str, Any]) -> tuple[bool, tuple[str, ...]]:
 @functools.cache
 def builtin_merge_types() -> MergeTypes:
     """The table, read from the package data on first use (immutable: one per process)."""
+    import gzip
+
     document = json.loads(gzip.decompress(DATA.read_bytes()))
     return MergeTypes(document["kinds"], document["types"], document["source"])
 

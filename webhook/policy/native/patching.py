@@ -26,11 +26,13 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.gocompat.fmt import go_json, go_quote, go_type_name, go_value
-from webhook.policy.native.builtin_merge_types import Atom, TypeRef, builtin_root
 from webhook.schema.structural import Node
+
+if TYPE_CHECKING:
+    from webhook.policy.native.builtin_merge_types import TypeRef
 
 
 class PatchError(ValueError):
@@ -74,25 +76,15 @@ _META_FIELDS: dict[str, Any] = {
 }
 
 
-def _deduced(atom: Atom, value: Any) -> Atom:
-    """``deduceAtom`` then ``handleAtom``'s choice: the one form ``value`` takes, else (a CEL
-    null, or a value of no form the type has) the map, the scalar, the list, in that order."""
-    if isinstance(value, dict) and atom.map is not None:
-        return Atom(map=atom.map)
-    if isinstance(value, list) and atom.list is not None:
-        return Atom(list=atom.list)
-    if value is not None and not isinstance(value, (dict, list)) and atom.scalar is not None:
-        return Atom(scalar=atom.scalar)
-    if atom.map is not None:
-        return Atom(map=atom.map)
-    if atom.scalar is not None:
-        return Atom(scalar=atom.scalar)
-    return Atom(list=atom.list)
+def _is_builtin(schema: Any) -> bool:
+    """Whether ``schema`` is a built-in kind's type (``builtin_merge_types.TypeRef``; that
+    module is imported only when one is needed, so it is known here by what it has)."""
+    return hasattr(schema, "atom")
 
 
 def _typed_shape(ref: TypeRef, value: Any) -> _Shape:
     """A built-in kind's type, in the form ``value`` takes."""
-    atom = _deduced(ref.atom(), value)
+    atom = ref.atom().deduced(value)
     if atom.map is not None:
         return _Shape("map", atomic=atom.map.atomic, fields=dict(atom.map.fields), element=atom.map.element,
                       any_field=atom.map.element is not None)
@@ -109,7 +101,7 @@ def _typed_shape(ref: TypeRef, value: Any) -> _Shape:
 
 
 def _shape(schema: Any, value: Any) -> _Shape:
-    if isinstance(schema, TypeRef):
+    if _is_builtin(schema):
         return _typed_shape(schema, value)
     if schema == _DEDUCED or schema is None:
         if isinstance(value, dict):
@@ -182,11 +174,17 @@ def apply_configuration(schema: Node | None, live: dict[str, Any], patch: dict[s
     is a built-in kind ``builtin_merge_types`` holds (by the patch's apiVersion and kind: the
     object's); else only ``metadata`` (ObjectMeta's merge types, as above) can be merged, and
     anything more raises :class:`MergeTypesUnknown`."""
-    root: Any = _root(schema) if schema is not None else builtin_root(patch.get("apiVersion"), patch.get("kind"))
-    if root is None:
-        if set(patch) - {"apiVersion", "kind", "metadata"}:
-            raise MergeTypesUnknown()
-        root = _root(None)
+    root: Any
+    if schema is not None:
+        root = _root(schema)
+    else:
+        from webhook.policy.native.builtin_merge_types import builtin_root  # imported only when needed
+
+        root = builtin_root(patch.get("apiVersion"), patch.get("kind"))
+        if root is None:
+            if set(patch) - {"apiVersion", "kind", "metadata"}:
+                raise MergeTypesUnknown()
+            root = _root(None)
     invalid = _typed_errors(root, patch, "")
     if invalid:
         raise PatchError("error applying patch: failed to convert patch object to typed object: "
@@ -209,8 +207,8 @@ def _expected(schema: Any, value: Any) -> tuple[str, str]:
     """What a schema node takes, as structured-merge-diff's atom: (``map`` | ``list`` |
     ``scalar`` | ``deduced``, the scalar's type: ``string`` | ``numeric`` | ``boolean`` | ``untyped``);
     a built-in kind's type in the form ``value`` takes."""
-    if isinstance(schema, TypeRef):
-        atom = _deduced(schema.atom(), value)
+    if _is_builtin(schema):
+        atom = schema.atom().deduced(value)
         if atom.map is not None:
             return "map", ""
         if atom.list is not None:
