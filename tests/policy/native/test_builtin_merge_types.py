@@ -126,3 +126,12 @@ def test_a_built_in_objects_apply_configuration_is_merged(tmp_path: Path) -> Non
     assert result["object"]["spec"]["replicas"] == 3
     assert result["object"]["spec"]["template"]["spec"]["containers"] == [{"name": "app", "image": "app:1"}]
     assert "not checked" not in err
+
+
+def test_the_table_travels_in_the_wheel(tmp_path: Path) -> None:
+    import zipfile
+
+    from tests.support.wheel import build_wheel
+
+    names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
+    assert "webhook/policy/native/builtin_merge_types.json.gz" in names
