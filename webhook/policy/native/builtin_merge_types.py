@@ -22,9 +22,10 @@ when) and converts them the same way, one type at a time as a merge reaches it:
 - a string with a ``format`` other than ``byte`` (``int-or-string``, ``date-time``) is an
   untyped scalar; Quantity an untyped scalar; RawExtension untyped (atomic lists and maps).
 
-The table is read once, on the first ApplyConfiguration of a built-in kind (never at start:
-the module is imported with the admission chain, so it holds plain classes, no dataclasses,
-and imports ``gzip`` only to read the table).
+The table is read once, on the first ApplyConfiguration of a built-in kind or into an object's
+``metadata`` (a custom resource's ObjectMeta is the same type), never at start (the
+module is imported only then; it holds plain classes, no dataclasses, and imports ``gzip`` only
+to read the table).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 DATA = Path(__file__).with_name("builtin_merge_types.json.gz")
 
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 _RAW_EXTENSION = "io.k8s.apimachinery.pkg.runtime.RawExtension"
 _UNTYPED = "__untyped_atomic_"
 _DEDUCED = "__untyped_deduced_"
@@ -219,6 +221,12 @@ def builtin_merge_types() -> MergeTypes:
 
     document = json.loads(gzip.decompress(DATA.read_bytes()))
     return MergeTypes(document["kinds"], document["types"], document["source"])
+
+
+def object_meta() -> TypeRef:
+    """``io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta``: every kind's ``metadata``, a custom
+    resource's too."""
+    return TypeRef(builtin_merge_types(), _OBJECT_META)
 
 
 def builtin_root(api_version: Any, kind: Any) -> TypeRef | None:

@@ -11,10 +11,10 @@ items first, the patch's merged in where they are shared, new ones after), a sca
 A custom resource's schema gives the merge types as the apiserver's converter reads its
 OpenAPI: ``x-kubernetes-map-type``, ``x-kubernetes-list-type`` (no list-type: atomic),
 ``x-kubernetes-list-map-keys``; ``x-kubernetes-preserve-unknown-fields`` without a schema
-below it: maps merged, lists atomic; ``metadata`` as ObjectMeta (labels and annotations maps,
-finalizers a set, ownerReferences keyed by uid). A built-in kind's come from the apiserver's
-own OpenAPI (``builtin_merge_types``: a list-map item's missing key takes the key field's
-default, as a Service port without ``protocol`` is the ``TCP`` one).
+below it: maps merged, lists atomic; ``metadata`` (the root's, an embedded resource's) as the
+apiserver's ObjectMeta. A built-in kind's merge types come from the apiserver's own OpenAPI
+(``builtin_merge_types``: a list-map item's missing key takes the key field's default, as a
+Service port without ``protocol`` is the ``TCP`` one), and so does ObjectMeta's.
 
 JSONPatch (``json_patch.go``): RFC 6902 as ``gopkg.in/evanphx/json-patch.v4`` applies it, with
 its error texts (``replace`` of a missing object key adds it; negative array indices count from
@@ -62,18 +62,19 @@ class _Shape:
 
 
 _DEDUCED = "deduced"  # no schema: maps merged key by key, lists atomic
-_OBJECT_META = "metadata"
-_STRING_MAP = "string-map"
+_OBJECT_META = "metadata"  # ObjectMeta, a custom resource's (root or embedded) as a built-in kind's
 _SCALAR = "scalar"
-_OWNER_REFERENCES = "ownerReferences"
-_SET_OF_STRINGS = "set-of-strings"
-_META_FIELDS: dict[str, Any] = {
-    "labels": _STRING_MAP, "annotations": _STRING_MAP, "finalizers": _SET_OF_STRINGS,
-    "ownerReferences": _OWNER_REFERENCES, "managedFields": _DEDUCED,
-    **{name: _SCALAR for name in ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
-                                  "generation", "creationTimestamp", "deletionTimestamp",
-                                  "deletionGracePeriodSeconds")},
-}
+
+
+def _object_meta() -> TypeRef:
+    """ObjectMeta's type: the apiserver's OpenAPI refers a custom resource's ``metadata`` (its
+    root's and each embedded resource's: apiextensions' ``openapi/builder``) to the same
+    ``io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`` as a built-in kind's, so it is read from
+    the built-in kinds' table (labels and annotations maps of strings, finalizers a set,
+    ownerReferences keyed by uid, managedFields atomic)."""
+    from webhook.policy.native.builtin_merge_types import object_meta  # imported only when needed
+
+    return object_meta()
 
 
 def _is_builtin(schema: Any) -> bool:
@@ -101,6 +102,8 @@ def _typed_shape(ref: TypeRef, value: Any) -> _Shape:
 
 
 def _shape(schema: Any, value: Any) -> _Shape:
+    if schema == _OBJECT_META:
+        schema = _object_meta()
     if _is_builtin(schema):
         return _typed_shape(schema, value)
     if schema == _DEDUCED or schema is None:
@@ -111,14 +114,6 @@ def _shape(schema: Any, value: Any) -> _Shape:
         return _Shape("scalar")
     if schema == _SCALAR:
         return _Shape("scalar")
-    if schema == _STRING_MAP:
-        return _Shape("map", element=_SCALAR, any_field=True)
-    if schema == _SET_OF_STRINGS:
-        return _Shape("list", element=_SCALAR, list_type="set")
-    if schema == _OWNER_REFERENCES:
-        return _Shape("list", element=_DEDUCED, list_type="map", keys=("uid",))
-    if schema == _OBJECT_META:
-        return _Shape("map", fields=_META_FIELDS)
     node: Node = schema
     types = set(node.types)
     if node.int_or_string or (types and not types & {"object", "array"}):
@@ -207,6 +202,8 @@ def _expected(schema: Any, value: Any) -> tuple[str, str]:
     """What a schema node takes, as structured-merge-diff's atom: (``map`` | ``list`` |
     ``scalar`` | ``deduced``, the scalar's type: ``string`` | ``numeric`` | ``boolean`` | ``untyped``);
     a built-in kind's type in the form ``value`` takes."""
+    if schema == _OBJECT_META:
+        schema = _object_meta()
     if _is_builtin(schema):
         atom = schema.atom().deduced(value)
         if atom.map is not None:
@@ -216,10 +213,8 @@ def _expected(schema: Any, value: Any) -> tuple[str, str]:
         return "scalar", atom.scalar or "untyped"
     if schema == _SCALAR:
         return "scalar", "untyped"
-    if schema in (_STRING_MAP, _OBJECT_META) or isinstance(schema, _Root):
+    if isinstance(schema, _Root):
         return "map", ""
-    if schema in (_SET_OF_STRINGS, _OWNER_REFERENCES):
-        return "list", ""
     if not isinstance(schema, Node):
         return "deduced", ""
     types = set(schema.types)
