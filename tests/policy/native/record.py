@@ -123,6 +123,12 @@ def _reduced(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": out.pop("apiVersion"), "kind": out.pop("kind"), "metadata": out.pop("metadata"), **out}
 
 
+def _converter_lag(answer: dict[str, Any]) -> bool:
+    """A MutatingAdmissionPolicy's answer before the plugin has the kind's schema."""
+    message = (answer.get("status") or {}).get("message") or ""
+    return answer["code"] == 503 and "There can be a delay between when CustomResourceDefinitions are created" in message
+
+
 class Recorder:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -314,6 +320,10 @@ class Recorder:
             suite["type_checking"] = self.type_checking(policies)
             for case in suite["cases"]:
                 for _ in range(5):
+                    # the mutating plugin learns a new CRD's schema from the OpenAPI paths it polls
+                    # every 5 s: until then it answers 503 (``typeconverter.go``)
+                    self.wait("the mutating plugin's type converter", lambda: not _converter_lag(
+                        self.send(case, plural, stored.get(case["name"]))))
                     first = self.send(case, plural, stored.get(case["name"]))
                     second = self.send(case, plural, stored.get(case["name"]))
                     if first == second:

@@ -13,8 +13,8 @@ OpenAPI: ``x-kubernetes-map-type``, ``x-kubernetes-list-type`` (no list-type: at
 ``x-kubernetes-list-map-keys``; ``x-kubernetes-preserve-unknown-fields`` without a schema
 below it: maps merged, lists atomic; ``metadata`` (the root's, an embedded resource's) as the
 apiserver's ObjectMeta. A built-in kind's merge types come from the apiserver's own OpenAPI
-(``builtin_merge_types``: a list-map item's missing key takes the key field's default, as a
-Service port without ``protocol`` is the ``TCP`` one), and so does ObjectMeta's.
+(``builtin_merge_types``), and so does ObjectMeta's. In both, a list-map item's missing key
+takes the key field's default (a Service port without ``protocol`` is the ``TCP`` one).
 
 JSONPatch (``json_patch.go``): RFC 6902 as ``gopkg.in/evanphx/json-patch.v4`` applies it, with
 its error texts (``replace`` of a missing object key adds it; negative array indices count from
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from webhook.gocompat.fmt import go_json, go_quote, go_type_name, go_value
-from webhook.schema.structural import Node
+from webhook.schema.structural import ABSENT, Node
 
 if TYPE_CHECKING:
     from webhook.policy.native.builtin_merge_types import TypeRef
@@ -58,7 +58,7 @@ class _Shape:
     list_type: str = "atomic"  # atomic | set | map
     keys: tuple[str, ...] = ()
     any_field: bool = False  # a map of any keys (additionalProperties or deduced)
-    key_defaults: dict[str, Any] | None = None  # a list-map's key fields' defaults (built-in kinds)
+    key_defaults: dict[str, Any] | None = None  # a list-map's key fields' defaults
 
 
 _DEDUCED = "deduced"  # no schema: maps merged key by key, lists atomic
@@ -120,8 +120,12 @@ def _shape(schema: Any, value: Any) -> _Shape:
         return _Shape("scalar")
     if "array" in types or (not types and node.items is not None):
         list_type = node.list_type or "atomic"
+        keys = tuple(node.list_map_keys)
+        # the key fields' defaults, which the CRD's published OpenAPI carries (schemaconv's StructField.Default)
+        item_fields = node.items.properties if node.items is not None else {}
+        defaults = {k: item_fields[k].default for k in keys if k in item_fields and item_fields[k].default is not ABSENT}
         return _Shape("list", atomic=list_type == "atomic", element=node.items if node.items is not None else _DEDUCED,
-                      list_type=list_type, keys=tuple(node.list_map_keys))
+                      list_type=list_type, keys=keys, key_defaults=defaults)
     if "object" in types or node.properties or node.additional is not None or node.preserve_unknown:
         fields: dict[str, Any] = dict(node.properties)
         if node.embedded:
