@@ -60,9 +60,12 @@ def test_the_merge_types_follow_the_apiservers_openapi() -> None:
 
 
 def test_the_table_is_not_read_at_start() -> None:
-    """The admission chain (what ``serve`` loads) does not import it; only a built-in object's
-    ApplyConfiguration does."""
-    probe = ("import sys, webhook.admission.chain, webhook.policy.native.mutating; "
+    """Neither ``serve`` (every module of ``webhook.server``, the admission chain) nor the offline
+    commands import it; only an ApplyConfiguration that needs it does."""
+    probe = ("import sys, importlib, pkgutil, webhook.server as server\n"
+             "for module in pkgutil.iter_modules(server.__path__):\n"
+             "    importlib.import_module('webhook.server.' + module.name)\n"
+             "import webhook.admission.chain, webhook.policy.native.mutating, webhook.offline.validate, webhook.cli\n"
              "print('webhook.policy.native.builtin_merge_types' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, check=True, capture_output=True, text=True).stdout
     assert out.strip() == "False"
