@@ -159,25 +159,32 @@ def test_params_among_the_inputs(tmp_path: Path) -> None:
         "ValidatingAdmissionPolicy 'replicas' with binding 'replicas' denied request: the second rule"]
 
 
-def test_an_apply_configuration_beyond_a_builtin_kinds_metadata_is_unknown(tmp_path: Path) -> None:
-    """A built-in kind's merge types are known offline only for its metadata: an
+def test_an_apply_configuration_beyond_metadata_of_a_kind_without_merge_types_is_unknown(tmp_path: Path) -> None:
+    """A built-in kind is merged by the apiserver's OpenAPI (a ConfigMap's data applied); one
+    whose merge types infergate does not hold (RuntimeClass) is known only for its metadata: an
     ApplyConfiguration that sets more is left out (the object as it was) and named in the note."""
     (tmp_path / "policies").mkdir()
+    rules = "resourceRules: [{apiGroups: ['', node.k8s.io], apiVersions: [v1], operations: [CREATE], " \
+            "resources: [configmaps, runtimeclasses]}]"
     (tmp_path / "policies" / "map.yaml").write_text(
         "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicy\nmetadata: {name: data}\n"
-        "spec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [''], apiVersions: [v1], operations: [CREATE], "
-        "resources: [configmaps]}]\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n"
-        "    applyConfiguration: {expression: 'Object{data: {\"added\": \"yes\"}}'}\n---\n"
+        f"spec:\n  matchConstraints:\n    {rules}\n  reinvocationPolicy: Never\n  mutations:\n"
+        "  - patchType: ApplyConfiguration\n"
+        "    applyConfiguration: {expression: 'object.kind == \"ConfigMap\" ? Object{data: {\"added\": \"yes\"}} : "
+        "Object{handler: \"crun\"}'}\n---\n"
         "apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingAdmissionPolicyBinding\nmetadata: {name: data}\n"
         "spec: {policyName: data}\n")
     (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n"
-                                      "data: {a: b}\n")
+                                      "data: {a: b}\n---\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
+                                      "metadata: {name: r}\nhandler: runc\n")
     code, out, err = validate("-o", "json", "--policies", str(tmp_path / "policies"), str(tmp_path / "cm.yaml"))
     assert code == 0, err
-    [result] = json.loads(out)
-    assert result["allowed"] is True and result["object"]["data"] == {"a": "b"}
-    assert "not checked: the merge types of ConfigMap fields (an ApplyConfiguration beyond metadata) (1 mutation)" \
-        in err
+    config_map, runtime_class = json.loads(out)
+    assert config_map["allowed"] is True and config_map["object"]["data"] == {"a": "b", "added": "yes"}
+    assert runtime_class["allowed"] is True and runtime_class["object"]["handler"] == "runc"
+    assert "not checked: the merge types of RuntimeClass fields (an ApplyConfiguration beyond metadata) " \
+           "(1 mutation)" in err
+    assert "ConfigMap fields" not in err
 
 
 def _reinvocation_policies(tmp: Path, reinvocation: str) -> Path:

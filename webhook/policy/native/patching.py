@@ -11,8 +11,10 @@ items first, the patch's merged in where they are shared, new ones after), a sca
 A custom resource's schema gives the merge types as the apiserver's converter reads its
 OpenAPI: ``x-kubernetes-map-type``, ``x-kubernetes-list-type`` (no list-type: atomic),
 ``x-kubernetes-list-map-keys``; ``x-kubernetes-preserve-unknown-fields`` without a schema
-below it: maps merged, lists atomic; ``metadata`` as ObjectMeta (labels and annotations maps,
-finalizers a set, ownerReferences keyed by uid).
+below it: maps merged, lists atomic; ``metadata`` (the root's, an embedded resource's) as the
+apiserver's ObjectMeta. A built-in kind's merge types come from the apiserver's own OpenAPI
+(``builtin_merge_types``), and so does ObjectMeta's. In both, a list-map item's missing key
+takes the key field's default (a Service port without ``protocol`` is the ``TCP`` one).
 
 JSONPatch (``json_patch.go``): RFC 6902 as ``gopkg.in/evanphx/json-patch.v4`` applies it, with
 its error texts (``replace`` of a missing object key adds it; negative array indices count from
@@ -24,10 +26,13 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.gocompat.fmt import go_json, go_quote, go_type_name, go_value
-from webhook.schema.structural import Node
+from webhook.schema.structural import ABSENT, Node
+
+if TYPE_CHECKING:
+    from webhook.policy.native.builtin_merge_types import TypeRef
 
 
 class PatchError(ValueError):
@@ -36,7 +41,8 @@ class PatchError(ValueError):
 
 class MergeTypesUnknown(Exception):
     """An ApplyConfiguration of a kind whose schema (its lists' and maps' merge types) is not
-    known here: a built-in kind sets more than its metadata."""
+    known here (neither a CRD's nor a built-in kind ``builtin_merge_types`` holds) sets more
+    than its metadata."""
 
 
 # -- the merge types of a schema ----------------------------------------------------------------
@@ -52,24 +58,54 @@ class _Shape:
     list_type: str = "atomic"  # atomic | set | map
     keys: tuple[str, ...] = ()
     any_field: bool = False  # a map of any keys (additionalProperties or deduced)
+    key_defaults: dict[str, Any] | None = None  # a list-map's key fields' defaults
 
 
 _DEDUCED = "deduced"  # no schema: maps merged key by key, lists atomic
-_OBJECT_META = "metadata"
-_STRING_MAP = "string-map"
+_OBJECT_META = "metadata"  # ObjectMeta, a custom resource's (root or embedded) as a built-in kind's
 _SCALAR = "scalar"
-_OWNER_REFERENCES = "ownerReferences"
-_SET_OF_STRINGS = "set-of-strings"
-_META_FIELDS: dict[str, Any] = {
-    "labels": _STRING_MAP, "annotations": _STRING_MAP, "finalizers": _SET_OF_STRINGS,
-    "ownerReferences": _OWNER_REFERENCES, "managedFields": _DEDUCED,
-    **{name: _SCALAR for name in ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
-                                  "generation", "creationTimestamp", "deletionTimestamp",
-                                  "deletionGracePeriodSeconds")},
-}
+
+
+def _object_meta() -> TypeRef:
+    """ObjectMeta's type: the apiserver's OpenAPI refers a custom resource's ``metadata`` (its
+    root's and each embedded resource's: apiextensions' ``openapi/builder``) to the same
+    ``io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta`` as a built-in kind's, so it is read from
+    the built-in kinds' table (labels and annotations maps of strings, finalizers a set,
+    ownerReferences keyed by uid, managedFields atomic)."""
+    from webhook.policy.native.builtin_merge_types import object_meta  # imported only when needed
+
+    return object_meta()
+
+
+def _is_builtin(schema: Any) -> bool:
+    """Whether ``schema`` is a built-in kind's type (``builtin_merge_types.TypeRef``; that
+    module is imported only when one is needed, so it is known here by what it has)."""
+    return hasattr(schema, "atom")
+
+
+def _typed_shape(ref: TypeRef, value: Any) -> _Shape:
+    """A built-in kind's type, in the form ``value`` takes."""
+    atom = ref.atom().deduced(value)
+    if atom.map is not None:
+        return _Shape("map", atomic=atom.map.atomic, fields=dict(atom.map.fields), element=atom.map.element,
+                      any_field=atom.map.element is not None)
+    if atom.list is not None:
+        kind = atom.list
+        list_type = "atomic" if kind.atomic else "map" if kind.keys else "set"
+        defaults: dict[str, Any] = {}
+        if kind.keys:
+            item = kind.element.atom().map
+            defaults = {k: item.defaults[k] for k in kind.keys if item is not None and k in item.defaults}
+        return _Shape("list", atomic=kind.atomic, element=kind.element, list_type=list_type, keys=kind.keys,
+                      key_defaults=defaults)
+    return _Shape("scalar")
 
 
 def _shape(schema: Any, value: Any) -> _Shape:
+    if schema == _OBJECT_META:
+        schema = _object_meta()
+    if _is_builtin(schema):
+        return _typed_shape(schema, value)
     if schema == _DEDUCED or schema is None:
         if isinstance(value, dict):
             return _Shape("map", element=_DEDUCED, any_field=True)
@@ -78,22 +114,18 @@ def _shape(schema: Any, value: Any) -> _Shape:
         return _Shape("scalar")
     if schema == _SCALAR:
         return _Shape("scalar")
-    if schema == _STRING_MAP:
-        return _Shape("map", element=_SCALAR, any_field=True)
-    if schema == _SET_OF_STRINGS:
-        return _Shape("list", element=_SCALAR, list_type="set")
-    if schema == _OWNER_REFERENCES:
-        return _Shape("list", element=_DEDUCED, list_type="map", keys=("uid",))
-    if schema == _OBJECT_META:
-        return _Shape("map", fields=_META_FIELDS)
     node: Node = schema
     types = set(node.types)
     if node.int_or_string or (types and not types & {"object", "array"}):
         return _Shape("scalar")
     if "array" in types or (not types and node.items is not None):
         list_type = node.list_type or "atomic"
+        keys = tuple(node.list_map_keys)
+        # the key fields' defaults, which the CRD's published OpenAPI carries (schemaconv's StructField.Default)
+        item_fields = node.items.properties if node.items is not None else {}
+        defaults = {k: item_fields[k].default for k in keys if k in item_fields and item_fields[k].default is not ABSENT}
         return _Shape("list", atomic=list_type == "atomic", element=node.items if node.items is not None else _DEDUCED,
-                      list_type=list_type, keys=tuple(node.list_map_keys))
+                      list_type=list_type, keys=keys, key_defaults=defaults)
     if "object" in types or node.properties or node.additional is not None or node.preserve_unknown:
         fields: dict[str, Any] = dict(node.properties)
         if node.embedded:
@@ -137,11 +169,21 @@ def _resolve(schema: Any, value: Any) -> _Shape:
 
 def apply_configuration(schema: Node | None, live: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """``ApplyStructuredMergeDiff``: ``patch`` merged into ``live`` (neither is changed).
-    ``schema`` None: a kind whose merge types are not known here, where only ``metadata``
-    (ObjectMeta's are known) can be merged; anything more raises :class:`MergeTypesUnknown`."""
-    if schema is None and set(patch) - {"apiVersion", "kind", "metadata"}:
-        raise MergeTypesUnknown()
-    root = _root(schema)
+    ``schema``: the CRD's; None: a kind no CRD serves, typed by the apiserver's OpenAPI when it
+    is a built-in kind ``builtin_merge_types`` holds (by the patch's apiVersion and kind: the
+    object's); else only ``metadata`` (ObjectMeta's merge types, as above) can be merged, and
+    anything more raises :class:`MergeTypesUnknown`."""
+    root: Any
+    if schema is not None:
+        root = _root(schema)
+    else:
+        from webhook.policy.native.builtin_merge_types import builtin_root  # imported only when needed
+
+        root = builtin_root(patch.get("apiVersion"), patch.get("kind"))
+        if root is None:
+            if set(patch) - {"apiVersion", "kind", "metadata"}:
+                raise MergeTypesUnknown()
+            root = _root(None)
     invalid = _typed_errors(root, patch, "")
     if invalid:
         raise PatchError("error applying patch: failed to convert patch object to typed object: "
@@ -160,15 +202,23 @@ def _validation_errors(errors: list[str]) -> str:
     return "\n".join(["errors:", *("  " + e for e in errors)])
 
 
-def _expected(schema: Any) -> tuple[str, str]:
+def _expected(schema: Any, value: Any) -> tuple[str, str]:
     """What a schema node takes, as structured-merge-diff's atom: (``map`` | ``list`` |
-    ``scalar`` | ``deduced``, the scalar's type: ``string`` | ``numeric`` | ``boolean`` | ``untyped``)."""
+    ``scalar`` | ``deduced``, the scalar's type: ``string`` | ``numeric`` | ``boolean`` | ``untyped``);
+    a built-in kind's type in the form ``value`` takes."""
+    if schema == _OBJECT_META:
+        schema = _object_meta()
+    if _is_builtin(schema):
+        atom = schema.atom().deduced(value)
+        if atom.map is not None:
+            return "map", ""
+        if atom.list is not None:
+            return "list", ""
+        return "scalar", atom.scalar or "untyped"
     if schema == _SCALAR:
         return "scalar", "untyped"
-    if schema in (_STRING_MAP, _OBJECT_META) or isinstance(schema, _Root):
+    if isinstance(schema, _Root):
         return "map", ""
-    if schema in (_SET_OF_STRINGS, _OWNER_REFERENCES):
-        return "list", ""
     if not isinstance(schema, Node):
         return "deduced", ""
     types = set(schema.types)
@@ -217,7 +267,7 @@ def _typed_errors(schema: Any, value: Any, path: str) -> list[str]:
     value of the type its schema declares, declared fields only, list-map items with a key,
     no duplicate list items. A ``None`` in a patch is CEL's null, which reaches the
     apiserver as the protobuf NullValue 0 (not a JSON null)."""
-    kind, scalar = _expected(schema)
+    kind, scalar = _expected(schema, value)
     prefix = f"{path}: " if path else ""
     if kind == "deduced":
         return []
@@ -256,11 +306,12 @@ def _typed_errors(schema: Any, value: Any, path: str) -> list[str]:
                 return errors + [f"{prefix}element {i}: associative list with keys may not have a null element"]
             if not isinstance(item, dict):
                 return errors + [f"{prefix}element {i}: associative list with keys may not have non-map elements"]
-            keys = [k for k in sorted(shape.keys) if k in item]
-            if not keys:
+            key = _key_fields(shape, item)
+            if not key:
+                quoted = " ".join(go_quote(k) for k in shape.keys)  # %q of a []string
                 return errors + [f"{prefix}element {i}: associative list with keys has an element that omits all key "
-                                 f"fields {go_json(list(shape.keys))} (and doesn't have default values for any key fields)"]
-            element = "[" + ",".join(f"{k}={_key_text(item[k])}" for k in keys) + "]"
+                                 f"fields [{quoted}] (and doesn't have default values for any key fields)"]
+            element = "[" + ",".join(f"{k}={_key_text(v)}" for k, v in key) + "]"
         else:
             if isinstance(item, dict):
                 return errors + [f"{prefix}element {i}: associative list without keys has an element that's a map type"]
@@ -317,12 +368,20 @@ def _merge(schema: Any, lhs: Any, rhs: Any) -> Any:
     return copy.deepcopy(rhs)
 
 
+def _key_fields(shape: _Shape, item: dict[str, Any]) -> list[tuple[str, Any]]:
+    """``keyedAssociativeListItemToPathElement``: a list-map item's key fields, sorted by name,
+    each its value or its field's default (a key with neither left out)."""
+    defaults = shape.key_defaults or {}
+    return [(k, item[k] if k in item else defaults[k]) for k in sorted(shape.keys)
+            if k in item or defaults.get(k) is not None]
+
+
 def _item_key(shape: _Shape, item: Any) -> str:
     """A list item's path element as a comparable text: its keys (list-map) or its value (set)."""
     if shape.list_type == "map":
         if not isinstance(item, dict):
             raise PatchError("error applying patch: failed to merge patch: expected map, got " + json.dumps(item))
-        return json.dumps([item.get(k) for k in shape.keys], sort_keys=True)
+        return json.dumps(_key_fields(shape, item), sort_keys=True)
     return json.dumps(item, sort_keys=True)
 
 
