@@ -9,9 +9,10 @@ a shared cluster is judged. Usage::
 
     KUBECONFIG=~/.cache/realk8s/kubeconfig .venv/bin/python scripts/record_native_handover.py
 
-1. one round of the controller's ``NativePolicies`` (no owner): the VAPs and bindings applied,
-   the probe denied, the VAPs marked; a second round, which must write nothing;
-2. the stored VAPs and bindings labelled managed-by infergate, as the API returns them;
+1. one round of the controller's ``NativePolicies`` (no owner): the VAPs, the MAP and their
+   bindings applied, the probe denied, the VAPs marked, the mutation probe annotated, the MAP
+   marked; a second round, which must write nothing;
+2. the stored VAPs, MAPs and bindings labelled managed-by infergate, as the API returns them;
 3. the probe's dry-run create again: the Status of its denial;
 4. dry-run creates of a Model in namespace ``s2-native`` breaking the exported validation, and
    one breaking only the exported warning: the Status (or object) and the Warning headers (the
