@@ -92,7 +92,7 @@ def handover_watches() -> tuple[WatchedKind, ...]:
 
 def webhook_watches(policies: Any = None, *, native: bool = False) -> tuple[WatchedKind, ...]:
     """What the webhook's watch cache watches: what the ``policies`` read (None: every lookup
-    kind), the CRDs of the kinds it judges, and with ``native`` the generated VAPs and bindings."""
+    kind), the CRDs of the kinds it judges, and with ``native`` the generated VAPs, MAPs and bindings."""
     return read_lookups(policies) + crd_watches() + (handover_watches() if native else ())
 
 
