@@ -9,15 +9,17 @@ a shared cluster is judged. Usage::
 
     KUBECONFIG=~/.cache/realk8s/kubeconfig .venv/bin/python scripts/record_native_handover.py
 
-1. one round of the controller's ``NativePolicies`` (no owner): the VAPs and bindings applied,
-   the probe denied, the VAPs marked; a second round, which must write nothing;
-2. the stored VAPs and bindings labelled managed-by infergate, as the API returns them;
+1. one round of the controller's ``NativePolicies`` (no owner): the VAPs, the MAP and their
+   bindings applied, the probe denied, the VAPs marked, the mutation probe annotated, the MAP
+   marked; a second round, which must write nothing;
+2. the stored VAPs, MAPs and bindings labelled managed-by infergate, as the API returns them;
 3. the probe's dry-run create again: the Status of its denial;
 4. dry-run creates of a Model in namespace ``s2-native`` breaking the exported validation, and
-   one breaking only the exported warning: the Status (or object) and the Warning headers;
-5. the policies changed to ``policies-later/`` (the warning gone): one round (the ``-warn`` VAP
-   unmarked, its binding deleted), the stored objects; after the grace, another round (the VAP
-   deleted), the stored objects;
+   one breaking only the exported warning: the Status (or object) and the Warning headers (the
+   object returned carries the exported mutation's ``minReplicas``, by the MAP);
+5. the policies changed to ``policies-later/`` (the warning and the mutation gone): one round
+   (the ``-warn`` VAP and the MAP unmarked, their bindings deleted), the stored objects; after
+   the grace, another round (the VAP and the MAP deleted), the stored objects;
 6. everything it created deleted (the objects, the namespace).
 """
 
@@ -62,9 +64,14 @@ class Switch:
         return self.set
 
 
+KIND_OF = {"ValidatingAdmissionPolicy": kinds.VALIDATING_ADMISSION_POLICY,
+           "ValidatingAdmissionPolicyBinding": kinds.VALIDATING_ADMISSION_POLICY_BINDING,
+           "MutatingAdmissionPolicy": kinds.MUTATING_ADMISSION_POLICY,
+           "MutatingAdmissionPolicyBinding": kinds.MUTATING_ADMISSION_POLICY_BINDING}
+
+
 def listed(api) -> list[dict]:
-    out = [o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
-           for o in api.list(kind, MANAGED_BY_SELECTOR)]
+    out = [o for kind in KIND_OF.values() for o in api.list(kind, MANAGED_BY_SELECTOR)]
     for obj in out:
         obj["metadata"].pop("managedFields", None)
     return sorted(out, key=lambda o: (o["kind"], o["metadata"]["name"]))
@@ -128,9 +135,7 @@ def main() -> int:
                 "later": later, "pruned": pruned}
     (DATA / "recorded.json").write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
     for obj in listed(api):
-        kind = kinds.VALIDATING_ADMISSION_POLICY if obj["kind"] == "ValidatingAdmissionPolicy" \
-            else kinds.VALIDATING_ADMISSION_POLICY_BINDING
-        api.delete(kind, obj["metadata"]["name"])
+        api.delete(KIND_OF[obj["kind"]], obj["metadata"]["name"])
     api.delete(kinds.NAMESPACE, NAMESPACE)
     return 0
 

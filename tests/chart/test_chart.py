@@ -451,7 +451,8 @@ def test_rbac_is_least_privilege(name):
 
 
 REPORTS = {"reports", "clusterreports", "policyreports", "clusterpolicyreports"}
-NATIVE_POLICIES = {"validatingadmissionpolicies", "validatingadmissionpolicybindings"}
+NATIVE_POLICIES = {"validatingadmissionpolicies", "validatingadmissionpolicybindings",
+                   "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"}
 
 
 def test_cluster_wide_secret_and_configmap_access_is_read_only_or_named():
@@ -861,9 +862,9 @@ def test_native_policies_wire_the_controller_the_webhook_and_their_rbac():
     apiserver; the RBAC is exactly what the two do, and nothing of it is rendered by default."""
     import argparse
 
-    from webhook import kinds
+    from webhook.controller.native_policies import KIND_OF
     from webhook.controller.runner import add_arguments
-    from webhook.inputs.watches import native_policy_watches
+    from webhook.inputs.watches import handover_watches
     from webhook.server.command import add_arguments as serve_arguments
     from webhook.apiversion import group_of
 
@@ -887,7 +888,7 @@ def test_native_policies_wire_the_controller_the_webhook_and_their_rbac():
     # the controller: its generated kinds listed, applied, deleted; its owner read by name; the probe
     controller = {(g, r, v) for rule in owner["rules"] if not rule.get("resourceNames")
                   for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
-    generated = {(k.group, k.plural) for k in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)}
+    generated = {(k.group, k.plural) for k in KIND_OF.values()}  # VAPs, MAPs and their bindings
     assert controller == {(g, r, v) for g, r in generated for v in ("list", "create", "patch", "delete")}
     assert [r for r in owner["rules"] if r.get("resourceNames")] == [
         {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
@@ -896,7 +897,7 @@ def test_native_policies_wire_the_controller_the_webhook_and_their_rbac():
     assert probe["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
     # the webhook: a watch of each generated kind
     webhook = grants(name, f"{RELEASE}-native-policies")
-    assert webhook == {(group_of(w.api_version), w.plural, v) for w in native_policy_watches()
+    assert webhook == {(group_of(w.api_version), w.plural, v) for w in handover_watches()
                        for v in ("get", "list", "watch")}
     for binding_kind in ("ClusterRoleBinding", "RoleBinding"):
         for binding in [o for o in objects(name) if o["kind"] == binding_kind and "native-policies" in o["metadata"]["name"]]:

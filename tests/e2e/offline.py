@@ -56,10 +56,10 @@ def validate(objects: Sequence[Mapping], *, crd_only: bool = False, old: Sequenc
 
 
 def _with_native_policies(crd_only: list[dict[str, Any]], with_vaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The apiserver alone in a native run: its CRDs (``crd_only``) and its generated VAPs. From
-    the answers with the VAPs as the only policies (``with_vaps``; the built-in Python policy
-    still judging there), a VAP's denial (the chain stops there, before any webhook) or the
-    VAPs' warnings after the CRDs'."""
+    """The apiserver alone in a native run: its CRDs (``crd_only``) and its generated MAPs and
+    VAPs. From the answers with those as the only policies (``with_vaps``; the built-in Python
+    policy still judging there), a VAP's denial (the chain stops there, before any webhook) or
+    the VAPs' warnings after the CRDs', and the object as the MAPs left it."""
     from .native import VAP_PREFIX
 
     out = []
@@ -69,7 +69,8 @@ def _with_native_policies(crd_only: list[dict[str, Any]], with_vaps: list[dict[s
             out.append(vaps)
             continue
         extra = [w for w in vaps["warnings"] if w.startswith(f"Validation failed for {VAP_PREFIX}")]
-        out.append({**alone, "warnings": list(alone["warnings"]) + extra})
+        mutated = {"object": vaps["object"]} if alone["allowed"] and vaps.get("object") is not None else {}
+        out.append({**alone, **mutated, "warnings": list(alone["warnings"]) + extra})
     return out
 
 

@@ -1,10 +1,11 @@
 """``policies.native.enabled`` on a real cluster (a native run: ``INFERGATE_E2E_NATIVE_POLICIES=1``;
 docs/native-policies.md, "In a cluster"): the controller's generated ValidatingAdmissionPolicies
-applied, owned by the release's ClusterRole and marked once its probe passed; the webhook leaving
-exactly their rules to the apiserver (every exported warning once, in the apiserver's words); and
-with the webhook out of the path (chart mode: scaled to 0, its configurations failing open; local
-mode: its configurations removed), a write breaking an exported rule denied by the apiserver
-itself. That uninstalling leaves none behind is checked by the run's last finalizer (conftest:
+and MutatingAdmissionPolicies applied, owned by the release's ClusterRole and marked once their
+probes passed; the webhook leaving exactly their rules to the apiserver (every exported warning
+once, in the apiserver's words); and with the webhook out of the path (chart mode: scaled to 0,
+its configurations failing open; local mode: its configurations removed), a write breaking an
+exported rule denied by the apiserver itself, and a Model written without a default the
+exported mutation sets coming back with it, set by the apiserver's MAP. That uninstalling leaves none behind is checked by the run's last finalizer (conftest:
 the garbage collector deletes them with their owner).
 """
 
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from webhook.policy.native_handover import PROBE_NAME, generated, in_cluster, stored_as_generated, stored_key
+from webhook.policy.native_handover import (HANDED_OVER_KINDS, PROBE_NAME, generated, in_cluster, stored_as_generated,
+                                            stored_key)
 
 from . import chart, cluster, identities, native, offline, scenarios, selection
 from .api import JSON_PATCH, wait_for
@@ -23,6 +25,7 @@ from .conftest import webhook_answers
 pytestmark = pytest.mark.e2e
 
 EXPORTED_DENIAL = "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml"  # kubeai-model-engine validations[0]
+EXPORTED_MUTATION = "valid/kubeai-model-ollama.yaml"  # no minReplicas: kubeai-model-defaults mutations[0] sets it
 
 
 @pytest.fixture
@@ -50,12 +53,10 @@ def test_the_generated_policies_are_applied_owned_and_marked(native_run):
         assert stored_as_generated(found, obj), stored_key(obj)
         assert found["metadata"]["ownerReferences"] == obj["metadata"]["ownerReferences"], stored_key(obj)
     assert {(k, n) for k, n in stored} == {stored_key(o) for o in wanted} | {
-        ("ValidatingAdmissionPolicy", PROBE_NAME), ("ValidatingAdmissionPolicyBinding", PROBE_NAME)}
+        (kind, PROBE_NAME) for kind in HANDED_OVER_KINDS}
     assert native.marked(kube) == native.expected_marks()
-    everything: dict[str, set[str]] = {}
-    for policy, rules in native.exported().rules.values():
-        everything.setdefault(policy, set()).update(rules)
-    assert native.handed_over(kube) == {p: frozenset(r) for p, r in everything.items()}
+    assert {kind for kind, _ in native.marked(kube)} == {"ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"}
+    assert native.handed_over(kube) == native.handed_over_everything()
 
 
 def test_exported_warnings_come_once_in_the_apiservers_words(native_run):
@@ -131,3 +132,15 @@ def test_the_apiserver_itself_denies_an_exported_rule_with_the_webhook_out(webho
            "denied request: " in reply.message
     assert scenarios.WEBHOOK_DENIAL not in reply.message
     assert offline.comparable_denial(reply.body) == offline.comparable_denial(expected["status"])
+
+
+def test_the_apiserver_itself_mutates_by_an_exported_mutation_with_the_webhook_out(webhook_out):
+    (obj,) = cluster.load_documents(cluster.MANIFESTS_DIR / EXPORTED_MUTATION)
+    obj["metadata"]["name"] = "e2e-native-mutated"  # a dry run: the manifest's own name is created by other scenarios
+    assert "minReplicas" not in obj["spec"]
+    (expected,) = offline.validate([obj], crd_only=True, state=webhook_out.state_dir)  # the apiserver alone
+    assert expected["allowed"] and expected["object"]["spec"]["minReplicas"] == 0  # by the generated MAP
+    reply = webhook_out.submit(obj, dry_run=True)
+    assert reply.ok, reply.body
+    assert reply.body["spec"]["minReplicas"] == 0, reply.body["spec"]
+    assert reply.body["spec"] == expected["object"]["spec"]

@@ -401,7 +401,8 @@ def test_a_native_run_installs_and_expects_the_switched_cluster(monkeypatch):
     """With policies.native.enabled the session's release and the local identities carry the
     native RBAC and values; the offline answers are the switched cluster's: an exported rule
     denied by its VAP (also with the webhook out of the path), exported warnings once in the
-    apiserver's words, and the webhook-only probe still the webhook's."""
+    apiserver's words, an exported mutation applied by its MAP with the webhook out of the path,
+    and the webhook-only probe still the webhook's."""
     from e2e import identities, native
 
     monkeypatch.setenv("INFERGATE_E2E_NATIVE_POLICIES", "1")
@@ -416,7 +417,7 @@ def test_a_native_run_installs_and_expects_the_switched_cluster(monkeypatch):
         (obj,) = cluster.load_documents(cluster.MANIFESTS_DIR / relative)
         return offline.validate([obj], **kwargs)[0]
 
-    from e2e.test_native_policies import EXPORTED_DENIAL
+    from e2e.test_native_policies import EXPORTED_DENIAL, EXPORTED_MUTATION
 
     for kwargs in ({}, {"crd_only": True}):
         denied = answer(EXPORTED_DENIAL, **kwargs)
@@ -427,6 +428,10 @@ def test_a_native_run_installs_and_expects_the_switched_cluster(monkeypatch):
     probe = answer(scenarios.webhook_probe())
     assert scenarios.WEBHOOK_DENIAL in probe["status"]["message"]
     assert answer(scenarios.webhook_probe(), crd_only=True)["allowed"]
+    for kwargs in ({}, {"crd_only": True}):  # the webhook's mutation or the apiserver's MAP: the same default
+        assert answer(EXPORTED_MUTATION, **kwargs)["object"]["spec"]["minReplicas"] == 0
     monkeypatch.delenv("INFERGATE_E2E_NATIVE_POLICIES")  # not native: the webhook's, and the CRDs admit it
     assert scenarios.WEBHOOK_DENIAL in answer(EXPORTED_DENIAL)["status"]["message"]
     assert answer(EXPORTED_DENIAL, crd_only=True)["allowed"]
+    assert answer(EXPORTED_MUTATION)["object"]["spec"]["minReplicas"] == 0
+    assert "minReplicas" not in answer(EXPORTED_MUTATION, crd_only=True)["object"]["spec"]  # no webhook: no default

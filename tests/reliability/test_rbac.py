@@ -88,6 +88,20 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
     ("controller", "cluster", "wgpolicyk8s.io", "clusterpolicyreports", "*"): ("get list watch create update", "the same, cluster-scoped"),
     ("controller", NAMESPACE, "coordination.k8s.io", "leases", f"{RELEASE}-controller"): ("get update", "renew or take over"),
     ("controller", NAMESPACE, "coordination.k8s.io", "leases", "*"): ("create", "the first leader creates it"),
+    # policies.native.enabled (docs/native-policies.md, "In a cluster"): the generated admission
+    # policies applied by the controller, owned by its own ClusterRole, proven by dry-run probes;
+    # the webhook's watch of them
+    **{("controller", "cluster", "admissionregistration.k8s.io", resource, "*"):
+       ("list create patch delete", "the generated objects: listed by label, server-side applied, marked, pruned")
+       for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings",
+                        "mutatingadmissionpolicies", "mutatingadmissionpolicybindings")},
+    ("controller", "cluster", "rbac.authorization.k8s.io", "clusterroles", f"{RELEASE}-controller-native-policies"):
+        ("get", "its uid for the generated objects' ownerReferences (uninstall deletes them)"),
+    ("controller", NAMESPACE, "", "configmaps", "*"): ("create", "the dry-run probes (nothing stored)"),
+    **{("webhook", "cluster", "admissionregistration.k8s.io", resource, "*"):
+       ("get list watch", "which generated policies are marked enforced, and their bindings")
+       for resource in ("validatingadmissionpolicies", "validatingadmissionpolicybindings",
+                        "mutatingadmissionpolicies", "mutatingadmissionpolicybindings")},
     # `helm test`: a pod sends dry-run creates through the webhook (hook objects, deleted after)
     ("helm test", "default", "kubeai.org", "models", "*"): ("create", "dry-run creates in tests.namespace"),
 }
@@ -117,11 +131,12 @@ def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]
 
 
 MODEL_STATUS_ON = {"controller": {"statusWrites": {"models.kubeai.org": True}}}
+NATIVE_POLICIES_ON = {"policies": {"native": {"enabled": True}}}
 
 
 @pytest.mark.parametrize("values", [{}, {"certificates": {"mode": "cert-manager"}}, {"controller": {"enabled": False}},
-                                    MODEL_STATUS_ON],
-                         ids=["self-managed", "cert-manager", "no-controller", "model-status-writes"])
+                                    MODEL_STATUS_ON, NATIVE_POLICIES_ON],
+                         ids=["self-managed", "cert-manager", "no-controller", "model-status-writes", "native-policies"])
 def test_every_grant_is_listed_with_its_reason(values):
     actual = granted(values)
     unexplained = {k: sorted(v) for k, v in actual.items() if k not in GRANTS or not v <= GRANTS[k][0]}
@@ -132,7 +147,7 @@ def test_every_grant_is_listed_with_its_reason(values):
 
 
 def test_the_table_has_no_stale_rows():
-    actual = granted({}) | granted(MODEL_STATUS_ON)
+    actual = granted({}) | granted(MODEL_STATUS_ON) | granted(NATIVE_POLICIES_ON)
     stale = [k for k in GRANTS if k not in actual]
     assert not stale, stale
 
@@ -152,10 +167,13 @@ def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own
             assert name != "*" or verbs == {"create"}, (resource, verbs)  # writes only to named objects
 
 
-def rows() -> str:
-    """The table docs/rbac.md shows: each grant of the chart as rendered with its defaults, its
-    verbs as granted, its reason from GRANTS."""
-    actual = granted({})
+def rows(values: dict | None = None) -> str:
+    """The table docs/rbac.md shows: each grant of the chart as rendered with its defaults (with
+    ``values``: each grant those values add), its verbs as granted, its reason from GRANTS."""
+    actual = granted(values or {})
+    if values:
+        defaults = granted({})
+        actual = {k: v for k, v in actual.items() if k not in defaults}
     lines = ["| component | scope | API group | resource | name | verbs | why |", "|---|---|---|---|---|---|---|"]
     for key, (_, why) in GRANTS.items():
         if key in actual:
@@ -167,3 +185,5 @@ def rows() -> str:
 def test_the_rbac_page_shows_the_rendered_grants():
     shown = (REPO / "docs" / "rbac.md").read_text()
     assert rows() in shown, "docs/rbac.md's table differs from the chart: paste rows() there"
+    assert rows(NATIVE_POLICIES_ON) in shown, \
+        "docs/rbac.md's policies.native.enabled table differs from the chart: paste rows(NATIVE_POLICIES_ON) there"

@@ -13,7 +13,7 @@ It behaves as the API does where the clients depend on it:
   ``watch_list=False`` as a server with the feature off, a 422; answers recorded in
   ``tests/state/data/watchlist``), a collection made ``forbidden`` answering RBAC's 403, POST (409 AlreadyExists, ``dryRun``), PUT (409 Conflict on a stale
   resourceVersion; status kept where ``/status`` is a subresource), PUT ``/status`` and
-  ``/finalize``, server-side apply to ``/status`` (PATCH ``application/apply-patch+yaml``: 409 on
+  ``/finalize``, server-side apply of a whole object by its one manager, server-side apply to ``/status`` (PATCH ``application/apply-patch+yaml``: 409 on
   a stale resourceVersion, or on another manager's field unless forced), DELETE;
 * managedFields of status as the apiserver keeps them (``tests.support.managed_fields``), and
   every write's field manager as it derives it (``?fieldManager=``, else the User-Agent's
@@ -413,6 +413,9 @@ class FakeApiServer:
             return self._create(request, route, await request.json())
         if request.method == "PUT" and route.name is not None:
             return self._replace(route, await request.json(), manager)
+        if request.method == "PATCH" and route.name is not None and route.subresource is None \
+                and request.content_type == "application/apply-patch+yaml":
+            return self._apply_whole(route, yaml.safe_load(await request.text()))
         if request.method == "PATCH" and route.name is not None and route.subresource == "status":
             if request.content_type != "application/apply-patch+yaml":
                 return status_error(415, "UnsupportedMediaType", f"{request.content_type} is not supported here")
@@ -557,6 +560,23 @@ class FakeApiServer:
         if request.query.get("dryRun"):
             return web.json_response(body, status=201)
         return web.json_response(self.put(body, route.plural), status=201)
+
+    def _apply_whole(self, route: Route, body: dict) -> web.Response:
+        """Server-side apply of a whole object by the one manager that writes it (what the
+        controller's generated objects get): created when absent, else the object becomes what
+        was applied, its system metadata kept. Fields of other managers are not modelled here."""
+        current = self.get(route.api_version, route.plural, route.name, route.namespace)
+        body.setdefault("apiVersion", route.api_version)
+        meta = body.setdefault("metadata", {})
+        if route.namespace:
+            meta.setdefault("namespace", route.namespace)
+        if current is not None:
+            system = ("name", "namespace", "uid", "creationTimestamp", "generation", "resourceVersion")
+            body["metadata"] = {**{k: v for k, v in meta.items() if k not in system},
+                                **{k: v for k, v in current["metadata"].items() if k in system}}
+            if body == current:  # a no-op apply writes nothing, as the apiserver's
+                return web.json_response(copy.deepcopy(current))
+        return web.json_response(self.put(body, route.plural), status=200 if current is not None else 201)
 
     def _apply_status(self, route: Route, body: dict, manager: str, force: bool) -> web.Response:
         key = (route.api_version, route.plural, route.namespace, route.name)

@@ -16,8 +16,8 @@ from webhook.policy.unknown import kinds_read
 from webhook.state.kube import WatchedKind
 from webhook.state.watch_list import watches_for
 
-__all__ = ["audited_watches", "controller_watches", "crd_watches", "lookup_watches", "lookup_watches_with",
-           "native_policy_watches", "read_lookups", "webhook_crd_names", "webhook_watches"]
+__all__ = ["audited_watches", "controller_watches", "crd_watches", "handover_watches", "lookup_watches",
+           "lookup_watches_with", "native_policy_watches", "read_lookups", "webhook_crd_names", "webhook_watches"]
 
 
 def _lookup_watch(declaration: kinds.Declaration) -> WatchedKind:
@@ -75,19 +75,25 @@ def read_lookups(policies: Any = None) -> tuple[WatchedKind, ...]:
     return watches_for(lookup_watches(), kinds_read(policies.policies))
 
 
-def native_policy_watches() -> tuple[WatchedKind, ...]:
-    """``--native-policies``: the ValidatingAdmissionPolicies and bindings labelled managed-by
-    infergate (``webhook.policy.native_handover``)."""
+HANDOVER_KINDS = (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING,
+                  kinds.MUTATING_ADMISSION_POLICY, kinds.MUTATING_ADMISSION_POLICY_BINDING)
+
+
+def handover_watches() -> tuple[WatchedKind, ...]:
+    """``serve --native-policies``: the ValidatingAdmissionPolicies, MutatingAdmissionPolicies
+    and their bindings labelled managed-by infergate (``webhook.policy.native_handover``).
+    (Named apart from ``native_policy_watches``, the audit's watch of every VAP, which an
+    earlier definition under the same name was shadowed by.)"""
     from webhook.policy.native_handover import MANAGED_BY_SELECTOR
 
     return tuple(WatchedKind(k.api_version, k.kind, k.plural, label_selector=MANAGED_BY_SELECTOR)
-                 for k in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING))
+                 for k in HANDOVER_KINDS)
 
 
 def webhook_watches(policies: Any = None, *, native: bool = False) -> tuple[WatchedKind, ...]:
     """What the webhook's watch cache watches: what the ``policies`` read (None: every lookup
-    kind), the CRDs of the kinds it judges, and with ``native`` the generated VAPs and bindings."""
-    return read_lookups(policies) + crd_watches() + (native_policy_watches() if native else ())
+    kind), the CRDs of the kinds it judges, and with ``native`` the generated VAPs, MAPs and bindings."""
+    return read_lookups(policies) + crd_watches() + (handover_watches() if native else ())
 
 
 def native_policy_watches(param_kinds: Iterable[tuple[str, str]] = ()) -> tuple[WatchedKind, ...]:

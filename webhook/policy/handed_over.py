@@ -2,9 +2,10 @@
 itself (``webhook.policy.native_handover``).
 
 :class:`HandedOverPolicies` wraps the policy directory. In the background (never in a review)
-it generates the ValidatingAdmissionPolicies of the set in force, as the controller does, and
-asks the cluster view which of them the apiserver enforces, marked and stored as generated; the
-policies with such rules are compiled again with those rules holding always. ``current()``
+it generates the ValidatingAdmissionPolicies and MutatingAdmissionPolicies of the set in force,
+as the controller does, and asks the cluster view which of them the apiserver enforces, marked
+and stored as generated; the policies with such rules are compiled again with those validations
+and warnings holding always and those mutations patching nothing. ``current()``
 answers that set while it was made from the directory's set in force, else the directory's own
 set: a reload or a mark lost means every rule is evaluated again until the next refresh has
 looked.
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 class HandedOverPolicies:
     """``base``: a ``PolicyDirectory`` (or anything with ``current()``); ``stored()``: the
-    cluster's VAPs and bindings labelled managed-by infergate, ``(kind, name) -> object``;
+    cluster's VAPs, MAPs and bindings labelled managed-by infergate, ``(kind, name) -> object``;
     ``resources``: the served kinds' resources (``native_export.kind_resources``)."""
 
     def __init__(self, base: Any, stored: Callable[[], Mapping[tuple[str, str], Mapping[str, Any]]],
@@ -58,7 +59,7 @@ class HandedOverPolicies:
         return base
 
     def changed(self) -> None:
-        """The cluster's VAPs or bindings changed: refresh now (any thread)."""
+        """The cluster's VAPs, MAPs or bindings changed: refresh now (any thread)."""
         self._woken.set()
 
     def refresh(self) -> bool:
@@ -92,7 +93,7 @@ class HandedOverPolicies:
         previous, self.handed_over = self.handed_over, handed
         self._derived = (base, in_force)
         if handed != previous:
-            self.log.info("rules left to the apiserver's ValidatingAdmissionPolicies: %s",
+            self.log.info("rules left to the apiserver's admission policies: %s",
                      ", ".join(f"{p}: {', '.join(sorted(r))}" for p, r in sorted(handed.items())) or "none")
         return True
 

@@ -100,6 +100,8 @@ class Export:
     # (``validations[i]``, ``warnings[i]``, ``auditAnnotations[i]``): what the webhook may leave
     # to the apiserver once it enforces them (``webhook.policy.native_handover``)
     rules: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    # each generated MutatingAdmissionPolicy's policy and the mutations it holds (``mutations[i]``)
+    mutating_rules: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def as_list(self) -> dict[str, Any]:
         """The objects as a ``v1`` ``List`` (what ``kubectl get -o json`` prints)."""
@@ -710,6 +712,7 @@ def export_policy(policy: AdmissionPolicy, resources: Mapping[tuple[str, str], K
             key = "jsonPatch" if m.patchType == "JSONPatch" else "applyConfiguration"
             body["mutations"].append({"patchType": m.patchType, key: {"expression": patches[r.name]}})
         body["reinvocationPolicy"] = REINVOCATION
+        result.mutating_rules[map_name] = (name, tuple(r.name for r in mutating))
         result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicy",
                                "metadata": meta(map_name), "spec": body})
         result.objects.append({"apiVersion": API_VERSION, "kind": "MutatingAdmissionPolicyBinding",

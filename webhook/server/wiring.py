@@ -163,20 +163,19 @@ def prepare_admitter(
 
 def handed_over(policies: Any, state: Any, evaluator: Evaluator) -> Any:
     """``--native-policies``: ``policies`` less the rules the apiserver enforces, as the watch
-    cache's VAPs and bindings labelled managed-by infergate say, refreshed when they change."""
+    cache's VAPs, MAPs and bindings labelled managed-by infergate say, refreshed when they change."""
+    from webhook.inputs.watches import HANDOVER_KINDS
     from webhook.policy.handed_over import HandedOverPolicies
     from webhook.policy.native_export import kind_resources
     from webhook.policy.native_handover import stored_key
     from webhook.schema.bundled import known_kinds
-    from webhook import kinds
 
     def stored() -> dict:
-        return {stored_key(o): o for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING)
-                for o in state.list(kind.api_version, kind.kind)}
+        return {stored_key(o): o for kind in HANDOVER_KINDS for o in state.list(kind.api_version, kind.kind)}
 
     provider = HandedOverPolicies(policies, stored, evaluator, kind_resources(known_kinds()),
                                   logger=logs.get("server.native-policies"))
-    for kind in (kinds.VALIDATING_ADMISSION_POLICY, kinds.VALIDATING_ADMISSION_POLICY_BINDING):
+    for kind in HANDOVER_KINDS:
         state.on_change(kind.api_version, kind.kind, provider.changed)
     provider.refresh()
     return provider
