@@ -29,7 +29,7 @@ from typing import Any
 
 from webhook.cel.mutation import MutationError, json_patches, object_value
 from webhook.gocompat.fmt import go_quote
-from webhook.policy.native.expressions import Context, EvaluationError, Unknown
+from webhook.policy.native.expressions import OUT_OF_BUDGET, Budget, Context, EvaluationError, OutOfBudget, Unknown
 from webhook.policy.native.loader import CompiledMutatingPolicy, NativePolicies
 from webhook.policy.native.matching import Attributes, MatchError, matches
 from webhook.policy.native.params import ParamsError, ParamsUnknown, collect, gvk_text
@@ -183,7 +183,8 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
         old = {**old, "apiVersion": converted} if old is not None else None
     activation = {"object": obj, "oldObject": old, "request": request, "params": param, "namespaceObject": namespace}
     if policy.match_conditions:
-        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation)
+        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation,
+                                                  policy.definition.failure_policy != "Ignore")
         if unread:
             answer.unchecked.append(("authorizer", "bindings"))
             return False, obj
@@ -195,7 +196,8 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
     if reinvocation.reinvoking and key not in reinvocation.reinvoke:
         return False, obj
     for mutation in policy.mutations:
-        context = Context({**activation, "object": obj}, policy.variables)
+        budget = Budget()  # each patcher's ``ForInput`` its own
+        context = Context({**activation, "object": obj}, policy.variables, budget)
         try:
             value = context.evaluate(mutation.expression)
             if mutation.patch_type == "JSONPatch":
@@ -211,8 +213,12 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
                                      "metadata)", "mutations"))
         except EvaluationError as exc:
             errors.append(_PolicyError(policy, binding, exc.text, "Invalid"))
+        except OutOfBudget:
+            errors.append(_PolicyError(policy, binding, OUT_OF_BUDGET, "Invalid"))
         except (MutationError, PatchError) as exc:
             errors.append(_PolicyError(policy, binding, str(exc), "Invalid"))
+        if budget.uncounted:
+            answer.unchecked.append(("the CEL cost of an expression (cel-go's count not known here)", "mutations"))
     return True, {**obj, "apiVersion": api_version} if obj.get("apiVersion") != api_version else obj
 
 

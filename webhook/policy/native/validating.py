@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from webhook.gocompat.fmt import go_quote
-from webhook.policy.native.expressions import Context, EvaluationError, Unknown
+from webhook.cel.limits import RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS
+from webhook.policy.native.expressions import OUT_OF_BUDGET, Budget, Context, EvaluationError, OutOfBudget, Unknown
 from webhook.policy.native.loader import CompiledPolicy, NativePolicies
 from webhook.policy.native.matching import Attributes, Equivalents, MatchError, NamespaceLabels, matches
 from webhook.policy.native.model import Binding
@@ -221,87 +222,124 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
                   "namespaceObject": namespace}
     unknown: list[tuple[str, str]] = []
     if policy.match_conditions:
-        matched, error, unread = _match_conditions(policy, activation)
+        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation, fail)
         if unread:
             return [], [], [("authorizer", "bindings")], False
         if error is not None:
             return [(0, _Decision(error, ignored=not fail))], [], [], True
         if not matched:
             return [], [], [], False
+    # each stage a ``ForInput`` of its own budget: the validations', which their
+    # messageExpressions go on with, and the audit annotations' anew
+    out_of_budget = [(0, _Decision(OUT_OF_BUDGET, ignored=not fail))]
+    budget = Budget()
+    context = Context(activation, policy.variables, budget)
+    outcomes: list[Any] = []  # per validation: True, False, or its EvaluationError
+    try:
+        for validation in policy.validations:
+            try:
+                outcomes.append(context.evaluate(validation.expression) is True)
+            except Unknown:
+                unknown.append(("authorizer", "rules"))
+                outcomes.append(True)
+            except EvaluationError as exc:
+                outcomes.append(exc)
+    except OutOfBudget:
+        return out_of_budget, [], unknown + _uncounted(budget), True
+    # every messageExpression is evaluated, whatever its validation gave (their ForInput)
+    messages = Context(activation, policy.variables, budget)
+    texts: list[Any] = []
+    try:
+        for validation in policy.validations:
+            text = None
+            if validation.message_expression is not None:
+                try:
+                    text = messages.evaluate(validation.message_expression)
+                except (EvaluationError, Unknown):
+                    text = None
+            texts.append(text)
+        message_error = None
+    except OutOfBudget:
+        message_error = f"failed messageExpression: {OUT_OF_BUDGET}"
     decisions: list[tuple[int, _Decision]] = []
-    context = Context(activation, policy.variables)
-    messages = Context(activation, policy.variables)
-    for i, validation in enumerate(policy.validations):
-        try:
-            value = context.evaluate(validation.expression)
-        except Unknown:
-            unknown.append(("authorizer", "rules"))
+    for i, (validation, outcome) in enumerate(zip(policy.validations, outcomes)):
+        if isinstance(outcome, EvaluationError):
+            decisions.append((i, _Decision(outcome.text, ignored=not fail)))
             continue
-        except EvaluationError as exc:
-            decisions.append((i, _Decision(exc.text, ignored=not fail)))
+        if message_error is not None:  # every decision the validations left without an error
+            decisions.append((i, _Decision(message_error, ignored=not fail)))
             continue
-        if value is True:
+        if outcome:
             continue
         message = ""
-        if validation.message_expression is not None:
-            try:
-                text = messages.evaluate(validation.message_expression)
-            except (EvaluationError, Unknown):
-                text = None
-            if isinstance(text, str):
-                text = text.strip()
-                if len(text.encode()) > MAX_MESSAGE_BYTES or "\n" in text:
-                    text = ""
-                message = text
+        text = texts[i]
+        if isinstance(text, str):
+            text = text.strip()
+            if len(text.encode()) > MAX_MESSAGE_BYTES or "\n" in text:
+                text = ""
+            message = text
         if not message and validation.message:
             message = validation.message.strip()
         if not message:
             message = f"failed expression: {validation.source.strip()}"
         decisions.append((i, _Decision(message, validation.reason or "Invalid", i, error=False)))
     audit = []
-    annotations = Context(activation, policy.variables)
-    for key, program in policy.audit_annotations:
-        try:
-            value = annotations.evaluate(program)
-        except Unknown:
-            unknown.append(("authorizer", "rules"))
-            continue
-        except EvaluationError as exc:
-            if fail:
-                audit.append((key, None, exc.text))
-            continue
-        if value is None:
-            continue
-        if isinstance(value, str):
-            if value.strip():
-                audit.append((key, value.strip(), None))
-            continue
-        audit.append((key, None, f"valueExpression '{program.source}' resulted in unsupported return type: "
-                                 f"{_cel_type(value)}. Return type must be either string or null."))
-    return decisions, audit, unknown, True
+    annotation_budget = Budget()
+    annotations = Context(activation, policy.variables, annotation_budget)
+    try:
+        for key, program in policy.audit_annotations:
+            try:
+                value = annotations.evaluate(program)
+            except Unknown:
+                unknown.append(("authorizer", "rules"))
+                continue
+            except EvaluationError as exc:
+                if fail:
+                    audit.append((key, None, exc.text))
+                continue
+            if value is None:
+                continue
+            if isinstance(value, str):
+                if value.strip():
+                    audit.append((key, value.strip(), None))
+                continue
+            audit.append((key, None, f"valueExpression '{program.source}' resulted in unsupported return type: "
+                                     f"{_cel_type(value)}. Return type must be either string or null."))
+    except OutOfBudget:  # the validations' decisions give way to this one
+        return out_of_budget, [], unknown + _uncounted(budget, annotation_budget), True
+    return decisions, audit, unknown + _uncounted(budget, annotation_budget), True
 
 
-def _match_conditions(policy: CompiledPolicy, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
-    return match_conditions(policy.match_conditions, policy.variables, activation)
+def _uncounted(*budgets: Budget) -> list[tuple[str, str]]:
+    """An expression cel-go's cost of which is not known here: the budget's answer may differ."""
+    return [("the CEL cost of an expression (cel-go's count not known here)", "rules")
+            for budget in budgets for _ in budget.uncounted[:1]]
 
 
-def match_conditions(conditions: Any, variables: Any, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
+def match_conditions(conditions: Any, variables: Any, activation: dict[str, Any],
+                     fail: bool = True) -> tuple[bool, str | None, bool]:
     """``matchconditions.matcher.Match`` (either plugin's): (matches, the error, read the
     authorizer). A false condition wins over errors; errors are joined as
-    ``utilerrors.NewAggregate`` writes them."""
-    context = Context({**activation, "namespaceObject": None}, variables)
+    ``utilerrors.NewAggregate`` writes them. Their budget
+    (``RuntimeCELCostBudgetMatchConditions``) running out is the error under failurePolicy
+    Fail (``fail``), no match under Ignore."""
+    context = Context({**activation, "namespaceObject": None}, variables,
+                      Budget(RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS))
     errors: list[str] = []
     results: list[Any] = []
     unread = False
-    for _, program in conditions:
-        try:
-            results.append(context.evaluate(program))
-        except Unknown:
-            unread = True
-            results.append(None)
-        except EvaluationError as exc:
-            errors.append(exc.text)
-            results.append(None)
+    try:
+        for _, program in conditions:
+            try:
+                results.append(context.evaluate(program))
+            except Unknown:
+                unread = True
+                results.append(None)
+            except EvaluationError as exc:
+                errors.append(exc.text)
+                results.append(None)
+    except OutOfBudget:
+        return False, OUT_OF_BUDGET if fail else None, False
     if any(r is False for r in results):
         return False, None, False
     if unread:
