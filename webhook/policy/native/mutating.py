@@ -6,7 +6,8 @@ param: an invocation. Each invocation's matchConditions (``namespaceObject`` nul
 the policy's error), then its mutations in order on the object as the previous ones left it:
 the expression evaluated (``object`` the current object, ``oldObject``, ``request``,
 ``params``, ``namespaceObject``, lazy ``variables``), its patch applied (``patching``); an
-error skips that mutation and is the policy's error (reason ``Invalid``). Errors of
+error skips that mutation and is the policy's error (reason ``Invalid``); each mutation has a
+CEL cost budget of its own (``expressions``), shared with the variables it reads. Errors of
 failurePolicy ``Ignore`` policies are dropped; the others deny: the first one's text
 (``policy '<p>' with binding '<b>' denied request: <error>``; a configuration error
 ``failed to configure binding: ...`` keeps reason ``Forbidden``) with every one as a cause,
@@ -17,8 +18,9 @@ ran before a later mutation changed the object is run again in the apiserver's s
 the mutating plugins, when the object changed since this plugin last returned it (a mutating
 webhook after it did). ``Reinvocation`` carries that state between the two passes.
 
-The apiserver walks policies in the order of a Go map (unspecified); here they go in name
-order, and bindings too.
+The apiserver walks policies in the order of a Go map, rebuilt whenever a policy or binding
+changes (``generic.policySource.calculatePolicyData``; recorded:
+``tests/policy/native/order/``); here they go in name order, and bindings too.
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ ValidatingAdmissionPolicy '<p>' with binding '<b>': <message>``), ``Audit`` (a
 (params not found under ``Deny``, a bad selector) denies under ``Fail`` as ``failed to
 configure binding: ...`` (``failed to configure policy: ...`` for the policy's own).
 
+The CEL cost limits are the apiserver's (``expressions``): one budget for the validations and
+the variables they read, the messageExpressions going on with what is left (out of it, every
+decision without an error of its own is ``failed messageExpression: ...``), one anew for the
+audit annotations; either running out makes the policy's one decision ``validation failed due
+to running out of cost budget, no further validation rules will be run``.
+
 The apiserver walks the policies in the order of a Go map (unspecified); here they go in name
 order, and bindings too. Rules that read what the cluster view does not know (the authorizer,
 params or a namespace it does not show) are left out and named in ``unchecked``.
