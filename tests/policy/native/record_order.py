@@ -25,9 +25,17 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
-from tests.policy.native.record import Cluster, _Dumper  # noqa: E402
+from tests.policy.native.record import Cluster  # noqa: E402
 
 FILE = HERE / "order" / "mutating-order.yaml"
+
+
+class Dumper(yaml.SafeDumper):
+    """YAML without anchors and aliases (the file reads as written)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 
 
@@ -78,7 +86,7 @@ def main() -> int:
     suite["rounds"] = rounds
     suite["recorded"] = {"apiserver": cluster.version(), "date": datetime.date.today().isoformat(),
                          "by": "tests/policy/native/record_order.py"}
-    FILE.write_text(yaml.dump(suite, Dumper=_Dumper, sort_keys=False, width=120))
+    FILE.write_text(yaml.dump(suite, Dumper=Dumper, sort_keys=False, width=120))
     return 0
 
 
