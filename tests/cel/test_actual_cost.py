@@ -293,3 +293,33 @@ def test_optionals(expression: str, value: dict, cost: int) -> None:
     counted = CostCounter(checked).count({"self": value}, 10**6)
     assert counted is not None and counted.value is True
     assert counted.cost == cost
+
+
+def test_jsonpatch_escape_key_is_counted_as_kubernetes_tracks_it() -> None:
+    """``cost-0121`` (Kubernetes' ``TestStringLibrary/jsonpatch.escapeKey``; declared in a
+    MutatingAdmissionPolicy's environment only, so not among the 1.36 base vectors)."""
+    with VECTORS.open() as handle:
+        vectors = yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (vector,) = [v for v in vectors if v["id"] == "cost-0121"]
+    counted = _count(vector["expression"])
+    assert counted is not None and counted.value == "abc~1def~0 abc~1def~0"
+    assert counted.cost == vector["expect"]["cost"]["runtime"]
+
+
+def test_a_message_construction_is_counted_as_cel_go_creates_a_struct() -> None:
+    """A MutatingAdmissionPolicy's ``JSONPatch{...}`` / ``Object{...}``: its fields, then
+    ``StructCreateBaseCost`` (``OptOptimize`` folds lists and maps of constants, never a message):
+    a list of two, each with a selection of ``object``, costs two selections and two structs
+    and the list."""
+    from webhook.cel import mutation
+    from webhook.cel.common.types import DYN
+    from webhook.cel.cost.estimate import LIST_CREATE, STRUCT_CREATE
+
+    source = ('[JSONPatch{op: "add", path: "/a", value: object.a}, '
+              'JSONPatch{op: "add", path: "/b", value: object.b}]')
+    checked = mutation.check_mutation(source, {"object": DYN})
+    assert checked.errors == []
+    counted = CostCounter(checked).count({"object": {"a": 1, "b": 2}}, 10**9)
+    assert counted is not None
+    assert [patch["value"] for patch in counted.value] == [1, 2]
+    assert counted.cost == 2 * 2 + 2 * STRUCT_CREATE + LIST_CREATE

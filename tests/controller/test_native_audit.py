@@ -180,13 +180,16 @@ class NativeCluster(Cluster):
         for doc in yaml.safe_load_all(CLUSTER_POLICIES):
             self.put(doc, VAPS[1] if doc["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
 
-    def native_audit(self) -> tuple[BackgroundAudit, ClusterNativePolicies]:
-        native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), self.view, EVALUATOR)
+    def native_audit(self, view=None) -> tuple[BackgroundAudit, ClusterNativePolicies]:
+        """The background audit with the cluster's VAPs beside the shipped policies, reading
+        ``view`` (the cluster's own by default); every round looks at the policies."""
+        view = view if view is not None else self.view
+        native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), view, EVALUATOR)
         audit = BackgroundAudit(
-            self.view, self.api(), native,
-            auditor_for=lambda policy_set: Auditor(None, policy_set, self.view).audit,
+            view, self.api(), native,
+            auditor_for=lambda policy_set: Auditor(None, policy_set, view).audit,
             build_report=build_report, kinds=audited_kinds(),
-            settings=AuditSettings(policy_poll_interval=0.0, rediscover_interval=30.0),
+            settings=AuditSettings(policy_poll_interval=0.0, rediscover_interval=30.0, sync_wait=30.0),
             metrics=ControllerMetrics(), clock=lambda: self.now, leading=lambda: True,
         )
         return audit, native
@@ -197,6 +200,15 @@ def cluster():
     fake = FakeApiServer()
     with fake.running() as url:
         yield NativeCluster(fake, url)
+
+
+@pytest.fixture
+def bad(cluster) -> dict:
+    """The scene every case starts from: reports served, the limit ConfigMap at 2 replicas, and a
+    Model that breaks most of the cluster's VAPs (3 replicas, no team label, vLLM, hf://)."""
+    cluster.install("openreports")
+    cluster.put(limits(2), "configmaps")
+    return cluster.put(model(maxReplicas=3))
 
 
 def native_results(report: dict) -> set[tuple[str, str, str, str]]:
@@ -211,10 +223,7 @@ def model(**changes) -> dict:
     return obj
 
 
-def test_the_clusters_vaps_write_into_the_same_reports_and_a_converged_resync_writes_nothing(cluster):
-    cluster.install("openreports")
-    cluster.put(limits(2), "configmaps")
-    bad = cluster.put(model(maxReplicas=3))  # over the limit, no team label, vLLM, hf://
+def test_the_clusters_vaps_write_into_the_same_reports_and_a_converged_resync_writes_nothing(cluster, bad):
     audit, native = cluster.native_audit()
     assert audit.step() == 1
     assert native.param_kinds == {("v1", "ConfigMap")}
@@ -250,10 +259,7 @@ def _error_message(report: dict, policy: str) -> str:
     return found["message"]
 
 
-def test_a_binding_vap_or_param_change_re_audits_and_a_result_goes_with_its_binding_and_vap(cluster):
-    cluster.install("openreports")
-    cluster.put(limits(2), "configmaps")
-    bad = cluster.put(model(maxReplicas=3))
+def test_a_binding_vap_or_param_change_re_audits_and_a_result_goes_with_its_binding_and_vap(cluster, bad):
     audit, _ = cluster.native_audit()
     audit.step()
     assert ("s1-replicas", "validations[0]", "fail", "at most 2 replicas") in native_results(report_of(cluster, bad))
@@ -287,16 +293,13 @@ def test_a_binding_vap_or_param_change_re_audits_and_a_result_goes_with_its_bind
     assert audit.scan() == 1 and len(cluster.report_writes()) == writes  # converged again
 
 
-def test_a_vap_that_does_not_compile_is_left_out_and_the_others_judged(cluster, caplog):
-    cluster.install("openreports")
-    cluster.put(limits(2), "configmaps")
+def test_a_vap_that_does_not_compile_is_left_out_and_the_others_judged(cluster, bad, caplog):
     cluster.put({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
                  "metadata": {"name": "s1-unknown-function"},
                  "spec": {"matchConstraints": {"resourceRules": [
                      {"apiGroups": ["kubeai.org"], "apiVersions": ["*"], "operations": ["*"],
                       "resources": ["models"]}]},
                      "validations": [{"expression": "object.spec.noSuchFunction()"}]}}, VAPS[1])
-    bad = cluster.put(model(maxReplicas=3))
     audit, native = cluster.native_audit()
     audit.step()
     (problem,) = native.read.problems
@@ -329,19 +332,11 @@ class SyncingView:
         return getattr(self.view, name)
 
 
-def test_a_round_waits_for_kinds_being_synced_then_scans_and_gives_up_waiting_after_sync_wait(cluster):
+def test_a_round_waits_for_kinds_being_synced_then_scans_and_gives_up_waiting_after_sync_wait(cluster, bad):
     """Params being synced would be unknown: a report written then would lack the VAP's results
     and be written again once they sync. The audit waits instead (``sync_wait``), then scans."""
-    cluster.install("openreports")
-    cluster.put(limits(2), "configmaps")
-    bad = cluster.put(model(maxReplicas=3))
     view = SyncingView(cluster.view)
-    native = ClusterNativePolicies(PolicyDirectory(shipped_data.policies_dir(), EVALUATOR), view, EVALUATOR)
-    audit = BackgroundAudit(view, cluster.api(), native,
-                            auditor_for=lambda policy_set: Auditor(None, policy_set, view).audit,
-                            build_report=build_report, kinds=audited_kinds(),
-                            settings=AuditSettings(policy_poll_interval=0.0, sync_wait=30.0),
-                            metrics=ControllerMetrics(), clock=lambda: cluster.now, leading=lambda: True)
+    audit, _ = cluster.native_audit(view)
     view.pending = "not synced, lookups unknown: ConfigMap.core (not synced yet)"
     assert audit.step() == 0 and cluster.report_writes() == []
     cluster.now = 10

@@ -8,6 +8,7 @@ evaluation stops whatever its cost says.
 # Kubernetes (celconfig)
 PER_CALL_LIMIT = 1_000_000                    # PerCallLimit: the cost of one evaluation
 RUNTIME_CEL_COST_BUDGET = 10_000_000          # RuntimeCELCostBudget: every rule of one request
+RUNTIME_CEL_COST_BUDGET_MATCH_CONDITIONS = 2_500_000  # RuntimeCELCostBudgetMatchConditions: an object's matchConditions
 STATIC_ESTIMATED_COST_LIMIT = 10_000_000      # a rule's estimated cost times its cardinality, at CRD creation
 STATIC_ESTIMATED_CRD_COST_LIMIT = 100_000_000  # the sum of those over a CRD's schema
 MAX_REQUEST_SIZE_BYTES = 3 * 1024 * 1024      # the largest request: how often a node can repeat in one

@@ -465,6 +465,13 @@ MEMBER_FUNCTIONS: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
                                  lambda o: o.value if o.has_value else Error("optional.none() dereference")),
     ("size", 1): lambda args: _size(args[0]),
 }
+def _escape_key(value: Any) -> tuple[str, Any]:
+    """A MutatingAdmissionPolicy's ``jsonpatch.escapeKey`` (RFC 6901: ``~`` then ``/``)."""
+    if type(value) is not str:
+        return "", Error("no such overload")
+    return "string_jsonpatch_escapeKey_string", value.replace("~", "~0").replace("/", "~1")
+
+
 GLOBAL_FUNCTIONS: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("size", 1): lambda args: _size(args[0]),
     ("matches", 2): _string_call("matches", matches, "matches"),
@@ -478,6 +485,7 @@ GLOBAL_FUNCTIONS: dict[tuple[str, int], Callable[[list], tuple[str, Any]]] = {
     ("timestamp", 1): lambda args: _parsed("string_to_timestamp", parse_rfc3339, args[0]),
     ("lists.range", 1): _lists_range,
     ("optional.of", 1): lambda args: ("optional_of", OptionalValue.of(args[0])),
+    ("jsonpatch.escapeKey", 1): lambda args: _escape_key(args[0]),
     ("optional.none", 0): lambda args: ("optional_none", NONE),
     ("optional.ofNonZeroValue", 1): lambda args: ("optional_ofNonZeroValue",
                                                   ext.FUNCTIONS["optional.ofNonZeroValue"](args[0])),

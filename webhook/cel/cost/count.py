@@ -10,7 +10,7 @@ cel-go's ``CostObserver`` does:
   itself 0: Kubernetes turns off ``PresenceTestHasCost``); constants 0;
 * ``&&``, ``||`` and ``?:`` cost nothing themselves and evaluate only what cel-go evaluates
   (left to right, short-circuit);
-* list and map literals 10 and 30, unless every element is a constant: ``OptOptimize``
+* list and map literals 10 and 30 (message constructions 40), unless every element is a constant: ``OptOptimize``
   builds those once (and type conversions of a constant, and ``in`` over a constant list);
 * a comprehension: its range, its accumulator's initial value, each iteration's condition
   and step, its result;
@@ -32,7 +32,7 @@ from typing import Any
 
 from webhook.cel.checker.checker import Checked
 from webhook.cel.errors import CelEvalError
-from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE
+from webhook.cel.cost.estimate import LIST_CREATE, MAP_CREATE, STRUCT_CREATE
 from webhook.cel.library.base import OptionalValue
 from webhook.cel.library.lists import cel_equals
 from webhook.cel.library.dispatch import select_overload
@@ -176,7 +176,7 @@ class _Compiler:
         if isinstance(e, Comprehension):
             return self.comprehension(e, scope)
         if isinstance(e, CreateStruct):
-            raise Unknown("message construction")
+            return self.create_struct(e, scope)
         raise Unknown(type(e).__name__)
 
     def ident(self, e: Ident, scope: frozenset[str]) -> Step:
@@ -269,6 +269,18 @@ class _Compiler:
                     out[key] = value
             f.charge(MAP_CREATE)
             return error if error is not None else out
+        return create
+
+    def create_struct(self, e: CreateStruct, scope: frozenset[str]) -> Step:
+        """A message construction (a MutatingAdmissionPolicy's ``Object{...}``, ``JSONPatch{...}``):
+        its fields, then cel-go's ``StructCreateBaseCost`` (``OptOptimize`` folds no message);
+        its value the fields by name."""
+        fields = [(name, self.compile(value, scope)) for name, value in e.fields]
+
+        def create(f: _Frame) -> Any:
+            values = {name: step(f) for name, step in fields}
+            f.charge(STRUCT_CREATE)
+            return next((v for v in values.values() if isinstance(v, Error)), values)
         return create
 
     def comprehension(self, e: Comprehension, scope: frozenset[str]) -> Step:

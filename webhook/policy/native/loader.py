@@ -24,7 +24,7 @@ from webhook.policy.native.typecheck import type_warnings
 from webhook.policy.typecheck import KindSchemas, shipped_schemas
 from webhook.cel.mutation import APPLY_RESULT, JSON_PATCH_RESULT
 from webhook.policy.native.model import (BINDING, GROUP, MUTATING_BINDING, MUTATING_POLICY, POLICY, Binding,
-                                         MutatingPolicy, ValidatingPolicy, is_native, read_binding,
+                                         MutatingPolicy, NativePolicy, ValidatingPolicy, is_native, read_binding,
                                          read_mutating_binding, read_mutating_policy, read_policy)
 
 
@@ -38,19 +38,27 @@ class CompiledValidation:
 
 
 @dataclass(frozen=True)
-class CompiledPolicy:
-    """A ValidatingAdmissionPolicy with every expression compiled; ``where``: its file:line."""
+class CompiledNativePolicy:
+    """What both compiled kinds share: the policy, its file:line (``where``), and its
+    matchConditions and variables compiled."""
 
-    definition: ValidatingPolicy
+    definition: NativePolicy
     where: str
     match_conditions: tuple[tuple[str, Program], ...]
     variables: dict[str, Program]
-    validations: tuple[CompiledValidation, ...]
-    audit_annotations: tuple[tuple[str, Program], ...]
 
     @property
     def name(self) -> str:
         return self.definition.name
+
+
+@dataclass(frozen=True)
+class CompiledPolicy(CompiledNativePolicy):
+    """A ValidatingAdmissionPolicy with every expression compiled."""
+
+    definition: ValidatingPolicy
+    validations: tuple[CompiledValidation, ...]
+    audit_annotations: tuple[tuple[str, Program], ...]
 
 
 @dataclass(frozen=True)
@@ -60,18 +68,11 @@ class CompiledMutation:
 
 
 @dataclass(frozen=True)
-class CompiledMutatingPolicy:
-    """A MutatingAdmissionPolicy with every expression compiled; ``where``: its file:line."""
+class CompiledMutatingPolicy(CompiledNativePolicy):
+    """A MutatingAdmissionPolicy with every expression compiled."""
 
     definition: MutatingPolicy
-    where: str
-    match_conditions: tuple[tuple[str, Program], ...]
-    variables: dict[str, Program]
     mutations: tuple[CompiledMutation, ...]
-
-    @property
-    def name(self) -> str:
-        return self.definition.name
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,7 @@ def compile_policy(policy: ValidatingPolicy, evaluator: Evaluator, doc: Document
                             f"but got {_type_name(found)}")
         return program
 
-    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
-                       for i, (name, src) in enumerate(policy.match_conditions))
-    variables = {name: compile_(src, ("spec", "variables", i, "expression"))
-                 for i, (name, src) in enumerate(policy.variables)}
+    conditions, variables = _compile_shared(policy, compile_)
     validations = tuple(CompiledValidation(
         compile_(v.expression, ("spec", "validations", i, "expression"), BOOL),
         compile_(v.message_expression, ("spec", "validations", i, "messageExpression"), STRING)
@@ -178,10 +176,7 @@ def compile_mutating_policy(policy: MutatingPolicy, evaluator: Evaluator,
                             f"{_type_name(expected)} but got {_type_name(found)}")
         return program
 
-    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
-                       for i, (name, src) in enumerate(policy.match_conditions))
-    variables = {name: compile_(src, ("spec", "variables", i, "expression"))
-                 for i, (name, src) in enumerate(policy.variables)}
+    conditions, variables = _compile_shared(policy, compile_)
     mutations = []
     for i, item in enumerate(policy.mutations):
         key, returns = ("jsonPatch", JSON_PATCH_RESULT) if item.patch_type == "JSONPatch" else \
@@ -192,6 +187,15 @@ def compile_mutating_policy(policy: MutatingPolicy, evaluator: Evaluator,
         raise PolicyLoadError(problems)
     return CompiledMutatingPolicy(policy, doc.where if doc is not None else policy.name, conditions,
                                   variables, tuple(mutations))  # type: ignore[arg-type]
+
+
+def _compile_shared(policy: NativePolicy, compile_: Any) -> tuple[tuple[tuple[str, Any], ...], dict[str, Any]]:
+    """Either kind's matchConditions (each a bool) and variables, by ``compile_(source, path[, type])``."""
+    conditions = tuple((name, compile_(src, ("spec", "matchConditions", i, "expression"), BOOL))
+                       for i, (name, src) in enumerate(policy.match_conditions))
+    variables = {name: compile_(src, ("spec", "variables", i, "expression"))
+                 for i, (name, src) in enumerate(policy.variables)}
+    return conditions, variables
 
 
 _VARIABLE = re.compile(r"(?<![.\w])variables\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")

@@ -66,13 +66,20 @@ class Validation:
 
 
 @dataclass(frozen=True)
-class ValidatingPolicy:
+class NativePolicy:
+    """What a ValidatingAdmissionPolicy and a MutatingAdmissionPolicy share (the generic
+    plugin's ``PolicyAccessor``, and the expressions before their validations or mutations)."""
+
     name: str
     failure_policy: str  # Fail | Ignore
     param_kind: tuple[str, str] | None  # (apiVersion, kind)
     match: MatchResources
     match_conditions: tuple[tuple[str, str], ...]
     variables: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ValidatingPolicy(NativePolicy):
     validations: tuple[Validation, ...]
     audit_annotations: tuple[tuple[str, str], ...]
 
@@ -84,13 +91,7 @@ class Mutation:
 
 
 @dataclass(frozen=True)
-class MutatingPolicy:
-    name: str
-    failure_policy: str  # Fail | Ignore
-    param_kind: tuple[str, str] | None  # (apiVersion, kind)
-    match: MatchResources
-    match_conditions: tuple[tuple[str, str], ...]
-    variables: tuple[tuple[str, str], ...]
+class MutatingPolicy(NativePolicy):
     mutations: tuple[Mutation, ...]
     reinvocation: str  # Never | IfNeeded
 

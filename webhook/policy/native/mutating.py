@@ -6,7 +6,8 @@ param: an invocation. Each invocation's matchConditions (``namespaceObject`` nul
 the policy's error), then its mutations in order on the object as the previous ones left it:
 the expression evaluated (``object`` the current object, ``oldObject``, ``request``,
 ``params``, ``namespaceObject``, lazy ``variables``), its patch applied (``patching``); an
-error skips that mutation and is the policy's error (reason ``Invalid``). Errors of
+error skips that mutation and is the policy's error (reason ``Invalid``); each mutation has a
+CEL cost budget of its own (``expressions``), shared with the variables it reads. Errors of
 failurePolicy ``Ignore`` policies are dropped; the others deny: the first one's text
 (``policy '<p>' with binding '<b>' denied request: <error>``; a configuration error
 ``failed to configure binding: ...`` keeps reason ``Forbidden``) with every one as a cause,
@@ -17,8 +18,9 @@ ran before a later mutation changed the object is run again in the apiserver's s
 the mutating plugins, when the object changed since this plugin last returned it (a mutating
 webhook after it did). ``Reinvocation`` carries that state between the two passes.
 
-The apiserver walks policies in the order of a Go map (unspecified); here they go in name
-order, and bindings too.
+The apiserver walks policies in the order of a Go map, rebuilt whenever a policy or binding
+changes (``generic.policySource.calculatePolicyData``; recorded:
+``tests/policy/native/order/``); here they go in name order, and bindings too.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from typing import Any
 
 from webhook.cel.mutation import MutationError, json_patches, object_value
 from webhook.gocompat.fmt import go_quote
-from webhook.policy.native.expressions import Context, EvaluationError, Unknown
+from webhook.policy.native.expressions import OUT_OF_BUDGET, Budget, Context, EvaluationError, OutOfBudget, Unknown
 from webhook.policy.native.loader import CompiledMutatingPolicy, NativePolicies
-from webhook.policy.native.matching import Attributes, MatchError, matches
-from webhook.policy.native.params import ParamsError, ParamsUnknown, collect, gvk_text
+from webhook.policy.native.dispatch import (Cluster, ConfigurationError, Unchecked, bound_invocations,
+                                            match_conditions, request_namespace)
+from webhook.policy.native.matching import Attributes
 from webhook.policy.native.patching import MergeTypesUnknown, PatchError, apply_configuration, json_patch
-from webhook.policy.native.validating import Cluster, match_conditions
 
 
 @dataclass
@@ -88,46 +90,17 @@ def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema
     errors: list[_PolicyError] = []
     invocations: list[tuple[CompiledMutatingPolicy, str, Any, tuple[str, str, str], tuple[str, str, str]]] = []
     for policy, bindings in policies.mutating_bound():
-        try:
-            matched, gvr = matches(policy.definition.match, attrs, cluster.namespace_labels, cluster.equivalents)
-        except MatchError as exc:
-            if exc.unknown:
-                answer.unchecked.append((exc.unknown, "bindings"))
+        for step in bound_invocations(policy, bindings, attrs, cluster):
+            if isinstance(step, Unchecked):
+                answer.unchecked.append((step.what, "bindings"))
+            elif isinstance(step, ConfigurationError):
+                errors.append(_PolicyError(policy, step.binding.name if step.binding is not None else None,
+                                           step.message))
             else:
-                errors.append(_PolicyError(policy, None, f"failed to configure policy: {exc}"))
-            continue
-        if not matched:
-            continue
-        if policy.definition.param_kind is not None and cluster.namespaced(*policy.definition.param_kind) is None:
-            api_version, kind = policy.definition.param_kind
-            errors.append(_PolicyError(policy, None, "failed to configure policy: failed to find resource referenced "
-                                                     f"by paramKind: '{gvk_text(api_version, kind)}'"))
-            continue
-        for binding in bindings:
-            if binding.match is not None:
-                try:
-                    bound, _ = matches(binding.match, attrs, cluster.namespace_labels, cluster.equivalents)
-                except MatchError as exc:
-                    if exc.unknown:
-                        answer.unchecked.append((exc.unknown, "bindings"))
-                    else:
-                        errors.append(_PolicyError(policy, binding.name, f"failed to configure binding: {exc}"))
-                    continue
-                if not bound:
-                    continue
-            try:
-                params = collect(policy.definition.param_kind, binding.param_ref, attrs.namespace, cluster.state,
-                                 lambda a, k: bool(cluster.namespaced(a, k)))
-            except ParamsUnknown as exc:
-                answer.unchecked.append((exc.what, "bindings"))
-                continue
-            except ParamsError as exc:
-                errors.append(_PolicyError(policy, binding.name, f"failed to configure binding: {exc}"))
-                continue
-            for param in params:
+                param = step.param
                 meta = (param or {}).get("metadata") or {} if isinstance(param, dict) else {}
-                key = (policy.name, binding.name, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
-                invocations.append((policy, binding.name, param, key, gvr))
+                key = (policy.name, step.binding.name, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+                invocations.append((policy, step.binding.name, param, key, step.gvr))
     if invocations:
         errors += _dispatch(invocations, attrs, cluster, schema, reinvocation, answer)
     failing = [e for e in errors if e.policy.definition.failure_policy != "Ignore"]
@@ -142,10 +115,7 @@ def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, rei
     if reinvocation.reinvoking and reinvocation.last_output != answer.object:
         reinvocation.require_reinvoking()
     errors: list[_PolicyError] = []
-    namespace_name = attrs.namespace
-    if attrs.kind == "Namespace" and attrs.group == "" and attrs.version == "v1":
-        namespace_name = ""
-    namespace = cluster.namespace_object(namespace_name) if namespace_name else None
+    namespace = request_namespace(attrs, cluster)
     obj = answer.object
     for policy, binding, param, key, gvr in invocations:
         if obj is None:  # nothing to patch (no object): the apiserver calls no patcher
@@ -183,7 +153,8 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
         old = {**old, "apiVersion": converted} if old is not None else None
     activation = {"object": obj, "oldObject": old, "request": request, "params": param, "namespaceObject": namespace}
     if policy.match_conditions:
-        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation)
+        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation,
+                                                  policy.definition.failure_policy != "Ignore")
         if unread:
             answer.unchecked.append(("authorizer", "bindings"))
             return False, obj
@@ -195,7 +166,8 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
     if reinvocation.reinvoking and key not in reinvocation.reinvoke:
         return False, obj
     for mutation in policy.mutations:
-        context = Context({**activation, "object": obj}, policy.variables)
+        budget = Budget()  # each patcher's ``ForInput`` its own
+        context = Context({**activation, "object": obj}, policy.variables, budget)
         try:
             value = context.evaluate(mutation.expression)
             if mutation.patch_type == "JSONPatch":
@@ -211,8 +183,12 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
                                      "metadata)", "mutations"))
         except EvaluationError as exc:
             errors.append(_PolicyError(policy, binding, exc.text, "Invalid"))
+        except OutOfBudget:
+            errors.append(_PolicyError(policy, binding, OUT_OF_BUDGET, "Invalid"))
         except (MutationError, PatchError) as exc:
             errors.append(_PolicyError(policy, binding, str(exc), "Invalid"))
+        if budget.uncounted:
+            answer.unchecked.append(("the CEL cost of an expression (cel-go's count not known here)", "mutations"))
     return True, {**obj, "apiVersion": api_version} if obj.get("apiVersion") != api_version else obj
 
 

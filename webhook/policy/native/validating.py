@@ -15,6 +15,12 @@ ValidatingAdmissionPolicy '<p>' with binding '<b>': <message>``), ``Audit`` (a
 (params not found under ``Deny``, a bad selector) denies under ``Fail`` as ``failed to
 configure binding: ...`` (``failed to configure policy: ...`` for the policy's own).
 
+The CEL cost limits are the apiserver's (``expressions``): one budget for the validations and
+the variables they read, the messageExpressions going on with what is left (out of it, every
+decision without an error of its own is ``failed messageExpression: ...``), one anew for the
+audit annotations; either running out makes the policy's one decision ``validation failed due
+to running out of cost budget, no further validation rules will be run``.
+
 The apiserver walks the policies in the order of a Go map (unspecified); here they go in name
 order, and bindings too. Rules that read what the cluster view does not know (the authorizer,
 params or a namespace it does not show) are left out and named in ``unchecked``.
@@ -24,14 +30,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from webhook.gocompat.fmt import go_quote
-from webhook.policy.native.expressions import Context, EvaluationError, Unknown
+from webhook.policy.native.dispatch import (Cluster, ConfigurationError, Unchecked, bound_invocations,
+                                            match_conditions, request_namespace)
+from webhook.policy.native.expressions import OUT_OF_BUDGET, Budget, Context, EvaluationError, OutOfBudget, Unknown
 from webhook.policy.native.loader import CompiledPolicy, NativePolicies
-from webhook.policy.native.matching import Attributes, Equivalents, MatchError, NamespaceLabels, matches
+from webhook.policy.native.matching import Attributes
 from webhook.policy.native.model import Binding
-from webhook.policy.native.params import ParamsError, ParamsUnknown, collect, gvk_text
+
+__all__ = ["Cluster", "NativeAnswer", "BindingResult", "evaluate", "forbidden_status", "match_conditions"]
 
 FAILURE_KEY = "validation.policy.admission.k8s.io/validation_failure"
 MAX_MESSAGE_BYTES = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
@@ -57,18 +66,6 @@ class NativeAnswer:
     @property
     def allowed(self) -> bool:
         return self.denied is None
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """What the plugin reads beside the request: the cluster view (``get``/``list``/``knowledge``),
-    a namespace's labels and object, whether a kind is namespaced, the resource's other versions."""
-
-    state: Any
-    namespace_labels: NamespaceLabels
-    namespace_object: Callable[[str], "dict[str, Any] | None"]
-    namespaced: Callable[[str, str], "bool | None"]  # None: no such kind is served
-    equivalents: Equivalents | None = None
 
 
 @dataclass
@@ -106,87 +103,58 @@ def evaluate(policies: NativePolicies, attrs: Attributes, cluster: Cluster) -> N
     answer = NativeAnswer()
     denied: list[tuple[CompiledPolicy, Binding | None, _Decision]] = []
 
-    def config_error(policy: CompiledPolicy, binding: Binding | None, error: str) -> None:
-        prefix = "failed to configure binding" if binding is not None else "failed to configure policy"
+    def config_error(policy: CompiledPolicy, error: ConfigurationError) -> None:
+        binding = error.binding
         closed = policy.definition.failure_policy != "Ignore"
         answer.results.append(BindingResult(policy.name, binding.name if binding is not None else "", "", "error",
-                                            f"{prefix}: {error}", binding.actions if binding is not None else
-                                            ("Deny",), closed))
+                                            error.message, binding.actions if binding is not None else ("Deny",),
+                                            closed))
         if closed:
-            denied.append((policy, binding, _Decision(f"{prefix}: {error}")))
+            denied.append((policy, binding, _Decision(error.message)))
 
+    namespace: list[dict[str, Any] | None] = []  # the request's Namespace, read once when first needed
     for policy, bindings in policies.bound():
-        try:
-            matched, gvr = matches(policy.definition.match, attrs, cluster.namespace_labels, cluster.equivalents)
-        except MatchError as exc:
-            if exc.unknown:
-                answer.unchecked.append((exc.unknown, "bindings"))
-            else:
-                config_error(policy, None, str(exc))
-            continue
-        if not matched:
-            continue
-        if policy.definition.param_kind is not None and cluster.namespaced(*policy.definition.param_kind) is None:
-            api_version, kind = policy.definition.param_kind
-            config_error(policy, None, f"failed to find resource referenced by paramKind: '{gvk_text(api_version, kind)}'")
-            continue
         annotations: dict[str, list[str]] = {}
-        for binding in bindings:
-            if binding.match is not None:
-                try:
-                    bound, _ = matches(binding.match, attrs, cluster.namespace_labels, cluster.equivalents)
-                except MatchError as exc:
-                    if exc.unknown:
-                        answer.unchecked.append((exc.unknown, "bindings"))
-                    else:
-                        config_error(policy, binding, str(exc))
-                    continue
-                if not bound:
-                    continue
-            try:
-                params = collect(policy.definition.param_kind, binding.param_ref, attrs.namespace, cluster.state,
-                                 lambda a, k: bool(cluster.namespaced(a, k)))
-            except ParamsUnknown as exc:
-                answer.unchecked.append((exc.what, "bindings"))
+        for step in bound_invocations(policy, bindings, attrs, cluster):
+            if isinstance(step, Unchecked):
+                answer.unchecked.append((step.what, "bindings"))
                 continue
-            except ParamsError as exc:
-                config_error(policy, binding, str(exc))
+            if isinstance(step, ConfigurationError):
+                config_error(policy, step)
                 continue
-            namespace_name = attrs.namespace
-            if attrs.kind == "Namespace" and attrs.group == "" and attrs.version == "v1":
-                namespace_name = ""
-            namespace = cluster.namespace_object(namespace_name) if namespace_name else None
-            for param in params:
-                decisions, audit, unknown, applied = _validate(policy, attrs, gvr, param, namespace)
-                answer.unchecked += unknown
-                closed = policy.definition.failure_policy != "Ignore"
-                for index, decision in decisions:
-                    answer.results.append(BindingResult(policy.name, binding.name, f"validations[{index}]",
-                                                        "error" if decision.error else "fail", decision.message,
-                                                        binding.actions, closed))
-                if applied and not decisions:
-                    answer.results.append(BindingResult(policy.name, binding.name, "", "pass",
-                                                        actions=binding.actions))
-                for index, decision in decisions:
-                    if decision.ignored:
-                        continue
-                    for action in binding.actions:
-                        if action == "Deny":
-                            denied.append((policy, binding, decision))
-                        elif action == "Audit":
-                            answer.failures.append({"message": decision.message, "policy": policy.name,
-                                                    "binding": binding.name, "expressionIndex": index,
-                                                    "validationActions": list(binding.actions)})
-                        elif action == "Warn":
-                            answer.warnings.append(f"Validation failed for {_quoted_name(policy, binding)}: "
-                                                   f"{decision.message}")
-                for key, value, error in audit:
-                    if error is not None:
-                        denied.append((policy, binding, _Decision(error)))
-                    elif value is not None:
-                        values = annotations.setdefault(key, [])
-                        if value[:MAX_ANNOTATION_VALUE] not in values:
-                            values.append(value[:MAX_ANNOTATION_VALUE])
+            binding, param, gvr = step.binding, step.param, step.gvr
+            if not namespace:
+                namespace.append(request_namespace(attrs, cluster))
+            decisions, audit, unknown, applied = _validate(policy, attrs, gvr, param, namespace[0])
+            answer.unchecked += unknown
+            closed = policy.definition.failure_policy != "Ignore"
+            for index, decision in decisions:
+                answer.results.append(BindingResult(policy.name, binding.name, f"validations[{index}]",
+                                                    "error" if decision.error else "fail", decision.message,
+                                                    binding.actions, closed))
+            if applied and not decisions:
+                answer.results.append(BindingResult(policy.name, binding.name, "", "pass",
+                                                    actions=binding.actions))
+            for index, decision in decisions:
+                if decision.ignored:
+                    continue
+                for action in binding.actions:
+                    if action == "Deny":
+                        denied.append((policy, binding, decision))
+                    elif action == "Audit":
+                        answer.failures.append({"message": decision.message, "policy": policy.name,
+                                                "binding": binding.name, "expressionIndex": index,
+                                                "validationActions": list(binding.actions)})
+                    elif action == "Warn":
+                        answer.warnings.append(f"Validation failed for {_quoted_name(policy, binding)}: "
+                                               f"{decision.message}")
+            for key, value, error in audit:
+                if error is not None:
+                    denied.append((policy, binding, _Decision(error)))
+                elif value is not None:
+                    values = annotations.setdefault(key, [])
+                    if value[:MAX_ANNOTATION_VALUE] not in values:
+                        values.append(value[:MAX_ANNOTATION_VALUE])
         for key, values in annotations.items():
             answer.audit_annotations[f"{policy.name}/{key}"] = ", ".join(values)
     if answer.failures:
@@ -221,95 +189,98 @@ def _validate(policy: CompiledPolicy, attrs: Attributes, gvr: tuple[str, str, st
                   "namespaceObject": namespace}
     unknown: list[tuple[str, str]] = []
     if policy.match_conditions:
-        matched, error, unread = _match_conditions(policy, activation)
+        matched, error, unread = match_conditions(policy.match_conditions, policy.variables, activation, fail)
         if unread:
             return [], [], [("authorizer", "bindings")], False
         if error is not None:
             return [(0, _Decision(error, ignored=not fail))], [], [], True
         if not matched:
             return [], [], [], False
+    # each stage a ``ForInput`` of its own budget: the validations', which their
+    # messageExpressions go on with, and the audit annotations' anew
+    out_of_budget = [(0, _Decision(OUT_OF_BUDGET, ignored=not fail))]
+    budget = Budget()
+    context = Context(activation, policy.variables, budget)
+    outcomes: list[Any] = []  # per validation: True, False, or its EvaluationError
+    try:
+        for validation in policy.validations:
+            try:
+                outcomes.append(context.evaluate(validation.expression) is True)
+            except Unknown:
+                unknown.append(("authorizer", "rules"))
+                outcomes.append(True)
+            except EvaluationError as exc:
+                outcomes.append(exc)
+    except OutOfBudget:
+        return out_of_budget, [], unknown + _uncounted(budget), True
+    # every messageExpression is evaluated, whatever its validation gave (their ForInput)
+    messages = Context(activation, policy.variables, budget)
+    texts: list[Any] = []
+    try:
+        for validation in policy.validations:
+            text = None
+            if validation.message_expression is not None:
+                try:
+                    text = messages.evaluate(validation.message_expression)
+                except (EvaluationError, Unknown):
+                    text = None
+            texts.append(text)
+        message_error = None
+    except OutOfBudget:
+        message_error = f"failed messageExpression: {OUT_OF_BUDGET}"
     decisions: list[tuple[int, _Decision]] = []
-    context = Context(activation, policy.variables)
-    messages = Context(activation, policy.variables)
-    for i, validation in enumerate(policy.validations):
-        try:
-            value = context.evaluate(validation.expression)
-        except Unknown:
-            unknown.append(("authorizer", "rules"))
+    for i, (validation, outcome) in enumerate(zip(policy.validations, outcomes)):
+        if isinstance(outcome, EvaluationError):
+            decisions.append((i, _Decision(outcome.text, ignored=not fail)))
             continue
-        except EvaluationError as exc:
-            decisions.append((i, _Decision(exc.text, ignored=not fail)))
+        if message_error is not None:  # every decision the validations left without an error
+            decisions.append((i, _Decision(message_error, ignored=not fail)))
             continue
-        if value is True:
+        if outcome:
             continue
         message = ""
-        if validation.message_expression is not None:
-            try:
-                text = messages.evaluate(validation.message_expression)
-            except (EvaluationError, Unknown):
-                text = None
-            if isinstance(text, str):
-                text = text.strip()
-                if len(text.encode()) > MAX_MESSAGE_BYTES or "\n" in text:
-                    text = ""
-                message = text
+        text = texts[i]
+        if isinstance(text, str):
+            text = text.strip()
+            if len(text.encode()) > MAX_MESSAGE_BYTES or "\n" in text:
+                text = ""
+            message = text
         if not message and validation.message:
             message = validation.message.strip()
         if not message:
             message = f"failed expression: {validation.source.strip()}"
         decisions.append((i, _Decision(message, validation.reason or "Invalid", i, error=False)))
     audit = []
-    annotations = Context(activation, policy.variables)
-    for key, program in policy.audit_annotations:
-        try:
-            value = annotations.evaluate(program)
-        except Unknown:
-            unknown.append(("authorizer", "rules"))
-            continue
-        except EvaluationError as exc:
-            if fail:
-                audit.append((key, None, exc.text))
-            continue
-        if value is None:
-            continue
-        if isinstance(value, str):
-            if value.strip():
-                audit.append((key, value.strip(), None))
-            continue
-        audit.append((key, None, f"valueExpression '{program.source}' resulted in unsupported return type: "
-                                 f"{_cel_type(value)}. Return type must be either string or null."))
-    return decisions, audit, unknown, True
+    annotation_budget = Budget()
+    annotations = Context(activation, policy.variables, annotation_budget)
+    try:
+        for key, program in policy.audit_annotations:
+            try:
+                value = annotations.evaluate(program)
+            except Unknown:
+                unknown.append(("authorizer", "rules"))
+                continue
+            except EvaluationError as exc:
+                if fail:
+                    audit.append((key, None, exc.text))
+                continue
+            if value is None:
+                continue
+            if isinstance(value, str):
+                if value.strip():
+                    audit.append((key, value.strip(), None))
+                continue
+            audit.append((key, None, f"valueExpression '{program.source}' resulted in unsupported return type: "
+                                     f"{_cel_type(value)}. Return type must be either string or null."))
+    except OutOfBudget:  # the validations' decisions give way to this one
+        return out_of_budget, [], unknown + _uncounted(budget, annotation_budget), True
+    return decisions, audit, unknown + _uncounted(budget, annotation_budget), True
 
 
-def _match_conditions(policy: CompiledPolicy, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
-    return match_conditions(policy.match_conditions, policy.variables, activation)
-
-
-def match_conditions(conditions: Any, variables: Any, activation: dict[str, Any]) -> tuple[bool, str | None, bool]:
-    """``matchconditions.matcher.Match`` (either plugin's): (matches, the error, read the
-    authorizer). A false condition wins over errors; errors are joined as
-    ``utilerrors.NewAggregate`` writes them."""
-    context = Context({**activation, "namespaceObject": None}, variables)
-    errors: list[str] = []
-    results: list[Any] = []
-    unread = False
-    for _, program in conditions:
-        try:
-            results.append(context.evaluate(program))
-        except Unknown:
-            unread = True
-            results.append(None)
-        except EvaluationError as exc:
-            errors.append(exc.text)
-            results.append(None)
-    if any(r is False for r in results):
-        return False, None, False
-    if unread:
-        return False, None, True
-    unique = list(dict.fromkeys(errors))  # utilerrors.NewAggregate: each text once, several in brackets
-    if unique:
-        return False, unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]", False
-    return True, None, False
+def _uncounted(*budgets: Budget) -> list[tuple[str, str]]:
+    """An expression cel-go's cost of which is not known here: the budget's answer may differ."""
+    return [("the CEL cost of an expression (cel-go's count not known here)", "rules")
+            for budget in budgets for _ in budget.uncounted[:1]]
 
 
 def _cel_type(value: Any) -> str:
