@@ -138,3 +138,17 @@ def test_the_table_travels_in_the_wheel(tmp_path: Path) -> None:
 
     names = zipfile.ZipFile(build_wheel(tmp_path)).namelist()
     assert "webhook/policy/native/builtin_merge_types.json.gz" in names
+
+
+def test_an_apply_configuration_keeps_the_objects_group_version_and_kind(tmp_path: Path) -> None:
+    """The apiserver sets the request object's group, version and kind on the patch whatever the
+    expression gives (``patchObject.SetGroupVersionKind`` in the mutating plugin's ``smd.go``)."""
+    (tmp_path / "policies").mkdir()
+    policy = MAP.replace("Object{spec:", 'Object{apiVersion: "apps/v9", kind: "Other", spec:') % "3"
+    (tmp_path / "policies" / "map.yaml").write_text(policy)
+    (tmp_path / "deployment.yaml").write_text(DEPLOYMENT)
+    code, out, err = validate("-o", "json", "--policies", str(tmp_path / "policies"), str(tmp_path / "deployment.yaml"))
+    assert code == 0, err
+    [result] = json.loads(out)
+    assert (result["object"]["apiVersion"], result["object"]["kind"]) == ("apps/v1", "Deployment")
+    assert result["object"]["spec"]["replicas"] == 3

@@ -174,7 +174,8 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
                 obj = json_patch(obj, json_patches(value))
             else:
                 patch = object_value(value)
-                patch = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), **patch}
+                # the object's group, version and kind, whatever the expression set (smd.go's SetGroupVersionKind)
+                patch = {**patch, **{key: obj[key] for key in ("apiVersion", "kind") if key in obj}}
                 obj = apply_configuration(schema, obj, patch)
         except Unknown:
             answer.unchecked.append(("authorizer", "rules"))
