@@ -394,7 +394,8 @@ class Watched:
         self.native: ClusterNativePolicies | None = None
         directory = PolicyDirectory(shipped_data.policies_dir(), EVALUATOR)
         self.state = KubeState(ApiClient(configuration), self.watch_list(), backoff=Backoff(0.05, 0.2))
-        self.native = ClusterNativePolicies(directory, self.state, EVALUATOR, discover=api.served_kind)
+        self.native = ClusterNativePolicies(directory, self.state, EVALUATOR, discover=api.served_kind,
+                                            clock=lambda: cluster.now)
         self.native.on_params.append(lambda _params: self.state.set_kinds(self.watch_list()))
         self.audit = BackgroundAudit(
             self.state, api, self.native,
@@ -505,3 +506,52 @@ def test_a_param_kind_rbac_forbids_leaves_exactly_its_vaps_unknown_and_named(cus
     # ...the Widget's VAP is judged as the apiserver answered
     assert ("n6-widget-limit", "fail", "n6-limit allows 2 replicas") in _custom_results(
         report_of(cluster, models["by name, over the limit"]))
+
+
+def test_a_param_kind_not_served_gets_the_apiservers_error_until_its_crd_is_installed():
+    """The Gadget CRD absent: discovery serves no Gadget, and the apiserver's answer to the
+    Gadget's VAP is its configuration error (recorded in ``cases/edges.yaml``), an error result
+    under failurePolicy Fail. The CRD installed later is found at the next look (every
+    ``rediscover_interval``), the Gadgets watched, and the Models judged as recorded."""
+    suite = yaml.safe_load(CUSTOM.read_text())
+    gadget_crd = [p for p in suite["crds"] if "gadgets" in p]
+    suite["crds"] = [p for p in suite["crds"] if p not in gadget_crd]
+    gadgets = [o for o in suite["state"] if o["kind"] == "Gadget"]
+    suite["state"] = [o for o in suite["state"] if o["kind"] != "Gadget"]
+    fake = FakeApiServer(builtins=True)
+    with fake.running() as url:
+        cluster = Cluster(fake, url)
+        for resource in (VAPS, BINDINGS):
+            fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
+                                else "ValidatingAdmissionPolicyBinding", False)
+        cluster.install("openreports")
+        _served_crds(fake, suite)
+        for obj in suite["policies"]:
+            cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+        for obj in suite["state"]:
+            cluster.put(obj, {"Namespace": "namespaces", "Widget": "widgets"}[obj["kind"]])
+        cases = {case["name"]: case for case in suite["cases"]}
+        fails = cluster.put(cases["cluster-scoped param by name, fails"]["object"])
+        watched = Watched(cluster)
+        watched.state.start()
+        try:
+            assert asyncio.run(watched.state.wait_ready(15))
+            not_found = ("n6-gadget-engine", "error", "failed to configure policy: failed to find resource "
+                         "referenced by paramKind: 'n6.example.com/v1, Kind=Gadget'")
+            watched.step_until(lambda: not_found in _custom_results(report_of(cluster, fails)),
+                               "the apiserver's error for a param kind not served")
+            assert watched.native.read.undiscovered == {("n6.example.com/v1", "Gadget")}
+
+            _served_crds(fake, {"crds": gadget_crd})
+            for obj in gadgets:
+                cluster.put(obj, "gadgets")
+            cluster.now = 29.0  # not looked up again yet
+            watched.audit.step()
+            assert not_found in _custom_results(report_of(cluster, fails))
+            cluster.now = 31.0
+            expected = ("n6-gadget-engine", "fail", "engine VLLM only (n6-engine)")
+            watched.step_until(lambda: _custom_results(report_of(cluster, fails)) == {expected},
+                               "the Gadget's verdict once its CRD is served")
+            assert watched.native.read.undiscovered == frozenset()
+        finally:
+            watched.state.stop()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
@@ -55,6 +56,8 @@ class ClusterPolicies:
     unsupported: tuple[str, ...] = ()  # ``ValidatingAdmissionPolicy name: why`` (a custom resource's params)
     # (apiVersion, kind) -> the param kind as discovery serves it (custom resources only)
     discovered: Mapping[tuple[str, str], Kind] = field(default_factory=dict)
+    # custom resources' param kinds discovery did not serve or did not answer: looked up again later
+    undiscovered: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def param_kinds(self) -> frozenset[tuple[str, str]]:
@@ -91,6 +94,7 @@ def read(policies: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, 
     problems: list[str] = []
     unsupported: list[str] = []
     discovered: dict[tuple[str, str], Kind] = {}
+    left_out: list[tuple[str, str]] = []
     compiled = []
     warnings: list[str] = []
     found_bindings: dict[str, list[Any]] = {}
@@ -111,6 +115,7 @@ def read(policies: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, 
                 if param_kind is not None and custom_resource(param_kind[0]):
                     why = _undiscovered(param_kind, discover, discovered)
                     if why is not None:
+                        left_out.append(param_kind)
                         unsupported.append(f"{POLICY} {policy.name}: its params are a custom resource "
                                            f"({param_kind[1]}.{group_of(param_kind[0])}), {why}")
                         continue
@@ -120,7 +125,11 @@ def read(policies: Iterable[Mapping[str, Any]], bindings: Iterable[Mapping[str, 
                 found_bindings.setdefault(policy_name, []).extend(found)
     native = NativePolicies(tuple(compiled), {name: tuple(sorted(found, key=lambda b: b.name))
                                               for name, found in found_bindings.items()}, (), tuple(warnings))
-    return ClusterPolicies(native, tuple(out_generated), tuple(problems), tuple(unsupported), discovered)
+    undiscovered = frozenset(p.definition.param_kind for p in compiled if p.definition.param_kind is not None
+                             and custom_resource(p.definition.param_kind[0])
+                             and p.definition.param_kind not in discovered) | frozenset(left_out)
+    return ClusterPolicies(native, tuple(out_generated), tuple(problems), tuple(unsupported), discovered,
+                           undiscovered if discover is not None else frozenset())
 
 
 def _undiscovered(param_kind: tuple[str, str], discover: Discover | None,
@@ -197,11 +206,14 @@ class ClusterNativePolicies:
     called with the param kinds whenever they change (the watch list must follow them)."""
 
     def __init__(self, policies: Any, state: Any, evaluator: Any, *, schemas: Any = None,
-                 policy_kind: Any = None, binding_kind: Any = None, discover: Discover | None = None) -> None:
+                 policy_kind: Any = None, binding_kind: Any = None, discover: Discover | None = None,
+                 rediscover_interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         from webhook import kinds
 
         self.policies, self.state, self.evaluator, self.schemas = policies, state, evaluator, schemas
-        self.discover = discover
+        # a param kind not served (its CRD installed later) or discovery away: looked up again this often
+        self.discover, self.rediscover_interval, self.clock = discover, rediscover_interval, clock
+        self._read_at = 0.0
         self.unknown: tuple[str, ...] = ()  # ``ValidatingAdmissionPolicy name: why`` (params unreadable)
         self.policy_kind = policy_kind or kinds.VALIDATING_ADMISSION_POLICY
         self.binding_kind = binding_kind or kinds.VALIDATING_ADMISSION_POLICY_BINDING
@@ -231,17 +243,20 @@ class ClusterNativePolicies:
         vaps = self.state.list(self.policy_kind.api_version, self.policy_kind.kind)
         bindings = self.state.list(self.binding_kind.api_version, self.binding_kind.kind)
         objects_key = (_versions(vaps), _versions(bindings))
-        if objects_key != self._objects_key:
-            before = self.read.param_kinds
+        now = self.clock()
+        rediscover = bool(self.read.undiscovered) and now - self._read_at >= self.rediscover_interval
+        if objects_key != self._objects_key or rediscover:
+            before = (self.read.param_kinds, dict(self.read.discovered))
             self.read = read(vaps, bindings, self.evaluator, self.schemas, self.discover)
-            self._objects_key = objects_key
+            self._objects_key, self._read_at = objects_key, now
             self._report()
-            if self.read.param_kinds != before:
+            if (self.read.param_kinds, dict(self.read.discovered)) != before:
                 for listener in self.on_params:
                     listener(self.read.param_kinds)
         self.unknown = unreadable_params(self.read.native, self.state)
         self._report()
-        key = (objects_key, params_read(self.read.native, self.state))
+        # (what discovery says is part of the verdicts: a param kind's scope, or its absence)
+        key = (objects_key, tuple(sorted(self.read.discovered.items())), params_read(self.read.native, self.state))
         if base is not self._base or key != self._key or self._set is None:
             self._base, self._key = base, key
             self._set = dataclasses.replace(base, native=merged(getattr(base, "native", None), self.read.native))
