@@ -14,7 +14,8 @@ audit of native policies (``infergate controller --audit-native-policies``, ``in
   answer is then its own configuration error (``failed to find resource referenced by
   paramKind``). Without ``discover``, or when discovery does not answer, the policy is left out
   and named in ``unsupported``: guessing the scope would invent a cluster (a wrong scope makes
-  the params "not found").
+  the params "not found"). Both are looked up again every ``rediscover_interval`` (a CRD
+  installed after its policy).
 - A policy whose params the view cannot read (RBAC refuses the param kind's list) is judged by
   none of its bindings (their params unknown: ``webhook.policy.native.params``) and named in
   ``unknown`` (logged once per reason).
