@@ -46,9 +46,8 @@ NON_DEFAULT = {
 CERT_MANAGER_SELF_SIGNED = {"certificates": {"mode": "cert-manager"}}
 THIRD_PARTY_CRDS = {"crds": {"kubeai": True, "inferenceExtension": True, "llmd": True, "openReports": True}}
 AUTOSCALING = {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 8, "targetCPUUtilizationPercentage": 60}}
-NATIVE_AUDIT = {"audit": {"nativePolicies": True},
-                "rbac": {"extraParamRules": [{"apiGroups": ["example.com"], "resources": ["limits"],
-                                              "verbs": ["get", "list", "watch"]}]}}
+NATIVE_AUDIT = {"audit": {"nativePolicies": True, "nativePolicyParamResources": [
+    {"apiGroups": [""], "resources": ["configmaps"]}, {"apiGroups": ["example.com"], "resources": ["limits"]}]}}
 VALUE_SETS = {"default": {}, "non-default": NON_DEFAULT, "cert-manager-self-signed": CERT_MANAGER_SELF_SIGNED,
               "no-controller": {"controller": {"enabled": False}}, "third-party-crds": THIRD_PARTY_CRDS,
               "autoscaling": AUTOSCALING, "no-audit": {"audit": {"enabled": False}}, "native-audit": NATIVE_AUDIT,
@@ -745,7 +744,8 @@ def test_controller_rbac_covers_exactly_what_the_controller_watches_and_writes(a
 def test_the_audit_of_native_policies_is_a_flag_and_reads_what_it_watches(name):
     """audit.nativePolicies: the controller's --audit-native-policies, and RBAC reads of the
     cluster's VAPs, bindings and every ConfigMap (the params it watches whole), plus
-    rbac.extraParamRules; off by default (no VAP, no cluster-wide ConfigMap read)."""
+    audit.nativePolicyParamResources' other kinds; off by default (no VAP, no cluster-wide
+    ConfigMap read)."""
     import argparse
 
     from webhook.apiversion import group_of
@@ -767,7 +767,7 @@ def test_the_audit_of_native_policies_is_a_flag_and_reads_what_it_watches(name):
         return
     assert wanted <= granted and unnamed == [{"apiGroups": [""], "resources": ["configmaps"],
                                               "verbs": ["get", "list", "watch"]}]
-    assert {("example.com", "limits", v) for v in ("get", "list", "watch")} <= granted  # rbac.extraParamRules
+    assert {("example.com", "limits", v) for v in ("get", "list", "watch")} <= granted  # audit.nativePolicyParamResources
     assert not {(g, r, v) for g, r, v in granted if g == "admissionregistration.k8s.io"
                 and v not in ("get", "list", "watch")}
 

@@ -9,10 +9,15 @@ binding and its VAP."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import re
+import time
+from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.client import ApiClient, Configuration
 
 from webhook import shipped_data
 from webhook.audit import Auditor, build_report
@@ -22,6 +27,7 @@ from webhook.controller.runner import audited_kinds, controller_watches
 from webhook.inputs.watches import native_policy_watches
 from webhook.policy import PolicyDirectory
 from webhook.policy.native.cluster import ClusterNativePolicies
+from webhook.state.kube import Backoff, KubeState
 
 from tests.controller.test_background_audit import Cluster, good_model, report_of
 from tests.support.apiserver import FakeApiServer
@@ -352,3 +358,195 @@ def test_a_round_waits_for_kinds_being_synced_then_scans_and_gives_up_waiting_af
     assert audit.step() == 0
     cluster.now = 41
     assert audit.step() == 1
+
+
+# -- params of a custom resource, over the controller's own watch cache ----------------------------
+# The policies, params and Models of a recording (``tests/policy/native/cases/params-custom.yaml``:
+# what kube-apiserver v1.36.2 answered to each Model's create with these VAPs in force); here
+# the Models are stored, the controller's watch cache (``KubeState``) follows the API over HTTP,
+# the param kinds are found through its discovery, and each Model's report must say what the
+# apiserver said.
+CUSTOM = Path(__file__).parents[1] / "policy" / "native" / "cases" / "params-custom.yaml"
+DENIED = re.compile(r"ValidatingAdmissionPolicy '([^']+)' with binding '([^']+)' denied request: (.*)", re.S)
+
+
+def _served_crds(fake: FakeApiServer, suite: dict) -> None:
+    root = Path(__file__).parents[2]
+    for path in suite["crds"]:
+        fake.put(yaml.safe_load((root / path).read_text()), "customresourcedefinitions")
+
+
+class Watched:
+    """The controller's pieces as ``infergate controller --audit-native-policies`` wires them:
+    a watch cache of the API, the cluster's VAPs found in it, their params' kinds discovered and
+    watched, the background audit over it."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        api = cluster.api()
+        configuration = Configuration()
+        configuration.host = cluster.url
+        self.native: ClusterNativePolicies | None = None
+        directory = PolicyDirectory(shipped_data.policies_dir(), EVALUATOR)
+        self.state = KubeState(ApiClient(configuration), self.watch_list(), backoff=Backoff(0.05, 0.2))
+        self.native = ClusterNativePolicies(directory, self.state, EVALUATOR, discover=api.served_kind,
+                                            clock=lambda: cluster.now)
+        self.native.on_params.append(lambda _params: self.state.set_kinds(self.watch_list()))
+        self.audit = BackgroundAudit(
+            self.state, api, self.native,
+            auditor_for=lambda policy_set: Auditor(None, policy_set, self.state).audit,
+            build_report=build_report, kinds=audited_kinds(),
+            settings=AuditSettings(policy_poll_interval=0.0, rediscover_interval=30.0, sync_wait=5.0),
+            metrics=ControllerMetrics(), clock=lambda: cluster.now, leading=lambda: True)
+
+    def watch_list(self):
+        native = self.native
+        return controller_watches((), True, None, native.param_kinds if native else frozenset(),
+                                  native.read.discovered if native else None)
+
+    def step_until(self, done, what: str, deadline_s: float = 20.0) -> None:
+        """Audit rounds until ``done()`` (the watch cache syncs in its threads), with a deadline."""
+        deadline = time.monotonic() + deadline_s
+        while True:
+            self.audit.step()
+            if done():
+                return
+            assert time.monotonic() < deadline, f"gave up waiting for {what}"
+            time.sleep(0.05)  # a poll's interval, bounded by the deadline above
+
+
+@pytest.fixture
+def custom_cluster():
+    suite = yaml.safe_load(CUSTOM.read_text())
+    fake = FakeApiServer(builtins=True)
+    with fake.running() as url:
+        cluster = Cluster(fake, url)
+        for resource in (VAPS, BINDINGS):
+            fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
+                                else "ValidatingAdmissionPolicyBinding", False)
+        cluster.install("openreports")
+        _served_crds(fake, suite)
+        for obj in suite["policies"]:
+            cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+        for obj in suite["state"]:
+            cluster.put(obj, {"Namespace": "namespaces", "Widget": "widgets", "Gadget": "gadgets"}[obj["kind"]])
+        watched = Watched(cluster)
+        watched.state.start()
+        try:
+            yield suite, cluster, watched
+        finally:
+            watched.state.stop()
+
+
+def _custom_results(report: dict | None) -> set[tuple[str, str, str]]:
+    return {(r["policy"], r["result"], r.get("message", "")) for r in (report or {}).get("results", ())
+            if r["policy"].startswith("n6-")}
+
+
+def test_vaps_whose_params_are_custom_resources_are_audited_as_the_apiserver_answered(custom_cluster):
+    suite, cluster, watched = custom_cluster
+    models = [cluster.put(case["object"]) for case in suite["cases"]]
+    assert asyncio.run(watched.state.wait_ready(15))
+    watched.step_until(lambda: all(report_of(cluster, m) is not None for m in models)
+                       and watched.state.pending is None, "every Model's report")
+    watched.step_until(lambda: watched.audit.step() == 0, "a converged round")
+
+    assert watched.native.read.unsupported == ()
+    assert {k: (v.plural, v.namespaced) for k, v in watched.native.read.discovered.items()} == {
+        ("n6.example.com/v1", "Gadget"): ("gadgets", False), ("n6.example.com/v1", "Widget"): ("widgets", True)}
+    for case, model in zip(suite["cases"], models):
+        found = _custom_results(report_of(cluster, model))
+        failed = {(p, result, message) for p, result, message in found if result in ("fail", "error")}
+        if case["expect"]["allowed"]:
+            assert not failed, case["name"]
+            continue
+        policy, _binding, message = DENIED.fullmatch(case["expect"]["status"]["details"]["causes"][0]["message"]
+                                                     ).groups()
+        # the apiserver's first denial; a configuration error ("no params found") is an error result
+        result = "error" if message.startswith("failed to configure") else "fail"
+        assert (policy, result, message) in failed, (case["name"], found)
+        assert {p for p, *_ in failed} == {policy}, case["name"]
+
+    writes = cluster.report_writes()
+    assert watched.audit.scan() == len(models) and cluster.report_writes() == writes  # converged
+
+    # a Widget edited: the Models it limits are audited again
+    limit = copy.deepcopy(cluster.fake.get("n6.example.com/v1", "widgets", "n6-limit", "n6-custom-by-name"))
+    limit["spec"]["maxReplicas"] = 3
+    cluster.put(limit, "widgets")
+    over = models[[c["name"] for c in suite["cases"]].index("by name, over the limit")]
+    watched.step_until(lambda: not any(r == "fail" for _, r, _ in _custom_results(report_of(cluster, over))),
+                       "the raised limit's re-audit")
+
+
+def test_a_param_kind_rbac_forbids_leaves_exactly_its_vaps_unknown_and_named(custom_cluster, caplog):
+    suite, cluster, watched = custom_cluster
+    cluster.fake.collection("n6.example.com/v1", "gadgets").forbidden = True
+    models = {case["name"]: cluster.put(case["object"]) for case in suite["cases"]}
+    assert asyncio.run(watched.state.wait_ready(15))
+    # the Gadgets never sync: the audit waits sync_wait (5 s on the test's clock), then judges
+    # without them
+    watched.step_until(lambda: "403" in (watched.state.pending or ""), "the Gadgets' 403")
+    assert watched.audit.step() == 0
+    cluster.now = 6.0
+    watched.step_until(lambda: all(report_of(cluster, m) is not None for m in models.values()), "every report")
+
+    (unknown,) = watched.native.unknown
+    assert unknown == ("ValidatingAdmissionPolicy n6-gadget-engine: its params (Gadget.n6.example.com) "
+                       "cannot be read (HTTP 403 Forbidden): its bindings are not judged")
+    assert "not judged, params unknown: ValidatingAdmissionPolicy n6-gadget-engine" in caplog.text
+    # the Gadget's VAP judged nothing (its failing and its not-found cases alike)...
+    for name in ("cluster-scoped param by name, fails", "cluster-scoped param not found under Deny"):
+        assert not any(p == "n6-gadget-engine" for p, *_ in _custom_results(report_of(cluster, models[name]))), name
+    # ...the Widget's VAP is judged as the apiserver answered
+    assert ("n6-widget-limit", "fail", "n6-limit allows 2 replicas") in _custom_results(
+        report_of(cluster, models["by name, over the limit"]))
+
+
+def test_a_param_kind_not_served_gets_the_apiservers_error_until_its_crd_is_installed():
+    """The Gadget CRD absent: discovery serves no Gadget, and the apiserver's answer to the
+    Gadget's VAP is its configuration error (recorded in ``cases/edges.yaml``), an error result
+    under failurePolicy Fail. The CRD installed later is found at the next look (every
+    ``rediscover_interval``), the Gadgets watched, and the Models judged as recorded."""
+    suite = yaml.safe_load(CUSTOM.read_text())
+    gadget_crd = [p for p in suite["crds"] if "gadgets" in p]
+    suite["crds"] = [p for p in suite["crds"] if p not in gadget_crd]
+    gadgets = [o for o in suite["state"] if o["kind"] == "Gadget"]
+    suite["state"] = [o for o in suite["state"] if o["kind"] != "Gadget"]
+    fake = FakeApiServer(builtins=True)
+    with fake.running() as url:
+        cluster = Cluster(fake, url)
+        for resource in (VAPS, BINDINGS):
+            fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
+                                else "ValidatingAdmissionPolicyBinding", False)
+        cluster.install("openreports")
+        _served_crds(fake, suite)
+        for obj in suite["policies"]:
+            cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+        for obj in suite["state"]:
+            cluster.put(obj, {"Namespace": "namespaces", "Widget": "widgets"}[obj["kind"]])
+        cases = {case["name"]: case for case in suite["cases"]}
+        fails = cluster.put(cases["cluster-scoped param by name, fails"]["object"])
+        watched = Watched(cluster)
+        watched.state.start()
+        try:
+            assert asyncio.run(watched.state.wait_ready(15))
+            not_found = ("n6-gadget-engine", "error", "failed to configure policy: failed to find resource "
+                         "referenced by paramKind: 'n6.example.com/v1, Kind=Gadget'")
+            watched.step_until(lambda: not_found in _custom_results(report_of(cluster, fails)),
+                               "the apiserver's error for a param kind not served")
+            assert watched.native.read.undiscovered == {("n6.example.com/v1", "Gadget")}
+
+            _served_crds(fake, {"crds": gadget_crd})
+            for obj in gadgets:
+                cluster.put(obj, "gadgets")
+            cluster.now = 29.0  # not looked up again yet
+            watched.audit.step()
+            assert not_found in _custom_results(report_of(cluster, fails))
+            cluster.now = 31.0
+            expected = ("n6-gadget-engine", "fail", "engine VLLM only (n6-engine)")
+            watched.step_until(lambda: _custom_results(report_of(cluster, fails)) == {expected},
+                               "the Gadget's verdict once its CRD is served")
+            assert watched.native.read.undiscovered == frozenset()
+        finally:
+            watched.state.stop()

@@ -7,6 +7,8 @@ webhook keeps every rule. What an apiserver that enforces them stores and answer
 
 from __future__ import annotations
 
+import copy
+import json
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,56 @@ def test_a_round_applies_what_the_apiserver_serves_and_marks_nothing_the_probe_d
     assert sync.probes == 3
     assert not [key for key, o in stored.items() if ENFORCED_ANNOTATION in (o["metadata"].get("annotations") or {})]
     assert enforced_rules(result, stored) == {}
+
+
+def test_what_is_no_longer_generated_is_unmarked_then_deleted_after_the_grace_over_http():
+    """The pruning path over HTTP, from what kube-apiserver v1.36.2 stored after the recorded
+    rounds (``recorded.json``'s ``stored``: the demo's VAPs, MAP and bindings, marked, and the
+    probes), with the later policies (``policies-later``: no warning, no mutation): the first
+    round deletes the bindings of the ``-warn`` VAP and of the MAP and unmarks both (JSON merge
+    patches), sending no probe (the VAP still generated keeps its mark); a round within the grace
+    deletes nothing; the first round after it deletes both. Writes and what stays as recorded
+    (``later``, ``pruned``); a round after that writes nothing."""
+    recorded = json.loads((DATA / "recorded.json").read_text())
+    fake = FakeApiServer(builtins=True)
+    for declared in POLICY_KINDS.values():
+        fake.serve_resource(declared.api_version, declared.plural, declared.kind, False)
+    for obj in recorded["stored"]:
+        fake.put(copy.deepcopy(obj), POLICY_KINDS[obj["kind"]].plural)
+    later = load_policy_directory(PolicySource(DATA / "policies-later"), EVALUATOR)
+    now = [0.0]
+
+    def state() -> dict[tuple[str, str], str | None]:
+        return {stored_key(o): (o["metadata"].get("annotations") or {}).get(ENFORCED_ANNOTATION)
+                for o in fake.all_objects() if o.get("kind") in HANDED_OVER_KINDS}
+
+    def recorded_state(round_: str) -> dict[tuple[str, str], str | None]:
+        return {stored_key(o): (o["metadata"].get("annotations") or {}).get(ENFORCED_ANNOTATION)
+                for o in recorded[round_]["stored"]}
+
+    with fake.running() as url:
+        configuration = Configuration()
+        configuration.host = url
+        sync = NativePolicies(KubeApi(ApiClient(configuration), timeout=5), later, RESOURCES, owner=None,
+                              namespace="default", grace=10.0, clock=lambda: now[0], sleep=lambda _s: None)
+        sync.step()
+        assert (sync.writes, sync.probes) == (recorded["later"]["writes"], 0)
+        assert state() == recorded_state("later")
+        patched = [path for method, path in fake.requests if method == "PATCH"]
+        assert sorted(patched) == [
+            "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies/infergate-s2-native-demo",
+            "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/infergate-s2-native-demo-warn"]
+
+        now[0] = 9.0  # within the grace: the webhooks may not have seen the marks go
+        sync.step()
+        assert sync.writes == recorded["later"]["writes"] and state() == recorded_state("later")
+
+        now[0] = 10.0
+        sync.step()
+        assert sync.writes == recorded["later"]["writes"] + recorded["pruned"]["writes"]
+        assert state() == recorded_state("pruned")
+
+        writes = len([m for m, _ in fake.requests if m in ("POST", "PUT", "PATCH", "DELETE")])
+        now[0] = 30.0
+        sync.step()  # converged
+        assert len([m for m, _ in fake.requests if m in ("POST", "PUT", "PATCH", "DELETE")]) == writes

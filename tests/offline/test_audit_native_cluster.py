@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from tests.controller.test_native_audit import CLUSTER_POLICIES, limits, model
+from tests.controller.test_native_audit import CLUSTER_POLICIES, CUSTOM, DENIED, limits, model
 from tests.offline.test_audit_command import KUBECONFIG, run
 from tests.support.apiserver import FakeApiServer
 
@@ -85,3 +85,52 @@ def test_the_flag_needs_a_cluster(tmp_path, capsys):
     code, out, err = run(capsys, tmp_path / "m.yaml", "--native-policies")
     assert (code, out) == (2, "")
     assert err == "infergate: error: audit: --native-policies reads the cluster's own policies: give --kubeconfig\n"
+
+
+@pytest.mark.parametrize("gadgets_forbidden", [False, True], ids=["readable", "Gadgets forbidden"])
+def test_params_of_custom_resources_as_the_apiserver_answered_and_a_forbidden_kind_named(
+        tmp_path, capsys, gadgets_forbidden):
+    """The recorded Widget/Gadget policies (``tests/policy/native/cases/params-custom.yaml``):
+    each Model judged as kube-apiserver v1.36.2 answered its create; with the Gadgets' list
+    refused (RBAC), the Gadget's policy judges nothing and the note names it, the rest judged."""
+    suite = yaml.safe_load(CUSTOM.read_text())
+    api = FakeApiServer(builtins=True)
+    api.serve_resource(VAP_API, "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False)
+    api.serve_resource(VAP_API, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False)
+    root = CUSTOM.parents[4]
+    for path in suite["crds"]:
+        api.put(yaml.safe_load((root / path).read_text()), "customresourcedefinitions")
+    for obj in suite["policies"]:
+        api.put(obj, "validatingadmissionpolicies" if obj["kind"] == "ValidatingAdmissionPolicy"
+                else "validatingadmissionpolicybindings")
+    for obj in suite["state"]:
+        api.put(obj, {"Namespace": "namespaces", "Widget": "widgets", "Gadget": "gadgets"}[obj["kind"]])
+    for case in suite["cases"]:
+        api.put(case["object"], "models")
+    if gadgets_forbidden:
+        api.collection("n6.example.com/v1", "gadgets").forbidden = True
+    with api.running() as url:
+        path = tmp_path / "kubeconfig"
+        path.write_text(KUBECONFIG.format(server=url))
+        code, out, err = run(capsys, "--kubeconfig", path, "--native-policies", "-o", "json", "--timeout", "30")
+    assert code == 1, err
+    found: dict[str, set[tuple[str, str, str]]] = {}
+    for r in json.loads(out):
+        if r["policy"].startswith("n6-") and r["result"] in ("fail", "error"):
+            found.setdefault(r["resource"]["name"], set()).add((r["policy"], r["result"], r["message"]))
+    expected = {}
+    for case in suite["cases"]:
+        if case["expect"]["allowed"]:
+            continue
+        policy, _, message = DENIED.fullmatch(case["expect"]["status"]["details"]["causes"][0]["message"]).groups()
+        if gadgets_forbidden and policy == "n6-gadget-engine":
+            continue  # unknown: judged by none of its bindings
+        expected[case["object"]["metadata"]["name"]] = (policy, "error" if message.startswith("failed to configure")
+                                                        else "fail", message)
+    assert set(found) == set(expected)
+    for name, result in expected.items():
+        assert result in found[name], name
+    gadget_note = ("note: not judged, params unknown: ValidatingAdmissionPolicy n6-gadget-engine: its params "
+                   "(Gadget.n6.example.com) cannot be read (HTTP 403 Forbidden): its bindings are not judged")
+    assert (gadget_note in err.splitlines()) == gadgets_forbidden, err
+    assert "left out" not in err

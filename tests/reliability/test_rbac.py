@@ -107,6 +107,24 @@ GRANTS: dict[tuple[str, str, str, str, str], tuple[frozenset[str], str]] = {
 }
 GRANTS = {key: (frozenset(verbs.split()), why) for key, (verbs, why) in GRANTS.items()}
 
+# what audit.nativePolicies adds (docs/native-policies.md, "Auditing the cluster's own VAPs"):
+# reads of the cluster's VAPs and bindings, and of the params' kinds
+# (audit.nativePolicyParamResources, by default every ConfigMap)
+NATIVE_AUDIT_GRANTS = {key: (frozenset(verbs.split()), why) for key, (verbs, why) in {
+    ("controller", "cluster", "admissionregistration.k8s.io", "validatingadmissionpolicies", "*"):
+        ("get list watch", "the cluster's own policies the audit judges by (read, never written)"),
+    ("controller", "cluster", "admissionregistration.k8s.io", "validatingadmissionpolicybindings", "*"):
+        ("get list watch", "their bindings: which objects, which actions, which params"),
+    ("controller", "cluster", "", "configmaps", "*"):
+        ("get list watch", "params (audit.nativePolicyParamResources' default): a paramRef may name any "
+                           "ConfigMap in any namespace, or select them by labels"),
+}.items()}
+
+
+def allowed(key: tuple[str, str, str, str, str]) -> frozenset[str]:
+    """The verbs a key may have, whichever values are on (a key both tables name: either's)."""
+    return frozenset().union(*(table[key][0] for table in (GRANTS, NATIVE_AUDIT_GRANTS) if key in table))
+
 
 def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]]:
     with helm.Chart.load(CHART) as chart:
@@ -132,15 +150,18 @@ def granted(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]
 
 MODEL_STATUS_ON = {"controller": {"statusWrites": {"models.kubeai.org": True}}}
 NATIVE_POLICIES_ON = {"policies": {"native": {"enabled": True}}}
+NATIVE_AUDIT_ON = {"audit": {"nativePolicies": True}}
 
 
 @pytest.mark.parametrize("values", [{}, {"certificates": {"mode": "cert-manager"}}, {"controller": {"enabled": False}},
-                                    MODEL_STATUS_ON, NATIVE_POLICIES_ON],
-                         ids=["self-managed", "cert-manager", "no-controller", "model-status-writes", "native-policies"])
+                                    MODEL_STATUS_ON, NATIVE_POLICIES_ON, NATIVE_AUDIT_ON,
+                                    NATIVE_AUDIT_ON | NATIVE_POLICIES_ON],
+                         ids=["self-managed", "cert-manager", "no-controller", "model-status-writes", "native-policies",
+                              "native-audit", "native-audit-and-policies"])
 def test_every_grant_is_listed_with_its_reason(values):
     actual = granted(values)
-    unexplained = {k: sorted(v) for k, v in actual.items() if k not in GRANTS or not v <= GRANTS[k][0]}
-    assert not unexplained, f"grants without a reason in GRANTS: {unexplained}"
+    unexplained = {k: sorted(v) for k, v in actual.items() if not v <= allowed(k)}
+    assert not unexplained, f"grants without a reason in GRANTS or NATIVE_AUDIT_GRANTS: {unexplained}"
     assert all("*" not in verbs for verbs in actual.values())
     if values.get("certificates", {}).get("mode") == "cert-manager":  # no certificate Secret to manage
         assert not [k for k in actual if k[0] == "webhook" and k[3] == "secrets" and k[1] != "cluster"]
@@ -150,6 +171,42 @@ def test_the_table_has_no_stale_rows():
     actual = granted({}) | granted(MODEL_STATUS_ON) | granted(NATIVE_POLICIES_ON)
     stale = [k for k in GRANTS if k not in actual]
     assert not stale, stale
+
+
+def added(values: dict) -> dict[tuple[str, str, str, str, str], frozenset[str]]:
+    """The grants ``values`` add to the defaults' (new keys, and new verbs of a key)."""
+    defaults = granted({})
+    out = {k: v - defaults.get(k, frozenset()) for k, v in granted(values).items()}
+    return {k: v for k, v in out.items() if v}
+
+
+def test_the_audit_of_native_policies_adds_exactly_its_reads_and_they_cover_its_watches():
+    """audit.nativePolicies adds reads of the cluster's VAPs, bindings and every ConfigMap, and
+    nothing else; what the controller then watches (``native_policy_watches``, a ConfigMap
+    param) is granted; nothing it adds is writable."""
+    from webhook.apiversion import group_of
+    from webhook.inputs.watches import native_policy_watches
+
+    assert added(NATIVE_AUDIT_ON) == {k: verbs for k, (verbs, _) in NATIVE_AUDIT_GRANTS.items()}
+    actual = granted(NATIVE_AUDIT_ON)
+    for watch in native_policy_watches({("v1", "ConfigMap")}):
+        key = ("controller", "cluster", group_of(watch.api_version), watch.plural, "*")
+        assert {"get", "list", "watch"} <= actual.get(key, frozenset()), watch
+    # off by default: no VAP read, no ConfigMap but KubeAI's by name
+    assert not [k for k in granted({}) if k in NATIVE_AUDIT_GRANTS]
+
+
+def test_the_param_resources_value_replaces_the_configmap_read():
+    """audit.nativePolicyParamResources: the params' kinds read (get, list, watch), in place of
+    every ConfigMap: an operator whose VAPs use no ConfigMap param drops that read."""
+    values = {"audit": {"nativePolicies": True, "nativePolicyParamResources": [
+        {"apiGroups": ["n6.example.com"], "resources": ["widgets", "gadgets"]}]}}
+    assert added(values) == {
+        **{k: verbs for k, (verbs, _) in NATIVE_AUDIT_GRANTS.items() if k[3] != "configmaps"},
+        ("controller", "cluster", "n6.example.com", "widgets", "*"): frozenset({"get", "list", "watch"}),
+        ("controller", "cluster", "n6.example.com", "gadgets", "*"): frozenset({"get", "list", "watch"})}
+    values["audit"]["nativePolicyParamResources"] = []
+    assert not [k for k in added(values) if k[3] == "configmaps"]
 
 
 def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own_objects():
@@ -167,15 +224,15 @@ def test_what_the_webhook_watches_is_granted_and_nothing_writable_beyond_its_own
             assert name != "*" or verbs == {"create"}, (resource, verbs)  # writes only to named objects
 
 
-def rows(values: dict | None = None) -> str:
+def rows(values: dict | None = None, table: dict = GRANTS) -> str:
     """The table docs/rbac.md shows: each grant of the chart as rendered with its defaults (with
-    ``values``: each grant those values add), its verbs as granted, its reason from GRANTS."""
+    ``values``: each grant those values add), its verbs as granted, its reason from ``table``."""
     actual = granted(values or {})
     if values:
         defaults = granted({})
         actual = {k: v for k, v in actual.items() if k not in defaults}
     lines = ["| component | scope | API group | resource | name | verbs | why |", "|---|---|---|---|---|---|---|"]
-    for key, (_, why) in GRANTS.items():
+    for key, (_, why) in table.items():
         if key in actual:
             role, scope, group, resource, name = key
             lines.append(f"| {role} | {scope} | {group or 'core'} | {resource} | {name} | {', '.join(sorted(actual[key]))} | {why} |")
@@ -187,3 +244,6 @@ def test_the_rbac_page_shows_the_rendered_grants():
     assert rows() in shown, "docs/rbac.md's table differs from the chart: paste rows() there"
     assert rows(NATIVE_POLICIES_ON) in shown, \
         "docs/rbac.md's policies.native.enabled table differs from the chart: paste rows(NATIVE_POLICIES_ON) there"
+    assert rows(NATIVE_AUDIT_ON, NATIVE_AUDIT_GRANTS) in shown, \
+        "docs/rbac.md's audit.nativePolicies table differs from the chart: paste rows(NATIVE_AUDIT_ON, " \
+        "NATIVE_AUDIT_GRANTS) there"

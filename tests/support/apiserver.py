@@ -14,7 +14,8 @@ It behaves as the API does where the clients depend on it:
   ``tests/state/data/watchlist``), a collection made ``forbidden`` answering RBAC's 403, POST (409 AlreadyExists, ``dryRun``), PUT (409 Conflict on a stale
   resourceVersion; status kept where ``/status`` is a subresource), PUT ``/status`` and
   ``/finalize``, server-side apply of a whole object by its one manager, server-side apply to ``/status`` (PATCH ``application/apply-patch+yaml``: 409 on
-  a stale resourceVersion, or on another manager's field unless forced), DELETE;
+  a stale resourceVersion, or on another manager's field unless forced), a JSON merge patch of
+  an object (PATCH ``application/merge-patch+json``), DELETE;
 * managedFields of status as the apiserver keeps them (``tests.support.managed_fields``), and
   every write's field manager as it derives it (``?fieldManager=``, else the User-Agent's
   product): ``managers``;
@@ -99,6 +100,19 @@ def parse_path(path: str) -> Route | None:
     if not rest:
         return None
     return Route(api_version, namespace, rest[0], rest[1] if len(rest) > 1 else None, rest[2] if len(rest) > 2 else None)
+
+
+def merge_patched(target: Any, patch: Any) -> Any:
+    """RFC 7386's MergePatch(target, patch)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patched(out.get(key), value)
+    return out
 
 
 def status_body(code: int, reason: str, message: str) -> dict:
@@ -416,6 +430,9 @@ class FakeApiServer:
         if request.method == "PATCH" and route.name is not None and route.subresource is None \
                 and request.content_type == "application/apply-patch+yaml":
             return self._apply_whole(route, yaml.safe_load(await request.text()))
+        if request.method == "PATCH" and route.name is not None and route.subresource is None \
+                and request.content_type == "application/merge-patch+json":
+            return self._merge_patch(route, await request.json())
         if request.method == "PATCH" and route.name is not None and route.subresource == "status":
             if request.content_type != "application/apply-patch+yaml":
                 return status_error(415, "UnsupportedMediaType", f"{request.content_type} is not supported here")
@@ -577,6 +594,17 @@ class FakeApiServer:
             if body == current:  # a no-op apply writes nothing, as the apiserver's
                 return web.json_response(copy.deepcopy(current))
         return web.json_response(self.put(body, route.plural), status=200 if current is not None else 201)
+
+    def _merge_patch(self, route: Route, patch: dict) -> web.Response:
+        """A JSON merge patch (RFC 7386: a ``null`` removes the field) of an existing object; a
+        patch that changes nothing writes nothing, as the apiserver's."""
+        current = self.get(route.api_version, route.plural, route.name, route.namespace)
+        if current is None:
+            return self._not_found(route)
+        updated = merge_patched(current, patch)
+        if updated == current:
+            return web.json_response(current)
+        return web.json_response(self.put(updated, route.plural))
 
     def _apply_status(self, route: Route, body: dict, manager: str, force: bool) -> web.Response:
         key = (route.api_version, route.plural, route.namespace, route.name)

@@ -569,6 +569,10 @@ def native_request(request: AdmissionRequest, obj: dict[str, Any] | None, regist
         crd = registry.served(api_version, kind_name) if registry is not None else None
         if crd is not None:
             return crd.namespaced
+        scope = getattr(state, "namespaced", None)  # a live view's discovery (a wrapped view may lack it)
+        discovered = scope(api_version, kind_name) if scope is not None else None
+        if discovered is not None:
+            return discovered
         group = group_of(api_version)
         if group and "." in group and not group.endswith(".k8s.io"):
             return None

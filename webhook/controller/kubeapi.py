@@ -169,3 +169,18 @@ class KubeApi:
         except NotFound:
             return set()
         return {r.get("name", "") for r in listing.get("resources") or () if "/" not in r.get("name", "")}
+
+    def served_kind(self, api_version: str, kind: str) -> Kind | None:
+        """``kind`` at ``api_version`` as discovery serves it (its plural and scope, what the
+        apiserver's REST mapper reads for a policy's ``paramKind``); None when not served.
+        ``ApiError`` when discovery does not answer."""
+        path = f"/apis/{api_version}" if group_of(api_version) else f"/api/{api_version}"
+        try:
+            listing = self._request("GET", path)
+        except NotFound:
+            return None
+        for resource in listing.get("resources") or ():
+            name = str(resource.get("name", ""))
+            if resource.get("kind") == kind and name and "/" not in name:
+                return Kind(api_version, kind, name, bool(resource.get("namespaced")))
+        return None

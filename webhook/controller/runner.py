@@ -571,17 +571,18 @@ def audited_kinds() -> tuple[kinds.Kind, ...]:
 
 
 def controller_watches(controller_kinds: tuple[kinds.Kind, ...], audit: bool, policies=None,
-                       native_params: frozenset[tuple[str, str]] | None = None) -> tuple[WatchedKind, ...]:
+                       native_params: frozenset[tuple[str, str]] | None = None,
+                       discovered: Mapping[tuple[str, str], kinds.Kind] | None = None) -> tuple[WatchedKind, ...]:
     """The watch cache's kinds: the controller's, and with the audit the kinds it judges, what the
     policies read (``policies``, a ``PolicySet``; None: every kind a policy may look up) and the
     controller's own reports; with the audit of native policies (``native_params`` not None: the
-    param kinds they name) the cluster's ValidatingAdmissionPolicies, bindings and params; one
-    watch per group and kind."""
+    param kinds they name, a custom resource's as ``discovered``) the cluster's
+    ValidatingAdmissionPolicies, bindings and params; one watch per group and kind."""
     if not audit:
         return watches.controller_watches(controller_kinds)
     report_watches = [WatchedKind(k.api_version, k.kind, k.plural, label_selector=report_writes.SELECTOR)
                       for api in report_writes.REPORT_APIS for k in api.kinds]
-    native = watches.native_policy_watches(native_params) if native_params is not None else ()
+    native = watches.native_policy_watches(native_params, discovered) if native_params is not None else ()
     return watches.controller_watches(controller_kinds, audited_kinds(), report_watches, policies, native)
 
 
@@ -611,14 +612,17 @@ async def _serve(config: ControllerConfig, api_client, policies=None) -> int:
 
     def watch_list(policy_set=None):
         params = None if not audit_native else native.param_kinds if native is not None else frozenset()
-        return controller_watches(watched, config.audit is not None and policies is not None, policy_set, params)
+        discovered = native.read.discovered if native is not None else None
+        return controller_watches(watched, config.audit is not None and policies is not None, policy_set, params,
+                                  discovered)
 
     audit_native = policies is not None and config.audit_native_policies
     state = KubeState(api_client, watch_list(policies.current() if policies is not None else None))
     if policies is not None:  # a reload's watch list is in force before its policies are
         policies.on_load.append(lambda fresh: state.set_kinds(watch_list(fresh)))
     if audit_native:  # the cluster's own policies beside the AdmissionPolicies; their params watched
-        native = ClusterNativePolicies(policies, state, config.evaluator)
+        # a param kind of a custom resource: its plural and scope as discovery serves them
+        native = ClusterNativePolicies(policies, state, config.evaluator, discover=api.served_kind)
         native.on_params.append(lambda _params: state.set_kinds(watch_list(policies.current())))
     elector = None
     if config.lease is not None:

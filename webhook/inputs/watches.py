@@ -4,7 +4,7 @@ audit lists. One watch per group and kind."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from webhook import kinds
@@ -96,17 +96,23 @@ def webhook_watches(policies: Any = None, *, native: bool = False) -> tuple[Watc
     return read_lookups(policies) + crd_watches() + (handover_watches() if native else ())
 
 
-def native_policy_watches(param_kinds: Iterable[tuple[str, str]] = ()) -> tuple[WatchedKind, ...]:
+def native_policy_watches(param_kinds: Iterable[tuple[str, str]] = (),
+                          discovered: Mapping[tuple[str, str], kinds.Kind] | None = None) -> tuple[WatchedKind, ...]:
     """The cluster's ValidatingAdmissionPolicies and bindings (the registry's native policy
     kinds) and the params they name (``(apiVersion, kind)`` each): every object of a param kind,
-    since a binding's ``paramRef`` may name any of them or select them by labels. Listed before
-    the lookups: where a lookup watches less of the same kind (one ConfigMap by name, Secrets as
-    metadata), this watch is the one kept."""
+    since a binding's ``paramRef`` may name any of them or select them by labels. A kind's
+    plural: the registry's, else ``discovered``'s (a custom resource's, as the cluster's
+    discovery serves it; its scope then travels with the watch, for the evaluation to read),
+    else a built-in kind's guessed as apimachinery guesses it. Listed before the lookups: where
+    a lookup watches less of the same kind (one ConfigMap by name, Secrets as metadata), this
+    watch is the one kept."""
     out = [WatchedKind(d.read_as.api_version, d.kind, d.plural) for d in kinds.native_policies()]
     for api_version, kind in sorted(set(param_kinds)):
         declared = kinds.declared(group_of(api_version), kind)
-        plural = declared.plural if declared is not None else guess_plural(kind)
-        out.append(WatchedKind(api_version, kind, plural))
+        found = (discovered or {}).get((api_version, kind))
+        plural = declared.plural if declared is not None else found.plural if found is not None \
+            else guess_plural(kind)
+        out.append(WatchedKind(api_version, kind, plural, namespaced=found.namespaced if found is not None else None))
     return tuple(out)
 
 

@@ -300,25 +300,34 @@ def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], str | None]:
     if baseline is not None:
         kinds = sorted(set(kinds) | set(Auditor(shipped, baseline, FileState(objects=[])).audited_kinds()))
     native: tuple[WatchedKind, ...] = ()
+    params: tuple[WatchedKind, ...] = ()
+    discover = None
     try:
         client = api_client(config.cluster)
         if config.native_policies:
+            from webhook.controller.kubeapi import KubeApi
+
+            # a param kind of a custom resource: its plural and scope as discovery serves them
+            discover = KubeApi(client, timeout=config.timeout).served_kind
             # the cluster's policies first: what their params are decides what else is read
             policy_state = read_state(client, timeout=config.timeout, kinds=native_policy_watches())
-            native = native_policy_watches(_param_kinds(policy_state, config.evaluator))
+            native = native_policy_watches()
+            params = tuple(w for w in native_policy_watches(*_param_kinds(policy_state, config.evaluator, discover))
+                           if w not in native)
             kinds = sorted(set(kinds) | set(_served_kinds(shipped)))  # a VAP may match any kind judged
-        found = read_cluster(client, kinds, config.evaluator, timeout=config.timeout, native=native)
+        found = read_cluster(client, kinds, config.evaluator, timeout=config.timeout, native=native, params=params)
     except ClusterReadError as exc:
         raise SetupError(f"{where}: {exc}") from None
     try:
         notes: list[str] = []
         if config.native_policies:
-            cluster_policies = ClusterNativePolicies(policies, found.state, config.evaluator)
+            cluster_policies = ClusterNativePolicies(policies, found.state, config.evaluator, discover=discover)
             policies = cluster_policies.current()
             if baseline is not None:
-                baseline = ClusterNativePolicies(baseline, found.state, config.evaluator).current()
+                baseline = ClusterNativePolicies(baseline, found.state, config.evaluator, discover=discover).current()
             notes += [f"note: left out: {line.splitlines()[0]}"
                       for line in (*cluster_policies.read.problems, *cluster_policies.read.unsupported)]
+            notes += [f"note: not judged, params unknown: {line}" for line in cluster_policies.unknown]
         registry = shipped if config.crds else found.registry
         auditor = Auditor(registry, policies, found.state)
         before = Auditor(registry, baseline, found.state) if baseline is not None else None
@@ -338,11 +347,13 @@ def _judge_cluster(config: AuditConfig) -> tuple[list[Judged], str | None]:
         found.state.stop()
 
 
-def _param_kinds(state: Any, evaluator: Any) -> frozenset[tuple[str, str]]:
+def _param_kinds(state: Any, evaluator: Any, discover: Any) -> tuple[frozenset[tuple[str, str]], Any]:
+    """The param kinds the cluster's policies name, and a custom resource's as discovered."""
     from webhook.policy.native.cluster import read
 
-    return read(state.list(VAP.api_version, VAP.kind), state.list(VAP_BINDING.api_version, VAP_BINDING.kind),
-                evaluator).param_kinds
+    found = read(state.list(VAP.api_version, VAP.kind), state.list(VAP_BINDING.api_version, VAP_BINDING.kind),
+                 evaluator, discover=discover)
+    return found.param_kinds, found.discovered
 
 
 def _served_kinds(registry: CRDRegistry) -> list[Kind]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.apiversion import group_of
 from webhook.inputs.cluster import cluster_crds, watch_cache
 from webhook.inputs.kube import KubeClientConfig, KubeConfigError
 from webhook.inputs.kube import api_client as kube_api_client
@@ -45,19 +47,36 @@ def api_client(settings: KubeClientConfig) -> Any:
 
 
 def read_cluster(api_client: Any, kinds: list[Kind], evaluator: Any, *,
-                 timeout: float, native: tuple[WatchedKind, ...] = ()) -> ClusterObjects:
+                 timeout: float, native: tuple[WatchedKind, ...] = (),
+                 params: tuple[WatchedKind, ...] = ()) -> ClusterObjects:
     """Every object of ``kinds`` in the cluster, with the cluster view the policies read and the
-    cluster's CRDs (and ``native``: the cluster's ValidatingAdmissionPolicies, bindings and
-    params, ``native_policy_watches``); raises ``ClusterReadError`` when it does not sync within
-    ``timeout`` s."""
+    cluster's CRDs (and ``native``: the cluster's ValidatingAdmissionPolicies and bindings,
+    ``native_policy_watches``); raises ``ClusterReadError`` when it does not sync within
+    ``timeout`` s. ``params`` (the native policies' param kinds) are read after the rest: a kind
+    the user may not list (RBAC) stays unknown in the view (``KubeState.pending_reason``), what
+    reads it unknown, and the read goes on."""
     watches, audited = audited_watches(kinds, native)
     state = watch_cache(api_client, watches)
     registry = cluster_crds(state, evaluator)
     synced(state, timeout)
+    if params:
+        _read_late(state, params, timeout)
     objects: list[dict[str, Any]] = []
     for watch in audited:
         objects += state.list(watch.api_version, watch.kind)
     return ClusterObjects(objects, state, registry)
+
+
+def _read_late(state: KubeState, params: tuple[WatchedKind, ...], timeout: float) -> None:
+    """Watch ``params`` besides (each in place of a watch of the same kind, a lookup's of one
+    ConfigMap) and wait, within ``timeout`` s, until each is synced or has failed once."""
+    keys = {(group_of(w.api_version), w.kind) for w in params}
+    state.set_kinds(tuple(w for w in state.kinds if (group_of(w.api_version), w.kind) not in keys) + params)
+    deadline = time.monotonic() + timeout
+    while any(state.pending_reason(w.api_version, w.kind) == "not synced yet" for w in params):
+        if time.monotonic() > deadline:
+            return  # what is still not synced stays unknown, named where it is read
+        time.sleep(0.05)
 
 
 def read_state(api_client: Any, *, timeout: float, kinds: tuple[WatchedKind, ...] | None = None) -> KubeState:

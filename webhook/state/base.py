@@ -317,6 +317,12 @@ class ClusterState(abc.ABC):
         moved, read without making a dict of each (Pods)."""
         return self._store.summaries(group_of(api_version), kind)
 
+    def namespaced(self, api_version: str, kind: str) -> bool | None:
+        """Whether ``kind`` is namespaced, where the view learned it from the cluster (a live
+        view's discovery of a policy's param kind); None: the view does not say (a CRD or the
+        built-in kinds' table answers instead)."""
+        return None
+
     @property
     @abc.abstractmethod
     def ready(self) -> bool:

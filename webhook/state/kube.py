@@ -57,6 +57,9 @@ class WatchedKind:
     # served (404): one CRD serves the same objects under each of its versions, and a cluster on
     # an older release of it serves only the older one
     older_versions: tuple[str, ...] = ()
+    # the kind's scope as discovery answered it (a native policy's param kind of a custom
+    # resource, whose scope no table holds); None: not looked up
+    namespaced: bool | None = None
 
     @property
     def names(self) -> frozenset[str] | None:
@@ -183,6 +186,26 @@ class KubeState(ClusterState):
             self._reported.add(key)
             log.warning("cluster state: %s/%s is not watched, so reads of it find nothing; add it to the "
                         "watched kinds", api_version, kind)
+
+    def namespaced(self, api_version: str, kind: str) -> bool | None:
+        """The scope a watch of ``kind`` carries (discovered), None when none does or the
+        cluster serves it in no version."""
+        key = (group_of(api_version), kind)
+        with self._lock:
+            for watched in self.kinds:
+                if (group_of(watched.api_version), watched.kind) == key and watched.namespaced is not None:
+                    return None if watched in self._unserved else watched.namespaced
+        return None
+
+    def pending_reason(self, api_version: str, kind: str) -> str | None:
+        """Why ``kind``, watched since the first sync, is not synced (``not synced yet``, the last
+        failure such as RBAC's ``403``); None when it is synced (or was there from the start)."""
+        key = (group_of(api_version), kind)
+        with self._lock:
+            for watched, why in self._pending.items():
+                if (group_of(watched.api_version), watched.kind) == key:
+                    return why
+        return None
 
     def on_change(self, api_version: str, kind: str, listener: Callable[[], None]) -> None:
         """Call ``listener`` (in the watch's thread) after every change to ``kind``'s objects;
