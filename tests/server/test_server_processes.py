@@ -251,6 +251,152 @@ async def test_sigterm_drains_both_processes_without_a_reset(group):
     assert "Traceback" not in logs and '"level":"error"' not in logs, logs
 
 
+# ---------------------------------------------------------------------------------------
+# connections: steered by the CPU that handled the SYN, balanced between the processes
+
+
+def pinned(cpu: int, work):
+    """``work()`` in a thread pinned to ``cpu``: on loopback the kernel handles a connection's
+    SYN on the CPU of the thread that connects."""
+    out: dict = {}
+
+    def run():
+        os.sched_setaffinity(0, {cpu})  # 0: this thread
+        try:
+            out["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the pinned client hung"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+class KeptConnection:
+    """One keep-alive HTTPS connection (http.client), opened on its first request."""
+
+    def __init__(self, group: Group):
+        import http.client
+
+        self.http = http.client.HTTPSConnection("localhost", group.port, context=group.ssl, timeout=30)
+
+    def process(self) -> int:
+        """Which process serves this connection (it answers ``/readyz?scope=process`` itself)."""
+        self.http.request("GET", "/readyz?scope=process")
+        response = self.http.getresponse()
+        response.read()
+        assert response.status == 200
+        assert response.getheader("Connection", "").lower() != "close"
+        return int(response.getheader(PROCESS_HEADER))
+
+    def close(self) -> None:
+        self.http.close()
+
+
+async def ready_group(group: Group) -> None:
+    async with group.session() as session:
+        async def ready():
+            status, _, _ = await answered_by(session, group.base + "/readyz")
+            return status == 200
+        await until(ready, 60, "the group ready")
+
+
+def two_cpus() -> list[int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("steering by CPU needs two CPUs to tell the processes apart")
+    return cpus[:2]
+
+
+async def test_a_connection_goes_to_the_process_of_the_cpu_that_handled_its_syn(group):
+    """Process ``cpu mod 2`` (the order they listened in) takes a connection whose SYN that
+    CPU handled, while the two hold as many: a client and its server process share a core."""
+    await ready_group(group)
+    opened: list[KeptConnection] = []
+    try:
+        for _ in range(3):  # by the kernel's hash, all six as expected by chance: 1 in 64
+            for cpu in two_cpus():
+                def connect(cpu=cpu):
+                    connection = KeptConnection(group)
+                    opened.append(connection)
+                    return connection.process()
+                assert await asyncio.to_thread(pinned, cpu, connect) == cpu % 2
+    finally:
+        for connection in opened:
+            connection.close()
+
+
+async def test_connections_all_from_one_cpu_are_shared_by_both_processes(group):
+    """Every SYN handled by one CPU (one client thread) would steer every connection to one
+    process: the one holding more passes its new connections to the other."""
+    await ready_group(group)
+    cpu = two_cpus()[0]
+
+    def eight_kept() -> list[KeptConnection]:
+        connections = [KeptConnection(group) for _ in range(8)]
+        for connection in connections:
+            connection.process()
+        return connections
+
+    connections = await asyncio.to_thread(pinned, cpu, eight_kept)
+    try:
+        served = [connection.process() for connection in connections]  # each stays with its process
+        assert served == [connection.process() for connection in connections]
+        assert served.count(0) >= 3 and served.count(1) >= 3, served  # 4 and 4 unless a probe's lingered
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+async def test_while_draining_connections_stay_where_they_land_and_none_is_reset(group):
+    """During the drain a process keeps what it accepts, however unbalanced (its sibling is
+    draining too); kept connections are answered and then closed, nothing is reset."""
+    await ready_group(group)
+    cpu = two_cpus()[0]
+    kept = await asyncio.to_thread(pinned, cpu, lambda: [KeptConnection(group) for _ in range(4)])
+    assert sorted(await asyncio.to_thread(lambda: [c.process() for c in kept])) == [0, 0, 1, 1]
+    group.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+
+    async def draining():
+        async with group.session() as session:
+            status, _, _ = await answered_by(session, group.base + "/readyz?scope=process")
+            return status == 503
+    await until(draining, DRAIN * 0.75, "/readyz failing")
+
+    def fresh_ones() -> list[int]:
+        processes = []
+        for _ in range(4):
+            connection = KeptConnection(group)
+            connection.http.request("GET", "/readyz?scope=process")
+            response = connection.http.getresponse()
+            assert "[-]shutdown failed" in response.read().decode()
+            assert response.status == 503 and response.getheader("Connection", "").lower() == "close"
+            processes.append(int(response.getheader(PROCESS_HEADER)))
+            connection.close()
+        return processes
+
+    late = await asyncio.to_thread(pinned, cpu, fresh_ones)
+    assert time.monotonic() - signalled < DRAIN
+    assert set(late) == {cpu % 2}, late  # none passed on
+
+    def answered_then_closed(connection: KeptConnection) -> bool:
+        connection.http.request("POST", "/validate", body=json.dumps(review(MODEL, uid="drain")),
+                                headers={"Content-Type": "application/json"})
+        response = connection.http.getresponse()
+        body = json.loads(response.read())
+        return (response.status == 200 and body["response"]["uid"] == "drain"
+                and response.getheader("Connection", "").lower() == "close")
+    assert all(await asyncio.to_thread(lambda: [answered_then_closed(c) for c in kept]))
+    assert group.proc.wait(30) == 0
+    logs = "".join(group.stderr)
+    assert "Traceback" not in logs and '"level":"error"' not in logs, logs
+
+
 async def test_a_server_process_that_dies_stops_the_group_with_a_failure(group):
     async with group.session() as session:
         async def ready():
