@@ -47,15 +47,24 @@ from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_requ
 COUNTS = (1, 2)
 
 
-async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float) -> list[float]:
+async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float,
+                    connect_on: int | None = None) -> list[float]:
     """A closed loop of ``connections`` keep-alive TLS connections: each measured request's
-    latency (an answer that is not a 200 with a uid is NaN)."""
+    latency (an answer that is not a 200 with a uid is NaN). ``connect_on``: the connections
+    are opened from that CPU (their SYNs handled there), the process then free again."""
     measured: list[float] = []
+    allowed = os.sched_getaffinity(0)
+    if connect_on is not None:
+        os.sched_setaffinity(0, {connect_on})
+    try:  # pinned until every connection is open: their SYNs leave from this CPU
+        opened = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+                                        for _ in range(connections)))
+    finally:
+        os.sched_setaffinity(0, allowed)
     start = time.perf_counter()
     measure_from, stop_at = start + warmup, start + warmup + seconds
 
-    async def worker():
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+    async def worker(reader, writer):
         while (t0 := time.perf_counter()) < stop_at:
             writer.write(request)
             status, body = await read_response(reader)
@@ -63,7 +72,7 @@ async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds
                 measured.append(time.perf_counter() - t0 if status == 200 and b'"uid"' in body else float("nan"))
         writer.close()
 
-    await asyncio.gather(*(worker() for _ in range(connections)))
+    await asyncio.gather(*(worker(reader, writer) for reader, writer in opened))
     return measured
 
 
@@ -76,28 +85,35 @@ def generate(port: int, request: bytes, *, generators: int, connections: int, se
 
 
 def generate_plan(plan: list[list[tuple[int, int]]], request: bytes, *, seconds: float, warmup: float,
-                  ca: bytes) -> dict:
-    """One generator process per item of ``plan``, each keeping ``(port, connections)`` loops."""
+                  ca: bytes, spread_syns: bool = False) -> dict:
+    """One generator process per item of ``plan``, each keeping ``(port, connections)`` loops.
+    ``spread_syns``: generator ``i`` opens its connections from CPU ``i`` (mod the CPUs), as a
+    NIC's receive-side scaling spreads clients' SYNs over a node's CPUs; without it they
+    leave from wherever the scheduler has the generator then (often all on one CPU, forked
+    together)."""
     import multiprocessing
 
     from webhook import certs
 
-    def run(targets: list[tuple[int, int]], out) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+
+    def run(index: int, targets: list[tuple[int, int]], out) -> None:
         import uvloop
 
         async def all_targets() -> list[float]:
             context = certs.client_context(ca)
+            cpu = cpus[index % len(cpus)] if spread_syns else None
             measured = await asyncio.gather(*(latencies(port, context, request, connections=n, seconds=seconds,
-                                                        warmup=warmup) for port, n in targets))
+                                                        warmup=warmup, connect_on=cpu) for port, n in targets))
             return [value for values in measured for value in values]
 
         out.send(uvloop.run(all_targets()))
 
     context = multiprocessing.get_context("fork")
     pipes, procs = [], []
-    for targets in plan:
+    for index, targets in enumerate(plan):
         receive, send = context.Pipe(duplex=False)
-        proc = context.Process(target=run, args=(targets, send))
+        proc = context.Process(target=run, args=(index, targets, send))
         proc.start()
         pipes.append(receive)
         procs.append(proc)
@@ -193,6 +209,8 @@ def main() -> int:
     parser.add_argument("--control", action="store_true",
                         help="also two `--processes 1` servers, each generator on its own (paired) or every "
                              "generator on both (crossed): what the load's topology costs")
+    parser.add_argument("--spread-syns", action="store_true",
+                        help="generator i opens its connections from CPU i, then runs anywhere (see generate_plan)")
     parser.add_argument("--families", help="only the families whose name contains this")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -246,7 +264,8 @@ def main() -> int:
                     for label in order:
                         plan, pids = setups[label]
                         cpu0 = cpu_of(pids)
-                        result = generate_plan(plan, request, seconds=args.seconds, warmup=args.warmup, ca=ca)
+                        result = generate_plan(plan, request, seconds=args.seconds, warmup=args.warmup, ca=ca,
+                                               spread_syns=args.spread_syns)
                         # CPU over warm-up and measurement, per request over both
                         total = result["requests"] * (args.seconds + args.warmup) / args.seconds
                         result["cpu_us"] = round((cpu_of(pids) - cpu0) / max(total, 1) * 1e6)
@@ -259,6 +278,7 @@ def main() -> int:
                 proc.wait(30)
 
     report = {"cpus": os.cpu_count(), "connections": args.connections, "scale_connections": args.scale_connections,
+              "spread_syns": args.spread_syns,
               "seconds": args.seconds, "load": os.getloadavg()[0], "families": {}}
     labels = list(setups)
     print(f"{'family':38} {'req/s x1':>9} " + " ".join(f"{'x ' + l:>8}" for l in labels[1:])

@@ -159,7 +159,7 @@ class GroupListener:
         self.passing = sharing is not None and sharing.counts.count > 1
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task] = set()
-        self._settling: set[asyncio.TimerHandle] = set()
+        self._settling: dict[asyncio.TimerHandle, Callable[[], None]] = {}
         self._closed = False
         self._loop.add_reader(sock.fileno(), self._accept)
         if sharing is not None:
@@ -182,8 +182,9 @@ class GroupListener:
         sock = self.sockets[0]
         self._loop.remove_reader(sock.fileno())
         sock.close()
-        for handle in self._settling:  # none while draining: they were placed at once
+        for handle, settle in list(self._settling.items()):  # decided now: kept, as the drain passes nothing
             handle.cancel()
+            settle()
         if self.sharing is not None:
             self._receive()  # anything passed before the drain began
             self._loop.remove_reader(self.sharing.inboxes[self.index].fileno())
@@ -206,46 +207,51 @@ class GroupListener:
                 self._loop.call_later(1.0, self._resume_accepting)
                 return
             conn.setblocking(False)
-            self._place(conn, settled=False)
+            self._place(conn)
 
     def _resume_accepting(self) -> None:
         if not self._closed:
             self._loop.add_reader(self.sockets[0].fileno(), self._accept)
 
-    def _place(self, conn: socket.socket, *, settled: bool) -> None:
-        taker = self._lighter_sibling() if self.passing else None
-        if taker is None:
+    def _place(self, conn: socket.socket) -> None:
+        """Keep ``conn``, or, holding more than a sibling, count it as ours for a moment (the
+        siblings may be accepting their own share of the same burst) and then decide."""
+        if not self.passing or self._lighter_sibling(by=1) is None:
             self._keep(conn)
-        elif not settled:
-            handle: asyncio.TimerHandle
+            return
+        self.sharing.counts.give(self.index, self.index)  # type: ignore[union-attr]
+        handle: asyncio.TimerHandle
 
-            def settle() -> None:
-                self._settling.discard(handle)
-                self._place(conn, settled=True)
+        def settle() -> None:
+            self._settling.pop(handle, None)
+            taker = self._lighter_sibling(by=2) if self.passing else None  # passing it makes them closer
+            if taker is None or not self._pass(conn, taker):
+                self._serve(conn)
 
-            handle = self._loop.call_later(SETTLE_SECONDS, settle)
-            self._settling.add(handle)
-        elif not self._pass(conn, taker):
-            self._keep(conn)
+        handle = self._loop.call_later(SETTLE_SECONDS, settle)
+        self._settling[handle] = settle
 
-    def _lighter_sibling(self) -> int | None:
-        """The least-loaded sibling taking connections, if it holds fewer than this process."""
+    def _lighter_sibling(self, *, by: int) -> int | None:
+        """The least-loaded sibling taking connections, if it holds at least ``by`` fewer."""
         counts = self.sharing.counts  # type: ignore[union-attr]
         own = counts.load(self.index)
         loads = [(counts.load(i), i) for i in range(counts.count) if i != self.index and counts.taking(i)]
         if not loads:
             return None
         load, taker = min(loads)
-        return taker if load < own else None
+        return taker if own - load >= by else None
 
     def _pass(self, conn: socket.socket, taker: int) -> bool:
+        """Pass ``conn`` (counted as this process's) on to ``taker``."""
         counts = self.sharing.counts  # type: ignore[union-attr]
         counts.give(self.index, taker)
+        counts.give(self.index, self.index, -1)
         try:
             socket.send_fds(self.sharing.outboxes[taker], [b"c"], [conn.fileno()],  # type: ignore[union-attr]
                             socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
         except OSError as exc:  # its queue full, or it exited: served here
             counts.give(self.index, taker, -1)
+            counts.give(self.index, self.index)
             log.debug("connection not passed on", extra={"fields": {"to_process": taker, "error": str(exc)}})
             return False
         conn.close()  # the sibling's copy is in flight
