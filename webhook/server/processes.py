@@ -9,8 +9,9 @@
 - When (:func:`run`): the chain's CRDs and policies are loaded and compiled once, in the
   supervising process, and its heap frozen; then the servers are forked, sharing that memory
   copy on write. Each starts the chain's threads (policy reloads, its own watches: see
-  BENCHMARKS.md, "Every core") and listens on the port with ``SO_REUSEPORT``: the kernel
-  spreads connections over them.
+  BENCHMARKS.md, "Every core") and listens on the port with ``SO_REUSEPORT``, in its own
+  accept loop (:mod:`webhook.server.balance`): a connection goes to the process of the CPU that
+  handled its SYN, and a process holding more connections than a sibling passes new ones on.
 - As one server: the first process alone writes certificates (the Secret, the caBundle); the
   others serve and reload what it writes. Every process answers ``/readyz`` for the group and
   ``/metrics`` summed over it, asking its siblings over a Unix socket each (:class:`Siblings`).
