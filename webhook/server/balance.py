@@ -267,8 +267,9 @@ class GroupListener:
             except OSError as exc:
                 log.warning("cannot receive a passed connection", extra={"fields": {"error": str(exc)}})
                 return
-            if not fds:
-                return  # the writers all gone
+            if not fds:  # end of file: every sibling has exited (the group is stopping)
+                self._loop.remove_reader(inbox.fileno())
+                return
             for fd in fds:
                 conn = socket.socket(fileno=fd)
                 conn.setblocking(False)
