@@ -451,3 +451,19 @@ def test_a_port_in_use_fails_before_forking_with_one_line(tmp_path):
     assert done.stderr.splitlines() == [f"infergate: error: cannot listen on 127.0.0.1:{port}: address already in use "
                                         "(another process listens there; pick another with --port)"]
     assert not (tmp_path / "certs").exists()  # no server process started
+
+
+def test_steering_is_attached_to_a_reuseport_group_and_a_refusal_is_one_warning(caplog):
+    """The kernel's own answer: a listener sharing its port takes the program; a socket that
+    shares nothing is refused (EINVAL), which leaves the hash and says so once."""
+    import logging
+    import socket
+
+    from webhook.server.balance import listening_socket, steer_by_cpu
+
+    with listening_socket("127.0.0.1", 0) as shared:
+        assert steer_by_cpu(shared, 2)
+    with caplog.at_level(logging.WARNING, logger="infergate"), socket.socket() as alone:
+        assert not steer_by_cpu(alone, 2)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings] == ["connections not steered by CPU: the kernel hashes them over the processes"]
