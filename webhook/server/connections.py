@@ -85,9 +85,11 @@ class HeaderDeadlineHandler(RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
-        if self.on_lost is not None:
-            self.on_lost()
+        try:
+            super().connection_lost(exc)
+        finally:
+            if self.on_lost is not None:
+                self.on_lost()
 
     def _arm(self) -> None:
         self._disarm()
