@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -112,12 +113,12 @@ DRAIN = 2.0
 
 
 class Group:
-    def __init__(self, tmp_path: Path):
+    def __init__(self, tmp_path: Path, *flags: str):
         self.cert_dir = tmp_path / "certs"
         env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(tmp_path))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", "0", "--processes", "2",
-             "--cert-dir", str(self.cert_dir), "--shutdown-delay", str(DRAIN), "--shutdown-timeout", "10"],
+             "--cert-dir", str(self.cert_dir), "--shutdown-delay", str(DRAIN), "--shutdown-timeout", "10", *flags],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         match = re.search(r"https://127\.0\.0\.1:(\d+)", line)
@@ -403,6 +404,64 @@ async def test_while_draining_connections_stay_where_they_land_and_none_is_reset
     assert "Traceback" not in logs and '"level":"error"' not in logs, logs
 
 
+async def test_a_passed_connection_keeps_the_idle_timeout_and_the_header_deadline(tmp_path):
+    """Scaled down (idle 4 s, headers 1 s): a connection passed to the sibling is reused after
+    2 s idle, and a slowloris on it is cut at the header deadline, as on any connection."""
+    import ssl
+
+    idle, headers = 4.0, 1.0
+    group = Group(tmp_path, "--idle-timeout", str(idle), "--header-timeout", str(headers))
+    try:
+        await ready_group(group)
+
+        def passed_one() -> tuple[int, float, float]:
+            first = KeptConnection(group)
+            steered = first.process()  # the process this CPU's SYNs go to
+            try:
+                for _ in range(3):  # the second goes to the other unless a probe's closing was still counted
+                    raw = group.ssl.wrap_socket(socket.create_connection(("127.0.0.1", group.port), timeout=30),
+                                                server_hostname="localhost")
+                    status, process = ask(raw, b"GET /readyz?scope=process HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    if process != steered:
+                        break  # passed on: from this CPU, only a passed connection reaches the other
+                    raw.close()
+                else:
+                    raise AssertionError("no connection passed to the other process")
+                idle_from = time.monotonic()
+                raw.settimeout(2 * headers)
+                with pytest.raises(TimeoutError):
+                    raw.recv(1)  # idle beyond the header deadline: still open
+                assert ask(raw, b"GET /readyz?scope=process HTTP/1.1\r\nHost: localhost\r\n\r\n") == (200, process)
+                kept_for = time.monotonic() - idle_from
+                raw.settimeout(idle + 10)
+                raw.sendall(b"GET /readyz HTTP/1.1\r\nHost: loc")  # and no more
+                began = time.monotonic()
+                try:
+                    assert raw.recv(1) == b""
+                except (ssl.SSLError, ConnectionResetError):
+                    raise AssertionError("reset rather than closed") from None
+                return process, kept_for, time.monotonic() - began
+            finally:
+                first.close()
+
+        process, kept_for, cut_after = await asyncio.to_thread(pinned, two_cpus()[0], passed_one)
+        assert kept_for >= 2 * headers
+        assert headers - 0.05 <= cut_after < headers + 1, cut_after
+    finally:
+        group.stop()
+
+
+def ask(raw, request: bytes) -> tuple[int, int]:
+    """A request on a raw TLS socket: the answer's status and the process that answered."""
+    import http.client
+
+    raw.sendall(request)
+    response = http.client.HTTPResponse(raw)
+    response.begin()
+    response.read()
+    return response.status, int(response.getheader(PROCESS_HEADER))
+
+
 async def test_a_server_process_that_dies_stops_the_group_with_a_failure(group):
     async with group.session() as session:
         async def ready():
@@ -437,8 +496,6 @@ async def test_only_the_first_process_of_a_group_writes_certificates(tmp_path, c
 
 
 def test_a_port_in_use_fails_before_forking_with_one_line(tmp_path):
-    import socket
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -457,7 +514,6 @@ def test_steering_is_attached_to_a_reuseport_group_and_a_refusal_is_one_warning(
     """The kernel's own answer: a listener sharing its port takes the program; a socket that
     shares nothing is refused (EINVAL), which leaves the hash and says so once."""
     import logging
-    import socket
 
     from webhook.server.balance import listening_socket, steer_by_cpu
 
