@@ -15,7 +15,10 @@ over both, as ``SO_REUSEPORT``'s hash alone would): what the load's topology cos
 the two-process server sits between.
 
     python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--control]
-        [--families NAME] [--json out.json]
+        [--baseline TREE] [--families NAME] [--json out.json]
+
+``--baseline TREE``: also ``--processes 2`` as another checkout serves it (a worktree of main),
+measured in the same rounds.
 
 ``--memory``: instead, memory of 1, 2 and 3 processes once ready (PSS summed over the group, from
 ``/proc/PID/smaps_rollup``: shared copy-on-write pages counted once), serving the example
@@ -211,6 +214,8 @@ def main() -> int:
                              "generator on both (crossed): what the load's topology costs")
     parser.add_argument("--spread-syns", action="store_true",
                         help="generator i opens its connections from CPU i, then runs anywhere (see generate_plan)")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="also `--processes 2` of another checkout (a worktree of main), in the same run")
     parser.add_argument("--families", help="only the families whose name contains this")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -232,11 +237,14 @@ def main() -> int:
         ca = (cert_dir / "ca.crt").read_bytes()
         servers: dict[str, tuple[int, list[int]]] = {}
         try:
-            for label, count in (("x1", 1), ("x2", 2), *((("b", 1),) if args.control else ())):
+            started = [("x1", 1, REPO), ("x2", 2, REPO)]
+            started += [("b", 1, REPO)] if args.control else []
+            started += [("base x2", 2, args.baseline.resolve())] if args.baseline else []
+            for label, count, tree in started:
                 port = free_port()
                 server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
                                 "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count)],
-                               REPO, procs, cwd=tmp)
+                               tree, procs, cwd=tmp)
                 if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
                     print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)
                     return 1
@@ -252,6 +260,8 @@ def main() -> int:
             per_count = {1: args.connections, 2: args.connections * (2 if args.scale_connections else 1)}
             setups = {"x1": ([[(one, n)] for n in split(per_count[1])], servers["x1"][1]),
                       "x2": ([[(two, n)] for n in split(per_count[2])], servers["x2"][1])}
+            if args.baseline:
+                setups["base x2"] = ([[(servers["base x2"][0], n)] for n in split(per_count[2])], servers["base x2"][1])
             if args.control:  # the same 2 generators and connections, on two one-process servers
                 other = servers["b"][0]
                 half = args.connections // 2
