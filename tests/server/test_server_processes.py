@@ -522,4 +522,5 @@ def test_steering_is_attached_to_a_reuseport_group_and_a_refusal_is_one_warning(
     with caplog.at_level(logging.WARNING, logger="infergate"), socket.socket() as alone:
         assert not steer_by_cpu(alone, 2)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in warnings] == ["connections not steered by CPU: the kernel hashes them over the processes"]
+    assert [r.getMessage() for r in warnings] == [
+        "connections not steered by CPU: the kernel hashes them over the processes"]
