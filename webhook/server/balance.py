@@ -2,8 +2,8 @@
 
 With ``SO_REUSEPORT`` alone the kernel hashes each connection to a process, so a client's
 connections cross over all of them. A client and the server process it talks to then seldom
-share a core's cache, which measured +15–30% CPU per review on two cores (BENCHMARKS.md,
-"Every core"). So:
+share a core's cache, which measured about +17% CPU per review (median; up to +30%) on two
+cores shared with the clients (BENCHMARKS.md, "Every core"). So:
 
 - **Steering by CPU** (:func:`steer_by_cpu`): a classic BPF program on the group's reuseport
   listeners picks the process by the CPU that handled the SYN (``cpu mod N``). The kernel's
@@ -13,11 +13,11 @@ share a core's cache, which measured +15–30% CPU per review on two cores (BENC
   process, or a node whose network interrupts land on one core). Each process counts the
   connections it was given in a shared-memory table (:class:`ConnectionCounts`, created before
   the fork). A process that accepts a connection while holding more than its least-loaded
-  sibling waits :data:`SETTLE_SECONDS` (the siblings may be about to accept their own share of
-  the same burst), then, if it still holds more, passes the accepted socket to that sibling
-  over a Unix socket (``SCM_RIGHTS``), which serves it as its own: the TLS handshake starts
-  there, under the same header deadline and idle timeout. While the group drains nothing is
-  passed.
+  sibling counts it as its own for :data:`SETTLE_SECONDS` (the siblings may be about to accept
+  their own share of the same burst), then, if it still holds at least two more, passes the
+  accepted socket to that sibling over a Unix socket (``SCM_RIGHTS``), which serves it as its
+  own: the TLS handshake starts there, under the same header deadline and idle timeout. While
+  the group drains nothing is passed.
 
 This is our accept loop (:class:`GroupListener`) rather than ``loop.create_server``: the latter
 serves whatever it accepts. A single ``serve`` keeps ``create_server``.
