@@ -6,10 +6,19 @@ core's share, would cap what it measures). Both servers run the real chain (the 
 port; for every family's /validate and /mutate review (as the apiserver sends it, see
 ``bench/server_bench.py``) the two are measured back to back, ``--rounds`` times, in turn.
 CPU per review is the CPU time of all of a server's processes over the measured requests.
-Reported per family and count: the round of median throughput, the median of the rounds'
+Reported per family: the 1-process throughput (round of median), the median of the rounds'
 2-process/1-process throughput ratios, CPU µs per review, p99 ms.
 
-    python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--json out.json]
+``--control`` adds two one-process servers loaded by the same generators and connections:
+"paired" (each generator on its own server) and "crossed" (each generator's connections split
+over both, as ``SO_REUSEPORT``'s hash alone would): what the load's topology costs, the bounds
+the two-process server sits between.
+
+    python bench/server_processes.py [--seconds 3] [--warmup 0.5] [--rounds 3] [--connections 16] [--control]
+        [--baseline TREE] [--families NAME] [--json out.json]
+
+``--baseline TREE``: also ``--processes 2`` as another checkout serves it (a worktree of main),
+measured in the same rounds.
 
 ``--memory``: instead, memory of 1, 2 and 3 processes once ready (PSS summed over the group, from
 ``/proc/PID/smaps_rollup``: shared copy-on-write pages counted once), serving the example
@@ -41,15 +50,24 @@ from server_bench import (FAMILIES, as_the_apiserver_sends, free_port, http_requ
 COUNTS = (1, 2)
 
 
-async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float) -> list[float]:
+async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds: float, warmup: float,
+                    connect_on: int | None = None) -> list[float]:
     """A closed loop of ``connections`` keep-alive TLS connections: each measured request's
-    latency (an answer that is not a 200 with a uid is NaN)."""
+    latency (an answer that is not a 200 with a uid is NaN). ``connect_on``: the connections
+    are opened from that CPU (their SYNs handled there), the process then free again."""
     measured: list[float] = []
+    allowed = os.sched_getaffinity(0)
+    if connect_on is not None:
+        os.sched_setaffinity(0, {connect_on})
+    try:  # pinned until every connection is open: their SYNs leave from this CPU
+        opened = await asyncio.gather(*(asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+                                        for _ in range(connections)))
+    finally:
+        os.sched_setaffinity(0, allowed)
     start = time.perf_counter()
     measure_from, stop_at = start + warmup, start + warmup + seconds
 
-    async def worker():
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="localhost")
+    async def worker(reader, writer):
         while (t0 := time.perf_counter()) < stop_at:
             writer.write(request)
             status, body = await read_response(reader)
@@ -57,7 +75,7 @@ async def latencies(port: int, ctx, request: bytes, *, connections: int, seconds
                 measured.append(time.perf_counter() - t0 if status == 200 and b'"uid"' in body else float("nan"))
         writer.close()
 
-    await asyncio.gather(*(worker() for _ in range(connections)))
+    await asyncio.gather(*(worker(reader, writer) for reader, writer in opened))
     return measured
 
 
@@ -65,22 +83,40 @@ def generate(port: int, request: bytes, *, generators: int, connections: int, se
              ca: bytes) -> dict:
     """The load from ``generators`` processes (forked, uvloop), ``connections`` in all: one
     generator process would cap the throughput it measures when the cores are shared."""
+    shares = [connections // generators + (1 if n < connections % generators else 0) for n in range(generators)]
+    return generate_plan([[(port, share)] for share in shares], request, seconds=seconds, warmup=warmup, ca=ca)
+
+
+def generate_plan(plan: list[list[tuple[int, int]]], request: bytes, *, seconds: float, warmup: float,
+                  ca: bytes, spread_syns: bool = False) -> dict:
+    """One generator process per item of ``plan``, each keeping ``(port, connections)`` loops.
+    ``spread_syns``: generator ``i`` opens its connections from CPU ``i`` (mod the CPUs), as a
+    NIC's receive-side scaling spreads clients' SYNs over a node's CPUs; without it they
+    leave from wherever the scheduler has the generator then (often all on one CPU, forked
+    together)."""
     import multiprocessing
 
     from webhook import certs
 
-    def run(share: int, out) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+
+    def run(index: int, targets: list[tuple[int, int]], out) -> None:
         import uvloop
 
-        out.send(uvloop.run(latencies(port, certs.client_context(ca), request, connections=share,
-                                      seconds=seconds, warmup=warmup)))
+        async def all_targets() -> list[float]:
+            context = certs.client_context(ca)
+            cpu = cpus[index % len(cpus)] if spread_syns else None
+            measured = await asyncio.gather(*(latencies(port, context, request, connections=n, seconds=seconds,
+                                                        warmup=warmup, connect_on=cpu) for port, n in targets))
+            return [value for values in measured for value in values]
+
+        out.send(uvloop.run(all_targets()))
 
     context = multiprocessing.get_context("fork")
     pipes, procs = [], []
-    for n in range(generators):
+    for index, targets in enumerate(plan):
         receive, send = context.Pipe(duplex=False)
-        share = connections // generators + (1 if n < connections % generators else 0)
-        proc = context.Process(target=run, args=(share, send))
+        proc = context.Process(target=run, args=(index, targets, send))
         proc.start()
         pipes.append(receive)
         procs.append(proc)
@@ -173,6 +209,14 @@ def main() -> int:
     parser.add_argument("--scale-connections", action="store_true",
                         help="--connections per server process (2 processes get twice as many): the same load per "
                              "process, which the CPU per review depends on")
+    parser.add_argument("--control", action="store_true",
+                        help="also two `--processes 1` servers, each generator on its own (paired) or every "
+                             "generator on both (crossed): what the load's topology costs")
+    parser.add_argument("--spread-syns", action="store_true",
+                        help="generator i opens its connections from CPU i, then runs anywhere (see generate_plan)")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="also `--processes 2` of another checkout (a worktree of main), in the same run")
+    parser.add_argument("--families", help="only the families whose name contains this")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.memory:
@@ -180,41 +224,63 @@ def main() -> int:
 
     bodies = {}
     for family, name in FAMILIES.items():
+        if args.families and args.families.lower() not in family.lower():
+            continue
         mutate, validate = as_the_apiserver_sends(review_for(REPO / "examples" / "manifests" / "valid" / name))
         bodies[(family, "validate")] = http_request("/validate", validate)
         bodies[(family, "mutate")] = http_request("/mutate", mutate)
 
     procs = []
-    runs: dict[str, dict[int, list[dict]]] = {}
+    runs: dict[str, dict[str, list[dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir, ctx = local_certs(tmp)
         ca = (cert_dir / "ca.crt").read_bytes()
-        servers = {}
+        servers: dict[str, tuple[int, list[int]]] = {}
         try:
-            for count in COUNTS:
+            started = [("x1", 1, REPO), ("x2", 2, REPO)]
+            started += [("b", 1, REPO)] if args.control else []
+            started += [("base x2", 2, args.baseline.resolve())] if args.baseline else []
+            for label, count, tree in started:
                 port = free_port()
                 server = spawn([sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
                                 "--cert-dir", str(cert_dir), "--log-level", "warning", "--processes", str(count)],
-                               REPO, procs, cwd=tmp)
+                               tree, procs, cwd=tmp)
                 if wait_ready(port, ctx, "/readyz", time.monotonic() + 60) is None:
                     print("infergate serve never became ready:\n" + log_tail(server), file=sys.stderr)
                     return 1
                 pids = group_pids(server.pid)
                 assert len(pids) == (1 if count == 1 else count + 1), pids
-                servers[count] = (port, pids)
+                servers[label] = (port, pids)
+
+            def split(total: int) -> list[int]:
+                return [total // args.generators + (1 if n < total % args.generators else 0)
+                        for n in range(args.generators)]
+
+            one, two = servers["x1"][0], servers["x2"][0]
+            per_count = {1: args.connections, 2: args.connections * (2 if args.scale_connections else 1)}
+            setups = {"x1": ([[(one, n)] for n in split(per_count[1])], servers["x1"][1]),
+                      "x2": ([[(two, n)] for n in split(per_count[2])], servers["x2"][1])}
+            if args.baseline:
+                setups["base x2"] = ([[(servers["base x2"][0], n)] for n in split(per_count[2])], servers["base x2"][1])
+            if args.control:  # the same 2 generators and connections, on two one-process servers
+                other = servers["b"][0]
+                half = args.connections // 2
+                setups["paired"] = ([[(one, half)], [(other, half)]], servers["x1"][1] + servers["b"][1])
+                setups["crossed"] = ([[(one, half // 2), (other, half - half // 2)]] * 2,
+                                     servers["x1"][1] + servers["b"][1])
             for round_ in range(args.rounds):
                 for (family, endpoint), request in bodies.items():
-                    for count in COUNTS if round_ % 2 == 0 else reversed(COUNTS):
-                        port, pids = servers[count]
+                    order = list(setups) if round_ % 2 == 0 else list(reversed(setups))
+                    for label in order:
+                        plan, pids = setups[label]
                         cpu0 = cpu_of(pids)
-                        connections = args.connections * (count if args.scale_connections else 1)
-                        result = generate(port, request, generators=args.generators, connections=connections,
-                                          seconds=args.seconds, warmup=args.warmup, ca=ca)
+                        result = generate_plan(plan, request, seconds=args.seconds, warmup=args.warmup, ca=ca,
+                                               spread_syns=args.spread_syns)
                         # CPU over warm-up and measurement, per request over both
                         total = result["requests"] * (args.seconds + args.warmup) / args.seconds
                         result["cpu_us"] = round((cpu_of(pids) - cpu0) / max(total, 1) * 1e6)
-                        runs.setdefault(f"{family} {endpoint}", {}).setdefault(count, []).append(result)
-                        print(f"round {round_ + 1} {family} {endpoint} x{count}: {result}", file=sys.stderr)
+                        runs.setdefault(f"{family} {endpoint}", {}).setdefault(label, []).append(result)
+                        print(f"round {round_ + 1} {family} {endpoint} {label}: {result}", file=sys.stderr)
         finally:
             for proc in procs:
                 proc.terminate()
@@ -222,23 +288,30 @@ def main() -> int:
                 proc.wait(30)
 
     report = {"cpus": os.cpu_count(), "connections": args.connections, "scale_connections": args.scale_connections,
-              "seconds": args.seconds,
-              "load": os.getloadavg()[0], "families": {}}
-    print(f"{'family':38} {'req/s x1':>9} {'req/s x2':>9} {'ratio':>6} {'cpu µs x1':>9} {'x2':>5} "
-          f"{'p99 ms x1':>9} {'x2':>6}")
-    for name, by_count in runs.items():
-        median = {c: sorted(rs, key=lambda r: r["rps"])[len(rs) // 2] for c, rs in by_count.items()}
-        ratios = [two["rps"] / one["rps"] for one, two in zip(by_count[1], by_count[2])]
-        row = {"rps": {c: median[c]["rps"] for c in COUNTS}, "ratio": round(statistics.median(ratios), 2),
-               "cpu_us": {c: round(statistics.median(r["cpu_us"] for r in by_count[c])) for c in COUNTS},
-               "p99_ms": {c: round(statistics.median(r["p99_ms"] for r in by_count[c]), 2) for c in COUNTS},
-               "errors": sum(r["errors"] for rs in by_count.values() for r in rs), "rounds": by_count}
+              "spread_syns": args.spread_syns,
+              "seconds": args.seconds, "load": os.getloadavg()[0], "families": {}}
+    labels = list(setups)
+    print(f"{'family':38} {'req/s x1':>9} " + " ".join(f"{'x ' + l:>8}" for l in labels[1:])
+          + f" {'cpu µs x1':>9} " + " ".join(f"{l:>7}" for l in labels[1:])
+          + f" {'p99 ms x1':>9} " + " ".join(f"{l:>7}" for l in labels[1:]))
+    for name, by_label in runs.items():
+        median = {label: sorted(rs, key=lambda r: r["rps"])[len(rs) // 2] for label, rs in by_label.items()}
+        ratios = {label: statistics.median(r["rps"] / one["rps"] for one, r in zip(by_label["x1"], by_label[label]))
+                  for label in labels}  # each round's ratio: both measured back to back
+        row = {"rps": {label: median[label]["rps"] for label in labels},
+               "ratio": round(ratios["x2"], 2), "ratios": {label: round(ratios[label], 2) for label in labels},
+               "cpu_us": {label: round(statistics.median(r["cpu_us"] for r in by_label[label])) for label in labels},
+               "p99_ms": {label: round(statistics.median(r["p99_ms"] for r in by_label[label]), 2) for label in labels},
+               "errors": sum(r["errors"] for rs in by_label.values() for r in rs), "rounds": by_label}
         report["families"][name] = row
-        print(f"{name:38} {row['rps'][1]:>9} {row['rps'][2]:>9} {row['ratio']:>6} {row['cpu_us'][1]:>9} "
-              f"{row['cpu_us'][2]:>5} {row['p99_ms'][1]:>9} {row['p99_ms'][2]:>6}")
+        print(f"{name:38} {row['rps']['x1']:>9} "
+              + " ".join(f"{row['ratios'][l]:>8}" for l in labels[1:])
+              + f" {row['cpu_us']['x1']:>9} " + " ".join(f"{row['cpu_us'][l]:>7}" for l in labels[1:])
+              + f" {row['p99_ms']['x1']:>9} " + " ".join(f"{row['p99_ms'][l]:>7}" for l in labels[1:]))
     ratios = [row["ratio"] for row in report["families"].values()]
     report["median_ratio"] = statistics.median(ratios)
-    print(f"median throughput ratio {report['median_ratio']:.2f}; load average {report['load']:.1f}")
+    print(f"median throughput ratio x2/x1 {report['median_ratio']:.2f}; load average {report['load']:.1f} "
+          "(ratio columns: each setup's req/s over x1's, median of the rounds)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

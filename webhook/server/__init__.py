@@ -22,6 +22,8 @@ One module per job, each importing only those above it:
   health, readiness and metrics;
 - :mod:`~webhook.server.connections`: the listening socket, idle connections kept apart
   from the header deadline;
+- :mod:`~webhook.server.balance`: how the servers of ``--processes`` share connections
+  (steered by the SYN's CPU, balanced by passing accepted sockets);
 - :mod:`~webhook.server.processes`: ``--processes``, N servers forked onto one port and
   answering as one;
 - :mod:`~webhook.server.wiring`: the chain built from its inputs, certificates, the

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -48,13 +49,14 @@ class HeaderDeadlineHandler(RequestHandler):
     """aiohttp's per-connection protocol, closing a connection whose request headers are not
     whole ``header_timeout`` seconds after their first byte (or after the connection opened)."""
 
-    __slots__ = ("header_timeout", "connections", "_event_loop", "_header_timer", "_between_requests")
+    __slots__ = ("header_timeout", "connections", "on_lost", "_event_loop", "_header_timer", "_between_requests")
 
     def __init__(self, manager: web.Server, *, loop: asyncio.AbstractEventLoop, header_timeout: float,
-                 connections: Connections, **kwargs: Any):
+                 connections: Connections, on_lost: Callable[[], None] | None = None, **kwargs: Any):
         super().__init__(manager, loop=loop, **kwargs)
         self.header_timeout = header_timeout
         self.connections = connections
+        self.on_lost = on_lost  # the group's connection count (webhook.server.balance)
         self._event_loop = loop
         self._header_timer: asyncio.TimerHandle | None = None
         self._between_requests = True
@@ -83,7 +85,11 @@ class HeaderDeadlineHandler(RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        try:
+            super().connection_lost(exc)
+        finally:
+            if self.on_lost is not None:
+                self.on_lost()
 
     def _arm(self) -> None:
         self._disarm()
@@ -111,6 +117,7 @@ class Connections:
         self.idle_timeout = idle_timeout
         self.header_timeout = header_timeout
         self.draining = False
+        self.on_drain: list[Callable[[], None]] = []  # the group's listener stops passing connections on
         make_request = server.request_factory
 
         def request_factory(message, payload, protocol, writer, task):  # type: ignore[no-untyped-def]
@@ -123,24 +130,28 @@ class Connections:
     def drain(self) -> None:
         """From now on every answer closes its connection (see the module's doc)."""
         self.draining = True
+        for stop_passing in self.on_drain:
+            stop_passing()
 
-    def __call__(self) -> HeaderDeadlineHandler:
+    def __call__(self, *, on_lost: Callable[[], None] | None = None) -> HeaderDeadlineHandler:
+        """A connection's protocol; ``on_lost`` is called once it has closed."""
         return HeaderDeadlineHandler(self.server, loop=asyncio.get_running_loop(), header_timeout=self.header_timeout,
-                                     connections=self, keepalive_timeout=self.idle_timeout, access_log=None)
+                                     connections=self, on_lost=on_lost, keepalive_timeout=self.idle_timeout,
+                                     access_log=None)
 
 
 async def listen(
-    connections: Connections, host: str, port: int, *, ssl_context: Any, reuse_port: bool = False,
-    sock: socket.socket | None = None,
+    connections: Connections, host: str, port: int, *, ssl_context: Any, sock: socket.socket | None = None,
 ) -> asyncio.Server:
     """The listening socket on ``host:port`` (or ``sock``, already bound), serving TLS;
-    a TLS handshake gets the header deadline too."""
+    a TLS handshake gets the header deadline too. (A process of ``serve --processes`` has its
+    own accept loop: :mod:`webhook.server.balance`.)"""
     loop = asyncio.get_running_loop()
     if sock is not None:
         return await loop.create_server(connections, sock=sock, ssl=ssl_context,
                                         ssl_handshake_timeout=connections.header_timeout)
     return await loop.create_server(connections, host, port, ssl=ssl_context, reuse_address=True,
-                                    reuse_port=reuse_port or None, ssl_handshake_timeout=connections.header_timeout)
+                                    ssl_handshake_timeout=connections.header_timeout)
 
 
 def bound_port(listener: asyncio.Server) -> int:

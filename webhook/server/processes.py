@@ -9,8 +9,9 @@
 - When (:func:`run`): the chain's CRDs and policies are loaded and compiled once, in the
   supervising process, and its heap frozen; then the servers are forked, sharing that memory
   copy on write. Each starts the chain's threads (policy reloads, its own watches: see
-  BENCHMARKS.md, "Every core") and listens on the port with ``SO_REUSEPORT``: the kernel
-  spreads connections over them.
+  BENCHMARKS.md, "Every core") and listens on the port with ``SO_REUSEPORT``, in its own
+  accept loop (:mod:`webhook.server.balance`): a connection goes to the process of the CPU that
+  handled its SYN, and a process holding more connections than a sibling passes new ones on.
 - As one server: the first process alone writes certificates (the Secret, the caBundle); the
   others serve and reload what it writes. Every process answers ``/readyz`` for the group and
   ``/metrics`` summed over it, asking its siblings over a Unix socket each (:class:`Siblings`).
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook import logs
+from webhook.server.balance import GroupSharing
 
 log = logs.get("server")
 
@@ -142,6 +144,7 @@ class ProcessGroup:
     index: int
     count: int
     socket_dir: Path
+    sharing: GroupSharing | None = None  # the connection counts and passing sockets (webhook.server.balance)
 
     def socket(self, index: int) -> Path:
         return self.socket_dir / f"{index}.sock"  # short: a Unix socket path has at most 107 bytes
@@ -278,6 +281,7 @@ def run(count: int, *, probe: socket.socket, child: Child, ready_timeout: float 
     once it listens. SIGTERM and SIGINT are passed on to every process."""
     port = probe.getsockname()[1]
     socket_dir = Path(tempfile.mkdtemp(prefix="infergate-"))
+    sharing = GroupSharing(count)  # before the fork: every process shares it
     children: dict[int, int] = {}  # pid -> index
     stopping = False
 
@@ -291,7 +295,7 @@ def run(count: int, *, probe: socket.socket, child: Child, ready_timeout: float 
     failed = False
     try:
         for index in range(count):
-            pid, listening = _fork(ProcessGroup(index, count, socket_dir), port, child, previous, probe)
+            pid, listening = _fork(ProcessGroup(index, count, socket_dir, sharing), port, child, previous, probe)
             children[pid] = index
             # one at a time: the first writes the certificates the others read
             started = _wait_listening(listening, ready_timeout)
@@ -308,10 +312,12 @@ def run(count: int, *, probe: socket.socket, child: Child, ready_timeout: float 
             log.info("serving with processes", extra={"fields": {"processes": count, "port": port,
                                                                    "pids": sorted(children)}})
         probe.close()
+        sharing.close()  # the processes hold theirs
         worst = _supervise(children, lambda: stopping or failed)
         return max(worst, 1) if failed else worst
     finally:
         probe.close()
+        sharing.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(socket_dir, ignore_errors=True)
@@ -327,6 +333,8 @@ def _fork(group: ProcessGroup, port: int, child: Child, handlers: dict[int, Any]
         try:
             os.close(read_end)
             probe.close()
+            if group.sharing is not None:
+                group.sharing.keep_for(group.index)
             logs.add_fields({"process": group.index})
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)

@@ -32,6 +32,7 @@ from webhook.inputs.policies import PolicySource, load_policy_directory
 from webhook.policy.actions import ActionsError
 from webhook.server.metrics import Metrics
 from webhook.server.admitter import CHAIN_CHECK, Admitter, AdmitterSlot, Advisory, ReadinessCheck
+from webhook.server.balance import attach
 from webhook.server.connections import Connections, bound_port, listen
 from webhook.server.processes import ProcessGroup, Siblings, bind_port
 from webhook.server.processes import run as run_processes
@@ -371,8 +372,11 @@ async def serve(
     connections = Connections(runner.server, idle_timeout=settings.idle_timeout,
                               header_timeout=settings.header_timeout)
     try:
-        listener = await listen(connections, settings.host, settings.port, ssl_context=ssl_context,
-                                reuse_port=group is not None)
+        if group is None:
+            listener: Any = await listen(connections, settings.host, settings.port, ssl_context=ssl_context)
+        else:  # our accept loop: connections steered by CPU and balanced (see balance)
+            listener = attach(connections, settings.host, settings.port, ssl_context=ssl_context,
+                              index=group.index, sharing=group.sharing)
         if group is not None:  # where its siblings ask it for its readiness and metrics
             await web.UnixSite(runner, str(group.socket(group.index))).start()
     except OSError as exc:
