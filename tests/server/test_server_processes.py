@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import re
 import signal
 import socket
@@ -524,3 +525,30 @@ def test_steering_is_attached_to_a_reuseport_group_and_a_refusal_is_one_warning(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == [
         "connections not steered by CPU: the kernel hashes them over the processes"]
+
+
+def test_the_steering_program_picks_a_listener_by_the_cpus_place_in_the_allowed_set():
+    """In the kernel, on two reuseport listeners (listener i: the i-th to listen): a SYN
+    handled by CPU c goes to listener (c's place among the allowed CPUs) mod 2. So a cpuset
+    such as {1} or {3, 7} (a pod's exclusive CPUs) still spreads, where ``c mod 2`` would send
+    every connection to listener 1. Steering is not chance: one connection per case tells."""
+    import socket as sockets
+
+    from webhook.server.balance import listening_socket, steer_by_cpu
+
+    cpu = two_cpus()[1]
+    for allowed, expected in (([cpu], 0), (list(range(cpu + 1)), cpu % 2)):
+        first = listening_socket("127.0.0.1", 0)
+        port = first.getsockname()[1]
+        second = listening_socket("127.0.0.1", port)
+        try:
+            assert steer_by_cpu(first, 2, allowed)
+            client = pinned(cpu, lambda: sockets.create_connection(("127.0.0.1", port), timeout=10))
+            try:
+                ready, _, _ = select.select([first, second], [], [], 10)
+                assert [[first, second].index(s) for s in ready] == [expected], (allowed, ready)
+            finally:
+                client.close()
+        finally:
+            first.close()
+            second.close()

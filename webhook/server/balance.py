@@ -6,7 +6,8 @@ share a core's cache, which measured about +17% CPU per review (median; up to +3
 cores shared with the clients (BENCHMARKS.md, "Every core"). So:
 
 - **Steering by CPU** (:func:`steer_by_cpu`): a classic BPF program on the group's reuseport
-  listeners picks the process by the CPU that handled the SYN (``cpu mod N``). The kernel's
+  listeners picks the process by the CPU that handled the SYN (its place among the CPUs the
+  processes may run on, mod N). The kernel's
   scheduler tends to run a process on the CPU that woke it, so a client and its server process
   share a core. It needs no privilege; a kernel that refuses it leaves the hash (one log line).
 - **Balance**: steering alone can starve a process (every SYN handled by one CPU: one client
@@ -29,6 +30,7 @@ import asyncio
 import ctypes
 import errno
 import mmap
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -102,9 +104,33 @@ class GroupSharing:
             sock.close()
 
 
-def steer_by_cpu(sock: socket.socket, count: int) -> bool:
-    """Attach to ``sock``'s reuseport group the program ``A = cpu; A %= count; return A``
-    (the listener of that index, in the order they listened); False if the kernel refuses."""
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_ALU_MOD_K, BPF_RET_A, BPF_RET_K = 0x20, 0x15, 0x94, 0x16, 0x06
+SKF_AD_CPU = 0xFFFFF000 + 36  # SKF_AD_OFF + SKF_AD_CPU
+MAX_CPU_TABLE = 250  # CPUs + processes: a jump's offset is one byte; beyond, ``cpu mod N``
+
+
+def steering_program(count: int, cpus: list[int]) -> list[tuple[int, int, int, int]]:
+    """The classic BPF program (``code, jt, jf, k``) choosing a listener by the CPU that
+    handled the SYN: the CPU's position in ``cpus`` (the processes' allowed CPUs, sorted) mod
+    ``count``, so that a cpuset such as {3, 7} still spreads over the processes (``cpu mod 2``
+    would send both to process 1); CPUs outside it, or a set too large for the table,
+    ``cpu mod count``."""
+    program = [(BPF_LD_W_ABS, 0, 0, SKF_AD_CPU)]
+    if cpus != list(range(len(cpus))) and len(cpus) + count <= MAX_CPU_TABLE:
+        returns = len(cpus) + 3  # where the "ret #i" instructions begin: after the table, mod and ret a
+        for position, cpu in enumerate(cpus):
+            here = position + 1
+            program.append((BPF_JEQ_K, returns + position % count - here - 1, 0, cpu))
+    program += [(BPF_ALU_MOD_K, 0, 0, count), (BPF_RET_A, 0, 0, 0)]
+    if len(program) > 3:
+        program += [(BPF_RET_K, 0, 0, index) for index in range(count)]
+    return program
+
+
+def steer_by_cpu(sock: socket.socket, count: int, cpus: list[int] | None = None) -> bool:
+    """Attach :func:`steering_program` to ``sock``'s reuseport group (the listener of the
+    index it returns, in the order they listened; ``cpus``: this process's allowed CPUs);
+    False if the kernel refuses."""
 
     class Instruction(ctypes.Structure):  # struct sock_filter
         _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
@@ -112,10 +138,8 @@ def steer_by_cpu(sock: socket.socket, count: int) -> bool:
     class Program(ctypes.Structure):  # struct sock_fprog
         _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(Instruction))]
 
-    bpf_ld_w_abs, bpf_alu_mod_k, bpf_ret_a = 0x20, 0x94, 0x16
-    skf_ad_cpu = 0xFFFFF000 + 36  # SKF_AD_OFF + SKF_AD_CPU
-    code = (Instruction * 3)(Instruction(bpf_ld_w_abs, 0, 0, skf_ad_cpu), Instruction(bpf_alu_mod_k, 0, 0, count),
-                             Instruction(bpf_ret_a, 0, 0, 0))
+    instructions = steering_program(count, sorted(os.sched_getaffinity(0)) if cpus is None else cpus)
+    code = (Instruction * len(instructions))(*(Instruction(*fields) for fields in instructions))
     program = Program(len(code), ctypes.cast(code, ctypes.POINTER(Instruction)))
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, bytes(program))
