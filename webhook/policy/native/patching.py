@@ -12,7 +12,9 @@ A custom resource's schema gives the merge types as the apiserver's converter re
 OpenAPI: ``x-kubernetes-map-type``, ``x-kubernetes-list-type`` (no list-type: atomic),
 ``x-kubernetes-list-map-keys``; ``x-kubernetes-preserve-unknown-fields`` without a schema
 below it: maps merged, lists atomic; ``metadata`` (the root's, an embedded resource's) as the
-apiserver's ObjectMeta. A built-in kind's merge types come from the apiserver's own OpenAPI
+apiserver's ObjectMeta, ``apiVersion`` and ``kind`` strings (apiextensions' OpenAPI builder
+declares them so: an embedded resource's set to a number is refused, ``expected string``;
+the root's are the object's whatever the patch says). A built-in kind's merge types come from the apiserver's own OpenAPI
 (``builtin_merge_types``), and so does ObjectMeta's. In both, a list-map item's missing key
 takes the key field's default (a Service port without ``protocol`` is the ``TCP`` one).
 
@@ -63,7 +65,7 @@ class _Shape:
 
 _DEDUCED = "deduced"  # no schema: maps merged key by key, lists atomic
 _OBJECT_META = "metadata"  # ObjectMeta, a custom resource's (root or embedded) as a built-in kind's
-_SCALAR = "scalar"
+_STRING = "string"  # an object's apiVersion and kind: strings in the apiserver's OpenAPI (root and embedded)
 
 
 def _object_meta() -> TypeRef:
@@ -112,7 +114,7 @@ def _shape(schema: Any, value: Any) -> _Shape:
         if isinstance(value, list):
             return _Shape("list", atomic=True, element=_DEDUCED)
         return _Shape("scalar")
-    if schema == _SCALAR:
+    if schema == _STRING:
         return _Shape("scalar")
     node: Node = schema
     types = set(node.types)
@@ -129,8 +131,8 @@ def _shape(schema: Any, value: Any) -> _Shape:
     if "object" in types or node.properties or node.additional is not None or node.preserve_unknown:
         fields: dict[str, Any] = dict(node.properties)
         if node.embedded:
-            fields.setdefault("apiVersion", _SCALAR)
-            fields.setdefault("kind", _SCALAR)
+            fields.setdefault("apiVersion", _STRING)
+            fields.setdefault("kind", _STRING)
             fields.setdefault("metadata", _OBJECT_META)
         any_field = node.additional is not None or node.preserve_unknown
         element = node.additional if node.additional is not None else _DEDUCED
@@ -160,7 +162,7 @@ def _field_schema(shape: _Shape, key: str) -> tuple[Any, bool]:
 def _resolve(schema: Any, value: Any) -> _Shape:
     if isinstance(schema, _Root):
         shape = _shape(schema.node, value)
-        fields = {**(shape.fields or {}), "apiVersion": _SCALAR, "kind": _SCALAR, "metadata": _OBJECT_META}
+        fields = {**(shape.fields or {}), "apiVersion": _STRING, "kind": _STRING, "metadata": _OBJECT_META}
         return _Shape("map", fields=fields, element=shape.element, any_field=shape.any_field)
     return _shape(schema, value)
 
@@ -215,8 +217,8 @@ def _expected(schema: Any, value: Any) -> tuple[str, str]:
         if atom.list is not None:
             return "list", ""
         return "scalar", atom.scalar or "untyped"
-    if schema == _SCALAR:
-        return "scalar", "untyped"
+    if schema == _STRING:
+        return "scalar", "string"
     if isinstance(schema, _Root):
         return "map", ""
     if not isinstance(schema, Node):
