@@ -730,7 +730,8 @@ class Judge:
         request = self._builtin_request(obj, old)
         if request.operation not in ("CREATE", "UPDATE"):
             return MutatingAnswer(obj)
-        return native_mutation(native, request, obj, self.registry, self.setup.chain.state, Reinvocation())
+        return native_mutation(native, request, obj, self.registry, self.setup.chain.state, Reinvocation(),
+                               self.builtins.unknown_fields)
 
     def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
         """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""

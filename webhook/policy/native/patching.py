@@ -20,7 +20,10 @@ takes the key field's default (a Service port without ``protocol`` is the ``TCP`
 
 JSONPatch (``json_patch.go``): RFC 6902 as ``gopkg.in/evanphx/json-patch.v4`` applies it, with
 its error texts (``replace`` of a missing object key adds it; negative array indices count from
-the end); a failed ``test`` leaves the object as it was, every operation undone.
+the end); a failed ``test`` leaves the object as it was, every operation undone. The patched
+JSON is decoded again by a strict serializer: an ``apiVersion`` or ``kind`` that is no string
+(``type_meta_error``), or a field a built-in kind does not have (whatever the request's
+``fieldValidation``), is an internal error (500) that ends the plugin (recorded).
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ if TYPE_CHECKING:
 
 class PatchError(ValueError):
     """A patch the apiserver cannot apply, in its words."""
+
+
+class DecodingError(Exception):
+    """The object a JSONPatch leaves cannot be decoded again: the apiserver answers it with an
+    internal error (500) that ends the plugin, whatever the policy's failurePolicy."""
 
 
 class MergeTypesUnknown(Exception):
@@ -453,6 +461,24 @@ def json_patch(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[st
     except PatchError as exc:
         raise PatchError(f"JSON Patch: {exc}") from None
     return doc
+
+
+# encoding/json's name of a JSON value's type, as an UnmarshalTypeError gives it
+_JSON_TYPE_WORDS = ((bool, "bool"), ((int, float), "number"), (list, "array"), (dict, "object"))
+
+
+def type_meta_error(obj: dict[str, Any]) -> str | None:
+    """What decoding the patched object's JSON says first when its ``apiVersion`` or ``kind`` is
+    no string (``json.DefaultMetaFactory.Interpret``, before anything else is decoded; keys in
+    Go's sorted order, so ``apiVersion`` first); None when both are strings, null or absent."""
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        word = next(w for types, w in _JSON_TYPE_WORDS if isinstance(value, types))
+        return (f"couldn't get version/kind; json parse error: json: cannot unmarshal {word} into Go struct field "
+                f".{key} of type string")
+    return None
 
 
 def _decode(part: str) -> str:
