@@ -268,6 +268,7 @@ class AdmissionChain:
         registry = self._schemas()
         served = obj is not None and _serves(registry, obj)
         subresource = request.subResource or None
+        served_as = (obj.get("apiVersion"), obj.get("kind")) if served else None  # before any mutation
         if request.operation in _JUDGED and served:
             try:
                 obj, decode_warnings = registry.prepare(request.operation, obj, request.oldObject, subresource,
@@ -336,7 +337,7 @@ class AdmissionChain:
             # is validated (the storage's decoding, which would prune it, comes after validation)
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
                                       namespace=request.namespace or None, field_validation="Ignore",
-                                      mutated=True)
+                                      mutated=True, served_as=served_as)
             warnings += outcome.warnings
             if not outcome.allowed:
                 return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
