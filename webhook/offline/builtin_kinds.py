@@ -135,6 +135,15 @@ class BuiltinSchemas:
         _unknown(obj, validator.schema, "", self._definitions["$defs"], out)
         return out[:MAX_STRICT_ERRORS]
 
+    def decoded(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as the apiserver decodes it under ``Warn`` or ``Ignore``: without the fields
+        its kind does not have (dropped before admission: a MutatingAdmissionPolicy never sees
+        them; recorded), ``obj`` itself when it has none."""
+        validator = self.validator(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if validator is None or not self.unknown_fields(obj):
+            return obj
+        return _known(obj, validator.schema, self._definitions["$defs"])
+
     def answer(self, obj: dict[str, Any], field_validation: FieldValidation) -> BuiltinAnswer | None:
         """The apiserver's answer to writing ``obj`` under ``field_validation``: strict decoding
         first (a 400 under ``Strict``), then validation (a 422); None when its kind is not a
@@ -177,6 +186,28 @@ def _unknown(value: Any, schema: Any, path: str, definitions: dict[str, Any], ou
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             _unknown(item, schema["items"], f"{path}[{i}]", definitions, out)
+
+
+def _known(value: Any, schema: Any, definitions: dict[str, Any]) -> Any:
+    """``value`` without what :func:`_unknown` finds (a copy where something is dropped)."""
+    schema = _resolve(schema, definitions)
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            if isinstance(properties, dict) and key in properties:
+                out[key] = _known(item, properties[key], definitions)
+            elif isinstance(additional, dict):
+                out[key] = _known(item, additional, definitions)
+            elif additional is not False:
+                out[key] = item
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_known(item, schema["items"], definitions) for item in value]
+    return value
 
 
 def _data_size(values: Any, *, encoded: bool) -> int:

@@ -684,6 +684,8 @@ class Judge:
         label = _label(obj)
         answer = self.builtins.answer(obj, self.config.field_validation)
         if answer is not None:
+            if answer.allowed and self.config.field_validation != "Strict":
+                obj = self.builtins.decoded(obj)  # unknown fields: warned or not, dropped before admission
             key = _identity(obj)
             old_doc = self.setup.olds.get(key)
             old = old_doc.content if old_doc is not None else None
@@ -699,7 +701,9 @@ class Judge:
                 unchecked = mutated.unchecked
                 if mutated.object != obj:
                     obj = mutated.object
+                    decoding = answer.warnings  # the request's own unknown fields, warned at decoding
                     answer = self.builtins.answer(obj, self.config.field_validation) or answer
+                    answer.warnings = list(dict.fromkeys([*decoding, *answer.warnings]))
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj, unchecked=unchecked)
             if answer.allowed and native:  # the apiserver's ValidatingAdmissionPolicies judge built-in kinds too
                 judgement = self._native(native, obj, old, judgement)
