@@ -31,7 +31,7 @@ from webhook.policy.native.mutating import MutatingAnswer, Reinvocation
 from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin
 from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
-from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
+from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group, status_as_admitted
 from webhook.offline import findings
 from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.kustomize import (BASE_NOTE, KUSTOMIZATION_NAMES, KUSTOMIZE_FILE, PATCH, KustomizeLayout,
@@ -700,7 +700,8 @@ class Judge:
                                   key if old_doc is not None else None)
                 unchecked = mutated.unchecked
                 if mutated.object != obj:
-                    obj = mutated.object
+                    # a write of the main resource: what the mutations did to status is not kept
+                    obj = mutated.object if self.config.subresource else status_as_admitted(obj, mutated.object)
                     decoding = answer.warnings  # the request's own unknown fields, warned at decoding
                     answer = self.builtins.answer(obj, self.config.field_validation) or answer
                     answer.warnings = list(dict.fromkeys([*decoding, *answer.warnings]))
