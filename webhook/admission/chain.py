@@ -21,7 +21,7 @@ from webhook.apiversion import group_of, split
 from webhook.policy import Denial, PolicyInput, PolicySetProvider, Trace
 from webhook.policy.actions import VALIDATION_FAILURE_KEY, enforce, failure_annotation, ordered
 from webhook.policy.native.matching import Attributes, MatchError
-from webhook.policy.native.mutating import MutatingAnswer, Reinvocation, mutate
+from webhook.policy.native.mutating import MutatingAnswer, Reinvocation, UnknownFields, mutate
 from webhook.policy.native.validating import Cluster, NativeAnswer, evaluate, forbidden_status
 from webhook.schema import CRDRegistry, RequestError, field_validation
 from webhook.schema.field_validation import FieldValidation
@@ -268,6 +268,7 @@ class AdmissionChain:
         registry = self._schemas()
         served = obj is not None and _serves(registry, obj)
         subresource = request.subResource or None
+        served_as = (obj.get("apiVersion"), obj.get("kind")) if served else None  # before any mutation
         if request.operation in _JUDGED and served:
             try:
                 obj, decode_warnings = registry.prepare(request.operation, obj, request.oldObject, subresource,
@@ -336,7 +337,7 @@ class AdmissionChain:
             # is validated (the storage's decoding, which would prune it, comes after validation)
             outcome = registry.handle(request.operation, obj, request.oldObject, subresource,
                                       namespace=request.namespace or None, field_validation="Ignore",
-                                      mutated=True)
+                                      mutated=True, served_as=served_as)
             warnings += outcome.warnings
             if not outcome.allowed:
                 return ChainOutcome(False, outcome.status, _unique(warnings), obj, patch, traces=traces,
@@ -509,14 +510,16 @@ def native_validation(native: Any, request: AdmissionRequest, obj: dict[str, Any
 
 
 def native_mutation(native: Any, request: AdmissionRequest, obj: dict[str, Any], registry: CRDRegistry | None,
-                    state: ClusterState, reinvocation: Reinvocation) -> MutatingAnswer:
+                    state: ClusterState, reinvocation: Reinvocation,
+                    unknown_fields: UnknownFields | None = None) -> MutatingAnswer:
     """The apiserver's MutatingAdmissionPolicy plugin on ``request`` carrying ``obj`` (as
-    decoded, defaulted): the object it leaves, or its denial."""
+    decoded, defaulted): the object it leaves, or its denial. ``unknown_fields``: a built-in
+    kind's (``mutate``)."""
     attrs, cluster = native_request(request, obj, registry, state)
     kind = request.kind
     served = registry.served(f"{kind.group}/{kind.version}" if kind.group else kind.version, kind.kind) \
         if registry is not None else None
-    return mutate(native, attrs, cluster, served.schema if served is not None else None, reinvocation)
+    return mutate(native, attrs, cluster, served.schema if served is not None else None, reinvocation, unknown_fields)
 
 
 def native_request(request: AdmissionRequest, obj: dict[str, Any] | None, registry: CRDRegistry | None,

@@ -26,6 +26,38 @@ from webhook.schema.fielderrors import bad_request_status
 KUBERNETES_VERSION = "1.36"  # the apiserver release infergate answers as
 
 
+# The built-in kinds with a ``status`` subresource: the ``*/status`` resources of kube-apiserver
+# v1.36.2's discovery (``/api/v1``, ``/apis/<group>/<version>``; read 2026-12-08, default API set).
+# Their storage's PrepareForCreate and PrepareForUpdate set ``status`` (to its zero value, to
+# the stored object's) after the mutating admission plugins ran: a mutation of it is not kept.
+_STATUS_SUBRESOURCE: frozenset[tuple[str, str]] = frozenset({
+    ("", "Namespace"), ("", "Node"), ("", "PersistentVolumeClaim"), ("", "PersistentVolume"), ("", "Pod"),
+    ("", "ReplicationController"), ("", "ResourceQuota"), ("", "Service"),
+    ("apps", "DaemonSet"), ("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
+    ("autoscaling", "HorizontalPodAutoscaler"), ("batch", "CronJob"), ("batch", "Job"),
+    ("apiregistration.k8s.io", "APIService"), ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("networking.k8s.io", "Ingress"), ("networking.k8s.io", "ServiceCIDR"), ("policy", "PodDisruptionBudget"),
+    ("storage.k8s.io", "VolumeAttachment"), ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"), ("resource.k8s.io", "ResourceClaim"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"), ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+})
+
+
+def status_as_admitted(admitted: dict[str, Any], mutated: dict[str, Any]) -> dict[str, Any]:
+    """``mutated`` (a write of the main resource as the admission mutations left it) with the
+    ``status`` of ``admitted`` (the object before them) when its kind has a status subresource:
+    the storage's PrepareForCreate/PrepareForUpdate, which runs after admission, sets status
+    whatever a mutation put there (recorded: a MutatingAdmissionPolicy's ``status.replicas``
+    on a Deployment's CREATE is not stored)."""
+    if (group_of(admitted.get("apiVersion")), admitted.get("kind")) not in _STATUS_SUBRESOURCE \
+            or admitted.get("status") == mutated.get("status"):
+        return mutated
+    out = {key: value for key, value in mutated.items() if key != "status"}
+    if "status" in admitted:
+        out["status"] = admitted["status"]
+    return out
+
+
 def is_builtin_group(api_version: str) -> bool:
     """Whether ``api_version`` can be a built-in API: the core group, a group without a dot
     (apps, batch, policy, autoscaling) or a ``*.k8s.io`` one. A CRD's group always has a dot, so
@@ -135,6 +167,15 @@ class BuiltinSchemas:
         _unknown(obj, validator.schema, "", self._definitions["$defs"], out)
         return out[:MAX_STRICT_ERRORS]
 
+    def decoded(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` as the apiserver decodes it under ``Warn`` or ``Ignore``: without the fields
+        its kind does not have (dropped before admission: a MutatingAdmissionPolicy never sees
+        them; recorded), ``obj`` itself when it has none."""
+        validator = self.validator(str(obj.get("apiVersion")), str(obj.get("kind")))
+        if validator is None or not self.unknown_fields(obj):
+            return obj
+        return _known(obj, validator.schema, self._definitions["$defs"])
+
     def answer(self, obj: dict[str, Any], field_validation: FieldValidation) -> BuiltinAnswer | None:
         """The apiserver's answer to writing ``obj`` under ``field_validation``: strict decoding
         first (a 400 under ``Strict``), then validation (a 422); None when its kind is not a
@@ -177,6 +218,28 @@ def _unknown(value: Any, schema: Any, path: str, definitions: dict[str, Any], ou
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             _unknown(item, schema["items"], f"{path}[{i}]", definitions, out)
+
+
+def _known(value: Any, schema: Any, definitions: dict[str, Any]) -> Any:
+    """``value`` without what :func:`_unknown` finds (a copy where something is dropped)."""
+    schema = _resolve(schema, definitions)
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            if isinstance(properties, dict) and key in properties:
+                out[key] = _known(item, properties[key], definitions)
+            elif isinstance(additional, dict):
+                out[key] = _known(item, additional, definitions)
+            elif additional is not False:
+                out[key] = item
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [_known(item, schema["items"], definitions) for item in value]
+    return value
 
 
 def _data_size(values: Any, *, encoded: bool) -> int:

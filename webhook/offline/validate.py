@@ -31,7 +31,7 @@ from webhook.policy.native.mutating import MutatingAnswer, Reinvocation
 from webhook.apiversion import group_of
 from webhook.documents import Document, InputFile, Origin
 from webhook.kinds import CUSTOM_RESOURCE_DEFINITION
-from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group
+from webhook.offline.builtin_kinds import BuiltinSchemas, is_builtin_group, status_as_admitted
 from webhook.offline import findings
 from webhook.offline.ci import Finding, Note, Status, github_annotations, junit_xml, sarif
 from webhook.offline.kustomize import (BASE_NOTE, KUSTOMIZATION_NAMES, KUSTOMIZE_FILE, PATCH, KustomizeLayout,
@@ -684,6 +684,8 @@ class Judge:
         label = _label(obj)
         answer = self.builtins.answer(obj, self.config.field_validation)
         if answer is not None:
+            if answer.allowed and self.config.field_validation != "Strict":
+                obj = self.builtins.decoded(obj)  # unknown fields: warned or not, dropped before admission
             key = _identity(obj)
             old_doc = self.setup.olds.get(key)
             old = old_doc.content if old_doc is not None else None
@@ -698,8 +700,11 @@ class Judge:
                                   key if old_doc is not None else None)
                 unchecked = mutated.unchecked
                 if mutated.object != obj:
-                    obj = mutated.object
+                    # a write of the main resource: what the mutations did to status is not kept
+                    obj = mutated.object if self.config.subresource else status_as_admitted(obj, mutated.object)
+                    decoding = answer.warnings  # the request's own unknown fields, warned at decoding
                     answer = self.builtins.answer(obj, self.config.field_validation) or answer
+                    answer.warnings = list(dict.fromkeys([*decoding, *answer.warnings]))
             judgement = Judgement(answer.allowed, answer.status, answer.warnings, obj, unchecked=unchecked)
             if answer.allowed and native:  # the apiserver's ValidatingAdmissionPolicies judge built-in kinds too
                 judgement = self._native(native, obj, old, judgement)
@@ -730,7 +735,8 @@ class Judge:
         request = self._builtin_request(obj, old)
         if request.operation not in ("CREATE", "UPDATE"):
             return MutatingAnswer(obj)
-        return native_mutation(native, request, obj, self.registry, self.setup.chain.state, Reinvocation())
+        return native_mutation(native, request, obj, self.registry, self.setup.chain.state, Reinvocation(),
+                               self.builtins.unknown_fields)
 
     def _native(self, native: Any, obj: dict[str, Any], old: dict[str, Any] | None, judged: Judgement) -> Judgement:
         """A built-in object its schema admits, through the ValidatingAdmissionPolicies."""

@@ -206,19 +206,23 @@ class CRDRegistry:
     def handle(self, operation: str, obj: dict[str, Any], old: dict[str, Any] | None = None,
                subresource: str | None = None, *, namespace: str | None = None,
                request: RequestPath | None = None, field_validation: FieldValidation = SERVER_DEFAULT,
-               mutated: bool = False) -> Outcome:
+               mutated: bool = False, served_as: tuple[str, str] | None = None) -> Outcome:
         """The apiserver's whole answer to one CREATE or UPDATE (no admission webhooks).
 
         ``namespace`` is the request's namespace; ``request`` the full request path, when known
         (the endpoint then decides the kind, the namespace and, on UPDATE, the name);
         ``field_validation`` the request's directive for unknown fields (``field_validation.py``);
         ``mutated``: ``obj`` is a decoded object as admission mutations left it, whose nulls
-        are validated, not pruned.
+        are validated, not pruned; ``served_as``: the (apiVersion, kind) its write was served as
+        before they ran (a mutation that changed its kind is then refused by validation, as the
+        apiserver's storage refuses it: ``kind: Invalid value: ...: must be <Kind>``).
         """
         if request is not None and request.namespace is not None:
             namespace = request.namespace
         try:
-            served = self._target(obj, request, field_validation)
+            served = self.served(*served_as) if served_as is not None else None
+            if served is None:
+                served = self._target(obj, request, field_validation)
             endpoint = self.by_resource(request.api_version, request.plural) if request is not None else None
             if endpoint is None or endpoint.kind != served.kind:
                 endpoint = served

@@ -14,7 +14,8 @@ of ``--kubeconfig``:
    probe denies (and the mutating probe labels its ConfigMap): the apiserver's policy caches
    then hold every policy and binding created before them;
 4. sends every case with ``?dryRun=All`` (a POST, or a PUT carrying the stored
-   ``resourceVersion``) and writes what came back into the case's ``expect``: ``allowed``, the
+   ``resourceVersion``; ``?fieldValidation=`` the case's ``field_validation``, Strict unless
+   it says otherwise) and writes what came back into the case's ``expect``: ``allowed``, the
    HTTP ``code``, the ``status`` (the whole metav1.Status of a refusal), the ``warnings`` (the
    ``Warning`` headers' texts, in order) and, when admitted, ``stored`` (the object as the
    apiserver returned it, metadata reduced to name, namespace, labels and annotations); each
@@ -248,10 +249,10 @@ class Recorder:
 
     def send(self, case: dict[str, Any], plural: str, stored: dict[str, Any] | None) -> dict[str, Any]:
         obj = json.loads(json.dumps(case.get("object") or case["old"]))
-        plural = _PLURALS.get(obj["kind"], plural)
+        plural = self.plurals.get(obj["kind"], plural)
         if case["operation"] == "DELETE":
             old = case["old"]
-            code, body, warnings = self.cluster.call("DELETE", _resource_path(old, _PLURALS.get(old["kind"], plural),
+            code, body, warnings = self.cluster.call("DELETE", _resource_path(old, self.plurals.get(old["kind"], plural),
                                                                              named=True) + "?dryRun=All")
             return {"allowed": code < 300, "code": code, **({"status": body} if code >= 300 else {}),
                     "warnings": warnings}
@@ -262,7 +263,8 @@ class Recorder:
         else:
             path = _resource_path(obj, plural, named=False)
             method = "POST"
-        code, body, warnings = self.cluster.call(method, path + "?dryRun=All&fieldValidation=Strict", obj)
+        directive = case.get("field_validation", "Strict")
+        code, body, warnings = self.cluster.call(method, path + f"?dryRun=All&fieldValidation={directive}", obj)
         answer: dict[str, Any] = {"allowed": code < 300, "code": code}
         if code < 300:
             answer["stored"] = _reduced(body)
@@ -296,8 +298,8 @@ class Recorder:
         for case in suite["cases"]:
             if case["operation"] in ("UPDATE", "DELETE"):
                 old = case["old"]
-                self.delete(old, _PLURALS.get(old["kind"], plural))
-                created = self._create(old, _PLURALS.get(old["kind"], plural))
+                self.delete(old, self.plurals.get(old["kind"], plural))
+                created = self._create(old, self.plurals.get(old["kind"], plural))
                 stored[case["name"]] = created
                 case["old"] = _reduced(created)
         prefix = suite["policies"][0]["metadata"]["name"].split("-")[0]  # the prefix the suite's names share
@@ -340,7 +342,7 @@ class Recorder:
                 self.wait("the mutating probe policy to go", lambda: not self.probe_mutates(mutating_config_map))
             for case in suite["cases"]:
                 if case["operation"] in ("UPDATE", "DELETE"):
-                    self.delete(case["old"], _PLURALS.get(case["old"]["kind"], plural))
+                    self.delete(case["old"], self.plurals.get(case["old"]["kind"], plural))
             for obj in suite.get("state") or ():
                 if obj["kind"] != "Namespace":
                     self.delete(obj, self.plurals[obj["kind"]])

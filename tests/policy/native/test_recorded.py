@@ -62,6 +62,8 @@ def _validate(tmp: Path, suite: dict[str, Any], case: dict[str, Any], policies: 
         argv += ["--old", str(tmp / "old.yaml")]
     if case.get("subresource"):
         argv += ["--subresource", case["subresource"]]
+    if case.get("field_validation"):  # the case's ?fieldValidation= (Strict when it names none)
+        argv += ["--field-validation", case["field_validation"]]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([*argv, str(tmp / "object.yaml")])

@@ -11,7 +11,9 @@ CEL cost budget of its own (``expressions``), shared with the variables it reads
 failurePolicy ``Ignore`` policies are dropped; the others deny: the first one's text
 (``policy '<p>' with binding '<b>' denied request: <error>``; a configuration error
 ``failed to configure binding: ...`` keeps reason ``Forbidden``) with every one as a cause,
-code 403.
+code 403. A JSONPatch's result the apiserver cannot decode again (``patching.type_meta_error``,
+a built-in kind's unknown fields) is a StatusError: the plugin stops there with that internal
+error (500), whatever the failurePolicy (``dispatcher.go``).
 
 Reinvocation (``reinvocationcontext.go``): a policy with ``reinvocationPolicy: IfNeeded`` that
 ran before a later mutation changed the object is run again in the apiserver's second pass of
@@ -26,6 +28,7 @@ changes (``generic.policySource.calculatePolicyData``; recorded:
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +39,12 @@ from webhook.policy.native.loader import CompiledMutatingPolicy, NativePolicies
 from webhook.policy.native.dispatch import (Cluster, ConfigurationError, Unchecked, bound_invocations,
                                             match_conditions, request_namespace)
 from webhook.policy.native.matching import Attributes
-from webhook.policy.native.patching import MergeTypesUnknown, PatchError, apply_configuration, json_patch
+from webhook.policy.native.patching import (DecodingError, MergeTypesUnknown, PatchError, apply_configuration,
+                                            json_patch, type_meta_error)
+from webhook.schema.field_validation import unknown_field
+
+# a built-in object's fields its kind does not have (paths, in the strict decoder's order)
+UnknownFields = Callable[[dict[str, Any]], list[str]]
 
 
 @dataclass
@@ -81,11 +89,13 @@ class _PolicyError:
 
 
 def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema: Any,
-           reinvocation: Reinvocation) -> MutatingAnswer:
+           reinvocation: Reinvocation, unknown_fields: UnknownFields | None = None) -> MutatingAnswer:
     """The plugin's ``Admit`` on ``attrs`` (its object mutated in a copy). ``schema``: the
     kind's schema (``webhook.schema.structural.Node``) the ApplyConfigurations merge by; None
     for a built-in kind, whose merge types are known only for ``metadata``: an
-    ApplyConfiguration setting more is left out, unknown (named in ``unchecked``)."""
+    ApplyConfiguration setting more is left out, unknown (named in ``unchecked``).
+    ``unknown_fields``: a built-in kind's, which the strict decoding of a JSONPatch's result
+    refuses (a custom resource's are pruned later)."""
     answer = MutatingAnswer(attrs.object)
     errors: list[_PolicyError] = []
     invocations: list[tuple[CompiledMutatingPolicy, str, Any, tuple[str, str, str], tuple[str, str, str]]] = []
@@ -102,7 +112,11 @@ def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema
                 key = (policy.name, step.binding.name, f"{meta.get('namespace', '')}/{meta.get('name', '')}")
                 invocations.append((policy, step.binding.name, param, key, step.gvr))
     if invocations:
-        errors += _dispatch(invocations, attrs, cluster, schema, reinvocation, answer)
+        try:
+            errors += _dispatch(invocations, attrs, cluster, schema, reinvocation, answer, unknown_fields)
+        except DecodingError as exc:  # a StatusError: the plugin's answer, whatever the failurePolicy
+            answer.status = _internal_error(str(exc))
+            return answer
     failing = [e for e in errors if e.policy.definition.failure_policy != "Ignore"]
     if failing:
         answer.status = _forbidden(attrs, failing)
@@ -110,7 +124,7 @@ def mutate(policies: NativePolicies, attrs: Attributes, cluster: Cluster, schema
 
 
 def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, reinvocation: Reinvocation,
-              answer: MutatingAnswer) -> list[_PolicyError]:
+              answer: MutatingAnswer, unknown_fields: UnknownFields | None) -> list[_PolicyError]:
     """``dispatcher.dispatchInvocations``: each invocation's mutations on the object in turn."""
     if reinvocation.reinvoking and reinvocation.last_output != answer.object:
         reinvocation.require_reinvoking()
@@ -121,7 +135,7 @@ def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, rei
         if obj is None:  # nothing to patch (no object): the apiserver calls no patcher
             continue
         ran, mutated = _invoke(policy, binding, param, key, gvr, obj, attrs, namespace, schema, reinvocation, answer,
-                               errors)
+                               errors, unknown_fields)
         if not ran:
             continue
         if mutated != obj:
@@ -137,7 +151,8 @@ def _dispatch(invocations, attrs: Attributes, cluster: Cluster, schema: Any, rei
 
 def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple[str, str, str],
             gvr: tuple[str, str, str], obj: dict[str, Any], attrs: Attributes, namespace: Any, schema: Any,
-            reinvocation: Reinvocation, answer: MutatingAnswer, errors: list[_PolicyError]) -> tuple[bool, Any]:
+            reinvocation: Reinvocation, answer: MutatingAnswer, errors: list[_PolicyError],
+            unknown_fields: UnknownFields | None) -> tuple[bool, Any]:
     """One invocation: whether it ran (its matchConditions held, and on the second pass it was
     due to run again) and the object its mutations leave."""
     # matched as another version (matchPolicy Equivalent): the policy sees the objects in that
@@ -172,6 +187,7 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
             value = context.evaluate(mutation.expression)
             if mutation.patch_type == "JSONPatch":
                 obj = json_patch(obj, json_patches(value))
+                _decode_again(obj, unknown_fields)
             else:
                 patch = object_value(value)
                 # the object's group, version and kind, whatever the expression set (smd.go's SetGroupVersionKind)
@@ -191,6 +207,24 @@ def _invoke(policy: CompiledMutatingPolicy, binding: str, param: Any, key: tuple
         if budget.uncounted:
             answer.unchecked.append(("the CEL cost of an expression (cel-go's count not known here)", "mutations"))
     return True, {**obj, "apiVersion": api_version} if obj.get("apiVersion") != api_version else obj
+
+
+def _decode_again(obj: dict[str, Any], unknown_fields: UnknownFields | None) -> None:
+    """``json_patch.go``'s strict decoding of the patched JSON: raises :class:`DecodingError`."""
+    problem = type_meta_error(obj)
+    if problem is None and unknown_fields is not None:
+        unknown = unknown_fields(obj)
+        if unknown:
+            problem = "strict decoding error: " + ", ".join(unknown_field(path) for path in unknown)
+    if problem is not None:
+        raise DecodingError(problem)
+
+
+def _internal_error(text: str) -> dict[str, Any]:
+    """``apierrors.NewInternalError``'s metav1.Status."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f"Internal error occurred: {text}", "reason": "InternalError",
+            "details": {"causes": [{"message": text}]}, "code": 500}
 
 
 def _forbidden(attrs: Attributes, errors: list[_PolicyError]) -> dict[str, Any]:

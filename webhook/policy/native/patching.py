@@ -12,13 +12,18 @@ A custom resource's schema gives the merge types as the apiserver's converter re
 OpenAPI: ``x-kubernetes-map-type``, ``x-kubernetes-list-type`` (no list-type: atomic),
 ``x-kubernetes-list-map-keys``; ``x-kubernetes-preserve-unknown-fields`` without a schema
 below it: maps merged, lists atomic; ``metadata`` (the root's, an embedded resource's) as the
-apiserver's ObjectMeta. A built-in kind's merge types come from the apiserver's own OpenAPI
+apiserver's ObjectMeta, ``apiVersion`` and ``kind`` strings (apiextensions' OpenAPI builder
+declares them so: an embedded resource's set to a number is refused, ``expected string``;
+the root's are the object's whatever the patch says). A built-in kind's merge types come from the apiserver's own OpenAPI
 (``builtin_merge_types``), and so does ObjectMeta's. In both, a list-map item's missing key
 takes the key field's default (a Service port without ``protocol`` is the ``TCP`` one).
 
 JSONPatch (``json_patch.go``): RFC 6902 as ``gopkg.in/evanphx/json-patch.v4`` applies it, with
 its error texts (``replace`` of a missing object key adds it; negative array indices count from
-the end); a failed ``test`` leaves the object as it was, every operation undone.
+the end); a failed ``test`` leaves the object as it was, every operation undone. The patched
+JSON is decoded again by a strict serializer: an ``apiVersion`` or ``kind`` that is no string
+(``type_meta_error``), or a field a built-in kind does not have (whatever the request's
+``fieldValidation``), is an internal error (500) that ends the plugin (recorded).
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ if TYPE_CHECKING:
 
 class PatchError(ValueError):
     """A patch the apiserver cannot apply, in its words."""
+
+
+class DecodingError(Exception):
+    """The object a JSONPatch leaves cannot be decoded again: the apiserver answers it with an
+    internal error (500) that ends the plugin, whatever the policy's failurePolicy."""
 
 
 class MergeTypesUnknown(Exception):
@@ -63,7 +73,7 @@ class _Shape:
 
 _DEDUCED = "deduced"  # no schema: maps merged key by key, lists atomic
 _OBJECT_META = "metadata"  # ObjectMeta, a custom resource's (root or embedded) as a built-in kind's
-_SCALAR = "scalar"
+_STRING = "string"  # an object's apiVersion and kind: strings in the apiserver's OpenAPI (root and embedded)
 
 
 def _object_meta() -> TypeRef:
@@ -112,7 +122,7 @@ def _shape(schema: Any, value: Any) -> _Shape:
         if isinstance(value, list):
             return _Shape("list", atomic=True, element=_DEDUCED)
         return _Shape("scalar")
-    if schema == _SCALAR:
+    if schema == _STRING:
         return _Shape("scalar")
     node: Node = schema
     types = set(node.types)
@@ -129,8 +139,8 @@ def _shape(schema: Any, value: Any) -> _Shape:
     if "object" in types or node.properties or node.additional is not None or node.preserve_unknown:
         fields: dict[str, Any] = dict(node.properties)
         if node.embedded:
-            fields.setdefault("apiVersion", _SCALAR)
-            fields.setdefault("kind", _SCALAR)
+            fields.setdefault("apiVersion", _STRING)
+            fields.setdefault("kind", _STRING)
             fields.setdefault("metadata", _OBJECT_META)
         any_field = node.additional is not None or node.preserve_unknown
         element = node.additional if node.additional is not None else _DEDUCED
@@ -160,7 +170,7 @@ def _field_schema(shape: _Shape, key: str) -> tuple[Any, bool]:
 def _resolve(schema: Any, value: Any) -> _Shape:
     if isinstance(schema, _Root):
         shape = _shape(schema.node, value)
-        fields = {**(shape.fields or {}), "apiVersion": _SCALAR, "kind": _SCALAR, "metadata": _OBJECT_META}
+        fields = {**(shape.fields or {}), "apiVersion": _STRING, "kind": _STRING, "metadata": _OBJECT_META}
         return _Shape("map", fields=fields, element=shape.element, any_field=shape.any_field)
     return _shape(schema, value)
 
@@ -215,8 +225,8 @@ def _expected(schema: Any, value: Any) -> tuple[str, str]:
         if atom.list is not None:
             return "list", ""
         return "scalar", atom.scalar or "untyped"
-    if schema == _SCALAR:
-        return "scalar", "untyped"
+    if schema == _STRING:
+        return "scalar", "string"
     if isinstance(schema, _Root):
         return "map", ""
     if not isinstance(schema, Node):
@@ -451,6 +461,24 @@ def json_patch(obj: dict[str, Any], operations: list[dict[str, Any]]) -> dict[st
     except PatchError as exc:
         raise PatchError(f"JSON Patch: {exc}") from None
     return doc
+
+
+# encoding/json's name of a JSON value's type, as an UnmarshalTypeError gives it
+_JSON_TYPE_WORDS = ((bool, "bool"), ((int, float), "number"), (list, "array"), (dict, "object"))
+
+
+def type_meta_error(obj: dict[str, Any]) -> str | None:
+    """What decoding the patched object's JSON says first when its ``apiVersion`` or ``kind`` is
+    no string (``json.DefaultMetaFactory.Interpret``, before anything else is decoded; keys in
+    Go's sorted order, so ``apiVersion`` first); None when both are strings, null or absent."""
+    for key in ("apiVersion", "kind"):
+        value = obj.get(key)
+        if value is None or isinstance(value, str):
+            continue
+        word = next(w for types, w in _JSON_TYPE_WORDS if isinstance(value, types))
+        return (f"couldn't get version/kind; json parse error: json: cannot unmarshal {word} into Go struct field "
+                f".{key} of type string")
+    return None
 
 
 def _decode(part: str) -> str:
