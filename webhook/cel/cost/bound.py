@@ -116,9 +116,11 @@ class KnownSizes:
     An entry is the object, its sizes and its JSON text when remembered; ``measure`` uses the
     sizes only for that very object whose JSON text is still the same (equal text, equal
     sizes), so an object changed in place after it was remembered is walked again, never
-    bounded by its old size. The entry keeps its object alive: its id cannot name another
-    object while the entry lives. An engine owns one (``Evaluator`` at the edge); nothing is
-    kept between engines."""
+    bounded by its old size. (Freezing stored objects instead would need dict and list
+    subclasses, which the engines and the generated fast paths, dispatching on
+    ``type(x) is dict``, would take slower paths for.) The entry keeps its object alive: its id
+    cannot name another object while the entry lives. An engine owns one (``Evaluator`` at the
+    edge); nothing is kept between engines."""
 
     __slots__ = ("entries", "limit")
 
