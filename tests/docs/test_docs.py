@@ -518,3 +518,11 @@ def test_the_denial_rule_classes_every_shipped_rule():
     assert sorted(set(shipped) - set(documented)) == [], "shipped rules docs/denial-rule.md does not class"
     assert sorted(set(documented) - set(shipped)) == [], "rows of docs/denial-rule.md naming no shipped rule"
     assert {rule: verdict for rule, verdict in documented.items() if shipped[rule] != verdict} == {}
+
+
+def test_every_package_says_its_job():
+    """ARCHITECTURE.md is the map and leaves the reference to the code: every package of
+    ``webhook/`` says its job in its ``__init__``'s docstring."""
+    packages = sorted((REPO / "webhook").rglob("__init__.py"))
+    silent = [str(p.parent.relative_to(REPO)) for p in packages if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert len(packages) > 20 and silent == []
