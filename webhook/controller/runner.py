@@ -19,7 +19,8 @@ The moving parts, each in its own module:
 * ``BackgroundAudit`` (``background_audit``): every existing object of the kinds the webhook judges,
   judged by the policies (``--policies``), one report per object (``--audit``, on by default);
 * ``NativePolicies`` (``native_policies``, ``--native-policies``): the policies' generated
-  ValidatingAdmissionPolicies kept applied in the cluster and proven enforced.
+  ValidatingAdmissionPolicies and MutatingAdmissionPolicies kept applied in the cluster and
+  proven enforced.
 
 SIGTERM/SIGINT: stop taking work, finish what is in flight, release the Lease, exit 0.
 """
