@@ -30,7 +30,7 @@ infergate: a Kubernetes admission webhook and offline validator for AI-inference
 API Inference Extension v1 InferencePool (inference.networking.k8s.io/v1), llm-d's
 InferenceObjective and InferenceModelRewrite (llm-d.ai/v1alpha2), KubeAI v0.23's Model
 (kubeai.org/v1) and Deckhouse InferenceServiceClass/InferenceService (ai.deckhouse.io); the
-seed-era inference.networking.x-k8s.io kinds (v1alpha1 InferencePool and InferenceModel, v1alpha2
+legacy inference.networking.x-k8s.io kinds (v1alpha1 InferencePool and InferenceModel, v1alpha2
 InferenceObjective, ...) are still served. It answers exactly as kube-apiserver does for the
 CRDs (schema, defaults, CEL rules), then applies admission policies written as data
 (ValidatingAdmissionPolicy-like CEL), and writes the objects' status as a controller."""

@@ -465,3 +465,64 @@ def test_every_function_the_paths_name_exists():
 def test_the_architecture_check_finds_a_missing_module():
     paths, dotted = _architecture_modules("webhook/server/http.py → policy/nowhere.py, webhook.cel.nowhere, state/\n")
     assert paths == {"webhook/server/http.py", "policy/nowhere.py"} and dotted == {"webhook.cel.nowhere"}
+
+
+# -- docs/denial-rule.md classes every shipped rule ----------------------------------------------
+
+_RULE = re.compile(r"`([a-z0-9-]+)/(validations|warnings)\[(\d+)\]`")
+
+
+def denial_rule_rows(text: str) -> dict[str, str]:
+    """The rules a table row of ``text`` (docs/denial-rule.md) names in its first cell,
+    ``<policy>/validations[i]`` or ``<policy>/warnings[i]``, each with its row's verdict (the
+    first word of the second cell)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `") and len(cells) > 2:
+            for policy, where, index in _RULE.findall(cells[0]):
+                rows[f"{policy}/{where}[{index}]"] = cells[1].split(",")[0].split()[0]
+    return rows
+
+
+def _shipped_rules() -> dict[str, str]:
+    """Every validation and warning of the shipped policy files: its name -> its verdict."""
+    import yaml
+
+    from tests.support.paths import POLICIES
+
+    rules = {}
+    for path in sorted(POLICIES.glob("*.yaml")):
+        for policy in yaml.safe_load_all(path.read_text()):
+            if not policy or policy.get("kind") != "AdmissionPolicy":
+                continue
+            for where, verdict in (("validations", "deny"), ("warnings", "warn")):
+                for index, _ in enumerate(policy["spec"].get(where) or ()):
+                    rules[f"{policy['metadata']['name']}/{where}[{index}]"] = verdict
+    return rules
+
+
+def test_the_denial_rule_check_reads_rows():
+    text = ("| rule | verdict | why |\n|---|---|---|\n"
+            "| `a-b/validations[0]`: x, `a-b/warnings[1]` | deny, only when known | y |\n"
+            "| `c/warnings[2]`: z | warn | w |\n| `d/validations[0]` in prose |\n")
+    assert denial_rule_rows(text) == {"a-b/validations[0]": "deny", "a-b/warnings[1]": "deny", "c/warnings[2]": "warn"}
+
+
+def test_the_denial_rule_classes_every_shipped_rule():
+    """docs/denial-rule.md has a row for every validation and warning of ``policies/``, and no
+    other; a row says deny for a validation, warn for a warning."""
+    documented = denial_rule_rows((REPO / "docs" / "denial-rule.md").read_text())
+    shipped = _shipped_rules()
+    assert len(shipped) > 30
+    assert sorted(set(shipped) - set(documented)) == [], "shipped rules docs/denial-rule.md does not class"
+    assert sorted(set(documented) - set(shipped)) == [], "rows of docs/denial-rule.md naming no shipped rule"
+    assert {rule: verdict for rule, verdict in documented.items() if shipped[rule] != verdict} == {}
+
+
+def test_every_package_says_its_job():
+    """ARCHITECTURE.md is the map and leaves the reference to the code: every package of
+    ``webhook/`` says its job in its ``__init__``'s docstring."""
+    packages = sorted((REPO / "webhook").rglob("__init__.py"))
+    silent = [str(p.parent.relative_to(REPO)) for p in packages if not ast.get_docstring(ast.parse(p.read_text()))]
+    assert len(packages) > 20 and silent == []

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 RELEASE = "infergate"
-# ``webhook.processes`` of the session release. The default (auto) runs one process at the chart's
+# ``webhook.processes`` of the run's release. The default (auto) runs one process at the chart's
 # 100m request, the path local mode already takes (``serve`` without --processes): two here make
 # every chart scenario (rollout, eviction, apiserver restart, CA injection) go through the forked
 # group of processes sharing one port. The request stays at its default: it only schedules, and a
@@ -111,7 +111,7 @@ def documented_value_sets() -> dict[str, dict]:
 
 
 def release_values(image: str, run_id: str, native: bool = False) -> dict:
-    """The session release's values: the defaults but for the image, the server processes, the
+    """The values of the run's release: the defaults but for the image, the server processes, the
     replan settings and the run label (``native``: and ``policies.native.enabled``)."""
     base = {**values(image), "webhook": {"processes": SESSION_PROCESSES}, "commonLabels": {cluster.RUN_LABEL: run_id}}
     return merged(base, selection.NATIVE_VALUES) if native else base
@@ -177,8 +177,8 @@ def image() -> str:
 
 
 def session_release(run: Run, name: str = RELEASE, namespace: str | None = None) -> Release:
-    """A release of the chart with the session's values (not installed yet). In a native run
-    (``INFERGATE_E2E_NATIVE_POLICIES=1``) only the session's own release generates the native
+    """A release of the chart with the run's values (not installed yet). In a native run
+    (``INFERGATE_E2E_NATIVE_POLICIES=1``) only the run's own release generates the native
     policies: one writer of the cluster-wide objects."""
     native = selection.native_policies() and name == RELEASE and namespace is None
     return Release(name, namespace or run.system_namespace, run.kubeconfig,

@@ -1,7 +1,7 @@
-"""Session set-up for the e2e tests: the cluster prepared from the project's own artefacts,
+"""The e2e run's set-up: the cluster prepared from the project's own artefacts,
 torn down by finalizers that run whatever the tests did.
 
-Order (each a session fixture, finalized in reverse): a run id → the bundled CRDs
+Order (each a session-scoped fixture, finalized in reverse): a run id → the bundled CRDs
 (Established) → ``examples/state`` → the webhook (``infergate serve`` here and the
 configurations ``infergate webhook-config`` prints, or the Helm chart with
 ``INFERGATE_E2E_MODE=chart``) → ``infergate controller`` → the tests. The last finalizer
@@ -29,7 +29,7 @@ from .api import Kube, Reply, wait_for
 
 @dataclass
 class Run:
-    """The session's handle on the cluster: the API, what it owns, the helpers tests use."""
+    """The e2e run's handle on the cluster: the API, what it owns, the helpers tests use."""
 
     kube: Kube
     owned: cluster.Owned
@@ -40,7 +40,7 @@ class Run:
     state_dir: Path | None = None  # the example state exactly as loaded: the offline answers' --state
     webhook_url: str | None = None
     cert_dir: Path | None = None
-    release: chart.Release | None = None  # chart mode: the session's Helm release
+    release: chart.Release | None = None  # chart mode: the run's Helm release
     webhook_process: processes.Process | None = None
     # component (webhook, controller) -> the kubeconfig of the chart's ServiceAccount for it
     identities: dict[str, str] = field(default_factory=dict)
@@ -224,7 +224,7 @@ def webhook(run: Run, state, chart_identities, tmp_path_factory) -> Iterator[Run
 
 def pytest_collection_modifyitems(items):
     """Scenarios marked ``before_crds`` run first: they need the cluster as it was before the
-    session installed the CRDs (only the ``run`` fixture set up); then those marked
+    run installed the CRDs (only the ``run`` fixture set up); then those marked
     ``before_webhook`` (the CRDs and the state there, no webhook registered, no controller)."""
     items.sort(key=lambda item: (item.get_closest_marker("before_crds") is None,
                                  item.get_closest_marker("before_webhook") is None))

@@ -40,14 +40,14 @@ def webhook_probe() -> str:
     if native_policies():
         return "denied-by-webhook/kubeai-model-unknown-resource-profile.yaml"
     return "denied-by-webhook/kubeai-model-ollama-url-with-vllm.yaml"
-# the rows and rules of "Today's upstream versions" (a part of "API versions served")
+# the rows and rules of "Current upstream versions" (a part of "API versions served")
 POOL_V1 = "| InferencePool | inference.networking.k8s.io/v1"
 OBJECTIVES = "| InferenceObjective, InferenceModelRewrite |"
 HTTPROUTE = "| HTTPRoute, Gateway |"
 KUBEAI_CURRENT = "| Model | kubeai.org/v1 | KubeAI ≈v0.23"
 CLUSTER_SCHEMA = "In a cluster, the schema is the CRD the cluster serves"
 STATUS_OWNERS = "Status: infergate writes only where no other controller owns the field"
-TODAYS_WEBHOOK = "Webhook, today's kinds"
+CURRENT_WEBHOOK = "Webhook, the current kinds"
 KUBEAI_STATUS_OPT_IN = "The KubeAI Model status rule below"
 
 
@@ -171,7 +171,7 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "denied-by-webhook/inferenceservice-model-namespace-mismatch.yaml": ((DECKHOUSE, "7. Denials happen in both places"),),
     "denied-by-webhook/inferenceservice-format-not-allowed.yaml": ((DECKHOUSE, "7. Denials happen in both places"),),
     "denied-by-webhook/inferenceservice-parameter-count-exceeded.yaml": ((DECKHOUSE, "5. `maxParameterCount`"),),
-    # today's upstream kinds, on their upstream CRDs (installed by the run when the cluster lacks them)
+    # the current upstream kinds, on their upstream CRDs (installed by the run when the cluster lacks them)
     "valid/inferencepool-v1.yaml": ((SERVED, POOL_V1),),
     "valid/httproute-inferencepool.yaml": ((SERVED, HTTPROUTE),),
     "valid/inferenceobjective.yaml": ((SERVED, OBJECTIVES),),
@@ -180,7 +180,7 @@ EXAMPLE_DECISIONS: dict[str, tuple[tuple[str, str], ...]] = {
     "invalid/inferencepool-v1-duplicate-port.yaml": ((SERVED, POOL_V1), (SERVED, CLUSTER_SCHEMA)),
     "warned-by-webhook/httproute-inferencepool-port.yaml": ((SERVED, HTTPROUTE),),
     "warned-by-webhook/inferencemodelrewrite-mixed-weights.yaml": ((SERVED, OBJECTIVES),),
-    "warned-by-webhook/kubeai-model-text-generation-on-infinity.yaml": ((SERVED, KUBEAI_CURRENT), (SERVED, TODAYS_WEBHOOK)),
+    "warned-by-webhook/kubeai-model-text-generation-on-infinity.yaml": ((SERVED, KUBEAI_CURRENT), (SERVED, CURRENT_WEBHOOK)),
 }
 
 # With the webhook in place its mutating pass answers first (before the CRD's enum), with a hint.
@@ -226,33 +226,33 @@ def variation_cases() -> list[Case]:
     pool, route = "valid/inferencepool-v1.yaml", "valid/httproute-inferencepool.yaml"
     objective, rewrite = "valid/inferenceobjective.yaml", "valid/inferencemodelrewrite.yaml"
     return [
-        # today's kinds: admitted with a warning through kubectl
+        # the current kinds: admitted with a warning through kubectl
         Case("inferencepool-v1-selects-no-pod-warns",
              variant(pool, "e2e-pool-no-pods", _set("spec.selector.matchLabels", {"app": "e2e-nobody"})),
-             ((SERVED, POOL_V1), (SERVED, TODAYS_WEBHOOK)), True, warnings=("no Pod matches", "app=e2e-nobody")),
+             ((SERVED, POOL_V1), (SERVED, CURRENT_WEBHOOK)), True, warnings=("no Pod matches", "app=e2e-nobody")),
         Case("inferencepool-v1-pods-without-the-port-warns",
              variant(pool, "e2e-pool-wrong-port", _set("spec.selector.matchLabels", {"app": "vllm-mistral"})),
-             ((SERVED, POOL_V1), (SERVED, TODAYS_WEBHOOK)), True, warnings=("container port 8000",)),
+             ((SERVED, POOL_V1), (SERVED, CURRENT_WEBHOOK)), True, warnings=("container port 8000",)),
         Case("inferencepool-v1-endpoint-picker-missing-warns",
              variant(pool, "e2e-pool-no-picker", _set("spec.endpointPickerRef.name", "e2e-no-such-picker")),
-             ((SERVED, POOL_V1), (SERVED, TODAYS_WEBHOOK)), True, warnings=('Service "e2e-no-such-picker" not found',)),
+             ((SERVED, POOL_V1), (SERVED, CURRENT_WEBHOOK)), True, warnings=('Service "e2e-no-such-picker" not found',)),
         Case("httproute-to-a-missing-pool-warns",
              variant(route, "e2e-route-missing-pool", _set("spec.rules", [{"backendRefs": [
                  {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "e2e-no-such-pool"}]}])),
-             ((SERVED, HTTPROUTE), (SERVED, TODAYS_WEBHOOK)), True, warnings=('InferencePool "e2e-no-such-pool" not found',)),
+             ((SERVED, HTTPROUTE), (SERVED, CURRENT_WEBHOOK)), True, warnings=('InferencePool "e2e-no-such-pool" not found',)),
         Case("inferenceobjective-pool-missing-warns",
              variant(objective, "e2e-objective-missing-pool", _set("spec.poolRef.name", "e2e-no-such-pool")),
-             ((SERVED, OBJECTIVES), (SERVED, TODAYS_WEBHOOK)), True, warnings=('InferencePool "e2e-no-such-pool"',)),
+             ((SERVED, OBJECTIVES), (SERVED, CURRENT_WEBHOOK)), True, warnings=('InferencePool "e2e-no-such-pool"',)),
         Case("inferenceobjective-priority-beyond-int32",
              variant(objective, "e2e-objective-priority", _set("spec.priority", 2 ** 31)),
-             ((SERVED, OBJECTIVES), (SERVED, TODAYS_WEBHOOK)), False, message=("spec.priority", "32-bit integer"), by_webhook=True),
+             ((SERVED, OBJECTIVES), (SERVED, CURRENT_WEBHOOK)), False, message=("spec.priority", "32-bit integer"), by_webhook=True),
         Case("inferencemodelrewrite-model-of-another-rewrite-warns",
              variant(rewrite, "e2e-rewrite-overlap", _set("spec.rules", [{"matches": [{"model": {"value": "qwen3"}}],
                                                                          "targets": [{"modelRewrite": "qwen3-8b"}]}])),
-             ((SERVED, OBJECTIVES), (SERVED, TODAYS_WEBHOOK)), True, warnings=('also rewritten by "qwen3-canary"',)),
+             ((SERVED, OBJECTIVES), (SERVED, CURRENT_WEBHOOK)), True, warnings=('also rewritten by "qwen3-canary"',)),
         Case("inferencepool-v1alpha1-names-its-replacement",
              variant("valid/inferencepool.yaml", "e2e-legacy-pool", lambda obj: None),
-             ((SERVED, "| InferencePool | inference.networking.x-k8s.io/v1alpha1"), (SERVED, TODAYS_WEBHOOK)), True,
+             ((SERVED, "| InferencePool | inference.networking.x-k8s.io/v1alpha1"), (SERVED, CURRENT_WEBHOOK)), True,
              warnings=("removed upstream", "InferencePool inference.networking.k8s.io/v1")),
         Case("kubeai-maxreplicas-without-minreplicas",
              variant(ollama, "e2e-max-without-min", _set("spec.maxReplicas", 3)),

@@ -19,7 +19,7 @@ from . import cluster, processes
 from .api import wait_for
 from .conftest import controller_lease
 
-# before the session's webhook (it would refuse the violating objects) and controller (its
+# before the run's webhook (it would refuse the violating objects) and controller (its
 # audit would write reports too, and its writes be counted with this one's)
 pytestmark = [pytest.mark.e2e, pytest.mark.before_webhook]
 
@@ -72,7 +72,7 @@ def test_the_controller_reports_existing_objects_clears_fixed_ones_and_converges
     crds = cluster.apply_crds(kube, openreports_crds(), run.owned)
     try:
         _audit(run, kube)
-    finally:  # the rest of the session as it would be without them: no report API served
+    finally:  # the rest of the run as it would be without them: no report API served
         for name in crds:
             kube.delete(*cluster.CRD, name)
         wait_for("the OpenReports CRDs gone", lambda: all(kube.get(*cluster.CRD, n) is None for n in crds), timeout=60)

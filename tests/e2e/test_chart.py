@@ -1,6 +1,6 @@
 """The Helm chart against the real apiserver: every object it renders, for each documented
 value set, accepted by a server-side dry-run apply; a real ``helm install`` (the Helm SDK)
-and ``helm uninstall`` that leaves no webhook configuration; the session's webhook and
+and ``helm uninstall`` that leaves no webhook configuration; the run's webhook and
 controller run as the chart's ServiceAccounts (tests/e2e/identities.py; each rule of their
 roles shown needed in test_rbac.py)."""
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 VALUE_SETS = chart.documented_value_sets()
 INSTALL_RELEASE = "e2e-infergate"
-# rendered under a release name of their own: in chart mode the session's release (named
+# rendered under a release name of their own: in chart mode the run's release (named
 # chart.RELEASE) lives in the same namespace, and a dry-run apply must not merge into it
 DRY_RUN_RELEASE = "e2e-dry-run"
 

@@ -62,7 +62,7 @@ def settled_like_offline(run, obj: dict, timeout: float = 90) -> dict:
 
 
 class ReadyzLog:
-    """/readyz of the session's webhook polled in the background: (status, body) answers."""
+    """/readyz of the run's webhook polled in the background: (status, body) answers."""
 
     def __init__(self, run):
         self.url = f"{run.webhook_url}/readyz"

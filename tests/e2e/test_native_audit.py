@@ -57,7 +57,7 @@ def _native(report: dict | None, policy: str) -> set[tuple[str, str, str]]:
 
 def test_the_controller_reports_the_clusters_vaps_converges_and_drops_a_deleted_vap(run, request):
     kube = run.kube
-    if not kube.serves(*MODEL):  # the session installs the bundled CRDs where the cluster lacks them
+    if not kube.serves(*MODEL):  # the run installs the bundled CRDs where the cluster lacks them
         request.getfixturevalue("crds")
     crds = [] if kube.serves(*REPORT) else cluster.apply_crds(kube, openreports_crds(), run.owned)
     try:

@@ -128,7 +128,7 @@ def test_certificate_rotation_while_objects_are_created(cluster_run):
 
 def test_stopped_webhook_fails_closed_or_open_as_configured(cluster_run, tmp_path):
     """A second webhook registered, then stopped: with failurePolicy Fail writes of the served
-    kinds are refused; with Ignore they pass (the session's webhook and the CRD rules still judge)."""
+    kinds are refused; with Ignore they pass (the run's webhook and the CRD rules still judge)."""
     processes.generate_certs(tmp_path)
     process, port = processes.start_serve("serve-stopped", tmp_path, cluster_run.log_dir, ready="/healthz")
     assert process.stop() == 0

@@ -17,7 +17,7 @@ What each missing rule costs:
 - events: the Event of a status change is refused;
 - its Lease (get/update by name, create): it never leads.
 
-The session's own controller stands by while the controller's cases run (the test holds its
+The run's own controller stands by while the controller's cases run (the test holds its
 Lease): the status writes under test must be this process's, not its.
 """
 
@@ -43,7 +43,7 @@ from .test_faults import pool
 
 pytestmark = pytest.mark.e2e
 
-COMPONENTS = ("webhook", "controller")  # the webhook's cases first: the controller's make the session's stand by
+COMPONENTS = ("webhook", "controller")  # the webhook's cases first: the controller's make the run's own stand by
 FULL = "full-roles"
 NUMBERS = itertools.count()
 
@@ -82,11 +82,11 @@ PAUSER = "e2e-rbac-holds-the-lease"
 
 @pytest.fixture(scope="module")
 def session_controller_standing_by(cluster_run):
-    """The session's controller made a standby: the test takes its Lease (an hour long) and
+    """The run's controller made a standby: the test takes its Lease (an hour long) and
     waits for it to say it lost the leadership; then gives the Lease back and waits for it to
     lead again. Its status writes cannot race those of the process under test."""
     run, namespace, name = cluster_run, cluster_run.system_namespace, controller_lease()
-    holder = wait_for("the session's controller holding its Lease", lambda: lease_holder(run, name), timeout=60)
+    holder = wait_for("the run's controller holding its Lease", lambda: lease_holder(run, name), timeout=60)
     said_before = _session_controller_log(run, holder).count(LOST)
     _set_lease_holder(run, name, PAUSER, 3600)
     wait_for(f"{holder} losing the leadership",
@@ -95,7 +95,7 @@ def session_controller_standing_by(cluster_run):
         yield
     finally:
         _set_lease_holder(run, name, "", 1)
-        wait_for("the session's controller leading again",
+        wait_for("the run's controller leading again",
                  lambda: lease_holder(run, name) not in (None, "", PAUSER), timeout=90)
 
 
@@ -103,7 +103,7 @@ LOST = "lost leadership of lease"
 
 
 def _session_controller_log(run, holder: str) -> str:
-    """The log of the session's controller named ``holder`` in the Lease: a Pod (chart mode),
+    """The log of the run's controller named ``holder`` in the Lease: a Pod (chart mode),
     or the local process."""
     if run.mode == "chart":
         return run.kube.text(f"/api/v1/namespaces/{run.release.namespace}/pods/{holder}/log")

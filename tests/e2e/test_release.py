@@ -181,7 +181,7 @@ def _evict(kube, namespace: str, name: str):
 
 
 def test_an_apiserver_restart_costs_writes_only_while_it_is_down(cluster_run):
-    """With the served CRDs installed (the session's): the webhook stays Ready and judges
+    """With the served CRDs installed (the run's): the webhook stays Ready and judges
     again within READY_AFTER_RESTART_S of the apiserver's return; the controller writes the
     status of an object created afterwards."""
     chart_only(cluster_run)
@@ -221,7 +221,7 @@ def _all_ready_at(run) -> float | None:
 
 @pytest.mark.before_crds
 def test_without_the_served_crds_the_webhook_is_ready_and_judging_after_an_apiserver_restart(run):
-    """Before the session installs any CRD: a release whose third-party kinds (KubeAI, the
+    """Before the run installs any CRD: a release whose third-party kinds (KubeAI, the
     Inference Extension, llm-d, Gateway API) are not served; only infergate's own CRDs, which
     ``helm install`` brings, are. After an apiserver restart its webhook is Ready and judging
     within READY_AFTER_RESTART_S; then the KubeAI CRD appears and its kind is judged."""
@@ -269,7 +269,7 @@ def test_without_the_served_crds_the_webhook_is_ready_and_judging_after_an_apise
         assert all(s["restartCount"] == 0 for p in webhook_pods(run, release) for s in p["status"]["containerStatuses"])
     finally:
         release.uninstall()
-        # the session creates these CRDs as its own: none may stay behind
+        # the run creates these CRDs as its own: none may stay behind
         for name in served:
             kube.delete(*cluster.CRD, name)
         wait_for("the CRDs of this scenario gone", lambda: not [n for n in served if kube.get(*cluster.CRD, n)],

@@ -398,7 +398,7 @@ def test_set_up_and_sweep_leave_the_cluster_as_they_found_it():
 
 
 def test_a_native_run_installs_and_expects_the_switched_cluster(monkeypatch):
-    """With policies.native.enabled the session's release and the local identities carry the
+    """With policies.native.enabled the run's release and the local identities carry the
     native RBAC and values; the offline answers are the switched cluster's: an exported rule
     denied by its VAP (also with the webhook out of the path), exported warnings once in the
     apiserver's words, an exported mutation applied by its MAP with the webhook out of the path,

@@ -193,7 +193,7 @@ spec:
     ("E", True),  # the failing messageExpression fails the batch: the per-expression path falls back
 ])
 def test_failed_rules_are_judged_by_the_batch_with_their_messages(tmp_path, monkeypatch, engine, per_expression):
-    """A rule that is not true no longer costs the per-expression path: the batch gives each
+    """A rule that is not true does not cost the per-expression path: the batch gives each
     failed rule's messageExpression value, and the answer is that path's, word for word."""
     (tmp_path / "p.yaml").write_text(JUDGED_POLICY)
     policies = PolicySet.load(tmp_path, builtin=False, evaluator=EVALUATOR)

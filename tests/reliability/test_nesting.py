@@ -106,7 +106,7 @@ def _crds(path):
 
 
 # every edge that reads YAML from files, each through ``webhook.documents``: the same limit;
-# policy params and policy test suites reach CEL too, and ``--crd`` no longer bypasses it
+# policy params and policy test suites reach CEL too, and ``--crd`` does not bypass it
 EDGES = {"state directory": _state, "policy file": _policies, "CRD file": _crds}
 
 

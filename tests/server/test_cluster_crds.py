@@ -171,7 +171,7 @@ async def test_every_served_version_is_judged(cluster):
 
 def test_the_crds_watched_are_the_bundled_kinds_by_name():
     """One watch per bundled CRD, by a metadata.name field selector (RBAC grants them by name:
-    tests/test_chart.py), and no other CRD."""
+    tests/chart/test_chart.py), and no other CRD."""
 
     watched = [k for k in webhook_watches() if k.kind == CRD_KIND]
     assert sorted(k.field_selector for k in watched) == sorted(f"metadata.name={n}" for n in webhook_crd_names())

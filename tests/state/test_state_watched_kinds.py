@@ -1,6 +1,6 @@
 """What the cluster view keeps of today's inference kinds: Pods trimmed to what is read, the
 kinds the webhook watches, and policy lookups that list Pods by an object's own label selector.
-(The watch cache's side: tests/test_state_kube.py.)"""
+(The watch cache's side: tests/state/test_state_kube.py.)"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ The controller writes status through server-side apply under its own field manag
 applies is its own entry of the ``conditions`` list-map (keyed by ``type``), and another
 writer's conditions and fields are never touched. On its own kinds it forces the apply
 (``FORCED``): it sends only the fields that are its by definition (its condition types, its
-status fields), which earlier versions wrote under the client's default manager; on KubeAI's
+status fields), whichever manager holds them; on KubeAI's
 Model it never forces, so a field KubeAI's controller owns is refused by the apiserver and left
 to it. Where another controller owns a kind's status, the default is not to write at all:
 

@@ -7,7 +7,7 @@ The moving parts, each in its own module:
 
 * the cluster view: ``webhook.state.KubeState``, a watch cache (list + watch) of every kind
   the reconcilers read;
-* ``ChangeFeed`` + ``affected``: which objects need a new status after a change;
+* ``ChangeFeed`` + ``affected_keys`` (``changes``): which objects need a new status after a change;
 * ``WorkQueue``: de-duplicated keys, per-key exponential backoff on failure;
 * the pure reconcilers: object + view -> desired status;
 * ``KubeApi``: a server-side apply to ``/status`` of the fields the controller owns, under its
@@ -17,7 +17,10 @@ The moving parts, each in its own module:
 * ``EventRecorder``: Events for notable transitions;
 * ``LeaderElector``: only the replica holding the Lease writes;
 * ``BackgroundAudit`` (``background_audit``): every existing object of the kinds the webhook judges,
-  judged by the policies (``--policies``), one report per object (``--audit``, on by default).
+  judged by the policies (``--policies``), one report per object (``--audit``, on by default);
+* ``NativePolicies`` (``native_policies``, ``--native-policies``): the policies' generated
+  ValidatingAdmissionPolicies and MutatingAdmissionPolicies kept applied in the cluster and
+  proven enforced.
 
 SIGTERM/SIGINT: stop taking work, finish what is in flight, release the Lease, exit 0.
 """

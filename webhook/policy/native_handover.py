@@ -145,7 +145,7 @@ def probe_denied(message: str, token: str) -> bool:
     """Whether a refusal's message is the probe's denial of the set ``token``: the apiserver's
     own words, ``configmaps "<name>" is forbidden: ValidatingAdmissionPolicy 'infergate-probe'
     with binding 'infergate-probe' denied request: <the probe's message>`` (the Status it answers
-    with the reason Invalid, 422; recorded in tests/controller/data/native-probe-denial.json)."""
+    with the reason Invalid, 422; recorded as ``probe`` in tests/policy/data/native-handover/recorded.json)."""
     prefix = DENIAL_PREFIX.format(policy=PROBE_NAME, binding=PROBE_NAME)
     return message.endswith(f": {prefix}{PROBE_MESSAGE} ({token})")
 

@@ -15,7 +15,7 @@ activation is measured only before cel-expr evaluates.
 The bound covers the ranges CEL can build from an activation (selections, indexing,
 ``map``/``filter``/``transform*`` results, ``split``/``findAll`` of strings, concatenation,
 ``flatten``, ``lists.range``: a computed ``lists.range(n)`` is capped at the per-call limit
-by a guard ``optimize.py`` adds). Behind it, cel-cpp stops any evaluation after 10,000
+by a guard ``optimize/guards.py`` adds). Behind it, cel-cpp stops any evaluation after 10,000
 comprehension iterations ("Iteration budget exceeded"), which the backend reports as the
 same ``EngineBoundExceeded``.
 
@@ -116,9 +116,11 @@ class KnownSizes:
     An entry is the object, its sizes and its JSON text when remembered; ``measure`` uses the
     sizes only for that very object whose JSON text is still the same (equal text, equal
     sizes), so an object changed in place after it was remembered is walked again, never
-    bounded by its old size. The entry keeps its object alive: its id cannot name another
-    object while the entry lives. An engine owns one (``Evaluator`` at the edge); nothing is
-    kept between engines."""
+    bounded by its old size. (Freezing stored objects instead would need dict and list
+    subclasses, which the engines and the generated fast paths, dispatching on
+    ``type(x) is dict``, would take slower paths for.) The entry keeps its object alive: its id
+    cannot name another object while the entry lives. An engine owns one (``Evaluator`` at the
+    edge); nothing is kept between engines."""
 
     __slots__ = ("entries", "limit")
 
@@ -287,7 +289,7 @@ def _size(node: Any) -> Poly:
         args = list(call.args)
         if call.function == "lists.range":
             value = args[0].const_expr.int64_value if args and args[0].WhichOneof("expr_kind") == "const_expr" else None
-            # a computed n: capped by the guard in optimize.py, sized like the data it comes from
+            # a computed n: capped by the guard in optimize/guards.py, sized like the data it comes from
             return _const(max(value, 0)) if value is not None else _L
         if call.function == "_+_":
             return _add(_size(args[0]), _size(args[1]))

@@ -14,12 +14,12 @@ Expressions pass the checking step both backends share (``compiler.check``: Kube
 declarations on cel-cpp's checker, the same errors), then celpy evaluates them with the same
 Kubernetes library implementations (``webhook.cel.library``) and Python versions of the
 cel-go extension functions cel-cpp provides natively (``library/ext.py``). What celpy 0.5
-lacks is filled in around it: the optional syntax (``x.?f``, ``m[?k]``, ``[?x]``,
-``{?k: v}``) is spelled as function calls before celpy parses it (``celpy_rewrite``), the
-evaluator (``celpy_eval``) runs cel-go's macros (two-variable comprehensions,
-``transform*``, ``sortBy``, ``optMap``) under the same iteration bound as the default
-engine (``limits``), and the operators whose celpy versions differ from cel-go are replaced
-(``celpy_operators``).
+lacks is filled in around it (``webhook.cel.celpy``): the optional syntax (``x.?f``,
+``m[?k]``, ``[?x]``, ``{?k: v}``) is spelled as function calls before celpy parses it
+(``rewrite``), the evaluator (``evaluator``) runs cel-go's macros (two-variable
+comprehensions, ``transform*``, ``sortBy``, ``optMap``) under the same iteration bound as the
+default engine (``limits``), and the operators whose celpy versions differ from cel-go are
+replaced (``operators``).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ _INT_ARGUMENTS = frozenset({"charAt", "indexOf", "lastIndexOf", "replace", "spli
 class Function:
     """One CEL function name as celpy calls it: Kubernetes' overloads, then the cel-go
     extension (on its receiver type), then the built-in of that name (celpy's, or cel-go's
-    version from ``celpy_operators.builtins``); on a ``Namespace`` receiver
+    version from ``webhook.cel.celpy.operators.builtins``); on a ``Namespace`` receiver
     (``sets.contains(a, b)``), the namespaced function."""
 
     __slots__ = ("name", "overloads", "extension", "receiver", "builtin", "type_value")

@@ -6,7 +6,7 @@ Two environments per variable declaration:
   overloads and types (optional types included, declared through cel-cpp's YAML config),
   cross-type numeric comparisons, and the cel-cpp extensions Kubernetes enables; programs
   are type-checked against it, so compile errors read as Kubernetes' do;
-* the **runtime** env (``runtime_env``) plans the optimised checked AST (``optimize.py``):
+* the **runtime** env (``runtime_env``) plans the optimised checked AST (``webhook.cel.optimize``):
   each Kubernetes function is a private ``@k8s.<name>`` function implemented in Python.
 
 Library values with their own CEL type (``kubernetes.Quantity``, ``net.IP``, ...) travel
@@ -63,7 +63,7 @@ _STRINGS_V2 = [
     ("join", "list_join_string", ["list(string)", "string"], "string", True),
     ("strings.quote", "strings_quote", ["string"], "string", False),
 ]
-# cel-go optional-types functions cel-cpp lacks (evaluated natively, see optimize.py)
+# cel-go optional-types functions cel-cpp lacks (evaluated natively, see webhook.cel.optimize)
 _OPTIONAL_EXTRAS = [
     ("optional.unwrap", "optional_unwrap", ["list(optional_type(V))"], "list(V)", False),
     ("unwrapOpt", "optional_unwrapOpt", ["list(optional_type(V))"], "list(V)", True),
