@@ -6,8 +6,8 @@ A valid object must be admitted and the invalid one denied with the webhook's ow
 (exactly what kubectl prints of the webhook's denial); every other outcome is an error:
 a refused connection, a timeout, "failed calling webhook", a valid object refused or an
 invalid one admitted. Errors of calls made while the apiserver itself is away (any moment of
-the call between the start of its restart and its ``/readyz`` answering ok again) are counted
-apart: the webhook cannot be blamed for them.
+the call between the start of its restart and its serving the written kind again, which can
+come after its ``/readyz`` answers ok) are counted apart: the webhook cannot be blamed for them.
 """
 
 from __future__ import annotations
