@@ -6,8 +6,9 @@ A valid object must be admitted and the invalid one denied with the webhook's ow
 (exactly what kubectl prints of the webhook's denial); every other outcome is an error:
 a refused connection, a timeout, "failed calling webhook", a valid object refused or an
 invalid one admitted. Errors of calls made while the apiserver itself is away (any moment of
-the call between the start of its restart and its serving the written kind again, which can
-come after its ``/readyz`` answers ok) are counted apart: the webhook cannot be blamed for them.
+the call between the start of its restart and its ``/readyz`` answering ok again) are counted
+apart: the webhook cannot be blamed for them; so are errors a run names as the apiserver's own
+refusal (``Tally.apiserver_refusals``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Tally:
 
     answers: list[Answer]
     apiserver_down: list[tuple[float, float]] = field(default_factory=list)
+    # errors that are the apiserver's own refusal, never a webhook's: texts they contain
+    apiserver_refusals: tuple[str, ...] = ()
+
+    def _refused_by_the_apiserver(self, answer: Answer) -> bool:
+        return any(text in (answer.error or "") for text in self.apiserver_refusals)
 
     def _during_downtime(self, answer: Answer) -> bool:
         """Whether the apiserver was away at some moment of the call: a kubectl started just
@@ -50,7 +56,13 @@ class Tally:
     @property
     def errors(self) -> list[Answer]:
         """Unexpected outcomes while the apiserver was up: the ones that count."""
-        return [a for a in self.answers if a.error and not self._during_downtime(a)]
+        return [a for a in self.answers if a.error and not self._during_downtime(a)
+                and not self._refused_by_the_apiserver(a)]
+
+    @property
+    def apiserver_refused(self) -> list[Answer]:
+        """Errors after the downtime that are the apiserver's own refusal (``apiserver_refusals``)."""
+        return [a for a in self.answers if a.error and not self._during_downtime(a) and self._refused_by_the_apiserver(a)]
 
     @property
     def downtime_errors(self) -> list[Answer]:
@@ -64,7 +76,8 @@ class Tally:
         admitted, denied = self.admitted_and_denied()
         kinds = Counter(_first_line(a.error) for a in self.errors)
         text = (f"{self.sent} writes: {admitted} admitted, {denied} denied by the webhook, "
-                f"{len(self.errors)} errors, {len(self.downtime_errors)} during the apiserver's own downtime")
+                f"{len(self.errors)} errors, {len(self.downtime_errors)} during the apiserver's own downtime"
+                + (f", {len(self.apiserver_refused)} refused by the apiserver itself" if self.apiserver_refused else ""))
         return text + (f"; errors: {dict(kinds)}" if kinds else "")
 
 
@@ -124,8 +137,8 @@ class WriteLoop:
         """Where the answers stand now (an index for :meth:`since`)."""
         return len(self.answers)
 
-    def since(self, mark: int) -> Tally:
-        return Tally(self.answers[mark:], list(self.apiserver_down))
+    def since(self, mark: int, *, apiserver_refusals: tuple[str, ...] = ()) -> Tally:
+        return Tally(self.answers[mark:], list(self.apiserver_down), apiserver_refusals)
 
     def wait_for_answers(self, count: int, timeout: float = 60) -> None:
         """Until ``count`` more answers came back (the loop is running and answered)."""
