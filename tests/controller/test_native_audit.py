@@ -415,19 +415,26 @@ class Watched:
             time.sleep(0.05)  # a poll's interval, bounded by the deadline above
 
 
+def _with_policies(fake, url: str, suite: dict) -> Cluster:
+    """The fake apiserver serving VAPs, their bindings, OpenReports and the suite's CRDs, with
+    the suite's policies stored."""
+    cluster = Cluster(fake, url)
+    for resource in (VAPS, BINDINGS):
+        fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
+                            else "ValidatingAdmissionPolicyBinding", False)
+    cluster.install("openreports")
+    _served_crds(fake, suite)
+    for obj in suite["policies"]:
+        cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+    return cluster
+
+
 @pytest.fixture
 def custom_cluster():
     suite = yaml.safe_load(CUSTOM.read_text())
     fake = FakeApiServer(builtins=True)
     with fake.running() as url:
-        cluster = Cluster(fake, url)
-        for resource in (VAPS, BINDINGS):
-            fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
-                                else "ValidatingAdmissionPolicyBinding", False)
-        cluster.install("openreports")
-        _served_crds(fake, suite)
-        for obj in suite["policies"]:
-            cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+        cluster = _with_policies(fake, url, suite)
         for obj in suite["state"]:
             cluster.put(obj, {"Namespace": "namespaces", "Widget": "widgets", "Gadget": "gadgets"}[obj["kind"]])
         watched = Watched(cluster)
@@ -515,14 +522,7 @@ def test_a_param_kind_not_served_gets_the_apiservers_error_until_its_crd_is_inst
     suite["state"] = [o for o in suite["state"] if o["kind"] != "Gadget"]
     fake = FakeApiServer(builtins=True)
     with fake.running() as url:
-        cluster = Cluster(fake, url)
-        for resource in (VAPS, BINDINGS):
-            fake.serve_resource(*resource, "ValidatingAdmissionPolicy" if resource is VAPS
-                                else "ValidatingAdmissionPolicyBinding", False)
-        cluster.install("openreports")
-        _served_crds(fake, suite)
-        for obj in suite["policies"]:
-            cluster.put(obj, VAPS[1] if obj["kind"] == "ValidatingAdmissionPolicy" else BINDINGS[1])
+        cluster = _with_policies(fake, url, suite)
         for obj in suite["state"]:
             cluster.put(obj, {"Namespace": "namespaces", "Widget": "widgets"}[obj["kind"]])
         cases = {case["name"]: case for case in suite["cases"]}

@@ -11,7 +11,7 @@ matches (``typecheck.py``), as the apiserver checks a ValidatingAdmissionPolicy.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from pydantic import ValidationError
 
@@ -69,16 +69,7 @@ def _compile_document(doc: Document, evaluator: Evaluator, schemas: KindSchemas 
         path = ("spec", "auditAnnotations", i, "key")
         problems.append(f"{doc.where_of(path)}: {_dotted(path)}: {problem}")
 
-    def compile_(source: str, path: tuple[Any, ...]) -> Expression:
-        where = f"{doc.where_of(path)}: {_dotted(path)}"
-        try:
-            # infergate's policies mix dyn and typed values in literals (JSON patch maps)
-            program = evaluator.compile(source, CEL_VARIABLES, mixed_literals=True)
-        except CelCompileError as exc:
-            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
-            program = None
-        return Expression(program, source, where, evaluator.routes)
-
+    compile_ = _compiler(evaluator, problems, lambda path: f"{doc.where_of(path)}: {_dotted(path)}")
     compiled = CompiledPolicy(model, compile_, doc.origin.file, evaluator)
     if not problems:  # then as the apiserver type-checks a ValidatingAdmissionPolicy: against the kinds' schemas
         for path, message in check_policy(model, schemas if schemas is not None else shipped_schemas()):
@@ -175,6 +166,24 @@ def load_directory(directory: Path, evaluator: Evaluator, schemas: KindSchemas |
     return policies
 
 
+def _compiler(evaluator: Evaluator, problems: list[str],
+              where_of: Callable[[tuple[Any, ...]], str]) -> Callable[[str, tuple[Any, ...]], Expression]:
+    """Compiles a policy's expression at ``path``; one that does not compile is added to
+    ``problems`` (named by ``where_of``) and kept without a program."""
+
+    def compile_(source: str, path: tuple[Any, ...]) -> Expression:
+        where = where_of(path)
+        try:
+            # infergate's policies mix dyn and typed values in literals (JSON patch maps)
+            program = evaluator.compile(source, CEL_VARIABLES, mixed_literals=True)
+        except CelCompileError as exc:
+            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
+            program = None
+        return Expression(program, source, where, evaluator.routes)
+
+    return compile_
+
+
 def compile_policy(model: AdmissionPolicy, file: str, evaluator: Evaluator) -> CompiledPolicy:
     """A policy already loaded (and checked) from ``file``, compiled again from ``model``: what
     the webhook runs once some of its rules are left to the apiserver
@@ -182,15 +191,7 @@ def compile_policy(model: AdmissionPolicy, file: str, evaluator: Evaluator) -> C
     ``PolicyLoadError``."""
     problems: list[str] = []
 
-    def compile_(source: str, path: tuple[Any, ...]) -> Expression:
-        where = f"{file}: {_dotted(path)}"
-        try:
-            program = evaluator.compile(source, CEL_VARIABLES, mixed_literals=True)
-        except CelCompileError as exc:
-            problems.append(f"{where}: expression {' '.join(source.split())!r} does not compile: {exc}")
-            program = None
-        return Expression(program, source, where, evaluator.routes)
-
+    compile_ = _compiler(evaluator, problems, lambda path: f"{file}: {_dotted(path)}")
     compiled = CompiledPolicy(model, compile_, file, evaluator)
     if problems:
         raise PolicyLoadError(problems)
